@@ -1,0 +1,41 @@
+/** Per-task generation options, taken from TASK_REQ. */
+export interface ChatOptions {
+  stop?: string[];
+  maxTokens?: number;
+  temperature?: number;
+  seed?: number;
+  grammar?: string;
+  jsonSchema?: Record<string, unknown>;
+  /** Cancels the generation; the driver stops producing chunks and returns. */
+  signal?: AbortSignal;
+}
+
+/** What a driver knows about one finished generation. */
+export interface ChatStats {
+  tokensIn?: number;
+  tokensOut?: number;
+}
+
+/**
+ * The driver interface of the spec, section 7.1. Drivers know nothing of the network.
+ * `chat` yields text chunks and honours stop strings (the stop string itself is not yielded);
+ * its return value carries token counts when the engine knows them.
+ */
+export interface Driver {
+  readonly name: string;
+  /** Start the engine subprocess, if any. Idempotent. */
+  start(): Promise<void>;
+  chat(prompt: string, opts: ChatOptions): AsyncGenerator<string, ChatStats | void, void>;
+  /** Stop the engine gracefully (SIGTERM, then SIGKILL after a grace period). Idempotent. */
+  stop(): Promise<void>;
+  /** Pids of engine processes this driver currently runs (for accounting and cleanup). */
+  pids(): number[];
+}
+
+/** Settings a driver is created from. `options` are driver-specific (`--driver-opt k=v`). */
+export interface DriverConfig {
+  name: string;
+  /** Model path for engine drivers. */
+  model?: string;
+  options: Record<string, string>;
+}

@@ -1,0 +1,162 @@
+import { Packr, Unpackr } from 'msgpackr';
+import type { ErrorCode } from './errors.js';
+import { DEFAULT_MAX_LINE } from './types.js';
+
+/** Receives what a decoder finds: decoded values and framing errors. */
+export interface FrameSink {
+  frame(value: unknown): void;
+  error(code: ErrorCode, msg: string, fatal?: boolean): void;
+}
+
+/** A decoder takes bytes and does no I/O. `detach()` stops it and returns the unconsumed bytes. */
+export interface Decoder {
+  push(chunk: Buffer): void;
+  detach(): Buffer;
+}
+
+const NL = 0x0a;
+
+/**
+ * NDJSON decoder: keeps a partial line across chunks, decodes only whole lines (so a multi-byte
+ * UTF-8 character split across chunks is never cut), and enforces a maximum line length.
+ */
+export class LineDecoder implements Decoder {
+  private parts: Buffer[] = [];
+  private size = 0;
+  private discarding = false;
+  private detached = false;
+  private rest: Buffer = Buffer.alloc(0);
+  private readonly utf8 = new TextDecoder('utf-8', { fatal: true });
+
+  constructor(private readonly sink: FrameSink, private readonly maxLine = DEFAULT_MAX_LINE) {}
+
+  push(chunk: Buffer): void {
+    if (this.detached) { this.rest = Buffer.concat([this.rest, chunk]); return; }
+    let start = 0;
+    while (start < chunk.length) {
+      const nl = chunk.indexOf(NL, start);
+      if (nl === -1) {
+        this.append(chunk.subarray(start));
+        return;
+      }
+      const tail = chunk.subarray(start, nl);
+      start = nl + 1;
+      if (this.discarding) {
+        this.discarding = false;
+        this.parts = []; this.size = 0;
+        continue;
+      }
+      if (this.size + tail.length > this.maxLine) {
+        this.parts = []; this.size = 0;
+        this.sink.error('SWARM_ERR_LINE_TOO_LONG', `line longer than ${this.maxLine} bytes`);
+        continue;
+      }
+      const line = this.size === 0 ? tail : Buffer.concat([...this.parts, tail]);
+      this.parts = []; this.size = 0;
+      this.emit(line);
+      if (this.detached) { this.rest = Buffer.from(chunk.subarray(start)); return; }
+    }
+  }
+
+  detach(): Buffer {
+    this.detached = true;
+    const out = Buffer.concat([...this.parts, this.rest]);
+    this.parts = []; this.size = 0; this.rest = Buffer.alloc(0);
+    return out;
+  }
+
+  private append(bytes: Buffer): void {
+    if (this.discarding || bytes.length === 0) return;
+    if (this.size + bytes.length > this.maxLine) {
+      // Report once, then drop everything up to the next newline without buffering it.
+      this.parts = []; this.size = 0; this.discarding = true;
+      this.sink.error('SWARM_ERR_LINE_TOO_LONG', `line longer than ${this.maxLine} bytes`);
+      return;
+    }
+    // Copy: the socket may reuse its buffer.
+    this.parts.push(Buffer.from(bytes));
+    this.size += bytes.length;
+  }
+
+  private emit(line: Buffer): void {
+    let end = line.length;
+    if (end > 0 && line[end - 1] === 0x0d) end--; // tolerate CRLF
+    if (end === 0) return; // blank lines are keep-alives, not errors
+    let text: string;
+    try {
+      text = this.utf8.decode(line.subarray(0, end));
+    } catch {
+      this.sink.error('SWARM_ERR_BAD_JSON', 'line is not valid UTF-8');
+      return;
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (e) {
+      this.sink.error('SWARM_ERR_BAD_JSON', `invalid JSON: ${(e as Error).message.slice(0, 120)}`);
+      return;
+    }
+    this.sink.frame(value);
+  }
+}
+
+const packr = new Packr({ useRecords: false, mapsAsObjects: true });
+const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true });
+
+/** msgpack decoder: frames are a 4-byte big-endian length and a msgpack body. */
+export class MsgpackDecoder implements Decoder {
+  private buf: Buffer = Buffer.alloc(0);
+  private detached = false;
+  private dead = false;
+
+  constructor(private readonly sink: FrameSink, private readonly maxFrame = DEFAULT_MAX_LINE) {}
+
+  push(chunk: Buffer): void {
+    if (this.dead) return;
+    this.buf = this.buf.length === 0 ? Buffer.from(chunk) : Buffer.concat([this.buf, chunk]);
+    if (this.detached) return;
+    while (this.buf.length >= 4) {
+      const len = this.buf.readUInt32BE(0);
+      if (len > this.maxFrame) {
+        // A length prefix cannot be resynchronised: the stream is unusable.
+        this.dead = true;
+        this.buf = Buffer.alloc(0);
+        this.sink.error('SWARM_ERR_LINE_TOO_LONG', `frame of ${len} bytes exceeds ${this.maxFrame}`, true);
+        return;
+      }
+      if (this.buf.length < 4 + len) return;
+      const body = this.buf.subarray(4, 4 + len);
+      this.buf = this.buf.subarray(4 + len);
+      let value: unknown;
+      try {
+        value = unpackr.unpack(body);
+      } catch (e) {
+        this.sink.error('SWARM_ERR_BAD_FRAME', `invalid msgpack: ${(e as Error).message.slice(0, 120)}`);
+        continue;
+      }
+      this.sink.frame(value);
+      if (this.detached) return;
+    }
+  }
+
+  detach(): Buffer {
+    this.detached = true;
+    const out = this.buf;
+    this.buf = Buffer.alloc(0);
+    return out;
+  }
+}
+
+/** Encode one message as an NDJSON line. */
+export function encodeLine(msg: unknown): Buffer {
+  return Buffer.from(JSON.stringify(msg) + '\n', 'utf8');
+}
+
+/** Encode one message as a length-prefixed msgpack frame. */
+export function encodeMsgpack(msg: unknown): Buffer {
+  const body = packr.pack(msg);
+  const out = Buffer.allocUnsafe(4 + body.length);
+  out.writeUInt32BE(body.length, 0);
+  body.copy(out, 4);
+  return out;
+}

@@ -1,0 +1,111 @@
+import { z } from 'zod';
+import { Codec, PROTOCOL_VERSION, Type } from './types.js';
+import { ErrorCode } from './errors.js';
+
+const id = z.string().min(1).max(128);
+const shortText = z.string().max(256);
+
+/** Task receipt, carried by the final TASK_RES (`done:true`). */
+export const Receipt = z.object({
+  started_at: z.number().optional(),
+  finished_at: z.number().optional(),
+  duration_ms: z.number().nonnegative(),
+  ttft_ms: z.number().nonnegative().optional(),
+  tokens_in: z.number().int().nonnegative().optional(),
+  tokens_out: z.number().int().nonnegative().optional(),
+  tokens_per_s: z.number().nonnegative().optional(),
+  worker: z.string().optional(),
+  driver: z.string().optional(),
+  attempt: z.number().int().positive().optional(),
+});
+export type Receipt = z.infer<typeof Receipt>;
+
+export const Payloads = {
+  [Type.HANDSHAKE]: z.object({
+    driver: shortText,
+    caps: z.array(shortText).max(64).default([]),
+    token: z.string().max(4096).optional(),
+    worker_id: id.optional(),
+    role: shortText.optional(),
+    slots: z.number().int().min(1).max(1024).default(1),
+    codecs: z.array(z.string().max(32)).max(8).default([Codec.NDJSON]),
+    pid: z.number().int().optional(),
+    version: shortText.optional(),
+    peer_addr: shortText.optional(),
+  }),
+  [Type.HANDSHAKE_ACK]: z.object({
+    status: z.literal('ok'),
+    config: z.object({
+      heartbeat_ms: z.number().int().positive(),
+      dead_after_ms: z.number().int().positive(),
+    }).passthrough(),
+    worker_id: id,
+    codec: z.enum([Codec.NDJSON, Codec.MSGPACK]).default(Codec.NDJSON),
+  }),
+  [Type.ASSIGN_ROLE]: z.object({
+    role: shortText,
+    spec_ref: z.string().max(4096).optional(),
+  }),
+  [Type.TASK_REQ]: z.object({
+    task_id: id,
+    prompt: z.string(),
+    stop: z.array(z.string().max(256)).max(16).default([]),
+    attempt: z.number().int().positive().default(1),
+    role: shortText.optional(),
+    max_tokens: z.number().int().positive().optional(),
+    temperature: z.number().min(0).max(10).optional(),
+    seed: z.number().int().optional(),
+    grammar: z.string().optional(),
+    json_schema: z.record(z.string(), z.unknown()).optional(),
+    timeout_ms: z.number().int().positive().optional(),
+  }),
+  [Type.TASK_RES]: z.object({
+    task_id: id,
+    text: z.string().default(''),
+    done: z.boolean(),
+    seq: z.number().int().nonnegative().optional(),
+    receipt: Receipt.optional(),
+  }),
+  [Type.HEARTBEAT]: z.object({
+    load: z.number().min(0).default(0),
+    status: z.string().max(32).default('idle'),
+    inflight: z.number().int().nonnegative().optional(),
+    state: z.string().max(32).optional(),
+  }),
+  [Type.KILL]: z.object({ reason: z.string().max(1024).default('') }),
+  [Type.ERROR]: z.object({
+    code: z.enum(Object.keys(ErrorCode) as [keyof typeof ErrorCode, ...(keyof typeof ErrorCode)[]]),
+    msg: z.string().max(64 * 1024),
+    status: z.number().int().optional(),
+    task_id: id.optional(),
+    fatal: z.boolean().optional(),
+  }),
+  [Type.ACK]: z.object({ ok: z.boolean().default(true) }).passthrough(),
+} as const;
+
+export type Payload<T extends Type> = z.infer<(typeof Payloads)[T]>;
+
+/** The envelope of every message, as in the spec, plus `re` naming the message a reply answers. */
+export const Envelope = z.object({
+  ver: z.literal(PROTOCOL_VERSION),
+  id,
+  type: z.string(),
+  src: z.string().max(128).default(''),
+  dst: z.string().max(128).default(''),
+  re: id.optional(),
+  payload: z.unknown(),
+});
+
+/** A fully validated message of type T. */
+export interface Message<T extends Type = Type> {
+  ver: typeof PROTOCOL_VERSION;
+  id: string;
+  type: T;
+  src: string;
+  dst: string;
+  re?: string;
+  payload: Payload<T>;
+}
+
+/** Any validated message, discriminated on `type`. */
+export type AnyMessage = { [K in Type]: Message<K> }[Type];

@@ -1,0 +1,23 @@
+/** Message types of the Mittelö protocol (spec section 4.3, plus ACK). */
+export const Type = {
+  HANDSHAKE: 'HANDSHAKE',
+  HANDSHAKE_ACK: 'HANDSHAKE_ACK',
+  ASSIGN_ROLE: 'ASSIGN_ROLE',
+  TASK_REQ: 'TASK_REQ',
+  TASK_RES: 'TASK_RES',
+  HEARTBEAT: 'HEARTBEAT',
+  KILL: 'KILL',
+  ERROR: 'ERROR',
+  ACK: 'ACK',
+} as const;
+export type Type = (typeof Type)[keyof typeof Type];
+
+/** Protocol version carried in every envelope's `ver`. */
+export const PROTOCOL_VERSION = 1;
+
+/** Default maximum length of one frame (a line for NDJSON), in bytes. */
+export const DEFAULT_MAX_LINE = 1024 * 1024;
+
+/** Codecs a connection may negotiate in HANDSHAKE. NDJSON is the default. */
+export const Codec = { NDJSON: 'ndjson', MSGPACK: 'msgpack' } as const;
+export type Codec = (typeof Codec)[keyof typeof Codec];
