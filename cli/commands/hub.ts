@@ -1,0 +1,65 @@
+import type { Command } from 'commander';
+import { fail } from '../exit.js';
+import { makeLogger } from '../log.js';
+import { int, keyValue } from '../options.js';
+import { runHub } from '../run-hub.js';
+import { stateDir } from '../state.js';
+import { workerArgs } from './worker.js';
+
+/** Options shared by `swarm hub` and `swarm up`. */
+export function hubOptions(cmd: Command): Command {
+  return cmd
+    .option('--host <addr>', 'address workers connect to (non-loopback needs --token)', '127.0.0.1')
+    .option('--port <n>', 'worker port (0 = any free port; a restart reuses the previous one)', int('--port'), 0)
+    .option('--control-port <n>', 'HTTP control API port on loopback (0 = any)', int('--control-port'), 0)
+    .option('--token <secret>', 'shared secret workers must present (env SWARM_TOKEN)')
+    .option('--tls-cert <file>', 'TLS certificate for worker links')
+    .option('--tls-key <file>', 'TLS private key for worker links')
+    .option('--state-dir <dir>', 'journal, logs, pids and the hub address (env SWARM_STATE_DIR, default ./.swarm)')
+    .option('--heartbeat-ms <n>', 'heartbeat interval', int('--heartbeat-ms', 10), 2000)
+    .option('--dead-after-ms <n>', 'a worker silent this long is dead', int('--dead-after-ms', 100), 10000)
+    .option('--max-line <bytes>', 'maximum protocol line length', int('--max-line', 1024), 1024 * 1024)
+    .option('--max-attempts <n>', 'attempts per task before it fails', int('--max-attempts', 1), 3)
+    .option('--no-journal', 'keep tasks in memory only (nothing survives a restart)')
+    .option('--no-msgpack', 'do not offer msgpack to workers');
+}
+
+export interface HubCliOptions {
+  host: string; port: number; controlPort: number; token?: string; tlsCert?: string; tlsKey?: string;
+  stateDir?: string; heartbeatMs: number; deadAfterMs: number; maxLine: number; maxAttempts: number;
+  journal: boolean; msgpack: boolean;
+}
+
+export function hubConfigFrom(o: HubCliOptions, token?: string) {
+  return {
+    host: o.host, port: o.port, controlPort: o.controlPort, token: token ?? o.token ?? process.env.SWARM_TOKEN,
+    tlsCert: o.tlsCert, tlsKey: o.tlsKey, heartbeatMs: o.heartbeatMs, deadAfterMs: o.deadAfterMs,
+    maxLine: o.maxLine, maxAttempts: o.maxAttempts, msgpack: o.msgpack,
+  };
+}
+
+export function registerHub(program: Command): void {
+  const cmd = program.command('hub').description('run the hub alone (workers join with `swarm worker`)');
+  hubOptions(cmd)
+    .option('--supervise <n>', 'also start and supervise N local worker processes', int('--supervise'), 0)
+    .option('--driver <name>', 'driver for supervised workers', 'echo')
+    .option('--driver-opt <key=value>', 'driver option for supervised workers (repeatable)', keyValue, {})
+    .option('--model <path>', 'model for supervised workers (env SWARM_MODEL)')
+    .option('--slots <n>', 'tasks in flight per supervised worker', int('--slots', 1), 1)
+    .option('--log-file <file>', 'write logs here instead of stderr')
+    .action(async (o: HubCliOptions & { supervise: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; logFile?: string }) => {
+      try {
+        const dir = stateDir(o.stateDir);
+        const log = makeLogger('hub', o.logFile);
+        const running = await runHub({
+          dir, log, config: hubConfigFrom(o), agents: o.supervise, journal: o.journal,
+          workerArgs: workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: o.model, slots: o.slots }),
+        });
+        const onSignal = () => void running.stop();
+        process.once('SIGINT', onSignal);
+        process.once('SIGTERM', onSignal);
+        await running.stopped;
+        process.exit(0);
+      } catch (err) { fail(err); }
+    });
+}

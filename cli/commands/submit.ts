@@ -1,0 +1,77 @@
+import fs from 'node:fs';
+import type { Command } from 'commander';
+import { SwarmError } from '../../protocol/index.js';
+import { Exit, fail } from '../exit.js';
+import { call } from '../http.js';
+import { int } from '../options.js';
+import { Progress } from '../progress.js';
+import { runningHub, stateDir } from '../state.js';
+
+interface Accepted { accepted: { id: string; duplicate: boolean; state: string }[] }
+interface Waited { complete: boolean; tasks: { id: string; state: string; text?: string; error?: { code: string; msg: string }; receipt?: unknown }[] }
+
+const BATCH = 5000;
+
+export function registerSubmit(program: Command): void {
+  program.command('submit')
+    .description('submit a task (TEXT) or many (--file tasks.jsonl: one JSON task per line, or plain text lines)')
+    .argument('[text]', 'the prompt')
+    .option('-f, --file <file>', 'JSONL file of tasks ({"prompt":…, "id":…, "role":…, …}); "-" reads stdin')
+    .option('--id <id>', 'idempotency key for a single task')
+    .option('--role <role>', 'only workers with this role run it')
+    .option('--priority <n>', 'higher runs first', Number)
+    .option('--max-tokens <n>', 'generation bound', int('--max-tokens', 1))
+    .option('--wait', 'wait until every task is done or failed, and print the results', false)
+    .option('--timeout <ms>', 'give up waiting after this long', int('--timeout', 1), 600_000)
+    .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
+    .option('--json', 'print JSON', false)
+    .action(async (text: string | undefined, o: { file?: string; id?: string; role?: string; priority?: number; maxTokens?: number; wait: boolean; timeout: number; stateDir?: string; json: boolean }) => {
+      try {
+        const hub = runningHub(stateDir(o.stateDir));
+        const tasks = o.file !== undefined ? readTasks(o.file) : text !== undefined ? [{ prompt: text, id: o.id }] : undefined;
+        if (!tasks || tasks.length === 0) throw new SwarmError('SWARM_ERR_CONFIG', 'give a prompt or --file with at least one task');
+        for (const t of tasks) {
+          if (o.role && t.role === undefined) t.role = o.role;
+          if (o.priority !== undefined && t.priority === undefined) t.priority = o.priority;
+          if (o.maxTokens && t.max_tokens === undefined) t.max_tokens = o.maxTokens;
+          if (t.id === undefined) delete t.id;
+        }
+        const progress = new Progress(o.json || tasks.length < BATCH);
+        const accepted: Accepted['accepted'] = [];
+        for (let i = 0; i < tasks.length; i += BATCH) {
+          const r = await call<Accepted>(hub, 'POST', '/tasks', { tasks: tasks.slice(i, i + BATCH) });
+          accepted.push(...r.accepted);
+          progress.update(`submitted ${accepted.length}/${tasks.length}`);
+        }
+        progress.done();
+        if (!o.wait) {
+          if (o.json) process.stdout.write(JSON.stringify({ accepted }) + '\n');
+          else for (const a of accepted) process.stdout.write(`${a.id}${a.duplicate ? ' (duplicate: already submitted)' : ''}\n`);
+          return;
+        }
+        const waited = await call<Waited>(hub, 'POST', '/wait', { ids: accepted.map((a) => a.id), timeout_ms: o.timeout }, o.timeout + 10_000);
+        const failed = waited.tasks.filter((t) => t.state === 'failed').length;
+        if (o.json) process.stdout.write(JSON.stringify({ complete: waited.complete, failed, tasks: waited.tasks }) + '\n');
+        else for (const t of waited.tasks) {
+          if (t.state === 'done') process.stdout.write(tasks.length === 1 ? `${t.text}\n` : `${t.id}\t${JSON.stringify(t.text)}\n`);
+          else process.stdout.write(`${t.id}\t${t.state}${t.error ? `\t${t.error.code}: ${t.error.msg}` : ''}\n`);
+        }
+        if (!waited.complete) process.exit(Exit.TIMEOUT);
+        if (failed) process.exit(Exit.TASKS_FAILED);
+      } catch (err) { fail(err, o.json); }
+    });
+}
+
+type TaskInput = { prompt: string; id?: string; role?: string; priority?: number; max_tokens?: number } & Record<string, unknown>;
+
+function readTasks(file: string): TaskInput[] {
+  const text = fs.readFileSync(file === '-' ? 0 : file, 'utf8');
+  return text.split('\n').flatMap((line, i) => {
+    const l = line.trim();
+    if (!l) return [];
+    if (!l.startsWith('{')) return [{ prompt: l }];
+    try { return [JSON.parse(l) as TaskInput]; } catch (e) {
+      throw new SwarmError('SWARM_ERR_BAD_JSON', `${file}:${i + 1}: ${(e as Error).message}`);
+    }
+  });
+}

@@ -1,0 +1,142 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Command } from 'commander';
+import { SwarmError } from '../../protocol/index.js';
+import { alive } from '../../hub/index.js';
+import { Exit, fail } from '../exit.js';
+import { call } from '../http.js';
+import { makeLogger } from '../log.js';
+import { int, keyValue } from '../options.js';
+import { Progress } from '../progress.js';
+import { logPath, newToken, runHub } from '../run-hub.js';
+import { readHubFile, stateDir, type HubFile } from '../state.js';
+import { hubConfigFrom, hubOptions, type HubCliOptions } from './hub.js';
+import { workerArgs } from './worker.js';
+
+interface UpOptions extends HubCliOptions {
+  agents: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number;
+  detach: boolean; json: boolean; readyTimeout: number;
+}
+
+const CLI = fileURLToPath(new URL('../main.js', import.meta.url));
+
+export function registerUp(program: Command): void {
+  const cmd = program.command('up').description('start a hub and N workers as one supervised swarm');
+  hubOptions(cmd)
+    .option('-n, --agents <n>', 'number of worker processes', int('--agents', 1), 4)
+    .option('--driver <name>', 'engine driver: echo, exec, embedded, …', 'echo')
+    .option('--driver-opt <key=value>', 'driver option (repeatable)', keyValue, {})
+    .option('--model <path>', 'GGUF model for engine drivers (env SWARM_MODEL)')
+    .option('--slots <n>', 'tasks in flight per worker', int('--slots', 1), 1)
+    .option('-d, --detach', 'return once ready; the swarm keeps running (stop it with `swarm down`)', false)
+    .option('--ready-timeout <ms>', 'give up if the workers are not ready in time', int('--ready-timeout', 1), 120_000)
+    .option('--json', 'print the summary as JSON', false)
+    .action(async (o: UpOptions) => {
+      try {
+        if (o.detach) await upDetached(o);
+        else await upForeground(o);
+      } catch (err) { fail(err, o.json); }
+    });
+}
+
+function args(o: UpOptions) {
+  return workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: o.model ?? process.env.SWARM_MODEL, slots: o.slots });
+}
+
+async function upForeground(o: UpOptions): Promise<void> {
+  const t0 = performance.now();
+  const dir = stateDir(o.stateDir);
+  const log = makeLogger('hub', logPath(dir, 'hub'));
+  const token = o.token ?? process.env.SWARM_TOKEN ?? newToken();
+  const running = await runHub({ dir, log, config: hubConfigFrom(o, token), agents: o.agents, workerArgs: args(o), journal: o.journal });
+  let interrupted = false;
+  const onSignal = () => { interrupted = true; if (!o.json) process.stderr.write('\nstopping swarm…\n'); void running.stop(); };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const progress = new Progress(o.json);
+  const ready = await waitFor(() => running.hub.registry.size, o.agents, o.readyTimeout, progress, () => interrupted);
+  if (!ready) {
+    await running.stop();
+    throw new SwarmError('SWARM_ERR_TIMEOUT', `only ${running.hub.registry.size}/${o.agents} workers ready after ${o.readyTimeout} ms; see ${path.join(dir, 'logs')}`);
+  }
+  summary(o, running.file, dir, performance.now() - t0, false);
+  if (!o.json) process.stderr.write('running in the foreground; Ctrl-C stops every process of the swarm\n');
+  await running.stopped;
+  process.exit(interrupted ? Exit.OK : Exit.OK);
+}
+
+async function upDetached(o: UpOptions): Promise<void> {
+  const t0 = performance.now();
+  const dir = stateDir(o.stateDir);
+  const prev = readHubFile(dir);
+  if (prev && alive(prev.pid)) throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a swarm (hub pid ${prev.pid}) is already running in ${dir}`);
+  fs.mkdirSync(path.join(dir, 'logs'), { recursive: true, mode: 0o700 });
+  const token = o.token ?? process.env.SWARM_TOKEN ?? newToken();
+  const hubArgs = [CLI, 'hub', '--state-dir', dir, '--supervise', String(o.agents), '--log-file', logPath(dir, 'hub'),
+    '--host', o.host, '--port', String(o.port), '--control-port', String(o.controlPort),
+    '--heartbeat-ms', String(o.heartbeatMs), '--dead-after-ms', String(o.deadAfterMs), '--max-line', String(o.maxLine),
+    '--max-attempts', String(o.maxAttempts), ...args(o)];
+  if (o.tlsCert) hubArgs.push('--tls-cert', o.tlsCert);
+  if (o.tlsKey) hubArgs.push('--tls-key', o.tlsKey);
+  if (!o.journal) hubArgs.push('--no-journal');
+  if (!o.msgpack) hubArgs.push('--no-msgpack');
+  const out = fs.openSync(logPath(dir, 'hub.stderr'), 'a');
+  const child = spawn(process.execPath, hubArgs, { detached: true, stdio: ['ignore', out, out], env: { ...process.env, SWARM_TOKEN: token } });
+  fs.closeSync(out);
+  let exited: string | undefined;
+  child.once('exit', (code, signal) => { exited = `hub exited (code ${code}, signal ${signal})`; });
+  child.unref();
+  const progress = new Progress(o.json);
+  let hub: HubFile | undefined;
+  let count = 0;
+  const ready = await waitFor(async () => {
+    if (exited) return -1;
+    hub ??= ((h) => (h && h.pid === child.pid ? h : undefined))(readHubFile(dir));
+    if (!hub) return 0;
+    const s = await call<{ workers: unknown[] }>(hub, 'GET', '/status', undefined, 2000).catch(() => ({ workers: [] }));
+    count = s.workers.length;
+    return count;
+  }, o.agents, o.readyTimeout, progress, () => exited !== undefined);
+  if (!ready || !hub) {
+    const tail = readTail(logPath(dir, 'hub.stderr'));
+    if (!exited && child.pid) try { process.kill(child.pid, 'SIGTERM'); } catch { /* gone */ }
+    throw new SwarmError(exited ? 'SWARM_ERR_INTERNAL' : 'SWARM_ERR_TIMEOUT', `${exited ?? `only ${count}/${o.agents} workers ready after ${o.readyTimeout} ms`}${tail ? `\n${tail}` : ''}`);
+  }
+  summary(o, hub, dir, performance.now() - t0, true);
+  process.exit(Exit.OK);
+}
+
+async function waitFor(count: () => number | Promise<number>, want: number, timeoutMs: number, progress: Progress, abort: () => boolean): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const n = await count();
+    if (n < 0) { progress.done(); return false; }
+    progress.update(`workers ready ${n}/${want}`);
+    if (n >= want) { progress.done(); return true; }
+    if (abort() || Date.now() > deadline) { progress.done(); return false; }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+function summary(o: UpOptions, hub: HubFile, dir: string, ms: number, detached: boolean): void {
+  const s = {
+    ready: true, agents: o.agents, ready_ms: Math.round(ms), driver: o.driver, detached,
+    hub: `${hub.host}:${hub.port}`, hub_pid: hub.pid, control: `http://${hub.control.host}:${hub.control.port}`, state_dir: dir,
+  };
+  if (o.json) { process.stdout.write(JSON.stringify(s) + '\n'); return; }
+  process.stdout.write([
+    `swarm up: ${o.agents} agent(s) ready in ${(ms / 1000).toFixed(2)} s`,
+    `  hub      ${s.hub} (pid ${hub.pid})`,
+    `  control  ${s.control}`,
+    `  driver   ${o.driver}`,
+    `  state    ${dir}`,
+    `next: swarm submit "hello" --wait · swarm status · swarm down`,
+    '',
+  ].join('\n'));
+}
+
+function readTail(file: string): string {
+  try { return fs.readFileSync(file, 'utf8').split('\n').slice(-12).join('\n').trim(); } catch { return ''; }
+}

@@ -1,0 +1,73 @@
+import os from 'node:os';
+import type { Command } from 'commander';
+import { SwarmError } from '../../protocol/index.js';
+import { WorkerPool, type HubLocator } from '../../worker/index.js';
+import { killAllChildren } from '../../drivers/index.js';
+import { fail } from '../exit.js';
+import { makeLogger } from '../log.js';
+import { hostPort, int, keyValue } from '../options.js';
+import { readHubFile, stateDir } from '../state.js';
+
+/** The arguments `swarm up` passes to the workers it supervises. */
+export function workerArgs(o: { driver: string; driverOpt: Record<string, string>; model?: string; slots: number }): string[] {
+  const args = ['--driver', o.driver, '--slots', String(o.slots)];
+  for (const [k, v] of Object.entries(o.driverOpt)) args.push('--driver-opt', `${k}=${v}`);
+  if (o.model) args.push('--model', o.model);
+  return args;
+}
+
+interface WorkerCliOptions {
+  hub?: { host: string; port: number }; stateDir?: string; id?: string; count: number; driver: string;
+  driverOpt: Record<string, string>; model?: string; role?: string; caps?: string; slots: number; token?: string;
+  tls: boolean; tlsCa?: string; msgpack: boolean; logFile?: string;
+}
+
+export function registerWorker(program: Command): void {
+  program.command('worker')
+    .description('run one or more workers that join a hub')
+    .option('--hub <host:port>', 'hub address (default: read from the state directory)', hostPort)
+    .option('--state-dir <dir>', 'find the hub through this state directory (env SWARM_STATE_DIR)')
+    .option('--id <id>', 'worker id (with --count K: id-1 … id-K)')
+    .option('--count <k>', 'run K worker connections in this one process', int('--count', 1), 1)
+    .option('--driver <name>', 'engine driver: echo, exec, embedded, …', 'echo')
+    .option('--driver-opt <key=value>', 'driver option (repeatable), e.g. latency_ms=50', keyValue, {})
+    .option('--model <path>', 'GGUF model for engine drivers (env SWARM_MODEL)')
+    .option('--role <role>', 'role this worker takes tasks for')
+    .option('--caps <list>', 'comma-separated capabilities')
+    .option('--slots <n>', 'tasks in flight at once', int('--slots', 1), 1)
+    .option('--token <secret>', 'hub token (env SWARM_TOKEN, or the state directory)')
+    .option('--tls', 'connect with TLS')
+    .option('--tls-ca <file>', 'CA certificate that signed the hub certificate')
+    .option('--no-msgpack', 'speak NDJSON only')
+    .option('--log-file <file>', 'write logs here instead of stderr')
+    .action(async (o: WorkerCliOptions) => {
+      try {
+        const log = makeLogger('worker', o.logFile);
+        const dir = stateDir(o.stateDir);
+        const fixed = o.hub;
+        if (!fixed && !readHubFile(dir)) throw new SwarmError('SWARM_ERR_NO_SWARM', `no --hub given and no hub in ${dir}`);
+        const ca = o.tlsCa ? (await import('node:fs')).readFileSync(o.tlsCa, 'utf8') : undefined;
+        const locate: HubLocator = async () => {
+          if (fixed) return { ...fixed, tls: o.tls || ca !== undefined, ca };
+          const h = readHubFile(dir);
+          if (!h) throw new SwarmError('SWARM_ERR_NO_SWARM', `no hub in ${dir}`);
+          return { host: h.host === '0.0.0.0' || h.host === '::' ? '127.0.0.1' : h.host, port: h.port, tls: h.tls || o.tls, ca };
+        };
+        const token = o.token ?? process.env.SWARM_TOKEN ?? (fixed ? undefined : readHubFile(dir)?.token);
+        const base = o.id ?? `w-${os.hostname().split('.')[0]}-${process.pid}`;
+        const ids = o.count === 1 ? [base] : Array.from({ length: o.count }, (_, i) => `${base}-${i + 1}`);
+        const pool = new WorkerPool({
+          ids, locate, token, role: o.role, slots: o.slots, msgpack: o.msgpack,
+          caps: o.caps ? o.caps.split(',').map((c) => c.trim()).filter(Boolean) : [],
+          driver: { name: o.driver, model: o.model ?? process.env.SWARM_MODEL, options: o.driverOpt },
+        }, log);
+        const onSignal = () => void pool.stop('signal').then(() => process.exit(0));
+        process.once('SIGINT', onSignal);
+        process.once('SIGTERM', onSignal);
+        process.once('exit', () => killAllChildren());
+        await pool.run();
+        log.flush?.();
+        process.exit(0);
+      } catch (err) { fail(err); }
+    });
+}

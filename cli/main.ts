@@ -1,0 +1,28 @@
+#!/usr/bin/env node
+import { Command } from 'commander';
+import { VERSION } from './state.js';
+import { registerUp } from './commands/up.js';
+import { registerHub } from './commands/hub.js';
+import { registerWorker } from './commands/worker.js';
+import { registerStatus } from './commands/status.js';
+import { registerSubmit } from './commands/submit.js';
+import { registerDown } from './commands/down.js';
+
+const program = new Command()
+  .name('swarm')
+  .description('Run many local LLM agents as processes and organise them into multi-agent topologies.')
+  .version(VERSION)
+  .showHelpAfterError()
+  .addHelpText('after', `
+Exit codes: 0 ok, 1 error, 2 usage, 3 no running swarm, 4 tasks failed, 5 timeout, 6 already running.
+State lives in ./.swarm (--state-dir or SWARM_STATE_DIR). Docs: README.md, protocol/PROTOCOL.md.`);
+
+registerUp(program);
+registerHub(program);
+registerWorker(program);
+registerStatus(program);
+registerSubmit(program);
+registerDown(program);
+
+program.exitOverride((err) => process.exit(err.exitCode === 1 ? 2 : err.exitCode));
+await program.parseAsync(process.argv);

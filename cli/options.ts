@@ -1,0 +1,26 @@
+import { InvalidArgumentError } from 'commander';
+
+/** commander parser for a positive integer option. */
+export function int(name: string, min = 0) {
+  return (v: string): number => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer >= ${min}`);
+    return n;
+  };
+}
+
+/** commander collector for repeatable `key=value` options. */
+export function keyValue(v: string, prev: Record<string, string> = {}): Record<string, string> {
+  const i = v.indexOf('=');
+  if (i <= 0) throw new InvalidArgumentError(`expected key=value, got "${v}"`);
+  return { ...prev, [v.slice(0, i)]: v.slice(i + 1) };
+}
+
+/** Parse `HOST:PORT` (IPv6 as `[::1]:PORT`). */
+export function hostPort(v: string): { host: string; port: number } {
+  const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(v);
+  if (!m) throw new InvalidArgumentError(`expected HOST:PORT, got "${v}"`);
+  const port = Number(m[2]);
+  if (port < 1 || port > 65535) throw new InvalidArgumentError(`port out of range in "${v}"`);
+  return { host: m[1]!, port };
+}

@@ -1,0 +1,108 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Logger } from 'pino';
+import { SwarmError, randomId } from '../protocol/index.js';
+import { ControlServer, Hub, Supervisor, alive, hubConfig, type HubConfig } from '../hub/index.js';
+import { VERSION, readHubFile, removeHubFile, writeHubFile, type HubFile } from './state.js';
+
+export interface RunHubOptions {
+  dir: string;
+  log: Logger;
+  config: Omit<Parameters<typeof hubConfig>[0], 'stateDir'>;
+  /** Supervise this many worker processes. */
+  agents?: number;
+  workerArgs?: string[];
+  journal?: boolean;
+}
+
+export interface RunningHub {
+  hub: Hub;
+  control: ControlServer;
+  supervisor?: Supervisor;
+  file: HubFile;
+  stop(): Promise<void>;
+  stopped: Promise<void>;
+}
+
+const CLI = fileURLToPath(new URL('./main.js', import.meta.url));
+
+/** Start a hub (and optionally its workers) on a state directory, and write hub.json. */
+export async function runHub(o: RunHubOptions): Promise<RunningHub> {
+  const prev = readHubFile(o.dir);
+  if (prev && prev.pid !== process.pid && alive(prev.pid)) {
+    throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a swarm (hub pid ${prev.pid}) is already running in ${o.dir}; \`swarm down\` stops it`);
+  }
+  fs.mkdirSync(o.dir, { recursive: true, mode: 0o700 });
+  let config: HubConfig;
+  // A restarted hub takes the port it had, so workers given HOST:PORT find it again.
+  const port = o.config.port || prev?.port || 0;
+  const controlPort = o.config.controlPort || prev?.control.port || 0;
+  config = hubConfig({ ...o.config, port, controlPort, stateDir: o.journal === false ? undefined : o.dir });
+  let supervisor: Supervisor | undefined;
+  const events = { workerDown: (id: string) => supervisor?.declareDead(id) };
+  let hub = new Hub(config, o.log, events);
+  let addr;
+  try { addr = await hub.start(); } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || o.config.port) throw wrapListen(err, config.host, config.port);
+    config = hubConfig({ ...o.config, port: 0, controlPort: 0, stateDir: config.stateDir });
+    hub = new Hub(config, o.log, events);
+    addr = await hub.start();
+  }
+  let stopping: Promise<void> | undefined;
+  let resolveStopped!: () => void;
+  const stopped = new Promise<void>((r) => (resolveStopped = r));
+  const stop = (): Promise<void> => {
+    stopping ??= (async () => {
+      o.log.info('hub shutting down');
+      await Promise.all([hub.stop({ killWorkers: true, graceMs: 3000 }), supervisor?.stop()]);
+      await control.stop();
+      removeHubFile(o.dir, process.pid);
+      o.log.flush?.();
+      resolveStopped();
+    })();
+    return stopping;
+  };
+  const controlOpts = {
+    host: config.controlHost, port: controlPort, token: config.token,
+    status: () => ({ state_dir: o.dir, agents_wanted: o.agents ?? 0, supervised_pids: supervisor?.pids() ?? [] }),
+    onShutdown: () => void stop(),
+  };
+  let control = new ControlServer(hub, controlOpts, o.log);
+  let caddr;
+  try { caddr = await control.start(); } catch (err) {
+    if (o.config.controlPort) throw wrapListen(err, config.controlHost, controlPort);
+    control = new ControlServer(hub, { ...controlOpts, port: 0 }, o.log);
+    caddr = await control.start();
+  }
+  const file: HubFile = {
+    pid: process.pid, host: addr.host, port: addr.port, control: caddr, token: config.token,
+    tls: Boolean(config.tlsCert), started_at: Date.now(), version: VERSION, agents: o.agents,
+  };
+  writeHubFile(o.dir, file);
+  if (o.agents && o.agents > 0) {
+    const ids = Array.from({ length: o.agents }, (_, i) => `w-${i + 1}`);
+    supervisor = new Supervisor({
+      ids, stateDir: o.dir,
+      command: (id) => ({
+        file: process.execPath,
+        args: [CLI, 'worker', '--id', id, '--state-dir', o.dir, ...(o.workerArgs ?? [])],
+        env: { ...process.env, ...(config.token ? { SWARM_TOKEN: config.token } : {}) },
+      }),
+    }, o.log.child({ part: 'supervisor' }));
+    supervisor.start();
+  }
+  return { hub, control, supervisor, file, stop, stopped };
+}
+
+/** A token for a new swarm: the hub and its workers share it through hub.json and the environment. */
+export function newToken(): string { return randomId() + randomId(); }
+
+function wrapListen(err: unknown, host: string, port: number): Error {
+  const e = err as NodeJS.ErrnoException;
+  if (e.code === 'EADDRINUSE') return new SwarmError('SWARM_ERR_CONFIG', `port ${port} on ${host} is in use`);
+  if (e.code === 'EADDRNOTAVAIL') return new SwarmError('SWARM_ERR_CONFIG', `cannot bind ${host}: no such local address`);
+  return e;
+}
+
+export const logPath = (dir: string, name: string): string => path.join(dir, 'logs', `${name}.log`);

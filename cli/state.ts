@@ -1,0 +1,61 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { SwarmError } from '../protocol/index.js';
+import { alive } from '../hub/index.js';
+
+/** What a running hub writes to `<state-dir>/hub.json` so the CLI and workers can find it. */
+export interface HubFile {
+  pid: number;
+  host: string;
+  port: number;
+  control: { host: string; port: number };
+  token?: string;
+  tls?: boolean;
+  started_at: number;
+  version: string;
+  agents?: number;
+}
+
+/** The state directory: `--state-dir`, else SWARM_STATE_DIR, else ./.swarm. */
+export function stateDir(opt?: string): string {
+  return path.resolve(opt ?? process.env.SWARM_STATE_DIR ?? '.swarm');
+}
+
+export function hubFilePath(dir: string): string { return path.join(dir, 'hub.json'); }
+
+export function readHubFile(dir: string): HubFile | undefined {
+  try { return JSON.parse(fs.readFileSync(hubFilePath(dir), 'utf8')) as HubFile; } catch { return undefined; }
+}
+
+/** Written atomically, readable by this user only (it may hold the token). */
+export function writeHubFile(dir: string, hub: HubFile): void {
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const tmp = `${hubFilePath(dir)}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, JSON.stringify(hub, null, 2), { mode: 0o600 });
+  fs.renameSync(tmp, hubFilePath(dir));
+}
+
+export function removeHubFile(dir: string, pid: number): void {
+  const cur = readHubFile(dir);
+  if (cur?.pid === pid) fs.rmSync(hubFilePath(dir), { force: true });
+}
+
+/** The running hub of this state directory, or a SWARM_ERR_NO_SWARM error. */
+export function runningHub(dir: string): HubFile {
+  const h = readHubFile(dir);
+  if (!h || !alive(h.pid)) throw new SwarmError('SWARM_ERR_NO_SWARM', `no running swarm in ${dir} (start one with \`swarm up\`)`);
+  return h;
+}
+
+/** Pids recorded under `<state-dir>/pids`. */
+export function recordedPids(dir: string): { id: string; pid: number }[] {
+  const d = path.join(dir, 'pids');
+  let names: string[] = [];
+  try { names = fs.readdirSync(d); } catch { return []; }
+  return names.filter((n) => n.endsWith('.pid')).flatMap((n) => {
+    const pid = Number.parseInt(fs.readFileSync(path.join(d, n), 'utf8'), 10);
+    return Number.isFinite(pid) ? [{ id: n.slice(0, -4), pid }] : [];
+  });
+}
+
+export const VERSION = '0.1.0';

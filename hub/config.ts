@@ -1,0 +1,51 @@
+import { z } from 'zod';
+import { DEFAULT_MAX_LINE, SwarmError } from '../protocol/index.js';
+
+/** Hub settings: one strict schema with defaults, validated once, frozen. */
+export const HubConfigSchema = z.object({
+  host: z.string().default('127.0.0.1'),
+  port: z.number().int().min(0).max(65535).default(0),
+  controlHost: z.string().default('127.0.0.1'),
+  controlPort: z.number().int().min(0).max(65535).default(0),
+  token: z.string().min(8).optional(),
+  tlsCert: z.string().optional(),
+  tlsKey: z.string().optional(),
+  stateDir: z.string().optional(),
+  heartbeatMs: z.number().int().positive().default(2000),
+  deadAfterMs: z.number().int().positive().default(10000),
+  handshakeTimeoutMs: z.number().int().positive().default(5000),
+  maxLine: z.number().int().min(1024).default(DEFAULT_MAX_LINE),
+  maxQueue: z.number().int().positive().default(1_000_000),
+  leaseMs: z.number().int().positive().default(10 * 60_000),
+  maxAttempts: z.number().int().positive().default(3),
+  fsyncMs: z.number().int().min(0).default(1000),
+  msgpack: z.boolean().default(true),
+}).strict();
+export type HubConfig = Readonly<z.infer<typeof HubConfigSchema>>;
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
+
+/** True for addresses that only this machine can reach. */
+export function isLoopback(host: string): boolean {
+  return LOOPBACK.has(host) || host.startsWith('127.');
+}
+
+/** Validate hub settings; refuses a non-loopback bind without a token. */
+export function hubConfig(input: z.input<typeof HubConfigSchema>): HubConfig {
+  const parsed = HubConfigSchema.safeParse(input);
+  if (!parsed.success) {
+    const i = parsed.error.issues[0]!;
+    throw new SwarmError('SWARM_ERR_CONFIG', `hub setting ${i.path.join('.')}: ${i.message}`);
+  }
+  const c = parsed.data;
+  if (!isLoopback(c.host) && !c.token) {
+    throw new SwarmError('SWARM_ERR_INSECURE_BIND', `refusing to bind ${c.host} without a token (--token or SWARM_TOKEN)`);
+  }
+  if (!isLoopback(c.controlHost) && !c.token) {
+    throw new SwarmError('SWARM_ERR_INSECURE_BIND', `refusing to bind the control API on ${c.controlHost} without a token`);
+  }
+  if ((c.tlsCert === undefined) !== (c.tlsKey === undefined)) {
+    throw new SwarmError('SWARM_ERR_CONFIG', 'TLS needs both --tls-cert and --tls-key');
+  }
+  return Object.freeze(c);
+}

@@ -1,0 +1,180 @@
+import http from 'node:http';
+import type { Logger } from 'pino';
+import { SwarmError, isErrorCode, safeEqual } from '../protocol/index.js';
+import { Registry } from './registry.js';
+import type { Hub } from './hub.js';
+import { TaskSpecSchema, type TaskRecord } from './task.js';
+
+const MAX_BODY = 64 * 1024 * 1024;
+const MAX_WAIT_MS = 10 * 60_000;
+
+export interface ControlOptions {
+  host: string;
+  port: number;
+  token?: string;
+  /** Extra fields for /status (supervisor, mode, …). */
+  status?: () => Record<string, unknown>;
+  onShutdown?: () => void;
+}
+
+/** The hub's HTTP control API: status, submit, wait, metrics, kill, shutdown. Loopback by default. */
+export class ControlServer {
+  private server?: http.Server;
+  constructor(private readonly hub: Hub, private readonly opts: ControlOptions, private readonly log: Logger) {}
+
+  async start(): Promise<{ host: string; port: number }> {
+    this.server = http.createServer((req, res) => {
+      this.route(req, res).catch((err) => sendError(res, err));
+    });
+    this.server.keepAliveTimeout = 5000;
+    await new Promise<void>((resolve, reject) => {
+      this.server!.once('error', reject);
+      this.server!.listen(this.opts.port, this.opts.host, () => resolve());
+    });
+    const a = this.server.address() as { address: string; port: number };
+    return { host: a.address, port: a.port };
+  }
+
+  async stop(): Promise<void> {
+    if (!this.server) return;
+    this.server.closeAllConnections();
+    await new Promise<void>((r) => this.server!.close(() => r()));
+  }
+
+  /** The status object of `swarm status --json`. */
+  status(): Record<string, unknown> {
+    const workers = [...this.hub.registry.all()].map(Registry.view);
+    return {
+      hub: { name: this.hub.name, pid: process.pid, address: this.hub.address, uptime_s: Math.round((Date.now() - this.hub.startedAt) / 1000), mode: 'star' },
+      workers,
+      tasks: this.hub.store.queue.counts(),
+      metrics: {
+        dispatch_p50_ms: this.hub.metrics.dispatchLatency.quantile(0.5),
+        dispatch_p99_ms: this.hub.metrics.dispatchLatency.quantile(0.99),
+        tokens_in: this.hub.metrics.tokensIn, tokens_out: this.hub.metrics.tokensOut,
+        duplicate_results: this.hub.metrics.duplicateResults,
+      },
+      ...this.opts.status?.(),
+    };
+  }
+
+  private async route(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://x');
+    if (url.pathname === '/healthz') return send(res, 200, { ok: true });
+    if (this.opts.token && !safeEqual((req.headers.authorization ?? '').replace(/^Bearer /, ''), this.opts.token)) {
+      throw new SwarmError('SWARM_ERR_AUTH', 'missing or wrong bearer token');
+    }
+    const key = `${req.method} ${url.pathname}`;
+    if (key === 'GET /status') return send(res, 200, this.status());
+    if (key === 'GET /metrics') {
+      const workers: Record<string, number> = { idle: 0, busy: 0 };
+      for (const w of this.hub.registry.all()) workers[w.status] = (workers[w.status] ?? 0) + 1;
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
+      res.end(this.hub.metrics.render(workers, this.hub.store.queue.counts()));
+      return;
+    }
+    if (key === 'POST /tasks') return this.submit(req, res);
+    if (key === 'POST /wait') return this.wait(req, res);
+    if (req.method === 'GET' && url.pathname.startsWith('/tasks/')) {
+      const rec = this.hub.store.queue.get(decodeURIComponent(url.pathname.slice(7)));
+      if (!rec) throw new SwarmError('SWARM_ERR_UNKNOWN_TASK', 'no such task');
+      return send(res, 200, view(rec));
+    }
+    if (req.method === 'POST' && /^\/workers\/[^/]+\/kill$/.test(url.pathname)) {
+      const id = decodeURIComponent(url.pathname.split('/')[2]!);
+      if (!this.hub.kill(id, 'killed by operator')) throw new SwarmError('SWARM_ERR_CONFIG', `no worker ${id}`);
+      return send(res, 200, { ok: true });
+    }
+    if (key === 'POST /shutdown') {
+      send(res, 202, { ok: true });
+      setImmediate(() => this.opts.onShutdown?.());
+      return;
+    }
+    send(res, 404, { code: 'SWARM_ERR_CONFIG', msg: `no route ${key}` });
+  }
+
+  /** Body: one task object, {tasks:[…]}, or NDJSON (one task per line). Journaled before the reply. */
+  private async submit(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const body = await readBody(req);
+    const items = parseTasks(body);
+    const specs = items.map((item, i) => {
+      const r = TaskSpecSchema.safeParse(item);
+      if (!r.success) {
+        const is = r.error.issues[0]!;
+        throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', `task ${i + 1}: ${is.path.join('.') || '(root)'}: ${is.message}`);
+      }
+      return r.data;
+    });
+    const out = await this.hub.submit(specs);
+    send(res, 202, { accepted: out.map((o) => ({ id: o.record.id, duplicate: o.duplicate, state: o.record.state })) });
+  }
+
+  /** Long-poll until every named task is done or failed, or the timeout passes. */
+  private async wait(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const body = JSON.parse((await readBody(req)) || '{}') as { ids?: unknown; timeout_ms?: unknown };
+    if (!Array.isArray(body.ids) || !body.ids.every((x) => typeof x === 'string')) throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', 'ids must be a list of task ids');
+    const ids = body.ids as string[];
+    const timeout = Math.min(MAX_WAIT_MS, typeof body.timeout_ms === 'number' ? body.timeout_ms : MAX_WAIT_MS);
+    const q = this.hub.store.queue;
+    const pending = new Set(ids.filter((id) => { const r = q.get(id); return !r || (r.state !== 'done' && r.state !== 'failed'); }));
+    for (const id of pending) if (!q.get(id)) throw new SwarmError('SWARM_ERR_UNKNOWN_TASK', `unknown task ${id}`);
+    if (pending.size > 0) {
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, timeout);
+        const off = this.hub.store.onChange((rec) => {
+          if (pending.delete(rec.id) && pending.size === 0) { clearTimeout(t); resolve(); }
+        });
+        const done = () => { clearTimeout(t); resolve(); };
+        req.once('close', done);
+        void off;
+      });
+    }
+    const tasks = ids.map((id) => view(q.get(id)!));
+    send(res, 200, { complete: tasks.every((t) => t.state === 'done' || t.state === 'failed'), tasks });
+  }
+}
+
+function view(r: TaskRecord): { id: string; state: string; text?: string; error?: unknown; receipt?: unknown; worker?: string; attempts: number } {
+  return { id: r.id, state: r.state, text: r.result?.text, error: r.error, receipt: r.result?.receipt, worker: r.result?.worker ?? r.worker, attempts: r.attempts };
+}
+
+function parseTasks(body: string): unknown[] {
+  const trimmed = body.trim();
+  if (!trimmed) throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', 'empty body');
+  try {
+    const v = JSON.parse(trimmed) as unknown;
+    if (v && typeof v === 'object' && !Array.isArray(v) && Array.isArray((v as { tasks?: unknown }).tasks)) return (v as { tasks: unknown[] }).tasks;
+    return Array.isArray(v) ? v : [v];
+  } catch {
+    return trimmed.split('\n').filter((l) => l.trim()).map((line, i) => {
+      try { return JSON.parse(line) as unknown; } catch { throw new SwarmError('SWARM_ERR_BAD_JSON', `line ${i + 1} is not valid JSON`); }
+    });
+  }
+}
+
+function readBody(req: http.IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY) { reject(new SwarmError('SWARM_ERR_LINE_TOO_LONG', `body over ${MAX_BODY} bytes`)); req.destroy(); return; }
+      parts.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+function send(res: http.ServerResponse, status: number, body: unknown): void {
+  if (res.headersSent) return;
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function sendError(res: http.ServerResponse, err: unknown): void {
+  if (err instanceof SwarmError) return send(res, err.status, { code: err.code, msg: err.message });
+  const code = err && typeof err === 'object' && 'code' in err && isErrorCode((err as { code: unknown }).code) ? (err as { code: string }).code : 'SWARM_ERR_INTERNAL';
+  send(res, err instanceof SyntaxError ? 400 : 500, { code: err instanceof SyntaxError ? 'SWARM_ERR_BAD_JSON' : code, msg: (err as Error)?.message ?? String(err) });
+}

@@ -1,0 +1,297 @@
+import net from 'node:net';
+import tls from 'node:tls';
+import fs from 'node:fs';
+import type { Logger } from 'pino';
+import { Connection, Type, safeEqual, randomId, type AnyMessage, type Message, type ErrorCode } from '../protocol/index.js';
+import { Registry, type WorkerEntry } from './registry.js';
+import { TaskStore } from './store.js';
+import type { TaskRecord } from './task.js';
+import type { HubConfig } from './config.js';
+import { HubMetrics } from './metrics.js';
+import { Watchdog } from './watchdog.js';
+
+/** Errors after which a task is not worth running again. */
+const NOT_RETRYABLE = new Set<string>(['SWARM_ERR_BAD_PAYLOAD', 'SWARM_ERR_LOOP_DETECTED']);
+
+export interface HubEvents {
+  workerUp?(w: WorkerEntry): void;
+  workerDown?(id: string, reason: string): void;
+}
+
+/**
+ * The hub: accepts worker connections, authenticates them, leases tasks to them within their slots,
+ * records results exactly once, and declares silent workers dead.
+ */
+export class Hub {
+  readonly registry = new Registry();
+  readonly metrics = new HubMetrics();
+  store!: TaskStore;
+  private server?: net.Server;
+  private readonly free = new Set<WorkerEntry>();
+  /** When each newly accepted task became ready to run (performance.now), for dispatch latency. */
+  private readonly readyAt = new Map<string, number>();
+  private dispatchScheduled = false;
+  private readyTimer?: NodeJS.Timeout;
+  private readonly watchdog: Watchdog;
+  private stopping = false;
+  readonly startedAt = Date.now();
+  readonly name = `hub-${randomId().slice(0, 6)}`;
+
+  constructor(readonly config: HubConfig, readonly log: Logger, private readonly events: HubEvents = {}) {
+    this.watchdog = new Watchdog({
+      intervalMs: Math.max(100, Math.floor(config.heartbeatMs / 2)),
+      onTick: (now) => this.tick(now),
+    });
+  }
+
+  /** Open the journal and listen. Resolves with the bound address. */
+  async start(): Promise<{ host: string; port: number }> {
+    this.store = await TaskStore.open(this.config.stateDir, {
+      maxDepth: this.config.maxQueue, leaseMs: this.config.leaseMs, defaultMaxAttempts: this.config.maxAttempts,
+    }, { fsyncMs: this.config.fsyncMs });
+    this.store.onChange((rec) => this.metrics.taskFinished(rec));
+    const onSocket = (s: net.Socket) => this.accept(s);
+    this.server = this.config.tlsCert && this.config.tlsKey
+      ? tls.createServer({ cert: fs.readFileSync(this.config.tlsCert), key: fs.readFileSync(this.config.tlsKey) }, onSocket)
+      : net.createServer(onSocket);
+    this.server.maxConnections = 20_000;
+    try {
+      await listen(this.server, this.config.port, this.config.host);
+    } catch (err) {
+      await this.store.close();
+      throw err;
+    }
+    this.watchdog.start();
+    this.scheduleDispatch();
+    const addr = this.server.address() as net.AddressInfo;
+    this.log.info({ host: addr.address, port: addr.port, tls: Boolean(this.config.tlsCert) }, 'hub listening');
+    return { host: addr.address, port: addr.port };
+  }
+
+  get address(): { host: string; port: number } | undefined {
+    const a = this.server?.address();
+    return a && typeof a === 'object' ? { host: a.address, port: a.port } : undefined;
+  }
+
+  /** Submit tasks; resolves once they are journaled. */
+  async submit(specs: Parameters<TaskStore['submit']>[0][]) {
+    const out = await this.store.submitMany(specs);
+    const now = performance.now();
+    for (const r of out) if (!r.duplicate) { this.metrics.submitted++; this.readyAt.set(r.record.id, now); }
+    this.scheduleDispatch();
+    return out;
+  }
+
+  /** Ask a worker to stop cleanly. */
+  kill(id: string, reason: string): boolean {
+    const w = this.registry.get(id);
+    if (!w) return false;
+    w.conn.send(Type.KILL, { reason });
+    return true;
+  }
+
+  /** Stop accepting, KILL every worker (when asked), flush the journal, close. */
+  async stop(opts: { killWorkers?: boolean; graceMs?: number } = {}): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.watchdog.stop();
+    if (this.readyTimer) clearTimeout(this.readyTimer);
+    if (opts.killWorkers) for (const w of this.registry.all()) w.conn.send(Type.KILL, { reason: 'shutdown' });
+    const deadline = Date.now() + (opts.graceMs ?? 3000);
+    while (opts.killWorkers && this.registry.size > 0 && Date.now() < deadline) await sleep(25);
+    for (const w of this.registry.all()) w.conn.destroy('hub stopping');
+    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+    await this.store?.close();
+  }
+
+  private accept(socket: net.Socket): void {
+    const conn = new Connection(socket, { name: this.name, maxLine: this.config.maxLine });
+    const timer = setTimeout(() => conn.sendError('SWARM_ERR_HANDSHAKE_TIMEOUT', `no HANDSHAKE within ${this.config.handshakeTimeoutMs} ms`), this.config.handshakeTimeoutMs);
+    timer.unref();
+    let worker: WorkerEntry | undefined;
+    conn.onStatus((s) => {
+      if (s.type === 'error' && !s.fromPeer) this.metrics.protocolErrors.set(s.code, (this.metrics.protocolErrors.get(s.code) ?? 0) + 1);
+      if (s.type === 'close') {
+        clearTimeout(timer);
+        if (worker && this.registry.get(worker.id) === worker) this.drop(worker, s.reason);
+      }
+    });
+    conn.onMessage((msg) => {
+      if (!worker) {
+        if (msg.type !== Type.HANDSHAKE) { conn.sendError('SWARM_ERR_NOT_READY', 'send HANDSHAKE first', { re: msg.id }); return; }
+        clearTimeout(timer);
+        worker = this.handshake(conn, msg);
+        return;
+      }
+      this.onWorkerMessage(worker, msg);
+    });
+  }
+
+  private handshake(conn: Connection, msg: Message<'HANDSHAKE'>): WorkerEntry | undefined {
+    const p = msg.payload;
+    if (this.config.token && !safeEqual(p.token, this.config.token)) {
+      this.log.warn({ remote: conn.socket.remoteAddress }, 'handshake refused: bad token');
+      conn.sendError('SWARM_ERR_AUTH', 'wrong or missing token', { re: msg.id });
+      return undefined;
+    }
+    if (this.stopping) { conn.sendError('SWARM_ERR_SHUTDOWN', 'hub is stopping', { re: msg.id }); conn.close(); return undefined; }
+    const id = p.worker_id ?? msg.src ?? `w-${randomId()}`;
+    const old = this.registry.get(id);
+    if (old) this.drop(old, 'replaced by a new connection'); // a reconnect wins over a half-open old link
+    const now = Date.now();
+    const w: WorkerEntry = {
+      id, role: p.role ?? '', status: 'idle', state: 'IDLE', lastSeen: now, connectedAt: now, driver: p.driver,
+      caps: p.caps, slots: p.slots, inflight: new Map(), conn, pid: p.pid, load: 0, freedAt: now, done: 0,
+    };
+    conn.peer = id;
+    this.registry.add(w);
+    const codec = this.config.msgpack && p.codecs.includes('msgpack') ? 'msgpack' : 'ndjson';
+    conn.send(Type.HANDSHAKE_ACK, {
+      status: 'ok', worker_id: id, codec,
+      config: { heartbeat_ms: this.config.heartbeatMs, dead_after_ms: this.config.deadAfterMs },
+    }, { re: msg.id });
+    conn.setCodec(codec);
+    conn.socket.on('drain', () => { this.free.add(w); this.scheduleDispatch(); });
+    this.free.add(w);
+    this.log.info({ worker: id, driver: p.driver, slots: p.slots, role: w.role, codec }, 'worker joined');
+    this.events.workerUp?.(w);
+    this.scheduleDispatch();
+    return w;
+  }
+
+  private onWorkerMessage(w: WorkerEntry, msg: AnyMessage): void {
+    w.lastSeen = Date.now();
+    switch (msg.type) {
+      case Type.HEARTBEAT:
+        w.load = msg.payload.load;
+        w.state = msg.payload.state ?? w.state;
+        return;
+      case Type.TASK_RES:
+        this.onResult(w, msg);
+        return;
+      case Type.ERROR:
+        if (msg.payload.task_id) this.onTaskError(w, msg.payload.task_id, msg.payload.code, msg.payload.msg);
+        else this.log.warn({ worker: w.id, code: msg.payload.code, msg: msg.payload.msg }, 'worker reported error');
+        return;
+      case Type.ASSIGN_ROLE:
+        w.role = msg.payload.role;
+        return;
+      case Type.ACK:
+        return;
+      default:
+        w.conn.sendError('SWARM_ERR_UNEXPECTED', `hub does not accept ${msg.type} from a worker`, { re: msg.id });
+    }
+  }
+
+  private onResult(w: WorkerEntry, msg: Message<'TASK_RES'>): void {
+    const { task_id: taskId, text, done, receipt } = msg.payload;
+    const lease = w.inflight.get(taskId);
+    if (!done) {
+      if (lease) lease.text.push(text);
+      return;
+    }
+    const full = lease ? lease.text.join('') + text : text;
+    if (lease) this.freeSlot(w, taskId);
+    const rec = this.store.queue.get(taskId);
+    if (!rec) { w.conn.sendError('SWARM_ERR_UNKNOWN_TASK', `unknown task ${taskId}`, { re: msg.id, task_id: taskId }); return; }
+    w.done++;
+    if (receipt) this.metrics.receipt(receipt);
+    void this.store.complete(taskId, { text: full, receipt, worker: w.id, attempt: receipt?.attempt ?? rec.attempts })
+      .then((outcome) => { if (outcome === 'duplicate') this.metrics.duplicateResults++; })
+      .catch((err) => this.log.error({ err, task: taskId }, 'journal write failed'));
+  }
+
+  private onTaskError(w: WorkerEntry, taskId: string, code: ErrorCode, text: string): void {
+    if (!w.inflight.has(taskId)) return;
+    this.freeSlot(w, taskId);
+    this.log.warn({ worker: w.id, task: taskId, code, msg: text }, 'task failed on worker');
+    void this.store.fail(taskId, w.id, { code, msg: text }, !NOT_RETRYABLE.has(code))
+      .then(() => this.armReadyTimer())
+      .catch((err) => this.log.error({ err, task: taskId }, 'journal write failed'));
+  }
+
+  private freeSlot(w: WorkerEntry, taskId: string): void {
+    w.inflight.delete(taskId);
+    w.freedAt = performance.now();
+    if (w.inflight.size < w.slots) this.free.add(w);
+    w.status = w.inflight.size ? 'busy' : 'idle';
+    this.scheduleDispatch();
+  }
+
+  /** Remove a worker: its leased tasks go back to the queue at once. */
+  private drop(w: WorkerEntry, reason: string): void {
+    if (this.registry.get(w.id) !== w) return;
+    this.registry.remove(w.id);
+    this.free.delete(w);
+    w.status = 'dead';
+    const back = this.store.queue.release(w.id);
+    if (!w.conn.isClosed) w.conn.destroy(reason);
+    this.log.info({ worker: w.id, reason, requeued: back.length }, 'worker left');
+    this.events.workerDown?.(w.id, reason);
+    this.scheduleDispatch();
+  }
+
+  private tick(now: number): void {
+    for (const w of [...this.registry.all()]) {
+      if (now - w.lastSeen > this.config.deadAfterMs) this.drop(w, `silent for ${now - w.lastSeen} ms`);
+      else w.conn.send(Type.HEARTBEAT, { load: 0, status: 'hub' });
+    }
+    const expired = this.store.queue.expireLeases();
+    for (const rec of expired) for (const w of this.registry.all()) w.inflight.delete(rec.id);
+    if (expired.length) this.scheduleDispatch();
+    this.armReadyTimer();
+  }
+
+  /** Wake the dispatcher when the earliest backed-off task becomes ready. */
+  private armReadyTimer(): void {
+    const at = this.store.queue.nextReadyAt();
+    if (at === undefined || this.stopping) return;
+    if (this.readyTimer) clearTimeout(this.readyTimer);
+    this.readyTimer = setTimeout(() => this.scheduleDispatch(), Math.max(0, at - Date.now()) + 1);
+  }
+
+  scheduleDispatch(): void {
+    if (this.dispatchScheduled || this.stopping) return;
+    this.dispatchScheduled = true;
+    setImmediate(() => this.dispatch());
+  }
+
+  private dispatch(): void {
+    this.dispatchScheduled = false;
+    let progress = true;
+    while (progress && this.free.size > 0) {
+      progress = false;
+      for (const w of this.free) {
+        if (w.inflight.size >= w.slots || !w.conn.writable) { this.free.delete(w); continue; }
+        const rec = this.store.queue.next({ id: w.id, role: w.role || undefined, caps: w.caps });
+        if (!rec) continue;
+        this.send(w, rec);
+        progress = true;
+      }
+    }
+  }
+
+  private send(w: WorkerEntry, rec: TaskRecord): void {
+    const s = rec.spec;
+    const now = performance.now();
+    const reqId = w.conn.send(Type.TASK_REQ, {
+      task_id: rec.id, prompt: s.prompt, stop: s.stop ?? [], attempt: rec.attempts, role: s.role,
+      max_tokens: s.max_tokens, temperature: s.temperature, seed: s.seed, grammar: s.grammar,
+      json_schema: s.json_schema, timeout_ms: s.timeout_ms,
+    });
+    w.inflight.set(rec.id, { leasedAt: now, reqId, text: [] });
+    w.status = 'busy';
+    const readyAt = this.readyAt.get(rec.id) ?? 0;
+    this.readyAt.delete(rec.id);
+    this.metrics.dispatched(now - Math.max(w.freedAt, readyAt));
+  }
+}
+
+function listen(server: net.Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => { server.off('error', reject); resolve(); });
+  });
+}
+
+function sleep(ms: number): Promise<void> { return new Promise((r) => setTimeout(r, ms)); }

@@ -1,0 +1,40 @@
+import type { Connection } from '../protocol/index.js';
+
+/** Worker state as in the spec, section 6.1, plus slots and in-flight tasks. */
+export interface WorkerEntry {
+  id: string;
+  role: string;
+  status: 'idle' | 'busy' | 'dead';
+  state: string;
+  lastSeen: number;
+  connectedAt: number;
+  driver: string;
+  caps: string[];
+  slots: number;
+  inflight: Map<string, { leasedAt: number; reqId: string; text: string[] }>;
+  conn: Connection;
+  pid?: number;
+  load: number;
+  /** When a slot last became free (for dispatch latency). */
+  freedAt: number;
+  done: number;
+}
+
+/** The hub's registry of connected workers. */
+export class Registry {
+  private readonly workers = new Map<string, WorkerEntry>();
+
+  add(w: WorkerEntry): void { this.workers.set(w.id, w); }
+  get(id: string): WorkerEntry | undefined { return this.workers.get(id); }
+  remove(id: string): void { this.workers.delete(id); }
+  all(): IterableIterator<WorkerEntry> { return this.workers.values(); }
+  get size(): number { return this.workers.size; }
+
+  /** Public view of one worker, for status output. */
+  static view(w: WorkerEntry): Record<string, unknown> {
+    return {
+      id: w.id, state: w.state, status: w.status, role: w.role, driver: w.driver, caps: w.caps,
+      slots: w.slots, inflight: w.inflight.size, last_seen: w.lastSeen, load: w.load, pid: w.pid, done: w.done,
+    };
+  }
+}

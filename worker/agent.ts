@@ -1,0 +1,162 @@
+import os from 'node:os';
+import type { Logger } from 'pino';
+import { SwarmError, Type, isErrorCode, type Connection, type Message, type AnyMessage } from '../protocol/index.js';
+import { LoopGuard, type Driver } from '../drivers/index.js';
+import { WorkerClient, type HubLocator } from './client.js';
+
+/** The worker state machine of the spec, section 5.1. */
+export const AgentState = { INIT: 'INIT', SPAWN: 'SPAWN', IDLE: 'IDLE', BUSY: 'BUSY', COOLDOWN: 'COOLDOWN', STOPPED: 'STOPPED' } as const;
+export type AgentState = (typeof AgentState)[keyof typeof AgentState];
+
+export interface AgentOptions {
+  id: string;
+  driver: Driver;
+  locate: HubLocator;
+  token?: string;
+  role?: string;
+  caps?: string[];
+  slots?: number;
+  msgpack?: boolean;
+  loopRepeats?: number;
+  /** Called once when the hub sends KILL or the agent is stopped. */
+  onStopped?: (reason: string) => void;
+}
+
+interface Running { abort: AbortController; }
+
+/**
+ * One agent: a network loop (WorkerClient) and a driver side by side. Tasks run concurrently with
+ * the heartbeat, up to `slots` at a time; results stream back as TASK_RES.
+ */
+export class Agent {
+  state: AgentState = AgentState.INIT;
+  readonly client: WorkerClient;
+  private readonly running = new Map<string, Running>();
+  private readonly slots: number;
+  private stopping = false;
+  private driverReady?: Promise<void>;
+
+  constructor(private readonly opts: AgentOptions, private readonly log: Logger) {
+    this.slots = opts.slots ?? 1;
+    this.client = new WorkerClient({
+      id: opts.id, locate: opts.locate, token: opts.token, msgpack: opts.msgpack,
+      handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: opts.role, slots: this.slots, pid: process.pid }),
+    }, log);
+    this.client.heartbeatPayload = () => ({
+      load: Math.min(1, this.running.size / this.slots), status: this.running.size ? 'busy' : 'idle',
+      inflight: this.running.size, state: this.state,
+    });
+    this.client.onMessage((m, conn) => this.onMessage(m, conn));
+    this.client.onStatus((s) => {
+      if (s.type === 'killed') void this.stop(`KILL: ${s.reason}`);
+      if (s.type === 'disconnected') {
+        // The hub requeues what this worker held; stop spending the engine on it.
+        for (const r of this.running.values()) r.abort.abort(new SwarmError('SWARM_ERR_SHUTDOWN', 'hub connection lost'));
+        log.info({ reason: s.reason }, 'disconnected from hub');
+      }
+      if (s.type === 'connected') log.info('connected to hub');
+    });
+  }
+
+  /** Start the driver and the network loop side by side (spec 5.3). */
+  async run(): Promise<void> {
+    this.state = AgentState.SPAWN;
+    this.driverReady = this.opts.driver.start().then(
+      () => { if (this.state === AgentState.SPAWN) this.state = AgentState.IDLE; },
+      (err) => { this.log.error({ err }, 'engine failed to start'); this.state = AgentState.IDLE; },
+    );
+    await this.client.run();
+  }
+
+  async stop(reason: string): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.log.info({ reason }, 'agent stopping');
+    for (const r of this.running.values()) r.abort.abort(new SwarmError('SWARM_ERR_SHUTDOWN', reason));
+    this.state = AgentState.STOPPED;
+    this.client.stop();
+    await this.opts.driver.stop().catch(() => {});
+    this.opts.onStopped?.(reason);
+  }
+
+  private onMessage(m: AnyMessage, conn: Connection): void {
+    if (m.type === Type.TASK_REQ) {
+      if (this.running.size >= this.slots) {
+        conn.sendError('SWARM_ERR_SLOTS_FULL', `worker has ${this.slots} slot(s)`, { re: m.id, task_id: m.payload.task_id });
+        return;
+      }
+      void this.runTask(m, conn);
+    } else if (m.type === Type.ASSIGN_ROLE) {
+      this.log.info({ role: m.payload.role }, 'role assigned');
+      conn.send(Type.ACK, { ok: true }, { re: m.id });
+    } else if (m.type === Type.ERROR) {
+      this.log.warn({ code: m.payload.code, msg: m.payload.msg }, 'hub reported error');
+    }
+  }
+
+  private async runTask(m: Message<'TASK_REQ'>, conn: Connection): Promise<void> {
+    const p = m.payload;
+    const abort = new AbortController();
+    this.running.set(p.task_id, { abort });
+    this.state = AgentState.BUSY;
+    const timer = p.timeout_ms ? setTimeout(() => abort.abort(new SwarmError('SWARM_ERR_TASK_TIMEOUT', `task ran past ${p.timeout_ms} ms`)), p.timeout_ms) : undefined;
+    const started = performance.now();
+    const startedAt = Date.now();
+    let ttft: number | undefined;
+    let pending: string | undefined;
+    let seq = 0;
+    const guard = new LoopGuard({ maxRepeats: this.opts.loopRepeats ?? 5 });
+    try {
+      if (this.driverReady) await this.driverReady;
+      const gen = this.opts.driver.chat(p.prompt, {
+        stop: p.stop, maxTokens: p.max_tokens, temperature: p.temperature, seed: p.seed,
+        grammar: p.grammar, jsonSchema: p.json_schema, signal: abort.signal,
+      });
+      let stats: { tokensIn?: number; tokensOut?: number } | void;
+      for (;;) {
+        const r = await gen.next();
+        if (r.done) { stats = r.value; break; }
+        if (abort.signal.aborted) { await gen.return(undefined); throw abort.signal.reason; }
+        const chunk = r.value;
+        ttft ??= performance.now() - started;
+        if (guard.push(chunk)) {
+          await gen.return(undefined);
+          await this.opts.driver.stop().catch(() => {}); // SIGTERM the engine (spec 10.2); next task restarts it
+          this.driverReady = this.opts.driver.start();
+          throw new SwarmError('SWARM_ERR_LOOP_DETECTED', 'the same output line repeated more than the loop guard allows');
+        }
+        // Hold one chunk back so a single-chunk answer is one message.
+        if (pending !== undefined) conn.send(Type.TASK_RES, { task_id: p.task_id, text: pending, done: false, seq: seq++ }, { re: m.id });
+        pending = chunk;
+      }
+      if (abort.signal.aborted) throw abort.signal.reason;
+      const duration = performance.now() - started;
+      const tokensOut = stats?.tokensOut;
+      conn.send(Type.TASK_RES, {
+        task_id: p.task_id, text: pending ?? '', done: true, seq,
+        receipt: {
+          started_at: startedAt, finished_at: Date.now(), duration_ms: round(duration), ttft_ms: ttft === undefined ? undefined : round(ttft),
+          tokens_in: stats?.tokensIn, tokens_out: tokensOut,
+          tokens_per_s: tokensOut !== undefined && duration > 0 ? round(tokensOut / (duration / 1000)) : undefined,
+          worker: this.opts.id, driver: this.opts.driver.name, attempt: p.attempt,
+        },
+      }, { re: m.id });
+    } catch (err) {
+      const code = err instanceof SwarmError ? err.code : isErrorCode((err as { code?: unknown })?.code) ? (err as { code: SwarmError['code'] }).code : 'SWARM_ERR_TASK_FAILED';
+      const msg = (err as Error)?.message ?? String(err);
+      this.log.warn({ task: p.task_id, code, msg }, 'task failed');
+      conn.sendError(code, msg.slice(0, 4000), { re: m.id, task_id: p.task_id });
+    } finally {
+      if (timer) clearTimeout(timer);
+      this.running.delete(p.task_id);
+      if (this.running.size === 0 && !this.stopping) {
+        this.state = AgentState.IDLE;
+      }
+    }
+  }
+}
+
+function round(x: number): number { return Math.round(x * 100) / 100; }
+
+/** The host's load average over one minute divided by cores, for status. */
+export function hostLoad(): number { return os.loadavg()[0]! / Math.max(1, os.cpus().length); }

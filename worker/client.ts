@@ -1,0 +1,147 @@
+import net from 'node:net';
+import tls from 'node:tls';
+import pRetry from 'p-retry';
+import type { Logger } from 'pino';
+import { Connection, Type, type AnyMessage, type Message, type Payload } from '../protocol/index.js';
+
+/** Where the hub is; called before every (re)connect so a restarted hub on a new port is found. */
+export type HubLocator = () => Promise<{ host: string; port: number; tls?: boolean; ca?: string }>;
+
+export type ClientStatus =
+  | { type: 'connected'; workerId: string }
+  | { type: 'disconnected'; reason: string }
+  | { type: 'reconnecting'; attempt: number; error: string }
+  | { type: 'killed'; reason: string };
+
+export interface ClientOptions {
+  id: string;
+  locate: HubLocator;
+  handshake: () => Omit<Payload<'HANDSHAKE'>, 'codecs'>;
+  token?: string;
+  maxLine?: number;
+  msgpack?: boolean;
+  /** Give up handshaking after this long and retry. */
+  handshakeTimeoutMs?: number;
+  /** Reconnect backoff bounds. */
+  minBackoffMs?: number;
+  maxBackoffMs?: number;
+}
+
+/**
+ * The worker's network loop: connects, handshakes, heartbeats on its own timer (never behind a
+ * generation), notices a silent hub, and reconnects with jittered backoff.
+ */
+export class WorkerClient {
+  conn?: Connection;
+  config = { heartbeat_ms: 2000, dead_after_ms: 10000 };
+  private stopped = false;
+  private hbTimer?: NodeJS.Timeout;
+  private lastHeard = 0;
+  private readonly listeners: ((s: ClientStatus) => void)[] = [];
+  private messageHandler: (msg: AnyMessage, conn: Connection) => void = () => {};
+  heartbeatPayload: () => Payload<'HEARTBEAT'> = () => ({ load: 0, status: 'idle' });
+
+  constructor(private readonly opts: ClientOptions, private readonly log: Logger) {}
+
+  onStatus(fn: (s: ClientStatus) => void): void { this.listeners.push(fn); }
+  onMessage(fn: (msg: AnyMessage, conn: Connection) => void): void { this.messageHandler = fn; }
+
+  /** Run sessions until stop(): connect, serve, and on loss reconnect. */
+  async run(): Promise<void> {
+    while (!this.stopped) {
+      let attempt = 0;
+      try {
+        const conn = await pRetry(() => this.connectOnce(), {
+          retries: Number.POSITIVE_INFINITY,
+          minTimeout: this.opts.minBackoffMs ?? 100,
+          maxTimeout: this.opts.maxBackoffMs ?? 2000,
+          factor: 2,
+          randomize: true,
+          shouldRetry: () => !this.stopped,
+          onFailedAttempt: (ctx) => {
+            attempt++;
+            const error = (ctx as unknown as { error?: Error }).error ?? (ctx as unknown as Error);
+            this.emit({ type: 'reconnecting', attempt, error: error?.message ?? String(error) });
+          },
+        });
+        const reason = await this.serve(conn);
+        this.emit({ type: 'disconnected', reason });
+      } catch (err) {
+        if (this.stopped) break;
+        this.log.warn({ err }, 'connect loop failed');
+      }
+    }
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.hbTimer) clearInterval(this.hbTimer);
+    this.conn?.close('worker stopping');
+  }
+
+  get isStopped(): boolean { return this.stopped; }
+
+  private async connectOnce(): Promise<Connection> {
+    if (this.stopped) throw new Error('stopped');
+    const where = await this.opts.locate();
+    const socket = await new Promise<net.Socket>((resolve, reject) => {
+      const s: net.Socket = where.tls
+        ? tls.connect({ host: where.host, port: where.port, ca: where.ca, rejectUnauthorized: where.ca !== undefined, servername: where.host }, () => resolve(s))
+        : net.connect({ host: where.host, port: where.port }, () => resolve(s));
+      s.once('error', reject);
+    });
+    const conn = new Connection(socket, { name: this.opts.id, maxLine: this.opts.maxLine });
+    const hs = this.opts.handshake();
+    const ack = await new Promise<Message<'HANDSHAKE_ACK'>>((resolve, reject) => {
+      const t = setTimeout(() => { conn.destroy('handshake timeout'); reject(new Error('handshake timeout')); }, this.opts.handshakeTimeoutMs ?? 5000);
+      conn.onStatus((s) => { if (s.type === 'close') { clearTimeout(t); reject(new Error(`closed during handshake: ${s.reason}`)); } });
+      conn.onMessage((m) => {
+        if (m.type === Type.HANDSHAKE_ACK) { clearTimeout(t); resolve(m); }
+        else if (m.type === Type.ERROR) { clearTimeout(t); reject(new Error(`${m.payload.code}: ${m.payload.msg}`)); }
+      });
+      conn.send(Type.HANDSHAKE, { ...hs, token: this.opts.token, codecs: this.opts.msgpack === false ? ['ndjson'] : ['msgpack', 'ndjson'] });
+    });
+    conn.setCodec(ack.payload.codec);
+    conn.peer = ack.src;
+    this.config = { heartbeat_ms: ack.payload.config.heartbeat_ms, dead_after_ms: ack.payload.config.dead_after_ms };
+    return conn;
+  }
+
+  private serve(conn: Connection): Promise<string> {
+    this.conn = conn;
+    this.lastHeard = Date.now();
+    this.emit({ type: 'connected', workerId: this.opts.id });
+    return new Promise((resolve) => {
+      conn.onStatus((s) => {
+        if (s.type === 'close') {
+          if (this.hbTimer) clearInterval(this.hbTimer);
+          resolve(s.reason);
+        }
+      });
+      conn.onMessage((m) => {
+        this.lastHeard = Date.now();
+        if (m.type === Type.KILL) {
+          this.emit({ type: 'killed', reason: m.payload.reason });
+          return;
+        }
+        if (m.type === Type.HEARTBEAT) return;
+        this.messageHandler(m, conn);
+      });
+      if (this.hbTimer) clearInterval(this.hbTimer);
+      this.hbTimer = setInterval(() => {
+        if (Date.now() - this.lastHeard > this.config.dead_after_ms) {
+          // Half-open link or a dead hub: drop it and reconnect.
+          conn.destroy(`hub silent for ${Date.now() - this.lastHeard} ms`);
+          return;
+        }
+        conn.send(Type.HEARTBEAT, this.heartbeatPayload());
+      }, this.config.heartbeat_ms);
+      this.hbTimer.unref();
+      conn.send(Type.HEARTBEAT, this.heartbeatPayload());
+    });
+  }
+
+  private emit(s: ClientStatus): void {
+    for (const fn of this.listeners) fn(s);
+  }
+}
