@@ -1,0 +1,34 @@
+import fs from 'node:fs';
+
+/** CPU seconds (user+system) a process has used, from /proc/PID/stat. */
+export function cpuSeconds(pid: number): number {
+  const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(f[11]) + Number(f[12]);
+  return ticks / 100; // USER_HZ is 100 on Linux
+}
+
+/** Resident set size in MB, from /proc/PID/status. */
+export function rssMb(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : 0;
+}
+
+/** Proportional set size in MB, from /proc/PID/smaps_rollup. */
+export function pssMb(pid: number): number {
+  const m = /^Pss:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : 0;
+}
+
+export function quantile(xs: number[], q: number): number {
+  if (xs.length === 0) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
+}
+
+export function machine(): string {
+  const cpus = fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/)?.[1] ?? 'cpu';
+  const n = (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/^processor/gm) ?? []).length;
+  const mem = Number(/MemTotal:\s+(\d+)/.exec(fs.readFileSync('/proc/meminfo', 'utf8'))?.[1] ?? 0) / 1024 / 1024;
+  return `${n} x ${cpus}, ${mem.toFixed(0)} GiB, node ${process.version}`;
+}

@@ -1,0 +1,75 @@
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** Repo root and the compiled CLI (`npm test` builds first). */
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const CLI = path.join(ROOT, 'dist/cli/main.js');
+
+/** Run `swarm …` to completion. */
+export function swarm(args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv; input?: string; timeoutMs?: number } = {}) {
+  const r = spawnSync(process.execPath, [CLI, ...args], {
+    cwd: opts.cwd, env: { ...process.env, ...opts.env }, input: opts.input, encoding: 'utf8', timeout: opts.timeoutMs ?? 120_000,
+  });
+  return { code: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Start `swarm …` in the background; its own process group so a test can kill it whole. */
+export function swarmBg(args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) {
+  const child = spawn(process.execPath, [CLI, ...args], { cwd: opts.cwd, env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let out = '';
+  child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (out += c.toString()));
+  return { child, output: () => out };
+}
+
+/** True if the pid exists and is not a zombie. */
+export function alive(pid: number): boolean {
+  try { process.kill(pid, 0); } catch { return false; }
+  try { const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8'); return s[s.lastIndexOf(')') + 2] !== 'Z'; } catch { return false; }
+}
+
+/** Pids of live processes whose command line mentions `needle` (e.g. a state dir). */
+export function pidsMentioning(needle: string): number[] {
+  const out: number[] = [];
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d) || Number(d) === process.pid) continue;
+    try {
+      const cmd = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8');
+      if (cmd.includes(needle) && alive(Number(d))) out.push(Number(d));
+    } catch { /* gone */ }
+  }
+  return out;
+}
+
+/** Poll until `cond` holds or `ms` passes; returns whether it held. Bounded, never a fixed sleep. */
+export async function until(cond: () => boolean | Promise<boolean>, ms = 10_000, every = 25): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) { if (await cond()) return true; await new Promise((r) => setTimeout(r, every)); }
+  return cond();
+}
+
+/** Read hub.json of a state dir. */
+export function hubFile(dir: string): { pid: number; host: string; port: number; control: { host: string; port: number }; token?: string } | undefined {
+  try { return JSON.parse(fs.readFileSync(path.join(dir, 'hub.json'), 'utf8')); } catch { return undefined; }
+}
+
+/** Call the control API of a state dir's hub. */
+export async function api<T = unknown>(dir: string, method: string, p: string, body?: unknown): Promise<T> {
+  const h = hubFile(dir);
+  if (!h) throw new Error('no hub.json');
+  const res = await fetch(`http://${h.control.host}:${h.control.port}${p}`, {
+    method, body: body === undefined ? undefined : JSON.stringify(body),
+    headers: { 'content-type': 'application/json', ...(h.token ? { authorization: `Bearer ${h.token}` } : {}) },
+  });
+  const text = await res.text();
+  return (res.headers.get('content-type')?.includes('json') ? JSON.parse(text) : text) as T;
+}
+
+/** Records of the hub journal of a state dir, by type. */
+export function journal(dir: string): { t: string; id?: string; spec?: { id: string } }[] {
+  const f = path.join(dir, 'journal.ndjson');
+  if (!fs.existsSync(f)) return [];
+  return fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).flatMap((l) => { try { return [JSON.parse(l)]; } catch { return []; } });
+}

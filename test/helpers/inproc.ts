@@ -1,0 +1,38 @@
+import pino from 'pino';
+import { Hub, hubConfig } from '../../hub/index.js';
+import { WorkerPool } from '../../worker/index.js';
+
+export const quiet = pino({ level: process.env.SWARM_TEST_LOG ?? 'silent' });
+
+/** A hub in this process on 127.0.0.1:0. */
+export async function startHub(over: Partial<Parameters<typeof hubConfig>[0]> = {}) {
+  const hub = new Hub(hubConfig({ port: 0, fsyncMs: 0, ...over }), quiet);
+  const addr = await hub.start();
+  return { hub, addr, stop: () => hub.stop({ killWorkers: true, graceMs: 1000 }) };
+}
+
+/** K agents in this process connected to `addr`. */
+export function startPool(addr: { host: string; port: number }, k: number, o: { driver?: string; options?: Record<string, string>; token?: string; slots?: number; prefix?: string; role?: string } = {}) {
+  const pool = new WorkerPool({
+    ids: Array.from({ length: k }, (_, i) => `${o.prefix ?? 'w'}-${i + 1}`),
+    driver: { name: o.driver ?? 'echo', options: o.options ?? {} },
+    locate: async () => addr, token: o.token, slots: o.slots, role: o.role,
+  }, quiet);
+  const done = pool.run();
+  return { pool, done, stop: () => pool.stop('test over') };
+}
+
+/** Resolve once `n` workers are registered with the hub (bounded). */
+export async function waitWorkers(hub: Hub, n: number, ms = 10_000): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (hub.registry.size < n && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  return hub.registry.size >= n;
+}
+
+/** Resolve once every task is done or failed (bounded). */
+export async function waitTasks(hub: Hub, total: number, ms = 30_000): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  const finished = () => { const c = hub.store.queue.counts(); return c.done + c.failed; };
+  while (finished() < total && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  return finished() >= total;
+}
