@@ -33,6 +33,8 @@ export const ErrorCode = {
   SWARM_ERR_JOURNAL: { status: 500, fatal: false, doc: 'The journal could not be read or written.' },
   SWARM_ERR_TIMEOUT: { status: 504, fatal: false, doc: 'An operation did not complete in time.' },
   SWARM_ERR_SHUTDOWN: { status: 503, fatal: false, doc: 'The hub or worker is shutting down.' },
+  SWARM_ERR_ENGINE_NOT_FOUND: { status: 500, fatal: false, doc: 'A llama.cpp program (llama-server, llama-cli) was not found; run `swarm engine build`.' },
+  SWARM_ERR_ENGINE_BUILD: { status: 500, fatal: false, doc: 'Building the llama.cpp programs failed (a build tool is missing or the compile failed).' },
   SWARM_ERR_INTERNAL: { status: 500, fatal: false, doc: 'An unexpected internal error; please report it.' },
 } as const;
 export type ErrorCode = keyof typeof ErrorCode;
