@@ -1,0 +1,64 @@
+import type { Command } from 'commander';
+import { buildLlama, findLlamaBinary, LLAMA_BINARIES, type BuildProgress } from '../../drivers/llama-build/index.js';
+import { fail } from '../exit.js';
+import { int } from '../options.js';
+import { Progress } from '../progress.js';
+
+interface BuildFlags { out?: string; jobs: number; force: boolean; json: boolean; quiet: boolean }
+
+function describe(p: BuildProgress, t0: number): string {
+  const s = Math.round((Date.now() - t0) / 1000);
+  if (p.phase === 'compile') return `engine build: compiling ${p.percent ?? 0}% (${s}s; about 7-8 min on 2 cores)`;
+  return `engine build: ${p.phase} (${s}s)`;
+}
+
+/** `swarm engine build|which`: build llama.cpp's programs from the bundled source, and show where they are. */
+export function registerEngine(program: Command): void {
+  const engine = program.command('engine').description('llama.cpp engine programs (llama-server, llama-cli, …)');
+
+  engine.command('build')
+    .description('build llama-server, llama-cli, llama-completion, llama-bench, llama-quantize from the llama.cpp source in node-llama-cpp (no network; cached)')
+    .option('--out <dir>', 'install directory (env SWARM_LLAMA_BIN_DIR, default $XDG_CACHE_HOME/swarm/llama.cpp/<source>/bin)')
+    .option('-j, --jobs <n>', 'parallel compile jobs', int('--jobs', 1), 2)
+    .option('--force', 'rebuild even when the binaries are already there', false)
+    .option('--json', 'print one JSON object {bin_dir, binaries, seconds, cached}', false)
+    .option('-q, --quiet', 'no progress on stderr', false)
+    .action(async (o: BuildFlags) => {
+      const bar = new Progress(o.quiet);
+      const t0 = Date.now();
+      const ac = new AbortController();
+      const onSig = (): void => ac.abort();
+      process.once('SIGINT', onSig);
+      process.once('SIGTERM', onSig);
+      try {
+        const r = await buildLlama({
+          ...(o.out ? { outDir: o.out } : {}),
+          jobs: o.jobs,
+          force: o.force,
+          signal: ac.signal,
+          onProgress: (p) => bar.update(describe(p, t0)),
+        });
+        bar.done();
+        if (o.json) { process.stdout.write(JSON.stringify(r) + '\n'); return; }
+        process.stdout.write(r.cached
+          ? `llama.cpp programs already built in ${r.bin_dir} (source ${r.source}; --force rebuilds)\n`
+          : `built llama.cpp ${r.source} in ${r.seconds}s: ${Object.keys(r.binaries).join(', ')} in ${r.bin_dir}\n`);
+      } catch (err) {
+        bar.done();
+        fail(err, o.json);
+      } finally {
+        process.off('SIGINT', onSig);
+        process.off('SIGTERM', onSig);
+      }
+    });
+
+  engine.command('which')
+    .description('show where each llama.cpp program is found (SWARM_LLAMA_BIN_DIR, the build cache, then PATH)')
+    .option('--json', 'print one JSON object {name: path|null}', false)
+    .action((o: { json: boolean }) => {
+      const found = Object.fromEntries(LLAMA_BINARIES.map((n) => [n, findLlamaBinary(n) ?? null]));
+      if (o.json) { process.stdout.write(JSON.stringify(found) + '\n'); return; }
+      const lines = Object.entries(found).map(([n, p]) => `${n.padEnd(18)}${p ?? 'not found (run `swarm engine build`)'}`);
+      process.stdout.write(lines.join('\n') + '\n');
+    });
+}

@@ -1,0 +1,149 @@
+import { spawn } from 'node:child_process';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SwarmError } from '../../protocol/index.js';
+import { LLAMA_BINARIES, bundleKey, bundlePath, defaultBinDir, findLlamaBinary, hasBinaries } from './paths.js';
+
+/** CMake flags: native CPU, static binaries (relocatable into the cache), and nothing that reaches the network. */
+export const CMAKE_FLAGS = [
+  '-DCMAKE_BUILD_TYPE=Release',
+  '-DGGML_NATIVE=ON',
+  '-DBUILD_SHARED_LIBS=OFF',
+  '-DLLAMA_BUILD_TESTS=OFF',
+  '-DLLAMA_BUILD_EXAMPLES=OFF',
+  '-DLLAMA_BUILD_APP=OFF',
+  '-DLLAMA_BUILD_TOOLS=ON',
+  '-DLLAMA_BUILD_SERVER=ON',
+  // The web UI is either built with npm or downloaded from Hugging Face; we want neither.
+  '-DLLAMA_BUILD_UI=OFF',
+  '-DLLAMA_USE_PREBUILT_UI=OFF',
+  '-DLLAMA_OPENSSL=OFF',
+  '-DLLAMA_CURL=OFF',
+  '-DGGML_CCACHE=OFF',
+] as const;
+
+/** One step of the build, for a progress line. */
+export interface BuildProgress {
+  phase: 'clone' | 'configure' | 'compile' | 'install';
+  /** cmake's own percentage during `compile`. */
+  percent?: number;
+  line?: string;
+}
+
+export interface BuildOptions {
+  /** Install directory (default: SWARM_LLAMA_BIN_DIR, else the cache dir for the bundled source). */
+  outDir?: string;
+  /** Parallel compile jobs (default 2). */
+  jobs?: number;
+  /** Build even when the binaries are already there. */
+  force?: boolean;
+  /** The git bundle with llama.cpp's source (default: the one in node-llama-cpp). */
+  bundle?: string;
+  onProgress?: (p: BuildProgress) => void;
+  signal?: AbortSignal;
+}
+
+/** What `swarm engine build --json` prints. */
+export interface BuildResult {
+  bin_dir: string;
+  binaries: Record<string, string>;
+  seconds: number;
+  cached: boolean;
+  source: string;
+}
+
+const TOOL_HINT = 'install the build tools with `apt-get install cmake g++ make git` (Debian/Ubuntu)';
+
+function requireTools(): void {
+  const missing = ['cmake', 'make', 'git'].filter((t) => !findLlamaBinary(t, { PATH: process.env.PATH }));
+  if (!findLlamaBinary('c++', { PATH: process.env.PATH }) && !findLlamaBinary('g++', { PATH: process.env.PATH })) missing.push('g++');
+  if (missing.length > 0) throw new SwarmError('SWARM_ERR_ENGINE_BUILD', `${missing.join(', ')} not found on PATH: ${TOOL_HINT}`);
+}
+
+/** Run a command; resolve with nothing, or reject with the tail of its output. Lines go to `onLine`. */
+function run(cmd: string, args: string[], cwd: string, onLine: (l: string) => void, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    // Own process group, so an abort takes make's compiler children down too.
+    const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, LC_ALL: 'C' } });
+    const tail: string[] = [];
+    let partial = '';
+    const feed = (buf: Buffer): void => {
+      const parts = (partial + buf.toString('utf8')).split('\n');
+      partial = parts.pop() ?? '';
+      for (const l of parts) {
+        tail.push(l);
+        if (tail.length > 40) tail.shift();
+        onLine(l);
+      }
+    };
+    child.stdout.on('data', feed);
+    child.stderr.on('data', feed);
+    const abort = (): void => { try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* gone */ } };
+    signal?.addEventListener('abort', abort, { once: true });
+    child.on('error', (err) => reject(new SwarmError('SWARM_ERR_ENGINE_BUILD', `${cmd}: ${err.message}`, { cause: err })));
+    child.on('close', (code, sig) => {
+      signal?.removeEventListener('abort', abort);
+      if (signal?.aborted) reject(new SwarmError('SWARM_ERR_ENGINE_BUILD', 'build aborted'));
+      else if (code === 0) resolve();
+      else reject(new SwarmError('SWARM_ERR_ENGINE_BUILD', `${cmd} ${args.slice(0, 2).join(' ')} failed (${sig ?? `exit ${code}`}):\n${tail.join('\n')}`));
+    });
+  });
+}
+
+/**
+ * Build llama-server, llama-cli, llama-completion, llama-bench and llama-quantize from the llama.cpp source
+ * in node-llama-cpp's git bundle, with no network, and install them into a cache directory.
+ * Skips the build when the binaries are already there (`cached: true`).
+ */
+export async function buildLlama(opts: BuildOptions = {}): Promise<BuildResult> {
+  const started = Date.now();
+  const bundle = opts.bundle ?? bundlePath();
+  if (!existsSync(bundle)) throw new SwarmError('SWARM_ERR_ENGINE_BUILD', `llama.cpp source bundle not found at ${bundle} (is node-llama-cpp installed? run \`npm install\`)`);
+  const source = bundleKey(bundle);
+  const binDir = opts.outDir ?? defaultBinDir();
+  const result = (cached: boolean): BuildResult => ({
+    bin_dir: binDir,
+    binaries: Object.fromEntries(LLAMA_BINARIES.map((n) => [n, join(binDir, n)])),
+    seconds: Math.round((Date.now() - started) / 100) / 10,
+    cached,
+    source,
+  });
+  if (!opts.force && hasBinaries(binDir)) return result(true);
+
+  requireTools();
+  const progress = opts.onProgress ?? (() => {});
+  const work = mkdtempSync(join(tmpdir(), 'swarm-llama-build-'));
+  try {
+    const src = join(work, 'src');
+    progress({ phase: 'clone' });
+    await run('git', ['clone', '--quiet', bundle, src], work, () => {}, opts.signal);
+
+    progress({ phase: 'configure' });
+    const build = join(src, 'build');
+    await run('cmake', ['-S', src, '-B', build, ...CMAKE_FLAGS], src, (line) => progress({ phase: 'configure', line }), opts.signal);
+
+    progress({ phase: 'compile', percent: 0 });
+    const jobs = String(opts.jobs ?? 2);
+    await run('cmake', ['--build', build, '--config', 'Release', '-j', jobs, '--target', ...LLAMA_BINARIES], src, (line) => {
+      const m = /^\[\s*(\d+)%\]/.exec(line);
+      progress({ phase: 'compile', line, ...(m?.[1] ? { percent: Number(m[1]) } : {}) });
+    }, opts.signal);
+
+    progress({ phase: 'install' });
+    mkdirSync(binDir, { recursive: true });
+    for (const name of LLAMA_BINARIES) {
+      const from = join(build, 'bin', name);
+      if (!existsSync(from)) throw new SwarmError('SWARM_ERR_ENGINE_BUILD', `the build produced no ${name} (looked in ${join(build, 'bin')})`);
+      // Copy then rename, so a reader never sees a half-written binary.
+      const tmp = join(binDir, `.${name}.${process.pid}.tmp`);
+      copyFileSync(from, tmp);
+      chmodSync(tmp, 0o755);
+      renameSync(tmp, join(binDir, name));
+    }
+    writeFileSync(join(binDir, 'BUILD_INFO.json'), JSON.stringify({ source, bundle, flags: CMAKE_FLAGS, built_at: new Date().toISOString() }, null, 2) + '\n');
+    return result(false);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}

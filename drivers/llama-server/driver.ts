@@ -1,0 +1,191 @@
+import { SwarmError } from '../../protocol/index.js';
+import { findLlamaBinary } from '../llama-build/index.js';
+import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
+import { EngineProcess, freePort, type EngineExit } from './engine-process.js';
+import { parseLlamaServerOptions, type LlamaServerOptions } from './options.js';
+import { SseDecoder, type CompletionChunk } from './sse.js';
+
+const HOST = '127.0.0.1';
+
+function describeExit(e: EngineExit | undefined): string {
+  if (!e) return 'running';
+  return e.signal ? `killed by ${e.signal}` : `exit code ${e.code}`;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Drives llama.cpp's `llama-server`: spawns it on a free loopback port (or, with option `url`, uses an
+ * engine that is already running and shared by several workers), and streams POST /completion.
+ */
+export class LlamaServerDriver implements Driver {
+  readonly name = 'llama-server';
+  readonly options: LlamaServerOptions;
+  private proc: EngineProcess | undefined;
+  private base: string | undefined;
+  private starting: Promise<void> | undefined;
+
+  constructor(private readonly config: DriverConfig) {
+    this.options = parseLlamaServerOptions(config.options);
+  }
+
+  /** Base URL of the engine (after start). */
+  get url(): string | undefined { return this.base; }
+
+  pids(): number[] {
+    return this.proc?.alive && this.proc.pid !== undefined ? [this.proc.pid] : [];
+  }
+
+  async start(): Promise<void> {
+    if (this.options.url) {
+      if (!this.base) { await this.waitHealthy(this.options.url, undefined); this.base = this.options.url; }
+      return;
+    }
+    if (this.proc?.alive && this.base) return;
+    this.starting ??= this.spawnEngine().finally(() => { this.starting = undefined; });
+    return this.starting;
+  }
+
+  async stop(): Promise<void> {
+    await this.starting?.catch(() => {});
+    const p = this.proc;
+    this.proc = undefined;
+    this.base = this.options.url ? this.base : undefined;
+    if (p) await p.stop(this.options.stopGraceMs);
+  }
+
+  private args(port: number): string[] {
+    const o = this.options;
+    const a = ['-m', this.config.model!, '--host', HOST, '--port', String(port), '-np', String(o.slots), '-c', String(o.ctx), '--no-webui'];
+    if (o.threads !== undefined) a.push('-t', String(o.threads));
+    return [...a, ...o.args];
+  }
+
+  private async spawnEngine(): Promise<void> {
+    const bin = this.options.bin ?? findLlamaBinary('llama-server');
+    if (!bin) throw new SwarmError('SWARM_ERR_ENGINE_NOT_FOUND', 'llama-server not found in SWARM_LLAMA_BIN_DIR, the build cache or PATH: run `swarm engine build`');
+    if (!this.config.model) throw new SwarmError('SWARM_ERR_CONFIG', 'the llama-server driver needs a model (--model PATH.gguf)');
+    if (this.proc) await this.proc.stop(0);
+    // A port found free can be taken before the server binds it; try a fresh one a few times.
+    for (let attempt = 1; ; attempt++) {
+      const port = await freePort(HOST);
+      const proc = new EngineProcess(bin, this.args(port));
+      this.proc = proc;
+      const base = `http://${HOST}:${port}`;
+      try {
+        await this.waitHealthy(base, proc);
+        this.base = base;
+        return;
+      } catch (err) {
+        await proc.stop(0);
+        if (this.proc === proc) this.proc = undefined;
+        const bindFailed = /bind|address already in use/i.test(proc.outputTail(10));
+        if (!bindFailed || attempt >= 3) throw err;
+      }
+    }
+  }
+
+  /** Poll GET /health until it says ok; fail early when the engine exits, and after startTimeoutMs. */
+  private async waitHealthy(base: string, proc: EngineProcess | undefined): Promise<void> {
+    const deadline = Date.now() + this.options.startTimeoutMs;
+    let last = 'no answer';
+    for (;;) {
+      if (proc && !proc.alive) {
+        throw new SwarmError('SWARM_ERR_ENGINE_START', `llama-server ${describeExit(proc.exitInfo)} before it was ready:\n${proc.outputTail()}`);
+      }
+      try {
+        const res = await fetch(`${base}/health`, { signal: AbortSignal.timeout(2000) });
+        const body = await res.text();
+        if (res.ok) return;
+        last = `HTTP ${res.status} ${body.slice(0, 200)}`;
+      } catch (err) { last = err instanceof Error ? err.message : String(err); }
+      if (Date.now() > deadline) {
+        const tail = proc ? `\n${proc.outputTail()}` : '';
+        throw new SwarmError('SWARM_ERR_ENGINE_START', `llama-server at ${base} not ready after ${this.options.startTimeoutMs} ms (${last})${tail}`);
+      }
+      await (proc ? Promise.race([sleep(100), proc.exited]) : sleep(250));
+    }
+  }
+
+  private body(prompt: string, opts: ChatOptions): Record<string, unknown> {
+    const b: Record<string, unknown> = { prompt, stream: true, cache_prompt: true, n_predict: opts.maxTokens ?? -1 };
+    if (opts.stop && opts.stop.length > 0) b.stop = opts.stop;
+    if (opts.temperature !== undefined) b.temperature = opts.temperature;
+    if (opts.seed !== undefined) b.seed = opts.seed;
+    if (opts.grammar !== undefined) b.grammar = opts.grammar;
+    if (opts.jsonSchema !== undefined) b.json_schema = opts.jsonSchema;
+    return b;
+  }
+
+  /** Why a stream broke: the engine died (ENGINE_DIED, and it restarts on the next chat). */
+  private async died(proc: EngineProcess | undefined, cause: unknown): Promise<SwarmError> {
+    const why = cause instanceof Error ? (cause.cause instanceof Error ? cause.cause.message : cause.message) : String(cause);
+    if (!proc) return new SwarmError('SWARM_ERR_ENGINE_DIED', `shared llama-server at ${this.options.url} went away during generation (${why})`, { cause });
+    await Promise.race([proc.exited, sleep(1000)]);
+    if (proc.alive) {
+      // The engine is up but our stream broke: restart it rather than trust its state.
+      await proc.stop(this.options.stopGraceMs);
+      return new SwarmError('SWARM_ERR_ENGINE_DIED', `lost the stream from llama-server (${why}); it was restarted`, { cause });
+    }
+    return new SwarmError('SWARM_ERR_ENGINE_DIED', `llama-server ${describeExit(proc.exitInfo)} during generation:\n${proc.outputTail(10)}`, { cause });
+  }
+
+  async *chat(prompt: string, opts: ChatOptions = {}): AsyncGenerator<string, ChatStats | void, void> {
+    await this.start();
+    const proc = this.proc;
+    const base = this.base!;
+    if (opts.signal?.aborted) return {};
+    const ac = new AbortController();
+    const onAbort = (): void => ac.abort();
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    // A dead engine should end the stream now, not when the socket times out.
+    void proc?.exited.then(() => ac.abort());
+    let stats: ChatStats = {};
+    let finished = false;
+    try {
+      const res = await fetch(`${base}/completion`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(this.body(prompt, opts)), signal: ac.signal,
+      });
+      if (!res.ok || !res.body) {
+        const text = await res.text();
+        let msg = text.slice(0, 500);
+        try { msg = (JSON.parse(text) as { error?: { message?: string } }).error?.message ?? msg; } catch { /* not JSON */ }
+        throw new SwarmError('SWARM_ERR_TASK_FAILED', `llama-server rejected the request (HTTP ${res.status}): ${msg}`);
+      }
+      const dec = new SseDecoder();
+      const handle = (c: CompletionChunk): string | undefined => {
+        if (c.stop) {
+          finished = true;
+          const tokensIn = c.tokens_evaluated ?? c.timings?.prompt_n;
+          const tokensOut = c.tokens_predicted ?? c.timings?.predicted_n;
+          stats = { ...(tokensIn !== undefined ? { tokensIn } : {}), ...(tokensOut !== undefined ? { tokensOut } : {}) };
+        }
+        return c.content ? c.content : undefined;
+      };
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        for (const ev of dec.push(chunk)) {
+          if (ev.kind === 'error') throw new SwarmError('SWARM_ERR_TASK_FAILED', `llama-server: ${ev.data.message ?? JSON.stringify(ev.data)}`);
+          const text = handle(ev.data);
+          if (text) yield text;
+        }
+        if (finished) break;
+      }
+      for (const ev of dec.end()) if (ev.kind === 'data') { const text = handle(ev.data); if (text) yield text; }
+      if (!finished && !opts.signal?.aborted) throw new Error('stream ended before the final chunk');
+      return stats;
+    } catch (err) {
+      if (opts.signal?.aborted) return stats;
+      if (err instanceof SwarmError) throw err;
+      throw await this.died(proc, err);
+    } finally {
+      opts.signal?.removeEventListener('abort', onAbort);
+      // Closing the connection tells llama-server to free the slot (also when the caller stops iterating).
+      ac.abort();
+    }
+  }
+}
+
+/** Factory for the `llama-server` driver (`--driver llama-server`, options: url, slots, ctx, threads, bin, args, …). */
+export function llamaServerFactory(config: DriverConfig): Driver {
+  return new LlamaServerDriver(config);
+}

@@ -1,0 +1,117 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+
+/**
+ * The shell wrapper that keeps an engine from outliving its worker. It forks a watcher that holds our
+ * stdin pipe, then execs the engine (so the engine keeps the spawned pid and is its group leader).
+ * When the worker dies, even by SIGKILL, the pipe closes; the watcher wakes and kills the engine
+ * (SIGTERM, then SIGKILL on the whole group). Linux has no portable parent-death signal from Node,
+ * so an EOF on a pipe is the one signal that needs the parent's cooperation neither in life nor death.
+ */
+const WATCHDOG = [
+  'exec 3<&0',
+  '( trap "" TERM INT HUP; read -r _ <&3; kill -TERM $$ 2>/dev/null || exit 0; i=0;' +
+    ' while kill -0 $$ 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; kill -KILL -$$ 2>/dev/null ) &',
+  'exec "$@" </dev/null 3<&-',
+].join('\n');
+
+/** How an engine process ended. */
+export interface EngineExit { code: number | null; signal: NodeJS.Signals | null }
+
+export interface EngineProcessOptions {
+  env?: NodeJS.ProcessEnv;
+  /** Lines of stderr/stdout kept for error messages. */
+  tailLines?: number;
+  /** Called with each output line (stdout and stderr). */
+  onLine?: (line: string) => void;
+}
+
+/** One engine subprocess in its own process group, with a kept output tail and orphan protection. */
+export class EngineProcess {
+  readonly child: ChildProcess;
+  /** Resolves once, with the first reason the process ended. */
+  readonly exited: Promise<EngineExit>;
+  private exit: EngineExit | undefined;
+  private readonly tail: string[] = [];
+  private partial = '';
+
+  constructor(readonly file: string, readonly args: string[], private readonly opts: EngineProcessOptions = {}) {
+    this.child = spawn('/bin/sh', ['-c', WATCHDOG, 'swarm-engine', file, ...args], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      detached: true,
+      env: opts.env ?? process.env,
+    });
+    // The pipe must stay open for the engine's lifetime, and must never keep our event loop alive.
+    this.child.stdin?.on('error', () => {});
+    this.child.stdout?.on('data', (b: Buffer) => this.feed(b));
+    this.child.stderr?.on('data', (b: Buffer) => this.feed(b));
+    this.exited = new Promise((resolve) => {
+      const done = (e: EngineExit): void => {
+        if (this.exit) return;
+        this.exit = e;
+        this.child.stdin?.destroy(); // lets the watcher go
+        resolve(e);
+      };
+      this.child.once('exit', (code, signal) => done({ code, signal }));
+      this.child.once('error', (err) => { this.pushLine(`spawn error: ${err.message}`); done({ code: null, signal: null }); });
+    });
+    this.child.unref();
+    (this.child.stdout as unknown as { unref?: () => void } | null)?.unref?.();
+    (this.child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
+    (this.child.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+  }
+
+  get pid(): number | undefined { return this.child.pid; }
+  get alive(): boolean { return this.exit === undefined && this.child.pid !== undefined; }
+  get exitInfo(): EngineExit | undefined { return this.exit; }
+
+  /** The last lines the engine printed (for error messages). */
+  outputTail(n = 20): string { return this.tail.slice(-n).join('\n'); }
+
+  private feed(b: Buffer): void {
+    const parts = (this.partial + b.toString('utf8')).split('\n');
+    this.partial = parts.pop() ?? '';
+    if (this.partial.length > 4096) { this.pushLine(this.partial); this.partial = ''; }
+    for (const l of parts) this.pushLine(l);
+  }
+
+  private pushLine(l: string): void {
+    this.tail.push(l);
+    if (this.tail.length > (this.opts.tailLines ?? 60)) this.tail.shift();
+    this.opts.onLine?.(l);
+  }
+
+  /** Signal the whole process group (engine and watcher). */
+  kill(signal: NodeJS.Signals): void {
+    const pid = this.child.pid;
+    if (pid === undefined) return;
+    try { process.kill(-pid, signal); } catch { /* already gone */ }
+  }
+
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves when the process has exited. Idempotent. */
+  async stop(graceMs = 3000): Promise<EngineExit> {
+    if (this.exit) { this.kill('SIGKILL'); return this.exit; }
+    this.kill('SIGTERM');
+    let timer: NodeJS.Timeout | undefined;
+    const forced = new Promise<void>((r) => { timer = setTimeout(() => { this.kill('SIGKILL'); r(); }, graceMs); });
+    const e = await Promise.race([this.exited, forced.then(() => this.exited)]);
+    clearTimeout(timer);
+    // The watcher is in the group too; with the engine gone it must not linger.
+    this.kill('SIGKILL');
+    return e;
+  }
+}
+
+/** A free loopback TCP port: bind port 0, read the port, close. */
+export async function freePort(host = '127.0.0.1'): Promise<number> {
+  const { createServer } = await import('node:net');
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.once('error', reject);
+    srv.listen(0, host, () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
