@@ -1,17 +1,16 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 
 /**
- * The shell wrapper that keeps an engine from outliving its worker. It forks a watcher that holds our
- * stdin pipe, then execs the engine (so the engine keeps the spawned pid and is its group leader).
+ * The shell wrapper that keeps an engine from outliving its worker. It forks a watcher that holds a
+ * pipe from us on fd 3, then execs the engine (so the engine keeps the spawned pid and leads its group).
  * When the worker dies, even by SIGKILL, the pipe closes; the watcher wakes and kills the engine
  * (SIGTERM, then SIGKILL on the whole group). Linux has no portable parent-death signal from Node,
  * so an EOF on a pipe is the one signal that needs the parent's cooperation neither in life nor death.
  */
 const WATCHDOG = [
-  'exec 3<&0',
   '( trap "" TERM INT HUP; read -r _ <&3; kill -TERM $$ 2>/dev/null || exit 0; i=0;' +
     ' while kill -0 $$ 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; kill -KILL -$$ 2>/dev/null ) &',
-  'exec "$@" </dev/null 3<&-',
+  'exec "$@" 3<&-',
 ].join('\n');
 
 /** How an engine process ended. */
@@ -19,10 +18,14 @@ export interface EngineExit { code: number | null; signal: NodeJS.Signals | null
 
 export interface EngineProcessOptions {
   env?: NodeJS.ProcessEnv;
+  /** Give the engine a stdin pipe (write with `write()`); otherwise its stdin is /dev/null. */
+  stdin?: boolean;
   /** Lines of stderr/stdout kept for error messages. */
   tailLines?: number;
   /** Called with each output line (stdout and stderr). */
   onLine?: (line: string) => void;
+  /** Take stdout raw (decoded UTF-8 chunks) instead of as tail lines. */
+  onStdout?: (text: string) => void;
 }
 
 /** One engine subprocess in its own process group, with a kept output tail and orphan protection. */
@@ -36,19 +39,25 @@ export class EngineProcess {
 
   constructor(readonly file: string, readonly args: string[], private readonly opts: EngineProcessOptions = {}) {
     this.child = spawn('/bin/sh', ['-c', WATCHDOG, 'swarm-engine', file, ...args], {
-      stdio: ['pipe', 'pipe', 'pipe'],
+      stdio: [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe', 'pipe'],
       detached: true,
       env: opts.env ?? process.env,
     });
-    // The pipe must stay open for the engine's lifetime, and must never keep our event loop alive.
+    // The fd-3 pipe must stay open for the engine's lifetime, and must never keep our event loop alive.
+    this.watch?.on('error', () => {});
     this.child.stdin?.on('error', () => {});
-    this.child.stdout?.on('data', (b: Buffer) => this.feed(b));
+    if (opts.onStdout) {
+      const onStdout = opts.onStdout;
+      this.child.stdout?.setEncoding('utf8');
+      this.child.stdout?.on('data', (t: string) => onStdout(t));
+    } else this.child.stdout?.on('data', (b: Buffer) => this.feed(b));
     this.child.stderr?.on('data', (b: Buffer) => this.feed(b));
     this.exited = new Promise((resolve) => {
       const done = (e: EngineExit): void => {
         if (this.exit) return;
         this.exit = e;
-        this.child.stdin?.destroy(); // lets the watcher go
+        this.watch?.destroy(); // lets the watcher go
+        this.child.stdin?.destroy();
         resolve(e);
       };
       this.child.once('exit', (code, signal) => done({ code, signal }));
@@ -58,6 +67,30 @@ export class EngineProcess {
     (this.child.stdout as unknown as { unref?: () => void } | null)?.unref?.();
     (this.child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
     (this.child.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+    (this.watch as unknown as { unref?: () => void } | undefined)?.unref?.();
+  }
+
+  private get watch(): NodeJS.WritableStream & { destroy(): void; on(ev: 'error', f: () => void): unknown } | undefined {
+    return (this.child.stdio[3] ?? undefined) as never;
+  }
+
+  /**
+   * Keep our event loop alive while we wait for output (a turn in progress); the process and its
+   * pipes are unref'd otherwise, so an idle engine never holds a worker open. Returns the release.
+   */
+  hold(): () => void {
+    const out = this.child.stdout as unknown as { ref?: () => void; unref?: () => void } | null;
+    out?.ref?.();
+    let held = true;
+    return () => { if (held) { held = false; out?.unref?.(); } };
+  }
+
+  /** Write to the engine's stdin (needs `stdin: true`). False when the pipe is gone. */
+  write(text: string): boolean {
+    const s = this.child.stdin;
+    if (!s || s.destroyed || !this.alive) return false;
+    s.write(text);
+    return true;
   }
 
   get pid(): number | undefined { return this.child.pid; }

@@ -1,0 +1,178 @@
+import { SwarmError } from '../../protocol/index.js';
+import { findLlamaBinary } from '../llama-build/index.js';
+import type { EngineExit } from '../llama-server/index.js';
+import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
+import { parseLlamaCliOptions, type LlamaCliOptions } from './options.js';
+import { StopFilter } from './stop-filter.js';
+import { pipeTransport, ptyTransport, type CliTransport } from './transport.js';
+import { TurnReader, encodePrompt } from './turn.js';
+
+/** Sampling settings fixed when the CLI starts; a chat that needs others restarts it. */
+interface Settings { nPredict: number; temperature?: number; seed?: number; grammar?: string; jsonSchema?: Record<string, unknown> }
+
+function describeExit(e: EngineExit | undefined): string {
+  if (!e) return 'running';
+  return e.signal ? `killed by ${e.signal}` : `exit code ${e.code}`;
+}
+
+/**
+ * Drives llama.cpp's interactive completion CLI as one long-lived process (spec 5.2): writes each
+ * prompt as an input line and reads the answer until the CLI asks for input again. The session keeps
+ * its context across chats, like a terminal conversation. Stop strings are cut here and end the turn
+ * with SIGINT (the CLI's "interject"); sampling settings are command-line flags, so a chat with other
+ * settings (temperature, seed, grammar, JSON schema, maxTokens) restarts the CLI with them.
+ */
+export class LlamaCliDriver implements Driver {
+  readonly name = 'llama-cli';
+  readonly options: LlamaCliOptions;
+  private cli: CliTransport | undefined;
+  private key = '';
+  private reader = new TurnReader();
+  private listener: ((t: string) => void) | undefined;
+  private readyWaiter: (() => void) | undefined;
+  private lock: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly config: DriverConfig) {
+    this.options = parseLlamaCliOptions(config.options);
+  }
+
+  pids(): number[] {
+    return this.cli?.alive && this.cli.pid !== undefined ? [this.cli.pid] : [];
+  }
+
+  async start(): Promise<void> {
+    await this.ensure({ nPredict: this.options.nPredict });
+  }
+
+  async stop(): Promise<void> {
+    const c = this.cli;
+    this.cli = undefined;
+    if (c) await c.stop(this.options.stopGraceMs);
+  }
+
+  private args(s: Settings): string[] {
+    const o = this.options;
+    const a = ['-m', this.config.model!, '-if', '-no-cnv', '-r', o.sentinel, '--color', 'on', '-c', String(o.ctx), '-n', String(s.nPredict)];
+    if (o.threads !== undefined) a.push('-t', String(o.threads));
+    if (s.temperature !== undefined) a.push('--temp', String(s.temperature));
+    if (s.seed !== undefined) a.push('--seed', String(s.seed));
+    if (s.grammar !== undefined) a.push('--grammar', s.grammar);
+    if (s.jsonSchema !== undefined) a.push('--json-schema', JSON.stringify(s.jsonSchema));
+    return [...a, ...o.args];
+  }
+
+  private onData = (t: string): void => {
+    const step = this.reader.push(t);
+    if (step.text) this.listener?.(step.text);
+    if (step.ready) { const w = this.readyWaiter; this.readyWaiter = undefined; w?.(); }
+  };
+
+  /** Resolves when the CLI asks for input; rejects with the exit if it ends first. */
+  private waitReady(cli: CliTransport, timeoutMs?: number): Promise<'ready' | EngineExit | 'timeout'> {
+    return new Promise((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const done = (v: 'ready' | EngineExit | 'timeout'): void => { clearTimeout(timer); this.readyWaiter = undefined; resolve(v); };
+      this.readyWaiter = () => done('ready');
+      void cli.exited.then((e) => done(e));
+      if (timeoutMs !== undefined) timer = setTimeout(() => done('timeout'), timeoutMs);
+    });
+  }
+
+  private async ensure(s: Settings): Promise<CliTransport> {
+    const key = JSON.stringify(s);
+    if (this.cli?.alive && this.key === key) return this.cli;
+    if (this.cli) await this.stop();
+    const bin = this.options.bin ?? findLlamaBinary('llama-completion');
+    if (!bin) throw new SwarmError('SWARM_ERR_ENGINE_NOT_FOUND', 'llama-completion (the interactive llama-cli) not found in SWARM_LLAMA_BIN_DIR, the build cache or PATH: run `swarm engine build`');
+    if (!this.config.model) throw new SwarmError('SWARM_ERR_CONFIG', 'the llama-cli driver needs a model (--model PATH.gguf)');
+    this.reader = new TurnReader();
+    const cli = this.options.transport === 'pty'
+      ? await ptyTransport(bin, this.args(s), this.onData).catch((err: unknown) => {
+        throw new SwarmError('SWARM_ERR_ENGINE_START', err instanceof Error ? err.message : String(err), { cause: err });
+      })
+      : pipeTransport(bin, this.args(s), this.onData);
+    this.cli = cli;
+    this.key = key;
+    const r = await this.waitReady(cli, this.options.startTimeoutMs);
+    if (r === 'ready') return cli;
+    await cli.stop(0);
+    if (this.cli === cli) this.cli = undefined;
+    const why = r === 'timeout' ? `not ready after ${this.options.startTimeoutMs} ms` : describeExit(r) + ' before it was ready';
+    throw new SwarmError('SWARM_ERR_ENGINE_START', `${bin} ${why}:\n${cli.outputTail()}`);
+  }
+
+  chat(prompt: string, opts: ChatOptions = {}): AsyncGenerator<string, ChatStats | void, void> {
+    // One turn at a time: the CLI is a single conversation.
+    const prev = this.lock;
+    let release!: () => void;
+    this.lock = new Promise<void>((r) => { release = r; });
+    const self = this;
+    return (async function* () {
+      await prev.catch(() => {});
+      try { return yield* self.turn(prompt, opts); } finally { release(); }
+    })();
+  }
+
+  private async *turn(prompt: string, opts: ChatOptions): AsyncGenerator<string, ChatStats | void, void> {
+    const settings: Settings = {
+      nPredict: opts.maxTokens ?? this.options.nPredict,
+      ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
+      ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
+      ...(opts.grammar !== undefined ? { grammar: opts.grammar } : {}),
+      ...(opts.jsonSchema !== undefined ? { jsonSchema: opts.jsonSchema } : {}),
+    };
+    const cli = await this.ensure(settings);
+    if (opts.signal?.aborted) return {};
+    const filter = new StopFilter([...(opts.stop ?? []), this.options.sentinel]);
+    const queue: string[] = [];
+    let wake: (() => void) | undefined;
+    this.listener = (t) => { queue.push(t); wake?.(); };
+    let interrupted = false;
+    const interrupt = (): void => { if (!interrupted) { interrupted = true; cli.signal('SIGINT'); } };
+    const onAbort = (): void => { interrupt(); wake?.(); };
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    const ready = this.waitReady(cli);
+    let end: 'ready' | EngineExit | 'timeout' | undefined;
+    void ready.then((r) => { end = r; wake?.(); });
+    this.reader.beginTurn();
+    const release = cli.hold();
+    try {
+      if (!cli.write(encodePrompt(prompt) + '\n')) throw new SwarmError('SWARM_ERR_ENGINE_DIED', `llama-cli is gone:\n${cli.outputTail(10)}`);
+      for (;;) {
+        while (queue.length > 0) {
+          const out = filter.push(queue.shift()!);
+          if (out && !opts.signal?.aborted) yield out;
+          // The stop string is ours to find; interject so the CLI stops generating.
+          if (filter.stopped) interrupt();
+        }
+        if (end !== undefined) break;
+        await new Promise<void>((r) => { wake = r; });
+        wake = undefined;
+      }
+      if (end === 'ready') {
+        const rest = filter.end();
+        if (rest && !opts.signal?.aborted) yield rest;
+        return {};
+      }
+      // It exited. After our SIGINT that can be a race with a turn ending by itself (a second
+      // interject quits the CLI): the answer is complete, the next chat starts a new CLI.
+      if (interrupted) return {};
+      throw new SwarmError('SWARM_ERR_ENGINE_DIED', `llama-cli ${describeExit(end as EngineExit)} during generation:\n${cli.outputTail(10)}`);
+    } finally {
+      release();
+      opts.signal?.removeEventListener('abort', onAbort);
+      this.listener = undefined;
+      // A consumer that stops early leaves the CLI generating: interject and wait for its prompt.
+      if (end === undefined && cli.alive) {
+        interrupt();
+        const r = await Promise.race([ready, new Promise((res) => setTimeout(res, 5000, 'timeout'))]);
+        if (r !== 'ready') await this.stop();
+      }
+    }
+  }
+}
+
+/** Factory for the `llama-cli` driver (`--driver llama-cli`, options: bin, sentinel, ctx, threads, n_predict, transport, args). */
+export function llamaCliFactory(config: DriverConfig): Driver {
+  return new LlamaCliDriver(config);
+}
