@@ -10,6 +10,9 @@ import { TurnReader, encodePrompt } from './turn.js';
 /** Sampling settings fixed when the CLI starts; a chat that needs others restarts it. */
 interface Settings { nPredict: number; temperature?: number; seed?: number; grammar?: string; jsonSchema?: Record<string, unknown> }
 
+/** The CLI quit from a late interject before this turn began; run the turn on a fresh CLI. */
+class RetryTurn extends Error {}
+
 function describeExit(e: EngineExit | undefined): string {
   if (!e) return 'running';
   return e.signal ? `killed by ${e.signal}` : `exit code ${e.code}`;
@@ -31,6 +34,7 @@ export class LlamaCliDriver implements Driver {
   private listener: ((t: string) => void) | undefined;
   private readyWaiter: (() => void) | undefined;
   private lock: Promise<unknown> = Promise.resolve();
+  private interjected = false;
 
   constructor(private readonly config: DriverConfig) {
     this.options = parseLlamaCliOptions(config.options);
@@ -114,6 +118,19 @@ export class LlamaCliDriver implements Driver {
   }
 
   private async *turn(prompt: string, opts: ChatOptions): AsyncGenerator<string, ChatStats | void, void> {
+    // Our SIGINT at the end of the last turn may have met the CLI already waiting for input, which
+    // makes it quit (exit 130) a moment later. If this turn then dies before any text, run it again.
+    const retryable = this.interjected;
+    this.interjected = false;
+    try {
+      return yield* this.attempt(prompt, opts, retryable);
+    } catch (err) {
+      if (!(err instanceof RetryTurn)) throw err;
+      return yield* this.attempt(prompt, opts, false);
+    }
+  }
+
+  private async *attempt(prompt: string, opts: ChatOptions, retryable: boolean): AsyncGenerator<string, ChatStats | void, void> {
     const settings: Settings = {
       nPredict: opts.maxTokens ?? this.options.nPredict,
       ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
@@ -133,6 +150,7 @@ export class LlamaCliDriver implements Driver {
     opts.signal?.addEventListener('abort', onAbort, { once: true });
     const ready = this.waitReady(cli);
     let end: 'ready' | EngineExit | 'timeout' | undefined;
+    let yielded = false;
     void ready.then((r) => { end = r; wake?.(); });
     this.reader.beginTurn();
     const release = cli.hold();
@@ -141,9 +159,10 @@ export class LlamaCliDriver implements Driver {
       for (;;) {
         while (queue.length > 0) {
           const out = filter.push(queue.shift()!);
-          if (out && !opts.signal?.aborted) yield out;
+          if (out && !opts.signal?.aborted) { yielded = true; yield out; }
           // The stop string is ours to find; interject so the CLI stops generating.
-          if (filter.stopped) interrupt();
+          // Not once the CLI is back at its prompt: there an interject makes it quit.
+          if (filter.stopped && end === undefined) interrupt();
         }
         if (end !== undefined) break;
         await new Promise<void>((r) => { wake = r; });
@@ -152,8 +171,10 @@ export class LlamaCliDriver implements Driver {
       if (end === 'ready') {
         const rest = filter.end();
         if (rest && !opts.signal?.aborted) yield rest;
+        this.interjected = interrupted;
         return {};
       }
+      if (retryable && !yielded && (end as EngineExit).code === 130) throw new RetryTurn();
       // It exited. After our SIGINT that can be a race with a turn ending by itself (a second
       // interject quits the CLI): the answer is complete, the next chat starts a new CLI.
       if (interrupted) return {};

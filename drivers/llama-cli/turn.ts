@@ -25,7 +25,12 @@ export class TurnReader {
     this.heldNewline = false;
   }
 
+  private cr = false;
+
   push(data: string): TurnStep {
+    // Terminals write \r\n; a \r at a chunk's end waits to see whether \n follows.
+    if (this.cr) { data = '\r' + data; this.cr = false; }
+    if (data.endsWith('\r')) { data = data.slice(0, -1); this.cr = true; }
     this.buf += data.replace(/\r\n/g, '\n');
     let text = '';
     for (;;) {
@@ -51,8 +56,10 @@ export class TurnReader {
         return { text, ready: true };
       }
       // Keep back a possible start of the marker (it begins with ESC, which model text does not contain).
-      const esc = this.buf.lastIndexOf('\x1b');
-      const cut = esc >= 0 && INPUT_MARK.startsWith(this.buf.slice(esc)) ? esc : this.buf.length;
+      let cut = this.buf.length;
+      for (let i = Math.max(0, this.buf.length - INPUT_MARK.length + 1); i < this.buf.length; i++) {
+        if (INPUT_MARK.startsWith(this.buf.slice(i))) { cut = i; break; }
+      }
       text += this.emit(this.buf.slice(0, cut), false);
       this.buf = this.buf.slice(cut);
       return { text, ready: false };

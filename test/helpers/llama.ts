@@ -1,0 +1,60 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Test } from 'tap';
+import { findLlamaBinary } from '../../drivers/llama-build/index.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+/** The test model directory: SWARM_TEST_MODELS, default ../shared/models from the repo root. */
+export const MODELS = process.env.SWARM_TEST_MODELS ?? path.resolve(ROOT, '../shared/models');
+export const STORIES = path.join(MODELS, 'stories260K.gguf');
+
+/**
+ * The llama.cpp program and model a test needs, or the reason they are missing. Under CI=true a
+ * missing one is a failure (CI runs `swarm engine build` first); otherwise the test is skipped.
+ */
+export function llamaPrereqs(binary: string): { bin: string; model: string } | { missing: string } {
+  const bin = findLlamaBinary(binary);
+  if (!bin) return { missing: `${binary} not found (SWARM_LLAMA_BIN_DIR, the build cache, PATH): run \`swarm engine build\`` };
+  if (!fs.existsSync(STORIES)) return { missing: `test model ${STORIES} not found (set SWARM_TEST_MODELS)` };
+  return { bin, model: STORIES };
+}
+
+/** Fail under CI, skip otherwise. Returns true when the test should stop. */
+export function missingPrereq(t: Test, p: { missing: string } | object): p is { missing: string } {
+  if (!('missing' in p)) return false;
+  if (process.env.CI === 'true') t.fail(p.missing);
+  else t.skip(p.missing);
+  return true;
+}
+
+/** node flags that let a child process import TypeScript the way tap does. */
+export function tsNodeArgs(): string[] {
+  return process.execArgv.filter((a) => a.includes('@tapjs/typescript'));
+}
+
+/** True if the pid exists and is not a zombie. */
+export function alive(pid: number): boolean {
+  try { process.kill(pid, 0); } catch { return false; }
+  try { const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8'); return s[s.lastIndexOf(')') + 2] !== 'Z'; } catch { return false; }
+}
+
+/** Poll until `cond` holds or `ms` pass (a bound, not a timing assertion). */
+export async function until(cond: () => boolean, ms = 15_000): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (cond()) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return cond();
+}
+
+/** Drain a chat into one string and its stats. */
+export async function collect(g: AsyncGenerator<string, unknown, void>): Promise<{ text: string; stats: unknown; chunks: number }> {
+  let text = '';
+  let chunks = 0;
+  let r = await g.next();
+  while (!r.done) { text += r.value; chunks++; r = await g.next(); }
+  return { text, stats: r.value, chunks };
+}
