@@ -8,7 +8,7 @@ interface BuildFlags { out?: string; jobs: number; force: boolean; json: boolean
 
 function describe(p: BuildProgress, t0: number): string {
   const s = Math.round((Date.now() - t0) / 1000);
-  if (p.phase === 'compile') return `engine build: compiling ${p.percent ?? 0}% (${s}s; about 7-8 min on 2 cores)`;
+  if (p.phase === 'compile') return `engine build: compiling ${p.percent ?? 0}% (${s}s; about 4-5 min on 2 cores)`;
   return `engine build: ${p.phase} (${s}s)`;
 }
 
