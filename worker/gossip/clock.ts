@@ -1,0 +1,136 @@
+/** A timer handle, opaque to callers. */
+export type TimerHandle = { readonly __timer: true } | NodeJS.Timeout;
+
+/**
+ * Time as the gossip parts see it. Injected so tests drive time instead of sleeping; every timer in
+ * worker/gossip goes through one of these.
+ */
+export interface Clock {
+  now(): number;
+  setTimeout(fn: () => void, ms: number): TimerHandle;
+  clearTimeout(h: TimerHandle | undefined): void;
+}
+
+/** The wall clock. Timers are unref'd: gossip never keeps a process alive on its own. */
+export const realClock: Clock = {
+  now: () => Date.now(),
+  setTimeout: (fn, ms) => {
+    const t = setTimeout(fn, ms);
+    t.unref();
+    return t;
+  },
+  clearTimeout: (h) => { if (h !== undefined) clearTimeout(h as NodeJS.Timeout); },
+};
+
+interface Pending { at: number; seq: number; fn: () => void; dead: boolean }
+
+/**
+ * A clock that moves only when told to. `advance(ms)` runs every timer due within the window in
+ * time order (timers scheduled while advancing run too if they fall inside it). A binary heap keeps
+ * thousands of timers (200 simulated members) cheap; cancelled timers are dropped lazily.
+ */
+export class ManualClock implements Clock {
+  private t: number;
+  private seq = 0;
+  private heap: Pending[] = [];
+  private live = 0;
+
+  constructor(start = 1_000_000) { this.t = start; }
+
+  now(): number { return this.t; }
+
+  setTimeout(fn: () => void, ms: number): TimerHandle {
+    const p: Pending = { at: this.t + Math.max(0, ms), seq: this.seq++, fn, dead: false };
+    this.push(p);
+    this.live++;
+    return p as unknown as TimerHandle;
+  }
+
+  clearTimeout(h: TimerHandle | undefined): void {
+    const p = h as unknown as Pending | undefined;
+    if (!p || p.dead) return;
+    p.dead = true;
+    this.live--;
+  }
+
+  /** Move time forward by `ms`, firing due timers in order. */
+  advance(ms: number): void {
+    const end = this.t + ms;
+    while (this.heap.length > 0 && this.heap[0]!.at <= end) {
+      const p = this.pop();
+      if (p.dead) continue;
+      p.dead = true;
+      this.live--;
+      this.t = Math.max(this.t, p.at);
+      p.fn();
+    }
+    this.t = end;
+  }
+
+  /** Advance in steps of `step` ms. */
+  run(ms: number, step = 10): void {
+    for (let done = 0; done < ms; done += step) this.advance(Math.min(step, ms - done));
+  }
+
+  /** Timers still waiting. */
+  get size(): number { return this.live; }
+
+  private less(a: Pending, b: Pending): boolean { return a.at < b.at || (a.at === b.at && a.seq < b.seq); }
+
+  private push(p: Pending): void {
+    const h = this.heap;
+    h.push(p);
+    let i = h.length - 1;
+    while (i > 0) {
+      const up = (i - 1) >> 1;
+      if (!this.less(h[i]!, h[up]!)) break;
+      [h[i], h[up]] = [h[up]!, h[i]!];
+      i = up;
+    }
+  }
+
+  private pop(): Pending {
+    const h = this.heap;
+    const top = h[0]!;
+    const last = h.pop()!;
+    if (h.length > 0) {
+      h[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1, r = l + 1;
+        let m = i;
+        if (l < h.length && this.less(h[l]!, h[m]!)) m = l;
+        if (r < h.length && this.less(h[r]!, h[m]!)) m = r;
+        if (m === i) break;
+        [h[i], h[m]] = [h[m]!, h[i]!];
+        i = m;
+      }
+    }
+    return top;
+  }
+}
+
+/** A small seeded PRNG (mulberry32) so simulations replay exactly. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** `n` distinct random picks from `xs` (fewer if `xs` is short). */
+export function pick<T>(xs: readonly T[], n: number, rand: () => number): T[] {
+  const a = xs.slice();
+  const out: T[] = [];
+  while (out.length < n && a.length > 0) {
+    const i = Math.floor(rand() * a.length);
+    out.push(a[i]!);
+    a[i] = a[a.length - 1]!;
+    a.pop();
+  }
+  return out;
+}

@@ -1,0 +1,399 @@
+import type { Logger } from 'pino';
+import { realClock, pick, type Clock, type TimerHandle } from './clock.js';
+import { BroadcastQueue } from './broadcast.js';
+import { Suspicion } from './suspicion.js';
+import { MemberState, type Change, type GossipMsg, type Piggy, type Transport, type YourView } from './messages.js';
+
+/** Tunables; defaults follow memberlist's LAN profile scaled to one host. */
+export interface MembershipConfig {
+  probeIntervalMs: number;
+  probeTimeoutMs: number;
+  /** Peers asked to probe indirectly when a direct probe gets no ack. */
+  indirectChecks: number;
+  /** Suspicion min = mult * log10(n) * probeInterval; max = maxMult * min (Lifeguard). */
+  suspicionMult: number;
+  suspicionMaxMult: number;
+  /** Each change rides on mult * ceil(log10(n+1)) messages. */
+  retransmitMult: number;
+  gossipIntervalMs: number;
+  gossipNodes: number;
+  /** Full membership exchange with one random peer (repairs lost broadcasts). */
+  pushPullIntervalMs: number;
+  /** How often a dead member is pinged, so a healed partition rejoins. */
+  reconnectIntervalMs: number;
+  maxPiggyItems: number;
+  maxPiggyBytes: number;
+  /** Lifeguard local health: timeouts stretch by (awareness+1) when we seem to be the slow one. */
+  awarenessMax: number;
+}
+
+export const defaultMembershipConfig: Readonly<MembershipConfig> = Object.freeze({
+  probeIntervalMs: 1000, probeTimeoutMs: 400, indirectChecks: 3, suspicionMult: 4, suspicionMaxMult: 6,
+  retransmitMult: 4, gossipIntervalMs: 200, gossipNodes: 3, pushPullIntervalMs: 15000, reconnectIntervalMs: 2000,
+  maxPiggyItems: 16, maxPiggyBytes: 32 * 1024, awarenessMax: 8,
+});
+
+/** One member as this node sees it. */
+export interface Member { id: string; addr: string; inc: number; state: MemberState; since: number }
+
+/** A member changed state (joined as alive, became suspect, dead, or alive again). */
+export interface MemberEvent { id: string; addr: string; state: MemberState; prev?: MemberState; inc: number }
+
+export interface MembershipOptions {
+  id: string;
+  transport: Transport;
+  clock?: Clock;
+  rand?: () => number;
+  config?: Partial<MembershipConfig>;
+  log?: Logger;
+}
+
+interface Probe { onAck: () => void }
+
+/**
+ * SWIM membership with Lifeguard's refinements: round-robin probes, indirect probes through k
+ * peers, suspicion with a timeout that shrinks as others confirm, incarnation numbers so a live
+ * member refutes a suspicion, and every change piggy-backed on probe and gossip traffic. It owns the
+ * transport and also carries the application's broadcasts (`broadcast`) and direct messages (`sendApp`).
+ */
+export class Membership {
+  readonly id: string;
+  readonly cfg: MembershipConfig;
+  private inc = 0;
+  private readonly clock: Clock;
+  private readonly rand: () => number;
+  private readonly members = new Map<string, Member>();
+  private readonly suspicions = new Map<string, Suspicion>();
+  private readonly probes = new Map<number, Probe>();
+  private readonly memberQ: BroadcastQueue;
+  private readonly userQ: BroadcastQueue;
+  private readonly listeners: ((e: MemberEvent) => void)[] = [];
+  private readonly userListeners: ((v: unknown, from: string) => boolean)[] = [];
+  private readonly appHandlers = new Map<string, (from: string, body: unknown) => void>();
+  private readonly timers = new Map<string, TimerHandle>();
+  private order: string[] = [];
+  private orderIdx = 0;
+  private seq = 0;
+  private awareness = 0;
+  private running = false;
+
+  constructor(private readonly opts: MembershipOptions) {
+    this.id = opts.id;
+    this.cfg = { ...defaultMembershipConfig, ...opts.config };
+    this.clock = opts.clock ?? realClock;
+    this.rand = opts.rand ?? Math.random;
+    const limit = () => this.cfg.retransmitMult * Math.max(1, Math.ceil(Math.log10(this.members.size + 2)));
+    this.memberQ = new BroadcastQueue(limit);
+    this.userQ = new BroadcastQueue(limit);
+    opts.transport.onMessage((m) => this.handle(m));
+  }
+
+  get addr(): string { return this.opts.transport.addr; }
+  get incarnation(): number { return this.inc; }
+  get localHealth(): number { return this.awareness; }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loop('probe', () => this.cfg.probeIntervalMs * (this.awareness + 1), () => this.probeRound());
+    this.loop('gossip', () => this.cfg.gossipIntervalMs, () => this.gossipRound());
+    this.loop('pushpull', () => this.cfg.pushPullIntervalMs, () => this.pushPull());
+    this.loop('reconnect', () => this.cfg.reconnectIntervalMs, () => this.reconnect());
+  }
+
+  stop(): void {
+    this.running = false;
+    for (const t of this.timers.values()) this.clock.clearTimeout(t);
+    this.timers.clear();
+    for (const s of this.suspicions.values()) s.cancel();
+    this.suspicions.clear();
+  }
+
+  /** Add a member we were told about (by the hub): alive at incarnation 0 unless known. */
+  add(id: string, addr: string): void {
+    if (id === this.id || this.members.has(id)) return;
+    this.setMember({ id, addr, inc: 0, state: MemberState.ALIVE, since: this.clock.now() });
+  }
+
+  /** Exchange full membership with a seed address (the SWIM join). */
+  join(addr: string): void { this.send(addr, { t: 'state', members: this.snapshot(), reply: true }); }
+
+  /** Members other than this node. */
+  list(): Member[] { return [...this.members.values()]; }
+  get(id: string): Member | undefined { return this.members.get(id); }
+  /** Ids of live members (alive or suspect) including this node, sorted. */
+  live(): string[] {
+    const out = [this.id];
+    for (const m of this.members.values()) if (m.state !== MemberState.DEAD) out.push(m.id);
+    return out.sort();
+  }
+  isLive(id: string): boolean { return id === this.id || (this.members.get(id)?.state ?? MemberState.DEAD) !== MemberState.DEAD; }
+
+  onChange(fn: (e: MemberEvent) => void): void { this.listeners.push(fn); }
+
+  /** Piggy-back `value` on outgoing traffic (~log n times); a newer value for `key` replaces it. */
+  broadcast(key: string, value: unknown): void { this.userQ.push(key, { k: key, v: value }); }
+  /**
+   * Receive broadcasts. A handler returns true when the value was news to it; the value is then
+   * re-broadcast from here (infection-style spread), otherwise it dies out.
+   */
+  onBroadcast(fn: (v: unknown, from: string) => boolean): void { this.userListeners.push(fn); }
+
+  /** Send an application message straight to a member (dropped if it is unknown). */
+  sendApp(to: string, ch: string, body: unknown): boolean {
+    const addr = to === this.id ? this.addr : this.members.get(to)?.addr;
+    if (!addr) return false;
+    this.send(addr, { t: 'app', ch, body });
+    return true;
+  }
+  onApp(ch: string, fn: (from: string, body: unknown) => void): void { this.appHandlers.set(ch, fn); }
+
+  /** Pending broadcasts, for tests and convergence checks. */
+  get pendingBroadcasts(): number { return this.memberQ.size + this.userQ.size; }
+
+  // ---- periodic work
+
+  private loop(name: string, every: () => number, fn: () => void): void {
+    const tick = () => {
+      if (!this.running) return;
+      this.timers.set(name, this.clock.setTimeout(tick, every()));
+      fn();
+    };
+    // Jittered first tick so simulated members do not move in lock step.
+    this.timers.set(name, this.clock.setTimeout(tick, Math.floor(this.rand() * every())));
+  }
+
+  private nextTarget(): Member | undefined {
+    for (let tries = 0; tries < 2; tries++) {
+      while (this.orderIdx < this.order.length) {
+        const m = this.members.get(this.order[this.orderIdx++]!);
+        if (m && m.state !== MemberState.DEAD) return m;
+      }
+      // Round-robin over a fresh shuffle each pass: every member is probed within one pass.
+      this.order = pick([...this.members.keys()], this.members.size, this.rand);
+      this.orderIdx = 0;
+    }
+    return undefined;
+  }
+
+  private probeRound(): void {
+    const target = this.nextTarget();
+    if (!target) return;
+    const scale = this.awareness + 1;
+    const seq = ++this.seq;
+    let acked = false;
+    let nacks = 0;
+    let expected = 0;
+    const timers: TimerHandle[] = [];
+    this.probes.set(seq, { onAck: () => { acked = true; } });
+    this.probes.set(-seq, { onAck: () => { nacks++; } });
+    this.send(target.addr, { t: 'ping', seq, to: target.id, pb: this.piggy(), yv: this.yourView(target) });
+    timers.push(this.clock.setTimeout(() => {
+      if (acked) return;
+      const helpers = pick(this.list().filter((m) => m.state === MemberState.ALIVE && m.id !== target.id), this.cfg.indirectChecks, this.rand);
+      expected = helpers.length;
+      for (const h of helpers) this.send(h.addr, { t: 'ping-req', seq, target: target.id, ta: target.addr, pb: this.piggy() });
+    }, this.cfg.probeTimeoutMs * scale));
+    timers.push(this.clock.setTimeout(() => {
+      this.probes.delete(seq); this.probes.delete(-seq);
+      if (acked) { this.adjustAwareness(-1); return; }
+      // Lifeguard: missing nacks mean our own messages or timers are late; trust ourselves less.
+      this.adjustAwareness(nacks < expected ? 1 : 0);
+      const cur = this.members.get(target.id);
+      if (cur && cur.state === MemberState.ALIVE && cur.inc === target.inc) {
+        this.suspect({ id: cur.id, addr: cur.addr, inc: cur.inc, s: MemberState.SUSPECT, by: this.id });
+      }
+    }, this.cfg.probeIntervalMs * scale - 1));
+  }
+
+  private gossipRound(): void {
+    if (this.memberQ.size === 0 && this.userQ.size === 0) return;
+    const now = this.clock.now();
+    // Recently dead members get gossip too, so they learn they were declared dead and can refute.
+    const cands = this.list().filter((m) => m.state !== MemberState.DEAD || now - m.since < 10 * this.cfg.probeIntervalMs);
+    for (const m of pick(cands, this.cfg.gossipNodes, this.rand)) {
+      const pb = this.piggy();
+      if (!pb.m && !pb.u) return;
+      this.send(m.addr, { t: 'gossip', pb });
+    }
+  }
+
+  private pushPull(): void {
+    const cands = this.list().filter((m) => m.state === MemberState.ALIVE);
+    const [m] = pick(cands, 1, this.rand);
+    if (m) this.send(m.addr, { t: 'state', members: this.snapshot(), reply: true });
+  }
+
+  private reconnect(): void {
+    const [m] = pick(this.list().filter((x) => x.state === MemberState.DEAD), 1, this.rand);
+    if (m) this.send(m.addr, { t: 'ping', seq: ++this.seq, to: m.id, pb: this.piggy(), yv: this.yourView(m) });
+  }
+
+  // ---- incoming
+
+  private handle(msg: GossipMsg): void {
+    if (!this.running || msg.from === this.id) return;
+    if (!this.members.has(msg.from) && msg.t !== 'state') this.add(msg.from, msg.fa);
+    if ('pb' in msg && msg.pb) this.mergePiggy(msg.pb, msg.from);
+    if ('yv' in msg && msg.yv) this.maybeRefute(msg.yv);
+    switch (msg.t) {
+      case 'ping':
+        if (msg.to !== this.id) return; // a stale address now used by someone else
+        this.send(msg.fa, { t: 'ack', seq: msg.seq, pb: this.piggy(), yv: this.yourView(this.members.get(msg.from)) });
+        return;
+      case 'ack':
+        this.probes.get(msg.seq)?.onAck();
+        return;
+      case 'nack':
+        this.probes.get(-msg.seq)?.onAck();
+        return;
+      case 'ping-req': {
+        const seq = ++this.seq;
+        let done = false;
+        const timer = this.clock.setTimeout(() => {
+          this.probes.delete(seq);
+          if (!done) this.send(msg.fa, { t: 'nack', seq: msg.seq });
+        }, this.cfg.probeTimeoutMs);
+        this.probes.set(seq, {
+          onAck: () => {
+            done = true; this.probes.delete(seq); this.clock.clearTimeout(timer);
+            this.send(msg.fa, { t: 'ack', seq: msg.seq });
+          },
+        });
+        this.send(msg.ta, { t: 'ping', seq, to: msg.target, pb: this.piggy() });
+        return;
+      }
+      case 'gossip':
+        return;
+      case 'state':
+        if (!this.members.has(msg.from)) this.add(msg.from, msg.fa);
+        // Remote suspect and dead become suspect here (memberlist's rule): the member may refute.
+        for (const c of msg.members) {
+          if (c.s === MemberState.ALIVE) this.alive(c);
+          else this.suspect({ ...c, s: MemberState.SUSPECT, by: msg.from });
+        }
+        if (msg.reply) this.send(msg.fa, { t: 'state', members: this.snapshot(), reply: false });
+        return;
+      case 'app':
+        this.appHandlers.get(msg.ch)?.(msg.from, msg.body);
+        return;
+    }
+  }
+
+  private mergePiggy(pb: Piggy, from: string): void {
+    for (const c of pb.m ?? []) this.apply(c);
+    for (const item of pb.u ?? []) {
+      const { k, v } = item as { k: string; v: unknown };
+      let news = false;
+      for (const fn of this.userListeners) news = fn(v, from) || news;
+      if (news && typeof k === 'string') this.userQ.push(k, item);
+    }
+  }
+
+  private apply(c: Change): void {
+    if (c.s === MemberState.ALIVE) this.alive(c);
+    else if (c.s === MemberState.SUSPECT) this.suspect(c);
+    else this.dead(c);
+  }
+
+  private alive(c: Change): void {
+    if (c.id === this.id) {
+      // Someone carries an incarnation of ours we do not remember (we restarted): jump past it.
+      if (c.inc > this.inc) this.refute(c.inc);
+      return;
+    }
+    const cur = this.members.get(c.id);
+    if (cur && c.inc <= cur.inc) return;
+    this.cancelSuspicion(c.id);
+    this.setMember({ id: c.id, addr: c.addr, inc: c.inc, state: MemberState.ALIVE, since: this.clock.now() });
+    this.memberQ.push(`m:${c.id}`, { id: c.id, addr: c.addr, inc: c.inc, s: MemberState.ALIVE });
+  }
+
+  private suspect(c: Change): void {
+    if (c.id === this.id) { if (c.inc >= this.inc) this.refute(c.inc); return; }
+    const cur = this.members.get(c.id);
+    if (!cur || c.inc < cur.inc || cur.state === MemberState.DEAD) return;
+    if (cur.state === MemberState.SUSPECT && c.inc === cur.inc) {
+      if (c.by && this.suspicions.get(c.id)?.confirm(c.by)) this.memberQ.push(`m:${c.id}`, c);
+      return;
+    }
+    this.setMember({ ...cur, inc: c.inc, state: MemberState.SUSPECT, since: this.clock.now() });
+    this.memberQ.push(`m:${c.id}`, { ...c, by: c.by ?? this.id });
+    const n = this.members.size + 1;
+    const k = n - 2 < this.cfg.suspicionMult - 2 ? 0 : this.cfg.suspicionMult - 2;
+    const min = Math.max(this.cfg.probeIntervalMs, this.cfg.suspicionMult * Math.log10(Math.max(2, n)) * this.cfg.probeIntervalMs);
+    const max = this.cfg.suspicionMaxMult * min;
+    this.cancelSuspicion(c.id);
+    this.suspicions.set(c.id, new Suspicion(this.clock, c.by ?? this.id, k, min, max, () => {
+      this.suspicions.delete(c.id);
+      const now = this.members.get(c.id);
+      if (now && now.state === MemberState.SUSPECT && now.inc === c.inc) {
+        this.dead({ id: c.id, addr: now.addr, inc: now.inc, s: MemberState.DEAD, by: this.id });
+      }
+    }));
+  }
+
+  private dead(c: Change): void {
+    if (c.id === this.id) { if (c.inc >= this.inc) this.refute(c.inc); return; }
+    const cur = this.members.get(c.id);
+    if (!cur || c.inc < cur.inc || cur.state === MemberState.DEAD) return;
+    this.cancelSuspicion(c.id);
+    this.setMember({ ...cur, inc: c.inc, state: MemberState.DEAD, since: this.clock.now() });
+    this.memberQ.push(`m:${c.id}`, { ...c, addr: cur.addr });
+  }
+
+  private maybeRefute(yv: YourView): void {
+    if (yv.s !== MemberState.ALIVE && yv.inc >= this.inc) this.refute(yv.inc);
+  }
+
+  private refute(inc: number): void {
+    this.inc = inc + 1;
+    this.adjustAwareness(1);
+    this.opts.log?.debug({ inc: this.inc }, 'refuting suspicion');
+    this.memberQ.push(`m:${this.id}`, { id: this.id, addr: this.addr, inc: this.inc, s: MemberState.ALIVE });
+  }
+
+  // ---- helpers
+
+  private setMember(m: Member): void {
+    const prev = this.members.get(m.id);
+    this.members.set(m.id, m);
+    if (prev?.state === m.state) return;
+    const e: MemberEvent = { id: m.id, addr: m.addr, state: m.state, prev: prev?.state, inc: m.inc };
+    for (const fn of this.listeners) fn(e);
+  }
+
+  private cancelSuspicion(id: string): void {
+    this.suspicions.get(id)?.cancel();
+    this.suspicions.delete(id);
+  }
+
+  private adjustAwareness(d: number): void {
+    this.awareness = Math.min(this.cfg.awarenessMax - 1, Math.max(0, this.awareness + d));
+  }
+
+  private yourView(m: Member | undefined): YourView | undefined {
+    return m && m.state !== MemberState.ALIVE ? { s: m.state, inc: m.inc } : undefined;
+  }
+
+  private snapshot(): Change[] {
+    const out: Change[] = [{ id: this.id, addr: this.addr, inc: this.inc, s: MemberState.ALIVE }];
+    for (const m of this.members.values()) out.push({ id: m.id, addr: m.addr, inc: m.inc, s: m.state });
+    return out;
+  }
+
+  private piggy(): Piggy {
+    const m = this.memberQ.take(this.cfg.maxPiggyItems, this.cfg.maxPiggyBytes / 4) as Change[];
+    const u = this.userQ.take(this.cfg.maxPiggyItems, this.cfg.maxPiggyBytes);
+    const pb: Piggy = {};
+    if (m.length) pb.m = m;
+    if (u.length) pb.u = u;
+    return pb;
+  }
+
+  private send(addr: string, body: DistributiveOmit<GossipMsg, 'from' | 'fa'>): void {
+    this.opts.transport.send(addr, { ...body, from: this.id, fa: this.addr } as GossipMsg);
+  }
+}
+
+type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
