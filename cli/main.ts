@@ -7,6 +7,7 @@ import { registerWorker } from './commands/worker.js';
 import { registerStatus } from './commands/status.js';
 import { registerSubmit } from './commands/submit.js';
 import { registerDown } from './commands/down.js';
+import { registerPlan } from './commands/plan.js';
 
 const program = new Command()
   .name('swarm')
@@ -23,6 +24,7 @@ registerWorker(program);
 registerStatus(program);
 registerSubmit(program);
 registerDown(program);
+registerPlan(program);
 
 program.exitOverride((err) => process.exit(err.exitCode === 1 ? 2 : err.exitCode));
 await program.parseAsync(process.argv);

@@ -1,0 +1,47 @@
+import { InvalidArgumentError, type Command } from 'commander';
+import { SwarmError } from '../../protocol/index.js';
+import { formatPlan, parseSize, plan, readModelShape, type EngineMode } from '../../deploy/plan/index.js';
+import { fail } from '../exit.js';
+import { int } from '../options.js';
+
+interface PlanFlags {
+  agents: number; model: string; ram: number; cpus: number; ctx: number; engine: EngineMode; ubatch: number;
+  repack: boolean; reserve: number; json: boolean;
+}
+
+function size(name: string) {
+  return (v: string): number => {
+    try { return parseSize(v); } catch { throw new InvalidArgumentError(`${name}: not a size (e.g. 16G, 512M)`); }
+  };
+}
+
+/** `swarm plan`: how many agents of a model fit on a machine, from the GGUF header. */
+export function registerPlan(program: Command): void {
+  program.command('plan')
+    .description('capacity plan: memory per agent and how many agents fit, from the model\'s GGUF header')
+    .requiredOption('--agents <n>', 'agents wanted', int('--agents', 1))
+    .requiredOption('--model <file>', 'GGUF model file (only its header is read)')
+    .option('--ram <size>', 'machine memory (16G = 16 GiB; 16GB = 16e9 bytes)', size('--ram'), 16 * 1024 ** 3)
+    .option('--cpus <n>', 'vCPUs', int('--cpus', 1), 4)
+    .option('--ctx <n>', 'context tokens per agent', int('--ctx', 16), 2048)
+    .option('--engine <mode>', 'per-worker (an engine per agent) or shared (one batched engine)', (v: string) => {
+      if (v !== 'per-worker' && v !== 'shared') throw new InvalidArgumentError('--engine must be per-worker or shared');
+      return v;
+    }, 'per-worker')
+    .option('--ubatch <n>', 'llama.cpp micro-batch (-ub)', int('--ubatch', 1), 512)
+    .option('--no-repack', 'plan for llama-server --no-repack (Q4 weights stay shared)')
+    .option('--reserve <size>', 'memory for the OS, runtime and k3s', size('--reserve'), 2 * 1024 ** 3)
+    .option('--json', 'print the plan as one JSON object', false)
+    .action(async (o: PlanFlags) => {
+      try {
+        const shape = await readModelShape(o.model).catch((err: unknown) => {
+          throw new SwarmError('SWARM_ERR_CONFIG', `cannot read GGUF ${o.model}: ${err instanceof Error ? err.message : String(err)}`);
+        });
+        const p = plan(shape, {
+          agents: o.agents, ramBytes: o.ram, cpus: o.cpus, ctx: o.ctx, engine: o.engine, ubatch: o.ubatch,
+          repack: o.repack, reserveBytes: o.reserve,
+        });
+        process.stdout.write(o.json ? JSON.stringify(p) + '\n' : formatPlan(p));
+      } catch (err) { fail(err, o.json); }
+    });
+}

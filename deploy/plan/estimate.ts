@@ -1,0 +1,193 @@
+/**
+ * The capacity model behind `swarm plan`: pure arithmetic over a ModelShape and a machine.
+ * Every default is either measured on this project's machine or taken from llama.cpp's sources;
+ * the comments say which. Memory is counted as resident bytes (what the OOM killer and cgroups see).
+ */
+import type { ModelShape } from './gguf.js';
+
+/** Engine layout: one llama.cpp engine per worker (isolation) or one batched engine all workers share. */
+export type EngineMode = 'per-worker' | 'shared';
+
+/** Inputs of a plan. Only `agents` is required. */
+export interface PlanOptions {
+  agents: number;
+  ramBytes?: number;
+  cpus?: number;
+  ctx?: number;
+  engine?: EngineMode;
+  /** llama.cpp micro-batch (`-ub`); its logits buffer is ubatch x vocab floats. */
+  ubatch?: number;
+  /** llama.cpp's default on x86 is to repack Q4_0/Q4_K/IQ4_NL weights (`--no-repack` turns it off). */
+  repack?: boolean;
+  /** OS, container runtime and k3s (the spec's 2 GB). */
+  reserveBytes?: number;
+  /** One Node worker process (measured: 57 MiB RSS, node 20 with pino/commander/zod/msgpackr loaded). */
+  workerRssBytes?: number;
+  /** Engine heap besides weights, KV and compute (measured: ~28 MiB anonymous for node-llama-cpp with a context). */
+  engineBaseBytes?: number;
+  /** The hub process (Node, queue, journal buffers). */
+  hubRssBytes?: number;
+  /** Memory bandwidth used for the token-rate ceiling (assumed; VPS vCPUs typically see 8-20 GB/s). */
+  bandwidthGBs?: number;
+}
+
+/** Plan defaults (see PlanOptions for where each comes from). */
+export const PLAN_DEFAULTS = {
+  ramBytes: 16 * 1024 ** 3, cpus: 4, ctx: 2048, engine: 'per-worker' as EngineMode, ubatch: 512, repack: true,
+  reserveBytes: 2 * 1024 ** 3, workerRssBytes: 60 * 1024 ** 2, engineBaseBytes: 30 * 1024 ** 2,
+  hubRssBytes: 100 * 1024 ** 2, bandwidthGBs: 10,
+};
+
+/** One warning of a plan, with a stable code for scripts. */
+export interface PlanWarning { code: 'repack' | 'cgroup' | 'cpu' | 'no-fit' | 'ctx' | 'compute'; message: string }
+
+/** Bytes of each component; `perAgent` is repeated per agent, `fixed` once per host. */
+export interface PlanMemory {
+  perAgent: { kv: number; compute: number; output: number; engine: number; privateWeights: number; worker: number; total: number };
+  fixed: { reserve: number; hub: number; sharedWeights: number; privateWeights: number; engine: number; compute: number; total: number };
+  total: number;
+}
+
+/** The result of `plan()`. Serialised as-is by `swarm plan --json`. */
+export interface Plan {
+  model: Pick<ModelShape, 'path' | 'architecture' | 'fileBytes' | 'layers' | 'headCount' | 'headCountKv' | 'keyLength' | 'valueLength' | 'embeddingLength' | 'vocabSize' | 'trainContext' | 'dominantType' | 'repackableBytes'>;
+  options: Required<Omit<PlanOptions, 'agents'>> & { agents: number };
+  kvBytesPerToken: number;
+  memory: PlanMemory;
+  fits: boolean;
+  maxAgents: number;
+  /** Tokens/s ceilings from memory bandwidth: every decode step streams all weights once per engine. */
+  tokensPerSecond: { aggregateCeiling: number; perAgentCeiling: number };
+  /** The spec's arithmetic (section 11.2) next to ours. */
+  spec: { perAgentBytes: number; reserveBytes: number; agents: number; ours: number; breaks: string[] };
+  warnings: PlanWarning[];
+  /** Most agents that fit under other settings (engine sharing, no repack, a smaller micro-batch). */
+  alternatives: { label: string; perAgentBytes: number; maxAgents: number }[];
+}
+
+/** KV cache bytes per token with f16 K and V: sum over layers of kv_heads x (key_length + value_length) x 2 bytes. */
+export function kvBytesPerToken(m: ModelShape): number {
+  return m.kvHeadsTotal * (m.keyLength + m.valueLength) * 2;
+}
+
+/**
+ * llama.cpp's CPU compute buffer for one context, with flash attention (the default `-fa auto` on CPU):
+ * the graph's biggest live tensors are the logits of one micro-batch (ubatch x vocab f32) plus two
+ * ubatch x n_embd activations. Within 0.01 MiB of llama.cpp's figure for synth-15M (63.63 MiB) and
+ * 2.3 MiB under it for stories260K (3.52 MiB), where small fixed buffers dominate.
+ */
+export function computeBufferBytes(m: ModelShape, ctx: number, ubatch: number): number {
+  const ub = Math.min(ubatch, ctx);
+  return 4 * ub * (m.vocabSize + 2 * m.embeddingLength);
+}
+
+const GB = 1e9;
+
+/** Compute a capacity plan. Pure: same inputs, same plan. */
+export function plan(m: ModelShape, opts: PlanOptions, nested = false): Plan {
+  const o = { ...PLAN_DEFAULTS, ...stripUndefined(opts) } as Plan['options'];
+  const kvpt = kvBytesPerToken(m);
+  const kv = kvpt * o.ctx;
+  const compute = computeBufferBytes(m, o.ctx, o.ubatch);
+  const output = 4 * m.vocabSize; // llama_context::output_reserve: one row of logits per sequence
+  const repacked = o.repack ? m.repackableBytes : 0;
+  const perWorker = o.engine === 'per-worker';
+  const pa = {
+    kv, output, worker: o.workerRssBytes,
+    compute: perWorker ? compute : 0,
+    engine: perWorker ? o.engineBaseBytes : 0,
+    privateWeights: perWorker ? repacked : 0,
+    total: 0,
+  };
+  pa.total = pa.kv + pa.output + pa.worker + pa.compute + pa.engine + pa.privateWeights;
+  const fx = {
+    reserve: o.reserveBytes, hub: o.hubRssBytes,
+    // Repacked tensors are read once from the mmap at load; their page cache is reclaimable afterwards.
+    sharedWeights: m.fileBytes - repacked,
+    privateWeights: perWorker ? 0 : repacked,
+    engine: perWorker ? 0 : o.engineBaseBytes,
+    compute: perWorker ? 0 : compute,
+    total: 0,
+  };
+  fx.total = fx.reserve + fx.hub + fx.sharedWeights + fx.privateWeights + fx.engine + fx.compute;
+  const total = fx.total + pa.total * o.agents;
+  const maxAgents = Math.max(0, Math.floor((o.ramBytes - fx.total) / pa.total));
+  // Per-worker engines each stream all weights per token; a batched engine streams them once per step
+  // for all its sequences (then CPU compute, not bandwidth, is the limit, so this is only a ceiling).
+  const aggregate = (o.bandwidthGBs * GB) / m.fileBytes * (perWorker ? 1 : o.agents);
+  const tps = { aggregateCeiling: round2(aggregate), perAgentCeiling: round2(aggregate / o.agents) };
+  const p: Plan = {
+    model: pick(m), options: o, kvBytesPerToken: kvpt,
+    memory: { perAgent: pa, fixed: fx, total },
+    fits: total <= o.ramBytes, maxAgents, tokensPerSecond: tps,
+    spec: specComparison(m, o, maxAgents),
+    warnings: [],
+    alternatives: [],
+  };
+  p.warnings = warnings(m, p);
+  if (!nested) p.alternatives = alternatives(m, opts);
+  return p;
+}
+
+/** Section 11.2: "2 GB system, 5 GB model shared, 300 MB context + 50 MB runtime per agent: 9 GB / 0.35 GB = 25". */
+function specComparison(m: ModelShape, o: Plan['options'], oursMax: number): Plan['spec'] {
+  const perAgentBytes = 350e6;
+  const reserveBytes = 2e9;
+  const agents = Math.max(0, Math.floor((o.ramBytes - reserveBytes - m.fileBytes) / perAgentBytes));
+  const breaks: string[] = [];
+  const ctxBytes = kvBytesPerToken(m) * o.ctx + computeBufferBytes(m, o.ctx, o.ubatch);
+  breaks.push(`"300 MB context": KV cache ${mib(kvBytesPerToken(m) * o.ctx)} at ${o.ctx} tokens plus a compute buffer of ${mib(computeBufferBytes(m, o.ctx, o.ubatch))} (ubatch ${o.ubatch} x vocab ${m.vocabSize} logits) = ${mib(ctxBytes)} per engine`);
+  breaks.push(`"50 MB runtime": a Node worker is ${mib(o.workerRssBytes)} RSS, plus ${mib(o.engineBaseBytes)} engine heap per engine process`);
+  if (m.repackableBytes > 0) breaks.push(`"model shared": ${mib(m.repackableBytes)} of ${m.dominantType} weights are repacked into a private copy per engine on x86 unless --no-repack, so N engines hold N copies`);
+  breaks.push(`"25 agents on 4 vCPU": each decode step streams ${mib(m.fileBytes)} of weights; ${o.agents} agents share ${o.cpus} vCPUs and one memory bus`);
+  breaks.push(`"page cache counted once": true for the host, but each container's cgroup is charged for the pages it faults in first`);
+  return { perAgentBytes, reserveBytes, agents, ours: oursMax, breaks };
+}
+
+function alternatives(m: ModelShape, opts: PlanOptions): Plan['alternatives'] {
+  const variants: [string, Partial<PlanOptions>][] = [
+    ['per-worker engines', { engine: 'per-worker', repack: true, ubatch: 512 }],
+    ['per-worker engines, --no-repack', { engine: 'per-worker', repack: false, ubatch: 512 }],
+    ['per-worker engines, --no-repack, --ubatch 64', { engine: 'per-worker', repack: false, ubatch: 64 }],
+    ['one shared engine', { engine: 'shared', repack: true, ubatch: 512 }],
+  ];
+  return variants.map(([label, v]) => {
+    const q = plan(m, { ...opts, ...v }, true);
+    return { label, perAgentBytes: q.memory.perAgent.total, maxAgents: q.maxAgents };
+  });
+}
+
+function warnings(m: ModelShape, p: Plan): PlanWarning[] {
+  const o = p.options;
+  const w: PlanWarning[] = [];
+  const perWorker = o.engine === 'per-worker';
+  if (!p.fits) w.push({ code: 'no-fit', message: `${o.agents} agents need ${gib(p.memory.total)} but the machine has ${gib(o.ramBytes)}; at most ${p.maxAgents} fit` });
+  if (m.repackableBytes > 0 && o.repack && perWorker) {
+    w.push({ code: 'repack', message: `${m.dominantType} weights: llama.cpp on x86 repacks ${mib(m.repackableBytes)} into a private buffer in every engine (${o.agents} engines = ${gib(m.repackableBytes * o.agents)}). Run llama-server with --no-repack (plan with --no-repack) or use --engine shared` });
+  } else if (m.repackableBytes > 0 && o.repack) {
+    w.push({ code: 'repack', message: `the shared engine holds one private repacked copy (${mib(m.repackableBytes)}) of the ${m.dominantType} weights; that is counted once` });
+  }
+  w.push({ code: 'cgroup', message: `page cache of the shared model (${mib(p.memory.fixed.sharedWeights)}) is charged to the cgroup of the container that first reads each page: one container may be charged for all of it. Pre-read the model on the host (cat model.gguf > /dev/null) before starting containers, or give each container's memory limit room for the model` });
+  if (o.agents > o.cpus) {
+    w.push({ code: 'cpu', message: `${o.agents} agents on ${o.cpus} vCPUs: ${perWorker ? 'give each engine 1 thread (llama-server -t 1) or the threads oversubscribe; ' : ''}decode's memory-bandwidth ceiling is ${p.tokensPerSecond.aggregateCeiling} tokens/s in total (${o.bandwidthGBs} GB/s assumed), ${p.tokensPerSecond.perAgentCeiling} per agent${perWorker ? '' : ' (a ceiling: CPU compute caps batched decode lower)'}` });
+  }
+  if (m.trainContext > 0 && o.ctx > m.trainContext) w.push({ code: 'ctx', message: `--ctx ${o.ctx} is beyond the model's trained context ${m.trainContext}` });
+  if (perWorker && p.memory.perAgent.compute > p.memory.perAgent.kv) {
+    const smaller = computeBufferBytes(m, o.ctx, 64);
+    w.push({ code: 'compute', message: `the compute buffer (${mib(p.memory.perAgent.compute)}) exceeds the KV cache (${mib(p.memory.perAgent.kv)}); a smaller micro-batch (--ubatch 64, llama-server -ub 64) cuts it to ${mib(smaller)} at some prompt-speed cost` });
+  }
+  return w;
+}
+
+function pick(m: ModelShape): Plan['model'] {
+  const { path, architecture, fileBytes, layers, headCount, headCountKv, keyLength, valueLength, embeddingLength, vocabSize, trainContext, dominantType, repackableBytes } = m;
+  return { path, architecture, fileBytes, layers, headCount, headCountKv, keyLength, valueLength, embeddingLength, vocabSize, trainContext, dominantType, repackableBytes };
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+const round2 = (n: number): number => Math.round(n * 100) / 100;
+const mib = (n: number): string => `${(n / 1024 ** 2).toFixed(1)} MiB`;
+const gib = (n: number): string => `${(n / 1024 ** 3).toFixed(2)} GiB`;

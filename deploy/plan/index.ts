@@ -1,0 +1,5 @@
+/** Capacity planning: how many agents of a GGUF model fit on a machine (`swarm plan`). */
+export { readModelShape, shapeFromGguf, type ModelShape } from './gguf.js';
+export { plan, kvBytesPerToken, computeBufferBytes, PLAN_DEFAULTS, type Plan, type PlanOptions, type PlanWarning, type EngineMode } from './estimate.js';
+export { formatPlan } from './report.js';
+export { parseSize, formatBytes, toMi, tensorBytes, typeName, REPACKED_ON_X86 } from './sizes.js';
