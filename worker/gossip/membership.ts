@@ -68,7 +68,7 @@ export class Membership {
   private readonly memberQ: BroadcastQueue;
   private readonly userQ: BroadcastQueue;
   private readonly listeners: ((e: MemberEvent) => void)[] = [];
-  private readonly userListeners: ((v: unknown, from: string) => boolean)[] = [];
+  private readonly userListeners: ((v: unknown, from: string, key: string) => boolean)[] = [];
   private readonly appHandlers = new Map<string, (from: string, body: unknown) => void>();
   private readonly timers = new Map<string, TimerHandle>();
   private order: string[] = [];
@@ -137,11 +137,16 @@ export class Membership {
    * Receive broadcasts. A handler returns true when the value was news to it; the value is then
    * re-broadcast from here (infection-style spread), otherwise it dies out.
    */
-  onBroadcast(fn: (v: unknown, from: string) => boolean): void { this.userListeners.push(fn); }
+  onBroadcast(fn: (v: unknown, from: string, key: string) => boolean): void { this.userListeners.push(fn); }
 
   /** Send an application message straight to a member (dropped if it is unknown). */
   sendApp(to: string, ch: string, body: unknown): boolean {
-    const addr = to === this.id ? this.addr : this.members.get(to)?.addr;
+    if (to === this.id) {
+      // To ourselves (the coordinator assigning itself a task): no network, but still asynchronous.
+      queueMicrotask(() => { if (this.running) this.appHandlers.get(ch)?.(this.id, body); });
+      return true;
+    }
+    const addr = this.members.get(to)?.addr;
     if (!addr) return false;
     this.send(addr, { t: 'app', ch, body });
     return true;
@@ -284,9 +289,10 @@ export class Membership {
     for (const c of pb.m ?? []) this.apply(c);
     for (const item of pb.u ?? []) {
       const { k, v } = item as { k: string; v: unknown };
+      if (typeof k !== 'string') continue;
       let news = false;
-      for (const fn of this.userListeners) news = fn(v, from) || news;
-      if (news && typeof k === 'string') this.userQ.push(k, item);
+      for (const fn of this.userListeners) news = fn(v, from, k) || news;
+      if (news) this.userQ.push(k, item);
     }
   }
 

@@ -1,0 +1,84 @@
+import t from 'tap';
+import { simSwarm, audit } from './helpers/gossip-sim.js';
+
+t.test('hub silent: every node fails over, one coordinator runs the queue, every result once', async (t) => {
+  const sw = simSwarm(25, { seed: 3, taskMs: 200 });
+  const specs = sw.seedTasks(500);
+  // Star mode for a while: heartbeats every second.
+  await sw.runUntil(() => false, 5000, 100, () => { if (sw.clock.now() % 1000 < 100) sw.hubBeat(); });
+  t.ok(sw.nodes.every((n) => n.mode === 'star'), 'star mode while the hub beats');
+  // The hub dies: no more heartbeats.
+  const ms = await sw.runUntil(() => sw.nodes.every((n) => n.mode === 'gossip'), 20_000);
+  t.ok(ms !== undefined && ms > 3000, `every node in gossip mode after ${ms} simulated ms`);
+  const leaders = new Set(sw.nodes.map((n) => n.status().coordinator));
+  t.same([...leaders], ['w-000'], 'one coordinator: the lowest id');
+  const done = await sw.runUntil(() => sw.nodes.every((n) => n.replica.counts().done === 500), 120_000, 50);
+  t.ok(done !== undefined, `all 500 done in every replica (${done} ms)`);
+  t.same(audit(sw.nodes, specs), { lost: 0, disagree: 0 }, 'no lost or duplicated results');
+  for (const n of sw.nodes) n.stop();
+});
+
+t.test('workers killed in gossip mode: their tasks are taken over, nothing lost', async (t) => {
+  const sw = simSwarm(25, { seed: 5, taskMs: 300 });
+  const specs = sw.seedTasks(500);
+  await sw.runUntil(() => sw.nodes.every((n) => n.mode === 'gossip'), 20_000);
+  await sw.runUntil(() => sw.nodes[0]!.replica.counts().done > 100, 60_000, 50);
+  // Kill three non-coordinators and, later, the coordinator itself.
+  for (const i of [4, 11, 17]) sw.kill(sw.nodes[i]!);
+  await sw.runUntil(() => sw.nodes[1]!.replica.counts().done > 250, 120_000, 50);
+  sw.kill(sw.nodes[0]!);
+  const done = await sw.runUntil(() => sw.live().every((n) => n.replica.counts().done === 500), 300_000, 50);
+  t.ok(done !== undefined, `finished after the kills (${done} ms)`);
+  t.ok(sw.live().every((n) => n.status().coordinator === 'w-001'), 'w-001 took over coordinating');
+  t.same(audit(sw.live(), specs), { lost: 0, disagree: 0 }, 'no lost or duplicated results');
+  const reruns = [...sw.executions.values()].filter((c) => c > 1).length;
+  t.ok(reruns >= 1, `${reruns} tasks ran again after their worker died (at-least-once execution)`);
+  for (const n of sw.live()) n.stop();
+});
+
+t.test('a worker cut off in gossip mode rejoins and no result is duplicated', async (t) => {
+  const sw = simSwarm(25, { seed: 9, taskMs: 300 });
+  const specs = sw.seedTasks(500);
+  await sw.runUntil(() => sw.nodes.every((n) => n.mode === 'gossip'), 20_000);
+  await sw.runUntil(() => sw.nodes[0]!.replica.counts().done > 50, 60_000, 50);
+  const cut = sw.nodes[7]!;
+  sw.net.isolate(cut.id);
+  // Long enough to be declared dead and have its leases handed back.
+  await sw.runUntil(() => sw.nodes[0]!.membership.get(cut.id)?.state === 'dead', 120_000, 50);
+  const split = await sw.runUntil(() => cut.status().coordinator === cut.id, 300_000, 100);
+  t.ok(split !== undefined, 'the cut-off worker ends up coordinating itself (split brain)');
+  sw.net.restore(cut.id);
+  const done = await sw.runUntil(() => sw.nodes.every((n) => n.replica.counts().done === 500 && n.membership.live().length === 25), 300_000, 50);
+  t.ok(done !== undefined, `rejoined and finished (${done} ms)`);
+  t.ok(sw.nodes.every((n) => n.status().coordinator === 'w-000'), 'one coordinator again');
+  t.same(audit(sw.nodes, specs), { lost: 0, disagree: 0 }, 'no lost or duplicated results');
+  for (const n of sw.nodes) n.stop();
+});
+
+t.test('a hub stalled for less than lapse + suspicion causes no failover', async (t) => {
+  const sw = simSwarm(25, { seed: 13 });
+  let stalledUntil = 0;
+  let at = sw.clock.now();
+  const beat = () => { if (sw.clock.now() >= stalledUntil && sw.clock.now() - at >= 1000) { at = sw.clock.now(); sw.hubBeat(); } };
+  await sw.runUntil(() => false, 4000, 50, beat);
+  stalledUntil = sw.clock.now() + 3200; // SIGSTOP for 3.2 s: past the 3 s lapse, within the suspicion period
+  await sw.runUntil(() => false, 8000, 50, beat);
+  t.ok(sw.nodes.every((n) => n.mode === 'star'), 'still star mode');
+  t.ok(sw.nodes.some((n) => n.hub.stats.suspected > 0), 'the hub was suspected, then heard again');
+  for (const n of sw.nodes) n.stop();
+});
+
+t.test('one worker that stops hearing the hub while its peers still do does not fail over', async (t) => {
+  const sw = simSwarm(10, { seed: 17 });
+  const deaf = sw.nodes[3]!;
+  let at = sw.clock.now();
+  const beat = () => {
+    if (sw.clock.now() - at < 1000) return;
+    at = sw.clock.now();
+    for (const n of sw.nodes) if (n !== deaf || sw.clock.now() < 1_003_000) n.hub.heard();
+  };
+  await sw.runUntil(() => false, 15_000, 50, beat);
+  t.equal(deaf.mode, 'star', 'no failover');
+  t.ok(deaf.hub.stats.vetoed > 0, 'peers vetoed the suspicion');
+  for (const n of sw.nodes) n.stop();
+});

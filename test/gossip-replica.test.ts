@@ -1,0 +1,70 @@
+import t from 'tap';
+import { Replica, type Entry } from '../worker/gossip/replica.js';
+import { seededRandom, pick } from '../worker/gossip/clock.js';
+
+const spec = (id: string) => ({ id, prompt: `p ${id}` });
+
+t.test('merging the same deltas in any order gives the same state, once per task', async (t) => {
+  const a = new Replica();
+  a.addTasks([spec('t1'), spec('t2')]);
+  const deltas: Entry[] = [
+    ...a.addTasks([]),
+    { id: 't1', spec: spec('t1'), seq: 0 },
+    { id: 't2', spec: spec('t2'), seq: 1 },
+    { id: 't1', lease: { worker: 'w-2', attempt: 1, epoch: 1, until: 10 } },
+    { id: 't1', lease: { worker: 'w-2', attempt: 1, epoch: 1, until: 10, revoked: true } },
+    { id: 't1', lease: { worker: 'w-3', attempt: 2, epoch: 2, until: 20 } },
+    { id: 't1', result: { worker: 'w-3', attempt: 2, text: 'late' } },
+    { id: 't1', result: { worker: 'w-2', attempt: 1, text: 'early' } },
+    { id: 't2', failure: { worker: 'w-1', attempt: 3, error: { code: 'SWARM_ERR_TASK_FAILED', msg: 'x' } } },
+    { id: 't2', result: { worker: 'w-9', attempt: 3, text: 'ok' } },
+  ];
+  const rand = seededRandom(42);
+  const states: string[] = [];
+  for (let trial = 0; trial < 20; trial++) {
+    const r = new Replica();
+    const order = pick(deltas, deltas.length, rand);
+    for (const d of order) r.merge(d);
+    const again = order.filter((d) => r.merge(d)).length;
+    if (again !== 0) t.fail(`a second merge changed ${again} entries`);
+    states.push(JSON.stringify(r.ids().map((id) => [r.get(id)!.result, r.get(id)!.lease, r.state(id)])));
+  }
+  t.equal(new Set(states).size, 1, 'all orders agree');
+  const r = new Replica();
+  for (const d of deltas) r.merge(d);
+  t.equal(r.get('t1')!.result!.text, 'early', 'lowest (attempt, worker) wins');
+  t.equal(r.state('t2'), 'done', 'a result beats a final failure');
+  t.equal(r.finalCount, 2);
+});
+
+t.test('digest and diff find exactly what differs, in both directions', async (t) => {
+  const a = new Replica();
+  const b = new Replica();
+  const specs = Array.from({ length: 250 }, (_, i) => spec(`t-${i}`));
+  a.addTasks(specs);
+  b.addTasks(specs.slice(0, 200));
+  a.record('t-5', { worker: 'w-1', attempt: 1, text: 'x' });
+  b.record('t-7', { worker: 'w-2', attempt: 1, text: 'y' });
+  // Sync both ways using chunked digests (50 ids per chunk) and bounded entry chunks.
+  for (const c of a.digest(50)) {
+    const { send, want } = b.diff(c);
+    for (const ch of b.chunk(send, 1000)) { t.ok(ch.length >= 1); for (const e of ch) a.merge(e); }
+    for (const ch of a.chunk(want, 1000)) for (const e of ch) b.merge(e);
+  }
+  t.equal(b.size, 250);
+  t.same(a.digest(1000), b.digest(1000), 'replicas equal after one exchange');
+  t.equal(a.get('t-7')!.result!.text, 'y');
+  t.equal(b.get('t-5')!.result!.text, 'x');
+});
+
+t.test('a lease cannot be taken on a finished task, and attempts count up', async (t) => {
+  const r = new Replica();
+  r.addTasks([spec('a')]);
+  t.equal(r.lease('a', 'w-1', 1, 100)!.lease!.attempt, 1);
+  r.revoke('a');
+  t.equal(r.state('a'), 'queued');
+  t.equal(r.lease('a', 'w-2', 1, 100)!.lease!.attempt, 2);
+  r.record('a', { worker: 'w-2', attempt: 2, text: 'ok' });
+  t.equal(r.lease('a', 'w-3', 1, 100), undefined);
+  t.equal(r.record('a', { worker: 'w-3', attempt: 3, text: 'dup' }), undefined, 'a later result loses');
+});

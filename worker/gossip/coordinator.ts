@@ -1,0 +1,181 @@
+import type { Logger } from 'pino';
+import { realClock, type Clock, type TimerHandle } from './clock.js';
+import type { Membership } from './membership.js';
+import type { Replica, ReplicaSpec } from './replica.js';
+
+/** An assignment from the acting coordinator to a member. */
+export interface Assign { id: string; attempt: number; epoch: number; spec: ReplicaSpec }
+
+/** A coordinator's claim: gossiped so members learn the current term and fence older ones. */
+export interface Claim { epoch: number; id: string }
+
+export interface CoordinatorOptions {
+  clock?: Clock;
+  log?: Logger;
+  /** Task slots of a member (defaults to 1). */
+  slotsOf?: (id: string) => number;
+  /** Lease length when a spec has no timeout_ms. */
+  leaseMs?: number;
+  /** Extra time on top of a task's own timeout before its lease lapses. */
+  leaseGraceMs?: number;
+  defaultMaxAttempts?: number;
+  dispatchIntervalMs?: number;
+  /** After taking over, wait this long for anti-entropy to bring the freshest state before dispatching. */
+  catchUpMs?: number;
+  /** Called when this node starts or stops coordinating. */
+  onRole?: (coordinating: boolean, epoch: number) => void;
+}
+
+export const ASSIGN_CH = 'as';
+
+/**
+ * The acting coordinator in gossip mode. Election is deterministic: the lowest id among the live
+ * members in this node's view coordinates (no voting round; views converge by SWIM). A coordinator
+ * takes a fencing epoch one above the highest it has seen; leases carry it, and members refuse
+ * assignments from an older epoch. Two coordinators in a partition may both dispatch a task; its
+ * result is still recorded once, because the replica keeps one winner per task id.
+ */
+export class Coordinator {
+  private readonly clock: Clock;
+  private active = false;
+  private coordinating = false;
+  private epoch = 0;
+  private maxEpoch = 0;
+  private readyAt = 0;
+  private timer?: TimerHandle;
+  private rr = 0;
+  private kicked = false;
+  readonly stats = { assigned: 0, revoked: 0, failed: 0, terms: 0 };
+
+  constructor(private readonly ms: Membership, private readonly replica: Replica, private readonly opts: CoordinatorOptions = {}) {
+    this.clock = opts.clock ?? realClock;
+    ms.onBroadcast((v, _from, key) => key === 'coord' && this.onClaim(v));
+    ms.onChange((e) => { if (e.state === 'dead' && this.coordinating) this.revokeDead(); if (this.active) this.evaluate(); });
+    replica.onChange((e) => {
+      if (e.lease && e.lease.epoch > this.maxEpoch) this.maxEpoch = e.lease.epoch;
+      // A finished task frees a slot: dispatch soon rather than on the next tick (coalesced).
+      if ((e.result || e.failure) && this.coordinating && !this.kicked) {
+        this.kicked = true;
+        queueMicrotask(() => { this.kicked = false; this.dispatch(); });
+      }
+    });
+  }
+
+  /** The highest coordinator epoch seen (members fence assignments below it). */
+  get fence(): number { return this.maxEpoch; }
+  get isCoordinating(): boolean { return this.coordinating; }
+  get currentEpoch(): number { return this.epoch; }
+  /** Who coordinates in this node's view (when active). */
+  get leader(): string | undefined { return this.active ? this.ms.live()[0] : undefined; }
+
+  /** Gossip mode on: elect and, if it is us, dispatch. */
+  activate(): void {
+    if (this.active) return;
+    this.active = true;
+    this.evaluate();
+    const tick = () => {
+      if (!this.active) return;
+      this.timer = this.clock.setTimeout(tick, this.opts.dispatchIntervalMs ?? 100);
+      this.evaluate();
+      if (this.coordinating) this.dispatch();
+    };
+    this.timer = this.clock.setTimeout(tick, this.opts.dispatchIntervalMs ?? 100);
+  }
+
+  /** Gossip mode off (a hub coordinates again): step down. */
+  deactivate(): void {
+    this.active = false;
+    this.clock.clearTimeout(this.timer);
+    this.setCoordinating(false);
+  }
+
+  /** Raise the fence (an epoch seen elsewhere, e.g. in an assignment). */
+  observeEpoch(epoch: number): void { if (epoch > this.maxEpoch) this.maxEpoch = epoch; }
+
+  private onClaim(v: unknown): boolean {
+    const c = v as Partial<Claim> & { claim?: true };
+    if (!c || c.claim !== true || typeof c.epoch !== 'number' || typeof c.id !== 'string') return false;
+    const news = c.epoch > this.maxEpoch;
+    this.observeEpoch(c.epoch);
+    if (this.coordinating && c.id !== this.ms.id && c.epoch >= this.epoch) {
+      // A rival term. The lowest live id keeps coordinating, under a fresh epoch above the rival's.
+      if (this.ms.live()[0] === this.ms.id && (!this.ms.isLive(c.id) || c.id > this.ms.id)) this.claim();
+      else this.setCoordinating(false);
+    }
+    return news;
+  }
+
+  private evaluate(): void {
+    if (!this.active) return;
+    const me = this.ms.live()[0] === this.ms.id;
+    if (me && !this.coordinating) { this.setCoordinating(true); this.claim(); this.readyAt = this.clock.now() + (this.opts.catchUpMs ?? 500); }
+    else if (!me && this.coordinating) this.setCoordinating(false);
+  }
+
+  private claim(): void {
+    this.epoch = this.maxEpoch + 1;
+    this.maxEpoch = this.epoch;
+    this.stats.terms++;
+    this.ms.broadcast('coord', { claim: true, epoch: this.epoch, id: this.ms.id });
+    this.opts.log?.info({ epoch: this.epoch }, 'acting coordinator');
+  }
+
+  private setCoordinating(on: boolean): void {
+    if (this.coordinating === on) return;
+    this.coordinating = on;
+    this.opts.onRole?.(on, this.epoch);
+  }
+
+  private revokeDead(): void {
+    for (const id of this.replica.ids()) {
+      const l = this.replica.get(id)?.lease;
+      if (l && !l.revoked && !this.ms.isLive(l.worker) && this.replica.revoke(id)) this.stats.revoked++;
+    }
+  }
+
+  /** One dispatch pass: revoke lapsed leases, then fill free slots in queue order. */
+  dispatch(): void {
+    if (!this.coordinating || this.clock.now() < this.readyAt) return;
+    const now = this.clock.now();
+    const live = this.ms.live();
+    const load = new Map(live.map((id) => [id, 0]));
+    const queued: string[] = [];
+    for (const id of this.replica.ids()) {
+      const st = this.replica.state(id);
+      const e = this.replica.get(id)!;
+      if (st === 'leased') {
+        const l = e.lease!;
+        if (!load.has(l.worker) || now > l.until) { if (this.replica.revoke(id)) { this.stats.revoked++; queued.push(id); } }
+        else load.set(l.worker, load.get(l.worker)! + 1);
+      } else if (st === 'queued' && e.spec) queued.push(id);
+    }
+    for (const id of queued) {
+      const worker = this.pickWorker(live, load);
+      if (!worker) break;
+      const e = this.replica.get(id)!;
+      const attempt = (e.lease?.attempt ?? 0) + 1;
+      const max = e.spec!.max_attempts ?? this.opts.defaultMaxAttempts ?? 3;
+      if (attempt > max) {
+        this.replica.record(id, { worker: this.ms.id, attempt: attempt - 1, error: { code: 'SWARM_ERR_RETRIES_EXHAUSTED', msg: `failed on ${max} attempts` } });
+        this.stats.failed++;
+        continue;
+      }
+      const ttl = (e.spec!.timeout_ms ?? this.opts.leaseMs ?? 60_000) + (this.opts.leaseGraceMs ?? 5_000);
+      const d = this.replica.lease(id, worker, this.epoch, now + ttl);
+      if (!d) continue;
+      load.set(worker, load.get(worker)! + 1);
+      this.stats.assigned++;
+      const a: Assign = { id, attempt: d.lease!.attempt, epoch: this.epoch, spec: e.spec! };
+      this.ms.sendApp(worker, ASSIGN_CH, a);
+    }
+  }
+
+  private pickWorker(live: string[], load: Map<string, number>): string | undefined {
+    // Round-robin from a moving start so work spreads evenly among members with free slots.
+    for (let i = 0; i < live.length; i++) {
+      const id = live[(this.rr + i) % live.length]!;
+      if (load.get(id)! < (this.opts.slotsOf?.(id) ?? 1)) { this.rr = (this.rr + i + 1) % live.length; return id; }
+    }
+    return undefined;
+  }
+}

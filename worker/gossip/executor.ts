@@ -1,0 +1,85 @@
+import type { Logger } from 'pino';
+import type { Membership } from './membership.js';
+import type { Replica, ReplicaSpec } from './replica.js';
+import { ASSIGN_CH, type Assign, type Coordinator } from './coordinator.js';
+
+/** What running one task produced. An error is retried elsewhere unless `final`. */
+export type ExecOutcome = { text: string; receipt?: unknown } | { error: { code: string; msg: string }; final?: boolean };
+
+/** Runs one task (the worker's driver); must settle, never hang past the task's timeout. */
+export type Execute = (spec: ReplicaSpec, attempt: number) => Promise<ExecOutcome>;
+
+/** A member handing a task back: it cannot run it (busy, failed, shutting down). */
+export const NACK_CH = 'an';
+
+export interface ExecutorOptions { slots?: number; log?: Logger }
+
+/**
+ * The member side of gossip mode: accepts assignments from the current coordinator term (older
+ * epochs are fenced off), runs them up to `slots` at a time, and records outcomes in the replica,
+ * from where gossip spreads them. A result is recorded locally before anyone is told, so a member
+ * that dies after finishing loses nothing that a peer has already pulled.
+ */
+export class Executor {
+  private readonly running = new Set<string>();
+  readonly stats = { ran: 0, fenced: 0, refused: 0 };
+
+  constructor(
+    private readonly ms: Membership,
+    private readonly replica: Replica,
+    private readonly coord: Coordinator,
+    private readonly execute: Execute,
+    private readonly opts: ExecutorOptions = {},
+  ) {
+    ms.onApp(ASSIGN_CH, (from, body) => this.onAssign(from, body as Assign));
+    ms.onApp(NACK_CH, (from, body) => this.onNack(from, body as { id: string; attempt: number }));
+  }
+
+  /** Task ids running here now. */
+  get active(): string[] { return [...this.running]; }
+
+  /** Mark a task as running here (one the hub assigned in star mode), so it is not started twice. */
+  adopt(id: string): void { this.running.add(id); }
+  release(id: string): void { this.running.delete(id); }
+
+  private onAssign(from: string, a: Assign): void {
+    if (!a || typeof a.id !== 'string' || typeof a.epoch !== 'number' || !a.spec) return;
+    if (a.epoch < this.coord.fence) { this.stats.fenced++; return; }
+    this.coord.observeEpoch(a.epoch);
+    const st = this.replica.state(a.id);
+    if (st === 'done' || st === 'failed' || this.running.has(a.id)) return;
+    if (this.running.size >= (this.opts.slots ?? 1)) {
+      this.stats.refused++;
+      this.ms.sendApp(from, NACK_CH, { id: a.id, attempt: a.attempt });
+      return;
+    }
+    this.running.add(a.id);
+    this.stats.ran++;
+    void this.run(from, a);
+  }
+
+  private async run(from: string, a: Assign): Promise<void> {
+    let out: ExecOutcome;
+    try { out = await this.execute(a.spec, a.attempt); }
+    catch (err) { out = { error: { code: 'SWARM_ERR_TASK_FAILED', msg: (err as Error)?.message ?? String(err) } }; }
+    this.running.delete(a.id);
+    if ('text' in out) {
+      this.replica.record(a.id, { worker: this.ms.id, attempt: a.attempt, text: out.text, receipt: out.receipt });
+    } else if (out.final) {
+      this.replica.record(a.id, { worker: this.ms.id, attempt: a.attempt, error: out.error });
+    } else {
+      this.ms.sendApp(from, NACK_CH, { id: a.id, attempt: a.attempt });
+    }
+    // Tell the coordinator directly too: faster than waiting for gossip to reach it.
+    const e = this.replica.get(a.id);
+    const leader = this.coord.leader;
+    if (e && leader && leader !== this.ms.id) this.ms.sendApp(leader, 'rs', { op: 'en', e: [{ ...e, spec: undefined }] });
+  }
+
+  /** Coordinator side of a nack: hand the lease back if it is still the one nacked. */
+  private onNack(from: string, n: { id: string; attempt: number }): void {
+    if (!this.coord.isCoordinating || !n || typeof n.id !== 'string') return;
+    const l = this.replica.get(n.id)?.lease;
+    if (l && l.worker === from && l.attempt === n.attempt) this.replica.revoke(n.id);
+  }
+}

@@ -1,0 +1,124 @@
+import type { Logger } from 'pino';
+import { realClock, pick, type Clock, type TimerHandle } from './clock.js';
+import type { Membership } from './membership.js';
+import { Suspicion } from './suspicion.js';
+
+export type HubStatus = 'alive' | 'suspect' | 'dead';
+
+export interface HubMonitorOptions {
+  clock?: Clock;
+  log?: Logger;
+  /** Silence after which the hub is suspected (the spec's 3 s). */
+  lapseMs?: number;
+  /** Suspicion period bounds: max with no peer confirming, min once `askPeers` confirm (Lifeguard). */
+  suspicionMinMs?: number;
+  suspicionMaxMs?: number;
+  /** Peers asked whether they still hear the hub. */
+  askPeers?: number;
+  checkMs?: number;
+  /** A peer that heard the hub this recently vetoes the failover (> the hub's heartbeat interval). */
+  vetoWithinMs?: number;
+  rand?: () => number;
+}
+
+interface HubQuery { q: true }
+interface HubAnswer { a: true; ago: number; dead: boolean }
+
+const CH = 'hb';
+
+/**
+ * Decides when the hub is dead. Heartbeats lapsing for `lapseMs` only make the hub a suspect; then
+ * a few peers are asked whether they hear it. A peer that does vetoes the failover (our own link is
+ * the problem, and the client keeps reconnecting). Peers that do not hear it either confirm, which
+ * shortens the suspicion period towards its minimum; with no answers it runs to its maximum. A hub
+ * that is only starved of CPU, or stopped for less than lapse + suspicion, causes no failover.
+ */
+export class HubMonitor {
+  private readonly clock: Clock;
+  private status: HubStatus = 'alive';
+  private lastHeard: number;
+  private suspicion?: Suspicion;
+  private timer?: TimerHandle;
+  private vetoUntil = 0;
+  private readonly listeners: ((s: HubStatus) => void)[] = [];
+  readonly stats = { suspected: 0, vetoed: 0, declared: 0 };
+
+  constructor(private readonly ms: Membership, private readonly opts: HubMonitorOptions = {}) {
+    this.clock = opts.clock ?? realClock;
+    this.lastHeard = this.clock.now();
+    ms.onApp(CH, (from, body) => this.onPeer(from, body as HubQuery | HubAnswer));
+  }
+
+  get state(): HubStatus { return this.status; }
+  /** Milliseconds since the hub was last heard. */
+  get silentFor(): number { return this.clock.now() - this.lastHeard; }
+
+  onStatus(fn: (s: HubStatus) => void): void { this.listeners.push(fn); }
+
+  start(): void {
+    const every = this.opts.checkMs ?? 100;
+    const tick = () => { this.timer = this.clock.setTimeout(tick, every); this.check(); };
+    this.timer = this.clock.setTimeout(tick, every);
+  }
+
+  stop(): void {
+    this.clock.clearTimeout(this.timer);
+    this.suspicion?.cancel();
+    this.suspicion = undefined;
+  }
+
+  /** Anything arrived from the hub (a heartbeat or any message). */
+  heard(): void {
+    this.lastHeard = this.clock.now();
+    this.vetoUntil = 0;
+    if (this.status !== 'alive') {
+      this.suspicion?.cancel();
+      this.suspicion = undefined;
+      this.set('alive');
+    }
+  }
+
+  private check(): void {
+    const now = this.clock.now();
+    if (this.status !== 'alive' || now - this.lastHeard < (this.opts.lapseMs ?? 3000) || now < this.vetoUntil) return;
+    this.stats.suspected++;
+    this.set('suspect');
+    const peers = pick(this.ms.live().filter((id) => id !== this.ms.id), this.opts.askPeers ?? 3, this.opts.rand ?? Math.random);
+    const min = this.opts.suspicionMinMs ?? 500;
+    const max = this.opts.suspicionMaxMs ?? 3000;
+    // With nobody to ask there is no confirmation to wait for: k = 0 gives the minimum period.
+    this.suspicion = new Suspicion(this.clock, this.ms.id, peers.length, min, max, () => {
+      this.suspicion = undefined;
+      this.stats.declared++;
+      this.set('dead');
+    });
+    for (const p of peers) this.ms.sendApp(p, CH, { q: true });
+  }
+
+  private onPeer(from: string, m: HubQuery | HubAnswer): void {
+    if (!m || typeof m !== 'object') return;
+    if ('q' in m) {
+      this.ms.sendApp(from, CH, { a: true, ago: this.clock.now() - this.lastHeard, dead: this.status === 'dead' } satisfies HubAnswer);
+      return;
+    }
+    if (!('a' in m) || this.status !== 'suspect') return;
+    const within = this.opts.vetoWithinMs ?? 1500;
+    if (!m.dead && m.ago < within) {
+      // Someone hears the hub now: it is alive and our own link is at fault. Ask again later.
+      this.stats.vetoed++;
+      this.suspicion?.cancel();
+      this.suspicion = undefined;
+      this.vetoUntil = this.clock.now() + within;
+      this.set('alive');
+    } else {
+      this.suspicion?.confirm(from);
+    }
+  }
+
+  private set(s: HubStatus): void {
+    if (this.status === s) return;
+    this.status = s;
+    this.opts.log?.info({ hub: s, silentMs: this.silentFor }, 'hub status');
+    for (const fn of this.listeners) fn(s);
+  }
+}

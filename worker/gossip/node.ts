@@ -1,0 +1,107 @@
+import type { Logger } from 'pino';
+import { realClock, type Clock } from './clock.js';
+import { Membership, type MembershipConfig } from './membership.js';
+import { Replica } from './replica.js';
+import { ReplicaSync, type ReplicaSyncOptions } from './replica-sync.js';
+import { Coordinator, type CoordinatorOptions } from './coordinator.js';
+import { Executor, type Execute } from './executor.js';
+import { HubMonitor, type HubMonitorOptions, type HubStatus } from './hub-monitor.js';
+import type { Transport } from './messages.js';
+
+/** star: the hub coordinates; gossip: an acting peer does; reconciling: handing state back to a hub. */
+export const Mode = { STAR: 'star', GOSSIP: 'gossip', RECONCILING: 'reconciling' } as const;
+export type Mode = (typeof Mode)[keyof typeof Mode];
+
+export interface GossipNodeOptions {
+  id: string;
+  transport: Transport;
+  execute: Execute;
+  clock?: Clock;
+  rand?: () => number;
+  log?: Logger;
+  slots?: number;
+  /** Go to gossip mode by itself when the hub monitor declares the hub dead (default true). */
+  autoFailover?: boolean;
+  membership?: Partial<MembershipConfig>;
+  sync?: ReplicaSyncOptions;
+  coordinator?: CoordinatorOptions;
+  hubMonitor?: HubMonitorOptions;
+}
+
+/** What `swarm status` shows about failover on one worker. */
+export interface NodeStatus { mode: Mode; coordinator: string; epoch: number; live: number; hub: HubStatus }
+
+/**
+ * One worker's failover machinery, wired: membership, the replicated run state and its sync, the
+ * hub monitor, and (in gossip mode) the coordinator and executor. The worker agent feeds it the
+ * hub's heartbeats and state in star mode; everything else runs on its own.
+ */
+export class GossipNode {
+  readonly membership: Membership;
+  readonly replica = new Replica();
+  readonly sync: ReplicaSync;
+  readonly coordinator: Coordinator;
+  readonly executor: Executor;
+  readonly hub: HubMonitor;
+  private m: Mode = Mode.STAR;
+  private readonly listeners: ((m: Mode) => void)[] = [];
+  /** When gossip mode began (clock ms), for detection-time measurements. */
+  gossipSince?: number;
+
+  constructor(readonly opts: GossipNodeOptions) {
+    const clock = opts.clock ?? realClock;
+    const log = opts.log?.child({ part: 'gossip' });
+    this.membership = new Membership({ id: opts.id, transport: opts.transport, clock, rand: opts.rand, config: opts.membership, log });
+    this.sync = new ReplicaSync(this.replica, this.membership, { clock, rand: opts.rand, ...opts.sync });
+    this.coordinator = new Coordinator(this.membership, this.replica, { clock, log, ...opts.coordinator });
+    this.executor = new Executor(this.membership, this.replica, this.coordinator, opts.execute, { slots: opts.slots, log });
+    this.hub = new HubMonitor(this.membership, { clock, log, rand: opts.rand, ...opts.hubMonitor });
+    this.hub.onStatus((s) => {
+      if (s === 'dead' && this.m === Mode.STAR && opts.autoFailover !== false) this.enterGossip();
+    });
+  }
+
+  get id(): string { return this.opts.id; }
+  get mode(): Mode { return this.m; }
+  onMode(fn: (m: Mode) => void): void { this.listeners.push(fn); }
+
+  start(): void { this.membership.start(); this.sync.start(); this.hub.start(); }
+
+  stop(): void { this.coordinator.deactivate(); this.hub.stop(); this.sync.stop(); this.membership.stop(); }
+
+  /** The hub is gone: peers coordinate. */
+  enterGossip(): void {
+    if (this.m === Mode.GOSSIP) return;
+    this.gossipSince = (this.opts.clock ?? realClock).now();
+    this.set(Mode.GOSSIP);
+    this.coordinator.activate();
+  }
+
+  /** A hub is back: stop dispatching, hand results over (the caller does), then `enterStar`. */
+  enterReconciling(): void {
+    this.coordinator.deactivate();
+    this.set(Mode.RECONCILING);
+  }
+
+  enterStar(): void {
+    this.coordinator.deactivate();
+    this.set(Mode.STAR);
+  }
+
+  status(): NodeStatus {
+    const gossip = this.m === Mode.GOSSIP;
+    return {
+      mode: this.m,
+      coordinator: gossip ? (this.coordinator.leader ?? '?') : 'hub',
+      epoch: this.coordinator.fence,
+      live: this.membership.live().length,
+      hub: this.hub.state,
+    };
+  }
+
+  private set(m: Mode): void {
+    if (this.m === m) return;
+    this.m = m;
+    for (const fn of this.listeners) fn(m);
+  }
+}

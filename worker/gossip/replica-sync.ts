@@ -1,0 +1,94 @@
+import { realClock, pick, type Clock, type TimerHandle } from './clock.js';
+import type { Membership } from './membership.js';
+import type { DigestChunk, Entry, Replica } from './replica.js';
+
+export interface ReplicaSyncOptions {
+  clock?: Clock;
+  rand?: () => number;
+  /** Anti-entropy round with one random live peer. */
+  syncIntervalMs?: number;
+  /** Bound on one entries message (the transport's frame bound is larger). */
+  maxChunkBytes?: number;
+  /** Ids per digest chunk. */
+  digestPerChunk?: number;
+}
+
+type SyncMsg =
+  | { op: 'dg'; c: DigestChunk }
+  | { op: 'want'; ids: string[] }
+  | { op: 'en'; e: Entry[] };
+
+const CH = 'rs';
+
+/**
+ * Keeps a Replica in step with the other members: every change is broadcast as a delta (without
+ * the spec, which can be large) on the membership's piggy-back channel, and a periodic anti-entropy
+ * round (digest, then the differing entries in bounded chunks, both ways) repairs whatever gossip
+ * missed, including specs and everything a rejoining member lacks.
+ */
+export class ReplicaSync {
+  private readonly clock: Clock;
+  private readonly rand: () => number;
+  private timer?: TimerHandle;
+  private fromGossip = false;
+  readonly stats = { deltasIn: 0, entriesIn: 0, syncRounds: 0 };
+
+  constructor(private readonly replica: Replica, private readonly ms: Membership, private readonly opts: ReplicaSyncOptions = {}) {
+    this.clock = opts.clock ?? realClock;
+    this.rand = opts.rand ?? Math.random;
+    replica.onChange((e) => {
+      // A delta that came by gossip is re-queued by the membership itself (onBroadcast -> true).
+      if (!this.fromGossip) ms.broadcast(`r:${e.id}`, stripSpec(e));
+    });
+    ms.onBroadcast((v, _from, key) => {
+      if (!key.startsWith('r:')) return false;
+      const e = v as Entry;
+      if (!e || typeof e.id !== 'string') return false;
+      this.stats.deltasIn++;
+      this.fromGossip = true;
+      try { return this.replica.merge(e); } finally { this.fromGossip = false; }
+    });
+    ms.onApp(CH, (from, body) => this.handle(from, body as SyncMsg));
+  }
+
+  start(): void {
+    const every = this.opts.syncIntervalMs ?? 2000;
+    const tick = () => {
+      this.timer = this.clock.setTimeout(tick, every);
+      const [peer] = pick(this.ms.live().filter((id) => id !== this.ms.id), 1, this.rand);
+      if (peer) this.syncWith(peer);
+    };
+    this.timer = this.clock.setTimeout(tick, Math.floor(this.rand() * every));
+  }
+
+  stop(): void { this.clock.clearTimeout(this.timer); this.timer = undefined; }
+
+  /** Start an anti-entropy exchange with `peer` now (both directions). */
+  syncWith(peer: string): void {
+    this.stats.syncRounds++;
+    for (const c of this.replica.digest(this.opts.digestPerChunk ?? 2000)) this.ms.sendApp(peer, CH, { op: 'dg', c });
+  }
+
+  private handle(from: string, m: SyncMsg): void {
+    if (!m || typeof m !== 'object') return;
+    if (m.op === 'dg' && m.c && Array.isArray(m.c.d)) {
+      const { send, want } = this.replica.diff(m.c);
+      this.sendEntries(from, send);
+      for (let i = 0; i < want.length; i += 5000) this.ms.sendApp(from, CH, { op: 'want', ids: want.slice(i, i + 5000) });
+    } else if (m.op === 'want' && Array.isArray(m.ids)) {
+      this.sendEntries(from, m.ids.filter((x) => typeof x === 'string'));
+    } else if (m.op === 'en' && Array.isArray(m.e)) {
+      for (const e of m.e) if (this.replica.merge(e)) this.stats.entriesIn++;
+    }
+  }
+
+  private sendEntries(to: string, ids: string[]): void {
+    if (ids.length === 0) return;
+    for (const chunk of this.replica.chunk(ids, this.opts.maxChunkBytes ?? 256 * 1024)) this.ms.sendApp(to, CH, { op: 'en', e: chunk });
+  }
+}
+
+function stripSpec(e: Entry): Entry {
+  const { spec: _spec, ...rest } = e;
+  return rest;
+}

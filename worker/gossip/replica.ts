@@ -1,0 +1,196 @@
+/**
+ * The replicated run state: every task's spec, lease and result, keyed by task id. Merging is a
+ * join over a total order per field, so it is commutative, associative and idempotent: replicas
+ * that have seen the same updates hold the same state whatever the order they saw them in, and a
+ * result is recorded once per task id (the winner among rivals is the lowest (attempt, worker)).
+ */
+
+/** A task spec as replicated: the hub's TaskSpec, carried opaquely (gossip never interprets it). */
+export type ReplicaSpec = { id: string; max_attempts?: number; timeout_ms?: number } & Record<string, unknown>;
+
+/** A lease handed out by a coordinator. `epoch` is the coordinator's fencing term. */
+export interface Lease { worker: string; attempt: number; epoch: number; until: number; revoked?: boolean }
+
+/** A finished attempt: a result or a final error. */
+export interface Outcome { worker: string; attempt: number; text?: string; receipt?: unknown; error?: { code: string; msg: string } }
+
+/** One task's replicated entry; also the delta unit (fields left out are unknown to the sender). */
+export interface Entry {
+  id: string;
+  spec?: ReplicaSpec;
+  /** Submission order, so every coordinator dispatches in the same order. */
+  seq?: number;
+  lease?: Lease;
+  result?: Outcome;
+  /** A final failure (attempts exhausted); a result, if one ever arrives, wins over it. */
+  failure?: Outcome;
+}
+
+export type EntryState = 'queued' | 'leased' | 'done' | 'failed';
+
+/** A digest chunk: hashes of entries with ids in [lo, hi]. */
+export interface DigestChunk { lo: string; hi: string; d: [string, number][] }
+
+const cmpStr = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** Total order on outcomes: lower attempt, then lower worker id, wins ("first writer" deterministically). */
+function outcomeWins(a: Outcome, b: Outcome): boolean {
+  return a.attempt !== b.attempt ? a.attempt < b.attempt : cmpStr(a.worker, b.worker) < 0;
+}
+
+/** Total order on leases: the later (attempt, epoch, worker) wins; a revocation beats the same lease. */
+function leaseWins(a: Lease, b: Lease): boolean {
+  if (a.attempt !== b.attempt) return a.attempt > b.attempt;
+  if (a.epoch !== b.epoch) return a.epoch > b.epoch;
+  const c = cmpStr(a.worker, b.worker);
+  if (c !== 0) return c > 0;
+  return !!a.revoked && !b.revoked;
+}
+
+/** FNV-1a, 32 bit: a short fingerprint of an entry's merge-relevant fields. */
+function fnv(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 0x01000193); }
+  return h >>> 0;
+}
+
+export class Replica {
+  private readonly entries = new Map<string, Entry>();
+  private readonly listeners: ((e: Entry, delta: Entry) => void)[] = [];
+  private nextSeq = 0;
+  private finals = 0;
+
+  /** Tasks known, in dispatch order (priority is the coordinator's concern). */
+  ids(): string[] {
+    return [...this.entries.values()].sort((a, b) => (a.seq ?? Infinity) - (b.seq ?? Infinity) || cmpStr(a.id, b.id)).map((e) => e.id);
+  }
+  get(id: string): Entry | undefined { return this.entries.get(id); }
+  get size(): number { return this.entries.size; }
+  /** Count of final tasks: grows monotonically, a cheap measure of how fresh a replica is. */
+  get finalCount(): number { return this.finals; }
+
+  state(id: string): EntryState | undefined {
+    const e = this.entries.get(id);
+    if (!e) return undefined;
+    if (e.result) return 'done';
+    if (e.failure) return 'failed';
+    if (e.lease && !e.lease.revoked) return 'leased';
+    return 'queued';
+  }
+
+  counts(): Record<EntryState, number> {
+    const c = { queued: 0, leased: 0, done: 0, failed: 0 };
+    for (const id of this.entries.keys()) c[this.state(id)!]++;
+    return c;
+  }
+
+  /** Called with the merged entry and the delta that changed it (for re-gossip). */
+  onChange(fn: (e: Entry, delta: Entry) => void): void { this.listeners.push(fn); }
+
+  /** Add submitted tasks (the hub's, in its order). Returns the deltas. */
+  addTasks(specs: ReplicaSpec[]): Entry[] {
+    const out: Entry[] = [];
+    for (const spec of specs) {
+      const d: Entry = { id: spec.id, spec, seq: this.nextSeq };
+      if (this.merge(d)) out.push(d);
+    }
+    return out;
+  }
+
+  /** Lease a task to `worker` under `epoch`: attempt = previous attempt + 1. */
+  lease(id: string, worker: string, epoch: number, until: number): Entry | undefined {
+    const e = this.entries.get(id);
+    if (!e || e.result || e.failure) return undefined;
+    const d: Entry = { id, lease: { worker, attempt: (e.lease?.attempt ?? 0) + 1, epoch, until } };
+    return this.merge(d) ? d : undefined;
+  }
+
+  /** Hand a lease back (its holder died or it expired). */
+  revoke(id: string): Entry | undefined {
+    const e = this.entries.get(id);
+    if (!e?.lease || e.lease.revoked || e.result || e.failure) return undefined;
+    const d: Entry = { id, lease: { ...e.lease, revoked: true } };
+    return this.merge(d) ? d : undefined;
+  }
+
+  /** Record an outcome; returns the delta if it changed the state (i.e. it won). */
+  record(id: string, o: Outcome, final = true): Entry | undefined {
+    const d: Entry = o.error ? (final ? { id, failure: o } : { id }) : { id, result: o };
+    return this.merge(d) ? d : undefined;
+  }
+
+  /** Merge an entry or delta; true if anything changed. */
+  merge(d: Entry): boolean {
+    if (!d || typeof d.id !== 'string') return false;
+    const cur = this.entries.get(d.id);
+    const e: Entry = cur ? { ...cur } : { id: d.id };
+    let changed = !cur;
+    if (d.spec && !e.spec) { e.spec = d.spec; changed = true; }
+    if (d.seq !== undefined && (e.seq === undefined || d.seq < e.seq)) { e.seq = d.seq; changed = true; }
+    if (d.lease && (!e.lease || leaseWins(d.lease, e.lease))) { e.lease = d.lease; changed = true; }
+    const wasFinal = !!(e.result || e.failure);
+    if (d.result && (!e.result || outcomeWins(d.result, e.result))) { e.result = d.result; changed = true; }
+    if (d.failure && (!e.failure || outcomeWins(d.failure, e.failure))) { e.failure = d.failure; changed = true; }
+    if (!changed) return false;
+    if (!wasFinal && (e.result || e.failure)) this.finals++;
+    if (e.seq !== undefined && e.seq >= this.nextSeq) this.nextSeq = e.seq + 1;
+    this.entries.set(d.id, e);
+    for (const fn of this.listeners) fn(e, d);
+    return true;
+  }
+
+  /** Fingerprint of what merge compares; equal fingerprints mean nothing to exchange. */
+  hash(e: Entry): number {
+    const l = e.lease, r = e.result, f = e.failure;
+    return fnv(`${e.spec ? 1 : 0}|${e.seq ?? ''}|${l ? `${l.attempt}/${l.epoch}/${l.worker}/${l.revoked ? 1 : 0}` : ''}|${r ? `${r.attempt}/${r.worker}` : ''}|${f ? `${f.attempt}/${f.worker}` : ''}`);
+  }
+
+  /** Digest of the whole replica, in chunks of at most `perChunk` ids covering disjoint id ranges. */
+  digest(perChunk = 2000): DigestChunk[] {
+    const ids = [...this.entries.keys()].sort(cmpStr);
+    const out: DigestChunk[] = [];
+    for (let i = 0; i < ids.length || out.length === 0; i += perChunk) {
+      const part = ids.slice(i, i + perChunk);
+      const lo = i === 0 ? '' : part[0]!;
+      const next = ids[i + perChunk];
+      // hi is exclusive of the next chunk's first id.
+      const hi = next ?? '\uffff';
+      out.push({ lo, hi, d: part.map((id) => [id, this.hash(this.entries.get(id)!)]) });
+      if (part.length === 0) break;
+    }
+    return out;
+  }
+
+  /** Compare a peer's digest chunk with ours: what to send them, and what to ask them for. */
+  diff(c: DigestChunk): { send: string[]; want: string[] } {
+    const theirs = new Map(c.d);
+    const send: string[] = [];
+    const want: string[] = [];
+    for (const [id, e] of this.entries) {
+      if (id < c.lo || id >= c.hi) continue;
+      const h = theirs.get(id);
+      if (h === undefined || h !== this.hash(e)) send.push(id);
+    }
+    for (const [id, h] of c.d) {
+      const e = this.entries.get(id);
+      if (!e || this.hash(e) !== h) want.push(id);
+    }
+    return { send, want };
+  }
+
+  /** Entries for `ids`, in chunks of at most `maxBytes` (an entry larger than that goes alone). */
+  chunk(ids: string[], maxBytes: number): Entry[][] {
+    const out: Entry[][] = [];
+    let cur: Entry[] = [];
+    let size = 0;
+    for (const id of ids) {
+      const e = this.entries.get(id);
+      if (!e) continue;
+      const s = JSON.stringify(e).length;
+      if (cur.length > 0 && size + s > maxBytes) { out.push(cur); cur = []; size = 0; }
+      cur.push(e); size += s;
+    }
+    if (cur.length > 0) out.push(cur);
+    return out;
+  }
+}
