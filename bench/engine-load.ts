@@ -1,0 +1,111 @@
+/**
+ * Load generation for the engine benchmarks: start engines through the real drivers, drive N
+ * concurrent agents each doing a bounded number of requests, and measure tokens/s, time to first
+ * token and memory (PSS) of the engine processes. Drives drivers directly; no hub involved.
+ */
+import type { Driver } from '../drivers/types.js';
+import { LlamaServerDriver } from '../drivers/llama-server/index.js';
+import { fileMapping, processMemory } from './smaps.js';
+import { quantile } from './proc.js';
+
+/** A set of engines and the per-agent driver each agent talks to. */
+export interface EngineSet {
+  mode: string;
+  /** One driver per agent (clients of a shared engine, or one engine each). */
+  agents: Driver[];
+  /** Every engine pid (for memory accounting). */
+  pids(): number[];
+  stop(): Promise<void>;
+}
+
+export interface LoadResult {
+  requests: number;
+  tokens: number;
+  wall_s: number;
+  tokens_per_s: number;
+  ttft_p50_ms: number;
+  ttft_p99_ms: number;
+}
+
+export interface MemoryResult {
+  engines: number;
+  total_pss_mb: number;
+  pss_per_agent_mb: number;
+  total_rss_mb: number;
+  /** Sum over engines of the model mapping's PSS: the model counted once when it is shared. */
+  model_pss_mb: number;
+  model_rss_mb: number;
+}
+
+const mbOf = (b: number): number => Math.round(b / 1048576 * 10) / 10;
+
+/** N llama-server processes, each with one slot (the spec's engine per worker). */
+export async function perWorkerServers(model: string, n: number, threads: number, ctxPerSlot: number, args = ''): Promise<EngineSet> {
+  const agents = Array.from({ length: n }, () => new LlamaServerDriver({
+    name: 'llama-server', model, options: { slots: '1', ctx: String(ctxPerSlot), threads: String(threads), ...(args ? { args } : {}) },
+  }));
+  const set: EngineSet = {
+    mode: 'per-worker', agents,
+    pids: () => agents.flatMap((a) => a.pids()),
+    stop: async () => { await Promise.all(agents.map((a) => a.stop())); },
+  };
+  try {
+    // Two at a time: loading is I/O plus a little CPU, and 2 cores are all there is.
+    for (let i = 0; i < n; i += 2) await Promise.all(agents.slice(i, i + 2).map((a) => a.start()));
+  } catch (err) { await set.stop(); throw err; }
+  return set;
+}
+
+/** One llama-server with N slots (continuous batching) and N client drivers on it (shared mode). */
+export async function sharedServer(model: string, n: number, threads: number, ctxPerSlot: number, args = ''): Promise<EngineSet> {
+  const server = new LlamaServerDriver({
+    name: 'llama-server', model, options: { slots: String(n), ctx: String(ctxPerSlot * n), threads: String(threads), ...(args ? { args } : {}) },
+  });
+  await server.start();
+  const agents = Array.from({ length: n }, () => new LlamaServerDriver({ name: 'llama-server', options: { url: server.url! } }));
+  await Promise.all(agents.map((a) => a.start()));
+  return { mode: 'shared', agents, pids: () => server.pids(), stop: () => server.stop() };
+}
+
+const PROMPTS = ['Once upon a time', 'The little dog', 'Tom and Lily went', 'One day a bird', 'The sun was', 'A girl named Sue'];
+
+/** Every agent runs `requests` generations of `maxTokens` back to back; all agents at once. */
+export async function runLoad(set: EngineSet, requests: number, maxTokens: number): Promise<LoadResult> {
+  const ttfts: number[] = [];
+  let tokens = 0;
+  const t0 = performance.now();
+  await Promise.all(set.agents.map(async (d, ai) => {
+    for (let r = 0; r < requests; r++) {
+      const start = performance.now();
+      let first = true;
+      const g = d.chat(PROMPTS[(ai + r) % PROMPTS.length]!, { maxTokens, seed: ai * 1000 + r, temperature: 0.8 });
+      let it = await g.next();
+      while (!it.done) {
+        if (first && it.value) { ttfts.push(performance.now() - start); first = false; }
+        it = await g.next();
+      }
+      tokens += (it.value && it.value.tokensOut) || 0;
+    }
+  }));
+  const wall = (performance.now() - t0) / 1000;
+  return {
+    requests: requests * set.agents.length, tokens, wall_s: Math.round(wall * 100) / 100,
+    tokens_per_s: Math.round(tokens / wall * 10) / 10,
+    ttft_p50_ms: Math.round(quantile(ttfts, 0.5)), ttft_p99_ms: Math.round(quantile(ttfts, 0.99)),
+  };
+}
+
+/** PSS/RSS of the engine processes and of their mappings of the model file. */
+export function measureMemory(set: EngineSet, model: string): MemoryResult {
+  const pids = set.pids();
+  let pss = 0; let rss = 0; let mpss = 0; let mrss = 0;
+  for (const pid of pids) {
+    const p = processMemory(pid);
+    const m = fileMapping(pid, model);
+    pss += p.pss; rss += p.rss; mpss += m.pss; mrss += m.rss;
+  }
+  return {
+    engines: pids.length, total_pss_mb: mbOf(pss), pss_per_agent_mb: mbOf(pss / set.agents.length),
+    total_rss_mb: mbOf(rss), model_pss_mb: mbOf(mpss), model_rss_mb: mbOf(mrss),
+  };
+}
