@@ -8,6 +8,7 @@ import { registerStatus } from './commands/status.js';
 import { registerSubmit } from './commands/submit.js';
 import { registerDown } from './commands/down.js';
 import { registerPlan } from './commands/plan.js';
+import { registerDeploy } from './commands/deploy.js';
 
 const program = new Command()
   .name('swarm')
@@ -25,6 +26,7 @@ registerStatus(program);
 registerSubmit(program);
 registerDown(program);
 registerPlan(program);
+registerDeploy(program);
 
 program.exitOverride((err) => process.exit(err.exitCode === 1 ? 2 : err.exitCode));
 await program.parseAsync(process.argv);

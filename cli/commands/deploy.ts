@@ -1,0 +1,65 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { InvalidArgumentError, type Command } from 'commander';
+import { plan, readModelShape, type Plan } from '../../deploy/plan/index.js';
+import { renderDeployment } from '../../deploy/render/index.js';
+import { fail } from '../exit.js';
+import { int, keyValue } from '../options.js';
+
+interface RenderFlags {
+  target: 'podman' | 'k3s'; agents: number; model: string; out?: string; image?: string; driver: string;
+  driverOpt: Record<string, string>; token?: string; workers: 'deployment' | 'daemonset'; hostNetwork: boolean;
+  hubPort: number; controlPort: number; ctx: number; ubatch: number; cpus: number; engine: 'per-worker' | 'shared'; repack: boolean;
+}
+
+const oneOf = <T extends string>(name: string, values: readonly T[]) => (v: string): T => {
+  if (!values.includes(v as T)) throw new InvalidArgumentError(`${name} must be one of ${values.join(', ')}`);
+  return v as T;
+};
+
+/** `swarm deploy render`: Podman kube YAML + systemd units, or k3s manifests, from one spec. */
+export function registerDeploy(program: Command): void {
+  const deploy = program.command('deploy').description('deployment files for Podman and k3s');
+  deploy.command('render')
+    .description('render Podman (kube YAML, quadlet/systemd units) or k3s manifests; memory from `swarm plan` when the model is readable here')
+    .requiredOption('--target <t>', 'podman or k3s', oneOf('--target', ['podman', 'k3s'] as const))
+    .requiredOption('--agents <n>', 'workers (one agent each)', int('--agents', 1))
+    .requiredOption('--model <file>', 'GGUF path on the host (its folder is mounted read-only at /models)')
+    .option('--out <dir>', 'write files here (default: print to stdout)')
+    .option('--image <ref>', 'container image', 'localhost/swarm:latest')
+    .option('--driver <name>', 'worker engine driver', 'embedded')
+    .option('--driver-opt <key=value>', 'driver option (repeatable)', keyValue, {})
+    .option('--token <secret>', 'hub token (default: a placeholder to replace; env SWARM_TOKEN)')
+    .option('--workers <kind>', 'k3s workers: deployment or daemonset', oneOf('--workers', ['deployment', 'daemonset'] as const), 'deployment')
+    .option('--host-network', 'podman: pods share the host network, bound to 127.0.0.1 (single host)', false)
+    .option('--hub-port <n>', 'hub worker port', int('--hub-port', 1), 7070)
+    .option('--control-port <n>', 'hub control API port (loopback inside the hub)', int('--control-port', 1), 7071)
+    .option('--ctx <n>', 'context per agent for the plan', int('--ctx', 16), 2048)
+    .option('--ubatch <n>', 'llama.cpp micro-batch for the plan', int('--ubatch', 1), 512)
+    .option('--cpus <n>', 'vCPUs of the host for the plan', int('--cpus', 1), 4)
+    .option('--engine <mode>', 'per-worker or shared, for the plan', oneOf('--engine', ['per-worker', 'shared'] as const), 'per-worker')
+    .option('--no-repack', 'plan for --no-repack engines')
+    .action(async (o: RenderFlags) => {
+      try {
+        let p: Plan | undefined;
+        if (fs.existsSync(o.model)) {
+          p = plan(await readModelShape(o.model), { agents: o.agents, ctx: o.ctx, ubatch: o.ubatch, cpus: o.cpus, engine: o.engine, repack: o.repack });
+        }
+        const files = renderDeployment({
+          target: o.target, agents: o.agents, model: o.model, image: o.image, driver: o.driver, driverOpts: o.driverOpt,
+          token: o.token ?? process.env.SWARM_TOKEN, workers: o.workers, hostNetwork: o.hostNetwork,
+          hubPort: o.hubPort, controlPort: o.controlPort, plan: p,
+        });
+        if (!o.out) {
+          for (const [name, text] of Object.entries(files)) process.stdout.write(`# ==> ${name} <==\n${text}\n`);
+          return;
+        }
+        fs.mkdirSync(o.out, { recursive: true });
+        for (const [name, text] of Object.entries(files)) {
+          // the podman YAML carries the token in plain env: owner-only
+          fs.writeFileSync(path.join(o.out, name), text, { mode: name.endsWith('.yaml') ? 0o600 : 0o644 });
+          process.stdout.write(`${path.join(o.out, name)}\n`);
+        }
+      } catch (err) { fail(err); }
+    });
+}

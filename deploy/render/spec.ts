@@ -1,0 +1,108 @@
+/**
+ * The one source of truth for every rendered deployment: what runs (hub, N workers), with which image,
+ * model, ports, token and memory. Podman and k3s renderers only translate this into their formats.
+ */
+import path from 'node:path';
+import type { Plan } from '../plan/index.js';
+
+/** Inputs of `swarm deploy render`. */
+export interface DeployOptions {
+  target: 'podman' | 'k3s';
+  agents: number;
+  /** Model path on the host; its directory is mounted read-only at /models in every container. */
+  model: string;
+  image?: string;
+  driver?: string;
+  /** Extra `--driver-opt key=value` for workers. */
+  driverOpts?: Record<string, string>;
+  /** Token workers present. k3s: goes into a Secret; podman: into the pod env (keep the file private). */
+  token?: string;
+  /** k3s workers as a Deployment (default, N replicas) or a DaemonSet (one worker pod per node). */
+  workers?: 'deployment' | 'daemonset';
+  /** podman: run both pods in the host's network namespace bound to 127.0.0.1 (single host, no bridge). */
+  hostNetwork?: boolean;
+  /** podman + hostNetwork: ports on the host loopback. */
+  hubPort?: number;
+  controlPort?: number;
+  namespace?: string;
+  /** Host directory for the hub's journal. */
+  stateDir?: string;
+  /** Capacity plan for this model (per-agent memory -> requests/limits). */
+  plan?: Plan;
+}
+
+/** Resolved deployment facts shared by all renderers. */
+export interface DeploySpec {
+  agents: number;
+  image: string;
+  namespace: string;
+  modelHostDir: string;
+  modelFile: string;
+  /** Path of the model inside containers. */
+  modelPath: string;
+  driver: string;
+  driverOpts: Record<string, string>;
+  token: string;
+  hubName: string;
+  hubPort: number;
+  controlPort: number;
+  stateHostDir: string;
+  hostNetwork: boolean;
+  workersKind: 'deployment' | 'daemonset';
+  /** Memory per worker container in MiB: request = planned need, limit = need + headroom. */
+  workerMemMi: { request: number; limit: number };
+  hubMemMi: { request: number; limit: number };
+  /** CPU request per worker in millicores: the host's vCPUs divided among the agents (no CPU limit: throttling hurts latency). */
+  workerCpuM: number;
+  planNote: string;
+}
+
+/** Placeholder rendered when no --token is given: deployments refuse to start with it until replaced. */
+export const TOKEN_PLACEHOLDER = 'REPLACE-WITH-A-LONG-RANDOM-TOKEN';
+const MiB = 1024 ** 2;
+
+/** Resolve options into a DeploySpec (pure). */
+export function deploySpec(o: DeployOptions): DeploySpec {
+  const perAgent = o.plan ? o.plan.memory.perAgent.total : 512 * MiB;
+  const request = Math.ceil(perAgent / MiB);
+  const cpus = o.plan?.options.cpus ?? 4;
+  return {
+    agents: o.agents,
+    image: o.image ?? 'localhost/swarm:latest',
+    namespace: o.namespace ?? 'swarm',
+    modelHostDir: path.posix.dirname(o.model),
+    modelFile: path.posix.basename(o.model),
+    modelPath: `/models/${path.posix.basename(o.model)}`,
+    driver: o.driver ?? 'embedded',
+    driverOpts: o.driverOpts ?? {},
+    token: o.token ?? TOKEN_PLACEHOLDER,
+    hubName: 'swarm-hub',
+    hubPort: o.hubPort ?? 7070,
+    controlPort: o.controlPort ?? 7071,
+    stateHostDir: o.stateDir ?? '/var/lib/swarm/hub',
+    hostNetwork: o.hostNetwork ?? false,
+    workersKind: o.workers ?? 'deployment',
+    // headroom: 25% for allocator slack and prompt spikes; page cache of the model is not in it (see plan's cgroup warning)
+    workerMemMi: { request, limit: Math.ceil(request * 1.25) },
+    hubMemMi: { request: 128, limit: 512 },
+    workerCpuM: Math.max(50, Math.floor((cpus * 1000) / Math.max(1, o.agents))),
+    planNote: o.plan
+      ? `plan: ${o.agents} agents, ${o.plan.options.engine} engine, ctx ${o.plan.options.ctx}, ${request} MiB per agent, at most ${o.plan.maxAgents} fit in ${Math.round(o.plan.options.ramBytes / 1024 ** 3)} GiB`
+      : 'plan: model not readable here; 512 MiB per agent assumed (run `swarm plan`)',
+  };
+}
+
+/** Arguments of the hub container (after the image's `swarm` entrypoint). */
+export function hubArgs(s: DeploySpec): string[] {
+  return ['hub', '--host', s.hostNetwork ? '127.0.0.1' : '0.0.0.0', '--port', String(s.hubPort),
+    '--control-port', String(s.controlPort), '--state-dir', '/var/lib/swarm'];
+}
+
+/** Arguments of a worker container; `id` is given where hostnames repeat (containers of one podman pod). */
+export function workerArgs(s: DeploySpec, id?: string): string[] {
+  const hub = s.hostNetwork ? `127.0.0.1:${s.hubPort}` : `${s.hubName}:${s.hubPort}`;
+  const args = ['worker', '--hub', hub, '--driver', s.driver, '--model', s.modelPath];
+  for (const [k, v] of Object.entries(s.driverOpts)) args.push('--driver-opt', `${k}=${v}`);
+  if (id) args.push('--id', id);
+  return args;
+}
