@@ -76,6 +76,7 @@ export class Membership {
   private seq = 0;
   private awareness = 0;
   private running = false;
+  private readonly seeds = new Set<string>();
 
   constructor(private readonly opts: MembershipOptions) {
     this.id = opts.id;
@@ -116,7 +117,10 @@ export class Membership {
   }
 
   /** Exchange full membership with a seed address (the SWIM join). */
-  join(addr: string): void { this.send(addr, { t: 'state', members: this.snapshot(), reply: true }); }
+  join(addr: string): void {
+    this.seeds.add(addr);
+    this.send(addr, { t: 'state', members: this.snapshot(), reply: true });
+  }
 
   /** Members other than this node. */
   list(): Member[] { return [...this.members.values()]; }
@@ -227,6 +231,8 @@ export class Membership {
     const cands = this.list().filter((m) => m.state === MemberState.ALIVE);
     const [m] = pick(cands, 1, this.rand);
     if (m) this.send(m.addr, { t: 'state', members: this.snapshot(), reply: true });
+    // Alone (a join that was lost, or everyone we knew died): ask the seeds again.
+    else for (const s of this.seeds) this.send(s, { t: 'state', members: this.snapshot(), reply: true });
   }
 
   private reconnect(): void {

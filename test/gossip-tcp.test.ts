@@ -1,0 +1,82 @@
+import t from 'tap';
+import net from 'node:net';
+import { encodeMsgpack } from '../protocol/index.js';
+import { TcpTransport } from '../worker/gossip/transport.js';
+import { Membership } from '../worker/gossip/membership.js';
+import { GossipNode } from '../worker/gossip/node.js';
+
+const fast = { probeIntervalMs: 300, probeTimeoutMs: 120, gossipIntervalMs: 100, pushPullIntervalMs: 3000, reconnectIntervalMs: 500, suspicionMult: 3 };
+
+async function until(cond: () => boolean, maxMs: number): Promise<boolean> {
+  const end = Date.now() + maxMs;
+  while (Date.now() < end) { if (cond()) return true; await new Promise((r) => setTimeout(r, 50)); }
+  return cond();
+}
+
+async function members(n: number, token?: string) {
+  // Many members share two cores here: slower rounds for the big clusters keep probes honest.
+  const config = n > 50 ? { ...fast, probeIntervalMs: 1000, probeTimeoutMs: 400, gossipIntervalMs: 200 } : fast;
+  const out: { m: Membership; tr: TcpTransport }[] = [];
+  for (let i = 0; i < n; i++) {
+    const tr = new TcpTransport({ token, maxConns: 16 });
+    await tr.listen();
+    out.push({ m: new Membership({ id: `w-${String(i).padStart(3, '0')}`, transport: tr, config }), tr });
+  }
+  for (const { m } of out) { m.start(); if (m !== out[0]!.m) m.join(out[0]!.tr.addr); }
+  return out;
+}
+
+for (const n of [25, 100, 200]) {
+  t.test(`${n} members over real TCP on loopback converge to one view`, async (t) => {
+    const ms = await members(n, 'peer-secret');
+    t.teardown(async () => { for (const { m, tr } of ms) { m.stop(); await tr.close(); } });
+    const ok = await until(() => ms.every(({ m }) => m.live().length === n), 60_000);
+    t.ok(ok, `every member sees ${n} live`);
+    if (n === 25) {
+      const victim = ms[7]!;
+      victim.m.stop();
+      await victim.tr.close();
+      t.ok(await until(() => ms.every(({ m }) => m === victim.m || m.get(victim.m.id)?.state === 'dead'), 60_000), 'a killed member is detected');
+    }
+  });
+}
+
+t.test('a peer with a wrong token is refused', async (t) => {
+  const tr = new TcpTransport({ token: 'right' });
+  await tr.listen();
+  let got = 0;
+  tr.onMessage(() => { got++; });
+  t.teardown(() => tr.close());
+  const { port } = JSON.parse(JSON.stringify({ port: Number(tr.addr.split(':').pop()) }));
+  const s = net.connect({ host: '127.0.0.1', port });
+  await new Promise((r) => s.once('connect', r));
+  s.write(encodeMsgpack({ hello: 1, token: 'wrong' }));
+  s.write(encodeMsgpack({ t: 'gossip', from: 'x', fa: 'x', pb: {} }));
+  await new Promise((r) => s.once('close', r));
+  t.equal(got, 0, 'nothing delivered');
+  t.equal(tr.stats.rejected, 1, 'counted as one refusal');
+});
+
+t.test('gossip mode over TCP: 10 nodes finish 100 tasks, each result once in every replica', async (t) => {
+  const nodes: GossipNode[] = [];
+  const trs: TcpTransport[] = [];
+  for (let i = 0; i < 10; i++) {
+    const tr = new TcpTransport();
+    await tr.listen();
+    trs.push(tr);
+    nodes.push(new GossipNode({
+      id: `w-${i}`, transport: tr, membership: fast, sync: { syncIntervalMs: 500 },
+      hubMonitor: { lapseMs: 300, suspicionMinMs: 100, suspicionMaxMs: 300 },
+      execute: async (spec) => { await new Promise((r) => setTimeout(r, 5)); return { text: `echo: ${String(spec.prompt)}` }; },
+    }));
+  }
+  t.teardown(async () => { for (const n of nodes) n.stop(); for (const tr of trs) await tr.close(); });
+  for (const n of nodes) { for (let j = 0; j < 10; j++) n.membership.add(`w-${j}`, trs[j]!.addr); n.start(); }
+  const specs = Array.from({ length: 100 }, (_, i) => ({ id: `t-${i}`, prompt: `task ${i}` }));
+  for (const n of nodes) n.replica.addTasks(specs);
+  // No hub ever beats: after the lapse and suspicion every node goes to gossip mode.
+  t.ok(await until(() => nodes.every((n) => n.mode === 'gossip'), 20_000), 'all in gossip mode');
+  t.ok(await until(() => nodes.every((n) => n.replica.counts().done === 100), 60_000), 'all done everywhere');
+  const winners = specs.map((s) => new Set(nodes.map((n) => JSON.stringify(n.replica.get(s.id)!.result))).size);
+  t.ok(winners.every((w) => w === 1), 'every replica holds the same single result per task');
+});
