@@ -34,7 +34,7 @@ export function formatPlan(p: Plan): string {
   L.push(`spec 11.2 arithmetic ((RAM - 2 GB - model) / 350 MB): ${p.spec.agents} agents; this plan: ${p.spec.ours}. Where it breaks:`);
   for (const s of p.spec.breaks) L.push(`  - ${s}`);
   if (p.alternatives.length) L.push(`most agents that fit in ${b(o.ramBytes)} at ctx ${o.ctx}`);
-  for (const a of p.alternatives) row(a.label, `${a.maxAgents} (${b(a.perAgentBytes)} per agent)`);
+  for (const a of p.alternatives) L.push(`  ${a.label.padEnd(46)}${a.maxAgents} (${b(a.perAgentBytes)} per agent)`);
   if (p.warnings.length) L.push('warnings');
   for (const w of p.warnings) L.push(`  [${w.code}] ${w.message}`);
   return L.join('\n') + '\n';
