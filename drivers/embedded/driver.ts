@@ -1,0 +1,190 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { SwarmError, isErrorCode } from '../../protocol/index.js';
+import { StopFilter } from '../llama-cli/index.js';
+import { EngineProcess, type EngineExit } from '../llama-server/index.js';
+import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
+import type { FromHost, HostConfig, HostChatOptions, ToHost } from './messages.js';
+import { resolveModel } from './model-uri.js';
+import { parseEmbeddedOptions, type EmbeddedOptions } from './options.js';
+
+/** The host script next to this file, with our own extension (.ts under tap's loader, .js in dist). */
+const HERE = fileURLToPath(import.meta.url);
+const HOST_SCRIPT = path.join(path.dirname(HERE), 'host' + path.extname(HERE));
+
+function describeExit(e: EngineExit | undefined): string {
+  if (!e) return 'running';
+  return e.signal ? `was killed by ${e.signal}` : `exited with code ${e.code}`;
+}
+
+/** Events of one chat, queued until the generator takes them. */
+interface ChatChannel { push(m: FromHost | { t: 'exit' }): void }
+
+/** How the engine loaded (for logs and benchmarks). */
+export interface EmbeddedLoadTimes { llama: number; model: number; context: number; total: number }
+
+/**
+ * llama.cpp through node-llama-cpp, in a child process (host.ts) so that a native crash cannot take the
+ * worker's network loop down. The child runs in its own process group with the fd-3 orphan watchdog of
+ * EngineProcess; requests and events are NDJSON over its stdin/stdout. A dead engine fails the running
+ * chats with SWARM_ERR_ENGINE_DIED and is started again by the next chat.
+ */
+export class EmbeddedDriver implements Driver {
+  readonly name = 'embedded';
+  readonly options: EmbeddedOptions;
+  /** Load times of the current engine, once started. */
+  loadTimes: EmbeddedLoadTimes | undefined;
+  private proc: EngineProcess | undefined;
+  private starting: Promise<void> | undefined;
+  private modelPath: string | undefined;
+  private partial = '';
+  private nextId = 1;
+  private readonly chats = new Map<number, ChatChannel>();
+  private readyWaiter: ((m: FromHost) => void) | undefined;
+  private stopping = false;
+
+  constructor(private readonly config: DriverConfig) {
+    this.options = parseEmbeddedOptions(config.options);
+  }
+
+  pids(): number[] {
+    return this.proc?.alive && this.proc.pid !== undefined ? [this.proc.pid] : [];
+  }
+
+  async start(): Promise<void> {
+    if (this.proc?.alive) return;
+    this.stopping = false;
+    this.starting ??= this.spawnEngine().finally(() => { this.starting = undefined; });
+    return this.starting;
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.starting?.catch(() => {});
+    const p = this.proc;
+    this.proc = undefined;
+    if (p) await p.stop(this.options.stopGraceMs);
+  }
+
+  private onStdout = (text: string): void => {
+    const lines = (this.partial + text).split('\n');
+    this.partial = lines.pop() ?? '';
+    for (const line of lines) {
+      if (!line) continue;
+      let m: FromHost;
+      try { m = JSON.parse(line) as FromHost; } catch { continue; }
+      if (m.t === 'ready' || m.t === 'fatal') this.readyWaiter?.(m);
+      else this.chats.get(m.id)?.push(m);
+    }
+  };
+
+  private async spawnEngine(): Promise<void> {
+    if (!this.config.model) throw new SwarmError('SWARM_ERR_CONFIG', 'the embedded driver needs a model (--model PATH.gguf or an hf: URI)');
+    this.modelPath ??= await resolveModel(this.config.model, { stallMs: this.options.downloadStallMs });
+    if (this.proc) await this.proc.stop(0);
+    const cfg: HostConfig = { model: this.modelPath, threads: this.options.threads, ctx: this.options.ctx, slots: this.options.slots };
+    this.partial = '';
+    const t0 = performance.now();
+    const proc = new EngineProcess(process.execPath, [...process.execArgv, HOST_SCRIPT, JSON.stringify(cfg)], { stdin: true, onStdout: this.onStdout });
+    this.proc = proc;
+    const release = proc.hold();
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const first = await new Promise<FromHost | EngineExit | 'timeout'>((resolve) => {
+        this.readyWaiter = resolve;
+        void proc.exited.then(resolve);
+        timer = setTimeout(() => resolve('timeout'), this.options.startTimeoutMs);
+      });
+      if (typeof first === 'object' && 't' in first && first.t === 'ready') {
+        this.loadTimes = { ...first.ms, total: Math.round(performance.now() - t0) };
+        void proc.exited.then(() => this.onExit(proc));
+        return;
+      }
+      await proc.stop(0);
+      if (this.proc === proc) this.proc = undefined;
+      const reason = first === 'timeout' ? `was not ready after ${this.options.startTimeoutMs} ms`
+        : 't' in first && first.t === 'fatal' ? `could not load ${this.modelPath}: ${first.message}`
+          : `${describeExit(first as EngineExit)} before it was ready`;
+      throw new SwarmError('SWARM_ERR_ENGINE_START', `embedded engine ${reason}\n${proc.outputTail(10)}`.trim());
+    } finally {
+      clearTimeout(timer);
+      this.readyWaiter = undefined;
+      release();
+    }
+  }
+
+  /** The engine went away: every chat in flight ends with ENGINE_DIED (or SHUTDOWN if we stopped it). */
+  private onExit(proc: EngineProcess): void {
+    if (this.proc === proc) this.proc = undefined;
+    for (const ch of this.chats.values()) ch.push({ t: 'exit' });
+  }
+
+  private send(proc: EngineProcess, m: ToHost): boolean {
+    return proc.write(JSON.stringify(m) + '\n');
+  }
+
+  async *chat(prompt: string, opts: ChatOptions = {}): AsyncGenerator<string, ChatStats | void, void> {
+    await this.start();
+    const proc = this.proc;
+    if (!proc) throw new SwarmError('SWARM_ERR_SHUTDOWN', 'the embedded driver was stopped');
+    if (opts.signal?.aborted) return {};
+    const id = this.nextId++;
+    const queue: (FromHost | { t: 'exit' })[] = [];
+    let wake: (() => void) | undefined;
+    this.chats.set(id, { push: (m) => { queue.push(m); wake?.(); } });
+    const filter = new StopFilter(opts.stop ?? []);
+    let ended = false; // the host reported done or error for this chat
+    let aborted = false;
+    const abort = (): void => {
+      if (aborted) return;
+      aborted = true;
+      if (!ended) this.send(proc, { t: 'abort', id });
+      wake?.();
+    };
+    opts.signal?.addEventListener('abort', abort, { once: true });
+    const release = proc.hold();
+    const hostOpts: HostChatOptions = {
+      ...(opts.maxTokens !== undefined ? { maxTokens: opts.maxTokens } : {}),
+      ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
+      ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
+      ...(opts.stop?.length ? { stop: opts.stop } : {}),
+      ...(opts.grammar !== undefined ? { grammar: opts.grammar } : {}),
+      ...(opts.jsonSchema !== undefined ? { jsonSchema: opts.jsonSchema } : {}),
+    };
+    try {
+      if (!this.send(proc, { t: 'chat', id, prompt, opts: hostOpts }) && !proc.alive) queue.push({ t: 'exit' });
+      for (;;) {
+        if (queue.length === 0) { await new Promise<void>((r) => { wake = r; }); wake = undefined; continue; }
+        const m = queue.shift()!;
+        if (m.t === 'chunk') {
+          if (aborted || filter.stopped) continue;
+          const text = filter.push(m.text);
+          if (text) yield text;
+          if (filter.stopped) abort(); // the rest is not wanted; the engine may not know this stop string
+        } else if (m.t === 'done') {
+          ended = true;
+          if (!aborted) { const rest = filter.end(); if (rest) yield rest; }
+          return { tokensIn: m.tokensIn, tokensOut: m.tokensOut };
+        } else if (m.t === 'error') {
+          ended = true;
+          throw new SwarmError(isErrorCode(m.code) ? m.code : 'SWARM_ERR_TASK_FAILED', m.message);
+        } else if (m.t === 'exit') {
+          ended = true;
+          if (this.stopping) throw new SwarmError('SWARM_ERR_SHUTDOWN', 'the embedded engine was stopped during generation');
+          throw new SwarmError('SWARM_ERR_ENGINE_DIED', `embedded engine ${describeExit(proc.exitInfo)} during generation\n${proc.outputTail(10)}`.trim());
+        }
+      }
+    } finally {
+      opts.signal?.removeEventListener('abort', abort);
+      // The caller stopped iterating early: the engine must not keep generating for nobody.
+      if (!ended && proc.alive) this.send(proc, { t: 'abort', id });
+      this.chats.delete(id);
+      release();
+    }
+  }
+}
+
+/** Factory for the `embedded` driver (`--driver embedded`, options: threads, ctx, slots, start_timeout_ms, …). */
+export function embeddedFactory(config: DriverConfig): Driver {
+  return new EmbeddedDriver(config);
+}

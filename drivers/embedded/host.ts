@@ -1,0 +1,148 @@
+/**
+ * The engine host: a child process of the worker that runs llama.cpp through node-llama-cpp, so that
+ * a native crash takes down only this process. It reads NDJSON requests on stdin and writes NDJSON
+ * events on stdout (see messages.ts); logs go to stderr. It exits when stdin closes (its driver is
+ * gone); the fd-3 watchdog of EngineProcess covers the case where it cannot notice.
+ */
+import { getLlama, LlamaCompletion, LlamaLogLevel, type LlamaGrammar, type LlamaContextSequence, type LlamaModel, type Llama } from 'node-llama-cpp';
+import type { FromHost, HostChatOptions, HostConfig, ToHost } from './messages.js';
+
+const send = (m: FromHost): void => { process.stdout.write(JSON.stringify(m) + '\n'); };
+const log = (msg: string): void => { process.stderr.write(msg.endsWith('\n') ? msg : msg + '\n'); };
+
+/** llama.cpp's default sampling (as llama-server uses when a request sets nothing). */
+const SAMPLING = { temperature: 0.8, topK: 40, topP: 0.95, minP: 0.05 } as const;
+
+class Host {
+  private readonly free: LlamaCompletion[] = [];
+  private readonly waiting: (() => void)[] = [];
+  private readonly running = new Map<number, AbortController>();
+  private readonly grammars = new Map<string, Promise<LlamaGrammar>>();
+
+  constructor(private readonly llama: Llama, private readonly model: LlamaModel, sequences: LlamaContextSequence[]) {
+    for (const s of sequences) this.free.push(new LlamaCompletion({ contextSequence: s }));
+  }
+
+  private async acquire(): Promise<LlamaCompletion> {
+    while (this.free.length === 0) await new Promise<void>((r) => this.waiting.push(r));
+    return this.free.pop()!;
+  }
+
+  private release(c: LlamaCompletion): void {
+    this.free.push(c);
+    this.waiting.shift()?.();
+  }
+
+  /** Grammars compile once per text; a few distinct ones are kept (tasks tend to repeat them). */
+  private grammar(opts: HostChatOptions): Promise<LlamaGrammar> | undefined {
+    const key = opts.grammar !== undefined ? 'g:' + opts.grammar : opts.jsonSchema !== undefined ? 'j:' + JSON.stringify(opts.jsonSchema) : undefined;
+    if (key === undefined) return undefined;
+    let g = this.grammars.get(key);
+    if (!g) {
+      g = opts.grammar !== undefined ? this.llama.createGrammar({ grammar: opts.grammar }) : this.jsonGrammar(opts.jsonSchema!);
+      g.catch(() => this.grammars.delete(key));
+      this.grammars.set(key, g);
+      if (this.grammars.size > 16) this.grammars.delete(this.grammars.keys().next().value!);
+    }
+    return g;
+  }
+
+  /**
+   * node-llama-cpp's grammar for a JSON schema, except that its integers may not have an exponent
+   * (it allows `-5e-20` for "integer", which parses but is not an integer; llama.cpp's converter does not).
+   */
+  private async jsonGrammar(schema: Record<string, unknown>): Promise<LlamaGrammar> {
+    const js = await this.llama.createGrammarForJsonSchema(schema as never);
+    const text = js.grammar.replace(/^(integer-number-rule ::= .*?) \(\[eE\].*$/m, '$1');
+    if (text === js.grammar) return js;
+    return this.llama.createGrammar({ grammar: text, stopGenerationTriggers: ['\n'.repeat(4)], trimWhitespaceSuffix: true });
+  }
+
+  handle(m: ToHost): void {
+    if (m.t === 'abort') { this.running.get(m.id)?.abort(); return; }
+    if (m.t === 'chat') void this.chat(m.id, m.prompt, m.opts);
+  }
+
+  private async chat(id: number, prompt: string, opts: HostChatOptions): Promise<void> {
+    const ac = new AbortController();
+    this.running.set(id, ac);
+    let grammar: LlamaGrammar | undefined;
+    try {
+      grammar = await this.grammar(opts);
+    } catch (err) {
+      this.running.delete(id);
+      const what = opts.grammar !== undefined ? 'GBNF grammar' : 'JSON schema';
+      send({ t: 'error', id, code: 'SWARM_ERR_TASK_FAILED', message: `invalid ${what}: ${err instanceof Error ? err.message : String(err)}` });
+      return;
+    }
+    const completion = await this.acquire();
+    let tokensOut = 0;
+    try {
+      // Tokenized as llama.cpp does (with the SPM space prefix); node-llama-cpp would trim it from a
+      // string prompt, which splits the first word differently from llama-server and llama-cli.
+      const input = this.model.tokenize(prompt);
+      const tokensIn = input.length + (this.model.tokens.shouldPrependBosToken ? 1 : 0);
+      if (ac.signal.aborted) { send({ t: 'done', id, tokensIn: 0, tokensOut: 0, reason: 'abort' }); return; }
+      const temperature = opts.temperature ?? SAMPLING.temperature;
+      const r = await completion.generateCompletionWithMeta(input, {
+        onTextChunk: (text) => { if (text) send({ t: 'chunk', id, text }); },
+        onToken: (tokens) => { tokensOut += tokens.length; },
+        signal: ac.signal,
+        stopOnAbortSignal: true,
+        ...(opts.maxTokens !== undefined ? { maxTokens: opts.maxTokens } : {}),
+        temperature,
+        ...(temperature > 0 ? { topK: SAMPLING.topK, topP: SAMPLING.topP, minP: SAMPLING.minP } : {}),
+        ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
+        repeatPenalty: false,
+        ...(grammar ? { grammar } : {}),
+        ...(opts.stop && opts.stop.length > 0 ? { customStopTriggers: opts.stop.filter(Boolean) } : {}),
+      });
+      send({ t: 'done', id, tokensIn, tokensOut, reason: r.metadata.stopReason });
+    } catch (err) {
+      send({ t: 'error', id, code: 'SWARM_ERR_TASK_FAILED', message: err instanceof Error ? err.message : String(err) });
+    } finally {
+      this.running.delete(id);
+      this.release(completion);
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  const cfg = JSON.parse(process.argv[process.argv.length - 1]!) as HostConfig;
+  const t0 = performance.now();
+  const llama = await getLlama({
+    gpu: false, build: 'never', progressLogs: false, logLevel: LlamaLogLevel.warn,
+    logger: (level, message) => log(`[${level}] ${message}`),
+  });
+  const t1 = performance.now();
+  const model = await llama.loadModel({ modelPath: cfg.model });
+  const t2 = performance.now();
+  const context = await model.createContext({
+    contextSize: Math.min(cfg.ctx, model.trainContextSize), sequences: cfg.slots, threads: cfg.threads,
+  });
+  const sequences = Array.from({ length: cfg.slots }, () => context.getSequence());
+  const t3 = performance.now();
+  const host = new Host(llama, model, sequences);
+
+  let buf = '';
+  process.stdin.setEncoding('utf8');
+  process.stdin.on('data', (text: string) => {
+    const lines = (buf + text).split('\n');
+    buf = lines.pop() ?? '';
+    for (const line of lines) {
+      if (!line.trim()) continue;
+      let m: ToHost;
+      try { m = JSON.parse(line) as ToHost; } catch { log(`bad request line: ${line.slice(0, 200)}`); continue; }
+      host.handle(m);
+    }
+  });
+  // The driver closed our stdin (it stopped, or died): nothing more can be asked of us.
+  process.stdin.on('end', () => process.exit(0));
+  process.on('SIGTERM', () => process.exit(0));
+  send({ t: 'ready', ms: { llama: Math.round(t1 - t0), model: Math.round(t2 - t1), context: Math.round(t3 - t2) }, ctx: context.contextSize });
+}
+
+main().catch((err: unknown) => {
+  send({ t: 'fatal', message: err instanceof Error ? err.message : String(err) });
+  process.exit(1);
+});

@@ -1,0 +1,30 @@
+/**
+ * The NDJSON messages between the embedded driver and its engine host (one JSON object per line on
+ * the host's stdin and stdout). The host's stderr is free text (logs), kept for error messages.
+ */
+
+/** What the host is started with (its last command-line argument, as JSON). */
+export interface HostConfig { model: string; threads: number; ctx: number; slots: number }
+
+/** Generation settings of one chat, as sent to the host. */
+export interface HostChatOptions {
+  maxTokens?: number;
+  temperature?: number;
+  seed?: number;
+  stop?: string[];
+  grammar?: string;
+  jsonSchema?: Record<string, unknown>;
+}
+
+/** Driver to host. */
+export type ToHost =
+  | { t: 'chat'; id: number; prompt: string; opts: HostChatOptions }
+  | { t: 'abort'; id: number };
+
+/** Host to driver. */
+export type FromHost =
+  | { t: 'ready'; ms: { llama: number; model: number; context: number }; ctx: number }
+  | { t: 'fatal'; message: string }
+  | { t: 'chunk'; id: number; text: string }
+  | { t: 'done'; id: number; tokensIn: number; tokensOut: number; reason: string }
+  | { t: 'error'; id: number; code: string; message: string };
