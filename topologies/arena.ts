@@ -56,7 +56,7 @@ function rubric(spec: RunSpec, results: ReadonlyMap<string, NodeResult>, answers
     const node = `arena/judge/${k}`;
     const r = results.get(node);
     const instruction = `Reply with JSON {"scores": [one integer from ${min} to ${max} per answer, in order]}.`;
-    if (!r) { waiting = true; if (!skip?.has(node)) tasks.push({ ...task(spec, 'judge', node, { candidates, rubric: spec.experiment.arena.rubric, min, max, n, instruction }), json_schema: schema }); }
+    if (!r) { waiting = true; if (!skip?.has(node)) tasks.push({ ...task(spec, 'judge', node, { candidates, rubric: spec.experiment.arena.rubric, min, max, n, instruction }, answers.map((_, i) => `arena/c${i}`)), json_schema: schema }); }
     else ratings.push(r.ok ? parseScores(r.text, n, min, max) : undefined);
   }
   if (waiting) return { tasks };
@@ -84,7 +84,7 @@ function pairwise(spec: RunSpec, results: ReadonlyMap<string, NodeResult>, answe
         if (skip?.has(node)) continue;
         const candidates = `Answer A:\n${shown(answers[a]!, a)}\n\nAnswer B:\n${shown(answers[b]!, b)}`;
         const instruction = 'Reply with JSON {"winner": "A" or "B"}.';
-        tasks.push({ ...task(spec, 'judge', node, { candidates, rubric: spec.experiment.arena.rubric, a, b, instruction }), json_schema: spec.experiment.roles.judge?.json_schema ?? PAIRWISE_SCHEMA });
+        tasks.push({ ...task(spec, 'judge', node, { candidates, rubric: spec.experiment.arena.rubric, a, b, instruction }, [`arena/c${a}`, `arena/c${b}`]), json_schema: spec.experiment.roles.judge?.json_schema ?? PAIRWISE_SCHEMA });
         continue;
       }
       row.push(r.ok ? (parseWith(Pairwise, r.text)?.winner as 'A' | 'B' | undefined) : undefined);

@@ -2,10 +2,13 @@ import { render } from './template.js';
 import type { NodeResult, NodeTask, RunSpec } from './types.js';
 
 /** Build a node task from its role's template. */
-export function task(spec: RunSpec, role: string, node: string, vars: Record<string, unknown>): NodeTask {
+export function task(spec: RunSpec, role: string, node: string, vars: Record<string, unknown>, after?: string[]): NodeTask {
   const r = spec.experiment.roles[role];
   const input = { input: spec.inputs.text, ...vars };
-  return { node, role, prompt: render(r?.prompt ?? '{{input}}', input), input, ...(r?.json_schema ? { json_schema: r.json_schema } : {}) };
+  return {
+    node, role, prompt: render(r?.prompt ?? '{{input}}', input), input,
+    ...(r?.json_schema ? { json_schema: r.json_schema } : {}), ...(after?.length ? { after } : {}),
+  };
 }
 
 /** How a failed node reads in a report or a downstream prompt. */

@@ -39,6 +39,7 @@ export const debate: Topology = {
     const proposal = prop.text;
     let used = 1, driftStreak = 0, parseFailures = 0;
     let last: Turn[] = [];
+    let lastNodes = ['debate/propose'];
     let outcome: { verdict: string; reason: string } | undefined;
     const all: { round: number; turns: Turn[] }[] = [];
     for (let round = 1; round <= rounds && !outcome; round++) {
@@ -52,7 +53,7 @@ export const debate: Topology = {
       for (const stance of stances) {
         const node = `debate/r${round}/${stance}`;
         const r = results.get(node);
-        if (!r) { waiting = true; if (!skip?.has(node)) tasks.push(task(spec, 'debater', node, { proposal, stance, round, arguments: args })); continue; }
+        if (!r) { waiting = true; if (!skip?.has(node)) tasks.push(task(spec, 'debater', node, { proposal, stance, round, arguments: args }, lastNodes)); continue; }
         const t = r.ok ? parseWith(DebateTurn, r.text) : undefined;
         if (!t) parseFailures++;
         cur.push(t
@@ -63,6 +64,7 @@ export const debate: Topology = {
       used += k;
       all.push({ round, turns: cur });
       last = cur;
+      lastNodes = stances.map((s) => `debate/r${round}/${s}`);
       if (cur.every((t) => t.verdict === 'approve')) outcome = { verdict: 'approved', reason: `every debater approved in round ${round}` };
       else if (cur.filter((t) => t.verdict === 'drift').length * 2 > k) {
         if (++driftStreak >= driftCap) return abort(proposal, `drift cap: a majority flagged drift in ${driftStreak} consecutive rounds (cap ${driftCap})`, round, used, parseFailures, all);
@@ -71,7 +73,7 @@ export const debate: Topology = {
     outcome ??= { verdict: 'no-consensus', reason: `${rounds} rounds without every debater approving` };
     const merge = results.get('debate/merge');
     const history = all.flatMap((r) => r.turns.map((t) => `[round ${r.round}] ${t.stance}: ${t.argument}`)).join('\n');
-    if (!merge) return { tasks: skip?.has('debate/merge') ? [] : [task(spec, 'merger', 'debate/merge', { proposal, arguments: history })] };
+    if (!merge) return { tasks: skip?.has('debate/merge') ? [] : [task(spec, 'merger', 'debate/merge', { proposal, arguments: history }, lastNodes)] };
     used++;
     const details = { rounds: all.length, turns_used: used, parse_failures: parseFailures, transcript: all };
     if (!merge.ok) return { tasks: [], done: { output: proposal, verdict: 'failed', reason: failure('debate/merge', merge), details } };

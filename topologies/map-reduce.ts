@@ -53,7 +53,7 @@ export const mapReduce: Topology = {
         const parts = level.slice(j * k, (j + 1) * k);
         if (parts.every((p) => p !== undefined)) {
           const from = names.slice(j * k, (j + 1) * k);
-          want(node, () => task(spec, 'reducer', node, { parts: parts.join('\n---\n'), from, level: depth }));
+          want(node, () => task(spec, 'reducer', node, { parts: parts.join('\n---\n'), from, level: depth }, from));
         }
       }
       level = up;
@@ -62,7 +62,7 @@ export const mapReduce: Topology = {
     const root = level[0];
     if (root === undefined) return { tasks };
     const g = results.get('guard');
-    if (!g) { want('guard', () => task(spec, 'guard', 'guard', { output: root })); return { tasks }; }
+    if (!g) { want('guard', () => task(spec, 'guard', 'guard', { output: root }, [names[0]!])); return { tasks }; }
     const details = { chunks: chunks.length, fan_in: k, levels: depth, reducers, failed_nodes: failed };
     if (!g.ok) return { tasks: [], done: { output: root, verdict: 'failed', reason: failure('guard', g), details } };
     const v = parseWith(GuardVerdict, g.text);

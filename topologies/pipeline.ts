@@ -40,15 +40,16 @@ export const pipeline: Topology = {
     const maxRounds = spec.experiment.limits.rounds;
     const outputs: Record<string, string> = {};
     const history: { round: number; gate: string; feedback: string }[] = [];
-    let round = 1, i = 0, feedback = '', work = '';
+    let round = 1, i = 0, feedback = '', work = '', prev: string | undefined;
     for (;;) {
       const stage = stages[i]!;
       const node = `pipeline/r${round}/${stage}`;
       const r = results.get(node);
       if (!r) {
-        const t: NodeTask = task(spec, stage, node, { ...outputs, round, feedback: feedback ? `Feedback from review: ${feedback}` : '', previous: work, work });
+        const t: NodeTask = task(spec, stage, node, { ...outputs, round, feedback: feedback ? `Feedback from review: ${feedback}` : '', previous: work, work }, prev ? [prev] : []);
         return { tasks: skip?.has(node) ? [] : [t] };
       }
+      prev = node;
       if (!r.ok) return { tasks: [], done: { output: work, verdict: 'failed', reason: failure(node, r), details: { rounds: round, history } } };
       const back = gates[stage];
       if (back !== undefined) {

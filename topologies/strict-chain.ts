@@ -30,7 +30,7 @@ export const strictChain: Topology = {
       const stage = stages[i]!;
       const node = `chain/${i}-${stage}`;
       const r = results.get(node);
-      if (!r) return { tasks: skip?.has(node) ? [] : [task(spec, stage, node, { previous, stage, index: i })] };
+      if (!r) return { tasks: skip?.has(node) ? [] : [task(spec, stage, node, { previous, stage, index: i }, i > 0 ? [`chain/${i - 1}-${stages[i - 1]}`] : [])] };
       const stop = (reason: string) => ({
         tasks: [], done: { output: '', verdict: 'stopped', reason: `STOP at ${stage} (stage ${i + 1} of ${stages.length}): ${reason}`, details: { stopped_at: stage, node, trail: [...trail, { stage, action: 'STOP', reason }] } },
       });

@@ -10,6 +10,8 @@ export interface NodeTask {
   /** The variables the prompt was rendered from (recorded as the node's input artifact). */
   input: Record<string, unknown>;
   json_schema?: Record<string, unknown>;
+  /** The nodes whose outputs this one reads (the graph's edges, for reports). */
+  after?: string[];
 }
 
 /** The outcome of a node: text when it ran, an error when it failed on every attempt. */

@@ -1,0 +1,71 @@
+import type http from 'node:http';
+import { SwarmError, isErrorCode } from '../protocol/index.js';
+import type { RunManager, StartRun } from './runs.js';
+
+const MAX_BODY = 256 * 1024 * 1024;
+
+/**
+ * Control API routes for runs, mounted by the control server:
+ * POST /runs (start; body StartRun) -> 202 {run, dir}; GET /runs -> {runs}; GET /runs/:id -> progress
+ * or outcome; POST /runs/:id/wait {timeout_ms} -> the run once done (or its progress at the timeout).
+ * Returns false when the path is not a runs route.
+ */
+export async function handleRuns(runs: RunManager | undefined, req: http.IncomingMessage, res: http.ServerResponse, url: URL): Promise<boolean> {
+  if (url.pathname !== '/runs' && !url.pathname.startsWith('/runs/')) return false;
+  try {
+    if (!runs) throw new SwarmError('SWARM_ERR_CONFIG', 'runs need a hub with a state directory (journal on)');
+    const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+    if (req.method === 'POST' && parts.length === 1) {
+      const body = JSON.parse((await readBody(req)) || '{}') as StartRun;
+      send(res, 202, await runs.start(body));
+      return true;
+    }
+    if (req.method === 'GET' && parts.length === 1) { send(res, 200, { runs: runs.list() }); return true; }
+    const id = parts[1]!;
+    if (req.method === 'GET' && parts.length === 2) {
+      const v = runs.get(id);
+      if (!v) throw new SwarmError('SWARM_ERR_UNKNOWN_TASK', `no run ${id}`);
+      send(res, 200, v);
+      return true;
+    }
+    if (req.method === 'POST' && parts.length === 3 && parts[2] === 'wait') {
+      const body = JSON.parse((await readBody(req)) || '{}') as { timeout_ms?: number };
+      const done = runs.wait(id);
+      if (done) await Promise.race([done, new Promise((r) => setTimeout(r, Math.min(600_000, body.timeout_ms ?? 30_000)))]);
+      const v = runs.get(id);
+      if (!v) throw new SwarmError('SWARM_ERR_UNKNOWN_TASK', `no run ${id}`);
+      send(res, 200, v);
+      return true;
+    }
+    send(res, 404, { code: 'SWARM_ERR_CONFIG', msg: `no route ${req.method} ${url.pathname}` });
+  } catch (err) {
+    if (err instanceof SwarmError) send(res, err.status, { code: err.code, msg: err.message });
+    else if (err instanceof SyntaxError) send(res, 400, { code: 'SWARM_ERR_BAD_JSON', msg: err.message });
+    else {
+      const code = err && typeof err === 'object' && 'code' in err && isErrorCode((err as { code: unknown }).code) ? (err as { code: string }).code : 'SWARM_ERR_INTERNAL';
+      send(res, 500, { code, msg: (err as Error)?.message ?? String(err) });
+    }
+  }
+  return true;
+}
+
+function readBody(req: http.IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY) { reject(new SwarmError('SWARM_ERR_LINE_TOO_LONG', `body over ${MAX_BODY} bytes`)); req.destroy(); return; }
+      parts.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+function send(res: http.ServerResponse, status: number, body: unknown): void {
+  if (res.headersSent) return;
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
