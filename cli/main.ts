@@ -7,6 +7,8 @@ import { registerWorker } from './commands/worker.js';
 import { registerStatus } from './commands/status.js';
 import { registerSubmit } from './commands/submit.js';
 import { registerDown } from './commands/down.js';
+import { registerRun } from './commands/run.js';
+import { registerRuns } from './commands/runs.js';
 import { registerPlan } from './commands/plan.js';
 import { registerDeploy } from './commands/deploy.js';
 
@@ -25,6 +27,8 @@ registerWorker(program);
 registerStatus(program);
 registerSubmit(program);
 registerDown(program);
+registerRun(program);
+registerRuns(program);
 registerPlan(program);
 registerDeploy(program);
 
