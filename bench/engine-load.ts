@@ -5,8 +5,9 @@
  */
 import type { Driver } from '../drivers/types.js';
 import { LlamaServerDriver } from '../drivers/llama-server/index.js';
+import { embeddedFactory } from '../drivers/embedded/index.js';
 import { fileMapping, processMemory } from './smaps.js';
-import { quantile } from './proc.js';
+import { cpuSeconds, quantile } from './proc.js';
 
 /** A set of engines and the per-agent driver each agent talks to. */
 export interface EngineSet {
@@ -25,6 +26,12 @@ export interface LoadResult {
   tokens_per_s: number;
   ttft_p50_ms: number;
   ttft_p99_ms: number;
+  /** CPU seconds the engine processes used during the load, and tokens per CPU second (less sensitive to a busy machine). */
+  engine_cpu_s: number;
+  tokens_per_cpu_s: number;
+  /** Requests retried after failing before their first token, and requests that failed. */
+  retries: number;
+  errors: number;
 }
 
 export interface MemoryResult {
@@ -56,6 +63,20 @@ export async function perWorkerServers(model: string, n: number, threads: number
   return set;
 }
 
+/** N embedded engines (node-llama-cpp in a child process each), one slot each. */
+export async function perWorkerEmbedded(model: string, n: number, threads: number, ctxPerSlot: number): Promise<EngineSet> {
+  const agents = Array.from({ length: n }, () => embeddedFactory({ name: 'embedded', model, options: { slots: '1', ctx: String(ctxPerSlot), threads: String(threads) } }));
+  const set: EngineSet = {
+    mode: 'embedded per-worker', agents,
+    pids: () => agents.flatMap((a) => a.pids()),
+    stop: async () => { await Promise.all(agents.map((a) => a.stop())); },
+  };
+  try {
+    for (let i = 0; i < n; i += 2) await Promise.all(agents.slice(i, i + 2).map((a) => a.start()));
+  } catch (err) { await set.stop(); throw err; }
+  return set;
+}
+
 /** One llama-server with N slots (continuous batching) and N client drivers on it (shared mode). */
 export async function sharedServer(model: string, n: number, threads: number, ctxPerSlot: number, args = ''): Promise<EngineSet> {
   const server = new LlamaServerDriver({
@@ -73,22 +94,39 @@ const PROMPTS = ['Once upon a time', 'The little dog', 'Tom and Lily went', 'One
 export async function runLoad(set: EngineSet, requests: number, maxTokens: number): Promise<LoadResult> {
   const ttfts: number[] = [];
   let tokens = 0;
+  const cpu = (): number => set.pids().reduce((a, pid) => { try { return a + cpuSeconds(pid); } catch { return a; } }, 0);
+  const cpu0 = cpu();
   const t0 = performance.now();
+  let retries = 0;
+  let errors = 0;
   await Promise.all(set.agents.map(async (d, ai) => {
     for (let r = 0; r < requests; r++) {
-      const start = performance.now();
-      let first = true;
-      const g = d.chat(PROMPTS[(ai + r) % PROMPTS.length]!, { maxTokens, seed: ai * 1000 + r, temperature: 0.8 });
-      let it = await g.next();
-      while (!it.done) {
-        if (first && it.value) { ttfts.push(performance.now() - start); first = false; }
-        it = await g.next();
+      // A request that fails before its first token is retried (and counted): llama-server sometimes
+      // closes a kept-alive connection just as a new request goes out on it (see the report of issue 3).
+      for (let attempt = 0; ; attempt++) {
+        const start = performance.now();
+        let first = true;
+        try {
+          const g = d.chat(PROMPTS[(ai + r) % PROMPTS.length]!, { maxTokens, seed: ai * 1000 + r, temperature: 0.8 });
+          let it = await g.next();
+          while (!it.done) {
+            if (first && it.value) { ttfts.push(performance.now() - start); first = false; }
+            it = await g.next();
+          }
+          tokens += (it.value && it.value.tokensOut) || 0;
+          break;
+        } catch (err) {
+          if (first && attempt < 2) { retries++; continue; }
+          errors++;
+          break;
+        }
       }
-      tokens += (it.value && it.value.tokensOut) || 0;
     }
   }));
   const wall = (performance.now() - t0) / 1000;
+  const cpuUsed = cpu() - cpu0;
   return {
+    retries, errors, engine_cpu_s: Math.round(cpuUsed * 100) / 100, tokens_per_cpu_s: cpuUsed > 0 ? Math.round(tokens / cpuUsed * 10) / 10 : 0,
     requests: requests * set.agents.length, tokens, wall_s: Math.round(wall * 100) / 100,
     tokens_per_s: Math.round(tokens / wall * 10) / 10,
     ttft_p50_ms: Math.round(quantile(ttfts, 0.5)), ttft_p99_ms: Math.round(quantile(ttfts, 0.99)),

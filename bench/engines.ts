@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { findLlamaBinary } from '../drivers/llama-build/index.js';
-import { measureMemory, perWorkerServers, runLoad, sharedServer, type EngineSet } from './engine-load.js';
+import { measureMemory, perWorkerEmbedded, perWorkerServers, runLoad, sharedServer, type EngineSet } from './engine-load.js';
 import { machine } from './proc.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -43,39 +43,50 @@ const agentsList = list(process.env.BENCH_AGENTS, '1,4,8,25').map(Number);
 const modelKeys = list(process.env.BENCH_MODELS, '260k,15m,110m');
 const TOKENS = Number(process.env.BENCH_TOKENS ?? 64);
 const CTX_PER_SLOT = 512;
-/** Requests per agent: a bounded load, similar total work per row. */
-const requestsFor = (n: number): number => Number(process.env.BENCH_REQUESTS ?? (n >= 25 ? 1 : n >= 8 ? 2 : n >= 4 ? 3 : 6));
+/** Threads of the shared engine (default: all cores). */
+const SHARED_THREADS = Number(process.env.BENCH_SHARED_THREADS ?? CORES);
+/** Tokens per row, by model: a bounded load that takes a few seconds (small models are fast). */
+const TARGET: Record<string, number> = { '260k': 4096, '15m': 2048, '110m': 1024 };
+/** Requests per agent: a bounded load, about the same total work for every N. */
+const requestsFor = (key: string, n: number): number =>
+  Number(process.env.BENCH_REQUESTS ?? Math.max(1, Math.ceil((TARGET[key] ?? 1024) / (n * TOKENS))));
 
 interface Row {
   model: string; agents: number; mode: string; threads_per_engine: number;
   requests: number; tokens: number; wall_s: number; tokens_per_s: number; ttft_p50_ms: number; ttft_p99_ms: number;
+  engine_cpu_s: number; tokens_per_cpu_s: number; loadavg_1m: number; retries: number; errors: number;
   engines: number; total_pss_mb: number; pss_per_agent_mb: number; total_rss_mb: number; model_pss_mb: number; model_rss_mb: number;
   model_file_mb: number; start_s: number;
 }
 
-async function one(mode: 'per-worker' | 'shared', file: string, name: string, n: number): Promise<Row> {
+type Mode = 'per-worker' | 'shared' | 'shared-t1' | 'embedded';
+const MODES = list(process.env.BENCH_MODES, 'per-worker,shared,shared-t1,embedded') as Mode[];
+
+async function one(mode: Mode, key: string, file: string, name: string, n: number): Promise<Row> {
   // The same CPU budget in both modes: all cores in total.
-  const threads = mode === 'shared' ? CORES : Math.max(1, Math.floor(CORES / n));
+  const threads = mode === 'shared' ? SHARED_THREADS : mode === 'shared-t1' ? 1 : Math.max(1, Math.floor(CORES / n));
   const t0 = performance.now();
-  const set: EngineSet = mode === 'shared' ? await sharedServer(file, n, threads, CTX_PER_SLOT) : await perWorkerServers(file, n, threads, CTX_PER_SLOT);
+  const set: EngineSet = mode === 'shared' || mode === 'shared-t1' ? await sharedServer(file, n, threads, CTX_PER_SLOT)
+    : mode === 'embedded' ? await perWorkerEmbedded(file, n, threads, CTX_PER_SLOT) : await perWorkerServers(file, n, threads, CTX_PER_SLOT);
   const start_s = Math.round((performance.now() - t0) / 10) / 100;
   try {
     await runLoad(set, 1, 4); // warm-up: pages in the weights, allocates buffers
-    const load = await runLoad(set, requestsFor(n), TOKENS);
+    const load = await runLoad(set, requestsFor(key, n), TOKENS);
+    const loadavg = os.loadavg()[0]!.toFixed(1);
     const mem = measureMemory(set, file);
-    return { model: name, agents: n, mode, threads_per_engine: threads, ...load, ...mem, model_file_mb: Math.round(fs.statSync(file).size / 1048576 * 10) / 10, start_s };
+    return { model: name, agents: n, mode, threads_per_engine: threads, ...load, ...mem, loadavg_1m: Number(loadavg), model_file_mb: Math.round(fs.statSync(file).size / 1048576 * 10) / 10, start_s };
   } finally {
     await set.stop();
   }
 }
 
 function table(rows: Row[]): string {
-  const head = ['model', 'N', 'mode', 'tok/s', 'ratio', 'ttft p50', 'ttft p99', 'PSS tot MB', 'PSS/agent', 'model PSS', 'model RSS'];
+  const head = ['model', 'N', 'mode', 't', 'tok/s', 'ratio', 'tok/cpu-s', 'ttft p50', 'ttft p99', 'retry/err', 'PSS tot MB', 'PSS/agent', 'model PSS', 'model RSS'];
   const lines = [head];
   for (const r of rows) {
     const pw = rows.find((x) => x.model === r.model && x.agents === r.agents && x.mode === 'per-worker');
     const ratio = pw ? (r.tokens_per_s / pw.tokens_per_s).toFixed(2) : '';
-    lines.push([r.model, String(r.agents), r.mode, r.tokens_per_s.toFixed(1), ratio, `${r.ttft_p50_ms}`, `${r.ttft_p99_ms}`,
+    lines.push([r.model, String(r.agents), r.mode, String(r.threads_per_engine), r.tokens_per_s.toFixed(1), ratio, r.tokens_per_cpu_s.toFixed(1), `${r.ttft_p50_ms}`, `${r.ttft_p99_ms}`, `${r.retries}/${r.errors}`,
       r.total_pss_mb.toFixed(1), r.pss_per_agent_mb.toFixed(1), r.model_pss_mb.toFixed(1), r.model_rss_mb.toFixed(1)]);
   }
   const w = head.map((_, i) => Math.max(...lines.map((l) => l[i]!.length)));
@@ -89,8 +100,10 @@ async function main(): Promise<void> {
   for (const key of modelKeys) {
     const m = model(key);
     for (const n of agentsList) {
-      for (const mode of ['per-worker', 'shared'] as const) {
-        const r = await one(mode, m.file, m.key, n);
+      // 25 agents on the 110M shape is a long run on 2 cores: only when asked.
+      if (key === '110m' && n > 8 && process.env.BENCH_110M_25 !== '1') continue;
+      for (const mode of MODES) {
+        const r = await one(mode, key, m.file, m.key, n);
         rows.push(r);
         process.stderr.write(`${m.key} N=${n} ${mode}: ${r.tokens_per_s} tok/s, ttft p50 ${r.ttft_p50_ms} ms, PSS ${r.total_pss_mb} MB (model ${r.model_pss_mb} MB of ${r.model_file_mb} MB file)\n`);
       }
@@ -99,8 +112,8 @@ async function main(): Promise<void> {
   const results = {
     bench: 'engines', date: new Date().toISOString(), machine: machine(),
     note: 'Drivers driven directly (LlamaServerDriver), no hub. per-worker = N llama-server processes with -np 1 and cores/N threads each; ' +
-      `shared = one llama-server -np N with ${CORES} threads and N client drivers. Each agent: requests x ${TOKENS} tokens, all agents concurrent, after a 4-token warm-up. ` +
-      'tok/s counts tokens the engine reports (tokens_predicted). PSS from /proc/PID/smaps_rollup; model PSS/RSS = the model file mapping summed over engines.',
+      `shared = one llama-server -np N with ${SHARED_THREADS} threads and N client drivers; shared-t1 = the same with 1 thread; embedded = N embedded-driver engines (node-llama-cpp child processes), one slot and cores/N threads each. Each agent: requests x ${TOKENS} tokens, all agents concurrent, after a 4-token warm-up. ` +
+      'tok/s counts tokens the engine reports (tokens_predicted); ratio = shared/per-worker tok/s; tok/cpu-s = tokens per CPU second of the engine processes (robust to other load on the machine). PSS from /proc/PID/smaps_rollup; model PSS/RSS = the model file mapping summed over engines.',
     tokens_per_request: TOKENS, ctx_per_slot: CTX_PER_SLOT, total_s: Math.round((performance.now() - t0) / 1000), rows,
   };
   fs.mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });
