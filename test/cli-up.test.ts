@@ -53,8 +53,8 @@ t.test('swarm status and submit without a swarm fail with exit code 3 and SWARM_
 t.test('swarm up refuses a second swarm on the same state dir', async (t) => {
   const state = t.testdir();
   t.teardown(() => { swarm(['down', '--state-dir', state]); });
-  t.equal(swarm(['up', '--agents', '1', '--detach', '--state-dir', state]).code, 0);
-  const again = swarm(['up', '--agents', '1', '--detach', '--state-dir', state]);
+  t.equal(swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--state-dir', state]).code, 0);
+  const again = swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--state-dir', state]);
   t.equal(again.code, 6);
   t.match(again.stderr, /SWARM_ERR_ALREADY_RUNNING/);
   // bad input does not hurt the running swarm

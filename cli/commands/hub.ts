@@ -5,6 +5,7 @@ import { int, keyValue } from '../options.js';
 import { runHub } from '../run-hub.js';
 import { stateDir } from '../state.js';
 import { workerArgs } from './worker.js';
+import { DEFAULT_DRIVER, chooseModel } from '../model.js';
 
 /** Options shared by `swarm hub` and `swarm up`. */
 export function hubOptions(cmd: Command): Command {
@@ -42,18 +43,20 @@ export function registerHub(program: Command): void {
   const cmd = program.command('hub').description('run the hub alone (workers join with `swarm worker`)');
   hubOptions(cmd)
     .option('--supervise <n>', 'also start and supervise N local worker processes', int('--supervise'), 0)
-    .option('--driver <name>', 'driver for supervised workers', 'echo')
+    .option('--driver <name>', 'driver for supervised workers', DEFAULT_DRIVER)
     .option('--driver-opt <key=value>', 'driver option for supervised workers (repeatable)', keyValue, {})
-    .option('--model <path>', 'model for supervised workers (env SWARM_MODEL)')
+    .option('--model <path>', 'model for supervised workers: GGUF file or hf: URI (env SWARM_MODEL; default: the random-weight demo model)')
     .option('--slots <n>', 'tasks in flight per supervised worker', int('--slots', 1), 1)
     .option('--log-file <file>', 'write logs here instead of stderr')
     .action(async (o: HubCliOptions & { supervise: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; logFile?: string }) => {
       try {
         const dir = stateDir(o.stateDir);
         const log = makeLogger('hub', o.logFile);
+        // Resolved once for all supervised workers (none when the hub supervises none).
+        const model = o.supervise > 0 ? await chooseModel(o.driver, o.model) : { path: o.model };
         const running = await runHub({
           dir, log, config: hubConfigFrom(o), agents: o.supervise, journal: o.journal,
-          workerArgs: workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: o.model, slots: o.slots }),
+          workerArgs: workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots }),
         });
         const onSignal = () => void running.stop();
         process.once('SIGINT', onSignal);

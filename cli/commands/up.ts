@@ -14,6 +14,7 @@ import { logPath, newToken, runHub } from '../run-hub.js';
 import { readHubFile, stateDir, type HubFile } from '../state.js';
 import { hubConfigFrom, hubOptions, type HubCliOptions } from './hub.js';
 import { workerArgs } from './worker.js';
+import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
 
 interface UpOptions extends HubCliOptions {
   agents: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number;
@@ -26,31 +27,33 @@ export function registerUp(program: Command): void {
   const cmd = program.command('up').description('start a hub and N workers as one supervised swarm');
   hubOptions(cmd)
     .option('-n, --agents <n>', 'number of worker processes', int('--agents', 1), 4)
-    .option('--driver <name>', 'engine driver: echo, exec, embedded, …', 'echo')
+    .option('--driver <name>', 'engine driver: embedded (llama.cpp in-process), llama-server, llama-cli, echo, exec, …', DEFAULT_DRIVER)
     .option('--driver-opt <key=value>', 'driver option (repeatable)', keyValue, {})
-    .option('--model <path>', 'GGUF model for engine drivers (env SWARM_MODEL)')
+    .option('--model <path>', 'GGUF model file or hf: URI (env SWARM_MODEL; default: a built-in random-weight demo model)')
     .option('--slots <n>', 'tasks in flight per worker', int('--slots', 1), 1)
     .option('-d, --detach', 'return once ready; the swarm keeps running (stop it with `swarm down`)', false)
     .option('--ready-timeout <ms>', 'give up if the workers are not ready in time', int('--ready-timeout', 1), 120_000)
     .option('--json', 'print the summary as JSON', false)
     .action(async (o: UpOptions) => {
       try {
-        if (o.detach) await upDetached(o);
-        else await upForeground(o);
+        // Once, here: workers get the resulting path and never make or download a model themselves.
+        const model = await chooseModel(o.driver, o.model, { quiet: o.json });
+        if (o.detach) await upDetached(o, model);
+        else await upForeground(o, model);
       } catch (err) { fail(err, o.json); }
     });
 }
 
-function args(o: UpOptions) {
-  return workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: o.model ?? process.env.SWARM_MODEL, slots: o.slots });
+function args(o: UpOptions, model: ChosenModel) {
+  return workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots });
 }
 
-async function upForeground(o: UpOptions): Promise<void> {
+async function upForeground(o: UpOptions, model: ChosenModel): Promise<void> {
   const t0 = performance.now();
   const dir = stateDir(o.stateDir);
   const log = makeLogger('hub', logPath(dir, 'hub'));
   const token = o.token ?? process.env.SWARM_TOKEN ?? newToken();
-  const running = await runHub({ dir, log, config: hubConfigFrom(o, token), agents: o.agents, workerArgs: args(o), journal: o.journal });
+  const running = await runHub({ dir, log, config: hubConfigFrom(o, token), agents: o.agents, workerArgs: args(o, model), journal: o.journal });
   let interrupted = false;
   const onSignal = () => { interrupted = true; if (!o.json) process.stderr.write('\nstopping swarm…\n'); void running.stop(); };
   process.once('SIGINT', onSignal);
@@ -61,13 +64,13 @@ async function upForeground(o: UpOptions): Promise<void> {
     await running.stop();
     throw new SwarmError('SWARM_ERR_TIMEOUT', `only ${running.hub.registry.size}/${o.agents} workers ready after ${o.readyTimeout} ms; see ${path.join(dir, 'logs')}`);
   }
-  summary(o, running.file, dir, performance.now() - t0, false);
+  summary(o, model, running.file, dir, performance.now() - t0, false);
   if (!o.json) process.stderr.write('running in the foreground; Ctrl-C stops every process of the swarm\n');
   await running.stopped;
   process.exit(interrupted ? Exit.OK : Exit.OK);
 }
 
-async function upDetached(o: UpOptions): Promise<void> {
+async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   const t0 = performance.now();
   const dir = stateDir(o.stateDir);
   const prev = readHubFile(dir);
@@ -77,7 +80,7 @@ async function upDetached(o: UpOptions): Promise<void> {
   const hubArgs = [CLI, 'hub', '--state-dir', dir, '--supervise', String(o.agents), '--log-file', logPath(dir, 'hub'),
     '--host', o.host, '--port', String(o.port), '--control-port', String(o.controlPort),
     '--heartbeat-ms', String(o.heartbeatMs), '--dead-after-ms', String(o.deadAfterMs), '--max-line', String(o.maxLine),
-    '--max-attempts', String(o.maxAttempts), ...args(o)];
+    '--max-attempts', String(o.maxAttempts), ...args(o, model)];
   if (o.tlsCert) hubArgs.push('--tls-cert', o.tlsCert);
   if (o.tlsKey) hubArgs.push('--tls-key', o.tlsKey);
   if (!o.journal) hubArgs.push('--no-journal');
@@ -104,7 +107,7 @@ async function upDetached(o: UpOptions): Promise<void> {
     if (!exited && child.pid) try { process.kill(child.pid, 'SIGTERM'); } catch { /* gone */ }
     throw new SwarmError(exited ? 'SWARM_ERR_INTERNAL' : 'SWARM_ERR_TIMEOUT', `${exited ?? `only ${count}/${o.agents} workers ready after ${o.readyTimeout} ms`}${tail ? `\n${tail}` : ''}`);
   }
-  summary(o, hub, dir, performance.now() - t0, true);
+  summary(o, model, hub, dir, performance.now() - t0, true);
   process.exit(Exit.OK);
 }
 
@@ -120,9 +123,9 @@ async function waitFor(count: () => number | Promise<number>, want: number, time
   }
 }
 
-function summary(o: UpOptions, hub: HubFile, dir: string, ms: number, detached: boolean): void {
+function summary(o: UpOptions, model: ChosenModel, hub: HubFile, dir: string, ms: number, detached: boolean): void {
   const s = {
-    ready: true, agents: o.agents, ready_ms: Math.round(ms), driver: o.driver, detached,
+    ready: true, agents: o.agents, ready_ms: Math.round(ms), driver: o.driver, model: model.path ?? null, demo_model: model.demo, detached,
     hub: `${hub.host}:${hub.port}`, hub_pid: hub.pid, control: `http://${hub.control.host}:${hub.control.port}`, state_dir: dir,
   };
   if (o.json) { process.stdout.write(JSON.stringify(s) + '\n'); return; }
@@ -131,6 +134,7 @@ function summary(o: UpOptions, hub: HubFile, dir: string, ms: number, detached: 
     `  hub      ${s.hub} (pid ${hub.pid})`,
     `  control  ${s.control}`,
     `  driver   ${o.driver}`,
+    ...(model.path ? [`  model    ${model.path}${model.demo ? ' (demo: random weights, its text is noise)' : ''}`] : []),
     `  state    ${dir}`,
     `next: swarm submit "hello" --wait · swarm status · swarm down`,
     '',

@@ -7,6 +7,7 @@ import { fail } from '../exit.js';
 import { makeLogger } from '../log.js';
 import { hostPort, int, keyValue } from '../options.js';
 import { readHubFile, stateDir } from '../state.js';
+import { DEFAULT_DRIVER, chooseModel } from '../model.js';
 
 /** The arguments `swarm up` passes to the workers it supervises. */
 export function workerArgs(o: { driver: string; driverOpt: Record<string, string>; model?: string; slots: number }): string[] {
@@ -29,9 +30,9 @@ export function registerWorker(program: Command): void {
     .option('--state-dir <dir>', 'find the hub through this state directory (env SWARM_STATE_DIR)')
     .option('--id <id>', 'worker id (with --count K: id-1 … id-K)')
     .option('--count <k>', 'run K worker connections in this one process', int('--count', 1), 1)
-    .option('--driver <name>', 'engine driver: echo, exec, embedded, …', 'echo')
+    .option('--driver <name>', 'engine driver: embedded, llama-server, llama-cli, echo, exec, …', DEFAULT_DRIVER)
     .option('--driver-opt <key=value>', 'driver option (repeatable), e.g. latency_ms=50', keyValue, {})
-    .option('--model <path>', 'GGUF model for engine drivers (env SWARM_MODEL)')
+    .option('--model <path>', 'GGUF model file or hf: URI (env SWARM_MODEL; default: the random-weight demo model)')
     .option('--role <role>', 'role this worker takes tasks for')
     .option('--caps <list>', 'comma-separated capabilities')
     .option('--slots <n>', 'tasks in flight at once', int('--slots', 1), 1)
@@ -53,13 +54,14 @@ export function registerWorker(program: Command): void {
           if (!h) throw new SwarmError('SWARM_ERR_NO_SWARM', `no hub in ${dir}`);
           return { host: h.host === '0.0.0.0' || h.host === '::' ? '127.0.0.1' : h.host, port: h.port, tls: h.tls || o.tls, ca };
         };
+        const model = await chooseModel(o.driver, o.model);
         const token = o.token ?? process.env.SWARM_TOKEN ?? (fixed ? undefined : readHubFile(dir)?.token);
         const base = o.id ?? `w-${os.hostname().split('.')[0]}-${process.pid}`;
         const ids = o.count === 1 ? [base] : Array.from({ length: o.count }, (_, i) => `${base}-${i + 1}`);
         const pool = new WorkerPool({
           ids, locate, token, role: o.role, slots: o.slots, msgpack: o.msgpack,
           caps: o.caps ? o.caps.split(',').map((c) => c.trim()).filter(Boolean) : [],
-          driver: { name: o.driver, model: o.model ?? process.env.SWARM_MODEL, options: o.driverOpt },
+          driver: { name: o.driver, ...(model.path ? { model: model.path } : {}), options: o.driverOpt },
         }, log);
         const onSignal = () => void pool.stop('signal').then(() => process.exit(0));
         process.once('SIGINT', onSignal);

@@ -89,7 +89,8 @@ class Host {
         onToken: (tokens) => { tokensOut += tokens.length; },
         signal: ac.signal,
         stopOnAbortSignal: true,
-        ...(opts.maxTokens !== undefined ? { maxTokens: opts.maxTokens } : {}),
+        // Unbounded, a chat ends at the latest when the context is full (no endless context shifting).
+        ...(opts.maxTokens !== undefined ? { maxTokens: opts.maxTokens } : { disableContextShift: true }),
         temperature,
         ...(temperature > 0 ? { topK: SAMPLING.topK, topP: SAMPLING.topP, minP: SAMPLING.minP } : {}),
         ...(opts.seed !== undefined ? { seed: opts.seed } : {}),

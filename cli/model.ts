@@ -1,0 +1,33 @@
+import path from 'node:path';
+import { DEMO_MODEL_NOTICE, ensureDemoModel } from '../drivers/demo-model/index.js';
+import { isModelUri, resolveModel } from '../drivers/embedded/index.js';
+
+/** Drivers that run a GGUF model with llama.cpp, and so can fall back to the demo model. */
+const GGUF_DRIVERS = new Set(['embedded', 'llama-server', 'llama-cli']);
+
+/** The driver `swarm up`, `swarm hub` and `swarm worker` use when none is given. */
+export const DEFAULT_DRIVER = 'embedded';
+
+/** What model a swarm runs, and whether it is the noise-making demo. */
+export interface ChosenModel { path?: string; demo: boolean }
+
+/**
+ * Resolve the model once, before workers start: `--model`, else env SWARM_MODEL, else (for a llama.cpp
+ * driver) the built-in demo model, with one line on stderr saying its text is noise. An `hf:` URI is
+ * downloaded here, so that every worker gets the same local path and none downloads on its own.
+ */
+export async function chooseModel(driver: string, given: string | undefined, opts: { quiet?: boolean } = {}): Promise<ChosenModel> {
+  const model = given ?? (process.env.SWARM_MODEL || undefined);
+  if (model) {
+    if (isModelUri(model)) {
+      if (!opts.quiet) process.stderr.write(`resolving ${model} (downloading it if it is not cached)…\n`);
+      return { path: await resolveModel(model), demo: false };
+    }
+    // A missing file fails here, once, rather than in every worker.
+    return { path: GGUF_DRIVERS.has(driver) ? await resolveModel(path.resolve(model)) : model, demo: false };
+  }
+  if (!GGUF_DRIVERS.has(driver)) return { demo: false };
+  const p = await ensureDemoModel();
+  if (!opts.quiet) process.stderr.write(`${DEMO_MODEL_NOTICE}\n`);
+  return { path: p, demo: true };
+}
