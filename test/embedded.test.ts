@@ -143,6 +143,24 @@ t.test('embedded driver on stories260K', async (t) => {
   await d.stop();
 });
 
+t.test('two chats at once on two slots; stop() during generation ends the chat with SHUTDOWN', async (t) => {
+  if (missingPrereq(t, model)) return;
+  const d = new EmbeddedDriver({ name: 'embedded', model: model.model, options: { slots: '2' } });
+  t.teardown(() => d.stop());
+  const [a, b] = await Promise.all([
+    collect(d.chat('Once upon a time', { maxTokens: 32, temperature: 0, seed: 1 })),
+    collect(d.chat('Once upon a time', { maxTokens: 32, temperature: 0, seed: 1 })),
+  ]);
+  t.ok(a.text.length > 0);
+  t.equal(a.text, b.text, 'both slots answer the same greedy text');
+  const g = d.chat('Once upon a time', { maxTokens: 100000, seed: 1 });
+  await g.next();
+  const stopping = d.stop();
+  await t.rejects((async () => { for await (const _ of g) { /* drain */ } })(), { code: 'SWARM_ERR_SHUTDOWN' });
+  await stopping;
+  t.same(d.pids(), []);
+});
+
 t.test('no orphan engine after its worker is killed with SIGKILL', async (t) => {
   if (missingPrereq(t, model)) return;
   const child = spawn(process.execPath, [...tsNodeArgs(), path.join(HERE, 'fixtures/llama-engine-owner.ts'), 'embedded', model.model], { stdio: ['ignore', 'pipe', 'inherit'] });

@@ -12,6 +12,9 @@ import { parseEmbeddedOptions, type EmbeddedOptions } from './options.js';
 const HERE = fileURLToPath(import.meta.url);
 const HOST_SCRIPT = path.join(path.dirname(HERE), 'host' + path.extname(HERE));
 
+/** Our node flags (loaders such as tap's TypeScript one), minus a debugger's, whose port the engine would fight over. */
+const hostExecArgv = (): string[] => process.execArgv.filter((a) => !/^--(inspect|debug)/.test(a));
+
 function describeExit(e: EngineExit | undefined): string {
   if (!e) return 'running';
   return e.signal ? `was killed by ${e.signal}` : `exited with code ${e.code}`;
@@ -42,6 +45,7 @@ export class EmbeddedDriver implements Driver {
   private readonly chats = new Map<number, ChatChannel>();
   private readyWaiter: ((m: FromHost) => void) | undefined;
   private stopping = false;
+  private readonly holds = new WeakMap<EngineProcess, { n: number; release: (() => void) | undefined }>();
 
   constructor(private readonly config: DriverConfig) {
     this.options = parseEmbeddedOptions(config.options);
@@ -52,10 +56,29 @@ export class EmbeddedDriver implements Driver {
   }
 
   async start(): Promise<void> {
+    // An engine that is loading is not ready yet: wait for it rather than trust `alive`.
+    if (this.starting) return this.starting;
     if (this.proc?.alive) return;
     this.stopping = false;
-    this.starting ??= this.spawnEngine().finally(() => { this.starting = undefined; });
+    this.starting = this.spawnEngine().finally(() => { this.starting = undefined; });
     return this.starting;
+  }
+
+  /**
+   * Keep the event loop alive while something waits on the engine. EngineProcess.hold() is a plain
+   * ref/unref of its stdout, so concurrent waiters (start, several chats) are counted here.
+   */
+  private hold(proc: EngineProcess): () => void {
+    let h = this.holds.get(proc);
+    if (!h) { h = { n: 0, release: undefined }; this.holds.set(proc, h); }
+    if (h.n++ === 0) h.release = proc.hold();
+    let done = false;
+    const held = h;
+    return () => {
+      if (done) return;
+      done = true;
+      if (--held.n === 0) { held.release?.(); held.release = undefined; }
+    };
   }
 
   async stop(): Promise<void> {
@@ -85,9 +108,9 @@ export class EmbeddedDriver implements Driver {
     const cfg: HostConfig = { model: this.modelPath, threads: this.options.threads, ctx: this.options.ctx, slots: this.options.slots };
     this.partial = '';
     const t0 = performance.now();
-    const proc = new EngineProcess(process.execPath, [...process.execArgv, HOST_SCRIPT, JSON.stringify(cfg)], { stdin: true, onStdout: this.onStdout });
+    const proc = new EngineProcess(process.execPath, [...hostExecArgv(), HOST_SCRIPT, JSON.stringify(cfg)], { stdin: true, onStdout: this.onStdout });
     this.proc = proc;
-    const release = proc.hold();
+    const release = this.hold(proc);
     let timer: NodeJS.Timeout | undefined;
     try {
       const first = await new Promise<FromHost | EngineExit | 'timeout'>((resolve) => {
@@ -142,7 +165,7 @@ export class EmbeddedDriver implements Driver {
       wake?.();
     };
     opts.signal?.addEventListener('abort', abort, { once: true });
-    const release = proc.hold();
+    const release = this.hold(proc);
     const hostOpts: HostChatOptions = {
       ...(opts.maxTokens !== undefined ? { maxTokens: opts.maxTokens } : {}),
       ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
