@@ -82,3 +82,29 @@ t.test('one worker that stops hearing the hub while its peers still do does not 
   t.ok(deaf.hub.stats.vetoed > 0, 'peers vetoed the suspicion');
   for (const n of sw.nodes) n.stop();
 });
+
+t.test('handing results back to a hub twice records each once', async (t) => {
+  const { handBack } = await import('../worker/gossip/handback.js');
+  const sw = simSwarm(10, { seed: 21, taskMs: 20 });
+  const specs = sw.seedTasks(100);
+  await sw.runUntil(() => sw.nodes.every((n) => n.replica.counts().done === 100), 120_000, 50);
+  // A new hub with an empty store (exactly-once by task id, as the hub's TaskStore does).
+  const tasks = new Set<string>();
+  const results = new Map<string, string>();
+  const sink = {
+    has: (id: string) => tasks.has(id),
+    submitMany: async (s: { id: string }[]) => { for (const x of s) tasks.add(x.id); },
+    complete: async (id: string, r: { text: string }) => {
+      if (!tasks.has(id)) return 'unknown' as const;
+      if (results.has(id)) return 'duplicate' as const;
+      results.set(id, r.text);
+      return 'recorded' as const;
+    },
+  };
+  const first = await handBack(sw.nodes[3]!.replica, sink);
+  const second = await handBack(sw.nodes[8]!.replica, sink);
+  t.same(first, { submitted: 100, recorded: 100, duplicate: 0, unknown: 0 });
+  t.same(second, { submitted: 0, recorded: 0, duplicate: 100, unknown: 0 }, 'the second handback changes nothing');
+  t.equal(results.size, specs.length, 'every result present once');
+  for (const n of sw.nodes) n.stop();
+});

@@ -10,3 +10,4 @@ export { Coordinator, type Assign, type CoordinatorOptions } from './coordinator
 export { Executor, type Execute, type ExecOutcome } from './executor.js';
 export { HubMonitor, type HubStatus, type HubMonitorOptions } from './hub-monitor.js';
 export { GossipNode, Mode, type GossipNodeOptions, type NodeStatus } from './node.js';
+export { handBack, type HandbackSink, type HandbackReport } from './handback.js';

@@ -29,7 +29,7 @@ export interface MembershipConfig {
 
 export const defaultMembershipConfig: Readonly<MembershipConfig> = Object.freeze({
   probeIntervalMs: 1000, probeTimeoutMs: 400, indirectChecks: 3, suspicionMult: 4, suspicionMaxMult: 6,
-  retransmitMult: 4, gossipIntervalMs: 200, gossipNodes: 3, pushPullIntervalMs: 15000, reconnectIntervalMs: 2000,
+  retransmitMult: 4, gossipIntervalMs: 200, gossipNodes: 3, pushPullIntervalMs: 5000, reconnectIntervalMs: 1000,
   maxPiggyItems: 16, maxPiggyBytes: 32 * 1024, awarenessMax: 8,
 });
 

@@ -126,7 +126,8 @@ export class TcpTransport implements Transport {
     this.outs.set(to, out);
     sock.on('connect', () => {
       out.ready = true;
-      sock.write(encodeMsgpack({ hello: 1, token: this.opts.token }));
+      // The hello names our address so the peer can answer on this same connection.
+      sock.write(encodeMsgpack({ hello: 1, token: this.opts.token, addr: this.address }));
       for (const f of out.queue) { sock.write(f); this.stats.sent++; }
       out.queue = [];
       if (out.closing) sock.end();
@@ -135,8 +136,9 @@ export class TcpTransport implements Transport {
       if (!out.ready) this.down.set(to, Date.now() + (this.opts.downMs ?? 500));
     });
     sock.on('close', () => { if (this.outs.get(to) === out) this.outs.delete(to); });
-    // Outbound sockets carry nothing back; drain anything a peer sends anyway.
-    sock.on('data', () => {});
+    // We dialed this peer, so what it sends back on this connection needs no hello.
+    const dec = new MsgpackDecoder({ frame: (v) => this.deliver(v), error: () => sock.destroy() }, this.maxFrame);
+    sock.on('data', (c) => dec.push(c));
     return out;
   }
 
@@ -158,17 +160,28 @@ export class TcpTransport implements Transport {
             return;
           }
           authed = true;
+          const back = (v as { addr?: unknown }).addr;
+          if (typeof back === 'string' && !this.outs.has(back) && this.outs.size < (this.opts.maxConns ?? 32)) {
+            // Reuse this connection for traffic to the dialer (acks, mostly): half the connections.
+            const out: Out = { sock: s, ready: true, queue: [], used: Date.now() };
+            this.outs.set(back, out);
+            s.on('close', () => { if (this.outs.get(back) === out) this.outs.delete(back); });
+          }
           return;
         }
-        if (!isMsg(v)) return;
-        this.stats.received++;
-        try { this.handler(v); } catch (err) { this.opts.log?.warn({ err }, 'gossip handler failed'); }
+        this.deliver(v);
       },
       error: () => { s.destroy(); },
     }, this.maxFrame);
     s.on('data', (c) => dec.push(c));
     s.on('error', () => {});
     s.on('close', () => this.inbound.delete(s));
+  }
+
+  private deliver(v: unknown): void {
+    if (!isMsg(v)) return;
+    this.stats.received++;
+    try { this.handler(v); } catch (err) { this.opts.log?.warn({ err }, 'gossip handler failed'); }
   }
 
   private evictOldest(): void {
