@@ -109,6 +109,6 @@ function finish(answers: NodeResult[], score: number[], details: Record<string, 
   for (let i = 0; i < answers.length; i++) if (answers[i]!.ok && (best < 0 || score[i]! > score[best]!)) best = i;
   return {
     tasks: [],
-    done: { output: answers[best]!.text, verdict: 'winner', reason: `contestant ${best} won (${score[best]})`, details: { winner: best, winner_node: `arena/c${best}`, ...details } },
+    done: { output: answers[best]!.text, verdict: 'winner', reason: `contestant ${best} won (${score[best]}${score.filter((x, i) => answers[i]!.ok && x === score[best]).length > 1 ? ', a tie broken by the lower index' : ''})`, details: { winner: best, winner_node: `arena/c${best}`, ...details } },
   };
 }

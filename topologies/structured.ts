@@ -78,9 +78,11 @@ export const GUARD_SCHEMA = {
 
 /** A rubric judge scores every contestant: integers in the scale. */
 export function rubricSchema(n: number, min: number, max: number): Record<string, unknown> {
+  // An enum, not minimum/maximum: grammar converters (node-llama-cpp's among them) ignore numeric bounds.
+  const scale = max - min <= 100 ? { enum: Array.from({ length: max - min + 1 }, (_, i) => min + i) } : { type: 'integer' };
   return {
     type: 'object',
-    properties: { scores: { type: 'array', items: { type: 'integer', minimum: min, maximum: max }, minItems: n, maxItems: n } },
+    properties: { scores: { type: 'array', items: scale, minItems: n, maxItems: n } },
     required: ['scores'],
   };
 }
