@@ -108,3 +108,38 @@ t.test('handing results back to a hub twice records each once', async (t) => {
   t.equal(results.size, specs.length, 'every result present once');
   for (const n of sw.nodes) n.stop();
 });
+
+t.test('hub returns: each worker hands back, the coordinator steps down, results recorded once', async (t) => {
+  const { FailoverController } = await import('../worker/gossip/failover.js');
+  const sw = simSwarm(25, { seed: 23, taskMs: 200 });
+  const specs = sw.seedTasks(500);
+  // The new hub's store: exactly-once by task id.
+  const hubResults = new Map<string, string>();
+  let hubUp = false;
+  const ctrls = sw.nodes.map((n) => new FailoverController(n, {
+    handBack: async (entries) => {
+      if (!hubUp) throw new Error('no hub');
+      let recorded = 0, duplicate = 0;
+      for (const e of entries) {
+        if (!e.result) continue;
+        if (hubResults.has(e.id)) duplicate++; else { hubResults.set(e.id, e.result.text!); recorded++; }
+      }
+      return { recorded, duplicate };
+    },
+  }));
+  await sw.runUntil(() => sw.nodes.every((n) => n.mode === 'gossip'), 20_000);
+  await sw.runUntil(() => sw.nodes[0]!.replica.counts().done >= 200, 60_000, 50);
+  t.ok(sw.nodes[0]!.coordinator.isCoordinating, 'w-000 coordinates in gossip mode');
+  // A hub comes back mid-run: workers reconnect, hand back, return to star mode.
+  hubUp = true;
+  await Promise.all(ctrls.map((c) => c.hubConnected()));
+  t.ok(sw.nodes.every((n) => n.mode === 'star'), 'every worker back in star mode');
+  t.notOk(sw.nodes[0]!.coordinator.isCoordinating, 'the acting coordinator stepped down');
+  const recorded = ctrls.reduce((a, c) => a + c.stats.recorded, 0);
+  t.equal(recorded, hubResults.size, 'the hub recorded each handed-back result once');
+  t.ok(hubResults.size >= 200, `${hubResults.size} results handed back`);
+  t.ok(ctrls.reduce((a, c) => a + c.stats.duplicate, 0) > 0, 'offers of the same result from several workers were duplicates');
+  for (const [id, text] of hubResults) if (text !== `echo: task ${Number(id.slice(2))}`) t.fail(`wrong text for ${id}`);
+  t.ok(specs.length === 500);
+  for (const n of sw.nodes) n.stop();
+});

@@ -11,3 +11,4 @@ export { Executor, type Execute, type ExecOutcome } from './executor.js';
 export { HubMonitor, type HubStatus, type HubMonitorOptions } from './hub-monitor.js';
 export { GossipNode, Mode, type GossipNodeOptions, type NodeStatus } from './node.js';
 export { handBack, type HandbackSink, type HandbackReport } from './handback.js';
+export { FailoverController, type HubLink, type PeerInfo } from './failover.js';

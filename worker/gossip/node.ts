@@ -57,7 +57,8 @@ export class GossipNode {
     this.executor = new Executor(this.membership, this.replica, this.coordinator, opts.execute, { slots: opts.slots, log });
     this.hub = new HubMonitor(this.membership, { clock, log, rand: opts.rand, ...opts.hubMonitor });
     this.hub.onStatus((s) => {
-      if (s === 'dead' && this.m === Mode.STAR && opts.autoFailover !== false) this.enterGossip();
+      // From reconciling too: a hub that dies again during the handback is failed over again.
+      if (s === 'dead' && this.m !== Mode.GOSSIP && opts.autoFailover !== false) this.enterGossip();
     });
   }
 

@@ -63,6 +63,14 @@ export class ReplicaSync {
 
   stop(): void { this.clock.clearTimeout(this.timer); this.timer = undefined; }
 
+  /** Merge entries that every member receives anyway (from the hub in star mode): no re-gossip. */
+  mergeQuiet(entries: Entry[]): number {
+    let n = 0;
+    this.fromGossip = true;
+    try { for (const e of entries) if (this.replica.merge(e)) n++; } finally { this.fromGossip = false; }
+    return n;
+  }
+
   /** Start an anti-entropy exchange with `peer` now (both directions). */
   syncWith(peer: string): void {
     this.stats.syncRounds++;
