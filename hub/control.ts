@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { SwarmError, isErrorCode, safeEqual } from '../protocol/index.js';
 import { Registry } from './registry.js';
 import type { Hub } from './hub.js';
-import { TaskSpecSchema, type TaskRecord } from './task.js';
+import type { TaskInput, TaskRecord } from './task.js';
 
 const MAX_BODY = 64 * 1024 * 1024;
 const MAX_WAIT_MS = 10 * 60_000;
@@ -97,15 +97,7 @@ export class ControlServer {
   private async submit(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const body = await readBody(req);
     const items = parseTasks(body);
-    const specs = items.map((item, i) => {
-      const r = TaskSpecSchema.safeParse(item);
-      if (!r.success) {
-        const is = r.error.issues[0]!;
-        throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', `task ${i + 1}: ${is.path.join('.') || '(root)'}: ${is.message}`);
-      }
-      return r.data;
-    });
-    const out = await this.hub.submit(specs);
+    const out = await this.hub.submit(items as TaskInput[]);
     send(res, 202, { accepted: out.map((o) => ({ id: o.record.id, duplicate: o.duplicate, state: o.record.state })) });
   }
 

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { Connection, Type, safeEqual, randomId, type AnyMessage, type Message, type ErrorCode } from '../protocol/index.js';
 import { Registry, type WorkerEntry } from './registry.js';
 import { TaskStore } from './store.js';
-import type { TaskRecord } from './task.js';
+import type { TaskInput, TaskRecord } from './task.js';
 import type { HubConfig } from './config.js';
 import { HubMetrics } from './metrics.js';
 import { Watchdog } from './watchdog.js';
@@ -74,7 +74,7 @@ export class Hub {
   }
 
   /** Submit tasks; resolves once they are journaled. */
-  async submit(specs: Parameters<TaskStore['submit']>[0][]) {
+  async submit(specs: readonly TaskInput[]) {
     const out = await this.store.submitMany(specs);
     const now = performance.now();
     for (const r of out) if (!r.duplicate) { this.metrics.submitted++; this.readyAt.set(r.record.id, now); }
@@ -121,6 +121,9 @@ export class Hub {
         if (msg.type !== Type.HANDSHAKE) { conn.sendError('SWARM_ERR_NOT_READY', 'send HANDSHAKE first', { re: msg.id }); return; }
         clearTimeout(timer);
         worker = this.handshake(conn, msg);
+        // Switch codec only now: frames already buffered behind HANDSHAKE are re-read at once and
+        // must find `worker` set.
+        if (worker) conn.setCodec(this.codecFor(msg.payload.codecs));
         return;
       }
       this.onWorkerMessage(worker, msg);
@@ -135,7 +138,7 @@ export class Hub {
       return undefined;
     }
     if (this.stopping) { conn.sendError('SWARM_ERR_SHUTDOWN', 'hub is stopping', { re: msg.id }); conn.close(); return undefined; }
-    const id = p.worker_id ?? msg.src ?? `w-${randomId()}`;
+    const id = p.worker_id || msg.src || `w-${randomId()}`;
     const old = this.registry.get(id);
     if (old) this.drop(old, 'replaced by a new connection'); // a reconnect wins over a half-open old link
     const now = Date.now();
@@ -145,18 +148,21 @@ export class Hub {
     };
     conn.peer = id;
     this.registry.add(w);
-    const codec = this.config.msgpack && p.codecs.includes('msgpack') ? 'msgpack' : 'ndjson';
+    const codec = this.codecFor(p.codecs);
     conn.send(Type.HANDSHAKE_ACK, {
       status: 'ok', worker_id: id, codec,
       config: { heartbeat_ms: this.config.heartbeatMs, dead_after_ms: this.config.deadAfterMs },
     }, { re: msg.id });
-    conn.setCodec(codec);
     conn.socket.on('drain', () => { this.free.add(w); this.scheduleDispatch(); });
     this.free.add(w);
     this.log.info({ worker: id, driver: p.driver, slots: p.slots, role: w.role, codec }, 'worker joined');
     this.events.workerUp?.(w);
     this.scheduleDispatch();
     return w;
+  }
+
+  private codecFor(offered: string[]): 'msgpack' | 'ndjson' {
+    return this.config.msgpack && offered.includes('msgpack') ? 'msgpack' : 'ndjson';
   }
 
   private onWorkerMessage(w: WorkerEntry, msg: AnyMessage): void {
@@ -204,6 +210,7 @@ export class Hub {
   private onTaskError(w: WorkerEntry, taskId: string, code: ErrorCode, text: string): void {
     if (!w.inflight.has(taskId)) return;
     this.freeSlot(w, taskId);
+    if (code === 'SWARM_ERR_SLOTS_FULL') { this.store.queue.unlease(taskId, w.id); this.scheduleDispatch(); return; }
     this.log.warn({ worker: w.id, task: taskId, code, msg: text }, 'task failed on worker');
     void this.store.fail(taskId, w.id, { code, msg: text }, !NOT_RETRYABLE.has(code))
       .then(() => this.armReadyTimer())
@@ -225,6 +232,7 @@ export class Hub {
     this.free.delete(w);
     w.status = 'dead';
     const back = this.store.queue.release(w.id);
+    for (const r of back) if (r.state === 'failed') void this.store.failed(r.id);
     if (!w.conn.isClosed) w.conn.destroy(reason);
     this.log.info({ worker: w.id, reason, requeued: back.length }, 'worker left');
     this.events.workerDown?.(w.id, reason);
@@ -237,7 +245,10 @@ export class Hub {
       else w.conn.send(Type.HEARTBEAT, { load: 0, status: 'hub' });
     }
     const expired = this.store.queue.expireLeases();
-    for (const rec of expired) for (const w of this.registry.all()) w.inflight.delete(rec.id);
+    for (const rec of expired) {
+      for (const w of this.registry.all()) if (w.inflight.delete(rec.id) && w.inflight.size < w.slots) this.free.add(w);
+      if (rec.state === 'failed') void this.store.failed(rec.id);
+    }
     if (expired.length) this.scheduleDispatch();
     this.armReadyTimer();
   }

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { trackChild, untrackChild } from '../children.js';
 
 /**
  * The shell wrapper that keeps an engine from outliving its worker. It forks a watcher that holds a
@@ -43,6 +44,7 @@ export class EngineProcess {
       detached: true,
       env: opts.env ?? process.env,
     });
+    if (this.child.pid !== undefined) trackChild(this.child.pid);
     // The fd-3 pipe must stay open for the engine's lifetime, and must never keep our event loop alive.
     this.watch?.on('error', () => {});
     this.child.stdin?.on('error', () => {});
@@ -56,6 +58,7 @@ export class EngineProcess {
       const done = (e: EngineExit): void => {
         if (this.exit) return;
         this.exit = e;
+        if (this.child.pid !== undefined) untrackChild(this.child.pid);
         this.watch?.destroy(); // lets the watcher go
         this.child.stdin?.destroy();
         resolve(e);

@@ -1,0 +1,2 @@
+/** The exec driver: one command per task, stdout is the answer. */
+export { ExecDriver, execFactory, parseExecOptions, type ExecOptions } from './driver.js';
