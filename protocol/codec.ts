@@ -15,6 +15,7 @@ export interface Decoder {
 }
 
 const NL = 0x0a;
+const EMPTY = Buffer.alloc(0);
 
 /**
  * NDJSON decoder: keeps a partial line across chunks, decodes only whole lines (so a multi-byte
@@ -25,7 +26,7 @@ export class LineDecoder implements Decoder {
   private size = 0;
   private discarding = false;
   private detached = false;
-  private rest: Buffer = Buffer.alloc(0);
+  private rest: Buffer = EMPTY;
   private readonly utf8 = new TextDecoder('utf-8', { fatal: true });
 
   constructor(private readonly sink: FrameSink, private readonly maxLine = DEFAULT_MAX_LINE) {}
@@ -53,15 +54,18 @@ export class LineDecoder implements Decoder {
       }
       const line = this.size === 0 ? tail : Buffer.concat([...this.parts, tail]);
       this.parts = []; this.size = 0;
+      // The sink may detach us while handling this line (a codec switch): it must get the bytes after it.
+      this.rest = chunk.subarray(start);
       this.emit(line);
-      if (this.detached) { this.rest = Buffer.from(chunk.subarray(start)); return; }
+      if (this.detached) return;
+      this.rest = EMPTY;
     }
   }
 
   detach(): Buffer {
     this.detached = true;
     const out = Buffer.concat([...this.parts, this.rest]);
-    this.parts = []; this.size = 0; this.rest = Buffer.alloc(0);
+    this.parts = []; this.size = 0; this.rest = EMPTY;
     return out;
   }
 

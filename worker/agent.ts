@@ -51,7 +51,9 @@ export class Agent {
       if (s.type === 'killed') void this.stop(`KILL: ${s.reason}`);
       if (s.type === 'disconnected') {
         // The hub requeues what this worker held; stop spending the engine on it.
+        // Free the slots at once: a reconnect brings new leases before the aborted runs unwind.
         for (const r of this.running.values()) r.abort.abort(new SwarmError('SWARM_ERR_SHUTDOWN', 'hub connection lost'));
+        this.running.clear();
         log.info({ reason: s.reason }, 'disconnected from hub');
       }
       if (s.type === 'connected') log.info('connected to hub');
@@ -97,7 +99,8 @@ export class Agent {
   private async runTask(m: Message<'TASK_REQ'>, conn: Connection): Promise<void> {
     const p = m.payload;
     const abort = new AbortController();
-    this.running.set(p.task_id, { abort });
+    const mine: Running = { abort };
+    this.running.set(p.task_id, mine);
     this.state = AgentState.BUSY;
     const timer = p.timeout_ms ? setTimeout(() => abort.abort(new SwarmError('SWARM_ERR_TASK_TIMEOUT', `task ran past ${p.timeout_ms} ms`)), p.timeout_ms) : undefined;
     const started = performance.now();
@@ -148,7 +151,7 @@ export class Agent {
       conn.sendError(code, msg.slice(0, 4000), { re: m.id, task_id: p.task_id });
     } finally {
       if (timer) clearTimeout(timer);
-      this.running.delete(p.task_id);
+      if (this.running.get(p.task_id) === mine) this.running.delete(p.task_id);
       if (this.running.size === 0 && !this.stopping) {
         this.state = AgentState.IDLE;
       }

@@ -37,6 +37,8 @@ export class WorkerClient {
   private stopped = false;
   private hbTimer?: NodeJS.Timeout;
   private lastHeard = 0;
+  /** Frames that arrived between HANDSHAKE_ACK and serve(). */
+  private early: AnyMessage[] = [];
   private readonly listeners: ((s: ClientStatus) => void)[] = [];
   private messageHandler: (msg: AnyMessage, conn: Connection) => void = () => {};
   heartbeatPayload: () => Payload<'HEARTBEAT'> = () => ({ load: 0, status: 'idle' });
@@ -83,6 +85,7 @@ export class WorkerClient {
 
   private async connectOnce(): Promise<Connection> {
     if (this.stopped) throw new Error('stopped');
+    this.early = [];
     const where = await this.opts.locate();
     const socket = await new Promise<net.Socket>((resolve, reject) => {
       const s: net.Socket = where.tls
@@ -96,12 +99,18 @@ export class WorkerClient {
       const t = setTimeout(() => { conn.destroy('handshake timeout'); reject(new Error('handshake timeout')); }, this.opts.handshakeTimeoutMs ?? 5000);
       conn.onStatus((s) => { if (s.type === 'close') { clearTimeout(t); reject(new Error(`closed during handshake: ${s.reason}`)); } });
       conn.onMessage((m) => {
-        if (m.type === Type.HANDSHAKE_ACK) { clearTimeout(t); resolve(m); }
+        if (m.type === Type.HANDSHAKE_ACK) {
+          clearTimeout(t);
+          // Switch now, inside this frame's callback: the hub may already have sent the next frame
+          // in the new codec, in the same read. Frames before serve() starts are kept, not dropped.
+          conn.onMessage((next) => this.early.push(next)); // before setCodec: it re-reads buffered bytes at once
+          conn.setCodec(m.payload.codec);
+          resolve(m);
+        }
         else if (m.type === Type.ERROR) { clearTimeout(t); reject(new Error(`${m.payload.code}: ${m.payload.msg}`)); }
       });
       conn.send(Type.HANDSHAKE, { ...hs, token: this.opts.token, codecs: this.opts.msgpack === false ? ['ndjson'] : ['msgpack', 'ndjson'] });
     });
-    conn.setCodec(ack.payload.codec);
     conn.peer = ack.src;
     this.config = { heartbeat_ms: ack.payload.config.heartbeat_ms, dead_after_ms: ack.payload.config.dead_after_ms };
     return conn;
@@ -118,7 +127,7 @@ export class WorkerClient {
           resolve(s.reason);
         }
       });
-      conn.onMessage((m) => {
+      const onMessage = (m: AnyMessage): void => {
         this.lastHeard = Date.now();
         if (m.type === Type.KILL) {
           this.emit({ type: 'killed', reason: m.payload.reason });
@@ -126,7 +135,11 @@ export class WorkerClient {
         }
         if (m.type === Type.HEARTBEAT) return;
         this.messageHandler(m, conn);
-      });
+      };
+      conn.onMessage(onMessage);
+      const early = this.early;
+      this.early = [];
+      for (const m of early) onMessage(m);
       if (this.hbTimer) clearInterval(this.hbTimer);
       this.hbTimer = setInterval(() => {
         if (Date.now() - this.lastHeard > this.config.dead_after_ms) {
