@@ -161,7 +161,7 @@ export class TaskQueue {
     rec.worker = worker;
     rec.attempts++;
     // A task with its own timeout gets at least that long, plus slack for the result to travel.
-    rec.leaseUntil = this.clock() + Math.max(this.opts.leaseMs, (rec.spec.timeout_ms ?? 0) + 30_000);
+    rec.leaseUntil = this.clock() + Math.max(this.opts.leaseMs, rec.spec.timeout_ms ? rec.spec.timeout_ms + 30_000 : 0);
     this.leased.set(rec.id, rec);
     this.n.queued--;
     this.n.leased++;

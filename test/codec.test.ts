@@ -1,0 +1,83 @@
+import t from 'tap';
+import { LineDecoder, MsgpackDecoder, encodeLine, encodeMsgpack, type FrameSink } from '../protocol/index.js';
+
+function sink() {
+  const frames: unknown[] = [];
+  const errors: string[] = [];
+  const s: FrameSink = { frame: (v) => frames.push(v), error: (code) => errors.push(code) };
+  return { s, frames, errors };
+}
+
+t.test('NDJSON fed one byte at a time gives the same frames', async (t) => {
+  const { s, frames, errors } = sink();
+  const dec = new LineDecoder(s);
+  const msgs = [{ a: 1 }, { b: 'two', c: [1, 2, 3] }, { d: 'ünïcødé 🐝' }];
+  const bytes = Buffer.concat(msgs.map(encodeLine));
+  for (let i = 0; i < bytes.length; i++) dec.push(bytes.subarray(i, i + 1));
+  t.same(frames, msgs);
+  t.same(errors, []);
+});
+
+t.test('a multi-byte UTF-8 character split across chunks is decoded whole', async (t) => {
+  const { s, frames, errors } = sink();
+  const dec = new LineDecoder(s);
+  const bytes = encodeLine({ bee: '🐝' });
+  const at = bytes.indexOf(0xf0) + 2; // inside the 4-byte sequence
+  dec.push(bytes.subarray(0, at));
+  dec.push(bytes.subarray(at));
+  t.same(frames, [{ bee: '🐝' }]);
+  t.same(errors, []);
+});
+
+t.test('an oversized line is reported once and dropped; the next line still decodes', async (t) => {
+  const { s, frames, errors } = sink();
+  const dec = new LineDecoder(s, 1024);
+  const big = Buffer.from('x'.repeat(5000));
+  for (let i = 0; i < big.length; i += 100) dec.push(big.subarray(i, i + 100)); // over the bound before any newline
+  dec.push(Buffer.from('\n'));
+  dec.push(encodeLine({ ok: true }));
+  dec.push(Buffer.from(`${'y'.repeat(2000)}\n`)); // over the bound within one chunk
+  dec.push(encodeLine({ ok: 2 }));
+  t.same(errors, ['SWARM_ERR_LINE_TOO_LONG', 'SWARM_ERR_LINE_TOO_LONG']);
+  t.same(frames, [{ ok: true }, { ok: 2 }]);
+});
+
+t.test('invalid JSON and invalid UTF-8 are errors, blank lines are keep-alives', async (t) => {
+  const { s, frames, errors } = sink();
+  const dec = new LineDecoder(s);
+  dec.push(Buffer.from('{nope\n\n\r\n'));
+  dec.push(Buffer.from([0xff, 0xfe, 0x0a]));
+  dec.push(Buffer.from('{"x":1}\r\n'));
+  t.same(errors, ['SWARM_ERR_BAD_JSON', 'SWARM_ERR_BAD_JSON']);
+  t.same(frames, [{ x: 1 }]);
+});
+
+t.test('detaching inside the sink (a codec switch) hands over exactly the bytes after that line', async (t) => {
+  const got: unknown[] = [];
+  let next: MsgpackDecoder | undefined;
+  const msgSink: FrameSink = { frame: (v) => got.push(v), error: (c) => t.fail(c) };
+  const dec: LineDecoder = new LineDecoder({
+    frame: (v) => {
+      got.push(v);
+      next = new MsgpackDecoder(msgSink);
+      next.push(dec.detach());
+    },
+    error: (c) => t.fail(c),
+  });
+  // ACK line and two msgpack frames (one with a newline byte inside) in one read.
+  dec.push(Buffer.concat([encodeLine({ ack: 1 }), encodeMsgpack({ p: 'a\nb' }), encodeMsgpack({ p: 'c' })]));
+  t.same(got, [{ ack: 1 }, { p: 'a\nb' }, { p: 'c' }]);
+});
+
+t.test('msgpack frames split at every byte decode; an oversized length kills the stream', async (t) => {
+  const { s, frames, errors } = sink();
+  const dec = new MsgpackDecoder(s, 1024);
+  const bytes = Buffer.concat([encodeMsgpack({ a: 1 }), encodeMsgpack({ s: 'é'.repeat(10) })]);
+  for (let i = 0; i < bytes.length; i++) dec.push(bytes.subarray(i, i + 1));
+  t.same(frames, [{ a: 1 }, { s: 'é'.repeat(10) }]);
+  const head = Buffer.alloc(4); head.writeUInt32BE(4096);
+  dec.push(head);
+  dec.push(encodeMsgpack({ after: true }));
+  t.same(errors, ['SWARM_ERR_LINE_TOO_LONG']);
+  t.equal(frames.length, 2, 'nothing decoded after a bad length prefix');
+});
