@@ -12,6 +12,8 @@ import { Watchdog } from './watchdog.js';
 
 /** Errors after which a task is not worth running again. */
 const NOT_RETRYABLE = new Set<string>(['SWARM_ERR_BAD_PAYLOAD', 'SWARM_ERR_LOOP_DETECTED']);
+/** Bound on one task's streamed answer held by the hub. */
+const MAX_ANSWER = 16 * 1024 * 1024;
 
 export interface HubEvents {
   workerUp?(w: WorkerEntry): void;
@@ -193,7 +195,13 @@ export class Hub {
     const { task_id: taskId, text, done, receipt } = msg.payload;
     const lease = w.inflight.get(taskId);
     if (!done) {
-      if (lease) lease.text.push(text);
+      if (!lease) return;
+      lease.bytes += text.length;
+      if (lease.bytes > MAX_ANSWER) {
+        this.onTaskError(w, taskId, 'SWARM_ERR_TASK_FAILED', `answer passed ${MAX_ANSWER} characters`, false);
+        return;
+      }
+      lease.text.push(text);
       return;
     }
     const full = lease ? lease.text.join('') + text : text;
@@ -207,12 +215,12 @@ export class Hub {
       .catch((err) => this.log.error({ err, task: taskId }, 'journal write failed'));
   }
 
-  private onTaskError(w: WorkerEntry, taskId: string, code: ErrorCode, text: string): void {
+  private onTaskError(w: WorkerEntry, taskId: string, code: ErrorCode, text: string, retryable = !NOT_RETRYABLE.has(code)): void {
     if (!w.inflight.has(taskId)) return;
     this.freeSlot(w, taskId);
     if (code === 'SWARM_ERR_SLOTS_FULL') { this.store.queue.unlease(taskId, w.id); this.scheduleDispatch(); return; }
     this.log.warn({ worker: w.id, task: taskId, code, msg: text }, 'task failed on worker');
-    void this.store.fail(taskId, w.id, { code, msg: text }, !NOT_RETRYABLE.has(code))
+    void this.store.fail(taskId, w.id, { code, msg: text }, retryable)
       .then(() => this.armReadyTimer())
       .catch((err) => this.log.error({ err, task: taskId }, 'journal write failed'));
   }
@@ -290,7 +298,7 @@ export class Hub {
       max_tokens: s.max_tokens, temperature: s.temperature, seed: s.seed, grammar: s.grammar,
       json_schema: s.json_schema, timeout_ms: s.timeout_ms,
     });
-    w.inflight.set(rec.id, { leasedAt: now, reqId, text: [] });
+    w.inflight.set(rec.id, { leasedAt: now, reqId, text: [], bytes: 0 });
     w.status = 'busy';
     const readyAt = this.readyAt.get(rec.id) ?? 0;
     this.readyAt.delete(rec.id);

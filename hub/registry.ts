@@ -11,7 +11,7 @@ export interface WorkerEntry {
   driver: string;
   caps: string[];
   slots: number;
-  inflight: Map<string, { leasedAt: number; reqId: string; text: string[] }>;
+  inflight: Map<string, { leasedAt: number; reqId: string; text: string[]; bytes: number }>;
   conn: Connection;
   pid?: number;
   load: number;

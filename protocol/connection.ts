@@ -37,6 +37,7 @@ export class Connection {
   private outBytes = 0;
   private flushScheduled = false;
   private badFrames = 0;
+  private lastBadAt = 0;
   private closed = false;
   private readonly maxLine: number;
   private readonly maxOutbound: number;
@@ -171,6 +172,10 @@ export class Connection {
   };
 
   private protocolError(code: Code, msg: string, re?: string, fatal = false): void {
+    // Count bad frames within a minute of each other: a long-lived peer is not cut off for rare slips.
+    const now = Date.now();
+    if (now - this.lastBadAt > 60_000) this.badFrames = 0;
+    this.lastBadAt = now;
     this.badFrames++;
     this.emitStatus({ type: 'error', code, msg, fromPeer: false });
     if (fatal || this.badFrames > this.maxBadFrames) {
