@@ -36,8 +36,12 @@ t.test('strict-chain through a real hub: STOP halts the chain mid-way; the run f
   t.match(out.reason, /STOP at validator \(stage 3 of 4\): found a passport number/);
   t.equal(h.hub.store.queue.get(`${run}:chain:3-auditor`), undefined, 'the auditor was never submitted');
   const rd = path.join(dir, 'runs', run);
-  for (const f of ['passport.json', 'spec.json', 'events.jsonl', 'result.json', 'report.md', 'report.html']) t.ok(fs.existsSync(path.join(rd, f)), f);
+  for (const f of ['passport.json', 'spec.json', 'events.jsonl', 'nodes.jsonl', 'result.json', 'report.md', 'report.html']) t.ok(fs.existsSync(path.join(rd, f)), f);
   for (const f of ['input.json', 'prompt.txt', 'output.txt', 'metrics.json']) t.ok(fs.existsSync(path.join(rd, 'nodes', 'chain.2-validator', f)), `validator ${f}`);
+  const lines = fs.readFileSync(path.join(rd, 'nodes.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { node: string; prompt: string; output: string; metrics: { state: string } });
+  t.same(lines.map((l) => l.node), ['chain/0-scanner', 'chain/1-anonymizer', 'chain/2-validator']);
+  t.match(lines[2]!.output, /found a passport number/);
+  t.equal(lines[2]!.metrics.state, 'done');
   const html = fs.readFileSync(path.join(rd, 'report.html'), 'utf8');
   t.match(html, /<svg/);
   t.match(html, /stopped/);

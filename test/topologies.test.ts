@@ -223,3 +223,24 @@ t.test('requests carry deterministic ids, seeds and limits', async (t) => {
   const again = await run(s, () => 'x');
   t.equal([...again.ex.requests.values()][0]!.seed, r.seed);
 });
+
+t.test('run folder: nodes.jsonl has every node; only the first artifacts.node_folders get a folder', async (t) => {
+  const { RunFolder } = await import('../topologies/artifacts.js');
+  const { makePassport } = await import('../topologies/passport.js');
+  const fs = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const s = spec('topology: star\ninputs: {items: [a, b, c, d, e]}\nartifacts: {node_folders: 2}');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'folder-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const folder = await RunFolder.open(dir, s, await makePassport({ run: 'r1', experiment: s.experiment, swarmVersion: 'test' }));
+  const out = await new Runner({ runId: 'r1', spec: s, executor: new FakeExecutor((r) => r.prompt), sink: folder }).run();
+  await folder.close();
+  t.equal(out.verdict, 'done');
+  t.equal(fs.readdirSync(path.join(dir, 'nodes')).length, 2);
+  const lines = fs.readFileSync(path.join(dir, 'nodes.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { node: string; output: string });
+  t.same(lines.map((l) => l.node).sort(), ['star/0', 'star/1', 'star/2', 'star/3', 'star/4']);
+  const result = JSON.parse(fs.readFileSync(path.join(dir, 'result.json'), 'utf8')) as { metrics: { nodes: number; failed: number } };
+  t.equal(result.metrics.nodes, 5);
+  t.match(fs.readFileSync(path.join(dir, 'report.md'), 'utf8'), /verdict: \*\*done\*\*/);
+});

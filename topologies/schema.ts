@@ -75,6 +75,14 @@ export const ChainSchema = z.object({
   stages: z.array(name).min(1).max(64).default(['scanner', 'anonymizer', 'validator', 'auditor']),
 }).strict();
 
+export const ArtifactsSchema = z.object({
+  /**
+   * Nodes that get their own folder (`nodes/<node>/`); every node, these included, is also a line
+   * of nodes.jsonl. File creation is slow on some disks (1-2 ms each), so big runs keep to the file.
+   */
+  node_folders: z.number().int().min(0).max(1_000_000).default(256),
+}).strict();
+
 /** An experiment file. Strict: a misspelt field is an error naming its line. */
 export const ExperimentSchema = z.object({
   name: z.string().min(1).max(128).default('experiment'),
@@ -90,6 +98,7 @@ export const ExperimentSchema = z.object({
   arena: ArenaSchema.default(ArenaSchema.parse({})),
   map_reduce: MapReduceSchema.default(MapReduceSchema.parse({})),
   chain: ChainSchema.default(ChainSchema.parse({})),
+  artifacts: ArtifactsSchema.default(ArtifactsSchema.parse({})),
 }).strict();
 export type Experiment = z.output<typeof ExperimentSchema>;
 export type ExperimentInput = z.input<typeof ExperimentSchema>;
