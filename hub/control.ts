@@ -1,9 +1,12 @@
 import http from 'node:http';
+import path from 'node:path';
 import type { Logger } from 'pino';
 import { SwarmError, isErrorCode, safeEqual } from '../protocol/index.js';
 import { Registry } from './registry.js';
 import type { Hub } from './hub.js';
 import type { TaskInput, TaskRecord } from './task.js';
+import { RunManager, swarmVersion } from './runs.js';
+import { handleRuns } from './runs-api.js';
 
 const MAX_BODY = 64 * 1024 * 1024;
 const MAX_WAIT_MS = 10 * 60_000;
@@ -20,6 +23,8 @@ export interface ControlOptions {
 /** The hub's HTTP control API: status, submit, wait, metrics, kill, shutdown. Loopback by default. */
 export class ControlServer {
   private server?: http.Server;
+  /** Topology runs; they need a state directory (their spec is journaled, their folders live there). */
+  runs?: RunManager;
   constructor(private readonly hub: Hub, private readonly opts: ControlOptions, private readonly log: Logger) {}
 
   async start(): Promise<{ host: string; port: number }> {
@@ -32,6 +37,11 @@ export class ControlServer {
       this.server!.listen(this.opts.port, this.opts.host, () => resolve());
     });
     const a = this.server.address() as { address: string; port: number };
+    if (this.hub.config.stateDir && !this.runs) {
+      this.runs = new RunManager(this.hub, { dir: path.join(this.hub.config.stateDir, 'runs'), version: swarmVersion(), log: this.log.child({ part: 'runs' }) });
+      // Runs journaled by an earlier hub continue from their spec and the results already stored.
+      this.runs.resumeAll().catch((err: unknown) => this.log.error({ err }, 'resuming runs failed'));
+    }
     return { host: a.address, port: a.port };
   }
 
@@ -90,6 +100,7 @@ export class ControlServer {
       setImmediate(() => this.opts.onShutdown?.());
       return;
     }
+    if (await handleRuns(this.runs, req, res, url)) return;
     send(res, 404, { code: 'SWARM_ERR_CONFIG', msg: `no route ${key}` });
   }
 

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { SwarmError, randomId } from '../protocol/index.js';
 import {
@@ -165,6 +166,20 @@ export function readRun(dir: string): RunView | undefined {
 export function newRunId(): string {
   const d = new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
   return `${d}-${randomId().slice(0, 4)}`;
+}
+
+let version: string | undefined;
+/** This package's version, from the package.json above this file (in the source tree or dist/). */
+export function swarmVersion(): string {
+  if (version) return version;
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 4; i++, dir = path.dirname(dir)) {
+    try {
+      const pkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'mittelo-swarm' && pkg.version) return (version = pkg.version);
+    } catch { /* keep looking */ }
+  }
+  return (version = 'unknown');
 }
 
 export { ExperimentError, SwarmError };
