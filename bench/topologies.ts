@@ -81,43 +81,51 @@ async function startSwarm(agents: number, driver: { name: string; model?: string
   };
 }
 
-async function hubOverhead(n = 2000) {
+async function hubOverhead(n = 2000, reps = 3) {
   const s = await startSwarm(8, { name: 'echo', options: {} });
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   try {
-    const waitAll = (ids: Set<string>) => new Promise<void>((resolve) => {
-      const off = s.hub.store.onChange((rec) => { if (ids.delete(rec.id) && ids.size === 0) { off(); resolve(); } });
-    });
-    // warm-up
-    const warm = new Set(Array.from({ length: 500 }, (_, i) => `warm-${i}`));
-    const w = waitAll(new Set(warm));
-    await s.hub.submit([...warm].map((id) => ({ id, prompt: id })));
-    await w;
-    const ids = new Set(Array.from({ length: n }, (_, i) => `flat-${i}`));
-    const t0 = performance.now();
-    const f = waitAll(new Set(ids));
-    await s.hub.submit([...ids].map((id) => ({ id, prompt: `item ${id}` })));
-    await f;
-    const flat = performance.now() - t0;
-    const items = JSON.stringify(Array.from({ length: n }, (_, i) => `item ${i}`));
-    // The runner on the hub without a run folder: scheduling alone.
-    const tb = performance.now();
-    await new Runner({ runId: 'bare', spec: spec(`topology: star\ninputs: {items: ${items}}`), executor: new HubExecutor(s.hub) }).run();
-    const bare = performance.now() - tb;
-    const t1 = performance.now();
-    const { run } = await s.runs.start({ experiment: `topology: star\ninputs: {items: ${items}}` });
-    await s.runs.wait(run);
-    const star = performance.now() - t1;
-    const t2 = performance.now();
-    const mr = await s.runs.start({ experiment: `topology: map-reduce\nmap_reduce: {fan_in: 4}\ninputs: {chunk_chars: 16, text: ${lines(n)}}` });
-    const mrOut = await s.runs.wait(mr.run);
-    const mapReduce = performance.now() - t2;
+    const all: Awaited<ReturnType<typeof once>>[] = [];
+    for (let i = 0; i < reps; i++) all.push(await once(s, n, i));
+    const m = (k: keyof Awaited<ReturnType<typeof once>>) => Math.round(median(all.map((x) => x[k])));
     return {
-      tasks: n, workers: 8, flat_ms: Math.round(flat), star_runner_only_ms: Math.round(bare), star_run_ms: Math.round(star),
-      runner_overhead_us_per_node: Math.round(((bare - flat) * 1000) / n),
-      run_with_folder_overhead_us_per_node: Math.round(((star - flat) * 1000) / n),
-      map_reduce: { nodes: mrOut?.progress.submitted, wall_ms: Math.round(mapReduce), us_per_node: Math.round((mapReduce * 1000) / (mrOut?.progress.submitted ?? 1)) },
+      tasks: n, workers: 8, repetitions: reps, flat_ms: m('flat'), star_runner_only_ms: m('bare'), star_run_ms: m('star'),
+      runner_overhead_us_per_node: Math.round(median(all.map((x) => ((x.bare - x.flat) * 1000) / n))),
+      run_with_folder_overhead_us_per_node: Math.round(median(all.map((x) => ((x.star - x.flat) * 1000) / n))),
+      map_reduce: { nodes: all[0]!.mrNodes, wall_ms: m('mapReduce'), us_per_node: Math.round((m('mapReduce') * 1000) / all[0]!.mrNodes) },
     };
   } finally { await s.stop(); }
+}
+
+async function once(s: Awaited<ReturnType<typeof startSwarm>>, n: number, rep: number) {
+  const waitAll = (ids: Set<string>) => new Promise<void>((resolve) => {
+    const off = s.hub.store.onChange((rec) => { if (ids.delete(rec.id) && ids.size === 0) { off(); resolve(); } });
+  });
+  // warm-up
+  const warm = new Set(Array.from({ length: 500 }, (_, i) => `warm-${rep}-${i}`));
+  const w = waitAll(new Set(warm));
+  await s.hub.submit([...warm].map((id) => ({ id, prompt: id })));
+  await w;
+  const ids = new Set(Array.from({ length: n }, (_, i) => `flat-${rep}-${i}`));
+  const t0 = performance.now();
+  const f = waitAll(new Set(ids));
+  await s.hub.submit([...ids].map((id) => ({ id, prompt: `item ${id}` })));
+  await f;
+  const flat = performance.now() - t0;
+  const items = JSON.stringify(Array.from({ length: n }, (_, i) => `item ${i}`));
+  // The runner on the hub without a run folder: scheduling alone.
+  const tb = performance.now();
+  await new Runner({ runId: `bare-${rep}`, spec: spec(`topology: star\ninputs: {items: ${items}}`), executor: new HubExecutor(s.hub) }).run();
+  const bare = performance.now() - tb;
+  const t1 = performance.now();
+  const { run } = await s.runs.start({ experiment: `topology: star\ninputs: {items: ${items}}` });
+  await s.runs.wait(run);
+  const star = performance.now() - t1;
+  const t2 = performance.now();
+  const mr = await s.runs.start({ experiment: `topology: map-reduce\nmap_reduce: {fan_in: 4}\ninputs: {chunk_chars: 16, text: ${lines(n)}}` });
+  const mrOut = await s.runs.wait(mr.run);
+  const mapReduce = performance.now() - t2;
+  return { flat, bare, star, mapReduce, mrNodes: mrOut?.progress.submitted ?? 1 };
 }
 
 async function examples(agents = 8) {
@@ -126,6 +134,9 @@ async function examples(agents = 8) {
   const s = await startSwarm(agents, { name: 'embedded', model: MODEL, options: { ctx: '512' } });
   const out: Record<string, unknown>[] = [];
   try {
+    // Engines load on their first task: warm every agent up before timing.
+    const warm = await s.runs.start({ experiment: { topology: 'star', inputs: { items: Array.from({ length: agents * 2 }, (_, i) => `warm ${i}`) }, limits: { max_tokens: 4 } } });
+    await s.runs.wait(warm.run);
     for (const f of fs.readdirSync(EXAMPLES).filter((x) => x.endsWith('.yaml')).sort()) {
       const e = loadExperiment(path.join(EXAMPLES, f));
       const t0 = performance.now();

@@ -52,7 +52,7 @@ export function registerRun(program: Command): void {
             experiment: plan.experiment, inputs: plan.inputs, base_dir: plan.baseDir, set: plan.replayOf ? [] : set,
             replay_of: plan.replayOf, driver: plan.driver, model: plan.model,
           }, 120_000);
-          views.push(await follow(hub, run, o));
+          views.push(await follow(dir, hub, run, o));
         }
         if (o.json) process.stdout.write(JSON.stringify(views.length === 1 ? views[0] : { runs: views }) + '\n');
         else for (const v of views) printView(v);
@@ -92,7 +92,12 @@ function prepare(file: string | undefined, o: RunOptions, dir: string): Plan {
 /** The running swarm of the state dir, or a new one (`swarm up --detach`) sized for the experiment. */
 async function ensureSwarm(dir: string, plan: Plan, o: RunOptions): Promise<HubFile> {
   const h = readHubFile(dir);
-  if (h && alive(h.pid)) return h;
+  if (h && alive(h.pid)) {
+    if (o.agents !== undefined && h.agents !== undefined && h.agents !== o.agents && !o.json) {
+      process.stderr.write(`note: using the running swarm of ${h.agents} agent(s); --agents only sizes a swarm this command starts\n`);
+    }
+    return h;
+  }
   const agents = o.agents ?? Math.max(1, Math.min(64, Object.values(plan.experiment.roles).reduce((s, r) => s + r.agents, 0)));
   const args = [CLI, 'up', '--detach', '--state-dir', dir, '--agents', String(agents), '--driver', plan.driver ?? 'echo'];
   if (plan.model) args.push('--model', plan.model);
@@ -106,12 +111,24 @@ async function ensureSwarm(dir: string, plan: Plan, o: RunOptions): Promise<HubF
   return started;
 }
 
-/** Poll the run, drawing a progress line, until it is done or the timeout passes. */
-async function follow(hub: HubFile, run: string, o: RunOptions): Promise<RunView> {
+/**
+ * Poll the run, drawing a progress line, until it is done or the timeout passes. A hub that goes
+ * away (restart, failover) is waited for: the run resumes on the hub that comes back.
+ */
+async function follow(dir: string, hub: HubFile, run: string, o: RunOptions): Promise<RunView> {
   const progress = new Progress(o.json);
   const deadline = Date.now() + o.timeout;
   for (;;) {
-    const v = await call<RunView>(hub, 'POST', `/runs/${encodeURIComponent(run)}/wait`, { timeout_ms: 250 }, 30_000);
+    let v: RunView;
+    try {
+      v = await call<RunView>(hub, 'POST', `/runs/${encodeURIComponent(run)}/wait`, { timeout_ms: 250 }, 30_000);
+    } catch (err) {
+      if (!(err instanceof SwarmError) || (err.code !== 'SWARM_ERR_NO_SWARM' && err.code !== 'SWARM_ERR_UNKNOWN_TASK') || Date.now() > deadline) throw err;
+      progress.update(`run ${run}: the hub is not answering (${err.code}); waiting for it to return…`);
+      await new Promise((r) => setTimeout(r, 500));
+      hub = readHubFile(dir) ?? hub;
+      continue;
+    }
     const p = v.progress;
     if (p) progress.update(`run ${run} ${v.topology}: nodes ${p.done} done, ${p.running} running, ${p.failed} failed · ${p.tokens_per_s.toFixed(1)} tok/s · ${(p.elapsed_ms / 1000).toFixed(1)} s`);
     if (v.state === 'done' || Date.now() > deadline) { progress.done(); return v; }
