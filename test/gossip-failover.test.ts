@@ -14,6 +14,7 @@ t.test('hub silent: every node fails over, one coordinator runs the queue, every
   t.same([...leaders], ['w-000'], 'one coordinator: the lowest id');
   const done = await sw.runUntil(() => sw.nodes.every((n) => n.replica.counts().done === 500), 120_000, 50);
   t.ok(done !== undefined, `all 500 done in every replica (${done} ms)`);
+  await sw.runUntil(() => audit(sw.nodes, specs).disagree === 0, 60_000, 100);
   t.same(audit(sw.nodes, specs), { lost: 0, disagree: 0 }, 'no lost or duplicated results');
   for (const n of sw.nodes) n.stop();
 });
@@ -30,6 +31,7 @@ t.test('workers killed in gossip mode: their tasks are taken over, nothing lost'
   const done = await sw.runUntil(() => sw.live().every((n) => n.replica.counts().done === 500), 300_000, 50);
   t.ok(done !== undefined, `finished after the kills (${done} ms)`);
   t.ok(sw.live().every((n) => n.status().coordinator === 'w-001'), 'w-001 took over coordinating');
+  await sw.runUntil(() => audit(sw.live(), specs).disagree === 0, 60_000, 100);
   t.same(audit(sw.live(), specs), { lost: 0, disagree: 0 }, 'no lost or duplicated results');
   const reruns = [...sw.executions.values()].filter((c) => c > 1).length;
   t.ok(reruns >= 1, `${reruns} tasks ran again after their worker died (at-least-once execution)`);
@@ -51,6 +53,7 @@ t.test('a worker cut off in gossip mode rejoins and no result is duplicated', as
   const done = await sw.runUntil(() => sw.nodes.every((n) => n.replica.counts().done === 500 && n.membership.live().length === 25), 300_000, 50);
   t.ok(done !== undefined, `rejoined and finished (${done} ms)`);
   t.ok(sw.nodes.every((n) => n.status().coordinator === 'w-000'), 'one coordinator again');
+  await sw.runUntil(() => audit(sw.nodes, specs).disagree === 0, 60_000, 100);
   t.same(audit(sw.nodes, specs), { lost: 0, disagree: 0 }, 'no lost or duplicated results');
   for (const n of sw.nodes) n.stop();
 });

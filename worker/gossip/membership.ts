@@ -98,7 +98,7 @@ export class Membership {
     this.running = true;
     this.loop('probe', () => this.cfg.probeIntervalMs * (this.awareness + 1), () => this.probeRound());
     this.loop('gossip', () => this.cfg.gossipIntervalMs, () => this.gossipRound());
-    this.loop('pushpull', () => this.cfg.pushPullIntervalMs, () => this.pushPull());
+    this.loop('pushpull', () => this.pushPullEvery(), () => this.pushPull());
     this.loop('reconnect', () => this.cfg.reconnectIntervalMs, () => this.reconnect());
   }
 
@@ -197,13 +197,15 @@ export class Membership {
     this.probes.set(seq, { onAck: () => { acked = true; } });
     this.probes.set(-seq, { onAck: () => { nacks++; } });
     this.send(target.addr, { t: 'ping', seq, to: target.id, pb: this.piggy(), yv: this.yourView(target) });
-    timers.push(this.clock.setTimeout(() => {
+    timers.push(this.clock.setTimeout(() => this.clock.setTimeout(() => {
       if (acked) return;
       const helpers = pick(this.list().filter((m) => m.state === MemberState.ALIVE && m.id !== target.id), this.cfg.indirectChecks, this.rand);
       expected = helpers.length;
       for (const h of helpers) this.send(h.addr, { t: 'ping-req', seq, target: target.id, ta: target.addr, pb: this.piggy() });
-    }, this.cfg.probeTimeoutMs * scale));
-    timers.push(this.clock.setTimeout(() => {
+    }, 0), this.cfg.probeTimeoutMs * scale));
+    // Decide one turn later: when our own event loop lags, due timers run before pending socket
+    // reads, and an ack sitting unread in the kernel must not count as silence.
+    const decide = () => {
       this.probes.delete(seq); this.probes.delete(-seq);
       if (acked) { this.adjustAwareness(-1); return; }
       // Lifeguard: missing nacks mean our own messages or timers are late; trust ourselves less.
@@ -212,7 +214,8 @@ export class Membership {
       if (cur && cur.state === MemberState.ALIVE && cur.inc === target.inc) {
         this.suspect({ id: cur.id, addr: cur.addr, inc: cur.inc, s: MemberState.SUSPECT, by: this.id });
       }
-    }, this.cfg.probeIntervalMs * scale - 1));
+    };
+    timers.push(this.clock.setTimeout(() => this.clock.setTimeout(decide, 0), this.cfg.probeIntervalMs * scale - 1));
   }
 
   private gossipRound(): void {
@@ -225,6 +228,16 @@ export class Membership {
       if (!pb.m && !pb.u) return;
       this.send(m.addr, { t: 'gossip', pb });
     }
+  }
+
+  /**
+   * Full-state exchanges cost O(n) each and every member does them, so their interval grows with
+   * the cluster past 32 members (memberlist's pushPullScale); otherwise they swamp a loaded host.
+   */
+  private pushPullEvery(): number {
+    const n = this.members.size + 1;
+    if (n <= 32) return this.cfg.pushPullIntervalMs;
+    return this.cfg.pushPullIntervalMs * (Math.ceil(Math.log2(n) - Math.log2(32)) + 1);
   }
 
   private pushPull(): void {

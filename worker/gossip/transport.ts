@@ -19,6 +19,8 @@ export interface TcpTransportOptions {
   /** After a failed connect, messages to that address are dropped for this long. */
   downMs?: number;
   idleMs?: number;
+  /** The address peers should dial, if not the bound one (a port forward, a proxy, a container). */
+  advertise?: string;
   log?: Logger;
 }
 
@@ -47,6 +49,7 @@ function isMsg(v: unknown): v is GossipMsg {
 export class TcpTransport implements Transport {
   private server?: net.Server;
   private address = '';
+  private bound = '';
   private handler: (m: GossipMsg) => void = () => {};
   private readonly outs = new Map<string, Out>();
   private readonly down = new Map<string, number>();
@@ -57,7 +60,12 @@ export class TcpTransport implements Transport {
 
   constructor(private readonly opts: TcpTransportOptions = {}) {}
 
+  /** The address peers dial (advertised). */
   get addr(): string { return this.address; }
+  /** The address actually bound. */
+  get boundAddr(): string { return this.bound; }
+  /** Advertise another address from now on (set before the first message is sent). */
+  advertiseAs(addr: string): void { this.address = addr; }
 
   /** Start listening; resolves with the address peers should dial. */
   async listen(): Promise<string> {
@@ -72,7 +80,8 @@ export class TcpTransport implements Transport {
       server.listen(this.opts.port ?? 0, host, () => { server.off('error', reject); resolve(); });
     });
     const a = server.address() as net.AddressInfo;
-    this.address = a.family === 'IPv6' ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`;
+    this.bound = a.family === 'IPv6' ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`;
+    this.address = this.opts.advertise ?? this.bound;
     this.idleTimer = setInterval(() => this.reapIdle(), Math.max(1000, (this.opts.idleMs ?? 10_000) / 2));
     this.idleTimer.unref();
     return this.address;

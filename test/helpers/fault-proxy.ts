@@ -1,0 +1,60 @@
+import net from 'node:net';
+
+interface Link { client: net.Socket; upstream: net.Socket; target: string; dialer?: string }
+
+/**
+ * A loopback fault proxy for the gossip peer ports. Each worker's port is wrapped (`wrap`), and the
+ * worker advertises the proxy's address. The proxy reads the dialer's advertised address from the
+ * transport's hello frame, so `cut(addr)` can sever both directions of one worker: connections to
+ * it and connections it opened, now and until `restore(addr)`. Cut traffic is blackholed (the
+ * socket stays open, bytes vanish), as a partition looks to TCP.
+ */
+export class FaultNet {
+  private readonly servers: net.Server[] = [];
+  private readonly links = new Set<Link>();
+  private readonly cutSet = new Set<string>();
+
+  /** Put a proxy in front of `target` ("127.0.0.1:port"); resolves with the proxy's address. */
+  async wrap(target: string): Promise<string> {
+    const [host, port] = [target.slice(0, target.lastIndexOf(':')), Number(target.slice(target.lastIndexOf(':') + 1))];
+    let self = '';
+    const server = net.createServer((client) => {
+      const upstream = net.connect({ host, port });
+      const link: Link = { client, upstream, target: self };
+      this.links.add(link);
+      let head: Buffer = Buffer.alloc(0);
+      client.on('data', (c) => {
+        if (link.dialer === undefined) {
+          head = Buffer.concat([head, c]);
+          const m = /(127\.0\.0\.1:\d+)/.exec(head.toString('latin1'));
+          if (m) link.dialer = m[1];
+          else if (head.length < 4096) return;
+          else link.dialer = '?';
+          c = head;
+        }
+        if (!this.blocked(link)) upstream.write(c);
+      });
+      upstream.on('data', (c) => { if (!this.blocked(link)) client.write(c); });
+      const end = () => { client.destroy(); upstream.destroy(); this.links.delete(link); };
+      client.on('error', end); upstream.on('error', end);
+      client.on('close', end); upstream.on('close', end);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    this.servers.push(server);
+    self = `127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+    return self;
+  }
+
+  /** Sever the worker advertising `addr` from everyone, both directions. */
+  cut(addr: string): void { this.cutSet.add(addr); }
+  restore(addr: string): void { this.cutSet.delete(addr); }
+
+  async close(): Promise<void> {
+    for (const l of this.links) { l.client.destroy(); l.upstream.destroy(); }
+    await Promise.all(this.servers.map((s) => new Promise((r) => s.close(r))));
+  }
+
+  private blocked(l: Link): boolean {
+    return this.cutSet.has(l.target) || (l.dialer !== undefined && this.cutSet.has(l.dialer));
+  }
+}
