@@ -244,3 +244,21 @@ t.test('run folder: nodes.jsonl has every node; only the first artifacts.node_fo
   t.equal(result.metrics.nodes, 5);
   t.match(fs.readFileSync(path.join(dir, 'report.md'), 'utf8'), /verdict: \*\*done\*\*/);
 });
+
+t.test('a run keeps at most limits.max_inflight nodes outstanding, and a full queue is retried', async (t) => {
+  const s = spec('topology: star\ninputs: {items: [a, b, c, d, e, f, g, h, i, j, k, l]}\nlimits: {max_inflight: 3}');
+  let outstanding = 0, peak = 0, refusals = 0;
+  const ex = new FakeExecutor((r) => { outstanding--; return r.prompt; });
+  const submit = ex.submit.bind(ex);
+  ex.submit = async (tasks) => {
+    if (refusals < 2) { refusals++; throw Object.assign(new Error('queue full'), { code: 'SWARM_ERR_QUEUE_FULL' }); }
+    outstanding += tasks.length;
+    peak = Math.max(peak, outstanding);
+    return submit(tasks);
+  };
+  const out = await new Runner({ runId: 'w', spec: s, executor: ex }).run();
+  t.equal(out.verdict, 'done');
+  t.equal(out.output.split('\n\n').length, 12);
+  t.equal(refusals, 2);
+  t.ok(peak <= 3, `peak outstanding ${peak}`);
+});

@@ -85,6 +85,9 @@ export class Runner {
   private timer?: NodeJS.Timeout;
   private tokensOut = 0;
   private failed = 0;
+  /** Submitted nodes without a result. */
+  private inflight = 0;
+  private retryTimer?: NodeJS.Timeout;
 
   constructor(private readonly o: RunnerOptions) {
     this.topo = topology(o.spec.experiment.topology);
@@ -117,7 +120,7 @@ export class Runner {
     const done = this.results.size;
     return {
       run: this.o.runId, state: this.outcome ? 'done' : 'running', submitted: this.submitted.size, done, failed: this.failed,
-      running: this.submitted.size - [...this.submitted.keys()].filter((n) => this.results.has(n)).length,
+      running: this.inflight,
       tokens_out: this.tokensOut, tokens_per_s: elapsed > 0 ? (this.tokensOut * 1000) / elapsed : 0, elapsed_ms: elapsed,
     };
   }
@@ -125,6 +128,7 @@ export class Runner {
   private record(node: string, r: NodeResult): void {
     if (this.results.has(node) || this.outcome) return;
     this.results.set(node, r);
+    if (this.submitted.has(node)) this.inflight--;
     if (!r.ok) this.failed++;
     this.tokensOut += r.receipt?.tokens_out ?? 0;
     this.o.sink?.finished?.(node, r, this.now());
@@ -158,22 +162,34 @@ export class Runner {
     const spec = this.o.spec;
     const step = this.topo.next(spec, this.results, this.submitted);
     if (step.done) { this.end(step.done); return; }
-    const fresh = step.tasks.filter((t) => !this.submitted.has(t.node));
+    let fresh = step.tasks.filter((t) => !this.submitted.has(t.node));
     if (fresh.length === 0) {
-      const waiting = [...this.submitted.keys()].some((n) => !this.results.has(n));
-      if (!waiting) this.end({ output: '', verdict: 'failed', reason: 'the topology stalled: no task ready and none running' });
+      if (this.inflight === 0 && !this.retryTimer) this.end({ output: '', verdict: 'failed', reason: 'the topology stalled: no task ready and none running' });
       return;
     }
-    const max = spec.experiment.limits.max_nodes;
+    const { max_nodes: max, max_inflight: window } = spec.experiment.limits;
     if (this.submitted.size + fresh.length > max) { this.end({ output: '', verdict: 'aborted', reason: `node bound: the run would pass limits.max_nodes (${max})` }); return; }
+    if (this.inflight >= window) return;
+    fresh = fresh.slice(0, window - this.inflight);
     const reqs = fresh.map((t) => this.request(t));
-    const at = this.now();
     for (let i = 0; i < fresh.length; i++) {
       this.submitted.set(fresh[i]!.node, fresh[i]!);
       this.byId.set(reqs[i]!.id, fresh[i]!.node);
-      this.o.sink?.submitted?.(fresh[i]!, reqs[i]!, at);
     }
-    const outcomes = await this.o.executor.submit(reqs);
+    this.inflight += fresh.length;
+    let outcomes: SubmitOutcome[];
+    try {
+      outcomes = await this.o.executor.submit(reqs);
+    } catch (err) {
+      // A full queue is back-pressure, not a failure: take the nodes back and try again shortly.
+      if ((err as { code?: string }).code !== 'SWARM_ERR_QUEUE_FULL') throw err;
+      for (let i = 0; i < fresh.length; i++) { this.submitted.delete(fresh[i]!.node); this.byId.delete(reqs[i]!.id); }
+      this.inflight -= fresh.length;
+      this.retryTimer ??= setTimeout(() => { this.retryTimer = undefined; this.schedule(); }, 250);
+      return;
+    }
+    const at = this.now();
+    for (let i = 0; i < fresh.length; i++) this.o.sink?.submitted?.(fresh[i]!, reqs[i]!, at);
     for (const out of outcomes) {
       const node = this.byId.get(out.id);
       if (node !== undefined && out.result) this.record(node, out.result);
@@ -201,6 +217,7 @@ export class Runner {
   private end(d: RunDone): void {
     if (this.outcome) return;
     if (this.timer) clearTimeout(this.timer);
+    if (this.retryTimer) clearTimeout(this.retryTimer);
     this.off?.();
     this.outcome = { ...d, run: this.o.runId, progress: { ...this.progress(), state: 'done' } };
     this.o.sink?.done?.(this.outcome);

@@ -31,6 +31,8 @@ export const LimitsSchema = z.object({
   /** Per task. */
   timeout_ms: z.number().int().positive().max(24 * 3600_000).default(120_000),
   max_attempts: z.number().int().min(1).max(100).default(2),
+  /** Nodes of one run submitted and not yet finished, at most (the rest wait their turn). */
+  max_inflight: z.number().int().min(1).max(1_000_000).default(10_000),
   /** Bound on the nodes of one run. */
   max_nodes: z.number().int().min(1).max(1_000_000).default(100_000),
   /** The whole run; 0 = no bound. */
