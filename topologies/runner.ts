@@ -78,6 +78,8 @@ export class Runner {
   private readonly startedAt: number;
   private scheduled = false;
   private busy = false;
+  /** Something changed while a step ran: step again. */
+  private pending = false;
   private outcome?: RunOutcome;
   private resolve!: (o: RunOutcome) => void;
   private readonly finished: Promise<RunOutcome>;
@@ -156,7 +158,6 @@ export class Runner {
       this.busy = false;
     }
   }
-  private pending = false;
 
   private async step(): Promise<void> {
     const spec = this.o.spec;
