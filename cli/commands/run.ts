@@ -84,6 +84,11 @@ function prepare(file: string | undefined, o: RunOptions, dir: string): Plan {
   const roles = Object.values(experiment.roles);
   const driver = o.driver ?? roles.find((r) => r.driver)?.driver;
   const model = o.model ?? ((m) => (m ? path.resolve(baseDir, m) : undefined))(roles.find((r) => r.model)?.model);
+  const models = new Set(roles.flatMap((r) => (r.model ? [path.resolve(baseDir, r.model)] : [])));
+  const drivers = new Set(roles.flatMap((r) => (r.driver ? [r.driver] : [])));
+  if ((models.size > 1 || drivers.size > 1) && !o.json && roles.every((r) => !r.caps)) {
+    process.stderr.write('note: roles name more than one driver or model, but no caps: any worker takes any role. Give each role caps and start matching workers (swarm worker --caps …).\n');
+  }
   // The set overrides are already applied; the hub gets the resolved experiment.
   o.set = [];
   return { experiment, inputs, baseDir, driver, model };
