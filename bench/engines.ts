@@ -4,7 +4,7 @@
  * (a) an engine per worker (N llama-server processes, -np 1) and (b) one shared `llama-server -np N`
  * with N concurrent clients, under the same load. Drives the drivers directly (no hub).
  * Run: `npm run build && node dist/bench/engines.js` (env BENCH_AGENTS=1,4,8,25, BENCH_MODELS=260k,15m,110m,
- * BENCH_REQUESTS, BENCH_TOKENS). Writes bench/results/engines.json and prints a table.
+ * BENCH_MODES=per-worker,shared,shared-t1,embedded, BENCH_SHARED_THREADS, BENCH_110M_25=1, BENCH_REQUESTS, BENCH_TOKENS). Writes bench/results/engines.json and prints a table.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -60,11 +60,14 @@ interface Row {
 }
 
 type Mode = 'per-worker' | 'shared' | 'shared-t1' | 'embedded';
-const MODES = list(process.env.BENCH_MODES, 'per-worker,shared,shared-t1,embedded') as Mode[];
+// 'shared' (one engine, all cores) is off by default: with 2 threads on this 2-core machine, busy with
+// other work, llama.cpp was 5-30x slower than with 1 (its threads spin at barriers); see the report of issue 3.
+const MODES = list(process.env.BENCH_MODES, 'per-worker,shared-t1,embedded') as Mode[];
 
 async function one(mode: Mode, key: string, file: string, name: string, n: number): Promise<Row> {
   // The same CPU budget in both modes: all cores in total.
-  const threads = mode === 'shared' ? SHARED_THREADS : mode === 'shared-t1' ? 1 : Math.max(1, Math.floor(CORES / n));
+  // The embedded engine runs 1 thread (its default: node-llama-cpp was faster with 1 than 2 here).
+  const threads = mode === 'shared' ? SHARED_THREADS : mode === 'shared-t1' || mode === 'embedded' ? 1 : Math.max(1, Math.floor(CORES / n));
   const t0 = performance.now();
   const set: EngineSet = mode === 'shared' || mode === 'shared-t1' ? await sharedServer(file, n, threads, CTX_PER_SLOT)
     : mode === 'embedded' ? await perWorkerEmbedded(file, n, threads, CTX_PER_SLOT) : await perWorkerServers(file, n, threads, CTX_PER_SLOT);
@@ -112,7 +115,7 @@ async function main(): Promise<void> {
   const results = {
     bench: 'engines', date: new Date().toISOString(), machine: machine(),
     note: 'Drivers driven directly (LlamaServerDriver), no hub. per-worker = N llama-server processes with -np 1 and cores/N threads each; ' +
-      `shared = one llama-server -np N with ${SHARED_THREADS} threads and N client drivers; shared-t1 = the same with 1 thread; embedded = N embedded-driver engines (node-llama-cpp child processes), one slot and cores/N threads each. Each agent: requests x ${TOKENS} tokens, all agents concurrent, after a 4-token warm-up. ` +
+      `shared = one llama-server -np N with ${SHARED_THREADS} threads and N client drivers; shared-t1 = the same with 1 thread; embedded = N embedded-driver engines (node-llama-cpp child processes), one slot and 1 thread each. Each agent: requests x ${TOKENS} tokens, all agents concurrent, after a 4-token warm-up. ` +
       'tok/s counts tokens the engine reports (tokens_predicted); ratio = shared/per-worker tok/s; tok/cpu-s = tokens per CPU second of the engine processes (robust to other load on the machine). PSS from /proc/PID/smaps_rollup; model PSS/RSS = the model file mapping summed over engines.',
     tokens_per_request: TOKENS, ctx_per_slot: CTX_PER_SLOT, total_s: Math.round((performance.now() - t0) / 1000), rows,
   };

@@ -19,6 +19,7 @@ const SYNTH = path.resolve(ROOT, '../shared/tools/make-synth-model');
 const TMP = path.join(os.tmpdir(), 'swarm-bench-models');
 const CORES = os.availableParallelism();
 const TOKENS = 64;
+const THREADS = Number(process.env.BENCH_THREADS ?? 1);
 
 /** The 110M-shape Q4_K_M model: made at f32 with make-synth-model and quantized with llama-quantize, once. */
 function q4Model(): string {
@@ -54,9 +55,10 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   for (const args of ['', '--no-repack']) {
     const name = args || 'default (repack)';
-    rows.push(await measure(`1 engine, ${name}`, () => perWorkerServers(model, 1, CORES, 512, args), model, 4, CORES, args));
-    rows.push(await measure(`4 engines (-np 1 each), ${name}`, () => perWorkerServers(model, 4, Math.max(1, CORES / 4 | 0), 512, args), model, 2, Math.max(1, CORES / 4 | 0), args));
-    rows.push(await measure(`1 shared engine -np 4, ${name}`, () => sharedServer(model, 4, CORES, 512, args), model, 2, CORES, args));
+    // One thread per engine: on this 2-core machine, busy with other work, 2 threads were several times slower.
+    rows.push(await measure(`1 engine, ${name}`, () => perWorkerServers(model, 1, THREADS, 512, args), model, 6, THREADS, args));
+    rows.push(await measure(`4 engines (-np 1 each), ${name}`, () => perWorkerServers(model, 4, THREADS, 512, args), model, 3, THREADS, args));
+    rows.push(await measure(`1 shared engine -np 4, ${name}`, () => sharedServer(model, 4, THREADS, 512, args), model, 3, THREADS, args));
   }
   const results = { bench: 'repack', date: new Date().toISOString(), machine: machine(), model: path.basename(model), model_mb: Math.round(fs.statSync(model).size / 1048576 * 10) / 10, tokens_per_request: TOKENS, rows };
   fs.mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });
