@@ -1,10 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { api, pidsMentioning, swarm, until } from './helpers/cli.js';
+import { api, pidsMentioning, swarm, until, tempDir } from './helpers/cli.js';
 
 t.test('swarm up with no driver or model: the embedded driver on the demo model, offline, then down leaves nothing', async (t) => {
-  const dir = t.testdir();
+  const dir = tempDir(t);
   const state = path.join(dir, 'state');
   const cache = path.join(dir, 'cache');
   // A fresh machine: nothing cached, no SWARM_MODEL.

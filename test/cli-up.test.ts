@@ -1,10 +1,10 @@
 import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
-import { api, hubFile, pidsMentioning, swarm, until } from './helpers/cli.js';
+import { api, hubFile, pidsMentioning, swarm, until, tempDir } from './helpers/cli.js';
 
 t.test('swarm up --agents 25 --detach answers 1,000 tasks, and swarm down leaves no process behind', async (t) => {
-  const dir = t.testdir();
+  const dir = tempDir(t);
   const state = path.join(dir, 'state');
   t.teardown(() => { swarm(['down', '--state-dir', state]); });
   const up = swarm(['up', '--agents', '25', '--driver', 'echo', '--detach', '--json', '--state-dir', state]);
@@ -41,7 +41,7 @@ t.test('swarm up --agents 25 --detach answers 1,000 tasks, and swarm down leaves
 });
 
 t.test('swarm status and submit without a swarm fail with exit code 3 and SWARM_ERR_NO_SWARM', async (t) => {
-  const dir = t.testdir();
+  const dir = tempDir(t);
   const s = swarm(['status', '--state-dir', dir]);
   t.equal(s.code, 3);
   t.match(s.stderr, /SWARM_ERR_NO_SWARM/);
@@ -51,7 +51,7 @@ t.test('swarm status and submit without a swarm fail with exit code 3 and SWARM_
 });
 
 t.test('swarm up refuses a second swarm on the same state dir', async (t) => {
-  const state = t.testdir();
+  const state = tempDir(t);
   t.teardown(() => { swarm(['down', '--state-dir', state]); });
   t.equal(swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--state-dir', state]).code, 0);
   const again = swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--state-dir', state]);

@@ -1,12 +1,12 @@
 import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
-import { alive, api, hubFile, journal, pidsMentioning, swarm, swarmBg, until } from './helpers/cli.js';
+import { alive, api, hubFile, journal, pidsMentioning, swarm, swarmBg, until, tempDir } from './helpers/cli.js';
 
 interface Status { workers: { id: string; pid?: number; inflight: number }[]; tasks: { queued: number; leased: number; done: number; failed: number }; metrics: { duplicate_results: number } }
 
 t.test('kill -9 of a worker mid-task: the task completes on another worker, recorded once', async (t) => {
-  const state = t.testdir();
+  const state = tempDir(t);
   t.teardown(() => { swarm(['down', '--state-dir', state]); });
   const up = swarm(['up', '--agents', '3', '--detach', '--state-dir', state, '--driver', 'echo', '--driver-opt', 'latency_ms=1500', '--dead-after-ms', '2000', '--heartbeat-ms', '200']);
   t.equal(up.code, 0, up.stderr);
@@ -31,7 +31,7 @@ t.test('kill -9 of a worker mid-task: the task completes on another worker, reco
 });
 
 t.test('kill -9 of the hub mid-run, then restart: nothing accepted is lost, nothing duplicated', async (t) => {
-  const state = t.testdir();
+  const state = tempDir(t);
   const N = 400;
   const common = ['--state-dir', state, '--heartbeat-ms', '200', '--dead-after-ms', '2000'];
   // Workers run in their own process so they outlive the hub and reconnect to the new one.
@@ -53,6 +53,7 @@ t.test('kill -9 of the hub mid-run, then restart: nothing accepted is lost, noth
   t.ok(before < N, `killed mid-run with ${before}/${N} done`);
 
   const hub2 = swarmBg(['hub', ...common]);
+  t.teardown(() => { try { process.kill(-hub2.child.pid!, 'SIGKILL'); } catch { /* gone */ } });
   t.ok(await until(() => hubFile(state)?.pid === hub2.child.pid, 10_000), 'hub 2 up on the same state dir');
   const finished = await until(async () => {
     const s = await api<Status>(state, 'GET', '/status').catch(() => undefined);

@@ -1,5 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -72,4 +73,18 @@ export function journal(dir: string): { t: string; id?: string; spec?: { id: str
   const f = path.join(dir, 'journal.ndjson');
   if (!fs.existsSync(f)) return [];
   return fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).flatMap((l) => { try { return [JSON.parse(l)]; } catch { return []; } });
+}
+
+/**
+ * A fresh directory for a swarm's state that outlives the test body: on teardown every swarm under it
+ * is brought down, then it is removed. (tap's t.testdir() is removed before later teardowns run, and
+ * `swarm down` needs the state dir to find what to stop.)
+ */
+export function tempDir(t: { teardown(fn: () => void | Promise<void>): void }): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-test-'));
+  t.teardown(() => {
+    for (const d of [dir, path.join(dir, 'state')]) if (fs.existsSync(path.join(d, 'hub.json')) || fs.existsSync(path.join(d, 'pids'))) swarm(['down', '--state-dir', d]);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  return dir;
 }
