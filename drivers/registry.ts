@@ -5,6 +5,7 @@ import { execFactory } from './exec/index.js';
 import { llamaServerFactory } from './llama-server/index.js';
 import { llamaCliFactory } from './llama-cli/index.js';
 import { embeddedFactory } from './embedded/index.js';
+import { ollamaFactory } from './ollama/index.js';
 
 /** Makes a driver from its settings; validates them (SWARM_ERR_CONFIG on a bad option). */
 export type DriverFactory = (config: DriverConfig) => Driver;
@@ -15,6 +16,7 @@ const factories = new Map<string, DriverFactory>([
   ['llama-server', llamaServerFactory],
   ['llama-cli', llamaCliFactory],
   ['embedded', embeddedFactory],
+  ['ollama', ollamaFactory],
 ]);
 
 /** Names of the drivers this build knows. */

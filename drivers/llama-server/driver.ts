@@ -143,8 +143,14 @@ export class LlamaServerDriver implements Driver {
     let stats: ChatStats = {};
     let finished = false;
     try {
-      const res = await fetch(`${base}/completion`, {
+      const request = (): Promise<Response> => fetch(`${base}/completion`, {
         method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(this.body(prompt, opts)), signal: ac.signal,
+      });
+      // llama-server sometimes closes a kept-alive connection under concurrent clients before it
+      // answers ("other side closed"); nothing was generated yet, so one retry is safe.
+      const res = await request().catch(async (err: unknown) => {
+        if (ac.signal.aborted || (proc && !proc.alive)) throw err;
+        return request();
       });
       if (!res.ok || !res.body) {
         const text = await res.text();

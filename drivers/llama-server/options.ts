@@ -8,7 +8,7 @@ export interface LlamaServerOptions {
   slots: number;
   /** Total context (`-c`), split across slots by llama-server. */
   ctx: number;
-  /** CPU threads (`-t`); unset leaves llama-server's default. */
+  /** CPU threads (`-t`); default 1 per engine. */
   threads?: number;
   /** How long to wait for /health to be ok. */
   startTimeoutMs: number;
@@ -40,7 +40,9 @@ export function parseLlamaServerOptions(o: Record<string, string>): LlamaServerO
     try { u = new URL(url); } catch { throw new SwarmError('SWARM_ERR_CONFIG', `llama-server option url is not a URL: "${o.url}"`); }
     if (u.protocol !== 'http:') throw new SwarmError('SWARM_ERR_CONFIG', `llama-server url must be http://, got "${o.url}"`);
   }
-  const threads = num(o, 'threads', undefined, 1);
+  // One thread per engine unless told: several engines on a small VPS each taking every core is slower
+  // than one each (measured here: 120 vs 3.3 tokens/s on the 110M shape, bench/engines.ts).
+  const threads = num(o, 'threads', 1, 1);
   return {
     ...(url !== undefined ? { url } : {}),
     slots,
