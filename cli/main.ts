@@ -22,6 +22,9 @@ const program = new Command()
 Exit codes: 0 ok, 1 error, 2 usage, 3 no running swarm, 4 tasks failed, 5 timeout, 6 already running.
 State lives in ./.swarm (--state-dir or SWARM_STATE_DIR). Docs: README.md, protocol/PROTOCOL.md.`);
 
+// Before the commands are added: subcommands inherit it. Usage errors exit 2 (commander says 1).
+program.exitOverride((err) => process.exit(err.exitCode === 1 ? 2 : err.exitCode));
+
 registerUp(program);
 registerHub(program);
 registerWorker(program);
@@ -34,5 +37,4 @@ registerRuns(program);
 registerPlan(program);
 registerDeploy(program);
 
-program.exitOverride((err) => process.exit(err.exitCode === 1 ? 2 : err.exitCode));
 await program.parseAsync(process.argv);

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { SwarmError, randomId } from '../protocol/index.js';
 import { ControlServer, Hub, Supervisor, alive, hubConfig, type HubConfig } from '../hub/index.js';
 import { VERSION, readHubFile, removeHubFile, writeHubFile, type HubFile } from './state.js';
+import { sharedWorkerArgs, startSharedEngine, type SharedEngine } from './shared-engine.js';
 
 export interface RunHubOptions {
   dir: string;
@@ -14,6 +15,8 @@ export interface RunHubOptions {
   agents?: number;
   workerArgs?: string[];
   journal?: boolean;
+  /** Run one shared llama-server for the supervised workers instead of an engine each. */
+  sharedEngine?: { model?: string; slotsPerWorker: number };
 }
 
 export interface RunningHub {
@@ -49,6 +52,7 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
     hub = new Hub(config, o.log, events);
     addr = await hub.start();
   }
+  let engine: SharedEngine | undefined;
   let stopping: Promise<void> | undefined;
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((r) => (resolveStopped = r));
@@ -56,6 +60,7 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
     stopping ??= (async () => {
       o.log.info('hub shutting down');
       await Promise.all([hub.stop({ killWorkers: true, graceMs: 3000 }), supervisor?.stop()]);
+      await engine?.stop();
       await control.stop();
       removeHubFile(o.dir, process.pid);
       o.log.flush?.();
@@ -65,7 +70,10 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
   };
   const controlOpts = {
     host: config.controlHost, port: controlPort, token: config.token,
-    status: () => ({ state_dir: o.dir, agents_wanted: o.agents ?? 0, supervised_pids: supervisor?.pids() ?? [] }),
+    status: () => ({
+      state_dir: o.dir, agents_wanted: o.agents ?? 0, supervised_pids: supervisor?.pids() ?? [],
+      engine: engine ? { mode: 'shared', url: engine.url, pid: engine.pid } : { mode: 'per-worker' },
+    }),
     onShutdown: () => void stop(),
   };
   let control = new ControlServer(hub, controlOpts, o.log);
@@ -80,13 +88,21 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
     tls: Boolean(config.tlsCert), started_at: Date.now(), version: VERSION, agents: o.agents,
   };
   writeHubFile(o.dir, file);
+  let workerArgs = o.workerArgs ?? [];
+  if (o.sharedEngine && o.agents && o.agents > 0) {
+    try {
+      engine = await startSharedEngine({ model: o.sharedEngine.model, slots: o.agents * o.sharedEngine.slotsPerWorker });
+    } catch (err) { await stop(); throw err; }
+    o.log.info({ url: engine.url, pid: engine.pid }, 'shared engine ready');
+    workerArgs = sharedWorkerArgs(engine.url, o.sharedEngine.slotsPerWorker);
+  }
   if (o.agents && o.agents > 0) {
     const ids = Array.from({ length: o.agents }, (_, i) => `w-${i + 1}`);
     supervisor = new Supervisor({
       ids, stateDir: o.dir,
       command: (id) => ({
         file: process.execPath,
-        args: [CLI, 'worker', '--id', id, '--state-dir', o.dir, ...(o.workerArgs ?? [])],
+        args: [CLI, 'worker', '--id', id, '--state-dir', o.dir, ...workerArgs],
         env: { ...process.env, ...(config.token ? { SWARM_TOKEN: config.token } : {}) },
       }),
     }, o.log.child({ part: 'supervisor' }));

@@ -6,6 +6,7 @@ import { runHub } from '../run-hub.js';
 import { stateDir } from '../state.js';
 import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
+import { parseEngineMode, type EngineMode } from '../shared-engine.js';
 
 /** Options shared by `swarm hub` and `swarm up`. */
 export function hubOptions(cmd: Command): Command {
@@ -47,8 +48,9 @@ export function registerHub(program: Command): void {
     .option('--driver-opt <key=value>', 'driver option for supervised workers (repeatable)', keyValue, {})
     .option('--model <path>', 'model for supervised workers: GGUF file or hf: URI (env SWARM_MODEL; default: the random-weight demo model)')
     .option('--slots <n>', 'tasks in flight per supervised worker', int('--slots', 1), 1)
+    .option('--engine <mode>', 'supervised workers: per-worker engines, or one shared llama-server', parseEngineMode, 'per-worker')
     .option('--log-file <file>', 'write logs here instead of stderr')
-    .action(async (o: HubCliOptions & { supervise: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; logFile?: string }) => {
+    .action(async (o: HubCliOptions & { supervise: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; logFile?: string; engine: EngineMode }) => {
       try {
         const dir = stateDir(o.stateDir);
         const log = makeLogger('hub', o.logFile);
@@ -57,6 +59,7 @@ export function registerHub(program: Command): void {
         const running = await runHub({
           dir, log, config: hubConfigFrom(o), agents: o.supervise, journal: o.journal,
           workerArgs: workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots }),
+          sharedEngine: o.engine === 'shared' ? { model: model.path, slotsPerWorker: o.slots } : undefined,
         });
         const onSignal = () => void running.stop();
         process.once('SIGINT', onSignal);

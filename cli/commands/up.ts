@@ -15,9 +15,10 @@ import { readHubFile, stateDir, type HubFile } from '../state.js';
 import { hubConfigFrom, hubOptions, type HubCliOptions } from './hub.js';
 import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
+import { parseEngineMode, type EngineMode } from '../shared-engine.js';
 
 interface UpOptions extends HubCliOptions {
-  agents: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number;
+  agents: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; engine: EngineMode;
   detach: boolean; json: boolean; readyTimeout: number;
 }
 
@@ -30,6 +31,7 @@ export function registerUp(program: Command): void {
     .option('--driver <name>', 'engine driver: embedded (llama.cpp in-process), llama-server, llama-cli, echo, exec, …', DEFAULT_DRIVER)
     .option('--driver-opt <key=value>', 'driver option (repeatable)', keyValue, {})
     .option('--model <path>', 'GGUF model file or hf: URI (env SWARM_MODEL; default: a built-in random-weight demo model)')
+    .option('--engine <mode>', 'per-worker: an engine per worker (isolation); shared: one llama-server -np N for all (continuous batching; needs `swarm engine build`)', parseEngineMode, 'per-worker')
     .option('--slots <n>', 'tasks in flight per worker', int('--slots', 1), 1)
     .option('-d, --detach', 'return once ready; the swarm keeps running (stop it with `swarm down`)', false)
     .option('--ready-timeout <ms>', 'give up if the workers are not ready in time', int('--ready-timeout', 1), 120_000)
@@ -53,7 +55,8 @@ async function upForeground(o: UpOptions, model: ChosenModel): Promise<void> {
   const dir = stateDir(o.stateDir);
   const log = makeLogger('hub', logPath(dir, 'hub'));
   const token = o.token ?? process.env.SWARM_TOKEN ?? newToken();
-  const running = await runHub({ dir, log, config: hubConfigFrom(o, token), agents: o.agents, workerArgs: args(o, model), journal: o.journal });
+  const running = await runHub({ dir, log, config: hubConfigFrom(o, token), agents: o.agents, workerArgs: args(o, model), journal: o.journal,
+    sharedEngine: o.engine === 'shared' ? { model: model.path, slotsPerWorker: o.slots } : undefined });
   let interrupted = false;
   const onSignal = () => { interrupted = true; if (!o.json) process.stderr.write('\nstopping swarm…\n'); void running.stop(); };
   process.once('SIGINT', onSignal);
@@ -84,6 +87,7 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   if (o.tlsCert) hubArgs.push('--tls-cert', o.tlsCert);
   if (o.tlsKey) hubArgs.push('--tls-key', o.tlsKey);
   if (!o.journal) hubArgs.push('--no-journal');
+  if (o.engine === 'shared') hubArgs.push('--engine', 'shared');
   if (!o.msgpack) hubArgs.push('--no-msgpack');
   const out = fs.openSync(logPath(dir, 'hub.stderr'), 'a');
   const child = spawn(process.execPath, hubArgs, { detached: true, stdio: ['ignore', out, out], env: { ...process.env, SWARM_TOKEN: token } });
@@ -125,7 +129,7 @@ async function waitFor(count: () => number | Promise<number>, want: number, time
 
 function summary(o: UpOptions, model: ChosenModel, hub: HubFile, dir: string, ms: number, detached: boolean): void {
   const s = {
-    ready: true, agents: o.agents, ready_ms: Math.round(ms), driver: o.driver, model: model.path ?? null, demo_model: model.demo, detached,
+    ready: true, agents: o.agents, ready_ms: Math.round(ms), driver: o.engine === 'shared' ? 'llama-server' : o.driver, engine: o.engine, model: model.path ?? null, demo_model: model.demo, detached,
     hub: `${hub.host}:${hub.port}`, hub_pid: hub.pid, control: `http://${hub.control.host}:${hub.control.port}`, state_dir: dir,
   };
   if (o.json) { process.stdout.write(JSON.stringify(s) + '\n'); return; }
@@ -133,7 +137,7 @@ function summary(o: UpOptions, model: ChosenModel, hub: HubFile, dir: string, ms
     `swarm up: ${o.agents} agent(s) ready in ${(ms / 1000).toFixed(2)} s`,
     `  hub      ${s.hub} (pid ${hub.pid})`,
     `  control  ${s.control}`,
-    `  driver   ${o.driver}`,
+    o.engine === 'shared' ? `  engine   shared: one llama-server with ${o.agents * o.slots} slots` : `  driver   ${o.driver} (an engine per worker)`,
     ...(model.path ? [`  model    ${model.path}${model.demo ? ' (demo: random weights, its text is noise)' : ''}`] : []),
     `  state    ${dir}`,
     `next: swarm submit "hello" --wait · swarm status · swarm down`,
