@@ -3,7 +3,6 @@
  * (header only: a 5 GB file is not read, and a sparse header-only file works the same).
  */
 import fs from 'node:fs/promises';
-import { readGgufFileInfo } from 'node-llama-cpp';
 import { REPACKED_ON_X86, tensorBytes, typeName } from './sizes.js';
 
 /** Shape and storage facts of one GGUF model. */
@@ -88,6 +87,8 @@ function firstOf(v: unknown): number | undefined {
 /** Read a GGUF file's header and return its shape. Throws when the file is not a GGUF. */
 export async function readModelShape(path: string): Promise<ModelShape> {
   const st = await fs.stat(path);
+  // Loaded on use: node-llama-cpp adds ~30 MB to every process that imports it (every worker runs the CLI).
+  const { readGgufFileInfo } = await import('node-llama-cpp');
   const info = await readGgufFileInfo(path, { readTensorInfo: true });
   return shapeFromGguf({
     path,
