@@ -1,17 +1,26 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
 import { VERSION } from './state.js';
-import { registerUp } from './commands/up.js';
-import { registerHub } from './commands/hub.js';
-import { registerWorker } from './commands/worker.js';
-import { registerStatus } from './commands/status.js';
-import { registerSubmit } from './commands/submit.js';
-import { registerDown } from './commands/down.js';
-import { registerEngine } from './commands/engine.js';
-import { registerRun } from './commands/run.js';
-import { registerRuns } from './commands/runs.js';
-import { registerPlan } from './commands/plan.js';
-import { registerDeploy } from './commands/deploy.js';
+
+type Register = (program: Command) => void;
+
+/**
+ * Commands, loaded on demand: a worker process (25 of them on a small VPS) loads only the worker
+ * command and what it needs, not the planner, the topologies or the deploy renderer.
+ */
+const COMMANDS: Record<string, () => Promise<Register>> = {
+  up: async () => (await import('./commands/up.js')).registerUp,
+  hub: async () => (await import('./commands/hub.js')).registerHub,
+  worker: async () => (await import('./commands/worker.js')).registerWorker,
+  status: async () => (await import('./commands/status.js')).registerStatus,
+  submit: async () => (await import('./commands/submit.js')).registerSubmit,
+  down: async () => (await import('./commands/down.js')).registerDown,
+  engine: async () => (await import('./commands/engine.js')).registerEngine,
+  run: async () => (await import('./commands/run.js')).registerRun,
+  runs: async () => (await import('./commands/runs.js')).registerRuns,
+  plan: async () => (await import('./commands/plan.js')).registerPlan,
+  deploy: async () => (await import('./commands/deploy.js')).registerDeploy,
+};
 
 const program = new Command()
   .name('swarm')
@@ -25,16 +34,8 @@ State lives in ./.swarm (--state-dir or SWARM_STATE_DIR). Docs: README.md, proto
 // Before the commands are added: subcommands inherit it. Usage errors exit 2 (commander says 1).
 program.exitOverride((err) => process.exit(err.exitCode === 1 ? 2 : err.exitCode));
 
-registerUp(program);
-registerHub(program);
-registerWorker(program);
-registerStatus(program);
-registerSubmit(program);
-registerDown(program);
-registerEngine(program);
-registerRun(program);
-registerRuns(program);
-registerPlan(program);
-registerDeploy(program);
+const first = process.argv[2];
+const wanted = first !== undefined && Object.hasOwn(COMMANDS, first) ? [first] : Object.keys(COMMANDS);
+for (const name of wanted) (await COMMANDS[name]!())(program);
 
 await program.parseAsync(process.argv);

@@ -1,4 +1,3 @@
-import { execa } from 'execa';
 import { SwarmError } from '../../protocol/index.js';
 import { trackChild, untrackChild } from '../children.js';
 import { StopFilter } from '../llama-cli/stop-filter.js';
@@ -33,6 +32,8 @@ export class ExecDriver implements Driver {
 
   async *chat(prompt: string, opts: ChatOptions = {}): AsyncGenerator<string, ChatStats | void, void> {
     const o = this.options;
+    // Loaded on first use: execa adds ~15 MB to a process, and most workers never run the exec driver.
+    const { execa } = await import('execa');
     const proc = execa({
       shell: '/bin/sh', input: prompt, detached: true, reject: false, stripFinalNewline: false,
       env: { SWARM_PROMPT: prompt, SWARM_MAX_TOKENS: opts.maxTokens === undefined ? '' : String(opts.maxTokens) },
