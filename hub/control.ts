@@ -55,7 +55,12 @@ export class ControlServer {
   status(): Record<string, unknown> {
     const workers = [...this.hub.registry.all()].map(Registry.view);
     return {
-      hub: { name: this.hub.name, pid: process.pid, address: this.hub.address, uptime_s: Math.round((Date.now() - this.hub.startedAt) / 1000), mode: 'star' },
+      hub: {
+        name: this.hub.name, pid: process.pid, address: this.hub.address, uptime_s: Math.round((Date.now() - this.hub.startedAt) / 1000),
+        // Failover (issue 5): a hub that answers is `star`, or `reconciling` while workers hand back.
+        mode: this.hub.failover.mode, coordinator: this.hub.name,
+      },
+      failover: { ...this.hub.failover.stats, workers: this.hub.failover.views() },
       workers,
       tasks: this.hub.store.queue.counts(),
       metrics: {

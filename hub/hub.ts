@@ -9,6 +9,7 @@ import type { TaskInput, TaskRecord } from './task.js';
 import type { HubConfig } from './config.js';
 import { HubMetrics } from './metrics.js';
 import { Watchdog } from './watchdog.js';
+import { HubReplicator } from './replicate.js';
 
 /** Errors after which a task is not worth running again. */
 const NOT_RETRYABLE = new Set<string>(['SWARM_ERR_BAD_PAYLOAD', 'SWARM_ERR_LOOP_DETECTED']);
@@ -38,12 +39,15 @@ export class Hub {
   private stopping = false;
   readonly startedAt = Date.now();
   readonly name = `hub-${randomId().slice(0, 6)}`;
+  /** Failover (issue 5): replicates state to workers that offer a peer port, merges their handbacks. */
+  readonly failover: HubReplicator;
 
   constructor(readonly config: HubConfig, readonly log: Logger, private readonly events: HubEvents = {}) {
     this.watchdog = new Watchdog({
       intervalMs: Math.max(100, Math.floor(config.heartbeatMs / 2)),
       onTick: (now) => this.tick(now),
     });
+    this.failover = new HubReplicator(() => this.store, (specs) => this.submit(specs), log.child({ part: 'failover' }));
   }
 
   /** Open the journal and listen. Resolves with the bound address. */
@@ -51,7 +55,7 @@ export class Hub {
     this.store = await TaskStore.open(this.config.stateDir, {
       maxDepth: this.config.maxQueue, leaseMs: this.config.leaseMs, defaultMaxAttempts: this.config.maxAttempts,
     }, { fsyncMs: this.config.fsyncMs });
-    this.store.onChange((rec) => this.metrics.taskFinished(rec));
+    this.store.onChange((rec) => { this.metrics.taskFinished(rec); this.failover.changed(rec); });
     const onSocket = (s: net.Socket) => this.accept(s);
     this.server = this.config.tlsCert && this.config.tlsKey
       ? tls.createServer({ cert: fs.readFileSync(this.config.tlsCert), key: fs.readFileSync(this.config.tlsKey) }, onSocket)
@@ -64,6 +68,7 @@ export class Hub {
       throw err;
     }
     this.watchdog.start();
+    this.failover.start();
     this.scheduleDispatch();
     const addr = this.server.address() as net.AddressInfo;
     this.log.info({ host: addr.address, port: addr.port, tls: Boolean(this.config.tlsCert) }, 'hub listening');
@@ -79,7 +84,7 @@ export class Hub {
   async submit(specs: readonly TaskInput[]) {
     const out = await this.store.submitMany(specs);
     const now = performance.now();
-    for (const r of out) if (!r.duplicate) { this.metrics.submitted++; this.readyAt.set(r.record.id, now); }
+    for (const r of out) if (!r.duplicate) { this.metrics.submitted++; this.readyAt.set(r.record.id, now); this.failover.changed(r.record, true); }
     this.scheduleDispatch();
     return out;
   }
@@ -97,6 +102,7 @@ export class Hub {
     if (this.stopping) return;
     this.stopping = true;
     this.watchdog.stop();
+    this.failover.stop();
     if (this.readyTimer) clearTimeout(this.readyTimer);
     if (opts.killWorkers) for (const w of this.registry.all()) w.conn.send(Type.KILL, { reason: 'shutdown' });
     const deadline = Date.now() + (opts.graceMs ?? 3000);
@@ -126,6 +132,8 @@ export class Hub {
         // Switch codec only now: frames already buffered behind HANDSHAKE are re-read at once and
         // must find `worker` set.
         if (worker) conn.setCodec(this.codecFor(msg.payload.codecs));
+        // Failover frames go out in the negotiated codec, so only after the switch.
+        if (worker && msg.payload.peer_addr) this.failover.join(worker, msg.payload.peer_addr);
         return;
       }
       this.onWorkerMessage(worker, msg);
@@ -173,6 +181,10 @@ export class Hub {
       case Type.HEARTBEAT:
         w.load = msg.payload.load;
         w.state = msg.payload.state ?? w.state;
+        this.failover.heartbeat(w, msg.payload);
+        return;
+      case Type.HANDBACK:
+        void this.failover.handBack(w, msg);
         return;
       case Type.TASK_RES:
         this.onResult(w, msg);
@@ -239,7 +251,9 @@ export class Hub {
     this.registry.remove(w.id);
     this.free.delete(w);
     w.status = 'dead';
+    this.failover.leave(w);
     const back = this.store.queue.release(w.id);
+    for (const r of back) this.failover.changed(r);
     for (const r of back) if (r.state === 'failed') void this.store.failed(r.id);
     if (!w.conn.isClosed) w.conn.destroy(reason);
     this.log.info({ worker: w.id, reason, requeued: back.length }, 'worker left');
@@ -299,6 +313,7 @@ export class Hub {
       json_schema: s.json_schema, timeout_ms: s.timeout_ms,
     });
     w.inflight.set(rec.id, { leasedAt: now, reqId, text: [], bytes: 0 });
+    this.failover.changed(rec);
     w.status = 'busy';
     const readyAt = this.readyAt.get(rec.id) ?? 0;
     this.readyAt.delete(rec.id);

@@ -20,6 +20,9 @@ export const Receipt = z.object({
 });
 export type Receipt = z.infer<typeof Receipt>;
 
+/** One task's replicated state (see worker/gossip/replica.ts); only the id is checked here, the merge ignores what it does not know. */
+const ReplicaEntry = z.object({ id }).passthrough();
+
 export const Payloads = {
   [Type.HANDSHAKE]: z.object({
     driver: shortText,
@@ -71,6 +74,10 @@ export const Payloads = {
     status: z.string().max(32).default('idle'),
     inflight: z.number().int().nonnegative().optional(),
     state: z.string().max(32).optional(),
+    /** Failover: the worker's mode (star, gossip, reconciling), who coordinates, and the fencing epoch. */
+    mode: z.string().max(32).optional(),
+    coordinator: z.string().max(128).optional(),
+    epoch: z.number().int().nonnegative().optional(),
   }),
   [Type.KILL]: z.object({ reason: z.string().max(1024).default('') }),
   [Type.ERROR]: z.object({
@@ -81,6 +88,21 @@ export const Payloads = {
     fatal: z.boolean().optional(),
   }),
   [Type.ACK]: z.object({ ok: z.boolean().default(true) }).passthrough(),
+  [Type.PEERS]: z.object({
+    /** true: the whole list (replaces nothing, adds all); false: peers that joined since. */
+    full: z.boolean().default(false),
+    peers: z.array(z.object({ id, peer_addr: shortText })).max(100_000),
+  }),
+  [Type.STATE]: z.object({
+    full: z.boolean().default(false),
+    part: z.number().int().nonnegative().optional(),
+    parts: z.number().int().positive().optional(),
+    /** Replica entries (worker/gossip/replica.ts `Entry`): merged by task id, order-independent. */
+    entries: z.array(ReplicaEntry).max(100_000),
+  }),
+  [Type.HANDBACK]: z.object({
+    entries: z.array(ReplicaEntry).max(100_000),
+  }),
 } as const;
 
 export type Payload<T extends Type> = z.infer<(typeof Payloads)[T]>;

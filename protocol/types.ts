@@ -9,6 +9,12 @@ export const Type = {
   KILL: 'KILL',
   ERROR: 'ERROR',
   ACK: 'ACK',
+  /** Failover (issue 5): the hub names a worker's peers. */
+  PEERS: 'PEERS',
+  /** Failover: the hub replicates run state (deltas, and chunked full syncs) to workers. */
+  STATE: 'STATE',
+  /** Failover: a worker hands what gossip mode finished back to a returning hub. */
+  HANDBACK: 'HANDBACK',
 } as const;
 export type Type = (typeof Type)[keyof typeof Type];
 

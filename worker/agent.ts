@@ -3,6 +3,8 @@ import type { Logger } from 'pino';
 import { SwarmError, Type, isErrorCode, type Connection, type Message, type AnyMessage } from '../protocol/index.js';
 import { LoopGuard, type Driver } from '../drivers/index.js';
 import { WorkerClient, type HubLocator } from './client.js';
+import { AgentFailover, type AgentFailoverOptions } from './failover-agent.js';
+import type { ExecOutcome, ReplicaSpec } from './gossip/index.js';
 
 /** The worker state machine of the spec, section 5.1. */
 export const AgentState = { INIT: 'INIT', SPAWN: 'SPAWN', IDLE: 'IDLE', BUSY: 'BUSY', COOLDOWN: 'COOLDOWN', STOPPED: 'STOPPED' } as const;
@@ -18,11 +20,19 @@ export interface AgentOptions {
   slots?: number;
   msgpack?: boolean;
   loopRepeats?: number;
+  /** Hybrid star-gossip failover (issue 5): open a peer port and keep running when the hub dies. */
+  failover?: AgentFailoverOptions;
   /** Called once when the hub sends KILL or the agent is stopped. */
   onStopped?: (reason: string) => void;
 }
 
 interface Running { abort: AbortController; }
+
+/** What one driver run needs (a TASK_REQ's payload, or a replicated spec in gossip mode). */
+interface TaskParams {
+  task_id: string; prompt: string; stop: string[]; attempt: number; max_tokens?: number; temperature?: number;
+  seed?: number; grammar?: string; json_schema?: Record<string, unknown>; timeout_ms?: number;
+}
 
 /**
  * One agent: a network loop (WorkerClient) and a driver side by side. Tasks run concurrently with
@@ -35,28 +45,46 @@ export class Agent {
   private readonly slots: number;
   private stopping = false;
   private driverReady?: Promise<void>;
+  /** Set with `failover`: the gossip side of this agent. */
+  readonly failover?: AgentFailover;
+  private peerAddr?: string;
 
   constructor(private readonly opts: AgentOptions, private readonly log: Logger) {
     this.slots = opts.slots ?? 1;
     this.client = new WorkerClient({
       id: opts.id, locate: opts.locate, token: opts.token, msgpack: opts.msgpack,
-      handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: opts.role, slots: this.slots, pid: process.pid }),
+      handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: opts.role, slots: this.slots, pid: process.pid, peer_addr: this.peerAddr }),
     }, log);
-    this.client.heartbeatPayload = () => ({
-      load: Math.min(1, this.running.size / this.slots), status: this.running.size ? 'busy' : 'idle',
-      inflight: this.running.size, state: this.state,
-    });
+    if (opts.failover) {
+      this.failover = new AgentFailover(opts.id, opts.token, this.slots, (spec, attempt) => this.execute(spec, attempt), opts.failover, log);
+      this.client.onFrame = () => this.failover!.heard();
+    }
+    this.client.heartbeatPayload = () => {
+      const fo = this.failover?.status();
+      return {
+        load: Math.min(1, this.running.size / this.slots), status: this.running.size ? 'busy' : 'idle',
+        inflight: this.running.size, state: this.state,
+        ...(fo ? { mode: fo.mode, coordinator: fo.coordinator, epoch: fo.epoch } : {}),
+      };
+    };
     this.client.onMessage((m, conn) => this.onMessage(m, conn));
     this.client.onStatus((s) => {
       if (s.type === 'killed') void this.stop(`KILL: ${s.reason}`);
-      if (s.type === 'disconnected') {
+      if (s.type === 'disconnected' && this.failover) {
+        // Failover: tasks keep running; their results go to the replica and, later, to a hub.
+        this.failover.disconnected();
+        log.info({ reason: s.reason }, 'disconnected from hub');
+      } else if (s.type === 'disconnected') {
         // The hub requeues what this worker held; stop spending the engine on it.
         // Free the slots at once: a reconnect brings new leases before the aborted runs unwind.
         for (const r of this.running.values()) r.abort.abort(new SwarmError('SWARM_ERR_SHUTDOWN', 'hub connection lost'));
         this.running.clear();
         log.info({ reason: s.reason }, 'disconnected from hub');
       }
-      if (s.type === 'connected') log.info('connected to hub');
+      if (s.type === 'connected') {
+        log.info('connected to hub');
+        if (this.failover && this.client.conn) this.failover.connected(this.client.conn);
+      }
     });
   }
 
@@ -67,6 +95,7 @@ export class Agent {
       () => { if (this.state === AgentState.SPAWN) this.state = AgentState.IDLE; },
       (err) => { this.log.error({ err }, 'engine failed to start'); this.state = AgentState.IDLE; },
     );
+    if (this.failover) this.peerAddr = await this.failover.listen();
     await this.client.run();
   }
 
@@ -77,12 +106,20 @@ export class Agent {
     for (const r of this.running.values()) r.abort.abort(new SwarmError('SWARM_ERR_SHUTDOWN', reason));
     this.state = AgentState.STOPPED;
     this.client.stop();
+    this.failover?.stop();
     await this.opts.driver.stop().catch(() => {});
     this.opts.onStopped?.(reason);
   }
 
   private onMessage(m: AnyMessage, conn: Connection): void {
+    if (this.failover?.onMessage(m)) return;
     if (m.type === Type.TASK_REQ) {
+      // Finished already (in gossip mode, here or on a peer): answer from the replica, run nothing.
+      const done = this.failover?.finished(m.payload.task_id);
+      if (done) {
+        conn.send(Type.TASK_RES, { task_id: m.payload.task_id, text: done.text, done: true, seq: 0, receipt: receiptOf(done.receipt) }, { re: m.id });
+        return;
+      }
       if (this.running.size >= this.slots) {
         conn.sendError('SWARM_ERR_SLOTS_FULL', `worker has ${this.slots} slot(s)`, { re: m.id, task_id: m.payload.task_id });
         return;
@@ -100,14 +137,67 @@ export class Agent {
     const p = m.payload;
     const abort = new AbortController();
     const mine: Running = { abort };
+    const fo = this.failover;
     this.running.set(p.task_id, mine);
+    fo?.adopt(p.task_id);
     this.state = AgentState.BUSY;
+    let seq = 0;
+    try {
+      // With failover nothing is streamed: the answer goes to the replica whole, then to the hub.
+      const onChunk = fo ? undefined : (text: string) => conn.send(Type.TASK_RES, { task_id: p.task_id, text, done: false, seq: seq++ }, { re: m.id });
+      const out = await this.drive(p, abort, onChunk);
+      if (fo) fo.localResult(p.task_id, p.attempt, out.full, out.receipt);
+      // A result for a connection that has gone is handed back from the replica instead.
+      if (!conn.isClosed) conn.send(Type.TASK_RES, { task_id: p.task_id, text: fo ? out.full : out.last, done: true, seq, receipt: out.receipt }, { re: m.id });
+    } catch (err) {
+      const code = errorCode(err);
+      const msg = (err as Error)?.message ?? String(err);
+      this.log.warn({ task: p.task_id, code, msg }, 'task failed');
+      conn.sendError(code, msg.slice(0, 4000), { re: m.id, task_id: p.task_id });
+    } finally {
+      fo?.release(p.task_id);
+      if (this.running.get(p.task_id) === mine) this.running.delete(p.task_id);
+      if (this.running.size === 0 && !this.stopping) {
+        this.state = AgentState.IDLE;
+      }
+    }
+  }
+
+  /** Gossip mode: run a task the acting coordinator assigned (a replicated spec). */
+  private async execute(spec: ReplicaSpec, attempt: number): Promise<ExecOutcome> {
+    const abort = new AbortController();
+    const mine: Running = { abort };
+    const id = spec.id;
+    this.running.set(id, mine);
+    this.state = AgentState.BUSY;
+    try {
+      const out = await this.drive({
+        task_id: id, prompt: String(spec.prompt ?? ''), stop: (spec.stop as string[] | undefined) ?? [], attempt,
+        max_tokens: spec.max_tokens as number | undefined, temperature: spec.temperature as number | undefined,
+        seed: spec.seed as number | undefined, grammar: spec.grammar as string | undefined,
+        json_schema: spec.json_schema as Record<string, unknown> | undefined, timeout_ms: spec.timeout_ms,
+      }, abort);
+      return { text: out.full, receipt: out.receipt };
+    } catch (err) {
+      const code = errorCode(err);
+      return { error: { code, msg: ((err as Error)?.message ?? String(err)).slice(0, 4000) }, final: code === 'SWARM_ERR_BAD_PAYLOAD' || code === 'SWARM_ERR_LOOP_DETECTED' };
+    } finally {
+      if (this.running.get(id) === mine) this.running.delete(id);
+      if (this.running.size === 0 && !this.stopping) this.state = AgentState.IDLE;
+    }
+  }
+
+  /**
+   * One driver run with the task's timeout and the loop guard. `onChunk` gets every chunk but the
+   * last (held back so a one-chunk answer is one message); the result has the last and the whole.
+   */
+  private async drive(p: TaskParams, abort: AbortController, onChunk?: (text: string) => void): Promise<{ full: string; last: string; receipt: NonNullable<Message<'TASK_RES'>['payload']['receipt']> }> {
     const timer = p.timeout_ms ? setTimeout(() => abort.abort(new SwarmError('SWARM_ERR_TASK_TIMEOUT', `task ran past ${p.timeout_ms} ms`)), p.timeout_ms) : undefined;
     const started = performance.now();
     const startedAt = Date.now();
     let ttft: number | undefined;
     let pending: string | undefined;
-    let seq = 0;
+    const parts: string[] = [];
     const guard = new LoopGuard({ maxRepeats: this.opts.loopRepeats ?? 5 });
     try {
       if (this.driverReady) await this.driverReady;
@@ -128,35 +218,35 @@ export class Agent {
           this.driverReady = this.opts.driver.start();
           throw new SwarmError('SWARM_ERR_LOOP_DETECTED', 'the same output line repeated more than the loop guard allows');
         }
-        // Hold one chunk back so a single-chunk answer is one message.
-        if (pending !== undefined) conn.send(Type.TASK_RES, { task_id: p.task_id, text: pending, done: false, seq: seq++ }, { re: m.id });
+        if (pending !== undefined) onChunk?.(pending);
         pending = chunk;
+        parts.push(chunk);
       }
       if (abort.signal.aborted) throw abort.signal.reason;
       const duration = performance.now() - started;
       const tokensOut = stats?.tokensOut;
-      conn.send(Type.TASK_RES, {
-        task_id: p.task_id, text: pending ?? '', done: true, seq,
+      return {
+        full: parts.join(''), last: pending ?? '',
         receipt: {
           started_at: startedAt, finished_at: Date.now(), duration_ms: round(duration), ttft_ms: ttft === undefined ? undefined : round(ttft),
           tokens_in: stats?.tokensIn, tokens_out: tokensOut,
           tokens_per_s: tokensOut !== undefined && duration > 0 ? round(tokensOut / (duration / 1000)) : undefined,
           worker: this.opts.id, driver: this.opts.driver.name, attempt: p.attempt,
         },
-      }, { re: m.id });
-    } catch (err) {
-      const code = err instanceof SwarmError ? err.code : isErrorCode((err as { code?: unknown })?.code) ? (err as { code: SwarmError['code'] }).code : 'SWARM_ERR_TASK_FAILED';
-      const msg = (err as Error)?.message ?? String(err);
-      this.log.warn({ task: p.task_id, code, msg }, 'task failed');
-      conn.sendError(code, msg.slice(0, 4000), { re: m.id, task_id: p.task_id });
+      };
     } finally {
       if (timer) clearTimeout(timer);
-      if (this.running.get(p.task_id) === mine) this.running.delete(p.task_id);
-      if (this.running.size === 0 && !this.stopping) {
-        this.state = AgentState.IDLE;
-      }
     }
   }
+}
+
+function errorCode(err: unknown): SwarmError['code'] {
+  return err instanceof SwarmError ? err.code : isErrorCode((err as { code?: unknown })?.code) ? (err as { code: SwarmError['code'] }).code : 'SWARM_ERR_TASK_FAILED';
+}
+
+/** A replicated receipt, if it still has the shape TASK_RES allows. */
+function receiptOf(r: unknown): Message<'TASK_RES'>['payload']['receipt'] {
+  return r && typeof r === 'object' && typeof (r as { duration_ms?: unknown }).duration_ms === 'number' ? r as Message<'TASK_RES'>['payload']['receipt'] : undefined;
 }
 
 function round(x: number): number { return Math.round(x * 100) / 100; }

@@ -42,6 +42,8 @@ export class WorkerClient {
   private readonly listeners: ((s: ClientStatus) => void)[] = [];
   private messageHandler: (msg: AnyMessage, conn: Connection) => void = () => {};
   heartbeatPayload: () => Payload<'HEARTBEAT'> = () => ({ load: 0, status: 'idle' });
+  /** Called for every frame from the hub, heartbeats included (failover's hub monitor listens). */
+  onFrame: () => void = () => {};
 
   constructor(private readonly opts: ClientOptions, private readonly log: Logger) {}
 
@@ -129,6 +131,7 @@ export class WorkerClient {
       });
       const onMessage = (m: AnyMessage): void => {
         this.lastHeard = Date.now();
+        this.onFrame();
         if (m.type === Type.KILL) {
           this.emit({ type: 'killed', reason: m.payload.reason });
           return;

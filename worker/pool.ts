@@ -2,6 +2,8 @@ import type { Logger } from 'pino';
 import { createDriver, killAllChildren, type DriverConfig } from '../drivers/index.js';
 import { Agent } from './agent.js';
 import type { HubLocator } from './client.js';
+import type { AgentFailoverOptions } from './failover-agent.js';
+import { FailoverStatusWriter } from './failover-status.js';
 
 export interface PoolOptions {
   /** Worker ids; one agent (one hub connection) per id. */
@@ -13,6 +15,10 @@ export interface PoolOptions {
   caps?: string[];
   slots?: number;
   msgpack?: boolean;
+  /** Hybrid star-gossip failover for every agent (each gets its own peer port). */
+  failover?: AgentFailoverOptions;
+  /** With failover: write the agents' failover status here every second (for `swarm status`). */
+  statusFile?: string;
 }
 
 /**
@@ -22,30 +28,36 @@ export interface PoolOptions {
 export class WorkerPool {
   readonly agents: Agent[];
   private readonly done: Promise<string[]>;
+  private readonly status?: FailoverStatusWriter;
 
   constructor(opts: PoolOptions, log: Logger) {
     const stopped: Promise<string>[] = [];
-    this.agents = opts.ids.map((id) => {
+    this.agents = opts.ids.map((id, i) => {
       let resolve!: (reason: string) => void;
       stopped.push(new Promise<string>((r) => (resolve = r)));
       return new Agent({
         id, driver: createDriver(opts.driver), locate: opts.locate, token: opts.token, role: opts.role,
         caps: opts.caps, slots: opts.slots, msgpack: opts.msgpack, onStopped: resolve,
+        failover: opts.failover && { ...opts.failover, port: opts.failover.port ? opts.failover.port + i : 0 },
       }, log.child({ worker: id }));
     });
     this.done = Promise.all(stopped);
+    if (opts.failover && opts.statusFile) this.status = new FailoverStatusWriter(opts.statusFile, this.agents, log);
   }
 
   /** Start all agents; resolves with their stop reasons when all have stopped. */
   async run(): Promise<string[]> {
     for (const a of this.agents) void a.run();
+    this.status?.start();
     const reasons = await this.done;
+    this.status?.stop();
     killAllChildren();
     return reasons;
   }
 
   async stop(reason: string): Promise<void> {
     await Promise.all(this.agents.map((a) => a.stop(reason)));
+    this.status?.stop();
     killAllChildren();
   }
 }

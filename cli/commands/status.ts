@@ -2,28 +2,65 @@ import type { Command } from 'commander';
 import { fail } from '../exit.js';
 import { call } from '../http.js';
 import { runningHub, stateDir } from '../state.js';
+import { readFailoverStatus, type FailoverStatusFile } from '../../worker/index.js';
 
 interface Status {
-  hub: { pid: number; address?: { host: string; port: number }; uptime_s: number; mode: string };
+  hub: { pid: number; address?: { host: string; port: number }; uptime_s: number; mode: string; coordinator?: string };
   workers: { id: string; state: string; status: string; role: string; driver: string; inflight: number; done: number }[];
   tasks: { queued: number; leased: number; done: number; failed: number };
   metrics: { dispatch_p50_ms: number; dispatch_p99_ms: number; tokens_out: number };
+  failover?: { workers: { id: string; mode: string; coordinator: string }[] };
+}
+
+/**
+ * Without a hub (killed, in gossip mode) the workers' failover status files tell the mode and who
+ * coordinates: the coordinator most agents name, and the replica of the agent that coordinates.
+ */
+export function gossipStatus(files: FailoverStatusFile[]): Record<string, unknown> {
+  const agents = files.flatMap((f) => f.agents.map((a) => ({ ...a, pid: f.pid })));
+  const votes = new Map<string, number>();
+  for (const a of agents) if (a.mode === 'gossip') votes.set(a.coordinator, (votes.get(a.coordinator) ?? 0) + 1);
+  const coordinator = [...votes].sort((a, b) => b[1] - a[1])[0]?.[0];
+  const lead = agents.find((a) => a.id === coordinator) ?? agents[0];
+  const modes = new Set(agents.map((a) => a.mode));
+  const mode = modes.has('gossip') ? 'gossip' : modes.has('reconciling') ? 'reconciling' : 'star';
+  return {
+    hub: { mode, coordinator: mode === 'gossip' ? coordinator : 'hub', reachable: false },
+    workers: agents.map((a) => ({ id: a.id, mode: a.mode, coordinator: a.coordinator, epoch: a.epoch, live: a.live, pid: a.pid })),
+    tasks: lead ? { queued: lead.replica.queued, leased: lead.replica.leased, done: lead.replica.done, failed: lead.replica.failed } : undefined,
+  };
 }
 
 export function registerStatus(program: Command): void {
   program.command('status')
-    .description('show the running swarm: hub, workers, tasks')
+    .description('show the running swarm: hub, workers, tasks (and, if the hub is down, the failover mode)')
     .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
     .option('--json', 'print one JSON object', false)
     .action(async (o: { stateDir?: string; json: boolean }) => {
       try {
-        const hub = runningHub(stateDir(o.stateDir));
-        const s = await call<Status>(hub, 'GET', '/status');
+        const dir = stateDir(o.stateDir);
+        let s: Status;
+        try {
+          s = await call<Status>(runningHub(dir), 'GET', '/status');
+        } catch (err) {
+          const files = readFailoverStatus(dir);
+          if (!files.length) throw err;
+          const g = gossipStatus(files) as { hub: { mode: string; coordinator?: string }; workers: unknown[]; tasks?: Status['tasks'] };
+          if (o.json) { process.stdout.write(JSON.stringify(g) + '\n'); return; }
+          const t = g.tasks;
+          process.stdout.write([
+            `hub      unreachable; mode ${g.hub.mode}, coordinator ${g.hub.coordinator ?? '?'}`,
+            `workers  ${g.workers.length} (from failover status files)`,
+            t ? `tasks    ${t.queued} queued, ${t.leased} running, ${t.done} done, ${t.failed} failed (coordinator's replica)` : '',
+          ].filter(Boolean).join('\n') + '\n');
+          return;
+        }
         if (o.json) { process.stdout.write(JSON.stringify(s) + '\n'); return; }
         const byState = new Map<string, number>();
         for (const w of s.workers) byState.set(w.state, (byState.get(w.state) ?? 0) + 1);
+        const fo = s.failover?.workers ?? [];
         const lines = [
-          `hub      ${s.hub.address?.host}:${s.hub.address?.port} pid ${s.hub.pid} up ${s.hub.uptime_s}s mode ${s.hub.mode}`,
+          `hub      ${s.hub.address?.host}:${s.hub.address?.port} pid ${s.hub.pid} up ${s.hub.uptime_s}s mode ${s.hub.mode}${fo.length ? ` (${fo.length} failover workers)` : ''}`,
           `workers  ${s.workers.length} (${[...byState].map(([k, v]) => `${v} ${k}`).join(', ') || 'none'})`,
           `tasks    ${s.tasks.queued} queued, ${s.tasks.leased} running, ${s.tasks.done} done, ${s.tasks.failed} failed`,
           `dispatch p50 ${s.metrics.dispatch_p50_ms.toFixed(3)} ms, p99 ${s.metrics.dispatch_p99_ms.toFixed(3)} ms; tokens out ${s.metrics.tokens_out}`,

@@ -1,7 +1,7 @@
 import os from 'node:os';
 import type { Command } from 'commander';
 import { SwarmError } from '../../protocol/index.js';
-import { WorkerPool, type HubLocator } from '../../worker/index.js';
+import { WorkerPool, failoverStatusPath, type HubLocator } from '../../worker/index.js';
 import { killAllChildren } from '../../drivers/index.js';
 import { fail } from '../exit.js';
 import { makeLogger } from '../log.js';
@@ -20,7 +20,7 @@ export function workerArgs(o: { driver: string; driverOpt: Record<string, string
 interface WorkerCliOptions {
   hub?: { host: string; port: number }; stateDir?: string; id?: string; count: number; driver: string;
   driverOpt: Record<string, string>; model?: string; role?: string; caps?: string; slots: number; token?: string;
-  tls: boolean; tlsCa?: string; msgpack: boolean; logFile?: string;
+  tls: boolean; tlsCa?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost: string; peerPort: number;
 }
 
 export function registerWorker(program: Command): void {
@@ -41,6 +41,9 @@ export function registerWorker(program: Command): void {
     .option('--tls-ca <file>', 'CA certificate that signed the hub certificate')
     .option('--no-msgpack', 'speak NDJSON only')
     .option('--log-file <file>', 'write logs here instead of stderr')
+    .option('--failover', 'hybrid star-gossip failover: each worker opens a peer port and the run goes on if the hub dies', false)
+    .option('--peer-host <addr>', 'bind address of the peer ports (off loopback needs a token)', '127.0.0.1')
+    .option('--peer-port <n>', 'first peer port (0 = any free port; with --count K, K ports from here)', int('--peer-port'), 0)
     .action(async (o: WorkerCliOptions) => {
       try {
         const log = makeLogger('worker', o.logFile);
@@ -60,6 +63,7 @@ export function registerWorker(program: Command): void {
         const ids = o.count === 1 ? [base] : Array.from({ length: o.count }, (_, i) => `${base}-${i + 1}`);
         const pool = new WorkerPool({
           ids, locate, token, role: o.role, slots: o.slots, msgpack: o.msgpack,
+          ...(o.failover ? { failover: { host: o.peerHost, port: o.peerPort }, statusFile: failoverStatusPath(dir) } : {}),
           caps: o.caps ? o.caps.split(',').map((c) => c.trim()).filter(Boolean) : [],
           driver: { name: o.driver, ...(model.path ? { model: model.path } : {}), options: o.driverOpt },
         }, log);

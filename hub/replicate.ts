@@ -1,0 +1,190 @@
+import type { Logger } from 'pino';
+import { Type, type Message, type Payload } from '../protocol/index.js';
+import type { WorkerEntry } from './registry.js';
+import type { TaskStore } from './store.js';
+import type { TaskInput, TaskRecord } from './task.js';
+
+/** A replica entry as the workers' gossip layer merges it (worker/gossip/replica.ts `Entry`). */
+export interface ReplEntry {
+  id: string;
+  spec?: Record<string, unknown> & { id: string };
+  seq?: number;
+  lease?: { worker: string; attempt: number; epoch: number; until: number; revoked?: boolean };
+  result?: { worker: string; attempt: number; text?: string; receipt?: unknown };
+  failure?: { worker: string; attempt: number; error: { code: string; msg: string } };
+}
+
+/** What the hub knows of one failover worker, from its HANDSHAKE and heartbeats. */
+export interface FailoverView { id: string; peerAddr: string; mode: string; coordinator: string; epoch: number }
+
+export interface ReplicatorOptions {
+  /** Deltas are batched this long before they go out. */
+  batchMs?: number;
+  /** One worker (in rotation) gets a full sync this often; the peers' anti-entropy spreads it. */
+  fullSyncMs?: number;
+  /** Bound on one STATE frame's entries, bytes (JSON length). */
+  chunkBytes?: number;
+  /** A result's text larger than this is not replicated (the hub journals it anyway). */
+  maxText?: number;
+  /** A HANDBACK within this long keeps the hub's mode at `reconciling`. */
+  reconcileMs?: number;
+}
+
+/** Hub side of failover (issue 5): peers, state replication to workers, and the handback merge. */
+export class HubReplicator {
+  private readonly peers = new Map<string, { w: WorkerEntry; view: FailoverView }>();
+  private pending = new Map<string, ReplEntry>();
+  private batchTimer?: NodeJS.Timeout;
+  private fullTimer?: NodeJS.Timeout;
+  private rotate = 0;
+  private lastHandback = 0;
+  readonly stats = { handbacks: 0, recorded: 0, duplicate: 0, submitted: 0, deltas: 0, fullSyncs: 0 };
+
+  constructor(
+    private readonly store: () => TaskStore,
+    private readonly submit: (specs: TaskInput[]) => Promise<unknown>,
+    private readonly log: Logger,
+    private readonly opts: ReplicatorOptions = {},
+  ) {}
+
+  get active(): boolean { return this.peers.size > 0; }
+
+  /** `star`, or `reconciling` while handbacks arrive or a worker still reports gossip mode. */
+  get mode(): 'star' | 'reconciling' {
+    if (Date.now() - this.lastHandback < (this.opts.reconcileMs ?? 3000)) return 'reconciling';
+    for (const p of this.peers.values()) if (p.view.mode !== 'star') return 'reconciling';
+    return 'star';
+  }
+
+  views(): FailoverView[] { return [...this.peers.values()].map((p) => p.view); }
+
+  start(): void {
+    const every = this.opts.fullSyncMs ?? 10_000;
+    this.fullTimer = setInterval(() => {
+      const list = [...this.peers.values()];
+      if (list.length) this.fullSync(list[this.rotate++ % list.length]!.w);
+    }, every);
+    this.fullTimer.unref();
+  }
+
+  stop(): void {
+    if (this.fullTimer) clearInterval(this.fullTimer);
+    if (this.batchTimer) clearTimeout(this.batchTimer);
+  }
+
+  /** A worker with a peer port joined: tell it everyone, tell everyone about it, send it the state. */
+  join(w: WorkerEntry, peerAddr: string): void {
+    const view: FailoverView = { id: w.id, peerAddr, mode: 'star', coordinator: 'hub', epoch: 0 };
+    this.peers.set(w.id, { w, view });
+    w.conn.send(Type.PEERS, { full: true, peers: [...this.peers.values()].map((p) => ({ id: p.view.id, peer_addr: p.view.peerAddr })) });
+    for (const p of this.peers.values()) if (p.w !== w) p.w.conn.send(Type.PEERS, { full: false, peers: [{ id: w.id, peer_addr: peerAddr }] });
+    this.fullSync(w);
+  }
+
+  leave(w: WorkerEntry): void {
+    if (this.peers.get(w.id)?.w === w) this.peers.delete(w.id);
+  }
+
+  heartbeat(w: WorkerEntry, p: Payload<'HEARTBEAT'>): void {
+    const e = this.peers.get(w.id);
+    if (!e || e.w !== w || p.mode === undefined) return;
+    e.view.mode = p.mode;
+    e.view.coordinator = p.coordinator ?? e.view.coordinator;
+    e.view.epoch = p.epoch ?? e.view.epoch;
+  }
+
+  /** The hub's view of a task as a replica entry (full: with its spec). */
+  entry(rec: TaskRecord, withSpec: boolean): ReplEntry {
+    const e: ReplEntry = { id: rec.id, seq: rec.seq };
+    if (withSpec) e.spec = rec.spec as ReplEntry['spec'];
+    if (rec.worker && rec.attempts > 0) {
+      e.lease = { worker: rec.worker, attempt: rec.attempts, epoch: 0, until: rec.leaseUntil ?? Date.now() + 600_000, revoked: rec.state === 'queued' ? true : undefined };
+      if (!e.lease.revoked) delete e.lease.revoked;
+    }
+    if (rec.result) {
+      const big = rec.result.text.length > (this.opts.maxText ?? 64 * 1024);
+      e.result = { worker: rec.result.worker, attempt: rec.result.attempt, text: big ? undefined : rec.result.text, receipt: rec.result.receipt };
+    } else if (rec.state === 'failed') {
+      e.failure = { worker: rec.worker ?? 'hub', attempt: Math.max(1, rec.attempts), error: rec.error ?? { code: 'SWARM_ERR_TASK_FAILED', msg: 'failed' } };
+    }
+    return e;
+  }
+
+  /** A change to replicate: new tasks carry their spec; leases, results and failures do not. */
+  changed(rec: TaskRecord, withSpec = false): void {
+    if (!this.active) return;
+    const prev = this.pending.get(rec.id);
+    this.pending.set(rec.id, this.entry(rec, withSpec || !!prev?.spec));
+    this.batchTimer ??= setTimeout(() => this.flush(), this.opts.batchMs ?? 20);
+  }
+
+  private flush(): void {
+    this.batchTimer = undefined;
+    const entries = [...this.pending.values()];
+    this.pending = new Map();
+    if (!entries.length) return;
+    this.stats.deltas += entries.length;
+    for (const chunk of chunks(entries, this.opts.chunkBytes ?? 256 * 1024, this.log)) {
+      for (const p of this.peers.values()) p.w.conn.send(Type.STATE, { full: false, entries: wire(chunk) });
+    }
+  }
+
+  /** Send one worker the whole run state, chunked. */
+  fullSync(w: WorkerEntry): void {
+    const all = [...this.store().queue.all()].map((r) => this.entry(r, true));
+    const parts = chunks(all, this.opts.chunkBytes ?? 256 * 1024, this.log);
+    this.stats.fullSyncs++;
+    parts.forEach((entries, part) => w.conn.send(Type.STATE, { full: true, part, parts: parts.length, entries: wire(entries) }));
+  }
+
+  /**
+   * Merge what a worker finished without the hub: unknown tasks are submitted (ids are idempotency
+   * keys), then each result is offered by task id; the store records it once. Answers with ACK.
+   */
+  async handBack(w: WorkerEntry, msg: Message<'HANDBACK'>): Promise<void> {
+    this.lastHandback = Date.now();
+    this.stats.handbacks++;
+    const store = this.store();
+    const entries = msg.payload.entries as unknown as ReplEntry[];
+    let recorded = 0, duplicate = 0;
+    try {
+      const unknown = entries.filter((e) => e.spec && !store.queue.has(e.id)).map((e) => e.spec as unknown as TaskInput);
+      if (unknown.length) { await this.submit(unknown); this.stats.submitted += unknown.length; }
+      for (const e of entries) {
+        const r = e.result;
+        if (!r || typeof r.text !== 'string' || typeof r.worker !== 'string' || typeof r.attempt !== 'number') continue;
+        const out = await store.complete(e.id, { text: r.text, worker: r.worker, attempt: r.attempt, receipt: r.receipt as never });
+        if (out === 'recorded') recorded++; else if (out === 'duplicate') duplicate++;
+      }
+    } catch (err) {
+      this.log.warn({ err, worker: w.id }, 'handback failed');
+      w.conn.sendError('SWARM_ERR_BAD_PAYLOAD', `handback: ${(err as Error).message}`.slice(0, 4000), { re: msg.id });
+      return;
+    }
+    this.stats.recorded += recorded;
+    this.stats.duplicate += duplicate;
+    this.lastHandback = Date.now();
+    if (recorded) this.log.info({ worker: w.id, recorded, duplicate }, 'handback merged');
+    w.conn.send(Type.ACK, { ok: true, recorded, duplicate }, { re: msg.id });
+  }
+}
+
+/** Split entries into groups of at most `max` bytes (JSON length); an entry over 900 KiB is dropped (frames are bounded at 1 MiB). */
+function chunks(entries: ReplEntry[], max: number, log: Logger): ReplEntry[][] {
+  const out: ReplEntry[][] = [];
+  let cur: ReplEntry[] = [];
+  let size = 0;
+  for (const e of entries) {
+    const s = JSON.stringify(e).length;
+    if (s > 900 * 1024) { log.warn({ task: e.id, bytes: s }, 'task too large to replicate'); continue; }
+    if (cur.length && size + s > max) { out.push(cur); cur = []; size = 0; }
+    cur.push(e); size += s;
+  }
+  if (cur.length) out.push(cur);
+  return out;
+}
+
+/** Entries as the STATE schema types them (an id plus fields the schema passes through). */
+function wire(entries: ReplEntry[]): { id: string; [k: string]: unknown }[] {
+  return entries as unknown as { id: string; [k: string]: unknown }[];
+}

@@ -1,0 +1,85 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
+import { alive, api, hubFile, journal, swarmBg, until } from './cli.js';
+
+/** Chaos-test scaffolding for failover (issue 5): a hub and a worker process on a state dir. */
+
+export interface Proc { child: ChildProcess; output: () => string }
+
+/** What `swarm status --json` / the failover status files say about one agent. */
+export interface AgentView { id: string; mode: string; coordinator: string; coordinating: boolean; replica: { queued: number; leased: number; done: number; failed: number; size: number }; gossip_since?: number }
+
+/** Kill a background process group (started detached) with a signal; ignores gone ones. */
+export function killGroup(p: Proc | undefined, sig: NodeJS.Signals = 'SIGKILL'): void {
+  const pid = p?.child.pid;
+  if (!pid) return;
+  try { process.kill(-pid, sig); } catch { /* gone */ }
+}
+
+/** Start `swarm hub` on `dir`; resolves once its hub.json names this process. */
+export async function startHub(dir: string, extra: string[] = []): Promise<Proc> {
+  const before = hubFile(dir)?.pid;
+  const p = swarmBg(['hub', '--state-dir', dir, '--log-file', path.join(dir, `hub-${Date.now()}.log`), ...extra]);
+  const ok = await until(() => { const h = hubFile(dir); return !!h && h.pid !== before && h.pid === p.child.pid; }, 20_000, 50);
+  if (!ok) { killGroup(p); throw new Error(`hub did not start: ${p.output().slice(-2000)}`); }
+  return p;
+}
+
+/** Start `swarm worker --failover --count n` (echo driver) on `dir`. */
+export function startWorkers(dir: string, n: number, prefix = 'w', extra: string[] = []): Proc {
+  return swarmBg(['worker', '--state-dir', dir, '--count', String(n), '--id', prefix, '--failover', '--driver', 'echo',
+    '--driver-opt', 'latency_ms=50', '--log-file', path.join(dir, `${prefix}-${Date.now()}.log`), ...extra]);
+}
+
+/** The failover status of every agent of every worker process (status files). */
+export function agents(dir: string): AgentView[] {
+  const d = path.join(dir, 'failover');
+  let names: string[] = [];
+  try { names = fs.readdirSync(d); } catch { return []; }
+  return names.filter((n) => n.endsWith('.json')).flatMap((n) => {
+    try {
+      const f = JSON.parse(fs.readFileSync(path.join(d, n), 'utf8')) as { pid: number; agents: AgentView[] };
+      return alive(f.pid) ? f.agents : [];
+    } catch { return []; }
+  });
+}
+
+export interface HubStatus { hub: { mode: string; pid: number }; workers: { id: string }[]; tasks: { queued: number; leased: number; done: number; failed: number }; failover?: { workers: { id: string; mode: string }[]; recorded: number; duplicate: number } }
+
+export async function hubStatus(dir: string): Promise<HubStatus | undefined> {
+  try { return await api<HubStatus>(dir, 'GET', '/status'); } catch { return undefined; }
+}
+
+/** Submit `n` echo tasks with ids `<prefix>-000…`; returns the ids. */
+export async function submit(dir: string, n: number, prefix = 't'): Promise<string[]> {
+  const ids = Array.from({ length: n }, (_, i) => `${prefix}-${String(i).padStart(3, '0')}`);
+  const r = await api<{ accepted?: unknown[] }>(dir, 'POST', '/tasks', { tasks: ids.map((id) => ({ id, prompt: `task ${id}` })) });
+  if (!Array.isArray(r.accepted) || r.accepted.length !== n) throw new Error(`submit failed: ${JSON.stringify(r).slice(0, 300)}`);
+  return ids;
+}
+
+/** Results per task id in the hub's journal: lost = ids with none, duplicated = ids with more than one. */
+export function tally(dir: string, ids: string[]): { lost: number; duplicated: number; results: number; wrong: number } {
+  const recs = journal(dir) as { t: string; id?: string; text?: string }[];
+  const count = new Map<string, number>();
+  let wrong = 0;
+  for (const r of recs) {
+    if (r.t !== 'result' || !r.id) continue;
+    count.set(r.id, (count.get(r.id) ?? 0) + 1);
+    if (r.text !== `echo: task ${r.id}`) wrong++;
+  }
+  let lost = 0, duplicated = 0, results = 0;
+  for (const id of ids) { const c = count.get(id) ?? 0; results += c; if (c === 0) lost++; if (c > 1) duplicated++; }
+  return { lost, duplicated, results, wrong };
+}
+
+/** Wait until the hub has recorded all `n` tasks as final. */
+export async function hubDone(dir: string, n: number, ms: number): Promise<boolean> {
+  return until(async () => { const s = await hubStatus(dir); return !!s && s.tasks.done + s.tasks.failed >= n; }, ms, 100);
+}
+
+/** Wait until every agent in the status files is in `mode` (and there are `count` of them). */
+export function allInMode(dir: string, mode: string, count: number, ms: number): Promise<boolean> {
+  return until(() => { const a = agents(dir); return a.length === count && a.every((x) => x.mode === mode); }, ms, 50);
+}

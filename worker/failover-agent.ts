@@ -1,0 +1,143 @@
+import type { Logger } from 'pino';
+import { Type, type AnyMessage, type Connection } from '../protocol/index.js';
+import {
+  FailoverController, GossipNode, Mode, TcpTransport,
+  type Entry, type Execute, type MembershipConfig, type HubMonitorOptions, type NodeStatus,
+} from './gossip/index.js';
+
+/** Failover settings of one agent (`swarm worker --failover`). */
+export interface AgentFailoverOptions {
+  /** Peer port bind address (loopback by default; off loopback needs a token). */
+  host?: string;
+  port?: number;
+  membership?: Partial<MembershipConfig>;
+  hubMonitor?: HubMonitorOptions;
+}
+
+/** Bound on one HANDBACK frame's entries (frames are bounded at 1 MiB). */
+const HANDBACK_BYTES = 512 * 1024;
+const HANDBACK_TIMEOUT_MS = 15_000;
+
+/**
+ * One agent's failover machinery (issue 5): a peer port, a GossipNode and the FailoverController,
+ * plus the agent-facing glue: hub frames in, HANDBACK requests out over the current hub connection.
+ */
+export class AgentFailover {
+  readonly transport: TcpTransport;
+  readonly node: GossipNode;
+  readonly controller: FailoverController;
+  private conn?: Connection;
+  private started = false;
+  private retry?: NodeJS.Timeout;
+  private readonly waiting = new Map<string, { resolve: (v: { recorded: number; duplicate: number }) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
+
+  constructor(id: string, token: string | undefined, slots: number, execute: Execute, private readonly opts: AgentFailoverOptions, private readonly log: Logger) {
+    this.transport = new TcpTransport({ host: opts.host, port: opts.port, token, log });
+    this.node = new GossipNode({ id, transport: this.transport, execute, slots, log, membership: opts.membership, hubMonitor: opts.hubMonitor });
+    this.controller = new FailoverController(this.node, { handBack: (entries) => this.handBack(entries) }, { log, handbackChunk: 100 });
+    this.node.onMode((m) => log.info({ mode: m, coordinator: this.node.status().coordinator }, 'failover mode'));
+  }
+
+  /** Open the peer port; resolves with the address to announce in HANDSHAKE. */
+  listen(): Promise<string> { return this.transport.listen(); }
+
+  get mode(): Mode { return this.node.mode; }
+  status(): NodeStatus { return this.node.status(); }
+
+  /** The client connected to a hub: start gossip on the first connect, reconcile after gossip mode. */
+  connected(conn: Connection): void {
+    this.conn = conn;
+    if (!this.started) {
+      this.started = true;
+      this.node.start();
+      // A handback that failed while the link stayed up (a timeout) is tried again.
+      this.retry = setInterval(() => { if (this.mode === Mode.RECONCILING && this.conn && !this.conn.isClosed) void this.controller.hubConnected(); }, 2000);
+      this.retry.unref();
+    }
+    void this.controller.hubConnected();
+  }
+
+  disconnected(): void {
+    this.conn = undefined;
+    for (const [id, w] of this.waiting) { clearTimeout(w.timer); w.reject(new Error('hub connection lost')); this.waiting.delete(id); }
+  }
+
+  /** Every frame from the hub. */
+  heard(): void { if (this.started) this.controller.heard(); }
+
+  /** Failover messages from the hub; returns true if handled. */
+  onMessage(m: AnyMessage): boolean {
+    if (m.type === Type.PEERS) { this.controller.peers(m.payload.peers); return true; }
+    if (m.type === Type.STATE) { this.controller.state(m.payload.entries as unknown as Entry[]); return true; }
+    if (m.type === Type.ACK && m.re && this.waiting.has(m.re)) {
+      const w = this.waiting.get(m.re)!;
+      this.waiting.delete(m.re);
+      clearTimeout(w.timer);
+      const p = m.payload as { recorded?: unknown; duplicate?: unknown };
+      w.resolve({ recorded: Number(p.recorded) || 0, duplicate: Number(p.duplicate) || 0 });
+      return true;
+    }
+    if (m.type === Type.ERROR && m.re && this.waiting.has(m.re)) {
+      const w = this.waiting.get(m.re)!;
+      this.waiting.delete(m.re);
+      clearTimeout(w.timer);
+      w.reject(new Error(`${m.payload.code}: ${m.payload.msg}`));
+      return true;
+    }
+    return false;
+  }
+
+  /** The replica's final result for a task, if gossip mode (or a peer) already finished it. */
+  finished(id: string): { text: string; attempt: number; receipt?: unknown } | undefined {
+    const r = this.node.replica.get(id)?.result;
+    return r && typeof r.text === 'string' ? { text: r.text, attempt: r.attempt, receipt: r.receipt } : undefined;
+  }
+
+  /** A task the hub leased to us is running / has ended (the executor must not start it twice). */
+  adopt(id: string): void { this.node.executor.adopt(id); }
+  release(id: string): void { this.node.executor.release(id); }
+
+  /** A result produced under a hub lease: into the replica first, so a hub death cannot lose it. */
+  localResult(id: string, attempt: number, text: string, receipt?: unknown): void {
+    this.controller.localResult(id, attempt, text, receipt);
+  }
+
+  stop(): void {
+    this.disconnected();
+    if (this.retry) clearInterval(this.retry);
+    this.node.stop();
+    void this.transport.close();
+  }
+
+  /** HANDBACK over the current hub connection, split by size; sums the hub's ACKs. */
+  private async handBack(entries: Entry[]): Promise<{ recorded: number; duplicate: number }> {
+    const out = { recorded: 0, duplicate: 0 };
+    let cur: Entry[] = [];
+    let size = 0;
+    const flush = async () => {
+      if (!cur.length) return;
+      const r = await this.request(cur);
+      out.recorded += r.recorded; out.duplicate += r.duplicate;
+      cur = []; size = 0;
+    };
+    for (const e of entries) {
+      const s = JSON.stringify(e).length;
+      if (s > HANDBACK_BYTES) { this.log.warn({ task: e.id, bytes: s }, 'entry too large to hand back'); continue; }
+      if (size + s > HANDBACK_BYTES) await flush();
+      cur.push(e); size += s;
+    }
+    await flush();
+    return out;
+  }
+
+  private request(entries: Entry[]): Promise<{ recorded: number; duplicate: number }> {
+    const conn = this.conn;
+    if (!conn || conn.isClosed) return Promise.reject(new Error('not connected to a hub'));
+    return new Promise((resolve, reject) => {
+      const id = conn.send(Type.HANDBACK, { entries: entries as unknown as { id: string }[] });
+      const timer = setTimeout(() => { this.waiting.delete(id); reject(new Error('handback not acknowledged')); }, HANDBACK_TIMEOUT_MS);
+      timer.unref();
+      this.waiting.set(id, { resolve, reject, timer });
+    });
+  }
+}

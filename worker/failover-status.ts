@@ -1,0 +1,78 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { Agent } from './agent.js';
+
+/** One agent's failover status as written for `swarm status` (which reads it when no hub answers). */
+export interface AgentFailoverStatus {
+  id: string; mode: string; coordinator: string; epoch: number; live: number; hub: string;
+  coordinating: boolean; peer_addr: string; gossip_since?: number;
+  replica: { queued: number; leased: number; done: number; failed: number; size: number };
+}
+
+/** A worker process's status file: `<state-dir>/failover/<pid>.json`. */
+export interface FailoverStatusFile { pid: number; at: number; agents: AgentFailoverStatus[] }
+
+/** The file a worker process writes its failover status to, under a state directory. */
+export function failoverStatusPath(stateDir: string, pid = process.pid): string {
+  return path.join(stateDir, 'failover', `${pid}.json`);
+}
+
+/** Read the status files of live-looking worker processes (written within `freshMs`). */
+export function readFailoverStatus(stateDir: string, freshMs = 5000): FailoverStatusFile[] {
+  const dir = path.join(stateDir, 'failover');
+  let names: string[] = [];
+  try { names = fs.readdirSync(dir); } catch { return []; }
+  const now = Date.now();
+  return names.filter((n) => n.endsWith('.json')).flatMap((n) => {
+    try {
+      const f = JSON.parse(fs.readFileSync(path.join(dir, n), 'utf8')) as FailoverStatusFile;
+      return now - f.at <= freshMs ? [f] : [];
+    } catch { return []; }
+  });
+}
+
+/**
+ * Writes the agents' failover status every second (atomically: temp file, then rename), because in
+ * gossip mode there is no hub to ask. Removed on stop.
+ */
+export class FailoverStatusWriter {
+  private timer?: NodeJS.Timeout;
+
+  constructor(private readonly file: string, private readonly agents: readonly Agent[], private readonly log: Logger, private readonly everyMs = 1000) {}
+
+  start(): void {
+    fs.mkdirSync(path.dirname(this.file), { recursive: true, mode: 0o700 });
+    this.write();
+    this.timer = setInterval(() => this.write(), this.everyMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    try { fs.rmSync(this.file, { force: true }); } catch { /* gone */ }
+  }
+
+  snapshot(): FailoverStatusFile {
+    const agents = this.agents.flatMap((a): AgentFailoverStatus[] => {
+      const fo = a.failover;
+      if (!fo) return [];
+      const s = fo.status();
+      return [{
+        id: fo.node.id, mode: s.mode, coordinator: s.coordinator, epoch: s.epoch, live: s.live, hub: s.hub,
+        coordinating: fo.node.coordinator.isCoordinating, peer_addr: fo.transport.addr, gossip_since: fo.node.gossipSince,
+        replica: { ...fo.node.replica.counts(), size: fo.node.replica.size },
+      }];
+    });
+    return { pid: process.pid, at: Date.now(), agents };
+  }
+
+  private write(): void {
+    const tmp = `${this.file}.tmp`;
+    try {
+      fs.writeFileSync(tmp, JSON.stringify(this.snapshot()));
+      fs.renameSync(tmp, this.file);
+    } catch (err) { this.log.warn({ err }, 'writing failover status failed'); }
+  }
+}
