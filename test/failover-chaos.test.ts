@@ -47,3 +47,54 @@ t.test('kill -9 of the hub mid-run: the workers finish in gossip mode, a restart
   t.equal(r.duplicated, 0, 'no result recorded twice');
   t.equal(r.wrong, 0, 'every answer is the fault-free one');
 });
+
+t.test('a hub stopped (SIGSTOP) for 2 s, less than lapse + suspicion, causes no failover', async (t) => {
+  const dir = tempDir(t);
+  const ps = procs(t);
+  const hub = ps.add(await startHub(dir));
+  ps.add(startWorkers(dir, N));
+  t.ok(await until(async () => (await hubStatus(dir))?.failover?.workers.length === N, 20_000, 100), 'all workers joined with a peer port');
+  const ids = await submit(dir, TASKS);
+  t.ok(await until(async () => ((await hubStatus(dir))?.tasks.done ?? 0) >= 60, 20_000, 10), 'the run is under way');
+  killGroup(hub, 'SIGSTOP');
+  const stoppedAt = Date.now();
+  const modes = new Set<string>();
+  // Watch the workers while the hub is stopped and for 3 s after it resumes.
+  while (Date.now() - stoppedAt < 2000) { for (const a of agents(dir)) modes.add(a.mode); await new Promise((r) => setTimeout(r, 50)); }
+  killGroup(hub, 'SIGCONT');
+  const resumedAt = Date.now();
+  while (Date.now() - resumedAt < 3000) { for (const a of agents(dir)) modes.add(a.mode); await new Promise((r) => setTimeout(r, 50)); }
+  t.same([...modes], ['star'], 'every worker stayed in star mode');
+  t.ok(agents(dir).every((a) => a.gossip_since === undefined), 'no worker ever entered gossip mode');
+  t.ok(await hubDone(dir, TASKS, 30_000), 'the hub finished the run');
+  const r = tally(dir, ids);
+  t.comment(`lost=${r.lost} duplicated=${r.duplicated} wrong=${r.wrong}`);
+  t.equal(r.lost, 0, 'no result lost');
+  t.equal(r.duplicated, 0, 'no result recorded twice');
+});
+
+t.test('the hub restarted in the middle of gossip mode: workers hand back and the run completes once', async (t) => {
+  const dir = tempDir(t);
+  const ps = procs(t);
+  let hub = ps.add(await startHub(dir));
+  ps.add(startWorkers(dir, N, 'w', ['--driver-opt', 'latency_ms=150']));
+  t.ok(await until(async () => (await hubStatus(dir))?.failover?.workers.length === N, 20_000, 100), 'all workers joined with a peer port');
+  const ids = await submit(dir, TASKS);
+  t.ok(await until(async () => ((await hubStatus(dir))?.tasks.done ?? 0) >= 30, 20_000, 10), 'the run is under way');
+  killGroup(hub, 'SIGKILL');
+  t.ok(await allInMode(dir, 'gossip', N, 15_000), 'every worker went to gossip mode');
+  // Let the acting coordinator dispatch some, then bring the hub back while the queue is not empty.
+  t.ok(await until(() => agents(dir).some((a) => a.coordinating && a.replica.leased > 0), 10_000, 25), 'the acting coordinator is dispatching');
+  const mid = agents(dir).find((a) => a.coordinating);
+  t.comment(`hub restarted with the coordinator's replica at ${mid?.replica.done} done, ${mid?.replica.queued} queued, ${mid?.replica.leased} leased`);
+  hub = ps.add(await startHub(dir));
+  t.ok(await hubDone(dir, TASKS, 40_000), 'the restarted hub has every task final');
+  t.ok(await allInMode(dir, 'star', N, 20_000), 'every worker is back in star mode');
+  t.ok(await until(() => agents(dir).every((a) => !a.coordinating), 5000, 50), 'nobody coordinates but the hub');
+  t.ok(await until(async () => (await hubStatus(dir))?.hub.mode === 'star', 10_000, 100), 'the hub leaves reconciling for star mode');
+  const r = tally(dir, ids);
+  t.comment(`lost=${r.lost} duplicated=${r.duplicated} wrong=${r.wrong}`);
+  t.equal(r.lost, 0, 'no result lost');
+  t.equal(r.duplicated, 0, 'no result recorded twice');
+  t.equal(r.wrong, 0, 'every answer is the fault-free one');
+});

@@ -10,6 +10,8 @@ export interface AgentFailoverOptions {
   /** Peer port bind address (loopback by default; off loopback needs a token). */
   host?: string;
   port?: number;
+  /** The address peers should dial, if not the bound one (a proxy, a port forward). */
+  advertise?: string;
   membership?: Partial<MembershipConfig>;
   hubMonitor?: HubMonitorOptions;
 }
@@ -32,7 +34,7 @@ export class AgentFailover {
   private readonly waiting = new Map<string, { resolve: (v: { recorded: number; duplicate: number }) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
 
   constructor(id: string, token: string | undefined, slots: number, execute: Execute, private readonly opts: AgentFailoverOptions, private readonly log: Logger) {
-    this.transport = new TcpTransport({ host: opts.host, port: opts.port, token, log });
+    this.transport = new TcpTransport({ host: opts.host, port: opts.port, advertise: opts.advertise, token, log });
     this.node = new GossipNode({ id, transport: this.transport, execute, slots, log, membership: opts.membership, hubMonitor: opts.hubMonitor });
     this.controller = new FailoverController(this.node, { handBack: (entries) => this.handBack(entries) }, { log, handbackChunk: 100 });
     this.node.onMode((m) => log.info({ mode: m, coordinator: this.node.status().coordinator }, 'failover mode'));

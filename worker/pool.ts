@@ -16,7 +16,7 @@ export interface PoolOptions {
   slots?: number;
   msgpack?: boolean;
   /** Hybrid star-gossip failover for every agent (each gets its own peer port). */
-  failover?: AgentFailoverOptions;
+  failover?: Omit<AgentFailoverOptions, 'advertise'> & { ports?: number[]; advertise?: string[] };
   /** With failover: write the agents' failover status here every second (for `swarm status`). */
   statusFile?: string;
 }
@@ -38,7 +38,11 @@ export class WorkerPool {
       return new Agent({
         id, driver: createDriver(opts.driver), locate: opts.locate, token: opts.token, role: opts.role,
         caps: opts.caps, slots: opts.slots, msgpack: opts.msgpack, onStopped: resolve,
-        failover: opts.failover && { ...opts.failover, port: opts.failover.port ? opts.failover.port + i : 0 },
+        failover: opts.failover && {
+          ...opts.failover,
+          port: opts.failover.ports?.[i] ?? (opts.failover.port ? opts.failover.port + i : 0),
+          advertise: opts.failover.advertise?.[i],
+        },
       }, log.child({ worker: id }));
     });
     this.done = Promise.all(stopped);

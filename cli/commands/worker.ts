@@ -20,7 +20,7 @@ export function workerArgs(o: { driver: string; driverOpt: Record<string, string
 interface WorkerCliOptions {
   hub?: { host: string; port: number }; stateDir?: string; id?: string; count: number; driver: string;
   driverOpt: Record<string, string>; model?: string; role?: string; caps?: string; slots: number; token?: string;
-  tls: boolean; tlsCa?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost: string; peerPort: number;
+  tls: boolean; tlsCa?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost: string; peerPort: number; peerPorts?: string; peerAdvertise?: string;
 }
 
 export function registerWorker(program: Command): void {
@@ -44,6 +44,8 @@ export function registerWorker(program: Command): void {
     .option('--failover', 'hybrid star-gossip failover: each worker opens a peer port and the run goes on if the hub dies', false)
     .option('--peer-host <addr>', 'bind address of the peer ports (off loopback needs a token)', '127.0.0.1')
     .option('--peer-port <n>', 'first peer port (0 = any free port; with --count K, K ports from here)', int('--peer-port'), 0)
+    .option('--peer-ports <list>', 'comma-separated peer ports, one per worker (overrides --peer-port)')
+    .option('--peer-advertise <list>', 'comma-separated host:port peers should dial, one per worker (a proxy, a port forward)')
     .action(async (o: WorkerCliOptions) => {
       try {
         const log = makeLogger('worker', o.logFile);
@@ -63,7 +65,7 @@ export function registerWorker(program: Command): void {
         const ids = o.count === 1 ? [base] : Array.from({ length: o.count }, (_, i) => `${base}-${i + 1}`);
         const pool = new WorkerPool({
           ids, locate, token, role: o.role, slots: o.slots, msgpack: o.msgpack,
-          ...(o.failover ? { failover: { host: o.peerHost, port: o.peerPort }, statusFile: failoverStatusPath(dir) } : {}),
+          ...(o.failover ? { failover: failoverOptions(o), statusFile: failoverStatusPath(dir) } : {}),
           caps: o.caps ? o.caps.split(',').map((c) => c.trim()).filter(Boolean) : [],
           driver: { name: o.driver, ...(model.path ? { model: model.path } : {}), options: o.driverOpt },
         }, log);
@@ -76,4 +78,20 @@ export function registerWorker(program: Command): void {
         process.exit(0);
       } catch (err) { fail(err); }
     });
+}
+
+/** Peer port settings from the command line; a list must name one entry per worker. */
+function failoverOptions(o: WorkerCliOptions): { host: string; port: number; ports?: number[]; advertise?: string[] } {
+  const list = (v: string | undefined, what: string) => {
+    if (v === undefined) return undefined;
+    const items = v.split(',').map((x) => x.trim()).filter(Boolean);
+    if (items.length !== o.count) throw new SwarmError('SWARM_ERR_CONFIG', `${what} names ${items.length} entries for ${o.count} workers`);
+    return items;
+  };
+  const ports = list(o.peerPorts, '--peer-ports')?.map((p) => {
+    const n = Number(p);
+    if (!Number.isInteger(n) || n < 0 || n > 65535) throw new SwarmError('SWARM_ERR_CONFIG', `--peer-ports: bad port ${p}`);
+    return n;
+  });
+  return { host: o.peerHost, port: o.peerPort, ports, advertise: list(o.peerAdvertise, '--peer-advertise') };
 }
