@@ -8,7 +8,7 @@ import { alive, api, hubFile, journal, swarmBg, until } from './cli.js';
 export interface Proc { child: ChildProcess; output: () => string }
 
 /** What `swarm status --json` / the failover status files say about one agent. */
-export interface AgentView { id: string; mode: string; coordinator: string; coordinating: boolean; replica: { queued: number; leased: number; done: number; failed: number; size: number }; gossip_since?: number }
+export interface AgentView { id: string; mode: string; coordinator: string; coordinating: boolean; live: number; peer_addr: string; replica: { queued: number; leased: number; done: number; failed: number; size: number }; gossip_since?: number }
 
 /** Kill a background process group (started detached) with a signal; ignores gone ones. */
 export function killGroup(p: Proc | undefined, sig: NodeJS.Signals = 'SIGKILL'): void {
@@ -82,4 +82,17 @@ export async function hubDone(dir: string, n: number, ms: number): Promise<boole
 /** Wait until every agent in the status files is in `mode` (and there are `count` of them). */
 export function allInMode(dir: string, mode: string, count: number, ms: number): Promise<boolean> {
   return until(() => { const a = agents(dir); return a.length === count && a.every((x) => x.mode === mode); }, ms, 50);
+}
+
+/** `n` distinct free loopback ports (bound, then released). */
+export async function freePorts(n: number): Promise<number[]> {
+  const net = await import('node:net');
+  const servers = await Promise.all(Array.from({ length: n }, () => new Promise<import('node:net').Server>((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => resolve(s));
+  })));
+  const ports = servers.map((s) => (s.address() as import('node:net').AddressInfo).port);
+  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+  return ports;
 }
