@@ -14,6 +14,11 @@ export interface AgentFailoverOptions {
   advertise?: string;
   membership?: Partial<MembershipConfig>;
   hubMonitor?: HubMonitorOptions;
+  /**
+   * A new coordinator waits this long for fresher state before dispatching. The hub replicates every
+   * change as it happens, so replicas are current at failover and a short wait is enough (default 150).
+   */
+  catchUpMs?: number;
 }
 
 /** Bound on one HANDBACK frame's entries (frames are bounded at 1 MiB). */
@@ -31,12 +36,16 @@ export class AgentFailover {
   private conn?: Connection;
   private started = false;
   private retry?: NodeJS.Timeout;
+  /** When a task last became final in this replica (epoch ms): the end of a run, for benches. */
+  lastFinalAt?: number;
   private readonly waiting = new Map<string, { resolve: (v: { recorded: number; duplicate: number }) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
 
   constructor(id: string, token: string | undefined, slots: number, execute: Execute, private readonly opts: AgentFailoverOptions, private readonly log: Logger) {
     this.transport = new TcpTransport({ host: opts.host, port: opts.port, advertise: opts.advertise, token, log });
-    this.node = new GossipNode({ id, transport: this.transport, execute, slots, log, membership: opts.membership, hubMonitor: opts.hubMonitor });
+    this.node = new GossipNode({ id, transport: this.transport, execute, slots, log, membership: opts.membership, hubMonitor: opts.hubMonitor,
+      coordinator: { catchUpMs: opts.catchUpMs ?? 150 } });
     this.controller = new FailoverController(this.node, { handBack: (entries) => this.handBack(entries) }, { log, handbackChunk: 100 });
+    this.node.replica.onChange((_e, d) => { if (d.result || d.failure) this.lastFinalAt = Date.now(); });
     this.node.onMode((m) => log.info({ mode: m, coordinator: this.node.status().coordinator }, 'failover mode'));
   }
 

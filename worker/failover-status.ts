@@ -6,7 +6,7 @@ import type { Agent } from './agent.js';
 /** One agent's failover status as written for `swarm status` (which reads it when no hub answers). */
 export interface AgentFailoverStatus {
   id: string; mode: string; coordinator: string; epoch: number; live: number; hub: string;
-  coordinating: boolean; peer_addr: string; gossip_since?: number;
+  coordinating: boolean; peer_addr: string; gossip_since?: number; last_final_at?: number;
   replica: { queued: number; leased: number; done: number; failed: number; size: number };
 }
 
@@ -61,7 +61,7 @@ export class FailoverStatusWriter {
       const s = fo.status();
       return [{
         id: fo.node.id, mode: s.mode, coordinator: s.coordinator, epoch: s.epoch, live: s.live, hub: s.hub,
-        coordinating: fo.node.coordinator.isCoordinating, peer_addr: fo.transport.addr, gossip_since: fo.node.gossipSince,
+        coordinating: fo.node.coordinator.isCoordinating, peer_addr: fo.transport.addr, gossip_since: fo.node.gossipSince, last_final_at: fo.lastFinalAt,
         replica: { ...fo.node.replica.counts(), size: fo.node.replica.size },
       }];
     });
