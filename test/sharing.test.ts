@@ -18,7 +18,8 @@ import { MODELS, collect, llamaPrereqs, missingPrereq } from './helpers/llama.js
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const Q8 = path.join(MODELS, 'synth-llama-15M-shape-q8_0.gguf');
-const SYNTH = path.resolve(ROOT, '../shared/tools/make-synth-model');
+// The shared tools sit beside the test models (../shared/{models,tools}); SWARM_TOOLS overrides.
+const SYNTH = path.join(process.env.SWARM_TOOLS ?? path.resolve(MODELS, '../tools'), 'make-synth-model');
 const ENGINES = 4;
 
 interface Sample { pid: number; map: FileMapping; proc: ProcessMemory }
