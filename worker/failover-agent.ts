@@ -36,6 +36,8 @@ export class AgentFailover {
   private conn?: Connection;
   private started = false;
   private retry?: NodeJS.Timeout;
+  /** Tasks running here under a hub lease (the agent reports those itself). */
+  private readonly hubTasks = new Set<string>();
   /** When a task last became final in this replica (epoch ms): the end of a run, for benches. */
   lastFinalAt?: number;
   private readonly waiting = new Map<string, { resolve: (v: { recorded: number; duplicate: number }) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
@@ -45,7 +47,13 @@ export class AgentFailover {
     this.node = new GossipNode({ id, transport: this.transport, execute, slots, log, membership: opts.membership, hubMonitor: opts.hubMonitor,
       coordinator: { catchUpMs: opts.catchUpMs ?? 150 } });
     this.controller = new FailoverController(this.node, { handBack: (entries) => this.handBack(entries) }, { log, handbackChunk: 100 });
-    this.node.replica.onChange((_e, d) => { if (d.result || d.failure) this.lastFinalAt = Date.now(); });
+    this.node.replica.onChange((e, d) => {
+      if (d.result || d.failure) this.lastFinalAt = Date.now();
+      // A task from gossip mode that finishes here after the hub is back: report it like any result.
+      if (d.result?.worker === id && typeof d.result.text === 'string' && !this.hubTasks.has(e.id) && this.mode === Mode.STAR && this.conn && !this.conn.isClosed) {
+        this.conn.send(Type.TASK_RES, { task_id: e.id, text: d.result.text, done: true, seq: 0 });
+      }
+    });
     this.node.onMode((m) => log.info({ mode: m, coordinator: this.node.status().coordinator }, 'failover mode'));
   }
 
@@ -105,8 +113,8 @@ export class AgentFailover {
   }
 
   /** A task the hub leased to us is running / has ended (the executor must not start it twice). */
-  adopt(id: string): void { this.node.executor.adopt(id); }
-  release(id: string): void { this.node.executor.release(id); }
+  adopt(id: string): void { this.hubTasks.add(id); this.node.executor.adopt(id); }
+  release(id: string): void { this.hubTasks.delete(id); this.node.executor.release(id); }
 
   /** A result produced under a hub lease: into the replica first, so a hub death cannot lose it. */
   localResult(id: string, attempt: number, text: string, receipt?: unknown): void {
