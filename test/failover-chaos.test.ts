@@ -1,5 +1,5 @@
 import t from 'tap';
-import { tempDir, until } from './helpers/cli.js';
+import { swarm, tempDir, until } from './helpers/cli.js';
 import { agents, allInMode, hubDone, hubStatus, killGroup, startHub, startWorkers, submit, tally, type Proc } from './helpers/failover.js';
 
 /**
@@ -34,6 +34,10 @@ t.test('kill -9 of the hub mid-run: the workers finish in gossip mode, a restart
   const since = agents(dir).map((a) => a.gossip_since ?? 0);
   t.comment(`detection: first ${Math.min(...since) - killedAt} ms, last ${Math.max(...since) - killedAt} ms after the kill`);
   const coords = new Set(agents(dir).filter((a) => a.coordinating).map((a) => a.id));
+  const gs = swarm(['status', '--json', '--state-dir', dir]);
+  const g = JSON.parse(gs.stdout || '{}') as { hub?: { mode?: string; coordinator?: string } };
+  t.equal(g.hub?.mode, 'gossip', '`swarm status --json` shows gossip mode without a hub');
+  t.equal(g.hub?.coordinator, 'w-1', '… and the acting coordinator (the lowest live id)');
   t.ok(await until(() => agents(dir).every((a) => a.replica.done === TASKS), 40_000, 100), 'the workers finished all tasks without the hub');
   t.comment(`gossip run finished ${Date.now() - killedAt} ms after the kill; coordinators seen: ${[...coords].join(',') || '-'}`);
   hub = ps.add(await startHub(dir));
@@ -41,6 +45,8 @@ t.test('kill -9 of the hub mid-run: the workers finish in gossip mode, a restart
   t.ok(await allInMode(dir, 'star', N, 20_000), 'every worker is back in star mode (coordinator stepped down)');
   t.ok(await until(async () => (await hubStatus(dir))?.hub.mode === 'star', 10_000, 100), 'the hub leaves reconciling for star mode');
   const s = await hubStatus(dir);
+  const ss = JSON.parse(swarm(['status', '--json', '--state-dir', dir]).stdout || '{}') as { hub?: { mode?: string } };
+  t.equal(ss.hub?.mode, 'star', '`swarm status --json` shows star mode with the hub back');
   const r = tally(dir, ids);
   t.comment(`lost=${r.lost} duplicated=${r.duplicated} wrong=${r.wrong} (handback: ${s?.failover?.recorded} recorded, ${s?.failover?.duplicate} duplicate)`);
   t.equal(r.lost, 0, 'no result lost');
