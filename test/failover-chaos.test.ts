@@ -104,3 +104,23 @@ t.test('the hub restarted in the middle of gossip mode: workers hand back and th
   t.equal(r.duplicated, 0, 'no result recorded twice');
   t.equal(r.wrong, 0, 'every answer is the fault-free one');
 });
+
+t.test('a hub stopped (SIGSTOP) past the suspicion time and resumed: workers fail over, then hand back on the same links', async (t) => {
+  const dir = tempDir(t);
+  const ps = procs(t);
+  const hub = ps.add(await startHub(dir));
+  ps.add(startWorkers(dir, N, 'w', ['--driver-opt', 'latency_ms=100']));
+  t.ok(await until(async () => (await hubStatus(dir))?.failover?.workers.length === N, 20_000, 100), 'all workers joined with a peer port');
+  const ids = await submit(dir, TASKS);
+  t.ok(await until(async () => ((await hubStatus(dir))?.tasks.done ?? 0) >= 30, 20_000, 10), 'the run is under way');
+  killGroup(hub, 'SIGSTOP');
+  t.ok(await allInMode(dir, 'gossip', N, 15_000), 'every worker went to gossip mode while the hub was stopped');
+  killGroup(hub, 'SIGCONT');
+  t.ok(await hubDone(dir, TASKS, 40_000), 'the resumed hub has every task final');
+  t.ok(await allInMode(dir, 'star', N, 20_000), 'every worker is back in star mode');
+  const r = tally(dir, ids);
+  t.comment(`lost=${r.lost} duplicated=${r.duplicated} wrong=${r.wrong}`);
+  t.equal(r.lost, 0, 'no result lost');
+  t.equal(r.duplicated, 0, 'no result recorded twice');
+  t.equal(r.wrong, 0, 'every answer is the fault-free one');
+});

@@ -82,7 +82,12 @@ export class AgentFailover {
   }
 
   /** Every frame from the hub. */
-  heard(): void { if (this.started) this.controller.heard(); }
+  heard(): void {
+    if (!this.started) return;
+    this.controller.heard();
+    // A hub that was only stopped past the suspicion time speaks again on the same link: reconcile.
+    if (this.mode === Mode.GOSSIP && this.conn && !this.conn.isClosed) void this.controller.hubConnected();
+  }
 
   /** Failover messages from the hub; returns true if handled. */
   onMessage(m: AnyMessage): boolean {
