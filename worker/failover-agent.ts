@@ -46,7 +46,13 @@ export class AgentFailover {
     this.transport = new TcpTransport({ host: opts.host, port: opts.port, advertise: opts.advertise, token, log });
     this.node = new GossipNode({ id, transport: this.transport, execute, slots, log, membership: opts.membership, hubMonitor: opts.hubMonitor,
       coordinator: { catchUpMs: opts.catchUpMs ?? 150 } });
-    this.controller = new FailoverController(this.node, { handBack: (entries) => this.handBack(entries) }, { log, handbackChunk: 100 });
+    this.controller = new FailoverController(this.node, { handBack: (entries) => this.handBack(entries) }, {
+      log, handbackChunk: 100,
+      // Each result is handed back by the member that produced it, or by every survivor if that member
+      // is gone: 1 offer per task instead of 1 per task and member. A result whose producer dies before
+      // its handback is still safe: the hub re-dispatches the task, and a worker with it answers from its replica.
+      select: (e) => !e.result || e.result.worker === id || !this.node.membership.live().includes(e.result.worker),
+    });
     this.node.replica.onChange((e, d) => {
       if (d.result || d.failure) this.lastFinalAt = Date.now();
       // A task from gossip mode that finishes here after the hub is back: report it like any result.

@@ -14,7 +14,12 @@ export interface HubLink {
   handBack(entries: Entry[]): Promise<{ recorded: number; duplicate: number }>;
 }
 
-export interface FailoverOptions { log?: Logger; handbackChunk?: number }
+export interface FailoverOptions {
+  log?: Logger;
+  handbackChunk?: number;
+  /** Which final entries this member hands back (default: all it holds). */
+  select?: (e: Entry) => boolean;
+}
 
 /**
  * The worker's side of issue 5, between the agent and a GossipNode. Star mode: the agent passes on
@@ -57,7 +62,8 @@ export class FailoverController {
   private async reconcile(): Promise<void> {
     this.node.enterReconciling();
     const r = this.node.replica;
-    const final = r.ids().map((id) => r.get(id)!).filter((e) => e.result || e.failure);
+    const select = this.opts.select ?? (() => true);
+    const final = r.ids().map((id) => r.get(id)!).filter((e) => (e.result || e.failure) && select(e));
     const chunk = this.opts.handbackChunk ?? 200;
     try {
       for (let i = 0; i < final.length; i += chunk) {
