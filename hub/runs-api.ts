@@ -1,8 +1,10 @@
 import type http from 'node:http';
-import { SwarmError, isErrorCode } from '../protocol/index.js';
+import { SwarmError } from '../protocol/index.js';
+import { readBody as readBodyMax, send, sendError } from './http.js';
 import type { RunManager, StartRun } from './runs.js';
 
 const MAX_BODY = 256 * 1024 * 1024;
+const readBody = (req: http.IncomingMessage): Promise<string> => readBodyMax(req, MAX_BODY);
 
 /**
  * Control API routes for runs, mounted by the control server:
@@ -39,33 +41,7 @@ export async function handleRuns(runs: RunManager | undefined, req: http.Incomin
     }
     send(res, 404, { code: 'SWARM_ERR_CONFIG', msg: `no route ${req.method} ${url.pathname}` });
   } catch (err) {
-    if (err instanceof SwarmError) send(res, err.status, { code: err.code, msg: err.message });
-    else if (err instanceof SyntaxError) send(res, 400, { code: 'SWARM_ERR_BAD_JSON', msg: err.message });
-    else {
-      const code = err && typeof err === 'object' && 'code' in err && isErrorCode((err as { code: unknown }).code) ? (err as { code: string }).code : 'SWARM_ERR_INTERNAL';
-      send(res, 500, { code, msg: (err as Error)?.message ?? String(err) });
-    }
+    sendError(res, err);
   }
   return true;
-}
-
-function readBody(req: http.IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    let size = 0;
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > MAX_BODY) { reject(new SwarmError('SWARM_ERR_LINE_TOO_LONG', `body over ${MAX_BODY} bytes`)); req.destroy(); return; }
-      parts.push(c);
-    });
-    req.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
-    req.on('error', reject);
-  });
-}
-
-function send(res: http.ServerResponse, status: number, body: unknown): void {
-  if (res.headersSent) return;
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
 }

@@ -1,0 +1,33 @@
+import type http from 'node:http';
+import { SwarmError, isErrorCode } from '../protocol/index.js';
+
+/** Read a request body up to `max` bytes; past it the request is cut off with SWARM_ERR_LINE_TOO_LONG. */
+export function readBody(req: http.IncomingMessage, max: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > max) { reject(new SwarmError('SWARM_ERR_LINE_TOO_LONG', `body over ${max} bytes`)); req.destroy(); return; }
+      parts.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+/** A JSON reply (once; a second call on the same response is ignored). */
+export function send(res: http.ServerResponse, status: number, body: unknown): void {
+  if (res.headersSent) return;
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** An error reply `{code, msg}` with the code's HTTP status; bad JSON is 400, anything unknown 500. */
+export function sendError(res: http.ServerResponse, err: unknown): void {
+  if (err instanceof SwarmError) return send(res, err.status, { code: err.code, msg: err.message });
+  if (err instanceof SyntaxError) return send(res, 400, { code: 'SWARM_ERR_BAD_JSON', msg: err.message });
+  const code = err && typeof err === 'object' && 'code' in err && isErrorCode((err as { code: unknown }).code) ? (err as { code: string }).code : 'SWARM_ERR_INTERNAL';
+  send(res, 500, { code, msg: (err as Error)?.message ?? String(err) });
+}
