@@ -1,7 +1,7 @@
 /**
  * Failover benchmarks (issue 5), phase 2: real processes. `swarm hub` and one
  * `swarm worker --failover --count N` process (echo driver), M tasks.
- *   npx tsc -p . && node dist/bench/failover-e2e.js [--workers 25] [--tasks 500] [--latency-ms 50] [--trials 10]
+ *   npx tsc -p . && node dist/bench/failover-e2e.js [--workers 25] [--tasks 500] [--latency-ms 50] [--trials 10] [--kill-within 0.8] [--keep-slow]
  * Prints JSON lines:
  *   fault-free: submit -> every task recorded by the hub (the baseline run time).
  *   trial: the hub killed (SIGKILL) at a random moment in the first 80 % of the baseline; detection =
@@ -28,6 +28,10 @@ const WORKERS = Number(arg('workers', '25'));
 const TASKS = Number(arg('tasks', '500'));
 const LATENCY = Number(arg('latency-ms', '50'));
 const TRIALS = Number(arg('trials', '10'));
+/** Keep the state dir (logs, journal) of trials over the completion bound, for a look afterwards. */
+const KEEP = process.argv.includes('--keep-slow');
+/** The hub is killed at a random moment within this fraction of the fault-free run. */
+const KILL_WITHIN = Number(arg('kill-within', '0.8'));
 
 const emit = (o: unknown) => process.stdout.write(JSON.stringify(o) + '\n');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -99,10 +103,10 @@ function tally(dir: string, ids: string[]): { lost: number; duplicated: number }
   return { lost: ids.filter((id) => !count.get(id)).length, duplicated: ids.filter((id) => (count.get(id) ?? 0) > 1).length };
 }
 
-async function teardown(s: { dir: string; hub: ChildProcess; workers: ChildProcess }): Promise<void> {
+async function teardown(s: { dir: string; hub: ChildProcess; workers: ChildProcess }, keep = false): Promise<void> {
   kill(s.workers); kill(s.hub);
   await sleep(300);
-  fs.rmSync(s.dir, { recursive: true, force: true });
+  if (!keep) fs.rmSync(s.dir, { recursive: true, force: true });
 }
 
 async function main(): Promise<void> {
@@ -120,7 +124,7 @@ async function main(): Promise<void> {
   let lostAll = 0, dupAll = 0;
   for (let trial = 0; trial < TRIALS; trial++) {
     const s = await setup();
-    const at = Math.floor(Math.random() * 0.8 * baseline);
+    const at = Math.floor(Math.random() * KILL_WITHIN * baseline);
     await sleep(at);
     const pre = await api<Status>(s.dir, 'GET', '/status');
     kill(s.hub);
@@ -146,8 +150,9 @@ async function main(): Promise<void> {
       kind: 'trial', trial, kill_after_ms: at, done_at_kill: pre?.tasks.done, all_gossip: allGossip,
       detection_first_ms: Math.min(...since), detection_last_ms: last, completion_ms: finished ? completion : null,
       bound_ms: Math.round(bound), within_bound: finished ? completion <= bound : null, ...r,
+      ...(KEEP && !(completion <= bound) ? { kept: s.dir } : {}),
     });
-    await teardown(s);
+    await teardown(s, KEEP && !(completion <= bound));
   }
   emit({
     kind: 'summary', trials: TRIALS, baseline_ms: baseline,

@@ -85,6 +85,7 @@ export class Hub {
     const out = await this.store.submitMany(specs);
     const now = performance.now();
     for (const r of out) if (!r.duplicate) { this.metrics.submitted++; this.readyAt.set(r.record.id, now); this.failover.changed(r.record, true); }
+    this.failover.flush();
     this.scheduleDispatch();
     return out;
   }

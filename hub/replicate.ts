@@ -118,7 +118,12 @@ export class HubReplicator {
     this.batchTimer ??= setTimeout(() => this.flush(), this.opts.batchMs ?? 20);
   }
 
-  private flush(): void {
+  /**
+   * Send the pending deltas now. The hub calls it after accepting tasks, so their specs are on the
+   * wire before the submitter hears "accepted": a hub that dies right after cannot strand them.
+   */
+  flush(): void {
+    if (this.batchTimer) clearTimeout(this.batchTimer);
     this.batchTimer = undefined;
     const entries = [...this.pending.values()];
     this.pending = new Map();
