@@ -94,7 +94,7 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
       engine = await startSharedEngine({ model: o.sharedEngine.model, slots: o.agents * o.sharedEngine.slotsPerWorker });
     } catch (err) { await stop(); throw err; }
     o.log.info({ url: engine.url, pid: engine.pid }, 'shared engine ready');
-    workerArgs = sharedWorkerArgs(engine.url, o.sharedEngine.slotsPerWorker);
+    workerArgs = [...sharedWorkerArgs(engine.url, o.sharedEngine.slotsPerWorker), ...(workerArgs.includes('--failover') ? ['--failover'] : [])];
   }
   if (o.agents && o.agents > 0) {
     const ids = Array.from({ length: o.agents }, (_, i) => `w-${i + 1}`);

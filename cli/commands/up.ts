@@ -18,7 +18,7 @@ import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
 import { parseEngineMode, type EngineMode } from '../shared-engine.js';
 
 interface UpOptions extends HubCliOptions {
-  agents: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; engine: EngineMode;
+  agents: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; engine: EngineMode; failover: boolean;
   detach: boolean; json: boolean; readyTimeout: number;
 }
 
@@ -32,6 +32,7 @@ export function registerUp(program: Command): void {
     .option('--driver-opt <key=value>', 'driver option (repeatable)', keyValue, {})
     .option('--model <path>', 'GGUF model file or hf: URI (env SWARM_MODEL; default: a built-in random-weight demo model)')
     .option('--engine <mode>', 'per-worker: an engine per worker (isolation); shared: one llama-server -np N for all (continuous batching; needs `swarm engine build`)', parseEngineMode, 'per-worker')
+    .option('--failover', 'hybrid star-gossip: workers keep a replica of the queue and results, and finish the run by gossip if the hub dies', false)
     .option('--slots <n>', 'tasks in flight per worker', int('--slots', 1), 1)
     .option('-d, --detach', 'return once ready; the swarm keeps running (stop it with `swarm down`)', false)
     .option('--ready-timeout <ms>', 'give up if the workers are not ready in time', int('--ready-timeout', 1), 120_000)
@@ -47,7 +48,7 @@ export function registerUp(program: Command): void {
 }
 
 function args(o: UpOptions, model: ChosenModel) {
-  return workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots });
+  return workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots, failover: o.failover });
 }
 
 async function upForeground(o: UpOptions, model: ChosenModel): Promise<void> {
@@ -88,6 +89,7 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   if (o.tlsKey) hubArgs.push('--tls-key', o.tlsKey);
   if (!o.journal) hubArgs.push('--no-journal');
   if (o.engine === 'shared') hubArgs.push('--engine', 'shared');
+  if (o.failover) hubArgs.push('--failover');
   if (!o.msgpack) hubArgs.push('--no-msgpack');
   const out = fs.openSync(logPath(dir, 'hub.stderr'), 'a');
   const child = spawn(process.execPath, hubArgs, { detached: true, stdio: ['ignore', out, out], env: { ...process.env, SWARM_TOKEN: token } });
