@@ -1,7 +1,8 @@
 import http from 'node:http';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { SwarmError, isErrorCode, safeEqual } from '../protocol/index.js';
+import { SwarmError, safeEqual } from '../protocol/index.js';
+import { readBody as readBodyMax, send, sendError } from './http.js';
 import { Registry } from './registry.js';
 import type { Hub } from './hub.js';
 import type { TaskInput, TaskRecord } from './task.js';
@@ -9,6 +10,7 @@ import { RunManager, swarmVersion } from './runs.js';
 import { handleRuns } from './runs-api.js';
 
 const MAX_BODY = 64 * 1024 * 1024;
+const readBody = (req: http.IncomingMessage): Promise<string> => readBodyMax(req, MAX_BODY);
 const MAX_WAIT_MS = 10 * 60_000;
 
 export interface ControlOptions {
@@ -158,31 +160,4 @@ function parseTasks(body: string): unknown[] {
       try { return JSON.parse(line) as unknown; } catch { throw new SwarmError('SWARM_ERR_BAD_JSON', `line ${i + 1} is not valid JSON`); }
     });
   }
-}
-
-function readBody(req: http.IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    let size = 0;
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > MAX_BODY) { reject(new SwarmError('SWARM_ERR_LINE_TOO_LONG', `body over ${MAX_BODY} bytes`)); req.destroy(); return; }
-      parts.push(c);
-    });
-    req.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
-    req.on('error', reject);
-  });
-}
-
-function send(res: http.ServerResponse, status: number, body: unknown): void {
-  if (res.headersSent) return;
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
-}
-
-function sendError(res: http.ServerResponse, err: unknown): void {
-  if (err instanceof SwarmError) return send(res, err.status, { code: err.code, msg: err.message });
-  const code = err && typeof err === 'object' && 'code' in err && isErrorCode((err as { code: unknown }).code) ? (err as { code: string }).code : 'SWARM_ERR_INTERNAL';
-  send(res, err instanceof SyntaxError ? 400 : 500, { code: err instanceof SyntaxError ? 'SWARM_ERR_BAD_JSON' : code, msg: (err as Error)?.message ?? String(err) });
 }
