@@ -13,7 +13,14 @@ t.test('engine killed mid-generation: the worker reports ERROR, restarts its eng
   t.teardown(async () => { await pool.stop('test over'); await done; await h.stop(); });
   t.ok(await waitWorkers(h.hub, 1));
   // The engine host is a node process (its fd-3 watcher is a sh that mentions the same script).
-  const engines = () => pidsMentioning('embedded/host').filter((pid) => { try { return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'node'; } catch { return false; } });
+  // Only this process's children: other test files run engines at the same time.
+  const engines = () => pidsMentioning('embedded/host').filter((pid) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      return ppid === process.pid && fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'node';
+    } catch { return false; }
+  });
   t.ok(await until(() => engines().length === 1, 60_000), 'one engine running');
   const [first] = engines();
   await h.hub.submit([{ id: 'long', prompt: 'Once upon a time', max_tokens: 2000, temperature: 0 }]);
