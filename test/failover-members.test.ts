@@ -55,7 +55,7 @@ t.test('a worker cut off through the fault proxy in gossip mode and restored: it
   const advertised = await Promise.all(ports.map((p) => fault.wrap(`127.0.0.1:${p}`)));
   let hub = ps.add(await startHub(dir));
   ps.add(startWorkers(dir, 25, 'w', ['--driver-opt', 'latency_ms=100', '--peer-ports', ports.join(','), '--peer-advertise', advertised.join(',')]));
-  t.ok(await until(async () => (await hubStatus(dir))?.failover?.workers.length === 25, 20_000, 100), 'all 25 workers joined through their proxies');
+  t.ok(await until(async () => (await hubStatus(dir))?.failover?.workers.length === 25, 60_000, 100), 'all 25 workers joined through their proxies');
   const ids = await submit(dir, TASKS);
   t.ok(await until(async () => ((await hubStatus(dir))?.tasks.done ?? 0) >= 30, 20_000, 10), 'the run is under way');
   killGroup(hub, 'SIGKILL');

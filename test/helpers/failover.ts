@@ -86,13 +86,19 @@ export function allInMode(dir: string, mode: string, count: number, ms: number):
 
 /** `n` distinct free loopback ports (bound, then released). */
 export async function freePorts(n: number): Promise<number[]> {
+  // Below the kernel's ephemeral range (32768+): ports found free there are not taken meanwhile by
+  // the outgoing connections of tests running in parallel, as port-0 ports can be.
   const net = await import('node:net');
-  const servers = await Promise.all(Array.from({ length: n }, () => new Promise<import('node:net').Server>((resolve, reject) => {
+  const free = (port: number) => new Promise<boolean>((resolve) => {
     const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => resolve(s));
-  })));
-  const ports = servers.map((s) => (s.address() as import('node:net').AddressInfo).port);
-  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
-  return ports;
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+  const out: number[] = [];
+  for (let tries = 0; out.length < n && tries < 20 * n; tries++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (!out.includes(port) && (await free(port))) out.push(port);
+  }
+  if (out.length < n) throw new Error(`found only ${out.length} of ${n} free ports`);
+  return out;
 }
