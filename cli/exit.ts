@@ -16,6 +16,7 @@ const byCode: Partial<Record<SwarmError['code'], number>> = {
   SWARM_ERR_NO_SWARM: Exit.NO_SWARM,
   SWARM_ERR_CONFIG: Exit.USAGE,
   SWARM_ERR_INSECURE_BIND: Exit.USAGE,
+  SWARM_ERR_UNKNOWN_RUN: Exit.USAGE, // a run id on the command line that names no run
   SWARM_ERR_TIMEOUT: Exit.TIMEOUT,
   SWARM_ERR_ALREADY_RUNNING: Exit.ALREADY_RUNNING,
 };

@@ -26,7 +26,7 @@ export async function handleRuns(runs: RunManager | undefined, req: http.Incomin
     const id = parts[1]!;
     if (req.method === 'GET' && parts.length === 2) {
       const v = runs.get(id);
-      if (!v) throw new SwarmError('SWARM_ERR_UNKNOWN_TASK', `no run ${id}`);
+      if (!v) throw new SwarmError('SWARM_ERR_UNKNOWN_RUN', `no run ${id}`);
       send(res, 200, v);
       return true;
     }
@@ -35,7 +35,7 @@ export async function handleRuns(runs: RunManager | undefined, req: http.Incomin
       const done = runs.wait(id);
       if (done) await Promise.race([done, new Promise((r) => setTimeout(r, Math.min(600_000, body.timeout_ms ?? 30_000)))]);
       const v = runs.get(id);
-      if (!v) throw new SwarmError('SWARM_ERR_UNKNOWN_TASK', `no run ${id}`);
+      if (!v) throw new SwarmError('SWARM_ERR_UNKNOWN_RUN', `no run ${id}`);
       send(res, 200, v);
       return true;
     }

@@ -29,6 +29,9 @@ t.test('control API: POST /runs starts a run, GET /runs/:id reports it, and a re
   const items = Array.from({ length: 30 }, (_, i) => `item ${i}`);
   const started = await http<{ run: string }>(c, 'POST', '/runs', { experiment: { topology: 'star', inputs: { items } } });
   t.equal(started.status, 202);
+  const missing = await http<{ code: string }>(c, 'GET', '/runs/no-such-run');
+  t.equal(missing.status, 404);
+  t.equal(missing.body.code, 'SWARM_ERR_UNKNOWN_RUN', 'an unknown run id has its own code');
   const run = started.body.run;
   // The run's progress follows the journal; poll it (bounded) rather than the queue.
   let mid = await http<View>(c, 'GET', `/runs/${run}`);

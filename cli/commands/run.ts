@@ -128,7 +128,7 @@ async function follow(dir: string, hub: HubFile, run: string, o: RunOptions): Pr
     try {
       v = await call<RunView>(hub, 'POST', `/runs/${encodeURIComponent(run)}/wait`, { timeout_ms: 250 }, 30_000);
     } catch (err) {
-      if (!(err instanceof SwarmError) || (err.code !== 'SWARM_ERR_NO_SWARM' && err.code !== 'SWARM_ERR_UNKNOWN_TASK') || Date.now() > deadline) throw err;
+      if (!(err instanceof SwarmError) || (err.code !== 'SWARM_ERR_NO_SWARM' && err.code !== 'SWARM_ERR_UNKNOWN_RUN') || Date.now() > deadline) throw err;
       progress.update(`run ${run}: the hub is not answering (${err.code}); waiting for it to return…`);
       await new Promise((r) => setTimeout(r, 500));
       hub = readHubFile(dir) ?? hub;

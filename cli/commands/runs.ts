@@ -32,7 +32,7 @@ function listRuns(dir: string): RunRecord[] {
 
 function need(dir: string, id: string): RunRecord {
   const r = readRunDir(path.join(dir, id));
-  if (!r) throw new SwarmError('SWARM_ERR_CONFIG', `no run ${id} in ${dir} (see \`swarm runs ls\`)`);
+  if (!r) throw new SwarmError('SWARM_ERR_UNKNOWN_RUN', `no run ${id} in ${dir} (see \`swarm runs ls\`)`);
   return r;
 }
 
