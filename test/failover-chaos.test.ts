@@ -1,6 +1,6 @@
 import t from 'tap';
 import { swarm, tempDir, until } from './helpers/cli.js';
-import { agents, allInMode, hubDone, hubStatus, killGroup, startHub, startWorkers, submit, tally, type Proc } from './helpers/failover.js';
+import { agents, allInMode, hubDone, hubStatus, killGroup, procs, startHub, startWorkers, submit, tally } from './helpers/failover.js';
 
 /**
  * Chaos tests of hybrid star-gossip failover (issue 5) with real processes: `swarm hub` and one
@@ -10,13 +10,6 @@ import { agents, allInMode, hubDone, hubStatus, killGroup, startHub, startWorker
 
 const N = 25;
 const TASKS = 500;
-
-/** Processes of one test, killed on teardown (before tempDir's `swarm down`, registered first). */
-function procs(t: { teardown(fn: () => void): void }): { add(p: Proc): Proc } {
-  const list: Proc[] = [];
-  t.teardown(() => { for (const p of list) killGroup(p); });
-  return { add: (p) => { list.push(p); return p; } };
-}
 
 t.test('kill -9 of the hub mid-run: the workers finish in gossip mode, a restarted hub gets every result once', async (t) => {
   const dir = tempDir(t);

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { tempDir, until } from './helpers/cli.js';
 import { FaultNet } from './helpers/fault-proxy.js';
-import { agents, allInMode, freePorts, hubDone, hubStatus, killGroup, startHub, startWorkers, submit, tally, type Proc } from './helpers/failover.js';
+import { agents, allInMode, freePorts, hubDone, hubStatus, killGroup, procs, startHub, startWorkers, submit, tally } from './helpers/failover.js';
 
 /**
  * Chaos tests of failover (issue 5) that hit the members in gossip mode, with real processes:
@@ -11,12 +11,6 @@ import { agents, allInMode, freePorts, hubDone, hubStatus, killGroup, startHub, 
  */
 
 const TASKS = 500;
-
-function procs(t: { teardown(fn: () => void): void }): { add(p: Proc): Proc } {
-  const list: Proc[] = [];
-  t.teardown(() => { for (const p of list) killGroup(p); });
-  return { add: (p) => { list.push(p); return p; } };
-}
 
 t.test('workers killed in gossip mode: the survivors take their tasks over; each result recorded once', async (t) => {
   const dir = tempDir(t);

@@ -102,3 +102,10 @@ export async function freePorts(n: number): Promise<number[]> {
   if (out.length < n) throw new Error(`found only ${out.length} of ${n} free ports`);
   return out;
 }
+
+/** Processes of one test, killed on its teardown. */
+export function procs(t: { teardown(fn: () => void): void }): { add(p: Proc): Proc } {
+  const list: Proc[] = [];
+  t.teardown(() => { for (const p of list) killGroup(p); });
+  return { add: (p) => { list.push(p); return p; } };
+}
