@@ -2,4 +2,5 @@
 export type { ChatOptions, ChatStats, Driver, DriverConfig } from './types.js';
 export { createDriver, driverNames, registerDriver, type DriverFactory } from './registry.js';
 export { LoopGuard } from './loop-guard.js';
+export { StopFilter } from './stop-filter.js';
 export { killAllChildren, trackChild, untrackChild } from './children.js';

@@ -3,7 +3,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { SwarmError } from '../protocol/index.js';
-import { StopFilter, TurnReader, encodePrompt, llamaCliFactory, INPUT_MARK, RESET_MARK } from '../drivers/llama-cli/index.js';
+import { StopFilter } from '../drivers/index.js';
+import { TurnReader, encodePrompt, llamaCliFactory, INPUT_MARK, RESET_MARK } from '../drivers/llama-cli/index.js';
 import { alive, collect, llamaPrereqs, missingPrereq, tsNodeArgs, until } from './helpers/llama.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));

@@ -1,5 +1,5 @@
 import { SwarmError } from '../../protocol/index.js';
-import { StopFilter } from '../llama-cli/stop-filter.js';
+import { StopFilter } from '../stop-filter.js';
 import { checkKnown, intOption, sleep } from '../options.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
 

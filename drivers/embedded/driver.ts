@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SwarmError, isErrorCode } from '../../protocol/index.js';
-import { StopFilter } from '../llama-cli/index.js';
+import { StopFilter } from '../stop-filter.js';
 import { EngineProcess, type EngineExit } from '../llama-server/index.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
 import type { FromHost, HostConfig, HostChatOptions, ToHost } from './messages.js';

@@ -1,6 +1,6 @@
 import { SwarmError } from '../../protocol/index.js';
 import { trackChild, untrackChild } from '../children.js';
-import { StopFilter } from '../llama-cli/stop-filter.js';
+import { StopFilter } from '../stop-filter.js';
 import { checkKnown, intOption } from '../options.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
 

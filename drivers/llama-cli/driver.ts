@@ -3,7 +3,7 @@ import { findLlamaBinary } from '../llama-build/index.js';
 import type { EngineExit } from '../llama-server/index.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
 import { parseLlamaCliOptions, type LlamaCliOptions } from './options.js';
-import { StopFilter } from './stop-filter.js';
+import { StopFilter } from '../stop-filter.js';
 import { pipeTransport, ptyTransport, type CliTransport } from './transport.js';
 import { TurnReader, encodePrompt } from './turn.js';
 

@@ -2,4 +2,4 @@
 export { LlamaCliDriver, llamaCliFactory } from './driver.js';
 export { parseLlamaCliOptions, type LlamaCliOptions } from './options.js';
 export { TurnReader, encodePrompt, INPUT_MARK, RESET_MARK } from './turn.js';
-export { StopFilter } from './stop-filter.js';
+

@@ -1,5 +1,5 @@
 import { SwarmError } from '../../protocol/index.js';
-import { StopFilter } from '../llama-cli/index.js';
+import { StopFilter } from '../stop-filter.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
 import { NdjsonDecoder, type GenerateChunk } from './ndjson.js';
 import { parseOllamaOptions, type OllamaOptions } from './options.js';

@@ -1,7 +1,6 @@
 /**
  * Streaming stop-string filter: holds back just enough text to see a stop string split across
- * chunks, and cuts the output before the first stop string. (Local to this driver; the shared one in
- * drivers/stop.ts can replace it.)
+ * chunks, and cuts the output before the first stop string. Every driver that streams uses it.
  */
 export class StopFilter {
   private held = '';
