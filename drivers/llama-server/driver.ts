@@ -1,7 +1,7 @@
 import { SwarmError } from '../../protocol/index.js';
 import { findLlamaBinary } from '../llama-build/index.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
-import { EngineProcess, freePort, type EngineExit } from './engine-process.js';
+import { EngineProcess, freePort, keepLoopAlive, type EngineExit } from './engine-process.js';
 import { parseLlamaServerOptions, type LlamaServerOptions } from './options.js';
 import { SseDecoder, type CompletionChunk } from './sse.js';
 
@@ -38,11 +38,11 @@ export class LlamaServerDriver implements Driver {
 
   async start(): Promise<void> {
     if (this.options.url) {
-      if (!this.base) { await this.waitHealthy(this.options.url, undefined); this.base = this.options.url; }
+      if (!this.base) { await keepLoopAlive(this.waitHealthy(this.options.url, undefined)); this.base = this.options.url; }
       return;
     }
     if (this.proc?.alive && this.base) return;
-    this.starting ??= this.spawnEngine().finally(() => { this.starting = undefined; });
+    this.starting ??= keepLoopAlive(this.spawnEngine()).finally(() => { this.starting = undefined; });
     return this.starting;
   }
 

@@ -14,6 +14,16 @@ const WATCHDOG = [
   'exec "$@" 3<&-',
 ].join('\n');
 
+/**
+ * Keep this process's event loop alive until `p` settles. The engine's process handle and pipes are
+ * unref'd (an idle engine must never hold a worker open), so code that awaits only the engine (its
+ * exit, its first /health answer) would otherwise let the loop drain and the process end mid-await.
+ */
+export function keepLoopAlive<T>(p: Promise<T>): Promise<T> {
+  const timer = setInterval(() => {}, 1 << 30);
+  return p.finally(() => clearInterval(timer));
+}
+
 /** How an engine process ended. */
 export interface EngineExit { code: number | null; signal: NodeJS.Signals | null }
 
@@ -129,7 +139,7 @@ export class EngineProcess {
     this.kill('SIGTERM');
     let timer: NodeJS.Timeout | undefined;
     const forced = new Promise<void>((r) => { timer = setTimeout(() => { this.kill('SIGKILL'); r(); }, graceMs); });
-    const e = await Promise.race([this.exited, forced.then(() => this.exited)]);
+    const e = await keepLoopAlive(Promise.race([this.exited, forced.then(() => this.exited)]));
     clearTimeout(timer);
     // The watcher is in the group too; with the engine gone it must not linger.
     this.kill('SIGKILL');
