@@ -10,6 +10,7 @@ import type { HubConfig } from './config.js';
 import { HubMetrics } from './metrics.js';
 import { Watchdog } from './watchdog.js';
 import { HubReplicator } from './replicate.js';
+import { Answer } from './answer.js';
 
 /** Errors after which a task is not worth running again. */
 const NOT_RETRYABLE = new Set<string>(['SWARM_ERR_BAD_PAYLOAD', 'SWARM_ERR_LOOP_DETECTED']);
@@ -119,7 +120,10 @@ export class Hub {
     timer.unref();
     let worker: WorkerEntry | undefined;
     conn.onStatus((s) => {
-      if (s.type === 'error' && !s.fromPeer) this.metrics.protocolErrors.set(s.code, (this.metrics.protocolErrors.get(s.code) ?? 0) + 1);
+      if (s.type === 'error' && !s.fromPeer) {
+        this.metrics.protocolErrors.set(s.code, (this.metrics.protocolErrors.get(s.code) ?? 0) + 1);
+        if (worker && s.frame !== undefined) this.onBadFrame(worker, s.frame, s.msg);
+      }
       if (s.type === 'close') {
         clearTimeout(timer);
         if (worker && this.registry.get(worker.id) === worker) this.drop(worker, s.reason);
@@ -205,27 +209,58 @@ export class Hub {
   }
 
   private onResult(w: WorkerEntry, msg: Message<'TASK_RES'>): void {
-    const { task_id: taskId, text, done, receipt } = msg.payload;
+    const { task_id: taskId, text, done, receipt, seq } = msg.payload;
     const lease = w.inflight.get(taskId);
     if (!done) {
       if (!lease) return;
-      lease.bytes += text.length;
-      if (lease.bytes > MAX_ANSWER) {
+      lease.answer.add(text, seq);
+      if (lease.answer.bytes > MAX_ANSWER) {
         this.onTaskError(w, taskId, 'SWARM_ERR_TASK_FAILED', `answer passed ${MAX_ANSWER} characters`, false);
-        return;
       }
-      lease.text.push(text);
       return;
     }
-    const full = lease ? lease.text.join('') + text : text;
-    if (lease) this.freeSlot(w, taskId);
+    let full = text;
+    if (lease) {
+      const whole = lease.answer.finish(text, seq);
+      if (!whole.ok) {
+        // Pieces are missing: this attempt's answer cannot be trusted; run the task again.
+        w.conn.sendError('SWARM_ERR_STREAM_GAP', whole.why, { re: msg.id, task_id: taskId });
+        this.onTaskError(w, taskId, 'SWARM_ERR_STREAM_GAP', whole.why);
+        return;
+      }
+      full = whole.text;
+      this.freeSlot(w, taskId);
+    }
     const rec = this.store.queue.get(taskId);
     if (!rec) { w.conn.sendError('SWARM_ERR_UNKNOWN_TASK', `unknown task ${taskId}`, { re: msg.id, task_id: taskId }); return; }
+    if (!lease && (seq ?? 0) > 0) {
+      // A late final frame (its lease expired or was released): the pieces before it are gone.
+      this.log.warn({ worker: w.id, task: taskId, seq }, 'final frame of a streamed answer without its lease dropped');
+      return;
+    }
     w.done++;
     if (receipt) this.metrics.receipt(receipt);
     void this.store.complete(taskId, { text: full, receipt, worker: w.id, attempt: receipt?.attempt ?? rec.attempts })
       .then((outcome) => { if (outcome === 'duplicate') this.metrics.duplicateResults++; })
       .catch((err) => this.log.error({ err, task: taskId }, 'journal write failed'));
+  }
+
+  /**
+   * A TASK_RES or ERROR that failed validation (it was answered with its code) still ends the
+   * attempt it is about, when that can be told from `payload.task_id` or the envelope `re`:
+   * otherwise the task would sit leased until its lease expires.
+   */
+  private onBadFrame(w: WorkerEntry, frame: unknown, why: string): void {
+    if (this.registry.get(w.id) !== w || !frame || typeof frame !== 'object') return;
+    const f = frame as Record<string, unknown>;
+    if (f.type !== Type.ERROR && f.type !== Type.TASK_RES) return;
+    const p = f.payload && typeof f.payload === 'object' ? f.payload as Record<string, unknown> : {};
+    let taskId = typeof p.task_id === 'string' && w.inflight.has(p.task_id) ? p.task_id : undefined;
+    if (taskId === undefined && typeof f.re === 'string') {
+      for (const [id, lease] of w.inflight) if (lease.reqId === f.re) { taskId = id; break; }
+    }
+    if (taskId === undefined) return;
+    this.onTaskError(w, taskId, 'SWARM_ERR_TASK_FAILED', `worker sent an invalid ${f.type}: ${why}`.slice(0, 4000));
   }
 
   private onTaskError(w: WorkerEntry, taskId: string, code: ErrorCode, text: string, retryable = !NOT_RETRYABLE.has(code)): void {
@@ -313,7 +348,7 @@ export class Hub {
       max_tokens: s.max_tokens, temperature: s.temperature, seed: s.seed, grammar: s.grammar,
       json_schema: s.json_schema, timeout_ms: s.timeout_ms,
     });
-    w.inflight.set(rec.id, { leasedAt: now, reqId, text: [], bytes: 0 });
+    w.inflight.set(rec.id, { leasedAt: now, reqId, answer: new Answer() });
     this.failover.changed(rec);
     w.status = 'busy';
     const readyAt = this.readyAt.get(rec.id) ?? 0;

@@ -1,4 +1,5 @@
 import type { Connection } from '../protocol/index.js';
+import type { Answer } from './answer.js';
 
 /** Worker state as in the spec, section 6.1, plus slots and in-flight tasks. */
 export interface WorkerEntry {
@@ -11,7 +12,8 @@ export interface WorkerEntry {
   driver: string;
   caps: string[];
   slots: number;
-  inflight: Map<string, { leasedAt: number; reqId: string; text: string[]; bytes: number }>;
+  /** Leased tasks: when, the TASK_REQ id (replies name it in `re`), and the answer streamed so far. */
+  inflight: Map<string, { leasedAt: number; reqId: string; answer: Answer }>;
   conn: Connection;
   pid?: number;
   load: number;

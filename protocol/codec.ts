@@ -105,7 +105,48 @@ export class LineDecoder implements Decoder {
 }
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true });
-const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true });
+/**
+ * 64-bit ints (`uint64`/`int64`) decode as numbers, not BigInt: the schemas take numbers, and a peer
+ * that sends `status: 429` as int64 is not wrong. Past 2^53 they lose precision (no field needs that).
+ * Structured-clone references are off: they can build cycles.
+ */
+const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, int64AsType: 'number', structuredClone: false });
+
+/**
+ * Keep only what JSON could carry: msgpackr also decodes extension types (BigInt, Date, Error,
+ * Set, RegExp, typed arrays) and `bin` as Buffer, none of which the protocol has and any of which
+ * could surprise code past the schemas (passthrough fields are journaled as JSON). The `undefined`
+ * extension (fixext 1, type 0: how msgpackr encodes an unset field) means "absent".
+ * Returns the clean value, or a string naming what was refused.
+ */
+export function plainValue(v: unknown, depth = 0): { ok: true; value: unknown } | { ok: false; why: string } {
+  if (depth > 64) return { ok: false, why: 'nested deeper than 64 levels' };
+  if (v === null || typeof v === 'string' || typeof v === 'boolean') return { ok: true, value: v };
+  if (typeof v === 'number') return Number.isFinite(v) ? { ok: true, value: v } : { ok: false, why: `non-finite number ${v}` };
+  if (v === undefined) return { ok: true, value: undefined };
+  if (Array.isArray(v)) {
+    const out: unknown[] = new Array(v.length);
+    for (let i = 0; i < v.length; i++) {
+      const r = plainValue(v[i], depth + 1);
+      if (!r.ok) return r;
+      out[i] = r.value ?? null;
+    }
+    return { ok: true, value: out };
+  }
+  if (typeof v === 'object') {
+    const proto = Object.getPrototypeOf(v) as unknown;
+    if (proto !== Object.prototype && proto !== null) return { ok: false, why: `${(v as object).constructor?.name ?? 'object'} values are not part of the protocol` };
+    const out: Record<string, unknown> = {};
+    for (const k of Object.keys(v)) {
+      const r = plainValue((v as Record<string, unknown>)[k], depth + 1);
+      if (!r.ok) return r;
+      if (r.value === undefined || k === '__proto__') continue;
+      out[k] = r.value;
+    }
+    return { ok: true, value: out };
+  }
+  return { ok: false, why: `${typeof v} values are not part of the protocol` };
+}
 
 /** msgpack decoder: frames are a 4-byte big-endian length and a msgpack body. */
 export class MsgpackDecoder implements Decoder {
@@ -135,10 +176,12 @@ export class MsgpackDecoder implements Decoder {
       try {
         value = unpackr.unpack(body);
       } catch (e) {
-        this.sink.error('SWARM_ERR_BAD_FRAME', `invalid msgpack: ${(e as Error).message.slice(0, 120)}`);
+        this.sink.error('SWARM_ERR_BAD_FRAME', `invalid msgpack: ${String((e as Error)?.message).slice(0, 120)}`);
         continue;
       }
-      this.sink.frame(value);
+      const plain = plainValue(value);
+      if (!plain.ok) { this.sink.error('SWARM_ERR_BAD_FRAME', `msgpack: ${plain.why}`); continue; }
+      this.sink.frame(plain.value);
       if (this.detached) return;
     }
   }

@@ -8,7 +8,8 @@ import { newId } from './ids.js';
 
 /** Connection status, delivered in order to `onStatus` listeners. */
 export type ConnectionStatus =
-  | { type: 'error'; code: Code; msg: string; fromPeer: boolean }
+  /** `frame`: the decoded value of a frame that failed validation (its owner may still act on it). */
+  | { type: 'error'; code: Code; msg: string; fromPeer: boolean; frame?: unknown }
   | { type: 'close'; reason: string };
 
 export interface ConnectionOptions {
@@ -162,7 +163,7 @@ export class Connection {
         }
         this.messageListener(v.msg);
       } else {
-        this.protocolError(v.code, v.msg, v.re);
+        this.protocolError(v.code, v.msg, v.re, false, value);
       }
     },
     error: (code, msg, fatal) => {
@@ -171,13 +172,14 @@ export class Connection {
     },
   };
 
-  private protocolError(code: Code, msg: string, re?: string, fatal = false): void {
+  private protocolError(code: Code, msg: string, re?: string, fatal = false, frame?: unknown): void {
     // Count bad frames within a minute of each other: a long-lived peer is not cut off for rare slips.
     const now = Date.now();
     if (now - this.lastBadAt > 60_000) this.badFrames = 0;
     this.lastBadAt = now;
     this.badFrames++;
-    this.emitStatus({ type: 'error', code, msg, fromPeer: false });
+    this.emitStatus({ type: 'error', code, msg, fromPeer: false, frame });
+    if (this.closed) return;
     if (fatal || this.badFrames > this.maxBadFrames) {
       this.sendError('SWARM_ERR_TOO_MANY_ERRORS', `${this.badFrames} bad frames; last: ${code}`);
       return;

@@ -36,6 +36,7 @@ export const ErrorCode = {
   SWARM_ERR_ENGINE_NOT_FOUND: { status: 500, fatal: false, doc: 'A llama.cpp program (llama-server, llama-cli) was not found; run `swarm engine build`.' },
   SWARM_ERR_ENGINE_BUILD: { status: 500, fatal: false, doc: 'Building the llama.cpp programs failed (a build tool is missing or the compile failed).' },
   SWARM_ERR_UNKNOWN_RUN: { status: 404, fatal: false, doc: 'No run with this id on the hub (or in the state directory).' },
+  SWARM_ERR_STREAM_GAP: { status: 502, fatal: false, doc: 'A streamed answer ended (done:true) with pieces missing by `seq`; that attempt failed and the task is retried.' },
   SWARM_ERR_INTERNAL: { status: 500, fatal: false, doc: 'An unexpected internal error; please report it.' },
 } as const;
 export type ErrorCode = keyof typeof ErrorCode;

@@ -81,3 +81,24 @@ t.test('msgpack frames split at every byte decode; an oversized length kills the
   t.same(errors, ['SWARM_ERR_LINE_TOO_LONG']);
   t.equal(frames.length, 2, 'nothing decoded after a bad length prefix');
 });
+
+t.test('msgpack 64-bit integers decode as numbers; extension types other than undefined are refused', async (t) => {
+  const { s, frames, errors } = sink();
+  const dec = new MsgpackDecoder(s);
+  const frame = (body: number[]) => { const b = Buffer.from(body); const h = Buffer.alloc(4); h.writeUInt32BE(b.length); return Buffer.concat([h, b]); };
+  const u64 = (n: bigint) => { const b = Buffer.alloc(8); b.writeBigUInt64BE(n); return [...b]; };
+  const i64 = (n: bigint) => { const b = Buffer.alloc(8); b.writeBigInt64BE(n); return [...b]; };
+  // {"s": uint64 429, "t": uint64 epoch ms, "n": int64 -5, "u": undefined-extension}
+  dec.push(frame([0x84, 0xa1, 0x73, 0xcf, ...u64(429n), 0xa1, 0x74, 0xcf, ...u64(1763800000412n), 0xa1, 0x6e, 0xd3, ...i64(-5n), 0xa1, 0x75, 0xd4, 0x00, 0x00]));
+  t.same(frames, [{ s: 429, t: 1763800000412, n: -5 }], 'numbers, and the undefined extension is left out');
+  t.equal(typeof frames[0]!.s, 'number');
+  t.notOk('u' in frames[0]!, 'undefined means absent');
+  // A BigInt extension (0x42), a Date (timestamp ext -1), and a structured-clone reference are not protocol values.
+  dec.push(frame([0x81, 0xa1, 0x62, 0xd4, 0x42, 0x07]));
+  dec.push(frame([0x81, 0xa1, 0x64, 0xd6, 0xff, 0x00, 0x00, 0x00, 0x01]));
+  dec.push(frame([0x81, 0xa1, 0x62, 0xc4, 0x01, 0x00]));
+  dec.push(frame([0x81, 0xa1, 0x6f, 0xd6, 0x69, 0x00, 0x00, 0x00, 0x01, 0x80]));
+  t.same(errors, ['SWARM_ERR_BAD_FRAME', 'SWARM_ERR_BAD_FRAME', 'SWARM_ERR_BAD_FRAME', 'SWARM_ERR_BAD_FRAME'], 'each refused as a bad frame');
+  dec.push(encodeMsgpack({ after: [1, 'x', { y: null }] }));
+  t.same(frames[1], { after: [1, 'x', { y: null }] }, 'the stream goes on');
+});
