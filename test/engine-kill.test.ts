@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import t from 'tap';
 import { WorkerPool } from '../worker/index.js';
 import { pidsMentioning, until } from './helpers/cli.js';
-import { quiet, startHub, waitTasks, waitWorkers } from './helpers/inproc.js';
+import { quiet, startHub, waitWorkers } from './helpers/inproc.js';
 import { STORIES, missingPrereq } from './helpers/llama.js';
 
 t.test('engine killed mid-generation: the worker reports ERROR, restarts its engine, and the task is retried and recorded once', async (t) => {
@@ -23,17 +23,24 @@ t.test('engine killed mid-generation: the worker reports ERROR, restarts its eng
   });
   t.ok(await until(() => engines().length === 1, 60_000), 'one engine running');
   const [first] = engines();
-  await h.hub.submit([{ id: 'long', prompt: 'Once upon a time', max_tokens: 2000, temperature: 0 }]);
-  // Kill once the answer is streaming (the hub holds partial text for the lease).
-  const streaming = await until(() => (h.hub.registry.get('k-1')?.inflight.get('long')?.text.length ?? 0) > 0, 30_000, 2);
-  t.ok(streaming, 'generation under way');
+  // Kill once the answer is streaming (the hub holds partial text for the lease). On a busy machine
+  // a short answer can arrive in one burst before we look; then try again with a fresh task.
+  let id = '';
+  for (let i = 1; i <= 4 && !id; i++) {
+    const tid = `long-${i}`;
+    await h.hub.submit([{ id: tid, prompt: 'Once upon a time', max_tokens: 2000, temperature: 0 }]);
+    const seen = await until(() => (h.hub.registry.get('k-1')?.inflight.get(tid)?.text.length ?? 0) > 0 || h.hub.store.queue.get(tid)?.state === 'done', 60_000, 2);
+    if (seen && h.hub.store.queue.get(tid)?.state !== 'done') id = tid;
+  }
+  t.ok(id, 'generation under way');
+  if (!id) return;
   process.kill(first!, 'SIGKILL');
-  t.ok(await waitTasks(h.hub, 1, 120_000), 'the task finished');
-  const rec = h.hub.store.queue.get('long')!;
+  t.ok(await until(() => h.hub.store.queue.get(id)?.state === 'done', 120_000), 'the task finished');
+  const rec = h.hub.store.queue.get(id)!;
   t.equal(rec.state, 'done');
   t.equal(rec.attempts, 2, 'the first attempt died with the engine, the second completed');
   t.ok((rec.result?.text.length ?? 0) > 0, 'an answer');
-  t.same(h.hub.store.queue.counts(), { queued: 0, leased: 0, done: 1, failed: 0 }, 'recorded once');
+  t.same(h.hub.store.queue.counts(), { queued: 0, leased: 0, done: Number(id.slice(5)), failed: 0 }, 'recorded once');
   t.equal(h.hub.metrics.duplicateResults, 0);
   const now = engines();
   t.equal(now.length, 1, 'one engine again');

@@ -30,7 +30,7 @@ for (const n of [25, 100, 200]) {
   t.test(`${n} members over real TCP on loopback converge to one view`, async (t) => {
     const ms = await members(n, 'peer-secret');
     t.teardown(async () => { for (const { m, tr } of ms) { m.stop(); await tr.close(); } });
-    const ok = await until(() => ms.every(({ m }) => m.live().length === n), 60_000);
+    const ok = await until(() => ms.every(({ m }) => m.live().length === n), 180_000); // a bound for busy CI machines, not a timing claim (bench/ measures it)
     t.ok(ok, `every member sees ${n} live`);
     if (n === 25) {
       const victim = ms[7]!;
