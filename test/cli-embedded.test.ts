@@ -34,6 +34,6 @@ t.test('swarm up with no driver or model: the embedded driver on the demo model,
   const down = swarm(['down', '--state-dir', state, '--json'], { env });
   t.equal(down.code, 0, down.stderr);
   // Engines mention the model path (under `dir`), workers and hub the state dir (under `dir`).
-  t.ok(await until(() => pidsMentioning(dir).length === 0, 10_000), 'no hub, worker or engine process is left');
+  t.ok(await until(() => pidsMentioning(dir).length === 0, 60_000), 'no hub, worker or engine process is left');
   t.same(pidsMentioning(dir), []);
 });

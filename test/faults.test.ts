@@ -19,7 +19,7 @@ t.test('kill -9 of a worker mid-task: the task completes on another worker, reco
   }, 5000);
   t.ok(holder?.pid, `task leased to ${holder?.id}`);
   process.kill(holder!.pid!, 'SIGKILL');
-  const done = await until(async () => (await api<{ state: string }>(state, 'GET', '/tasks/victim')).state === 'done', 15_000, 50);
+  const done = await until(async () => (await api<{ state: string }>(state, 'GET', '/tasks/victim')).state === 'done', 60_000, 50);
   t.ok(done, 'task finished after its worker was killed');
   const rec = await api<{ state: string; text: string; worker: string; attempts: number }>(state, 'GET', '/tasks/victim');
   t.equal(rec.text, 'echo: survive');
@@ -36,25 +36,25 @@ t.test('kill -9 of the hub mid-run, then restart: nothing accepted is lost, noth
   const common = ['--state-dir', state, '--heartbeat-ms', '200', '--dead-after-ms', '2000'];
   // Workers run in their own process so they outlive the hub and reconnect to the new one.
   const hub1 = swarmBg(['hub', ...common]);
-  t.ok(await until(() => hubFile(state)?.pid === hub1.child.pid, 10_000), 'hub 1 up');
+  t.ok(await until(() => hubFile(state)?.pid === hub1.child.pid, 60_000), 'hub 1 up');
   const workers = swarmBg(['worker', '--count', '8', '--id', 'k', '--state-dir', state, '--driver', 'echo', '--driver-opt', 'latency_ms=20']);
   t.teardown(() => {
     try { process.kill(-workers.child.pid!, 'SIGKILL'); } catch { /* gone */ }
     swarm(['down', '--state-dir', state]);
   });
-  await until(async () => (await api<Status>(state, 'GET', '/status')).workers.length === 8, 10_000);
+  await until(async () => (await api<Status>(state, 'GET', '/status')).workers.length === 8, 60_000);
   const tasks = Array.from({ length: N }, (_, i) => ({ id: `r-${i}`, prompt: `n${i}` }));
   const acc = await api<{ accepted: unknown[] }>(state, 'POST', '/tasks', { tasks });
   t.equal(acc.accepted.length, N, 'all accepted (journaled)');
   await until(async () => (await api<Status>(state, 'GET', '/status')).tasks.done >= N / 4, 20_000, 10);
   const before = (await api<Status>(state, 'GET', '/status')).tasks.done;
   process.kill(hub1.child.pid!, 'SIGKILL');
-  t.ok(await until(() => !alive(hub1.child.pid!), 5000), 'hub 1 is dead');
+  t.ok(await until(() => !alive(hub1.child.pid!), 30_000), 'hub 1 is dead');
   t.ok(before < N, `killed mid-run with ${before}/${N} done`);
 
   const hub2 = swarmBg(['hub', ...common]);
   t.teardown(() => { try { process.kill(-hub2.child.pid!, 'SIGKILL'); } catch { /* gone */ } });
-  t.ok(await until(() => hubFile(state)?.pid === hub2.child.pid, 10_000), 'hub 2 up on the same state dir');
+  t.ok(await until(() => hubFile(state)?.pid === hub2.child.pid, 60_000), 'hub 2 up on the same state dir');
   const finished = await until(async () => {
     const s = await api<Status>(state, 'GET', '/status').catch(() => undefined);
     return s !== undefined && s.tasks.done + s.tasks.failed >= N;
