@@ -42,22 +42,29 @@ export class AgentFailover {
   lastFinalAt?: number;
   private readonly waiting = new Map<string, { resolve: (v: { recorded: number; duplicate: number }) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
 
-  constructor(id: string, token: string | undefined, slots: number, execute: Execute, private readonly opts: AgentFailoverOptions, private readonly log: Logger) {
+  constructor(selfId: string, token: string | undefined, slots: number, execute: Execute, private readonly opts: AgentFailoverOptions, private readonly log: Logger) {
     this.transport = new TcpTransport({ host: opts.host, port: opts.port, advertise: opts.advertise, token, log });
-    this.node = new GossipNode({ id, transport: this.transport, execute, slots, log, membership: opts.membership, hubMonitor: opts.hubMonitor,
+    this.node = new GossipNode({ id: selfId, transport: this.transport, execute, slots, log, membership: opts.membership, hubMonitor: opts.hubMonitor,
       coordinator: { catchUpMs: opts.catchUpMs ?? 150 } });
     this.controller = new FailoverController(this.node, { handBack: (entries) => this.handBack(entries) }, {
       log, handbackChunk: 100,
       // Each result is handed back by the member that produced it, or by every survivor if that member
       // is gone: 1 offer per task instead of 1 per task and member. A result whose producer dies before
       // its handback is still safe: the hub re-dispatches the task, and a worker with it answers from its replica.
-      select: (e) => !e.result || e.result.worker === id || !this.node.membership.live().includes(e.result.worker),
+      select: (e) => !e.result || e.result.worker === selfId || !this.node.membership.live().includes(e.result.worker),
     });
-    this.node.replica.onChange((e, d) => {
-      if (d.result || d.failure) this.lastFinalAt = Date.now();
-      // A task from gossip mode that finishes here after the hub is back: report it like any result.
-      if (d.result?.worker === id && typeof d.result.text === 'string' && !this.hubTasks.has(e.id) && this.mode === Mode.STAR && this.conn && !this.conn.isClosed) {
-        this.conn.send(Type.TASK_RES, { task_id: e.id, text: d.result.text, done: true, seq: 0 });
+    let finals = 0;
+    this.node.replica.onChange(() => {
+      // A task became final in this replica (the delta passed along may repeat an old result).
+      if (this.node.replica.finalCount !== finals) { finals = this.node.replica.finalCount; this.lastFinalAt = Date.now(); }
+    });
+    // A task from gossip mode that finishes here after the hub is back: report it like any result.
+    // Only this member's own gossip-mode executions: a replica merge (the hub's STATE, a peer's delta)
+    // can repeat a result the hub already has, and reporting that would be a duplicate TASK_RES.
+    this.node.executor.onRecorded((id, e) => {
+      const r = e.result;
+      if (r?.worker === selfId && typeof r.text === 'string' && !this.hubTasks.has(id) && this.mode === Mode.STAR && this.conn && !this.conn.isClosed) {
+        this.conn.send(Type.TASK_RES, { task_id: id, text: r.text, done: true, seq: 0 });
       }
     });
     this.node.onMode((m) => log.info({ mode: m, coordinator: this.node.status().coordinator }, 'failover mode'));

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Membership } from './membership.js';
-import type { Replica, ReplicaSpec } from './replica.js';
+import type { Entry, Replica, ReplicaSpec } from './replica.js';
 import { ASSIGN_CH, type Assign, type Coordinator } from './coordinator.js';
 
 /** What running one task produced. An error is retried elsewhere unless `final`. */
@@ -22,6 +22,7 @@ export interface ExecutorOptions { slots?: number; log?: Logger }
  */
 export class Executor {
   private readonly running = new Set<string>();
+  private readonly recorded: ((id: string, e: Entry) => void)[] = [];
   readonly stats = { ran: 0, fenced: 0, refused: 0 };
 
   constructor(
@@ -34,6 +35,12 @@ export class Executor {
     ms.onApp(ASSIGN_CH, (from, body) => this.onAssign(from, body as Assign));
     ms.onApp(NACK_CH, (from, body) => this.onNack(from, body as { id: string; attempt: number }));
   }
+
+  /**
+   * Called when an outcome this member produced for an assignment won in the replica. Not called for
+   * entries merged from elsewhere (the hub, peers), so a listener sees each of its own results once.
+   */
+  onRecorded(fn: (id: string, e: Entry) => void): void { this.recorded.push(fn); }
 
   /** Task ids running here now. */
   get active(): string[] { return [...this.running]; }
@@ -63,15 +70,17 @@ export class Executor {
     try { out = await this.execute(a.spec, a.attempt); }
     catch (err) { out = { error: { code: 'SWARM_ERR_TASK_FAILED', msg: (err as Error)?.message ?? String(err) } }; }
     this.running.delete(a.id);
+    let won: Entry | undefined;
     if ('text' in out) {
-      this.replica.record(a.id, { worker: this.ms.id, attempt: a.attempt, text: out.text, receipt: out.receipt });
+      won = this.replica.record(a.id, { worker: this.ms.id, attempt: a.attempt, text: out.text, receipt: out.receipt });
     } else if (out.final) {
-      this.replica.record(a.id, { worker: this.ms.id, attempt: a.attempt, error: out.error });
+      won = this.replica.record(a.id, { worker: this.ms.id, attempt: a.attempt, error: out.error });
     } else {
       this.ms.sendApp(from, NACK_CH, { id: a.id, attempt: a.attempt });
     }
-    // Tell the coordinator directly too: faster than waiting for gossip to reach it.
     const e = this.replica.get(a.id);
+    if (won && e) for (const fn of this.recorded) fn(a.id, e);
+    // Tell the coordinator directly too: faster than waiting for gossip to reach it.
     const leader = this.coord.leader;
     if (e && leader && leader !== this.ms.id) this.ms.sendApp(leader, 'rs', { op: 'en', e: [{ ...e, spec: undefined }] });
   }
