@@ -1,4 +1,6 @@
-import { Envelope, Payloads, type AnyMessage } from './schemas.js';
+import type { AnyMessage } from './schemas.js';
+import { ENVELOPE_SCHEMA, PAYLOAD_SCHEMAS } from './schemas.gen.js';
+import { FAIL, compile, type Check, type Issue } from './json-schema.js';
 import { PROTOCOL_VERSION, Type } from './types.js';
 import type { ErrorCode } from './errors.js';
 
@@ -7,7 +9,9 @@ export type Validated =
   | { ok: true; msg: AnyMessage }
   | { ok: false; code: ErrorCode; msg: string; re?: string };
 
-const known = new Set<string>(Object.values(Type));
+// The zod schemas of schemas.ts, as generated JSON Schema: checking frames needs no zod (json-schema.ts says why).
+const envelope = compile(ENVELOPE_SCHEMA);
+const payloads = new Map<string, Check>(Object.values(Type).map((t) => [t, compile(PAYLOAD_SCHEMAS[t])]));
 
 /** Validate a decoded JSON value as a protocol message. Never throws. */
 export function validate(value: unknown): Validated {
@@ -19,24 +23,25 @@ export function validate(value: unknown): Validated {
   if (raw.ver !== PROTOCOL_VERSION) {
     return { ok: false, code: 'SWARM_ERR_BAD_VERSION', msg: `unsupported ver ${JSON.stringify(raw.ver)?.slice(0, 32)}; this peer speaks ${PROTOCOL_VERSION}`, re };
   }
-  const env = Envelope.safeParse(raw);
-  if (!env.success) {
-    return { ok: false, code: 'SWARM_ERR_BAD_ENVELOPE', msg: summarize(env.error.issues), re };
+  const issues: Issue[] = [];
+  const env = envelope(raw, issues) as Omit<AnyMessage, 'payload'> & { payload: unknown } | typeof FAIL;
+  if (env === FAIL) {
+    return { ok: false, code: 'SWARM_ERR_BAD_ENVELOPE', msg: summarize(issues), re };
   }
-  const type = env.data.type;
-  if (!known.has(type)) {
+  const type = env.type;
+  const schema = payloads.get(type);
+  if (!schema) {
     return { ok: false, code: 'SWARM_ERR_UNKNOWN_TYPE', msg: `unknown type ${JSON.stringify(type.slice(0, 64))}`, re };
   }
-  const schema = Payloads[type as Type];
-  const payload = schema.safeParse(env.data.payload ?? {});
-  if (!payload.success) {
-    return { ok: false, code: 'SWARM_ERR_BAD_PAYLOAD', msg: `${type}: ${summarize(payload.error.issues)}`, re };
+  const payload = schema(env.payload ?? {}, issues);
+  if (payload === FAIL) {
+    return { ok: false, code: 'SWARM_ERR_BAD_PAYLOAD', msg: `${type}: ${summarize(issues)}`, re };
   }
-  const msg = { ...env.data, type, payload: payload.data } as AnyMessage;
-  return { ok: true, msg };
+  env.payload = payload;
+  return { ok: true, msg: env as AnyMessage };
 }
 
-function summarize(issues: readonly { path: readonly PropertyKey[]; message: string }[]): string {
+function summarize(issues: readonly Issue[]): string {
   return issues
     .slice(0, 3)
     .map((i) => `${i.path.map(String).join('.') || '(root)'}: ${i.message}`)
