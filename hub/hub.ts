@@ -91,6 +91,30 @@ export class Hub {
     return out;
   }
 
+  /**
+   * Cancel tasks that have not finished: each fails with SWARM_ERR_CANCELLED (journaled, so a
+   * restart does not run it again), and the worker holding one is told to stop it (an ERROR with
+   * its task_id). The worker's slot stays counted until it answers. Returns the ids cancelled and
+   * how many were running on a worker.
+   */
+  async cancel(ids: readonly string[], reason: string): Promise<{ cancelled: string[]; running: number }> {
+    const cancelled: string[] = [];
+    let running = 0;
+    for (const id of ids) {
+      const rec = this.store.queue.get(id);
+      if (!rec || rec.state === 'done' || rec.state === 'failed') continue;
+      const holder = rec.state === 'leased' ? this.registry.get(rec.worker ?? '') : undefined;
+      this.store.queue.markFailed(id, { code: 'SWARM_ERR_CANCELLED', msg: reason });
+      this.readyAt.delete(id);
+      if (holder?.inflight.has(id)) { holder.conn.sendError('SWARM_ERR_CANCELLED', reason.slice(0, 4000), { task_id: id }); running++; }
+      this.failover.changed(rec);
+      await this.store.failed(id);
+      cancelled.push(id);
+    }
+    this.failover.flush();
+    return { cancelled, running };
+  }
+
   /** Ask a worker to stop cleanly. */
   kill(id: string, reason: string): boolean {
     const w = this.registry.get(id);

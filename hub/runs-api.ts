@@ -9,7 +9,8 @@ const readBody = (req: http.IncomingMessage): Promise<string> => readBodyMax(req
 /**
  * Control API routes for runs, mounted by the control server:
  * POST /runs (start; body StartRun) -> 202 {run, dir}; GET /runs -> {runs}; GET /runs/:id -> progress
- * or outcome; POST /runs/:id/wait {timeout_ms} -> the run once done (or its progress at the timeout).
+ * or outcome; POST /runs/:id/wait {timeout_ms} -> the run once done (or its progress at the timeout);
+ * POST /runs/:id/cancel {reason?} -> the run, ended with verdict `cancelled` (`cancelled: false` if it had ended).
  * Returns false when the path is not a runs route.
  */
 export async function handleRuns(runs: RunManager | undefined, req: http.IncomingMessage, res: http.ServerResponse, url: URL): Promise<boolean> {
@@ -28,6 +29,12 @@ export async function handleRuns(runs: RunManager | undefined, req: http.Incomin
       const v = runs.get(id);
       if (!v) throw new SwarmError('SWARM_ERR_UNKNOWN_RUN', `no run ${id}`);
       send(res, 200, v);
+      return true;
+    }
+    if (req.method === 'POST' && parts.length === 3 && parts[2] === 'cancel') {
+      const body = JSON.parse((await readBody(req)) || '{}') as { reason?: unknown };
+      const reason = typeof body.reason === 'string' && body.reason.trim() ? body.reason.trim().slice(0, 1000) : undefined;
+      send(res, 200, await runs.cancel(id, reason));
       return true;
     }
     if (req.method === 'POST' && parts.length === 3 && parts[2] === 'wait') {

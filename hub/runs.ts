@@ -31,6 +31,8 @@ export class HubExecutor implements Executor {
   onFinal(cb: (id: string, r: NodeResult) => void): () => void {
     return this.hub.store.onChange((rec) => { if (isFinal(rec)) cb(rec.id, nodeResult(rec)); });
   }
+
+  cancel(ids: string[], reason: string): Promise<{ cancelled: string[]; running: number }> { return this.hub.cancel(ids, reason); }
 }
 
 /** What POST /runs takes: an experiment (object or YAML/JSON text) and optionally its resolved inputs. */
@@ -113,6 +115,26 @@ export class RunManager {
       return outcome;
     });
     this.active.set(run, { runner, folder, spec, done });
+  }
+
+  /**
+   * Cancel a running run: it issues no more nodes, its outstanding tasks are cancelled on the hub
+   * and their workers, and it ends with verdict `cancelled` and the reason (events.jsonl, report,
+   * result.json). A run that has already ended is left as it is (`cancelled: false`).
+   */
+  async cancel(run: string, reason = 'cancelled by operator'): Promise<RunView & { cancelled: boolean; tasks_cancelled?: number }> {
+    const a = this.active.get(run);
+    if (!a || a.runner.ended) {
+      const v = this.get(run);
+      if (!v) throw new SwarmError('SWARM_ERR_UNKNOWN_RUN', `no run ${run}`);
+      if (v.state === 'running') throw new SwarmError('SWARM_ERR_CONFIG', `run ${run} is not driven by this hub (its folder has no result); it cannot be cancelled here`);
+      return { ...v, cancelled: false };
+    }
+    a.folder.event({ type: 'run_cancelled', reason, outstanding: a.runner.outstanding().length });
+    const ids = await a.runner.cancel(reason);
+    this.o.log.info({ run, reason, tasks: ids.length }, 'run cancelled');
+    await a.done;
+    return { ...this.get(run)!, cancelled: true, tasks_cancelled: ids.length };
   }
 
   /** Wait for a run started here to end. */

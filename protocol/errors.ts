@@ -37,6 +37,7 @@ export const ErrorCode = {
   SWARM_ERR_ENGINE_BUILD: { status: 500, fatal: false, doc: 'Building the llama.cpp programs failed (a build tool is missing or the compile failed).' },
   SWARM_ERR_UNKNOWN_RUN: { status: 404, fatal: false, doc: 'No run with this id on the hub (or in the state directory).' },
   SWARM_ERR_STREAM_GAP: { status: 502, fatal: false, doc: 'A streamed answer ended (done:true) with pieces missing by `seq`; that attempt failed and the task is retried.' },
+  SWARM_ERR_CANCELLED: { status: 409, fatal: false, doc: 'The task was cancelled (its run was cancelled); hub to worker: stop running it.' },
   SWARM_ERR_INTERNAL: { status: 500, fatal: false, doc: 'An unexpected internal error; please report it.' },
 } as const;
 export type ErrorCode = keyof typeof ErrorCode;

@@ -105,6 +105,7 @@ export class RunFolder implements RunSink {
 
   done(outcome: RunOutcome): void {
     this.outcome = outcome;
+    if (outcome.verdict === 'cancelled') for (const n of this.nodes.values()) if (n.state === 'running') n.state = 'cancelled';
     this.event({ type: 'run_done', verdict: outcome.verdict, reason: outcome.reason });
     const report = this.report();
     // After every node's files: the report is the last word on the run.

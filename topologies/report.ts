@@ -8,7 +8,8 @@ export interface NodeRecord {
   role: string;
   after: string[];
   wave: number;
-  state: 'running' | 'done' | 'failed';
+  /** `cancelled`: still running when its run was cancelled. */
+  state: 'running' | 'done' | 'failed' | 'cancelled';
   submitted_at: number;
   finished_at?: number;
   worker?: string;
@@ -40,7 +41,7 @@ export interface RunReport { passport: Passport; outcome?: RunOutcome; nodes: No
 export const latency = (n: NodeRecord): number => n.duration_ms ?? (n.finished_at !== undefined ? n.finished_at - n.submitted_at : 0);
 
 export function summarize(nodes: NodeRecord[], startedAt: number, outcome?: RunOutcome): RunMetrics {
-  const fin = nodes.filter((n) => n.state !== 'running');
+  const fin = nodes.filter((n) => n.state === 'done' || n.state === 'failed');
   const lat = fin.map(latency).sort((a, b) => a - b);
   const q = (p: number) => (lat.length ? lat[Math.min(lat.length - 1, Math.floor(p * lat.length))]! : 0);
   const wall = outcome?.progress.elapsed_ms ?? Math.max(0, ...fin.map((n) => (n.finished_at ?? startedAt) - startedAt));

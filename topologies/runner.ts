@@ -25,6 +25,8 @@ export interface Executor {
   submit(tasks: TaskRequest[]): Promise<SubmitOutcome[]>;
   /** Called once per task when it finishes. Returns an unsubscribe function. */
   onFinal(cb: (id: string, result: NodeResult) => void): () => void;
+  /** Cancel tasks that have not finished (a cancelled run); optional. */
+  cancel?(ids: string[], reason: string): Promise<unknown>;
 }
 
 /** Observes a run (the run folder writer, progress printers). Must not throw. */
@@ -90,6 +92,8 @@ export class Runner {
   /** Submitted nodes without a result. */
   private inflight = 0;
   private retryTimer?: NodeJS.Timeout;
+  /** Set once the run is cancelled: a submit still in flight then is cancelled when it returns. */
+  private cancelReason?: string;
 
   constructor(private readonly o: RunnerOptions) {
     this.topo = topology(o.spec.experiment.topology);
@@ -116,6 +120,28 @@ export class Runner {
 
   /** Stop driving the run now; tasks already submitted still run on the swarm. */
   abort(reason: string): void { this.end({ output: '', verdict: 'aborted', reason }); }
+
+  /**
+   * Cancel the run: no node is submitted from now on, the run ends with verdict `cancelled`, and
+   * the executor cancels the tasks submitted and not finished. Resolves with their ids (none if the
+   * run had already ended).
+   */
+  async cancel(reason: string): Promise<string[]> {
+    if (this.outcome) return [];
+    const outstanding = this.outstanding();
+    this.cancelReason = reason;
+    this.end({ output: '', verdict: 'cancelled', reason, details: { cancelled_nodes: outstanding.length } });
+    await this.o.executor.cancel?.(outstanding, reason);
+    return outstanding;
+  }
+
+  /** Task ids submitted and not finished. */
+  outstanding(): string[] {
+    return [...this.byId].filter(([, node]) => !this.results.has(node)).map(([id]) => id);
+  }
+
+  /** True once the run has ended. */
+  get ended(): boolean { return this.outcome !== undefined; }
 
   progress(): Progress {
     const elapsed = this.now() - this.startedAt;
@@ -189,6 +215,7 @@ export class Runner {
       this.retryTimer ??= setTimeout(() => { this.retryTimer = undefined; this.schedule(); }, 250);
       return;
     }
+    if (this.cancelReason !== undefined) { await this.o.executor.cancel?.(reqs.map((r) => r.id), this.cancelReason); return; }
     const at = this.now();
     for (let i = 0; i < fresh.length; i++) this.o.sink?.submitted?.(fresh[i]!, reqs[i]!, at);
     for (const out of outcomes) {

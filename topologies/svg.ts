@@ -1,6 +1,6 @@
 import type { NodeRecord, RunMetrics } from './report.js';
 
-const COLOR = { done: '#66bb6a', failed: '#ef5350', running: '#bdbdbd' } as const;
+const COLOR = { done: '#66bb6a', failed: '#ef5350', running: '#bdbdbd', cancelled: '#90a4ae' } as const;
 const esc = (s: string): string => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 const lat = (n: NodeRecord) => n.duration_ms ?? (n.finished_at !== undefined ? n.finished_at - n.submitted_at : 0);
 const MAX_PER_COLUMN = 40;
@@ -31,7 +31,7 @@ export function graphSvg(nodes: NodeRecord[]): string {
       const x = 10 + c * (W + GX), y = 10 + r * (H + GY);
       pos.set(n.node, { x, y });
       const label = n.node.length > 20 ? `…${n.node.slice(-19)}` : n.node;
-      const t = n.state === 'running' ? 'running' : `${Math.round(lat(n))} ms`;
+      const t = n.state === 'running' || n.state === 'cancelled' ? n.state : `${Math.round(lat(n))} ms`;
       body += `<g><title>${esc(n.node)} (${esc(n.role)}): ${n.state}, ${t}${n.worker ? ` on ${esc(n.worker)}` : ''}${n.error ? `, ${esc(n.error.code)}` : ''}</title>`
         + `<rect x="${x}" y="${y}" width="${W}" height="${H}" rx="4" fill="${COLOR[n.state]}"/>`
         + `<text x="${x + 5}" y="${y + 16}" font-size="11">${esc(label)} · ${esc(t)}</text></g>`;

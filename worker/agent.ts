@@ -128,6 +128,10 @@ export class Agent {
     } else if (m.type === Type.ASSIGN_ROLE) {
       this.log.info({ role: m.payload.role }, 'role assigned');
       conn.send(Type.ACK, { ok: true }, { re: m.id });
+    } else if (m.type === Type.ERROR && m.payload.code === 'SWARM_ERR_CANCELLED' && m.payload.task_id) {
+      // The hub cancelled the task (its run was cancelled): stop spending the engine on it.
+      this.running.get(m.payload.task_id)?.abort.abort(new SwarmError('SWARM_ERR_CANCELLED', m.payload.msg || 'cancelled'));
+      this.log.info({ task: m.payload.task_id }, 'task cancelled by the hub');
     } else if (m.type === Type.ERROR) {
       this.log.warn({ code: m.payload.code, msg: m.payload.msg }, 'hub reported error');
     }

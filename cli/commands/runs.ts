@@ -3,7 +3,8 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import { SwarmError } from '../../protocol/index.js';
 import { fail } from '../exit.js';
-import { stateDir } from '../state.js';
+import { call } from '../http.js';
+import { runningHub, stateDir } from '../state.js';
 
 /** A run as its folder records it. */
 export interface RunRecord {
@@ -93,6 +94,23 @@ export function registerRuns(program: Command): void {
         const md = path.join(r.dir, 'report.md');
         process.stdout.write(fs.existsSync(md) ? fs.readFileSync(md, 'utf8') : `run ${r.run}: still running (no report yet)\n`);
         process.stdout.write(`\nfolder: ${r.dir}\n`);
+      } catch (err) { fail(err, o.json); }
+    });
+  runs.command('cancel')
+    .description('cancel a running run: no more nodes are issued, its outstanding tasks stop on the workers, and it is recorded as cancelled')
+    .argument('<run>', 'run id')
+    .option('--reason <text>', 'why (recorded in events.jsonl, the report and result.json)', 'cancelled by operator')
+    .option('--state-dir <dir>', 'state directory')
+    .option('--json', 'print JSON', false)
+    .action(async (id: string, o: { stateDir?: string; json: boolean; reason: string }) => {
+      try {
+        const hub = runningHub(stateDir(o.stateDir));
+        const v = await call<{ run: string; cancelled: boolean; tasks_cancelled?: number; outcome?: { verdict?: string; reason?: string }; dir: string }>(
+          hub, 'POST', `/runs/${encodeURIComponent(id)}/cancel`, { reason: o.reason }, 120_000);
+        if (o.json) { process.stdout.write(JSON.stringify(v) + '\n'); return; }
+        process.stdout.write(v.cancelled
+          ? `run ${v.run} cancelled (${v.tasks_cancelled ?? 0} outstanding task(s) cancelled): ${v.outcome?.reason ?? o.reason}\nfolder: ${v.dir}\n`
+          : `run ${v.run} had already ended: ${v.outcome?.verdict ?? 'done'}${v.outcome?.reason ? ` — ${v.outcome.reason}` : ''}\n`);
       } catch (err) { fail(err, o.json); }
     });
   runs.command('compare')
