@@ -84,6 +84,34 @@ t.test('podman kube YAML: stable hub pod name, workers by name, model read-only'
   t.notOk('swarm.network' in host);
 });
 
+t.test('failover: workers get peer ports and a writable state folder (podman: loopback, one port each; k3s: pod IP)', async (t) => {
+  const p = await examplePlan(t);
+  const pod = renderDeployment({ target: 'podman', agents: 3, model: MODEL, plan: p, token: 'tok', failover: true, peerPort: 7200, name: 'sw' });
+  const docs = validateAll(t, pod['swarm-podman.yaml']!) as any[];
+  t.same(docs.map((d) => d.metadata.name), ['sw-hub', 'sw-workers']);
+  const ws = docs[1].spec.containers;
+  const arg = (c: any, flag: string) => c.args[c.args.indexOf(flag) + 1];
+  t.ok(ws.every((c: any) => c.args.includes('--failover') && c.args.includes('sw-hub:7070')));
+  // the containers of one pod share its network namespace: the peers find each other on loopback
+  t.same(ws.map((c: any) => arg(c, '--peer-port')), ['7200', '7201', '7202']);
+  t.ok(ws.every((c: any) => !c.args.includes('--peer-host')), 'peer ports stay on 127.0.0.1');
+  // every container's node is PID 1 and status files are named by pid: one folder each
+  t.same(ws.map((c: any) => arg(c, '--state-dir')), ['/var/lib/swarm/worker-1', '/var/lib/swarm/worker-2', '/var/lib/swarm/worker-3']);
+  t.ok(ws.every((c: any) => c.volumeMounts.some((m: any) => m.name === 'worker-state' && m.mountPath === '/var/lib/swarm' && !m.readOnly)));
+  t.same(docs[1].spec.volumes.find((v: any) => v.name === 'worker-state').hostPath, { path: '/var/lib/swarm/workers', type: 'Directory' });
+  const off = YAML.parseAllDocuments(renderDeployment({ target: 'podman', agents: 2, model: MODEL })['swarm-podman.yaml']!).map((d) => d.toJSON()) as any[];
+  t.ok(off[1].spec.containers.every((c: any) => !c.args.includes('--failover') && c.volumeMounts.length === 1), 'off by default');
+
+  const k = renderDeployment({ target: 'k3s', agents: 25, model: MODEL, plan: p, token: 's3cret', failover: true });
+  const kd = validateAll(t, k['swarm-k3s.yaml']!) as any[];
+  const c = kd[4].spec.template.spec.containers[0];
+  t.equal(arg(c, '--peer-host'), '0.0.0.0', 'k3s: each pod binds its peer port off loopback (the token guards it)');
+  t.equal(arg(c, '--peer-advertise'), '$(POD_IP):7100', '… and advertises its pod IP');
+  t.same(c.env.find((e: any) => e.name === 'POD_IP').valueFrom, { fieldRef: { fieldPath: 'status.podIP' } });
+  t.same(c.ports, [{ name: 'peer', containerPort: 7100 }]);
+  t.ok(c.volumeMounts.some((m: any) => m.name === 'state' && m.mountPath === '/var/lib/swarm'), 'status file on an emptyDir');
+});
+
 t.test('checked-in examples are what the renderer writes', async (t) => {
   const p = await examplePlan(t);
   const cases: [string, DeployOptions][] = [

@@ -10,6 +10,7 @@ interface RenderFlags {
   target: 'podman' | 'k3s'; agents: number; model: string; out?: string; image?: string; driver: string;
   driverOpt: Record<string, string>; token?: string; workers: 'deployment' | 'daemonset'; hostNetwork: boolean;
   hubPort: number; controlPort: number; ctx: number; ubatch: number; cpus: number; engine: 'per-worker' | 'shared'; repack: boolean;
+  failover: boolean; peerPort: number; name: string;
 }
 
 const oneOf = <T extends string>(name: string, values: readonly T[]) => (v: string): T => {
@@ -39,6 +40,9 @@ export function registerDeploy(program: Command): void {
     .option('--cpus <n>', 'vCPUs of the host for the plan', int('--cpus', 1), 4)
     .option('--engine <mode>', 'per-worker or shared, for the plan', oneOf('--engine', ['per-worker', 'shared'] as const), 'per-worker')
     .option('--no-repack', 'plan for --no-repack engines')
+    .option('--failover', 'workers run with --failover: peer ports, and the run goes on by gossip if the hub dies', false)
+    .option('--peer-port <n>', 'failover: first peer port (podman: one per worker from here, on loopback; k3s: each pod\'s)', int('--peer-port', 1), 7100)
+    .option('--name <name>', 'podman: pod names <name>-hub and <name>-workers', 'swarm')
     .action(async (o: RenderFlags) => {
       try {
         let p: Plan | undefined;
@@ -48,7 +52,7 @@ export function registerDeploy(program: Command): void {
         const files = renderDeployment({
           target: o.target, agents: o.agents, model: o.model, image: o.image, driver: o.driver, driverOpts: o.driverOpt,
           token: o.token ?? process.env.SWARM_TOKEN, workers: o.workers, hostNetwork: o.hostNetwork,
-          hubPort: o.hubPort, controlPort: o.controlPort, plan: p,
+          hubPort: o.hubPort, controlPort: o.controlPort, plan: p, failover: o.failover, peerPort: o.peerPort, name: o.name,
         });
         if (!o.out) {
           for (const [name, text] of Object.entries(files)) process.stdout.write(`# ==> ${name} <==\n${text}\n`);

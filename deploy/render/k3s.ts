@@ -52,19 +52,25 @@ export function k3sObjects(s: DeploySpec): Obj[] {
     apiVersion: 'v1', kind: 'Service', metadata: meta(s.hubName, 'hub'),
     spec: { selector: labels('hub'), ports: [{ name: 'workers', port: s.hubPort, targetPort: s.hubPort }] },
   };
+  // failover: the peer port on the pod IP (from the downward API), the status file on an emptyDir
+  const podIp = { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } };
+  const state = { name: 'state', emptyDir: { sizeLimit: '16Mi' } };
   const podSpec: Obj = {
     terminationGracePeriodSeconds: 30,
     containers: [{
-      name: 'worker', image: s.image, imagePullPolicy: 'IfNotPresent', args: workerArgs(s), env: [tokenEnv],
+      name: 'worker', image: s.image, imagePullPolicy: 'IfNotPresent',
+      args: workerArgs(s, undefined, { kind: 'pod-ip', port: s.peerPort }),
+      env: s.failover ? [tokenEnv, podIp] : [tokenEnv],
+      ...(s.failover ? { ports: [{ name: 'peer', containerPort: s.peerPort }] } : {}),
       resources: {
         requests: { cpu: `${s.workerCpuM}m`, memory: `${s.workerMemMi.request}Mi` },
         limits: { memory: `${s.workerMemMi.limit}Mi` },
       },
       livenessProbe: { ...health('worker'), initialDelaySeconds: 10, periodSeconds: 30, timeoutSeconds: 5 },
       securityContext: security,
-      volumeMounts: [modelMount, tmpMount],
+      volumeMounts: [modelMount, tmpMount, ...(s.failover ? [{ name: 'state', mountPath: '/var/lib/swarm' }] : [])],
     }],
-    volumes: [modelVolume, tmp],
+    volumes: [modelVolume, tmp, ...(s.failover ? [state] : [])],
   };
   const workers: Obj = s.workersKind === 'daemonset'
     ? { apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: meta('swarm-worker', 'worker'),

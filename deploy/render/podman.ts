@@ -4,6 +4,8 @@
  * Podman ignores Services, so the hub is a Pod with a stable name (`swarm-hub`) that workers reach
  * by name on a Podman network with DNS; or, with hostNetwork, at 127.0.0.1 on a single host.
  * Podman runs a Deployment with one replica only, so the workers are one Pod of N containers.
+ * With failover the workers' peer ports are on loopback, one port each: the containers of a pod share
+ * its network namespace (or all share the host's with hostNetwork), so no peer port leaves the pod.
  */
 import type { DeploySpec } from './spec.js';
 import { hubArgs, workerArgs } from './spec.js';
@@ -36,20 +38,26 @@ export function podmanObjects(s: DeploySpec): Obj[] {
       volumes: [{ name: 'state', hostPath: { path: s.stateHostDir, type: 'Directory' } }],
     },
   };
+  // With failover: every worker keeps its status file in its own folder of one writable volume (each
+  // container's node is PID 1, so the files, named by pid, must not share a folder).
   const containers = Array.from({ length: s.agents }, (_, i) => ({
-    name: `worker-${i + 1}`, image: s.image, args: workerArgs(s, `worker-${i + 1}`), env,
+    name: `worker-${i + 1}`, image: s.image,
+    args: workerArgs(s, `worker-${i + 1}`, { kind: 'loopback', port: s.peerPort + i }, `/var/lib/swarm/worker-${i + 1}`), env,
     resources: { limits: { memory: `${s.workerMemMi.limit}Mi` } },
     securityContext: security,
-    volumeMounts: [{ name: 'models', mountPath: '/models', readOnly: true }],
+    volumeMounts: [{ name: 'models', mountPath: '/models', readOnly: true },
+      ...(s.failover ? [{ name: 'worker-state', mountPath: '/var/lib/swarm' }] : [])],
   }));
+  // a host folder, as for the hub: Podman 4.3 makes an emptyDir a root-owned volume the image's uid cannot write
+  const stateVolume = { name: 'worker-state', hostPath: { path: s.workerStateHostDir, type: 'Directory' } };
   const workers: Obj = {
-    apiVersion: 'v1', kind: 'Pod', metadata: { name: 'swarm-workers', labels: labels('worker') },
+    apiVersion: 'v1', kind: 'Pod', metadata: { name: s.workersName, labels: labels('worker') },
     spec: {
       ...net,
       restartPolicy: 'Always',
       terminationGracePeriodSeconds: 30,
       containers,
-      volumes: [{ name: 'models', hostPath: { path: s.modelHostDir, type: 'Directory' } }],
+      volumes: [{ name: 'models', hostPath: { path: s.modelHostDir, type: 'Directory' } }, ...(s.failover ? [stateVolume] : [])],
     },
   };
   return [hub, workers];

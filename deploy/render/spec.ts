@@ -29,6 +29,18 @@ export interface DeployOptions {
   stateDir?: string;
   /** Capacity plan for this model (per-agent memory -> requests/limits). */
   plan?: Plan;
+  /**
+   * Workers run with `--failover`: each opens a peer port and the run goes on by gossip if the hub dies.
+   * podman: the workers share one pod's network namespace, so peers dial each other on 127.0.0.1 at
+   * `peerPort + i`; k3s: each worker pod binds `peerPort` on its pod IP (advertised from the downward API).
+   */
+  failover?: boolean;
+  /** First peer port (default 7100). */
+  peerPort?: number;
+  /** podman + failover: host directory for the workers' state (status files, one subfolder per worker; owned by uid 10001). */
+  workerStateDir?: string;
+  /** podman: pod names are `<name>-hub` and `<name>-workers` (default `swarm`): two deployments on one host. */
+  name?: string;
 }
 
 /** Resolved deployment facts shared by all renderers. */
@@ -44,11 +56,16 @@ export interface DeploySpec {
   driverOpts: Record<string, string>;
   token: string;
   hubName: string;
+  /** podman: name of the workers' pod. */
+  workersName: string;
   hubPort: number;
   controlPort: number;
   stateHostDir: string;
   hostNetwork: boolean;
   workersKind: 'deployment' | 'daemonset';
+  failover: boolean;
+  peerPort: number;
+  workerStateHostDir: string;
   /** Memory per worker container in MiB: request = planned need, limit = need + headroom. */
   workerMemMi: { request: number; limit: number };
   hubMemMi: { request: number; limit: number };
@@ -76,12 +93,16 @@ export function deploySpec(o: DeployOptions): DeploySpec {
     driver: o.driver ?? 'embedded',
     driverOpts: o.driverOpts ?? {},
     token: o.token ?? TOKEN_PLACEHOLDER,
-    hubName: 'swarm-hub',
+    hubName: `${o.name ?? 'swarm'}-hub`,
+    workersName: `${o.name ?? 'swarm'}-workers`,
     hubPort: o.hubPort ?? 7070,
     controlPort: o.controlPort ?? 7071,
     stateHostDir: o.stateDir ?? '/var/lib/swarm/hub',
     hostNetwork: o.hostNetwork ?? false,
     workersKind: o.workers ?? 'deployment',
+    failover: o.failover ?? false,
+    peerPort: o.peerPort ?? 7100,
+    workerStateHostDir: o.workerStateDir ?? '/var/lib/swarm/workers',
     // headroom: 25% for allocator slack and prompt spikes; page cache of the model is not in it (see plan's cgroup warning)
     workerMemMi: { request, limit: Math.ceil(request * 1.25) },
     hubMemMi: { request: 128, limit: 512 },
@@ -98,11 +119,29 @@ export function hubArgs(s: DeploySpec): string[] {
     '--control-port', String(s.controlPort), '--state-dir', '/var/lib/swarm'];
 }
 
-/** Arguments of a worker container; `id` is given where hostnames repeat (containers of one podman pod). */
-export function workerArgs(s: DeploySpec, id?: string): string[] {
+/** Where a worker's peer port listens and what its peers dial. */
+export type PeerBinding =
+  /** podman: workers share one network namespace (the pod's, or the host's): loopback, one port each. */
+  | { kind: 'loopback'; port: number }
+  /** k3s: one worker per pod, bound on all addresses, advertised at the pod IP (env POD_IP). */
+  | { kind: 'pod-ip'; port: number };
+
+/**
+ * Arguments of a worker container; `id` is given where hostnames repeat (containers of one podman pod).
+ * With failover, `peer` says where the peer port goes and `stateDir` is a writable folder for the
+ * failover status file (the root filesystem is read-only).
+ */
+export function workerArgs(s: DeploySpec, id?: string, peer?: PeerBinding, stateDir?: string): string[] {
   const hub = s.hostNetwork ? `127.0.0.1:${s.hubPort}` : `${s.hubName}:${s.hubPort}`;
   const args = ['worker', '--hub', hub, '--driver', s.driver, '--model', s.modelPath];
   for (const [k, v] of Object.entries(s.driverOpts)) args.push('--driver-opt', `${k}=${v}`);
   if (id) args.push('--id', id);
+  if (s.failover && peer) {
+    args.push('--failover');
+    if (peer.kind === 'loopback') args.push('--peer-port', String(peer.port));
+    // $(POD_IP) is expanded by Kubernetes from the container's env; off loopback the token guards the port
+    else args.push('--peer-host', '0.0.0.0', '--peer-port', String(peer.port), '--peer-advertise', `$(POD_IP):${peer.port}`);
+    if (stateDir) args.push('--state-dir', stateDir);
+  }
   return args;
 }
