@@ -123,6 +123,13 @@ export class Hub {
     return true;
   }
 
+  /**
+   * A connected worker heard from within this long is live: a HANDSHAKE with its id and without its
+   * session is refused (SWARM_ERR_DUPLICATE_WORKER). Half the dead-after time: a half-open link is
+   * given up sooner than the watchdog would, and still after more than two missed heartbeats.
+   */
+  get duplicateQuietMs(): number { return Math.floor(this.config.deadAfterMs / 2); }
+
   /** Stop accepting, KILL every worker (when asked), flush the journal, close. */
   async stop(opts: { killWorkers?: boolean; graceMs?: number } = {}): Promise<void> {
     if (this.stopping) return;
@@ -178,18 +185,31 @@ export class Hub {
     }
     if (this.stopping) { conn.sendError('SWARM_ERR_SHUTDOWN', 'hub is stopping', { re: msg.id }); conn.close(); return undefined; }
     const id = p.worker_id || msg.src || `w-${randomId()}`;
-    const old = this.registry.get(id);
-    if (old) this.drop(old, 'replaced by a new connection'); // a reconnect wins over a half-open old link
     const now = Date.now();
+    const old = this.registry.get(id);
+    if (old) {
+      // Same id as a connected worker (PROTOCOL.md 4.1): a reconnect that proves it is that worker
+      // (its session), or whose old link has gone quiet (half-open after a cut), replaces it;
+      // anything else is a live duplicate, or someone taking over an id, and is refused.
+      const quietMs = now - old.lastSeen;
+      const resumed = p.session !== undefined && safeEqual(p.session, old.session);
+      if (!resumed && !old.conn.isClosed && quietMs <= this.duplicateQuietMs) {
+        this.log.warn({ worker: id, remote: conn.socket.remoteAddress, quietMs }, 'handshake refused: worker id in use');
+        conn.sendError('SWARM_ERR_DUPLICATE_WORKER', `worker ${id} is connected and was heard ${quietMs} ms ago`, { re: msg.id });
+        return undefined;
+      }
+      this.drop(old, resumed ? 'replaced by its reconnect' : `replaced by a new connection (old link quiet for ${quietMs} ms)`);
+    }
     const w: WorkerEntry = {
       id, role: p.role ?? '', status: 'idle', state: 'IDLE', lastSeen: now, connectedAt: now, driver: p.driver,
       caps: p.caps, slots: p.slots, inflight: new Map(), conn, pid: p.pid, load: 0, freedAt: now, done: 0,
+      session: randomId() + randomId(),
     };
     conn.peer = id;
     this.registry.add(w);
     const codec = this.codecFor(p.codecs);
     conn.send(Type.HANDSHAKE_ACK, {
-      status: 'ok', worker_id: id, codec,
+      status: 'ok', worker_id: id, codec, session: w.session,
       config: { heartbeat_ms: this.config.heartbeatMs, dead_after_ms: this.config.deadAfterMs },
     }, { re: msg.id });
     conn.socket.on('drain', () => { this.free.add(w); this.scheduleDispatch(); });

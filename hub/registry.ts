@@ -20,6 +20,8 @@ export interface WorkerEntry {
   /** When a slot last became free (for dispatch latency). */
   freedAt: number;
   done: number;
+  /** Secret given in HANDSHAKE_ACK: a reconnect that presents it replaces this connection at once. */
+  session: string;
 }
 
 /** The hub's registry of connected workers. */

@@ -35,6 +35,8 @@ export const Payloads = {
     pid: z.number().int().optional(),
     version: shortText.optional(),
     peer_addr: shortText.optional(),
+    /** The `session` of this worker's previous HANDSHAKE_ACK: proves a reconnect is the same worker. */
+    session: z.string().max(128).optional(),
   }),
   [Type.HANDSHAKE_ACK]: z.object({
     status: z.literal('ok'),
@@ -44,6 +46,8 @@ export const Payloads = {
     }).passthrough(),
     worker_id: id,
     codec: z.enum([Codec.NDJSON, Codec.MSGPACK]).default(Codec.NDJSON),
+    /** A secret for this connection; sent back in a reconnect's HANDSHAKE, it replaces this connection at once. */
+    session: z.string().max(128).optional(),
   }),
   [Type.ASSIGN_ROLE]: z.object({
     role: shortText,

@@ -37,6 +37,8 @@ export class WorkerClient {
   private stopped = false;
   private hbTimer?: NodeJS.Timeout;
   private lastHeard = 0;
+  /** The session of the last HANDSHAKE_ACK: a reconnect presents it, so a half-open old link does not block it. */
+  private session?: string;
   /** Frames that arrived between HANDSHAKE_ACK and serve(). */
   private early: AnyMessage[] = [];
   private readonly listeners: ((s: ClientStatus) => void)[] = [];
@@ -111,9 +113,10 @@ export class WorkerClient {
         }
         else if (m.type === Type.ERROR) { clearTimeout(t); reject(new Error(`${m.payload.code}: ${m.payload.msg}`)); }
       });
-      conn.send(Type.HANDSHAKE, { ...hs, token: this.opts.token, codecs: this.opts.msgpack === false ? ['ndjson'] : ['msgpack', 'ndjson'] });
+      conn.send(Type.HANDSHAKE, { ...hs, token: this.opts.token, session: this.session, codecs: this.opts.msgpack === false ? ['ndjson'] : ['msgpack', 'ndjson'] });
     });
     conn.peer = ack.src;
+    this.session = ack.payload.session;
     this.config = { heartbeat_ms: ack.payload.config.heartbeat_ms, dead_after_ms: ack.payload.config.dead_after_ms };
     return conn;
   }
