@@ -20,6 +20,8 @@ export const HubConfigSchema = z.object({
   maxAttempts: z.number().int().positive().default(3),
   fsyncMs: z.number().int().min(0).default(1000),
   msgpack: z.boolean().default(true),
+  /** Role plan: how many workers should hold each role (hub/roles.ts); handed out with ASSIGN_ROLE. */
+  roles: z.record(z.string(), z.number().int().min(0)).optional(),
 }).strict();
 export type HubConfig = Readonly<z.infer<typeof HubConfigSchema>>;
 

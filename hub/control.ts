@@ -8,6 +8,7 @@ import type { Hub } from './hub.js';
 import type { TaskInput, TaskRecord } from './task.js';
 import { RunManager, swarmVersion } from './runs.js';
 import { handleRuns } from './runs-api.js';
+import { checkRolePlan } from './roles.js';
 
 const MAX_BODY = 64 * 1024 * 1024;
 const readBody = (req: http.IncomingMessage): Promise<string> => readBodyMax(req, MAX_BODY);
@@ -102,6 +103,21 @@ export class ControlServer {
       if (!this.hub.kill(id, 'killed by operator')) throw new SwarmError('SWARM_ERR_CONFIG', `no worker ${id}`);
       return send(res, 200, { ok: true });
     }
+    if (key === 'GET /roles') return send(res, 200, this.rolesView());
+    if (key === 'POST /roles') {
+      // Body {"roles":{"thinker":2,"worker":3}} (or the object alone): the new plan.
+      const body = JSON.parse((await readBody(req)) || '{}') as { roles?: unknown };
+      this.hub.setRolePlan(checkRolePlan(body && typeof body === 'object' && 'roles' in body ? body.roles : body));
+      return send(res, 200, this.rolesView());
+    }
+    if (req.method === 'POST' && /^\/workers\/[^/]+\/role$/.test(url.pathname)) {
+      const id = decodeURIComponent(url.pathname.split('/')[2]!);
+      const body = JSON.parse((await readBody(req)) || '{}') as { role?: unknown; spec_ref?: unknown };
+      if (typeof body?.role !== 'string' || body.role.length > 256) throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', 'role must be a string of at most 256 characters');
+      if (body.spec_ref !== undefined && (typeof body.spec_ref !== 'string' || body.spec_ref.length > 4096)) throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', 'spec_ref must be a string of at most 4096 characters');
+      if (!this.hub.assignRole(id, body.role, body.spec_ref as string | undefined)) throw new SwarmError('SWARM_ERR_CONFIG', `no worker ${id}`);
+      return send(res, 202, { ok: true, worker: id, role: body.role });
+    }
     if (key === 'POST /shutdown') {
       send(res, 202, { ok: true });
       setImmediate(() => this.opts.onShutdown?.());
@@ -109,6 +125,14 @@ export class ControlServer {
     }
     if (await handleRuns(this.runs, req, res, url)) return;
     send(res, 404, { code: 'SWARM_ERR_CONFIG', msg: `no route ${key}` });
+  }
+
+  /** The role plan and who holds (or was just sent) which role. */
+  private rolesView(): Record<string, unknown> {
+    return {
+      plan: this.hub.roles.current,
+      workers: [...this.hub.registry.all()].map((w) => ({ id: w.id, role: w.role, role_pending: w.pendingRole?.role })),
+    };
   }
 
   /** Body: one task object, {tasks:[…]}, or NDJSON (one task per line). Journaled before the reply. */

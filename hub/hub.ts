@@ -11,6 +11,7 @@ import { HubMetrics } from './metrics.js';
 import { Watchdog } from './watchdog.js';
 import { HubReplicator } from './replicate.js';
 import { Answer } from './answer.js';
+import { RoleAssigner, checkRolePlan, type RolePlan } from './roles.js';
 
 /** Errors after which a task is not worth running again. */
 const NOT_RETRYABLE = new Set<string>(['SWARM_ERR_BAD_PAYLOAD', 'SWARM_ERR_LOOP_DETECTED']);
@@ -42,12 +43,16 @@ export class Hub {
   readonly name = `hub-${randomId().slice(0, 6)}`;
   /** Failover (issue 5): replicates state to workers that offer a peer port, merges their handbacks. */
   readonly failover: HubReplicator;
+  /** ASSIGN_ROLE: the role plan and one-off assignments. */
+  readonly roles: RoleAssigner;
 
   constructor(readonly config: HubConfig, readonly log: Logger, private readonly events: HubEvents = {}) {
     this.watchdog = new Watchdog({
       intervalMs: Math.max(100, Math.floor(config.heartbeatMs / 2)),
       onTick: (now) => this.tick(now),
     });
+    this.roles = new RoleAssigner(this.registry, () => this.scheduleDispatch(), log.child({ part: 'roles' }));
+    if (config.roles) this.roles.setPlan(checkRolePlan(config.roles));
     this.failover = new HubReplicator(() => this.store, (specs) => this.submit(specs), log.child({ part: 'failover' }));
   }
 
@@ -115,6 +120,17 @@ export class Hub {
     return { cancelled, running };
   }
 
+  /** Replace the role plan (`{ thinker: 2, worker: 3 }`); roles go out as ASSIGN_ROLE. */
+  setRolePlan(plan: RolePlan): void { this.roles.setPlan(plan); }
+
+  /** Send one worker ASSIGN_ROLE; it counts for dispatch once the worker ACKs. False: no such worker. */
+  assignRole(id: string, role: string, specRef?: string): boolean {
+    const w = this.registry.get(id);
+    if (!w) return false;
+    this.roles.assign(w, role, specRef);
+    return true;
+  }
+
   /** Ask a worker to stop cleanly. */
   kill(id: string, reason: string): boolean {
     const w = this.registry.get(id);
@@ -170,6 +186,8 @@ export class Hub {
         if (worker) conn.setCodec(this.codecFor(msg.payload.codecs));
         // Failover frames go out in the negotiated codec, so only after the switch.
         if (worker && msg.payload.peer_addr) this.failover.join(worker, msg.payload.peer_addr);
+        // ASSIGN_ROLE, like failover frames, must go out in the negotiated codec.
+        if (worker) this.roles.joined(worker);
         return;
       }
       this.onWorkerMessage(worker, msg);
@@ -243,9 +261,10 @@ export class Hub {
         else this.log.warn({ worker: w.id, code: msg.payload.code, msg: msg.payload.msg }, 'worker reported error');
         return;
       case Type.ASSIGN_ROLE:
-        w.role = msg.payload.role;
+        this.roles.selfAssigned(w, msg.payload.role);
         return;
       case Type.ACK:
+        this.roles.onAck(w, msg);
         return;
       default:
         w.conn.sendError('SWARM_ERR_UNEXPECTED', `hub does not accept ${msg.type} from a worker`, { re: msg.id });
@@ -337,6 +356,7 @@ export class Hub {
     for (const r of back) if (r.state === 'failed') void this.store.failed(r.id);
     if (!w.conn.isClosed) w.conn.destroy(reason);
     this.log.info({ worker: w.id, reason, requeued: back.length }, 'worker left');
+    if (!this.stopping) this.roles.left();
     this.events.workerDown?.(w.id, reason);
     this.scheduleDispatch();
   }

@@ -7,3 +7,4 @@ export { TaskStore } from './store.js';
 export { TaskQueue, type QueueOptions, type WorkerView } from './queue.js';
 export { Journal, type JournalRecord } from './journal.js';
 export { TaskSpecSchema, TaskState, isFinal, type TaskInput, type TaskRecord, type TaskResult, type TaskSpec } from './task.js';
+export { RoleAssigner, parseRolePlan, checkRolePlan, type RolePlan } from './roles.js';

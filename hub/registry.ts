@@ -1,5 +1,6 @@
 import type { Connection } from '../protocol/index.js';
 import type { Answer } from './answer.js';
+import type { PendingRole } from './roles.js';
 
 /** Worker state as in the spec, section 6.1, plus slots and in-flight tasks. */
 export interface WorkerEntry {
@@ -22,6 +23,12 @@ export interface WorkerEntry {
   done: number;
   /** Secret given in HANDSHAKE_ACK: a reconnect that presents it replaces this connection at once. */
   session: string;
+  /** ASSIGN_ROLE sent, no ACK yet: dispatch still uses `role`. */
+  pendingRole?: PendingRole;
+  /** The role plan gave `role` (so it may move it); false for a worker's own or an operator's choice. */
+  roleFromPlan?: boolean;
+  /** The worker answered ASSIGN_ROLE with ok:false: the plan leaves it alone. */
+  roleRefused?: boolean;
 }
 
 /** The hub's registry of connected workers. */
@@ -37,7 +44,7 @@ export class Registry {
   /** Public view of one worker, for status output. */
   static view(w: WorkerEntry): Record<string, unknown> {
     return {
-      id: w.id, state: w.state, status: w.status, role: w.role, driver: w.driver, caps: w.caps,
+      id: w.id, state: w.state, status: w.status, role: w.role, role_pending: w.pendingRole?.role, driver: w.driver, caps: w.caps,
       slots: w.slots, inflight: w.inflight.size, last_seen: w.lastSeen, load: w.load, pid: w.pid, done: w.done,
     };
   }

@@ -48,12 +48,15 @@ export class Agent {
   /** Set with `failover`: the gossip side of this agent. */
   readonly failover?: AgentFailover;
   private peerAddr?: string;
+  /** The role this agent takes tasks for: from its options, then from the hub's ASSIGN_ROLE (kept across reconnects). */
+  role?: string;
 
   constructor(private readonly opts: AgentOptions, private readonly log: Logger) {
     this.slots = opts.slots ?? 1;
+    this.role = opts.role;
     this.client = new WorkerClient({
       id: opts.id, locate: opts.locate, token: opts.token, msgpack: opts.msgpack,
-      handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: opts.role, slots: this.slots, pid: process.pid, peer_addr: this.peerAddr }),
+      handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: this.role, slots: this.slots, pid: process.pid, peer_addr: this.peerAddr }),
     }, log);
     if (opts.failover) {
       this.failover = new AgentFailover(opts.id, opts.token, this.slots, (spec, attempt) => this.execute(spec, attempt), opts.failover, log);
@@ -126,6 +129,8 @@ export class Agent {
       }
       void this.runTask(m, conn);
     } else if (m.type === Type.ASSIGN_ROLE) {
+      // Take the role, so the HANDSHAKE of a reconnect carries it, then acknowledge.
+      this.role = m.payload.role || undefined;
       this.log.info({ role: m.payload.role }, 'role assigned');
       conn.send(Type.ACK, { ok: true }, { re: m.id });
     } else if (m.type === Type.ERROR && m.payload.code === 'SWARM_ERR_CANCELLED' && m.payload.task_id) {

@@ -1,4 +1,5 @@
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
+import { parseRolePlan, type RolePlan } from '../../hub/index.js';
 import { fail } from '../exit.js';
 import { makeLogger } from '../log.js';
 import { int, keyValue } from '../options.js';
@@ -23,20 +24,25 @@ export function hubOptions(cmd: Command): Command {
     .option('--max-line <bytes>', 'maximum protocol line length', int('--max-line', 1024), 1024 * 1024)
     .option('--max-attempts <n>', 'attempts per task before it fails', int('--max-attempts', 1), 3)
     .option('--no-journal', 'keep tasks in memory only (nothing survives a restart)')
-    .option('--no-msgpack', 'do not offer msgpack to workers');
+    .option('--no-msgpack', 'do not offer msgpack to workers')
+    .option('--roles <plan>', 'hand out roles to the workers that join, e.g. thinker=2,worker=3 (ASSIGN_ROLE)', rolePlanOption);
 }
 
 export interface HubCliOptions {
   host: string; port: number; controlPort: number; token?: string; tlsCert?: string; tlsKey?: string;
   stateDir?: string; heartbeatMs: number; deadAfterMs: number; maxLine: number; maxAttempts: number;
-  journal: boolean; msgpack: boolean;
+  journal: boolean; msgpack: boolean; roles?: RolePlan;
+}
+
+function rolePlanOption(v: string): RolePlan {
+  try { return parseRolePlan(v); } catch (err) { throw new InvalidArgumentError((err as Error).message); }
 }
 
 export function hubConfigFrom(o: HubCliOptions, token?: string) {
   return {
     host: o.host, port: o.port, controlPort: o.controlPort, token: token ?? o.token ?? process.env.SWARM_TOKEN,
     tlsCert: o.tlsCert, tlsKey: o.tlsKey, heartbeatMs: o.heartbeatMs, deadAfterMs: o.deadAfterMs,
-    maxLine: o.maxLine, maxAttempts: o.maxAttempts, msgpack: o.msgpack,
+    maxLine: o.maxLine, maxAttempts: o.maxAttempts, msgpack: o.msgpack, roles: o.roles,
   };
 }
 

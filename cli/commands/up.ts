@@ -91,6 +91,7 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   if (o.engine === 'shared') hubArgs.push('--engine', 'shared');
   if (o.failover) hubArgs.push('--failover');
   if (!o.msgpack) hubArgs.push('--no-msgpack');
+  if (o.roles) hubArgs.push('--roles', Object.entries(o.roles).map(([role, n]) => `${role}=${n}`).join(','));
   const out = fs.openSync(logPath(dir, 'hub.stderr'), 'a');
   const child = spawn(process.execPath, hubArgs, { detached: true, stdio: ['ignore', out, out], env: { ...process.env, SWARM_TOKEN: token } });
   fs.closeSync(out);
