@@ -63,7 +63,7 @@ export class ControlServer {
         // Failover (issue 5): a hub that answers is `star`, or `reconciling` while workers hand back.
         mode: this.hub.failover.mode, coordinator: this.hub.name,
       },
-      failover: { ...this.hub.failover.stats, workers: this.hub.failover.views() },
+      failover: { ...this.hub.failover.stats, holders: this.hub.failover.holders(), workers: this.hub.failover.views() },
       workers,
       tasks: this.hub.store.queue.counts(),
       metrics: {

@@ -20,8 +20,12 @@ export interface FailoverView { id: string; peerAddr: string; mode: string; coor
 export interface ReplicatorOptions {
   /** Deltas are batched this long before they go out. */
   batchMs?: number;
-  /** One worker (in rotation) gets a full sync this often; the peers' anti-entropy spreads it. */
+  /** How many workers hold the replicated state in star mode (see `holders`). */
+  holders?: number;
+  /** One holder (in rotation) gets the next window of the state this often (a repair; deltas are the path). */
   fullSyncMs?: number;
+  /** Bound on one periodic sync window, entries: its cost stays flat however long the hub has run. */
+  fullSyncEntries?: number;
   /** Bound on one STATE frame's entries, bytes (JSON length). */
   chunkBytes?: number;
   /** A result's text larger than this is not replicated (the hub journals it anyway). */
@@ -30,15 +34,26 @@ export interface ReplicatorOptions {
   reconcileMs?: number;
 }
 
-/** Hub side of failover (issue 5): peers, state replication to workers, and the handback merge. */
+/**
+ * Hub side of failover (issue 5): peers, state replication to workers, and the handback merge.
+ *
+ * Only a few workers, the holders, get the state in star mode: every replicated copy costs a worker
+ * decoding and merging every delta, and with 25 copies the workers' CPU, not the hub's, was what
+ * slowed a 2-core host (1000 tasks: 5-7 s of worker CPU against 0.7 s without failover). The state is
+ * needed at failover by the acting coordinator, which is the lowest live id; so the holders are the
+ * lowest ids, one per worker process (a process's agents die together): if the first holder's
+ * process dies, the next coordinator is the next holder. Everyone else syncs from them in gossip mode.
+ */
 export class HubReplicator {
   private readonly peers = new Map<string, { w: WorkerEntry; view: FailoverView }>();
+  private holding: WorkerEntry[] = [];
   private pending = new Map<string, ReplEntry>();
   private batchTimer?: NodeJS.Timeout;
   private fullTimer?: NodeJS.Timeout;
   private rotate = 0;
+  private cursor = 0;
   private lastHandback = 0;
-  readonly stats = { handbacks: 0, recorded: 0, duplicate: 0, submitted: 0, deltas: 0, fullSyncs: 0 };
+  readonly stats = { handbacks: 0, recorded: 0, duplicate: 0, submitted: 0, deltas: 0, fullSyncs: 0, stateFrames: 0 };
 
   constructor(
     private readonly store: () => TaskStore,
@@ -58,11 +73,13 @@ export class HubReplicator {
 
   views(): FailoverView[] { return [...this.peers.values()].map((p) => p.view); }
 
+  /** Ids of the workers that hold the replicated state now. */
+  holders(): string[] { return this.holding.map((w) => w.id); }
+
   start(): void {
     const every = this.opts.fullSyncMs ?? 10_000;
     this.fullTimer = setInterval(() => {
-      const list = [...this.peers.values()];
-      if (list.length) this.fullSync(list[this.rotate++ % list.length]!.w);
+      if (this.holding.length) this.syncWindow(this.holding[this.rotate++ % this.holding.length]!);
     }, every);
     this.fullTimer.unref();
   }
@@ -78,11 +95,32 @@ export class HubReplicator {
     this.peers.set(w.id, { w, view });
     w.conn.send(Type.PEERS, { full: true, peers: [...this.peers.values()].map((p) => ({ id: p.view.id, peer_addr: p.view.peerAddr })) });
     for (const p of this.peers.values()) if (p.w !== w) p.w.conn.send(Type.PEERS, { full: false, peers: [{ id: w.id, peer_addr: peerAddr }] });
-    this.fullSync(w);
+    this.elect();
   }
 
   leave(w: WorkerEntry): void {
-    if (this.peers.get(w.id)?.w === w) this.peers.delete(w.id);
+    if (this.peers.get(w.id)?.w !== w) return;
+    this.peers.delete(w.id);
+    this.elect();
+  }
+
+  /**
+   * Choose the holders: the lowest id of each worker process, the `holders` lowest of those (string
+   * order, as the workers' election sorts). A new holder gets the whole state first.
+   */
+  private elect(): void {
+    const lowest = new Map<string, WorkerEntry>();
+    for (const { w } of this.peers.values()) {
+      const proc = w.pid !== undefined ? `pid:${w.pid}` : `id:${w.id}`;
+      const cur = lowest.get(proc);
+      if (!cur || w.id < cur.id) lowest.set(proc, w);
+    }
+    const next = [...lowest.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).slice(0, Math.max(1, this.opts.holders ?? 3));
+    const before = new Set(this.holding);
+    // Pending deltas go out to the old holders first, so a new holder's full sync is not older than them.
+    this.flush();
+    this.holding = next;
+    for (const w of next) if (!before.has(w)) this.fullSync(w);
   }
 
   heartbeat(w: WorkerEntry, p: Payload<'HEARTBEAT'>): void {
@@ -130,16 +168,32 @@ export class HubReplicator {
     if (!entries.length) return;
     this.stats.deltas += entries.length;
     for (const chunk of chunks(entries, this.opts.chunkBytes ?? 256 * 1024, this.log)) {
-      for (const p of this.peers.values()) p.w.conn.send(Type.STATE, { full: false, entries: wire(chunk) });
+      for (const w of this.holding) { w.conn.send(Type.STATE, { full: false, entries: wire(chunk) }); this.stats.stateFrames++; }
     }
   }
 
-  /** Send one worker the whole run state, chunked. */
+  /** Send one worker the whole run state, chunked (a new holder). */
   fullSync(w: WorkerEntry): void {
     const all = [...this.store().queue.all()].map((r) => this.entry(r, true));
-    const parts = chunks(all, this.opts.chunkBytes ?? 256 * 1024, this.log);
     this.stats.fullSyncs++;
-    parts.forEach((entries, part) => w.conn.send(Type.STATE, { full: true, part, parts: parts.length, entries: wire(entries) }));
+    this.sendFull(w, all);
+  }
+
+  /** The periodic repair: the next window of at most `fullSyncEntries` tasks, wrapping around. */
+  private syncWindow(w: WorkerEntry): void {
+    const recs = [...this.store().queue.all()];
+    if (!recs.length) return;
+    const max = this.opts.fullSyncEntries ?? 2000;
+    if (this.cursor >= recs.length) this.cursor = 0;
+    const window = recs.slice(this.cursor, this.cursor + max);
+    this.cursor += window.length;
+    this.stats.fullSyncs++;
+    this.sendFull(w, window.map((r) => this.entry(r, true)));
+  }
+
+  private sendFull(w: WorkerEntry, all: ReplEntry[]): void {
+    const parts = chunks(all, this.opts.chunkBytes ?? 256 * 1024, this.log);
+    parts.forEach((entries, part) => { w.conn.send(Type.STATE, { full: true, part, parts: parts.length, entries: wire(entries) }); this.stats.stateFrames++; });
   }
 
   /**

@@ -45,7 +45,9 @@ export class AgentFailover {
   constructor(selfId: string, token: string | undefined, slots: number, execute: Execute, private readonly opts: AgentFailoverOptions, private readonly log: Logger) {
     this.transport = new TcpTransport({ host: opts.host, port: opts.port, advertise: opts.advertise, token, log });
     this.node = new GossipNode({ id: selfId, transport: this.transport, execute, slots, log, membership: opts.membership, hubMonitor: opts.hubMonitor,
-      coordinator: { catchUpMs: opts.catchUpMs ?? 150 } });
+      coordinator: { catchUpMs: opts.catchUpMs ?? 150 },
+      // Star mode: the hub replicates to a few holders (hub/replicate.ts); no gossip of every change.
+      sync: { quiet: true } });
     this.controller = new FailoverController(this.node, { handBack: (entries) => this.handBack(entries) }, {
       log, handbackChunk: 100,
       // Each result is handed back by the member that produced it, or by every survivor if that member

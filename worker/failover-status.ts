@@ -33,19 +33,30 @@ export function readFailoverStatus(stateDir: string, freshMs = 5000): FailoverSt
 }
 
 /**
- * Writes the agents' failover status every second (atomically: temp file, then rename), because in
- * gossip mode there is no hub to ask. Removed on stop.
+ * Writes the agents' failover status (atomically: temp file, then rename), because in gossip mode there
+ * is no hub to ask. Checked every second; written when it changed, on a mode change at once, and at
+ * least every `refreshMs` so readers can tell a live file (`readFailoverStatus`'s 5 s) from a stale
+ * one. Idle workers in star mode thus write every few seconds, not every second: with 25 worker
+ * processes on 2 cores, the writes were the largest idle cost of failover. Removed on stop.
  */
 export class FailoverStatusWriter {
   private timer?: NodeJS.Timeout;
+  private last = '';
+  private lastAt = 0;
+  private soon = false;
 
-  constructor(private readonly file: string, private readonly agents: readonly Agent[], private readonly log: Logger, private readonly everyMs = 1000) {}
+  constructor(private readonly file: string, private readonly agents: readonly Agent[], private readonly log: Logger, private readonly everyMs = 1000, private readonly refreshMs = 3000) {}
 
   start(): void {
     fs.mkdirSync(path.dirname(this.file), { recursive: true, mode: 0o700 });
-    this.write();
-    this.timer = setInterval(() => this.write(), this.everyMs);
+    this.write(true);
+    this.timer = setInterval(() => this.write(false), this.everyMs);
     this.timer.unref();
+    for (const a of this.agents) a.failover?.node.onMode(() => {
+      if (this.soon || !this.timer) return;
+      this.soon = true;
+      setImmediate(() => { this.soon = false; if (this.timer) this.write(true); });
+    });
   }
 
   stop(): void {
@@ -68,11 +79,16 @@ export class FailoverStatusWriter {
     return { pid: process.pid, at: Date.now(), agents };
   }
 
-  private write(): void {
+  private write(force: boolean): void {
+    const snap = this.snapshot();
+    const body = JSON.stringify(snap.agents);
+    if (!force && body === this.last && snap.at - this.lastAt < this.refreshMs) return;
     const tmp = `${this.file}.tmp`;
     try {
-      fs.writeFileSync(tmp, JSON.stringify(this.snapshot()));
+      fs.writeFileSync(tmp, JSON.stringify(snap));
       fs.renameSync(tmp, this.file);
+      this.last = body;
+      this.lastAt = snap.at;
     } catch (err) { this.log.warn({ err }, 'writing failover status failed'); }
   }
 }

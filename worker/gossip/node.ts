@@ -45,6 +45,8 @@ export class GossipNode {
   readonly hub: HubMonitor;
   private m: Mode = Mode.STAR;
   private readonly listeners: ((m: Mode) => void)[] = [];
+  /** True if replica sync is quiet in star mode (`sync.quiet`): gossip mode starts by pushing to the coordinator. */
+  private readonly quietInStar: boolean;
   /** When gossip mode began (clock ms), for detection-time measurements. */
   gossipSince?: number;
 
@@ -53,6 +55,7 @@ export class GossipNode {
     const log = opts.log?.child({ part: 'gossip' });
     this.membership = new Membership({ id: opts.id, transport: opts.transport, clock, rand: opts.rand, config: opts.membership, log });
     this.sync = new ReplicaSync(this.replica, this.membership, { clock, rand: opts.rand, ...opts.sync });
+    this.quietInStar = opts.sync?.quiet ?? false;
     this.coordinator = new Coordinator(this.membership, this.replica, { clock, log, ...opts.coordinator });
     this.executor = new Executor(this.membership, this.replica, this.coordinator, opts.execute, { slots: opts.slots, log });
     this.hub = new HubMonitor(this.membership, { clock, log, rand: opts.rand, ...opts.hubMonitor });
@@ -76,6 +79,12 @@ export class GossipNode {
     this.gossipSince = (this.opts.clock ?? realClock).now();
     this.set(Mode.GOSSIP);
     this.coordinator.activate();
+    if (this.quietInStar) {
+      this.sync.setQuiet(false);
+      // What only we hold (results the hub never replicated) goes to the coordinator now.
+      const leader = this.coordinator.leader;
+      if (leader && leader !== this.id) this.sync.pushTo(leader);
+    }
   }
 
   /** A hub is back: stop dispatching, hand results over (the caller does), then `enterStar`. */
@@ -87,6 +96,7 @@ export class GossipNode {
   enterStar(): void {
     this.coordinator.deactivate();
     this.set(Mode.STAR);
+    if (this.quietInStar) this.sync.setQuiet(true);
   }
 
   status(): NodeStatus {

@@ -11,10 +11,16 @@ export interface ReplicaSyncOptions {
   maxChunkBytes?: number;
   /** Ids per digest chunk. */
   digestPerChunk?: number;
+  /**
+   * Start quiet: no deltas broadcast and no anti-entropy rounds until `setQuiet(false)`. In star mode
+   * the hub replicates to a few holders itself; gossiping every change among all workers would cost
+   * each of them CPU for every task, for state only a coordinator needs after a failover.
+   */
+  quiet?: boolean;
 }
 
 type SyncMsg =
-  | { op: 'dg'; c: DigestChunk }
+  | { op: 'dg'; c: DigestChunk; push?: boolean }
   | { op: 'want'; ids: string[] }
   | { op: 'en'; e: Entry[] };
 
@@ -31,14 +37,16 @@ export class ReplicaSync {
   private readonly rand: () => number;
   private timer?: TimerHandle;
   private fromGossip = false;
+  private quiet: boolean;
   readonly stats = { deltasIn: 0, entriesIn: 0, syncRounds: 0 };
 
   constructor(private readonly replica: Replica, private readonly ms: Membership, private readonly opts: ReplicaSyncOptions = {}) {
     this.clock = opts.clock ?? realClock;
     this.rand = opts.rand ?? Math.random;
+    this.quiet = opts.quiet ?? false;
     replica.onChange((e) => {
       // A delta that came by gossip is re-queued by the membership itself (onBroadcast -> true).
-      if (!this.fromGossip) ms.broadcast(`r:${e.id}`, stripSpec(e));
+      if (!this.fromGossip && !this.quiet) ms.broadcast(`r:${e.id}`, stripSpec(e));
     });
     ms.onBroadcast((v, _from, key) => {
       if (!key.startsWith('r:')) return false;
@@ -55,6 +63,7 @@ export class ReplicaSync {
     const every = this.opts.syncIntervalMs ?? 2000;
     const tick = () => {
       this.timer = this.clock.setTimeout(tick, every);
+      if (this.quiet) return;
       const [peer] = pick(this.ms.live().filter((id) => id !== this.ms.id), 1, this.rand);
       if (peer) this.syncWith(peer);
     };
@@ -71,17 +80,31 @@ export class ReplicaSync {
     return n;
   }
 
+  get isQuiet(): boolean { return this.quiet; }
+  /** Quiet (star mode) or gossiping (see `ReplicaSyncOptions.quiet`). */
+  setQuiet(quiet: boolean): void { this.quiet = quiet; }
+
   /** Start an anti-entropy exchange with `peer` now (both directions). */
   syncWith(peer: string): void {
     this.stats.syncRounds++;
     for (const c of this.replica.digest(this.opts.digestPerChunk ?? 2000)) this.ms.sendApp(peer, CH, { op: 'dg', c });
   }
 
+  /**
+   * Send `peer` whatever we hold that it lacks, and take nothing back: a member that was quiet in star
+   * mode tells the new coordinator about results the hub never replicated, without the coordinator
+   * answering each of them with its whole replica at the moment it starts dispatching.
+   */
+  pushTo(peer: string): void {
+    this.stats.syncRounds++;
+    for (const c of this.replica.digest(this.opts.digestPerChunk ?? 2000)) this.ms.sendApp(peer, CH, { op: 'dg', c, push: true });
+  }
+
   private handle(from: string, m: SyncMsg): void {
     if (!m || typeof m !== 'object') return;
     if (m.op === 'dg' && m.c && Array.isArray(m.c.d)) {
       const { send, want } = this.replica.diff(m.c);
-      this.sendEntries(from, send);
+      if (!m.push) this.sendEntries(from, send);
       for (let i = 0; i < want.length; i += 5000) this.ms.sendApp(from, CH, { op: 'want', ids: want.slice(i, i + 5000) });
     } else if (m.op === 'want' && Array.isArray(m.ids)) {
       this.sendEntries(from, m.ids.filter((x) => typeof x === 'string'));

@@ -54,8 +54,19 @@ function fnv(s: string): number {
   return h >>> 0;
 }
 
+function stateOf(e: Entry): EntryState {
+  if (e.result) return 'done';
+  if (e.failure) return 'failed';
+  if (e.lease && !e.lease.revoked) return 'leased';
+  return 'queued';
+}
+
 export class Replica {
   private readonly entries = new Map<string, Entry>();
+  /** Each entry's `hash`, kept on merge: digests run every sync round and must not rehash everything. */
+  private readonly hashes = new Map<string, number>();
+  /** Entries per state, kept on merge (status is written every second). */
+  private readonly byState: Record<EntryState, number> = { queued: 0, leased: 0, done: 0, failed: 0 };
   private readonly listeners: ((e: Entry, delta: Entry) => void)[] = [];
   private nextSeq = 0;
   private finals = 0;
@@ -71,18 +82,10 @@ export class Replica {
 
   state(id: string): EntryState | undefined {
     const e = this.entries.get(id);
-    if (!e) return undefined;
-    if (e.result) return 'done';
-    if (e.failure) return 'failed';
-    if (e.lease && !e.lease.revoked) return 'leased';
-    return 'queued';
+    return e ? stateOf(e) : undefined;
   }
 
-  counts(): Record<EntryState, number> {
-    const c = { queued: 0, leased: 0, done: 0, failed: 0 };
-    for (const id of this.entries.keys()) c[this.state(id)!]++;
-    return c;
-  }
+  counts(): Record<EntryState, number> { return { ...this.byState }; }
 
   /** Called with the merged entry and the delta that changed it (for re-gossip). */
   onChange(fn: (e: Entry, delta: Entry) => void): void { this.listeners.push(fn); }
@@ -134,7 +137,10 @@ export class Replica {
     if (!changed) return false;
     if (!wasFinal && (e.result || e.failure)) this.finals++;
     if (e.seq !== undefined && e.seq >= this.nextSeq) this.nextSeq = e.seq + 1;
+    if (cur) this.byState[stateOf(cur)]--;
+    this.byState[stateOf(e)]++;
     this.entries.set(d.id, e);
+    this.hashes.set(d.id, this.hash(e));
     for (const fn of this.listeners) fn(e, d);
     return true;
   }
@@ -155,7 +161,7 @@ export class Replica {
       const next = ids[i + perChunk];
       // hi is exclusive of the next chunk's first id.
       const hi = next ?? '\uffff';
-      out.push({ lo, hi, d: part.map((id) => [id, this.hash(this.entries.get(id)!)]) });
+      out.push({ lo, hi, d: part.map((id) => [id, this.hashes.get(id)!]) });
       if (part.length === 0) break;
     }
     return out;
@@ -166,14 +172,14 @@ export class Replica {
     const theirs = new Map(c.d);
     const send: string[] = [];
     const want: string[] = [];
-    for (const [id, e] of this.entries) {
+    for (const [id, mine] of this.hashes) {
       if (id < c.lo || id >= c.hi) continue;
       const h = theirs.get(id);
-      if (h === undefined || h !== this.hash(e)) send.push(id);
+      if (h === undefined || h !== mine) send.push(id);
     }
     for (const [id, h] of c.d) {
-      const e = this.entries.get(id);
-      if (!e || this.hash(e) !== h) want.push(id);
+      const mine = this.hashes.get(id);
+      if (mine === undefined || mine !== h) want.push(id);
     }
     return { send, want };
   }
