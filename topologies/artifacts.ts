@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { Passport } from './passport.js';
 import { renderHtml, renderMarkdown, summarize, type NodeRecord, type RunReport } from './report.js';
 import type { RunOutcome, RunSink, TaskRequest } from './runner.js';
+import { parseJsonObject } from './structured.js';
 import type { NodeResult, NodeTask, RunSpec } from './types.js';
 
 const WRITE_CONCURRENCY = 16;
@@ -88,6 +89,7 @@ export class RunFolder implements RunSink {
     Object.assign(rec, {
       state: r.ok ? 'done' : 'failed', finished_at: at, worker: r.worker ?? rc.worker, error: r.error,
       tokens_in: rc.tokens_in, tokens_out: rc.tokens_out, duration_ms: rc.duration_ms, ttft_ms: rc.ttft_ms, tokens_per_s: rc.tokens_per_s,
+      verdict: r.ok ? answerOf(r.text) : undefined,
     });
     this.nodes.set(node, rec);
     this.event({ type: r.ok ? 'node_done' : 'node_failed', node, worker: rec.worker, error: r.error, tokens_out: rc.tokens_out, duration_ms: rc.duration_ms });
@@ -156,4 +158,14 @@ export class RunFolder implements RunSink {
   private async drained(): Promise<void> {
     while (this.inflight > 0 || this.queue.length > 0) await new Promise<void>((r) => this.idle.push(r));
   }
+}
+
+/** The decision in a structured answer (`{"verdict": …}`, `{"action": …}`, `{"winner": …}`, `{"scores": […]}`), if any. */
+export function answerOf(text: string): string | undefined {
+  if (!text.trimStart().startsWith('{')) return undefined;
+  const o = parseJsonObject(text);
+  if (!o) return undefined;
+  for (const k of ['verdict', 'action', 'winner'] as const) if (typeof o[k] === 'string' && o[k]) return (o[k] as string).slice(0, 24);
+  if (Array.isArray(o.scores)) return `scores ${o.scores.slice(0, 8).join(',')}`;
+  return undefined;
 }
