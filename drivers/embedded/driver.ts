@@ -23,8 +23,11 @@ function describeExit(e: EngineExit | undefined): string {
 /** Events of one chat, queued until the generator takes them. */
 interface ChatChannel { push(m: FromHost | { t: 'exit' }): void }
 
-/** How the engine loaded (for logs and benchmarks). */
-export interface EmbeddedLoadTimes { llama: number; model: number; context: number; total: number }
+/**
+ * How the engine loaded (for logs and benchmarks), in ms: `boot` node and the import of node-llama-cpp
+ * in the host, `llama` its llama.cpp binding, then the model and its context; `total` as the driver saw it.
+ */
+export interface EmbeddedLoadTimes { boot: number; llama: number; model: number; context: number; total: number }
 
 /**
  * llama.cpp through node-llama-cpp, in a child process (host.ts) so that a native crash cannot take the
@@ -37,6 +40,8 @@ export class EmbeddedDriver implements Driver {
   readonly options: EmbeddedOptions;
   /** Load times of the current engine, once started. */
   loadTimes: EmbeddedLoadTimes | undefined;
+  /** How the current engine loaded llama.cpp: `prebuilt-direct` skipped node-llama-cpp's binary test process. */
+  loadPath: 'prebuilt-direct' | 'getLlama' | undefined;
   private proc: EngineProcess | undefined;
   private starting: Promise<void> | undefined;
   private modelPath: string | undefined;
@@ -120,13 +125,15 @@ export class EmbeddedDriver implements Driver {
       });
       if (typeof first === 'object' && 't' in first && first.t === 'ready') {
         this.loadTimes = { ...first.ms, total: Math.round(performance.now() - t0) };
+        this.loadPath = first.load;
         void proc.exited.then(() => this.onExit(proc));
         return;
       }
       await proc.stop(0);
       if (this.proc === proc) this.proc = undefined;
       const reason = first === 'timeout' ? `was not ready after ${this.options.startTimeoutMs} ms`
-        : 't' in first && first.t === 'fatal' ? `could not load ${this.modelPath}: ${first.message}`
+        : 't' in first && first.t === 'fatal'
+          ? (first.stage === 'binding' ? `could not load node-llama-cpp's llama.cpp binding: ${first.message}` : `could not load ${this.modelPath}: ${first.message}`)
           : `${describeExit(first as EngineExit)} before it was ready`;
       throw new SwarmError('SWARM_ERR_ENGINE_START', `embedded engine ${reason}\n${proc.outputTail(10)}`.trim());
     } finally {

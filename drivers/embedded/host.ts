@@ -4,8 +4,9 @@
  * events on stdout (see messages.ts); logs go to stderr. It exits when stdin closes (its driver is
  * gone); the fd-3 watchdog of EngineProcess covers the case where it cannot notice.
  */
-import { getLlama, LlamaCompletion, LlamaLogLevel, type LlamaGrammar, type LlamaContextSequence, type LlamaModel, type Llama } from 'node-llama-cpp';
+import { LlamaCompletion, LlamaLogLevel, type LlamaGrammar, type LlamaContextSequence, type LlamaModel, type Llama } from 'node-llama-cpp';
 import type { FromHost, HostChatOptions, HostConfig, ToHost } from './messages.js';
+import { loadLlama } from './load-llama.js';
 
 const send = (m: FromHost): void => { process.stdout.write(JSON.stringify(m) + '\n'); };
 const log = (msg: string): void => { process.stderr.write(msg.endsWith('\n') ? msg : msg + '\n'); };
@@ -108,14 +109,19 @@ class Host {
   }
 }
 
+/** What main() is doing, for the fatal message. */
+let stage: 'binding' | 'model' = 'binding';
+
 async function main(): Promise<void> {
   const cfg = JSON.parse(process.argv[process.argv.length - 1]!) as HostConfig;
+  // Since the process started: node itself and the import of node-llama-cpp (about 550 module files).
   const t0 = performance.now();
-  const llama = await getLlama({
-    gpu: false, build: 'never', progressLogs: false, logLevel: LlamaLogLevel.warn,
-    logger: (level, message) => log(`[${level}] ${message}`),
+  const { llama, path: loadPath } = await loadLlama({
+    logLevel: LlamaLogLevel.warn, logger: (level, message) => log(`[${level}] ${message}`),
+    addonOverride: process.env.SWARM_TEST_EMBEDDED_ADDON || undefined,
   });
   const t1 = performance.now();
+  stage = 'model';
   const model = await llama.loadModel({ modelPath: cfg.model });
   const t2 = performance.now();
   const context = await model.createContext({
@@ -140,10 +146,10 @@ async function main(): Promise<void> {
   // The driver closed our stdin (it stopped, or died): nothing more can be asked of us.
   process.stdin.on('end', () => process.exit(0));
   process.on('SIGTERM', () => process.exit(0));
-  send({ t: 'ready', ms: { llama: Math.round(t1 - t0), model: Math.round(t2 - t1), context: Math.round(t3 - t2) }, ctx: context.contextSize });
+  send({ t: 'ready', ms: { boot: Math.round(t0), llama: Math.round(t1 - t0), model: Math.round(t2 - t1), context: Math.round(t3 - t2) }, ctx: context.contextSize, load: loadPath });
 }
 
 main().catch((err: unknown) => {
-  send({ t: 'fatal', message: err instanceof Error ? err.message : String(err) });
+  send({ t: 'fatal', stage, message: err instanceof Error ? err.message : String(err) });
   process.exit(1);
 });

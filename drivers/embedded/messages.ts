@@ -23,8 +23,10 @@ export type ToHost =
 
 /** Host to driver. */
 export type FromHost =
-  | { t: 'ready'; ms: { llama: number; model: number; context: number }; ctx: number }
-  | { t: 'fatal'; message: string }
+  /** `load`: how node-llama-cpp's binding was loaded (load-llama.ts). */
+  | { t: 'ready'; ms: { boot: number; llama: number; model: number; context: number }; ctx: number; load: 'prebuilt-direct' | 'getLlama' }
+  /** `stage`: loading the llama.cpp binding, or the model and its context. */
+  | { t: 'fatal'; stage: 'binding' | 'model'; message: string }
   | { t: 'chunk'; id: number; text: string }
   | { t: 'done'; id: number; tokensIn: number; tokensOut: number; reason: string }
   | { t: 'error'; id: number; code: string; message: string };

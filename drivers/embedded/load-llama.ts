@@ -1,0 +1,95 @@
+/**
+ * How the engine host gets its llama.cpp binding, without node-llama-cpp's binary test when that is safe.
+ *
+ * On Linux, getLlama() tests a prebuilt binary before loading it: it forks a node process that loads
+ * the binary and initialises llama.cpp, so that an incompatible binary cannot crash the caller. That
+ * process cost about 0.45 CPU-s per engine here (a third of an agent's start-up). The engine host is
+ * already that sacrificial process: it exists so that a native crash takes down only itself, and its
+ * driver turns an exit before `ready` into SWARM_ERR_ENGINE_START with the host's last stderr lines.
+ * So when getLlama() would pick node-llama-cpp's own prebuilt CPU binary anyway, the host loads it
+ * directly through the same Llama._create() that getLlama() ends with, minus the test. Anything else
+ * (a local build, a cloned llama.cpp, binaries in node-llama-cpp's bins/, another package version, an
+ * API that moved) goes through getLlama() as before.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { getLlama, Llama, type LlamaLogLevel } from 'node-llama-cpp';
+
+type Logger = (level: LlamaLogLevel, message: string) => void;
+
+/** What Llama._create takes (internal to node-llama-cpp 3.x; checked at run time before use). */
+interface CreateOptions {
+  bindings: unknown; bindingPath: string; extBackendsPath: undefined; buildType: 'prebuilt';
+  buildMetadata: { buildOptions: { gpu: unknown; customCmakeOptions: unknown; llamaCpp: { repo: string; release: string } } };
+  logLevel: LlamaLogLevel; logger: Logger; maxThreads: undefined; vramPadding: number; ramPadding: (total: number) => number;
+  skipLlamaInit: boolean; debug: boolean; numa: false; tempDir: false; experimentalOptions: undefined;
+}
+type WithCreate = { _create?: (o: CreateOptions) => Promise<Llama> };
+
+/** How the binding was loaded: `prebuilt-direct` skipped node-llama-cpp's test process; `getLlama` did not. */
+export type LlamaLoadPath = 'prebuilt-direct' | 'getLlama';
+
+const exists = (p: string): boolean => fs.existsSync(p);
+const readJson = (p: string): unknown => JSON.parse(fs.readFileSync(p, 'utf8'));
+
+/**
+ * The prebuilt CPU binary getLlama({gpu:false, build:'never'}) would load on this machine, or
+ * undefined when it might pick something else (then getLlama decides, test included).
+ */
+export function directPrebuilt(): { addon: string; metadata: CreateOptions['buildMetadata']; require: NodeJS.Require } | undefined {
+  if (process.platform !== 'linux') return undefined; // getLlama tests prebuilt binaries only on Linux
+  const req = createRequire(import.meta.url);
+  let nlcDir: string;
+  try { nlcDir = path.dirname(path.dirname(req.resolve('node-llama-cpp'))); } catch { return undefined; }
+  const folder = `linux-${process.arch}`;
+  // getLlama prefers these, in this order, to the package's prebuilt binary.
+  if (exists(path.join(nlcDir, 'llama', 'localBuilds')) || exists(path.join(nlcDir, 'llama', 'llama.cpp'))
+    || exists(path.join(nlcDir, 'bins', folder))) return undefined;
+  let pkgDir: string;
+  try {
+    const nlcReq = createRequire(path.join(nlcDir, 'package.json'));
+    pkgDir = path.dirname(path.dirname(nlcReq.resolve(`@node-llama-cpp/${folder}`))); // its main is dist/index.js
+    const version = (readJson(path.join(nlcDir, 'package.json')) as { version?: string }).version;
+    // getLlama ignores a binaries package of another version.
+    if ((readJson(path.join(pkgDir, 'package.json')) as { version?: string }).version !== version) return undefined;
+  } catch { return undefined; }
+  const bins = path.join(pkgDir, 'bins', folder);
+  const addon = path.join(bins, 'llama-addon.node');
+  const metaFile = path.join(bins, '_nlcBuildMetadata.json');
+  if (!exists(addon) || !exists(metaFile)) return undefined;
+  let metadata: CreateOptions['buildMetadata'];
+  try { metadata = readJson(metaFile) as CreateOptions['buildMetadata']; } catch { return undefined; }
+  if (metadata?.buildOptions?.gpu !== false || typeof (Llama as unknown as WithCreate)._create !== 'function') return undefined;
+  return { addon, metadata, require: req };
+}
+
+/**
+ * A Llama on the CPU, quiet but for `logger`. `addonOverride` (tests) loads that file as the binding
+ * instead of the prebuilt one, to show what a broken binary does.
+ */
+export async function loadLlama(opts: { logLevel: LlamaLogLevel; logger: Logger; addonOverride?: string }): Promise<{ llama: Llama; path: LlamaLoadPath }> {
+  const direct = directPrebuilt();
+  if (!direct) {
+    const llama = await getLlama({ gpu: false, build: 'never', progressLogs: false, logLevel: opts.logLevel, logger: opts.logger });
+    return { llama, path: 'getLlama' };
+  }
+  const addon = opts.addonOverride ?? direct.addon;
+  // Said before the native load, so that a crash inside it leaves this line in the error's stderr tail.
+  process.stderr.write(`loading llama.cpp binding ${addon} (node-llama-cpp's binary test skipped: this process is the sandbox)\n`);
+  let bindings: unknown;
+  try {
+    bindings = direct.require(addon);
+  } catch (err) {
+    throw new Error(`cannot load the llama.cpp binding ${addon}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+  const create = (Llama as unknown as Required<WithCreate>)._create.bind(Llama);
+  const llama = await create({
+    bindings, bindingPath: addon, extBackendsPath: undefined, buildType: 'prebuilt', buildMetadata: direct.metadata,
+    logLevel: opts.logLevel, logger: opts.logger, maxThreads: undefined,
+    vramPadding: 0, // CPU only: getLlama leaves the VRAM padding at 0 when there is no GPU
+    ramPadding: (total) => Math.floor(Math.min(total * 0.25, 1024 ** 3)), // getLlama's default on Linux
+    skipLlamaInit: false, debug: process.env.NODE_LLAMA_CPP_DEBUG === 'true', numa: false, tempDir: false, experimentalOptions: undefined,
+  });
+  return { llama, path: 'prebuilt-direct' };
+}
