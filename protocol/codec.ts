@@ -116,36 +116,33 @@ const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, int64AsTyp
  * Keep only what JSON could carry: msgpackr also decodes extension types (BigInt, Date, Error,
  * Set, RegExp, typed arrays) and `bin` as Buffer, none of which the protocol has and any of which
  * could surprise code past the schemas (passthrough fields are journaled as JSON). The `undefined`
- * extension (fixext 1, type 0: how msgpackr encodes an unset field) means "absent".
- * Returns the clean value, or a string naming what was refused.
+ * extension (fixext 1, type 0: how msgpackr encodes an unset field) means "absent": such keys are
+ * deleted (in an array the slot becomes null, as JSON would write it). Works in place on the fresh
+ * value msgpackr returned; the result names what was refused, or is undefined when all is well.
  */
-export function plainValue(v: unknown, depth = 0): { ok: true; value: unknown } | { ok: false; why: string } {
-  if (depth > 64) return { ok: false, why: 'nested deeper than 64 levels' };
-  if (v === null || typeof v === 'string' || typeof v === 'boolean') return { ok: true, value: v };
-  if (typeof v === 'number') return Number.isFinite(v) ? { ok: true, value: v } : { ok: false, why: `non-finite number ${v}` };
-  if (v === undefined) return { ok: true, value: undefined };
+export function plainValue(v: unknown, depth = 0): string | undefined {
+  if (v === null || typeof v === 'string' || typeof v === 'boolean') return undefined;
+  if (typeof v === 'number') return Number.isFinite(v) ? undefined : `non-finite number ${v}`;
+  if (typeof v !== 'object') return `${typeof v} values are not part of the protocol`;
+  if (depth >= 64) return 'nested deeper than 64 levels';
   if (Array.isArray(v)) {
-    const out: unknown[] = new Array(v.length);
     for (let i = 0; i < v.length; i++) {
-      const r = plainValue(v[i], depth + 1);
-      if (!r.ok) return r;
-      out[i] = r.value ?? null;
+      if (v[i] === undefined) { v[i] = null; continue; }
+      const why = plainValue(v[i], depth + 1);
+      if (why) return why;
     }
-    return { ok: true, value: out };
+    return undefined;
   }
-  if (typeof v === 'object') {
-    const proto = Object.getPrototypeOf(v) as unknown;
-    if (proto !== Object.prototype && proto !== null) return { ok: false, why: `${(v as object).constructor?.name ?? 'object'} values are not part of the protocol` };
-    const out: Record<string, unknown> = {};
-    for (const k of Object.keys(v)) {
-      const r = plainValue((v as Record<string, unknown>)[k], depth + 1);
-      if (!r.ok) return r;
-      if (r.value === undefined || k === '__proto__') continue;
-      out[k] = r.value;
-    }
-    return { ok: true, value: out };
+  const proto = Object.getPrototypeOf(v) as unknown;
+  if (proto !== Object.prototype && proto !== null) return `${(v as object).constructor?.name ?? 'object'} values are not part of the protocol`;
+  const o = v as Record<string, unknown>;
+  for (const k in o) {
+    const x = o[k];
+    if (x === undefined) { delete o[k]; continue; }
+    const why = plainValue(x, depth + 1);
+    if (why) return why;
   }
-  return { ok: false, why: `${typeof v} values are not part of the protocol` };
+  return undefined;
 }
 
 /** msgpack decoder: frames are a 4-byte big-endian length and a msgpack body. */
@@ -179,9 +176,9 @@ export class MsgpackDecoder implements Decoder {
         this.sink.error('SWARM_ERR_BAD_FRAME', `invalid msgpack: ${String((e as Error)?.message).slice(0, 120)}`);
         continue;
       }
-      const plain = plainValue(value);
-      if (!plain.ok) { this.sink.error('SWARM_ERR_BAD_FRAME', `msgpack: ${plain.why}`); continue; }
-      this.sink.frame(plain.value);
+      const why = plainValue(value);
+      if (why) { this.sink.error('SWARM_ERR_BAD_FRAME', `msgpack: ${why}`); continue; }
+      this.sink.frame(value);
       if (this.detached) return;
     }
   }
