@@ -216,7 +216,8 @@ export class Hub {
         conn.sendError('SWARM_ERR_DUPLICATE_WORKER', `worker ${id} is connected and was heard ${quietMs} ms ago`, { re: msg.id });
         return undefined;
       }
-      this.drop(old, resumed ? 'replaced by its reconnect' : `replaced by a new connection (old link quiet for ${quietMs} ms)`);
+      // Not "down": the id is back at once, so the supervisor must not kill the process that just reconnected.
+      this.drop(old, resumed ? 'replaced by its reconnect' : `replaced by a new connection (old link quiet for ${quietMs} ms)`, false);
     }
     const w: WorkerEntry = {
       id, role: p.role ?? '', status: 'idle', state: 'IDLE', lastSeen: now, connectedAt: now, driver: p.driver,
@@ -345,7 +346,7 @@ export class Hub {
   }
 
   /** Remove a worker: its leased tasks go back to the queue at once. */
-  private drop(w: WorkerEntry, reason: string): void {
+  private drop(w: WorkerEntry, reason: string, down = true): void {
     if (this.registry.get(w.id) !== w) return;
     this.registry.remove(w.id);
     this.free.delete(w);
@@ -357,7 +358,7 @@ export class Hub {
     if (!w.conn.isClosed) w.conn.destroy(reason);
     this.log.info({ worker: w.id, reason, requeued: back.length }, 'worker left');
     if (!this.stopping) this.roles.left();
-    this.events.workerDown?.(w.id, reason);
+    if (down) this.events.workerDown?.(w.id, reason);
     this.scheduleDispatch();
   }
 

@@ -1,6 +1,7 @@
 import t from 'tap';
 import net from 'node:net';
-import { startHub, startPool, waitTasks, waitWorkers } from './helpers/inproc.js';
+import { Hub, hubConfig } from '../hub/index.js';
+import { quiet, startHub, startPool, waitTasks, waitWorkers } from './helpers/inproc.js';
 import { RawWorker } from './helpers/raw-worker.js';
 
 async function until(cond: () => boolean, ms = 10_000): Promise<boolean> {
@@ -107,7 +108,10 @@ async function freezer(target: { host: string; port: number }) {
 
 t.test('a real worker whose link goes half-open reconnects at once with its session and keeps working', async (t) => {
   // A long dead-after time: the hub will not notice the cut by itself during this test.
-  const { hub, addr, stop } = await startHub({ heartbeatMs: 200, deadAfterMs: 60_000 });
+  const downs: string[] = []; // what a supervisor would hear (it kills the process of a worker that is down)
+  const hub = new Hub(hubConfig({ port: 0, fsyncMs: 0, heartbeatMs: 200, deadAfterMs: 60_000 }), quiet, { workerDown: (id) => downs.push(id) });
+  const addr = await hub.start();
+  const stop = () => hub.stop({ killWorkers: true, graceMs: 1000 });
   const proxy = await freezer(addr);
   const pool = startPool(proxy.addr, 1, { prefix: 'hw' });
   t.teardown(async () => { await pool.stop(); await proxy.close(); await stop(); });
@@ -124,4 +128,5 @@ t.test('a real worker whose link goes half-open reconnects at once with its sess
   t.ok(await waitTasks(hub, 2));
   t.equal(hub.store.queue.get('h-2')?.result?.text, 'echo: after');
   t.equal(hub.store.queue.get('h-2')?.result?.worker, 'hw-1');
+  t.same(downs, [], 'the replaced link is not reported down (a supervisor would kill the reconnected process)');
 });
