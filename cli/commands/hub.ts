@@ -54,10 +54,11 @@ export function registerHub(program: Command): void {
     .option('--driver-opt <key=value>', 'driver option for supervised workers (repeatable)', keyValue, {})
     .option('--model <path>', 'model for supervised workers: GGUF file or hf: URI (env SWARM_MODEL; default: the random-weight demo model)')
     .option('--slots <n>', 'tasks in flight per supervised worker', int('--slots', 1), 1)
+    .option('--caps <list>', 'capabilities of the supervised workers (comma-separated)')
     .option('--engine <mode>', 'supervised workers: per-worker engines, or one shared llama-server', parseEngineMode, 'per-worker')
     .option('--failover', 'supervised workers keep a replica and finish the run by gossip if the hub dies', false)
     .option('--log-file <file>', 'write logs here instead of stderr')
-    .action(async (o: HubCliOptions & { supervise: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; logFile?: string; engine: EngineMode; failover: boolean }) => {
+    .action(async (o: HubCliOptions & { supervise: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; caps?: string; logFile?: string; engine: EngineMode; failover: boolean }) => {
       try {
         const dir = stateDir(o.stateDir);
         const log = makeLogger('hub', o.logFile);
@@ -65,7 +66,7 @@ export function registerHub(program: Command): void {
         const model = o.supervise > 0 ? await chooseModel(o.driver, o.model) : { path: o.model };
         const running = await runHub({
           dir, log, config: hubConfigFrom(o), agents: o.supervise, journal: o.journal,
-          workerArgs: workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots, failover: o.failover }),
+          workerArgs: workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots, failover: o.failover, caps: o.caps }),
           sharedEngine: o.engine === 'shared' ? { model: model.path, slotsPerWorker: o.slots } : undefined,
         });
         const onSignal = () => void running.stop();

@@ -12,6 +12,7 @@ import { int } from '../options.js';
 import { Progress } from '../progress.js';
 import { readHubFile, stateDir, type HubFile } from '../state.js';
 import { compareRuns, readRunDir } from './runs.js';
+import { planPools, routeRoles, startPools, workerCaps, type Pool } from './run-pools.js';
 
 interface RunView {
   run: string; state: 'running' | 'done'; experiment: string; topology: string; dir: string;
@@ -64,7 +65,7 @@ export function registerRun(program: Command): void {
     });
 }
 
-interface Plan { experiment: Experiment; inputs?: RunSpec['inputs']; baseDir: string; replayOf?: string; driver?: string; model?: string }
+interface Plan { experiment: Experiment; inputs?: RunSpec['inputs']; baseDir: string; replayOf?: string; driver?: string; model?: string; pools: Pool[] }
 
 /** Validate everything before any swarm starts or any task is submitted. */
 function prepare(file: string | undefined, o: RunOptions, dir: string): Plan {
@@ -74,8 +75,11 @@ function prepare(file: string | undefined, o: RunOptions, dir: string): Plan {
     try { spec = JSON.parse(fs.readFileSync(path.join(rd, 'spec.json'), 'utf8')) as RunSpec; } catch {
       throw new SwarmError('SWARM_ERR_CONFIG', `no recorded run ${o.replay} in ${path.join(dir, 'runs')}`);
     }
-    const passport = JSON.parse(fs.readFileSync(path.join(rd, 'passport.json'), 'utf8')) as { models?: { path: string }[]; drivers?: { driver: string }[] };
-    return { experiment: spec.experiment, inputs: spec.inputs, baseDir: process.cwd(), replayOf: o.replay, driver: o.driver ?? passport.drivers?.[0]?.driver, model: o.model ?? passport.models?.[0]?.path };
+    const passport = JSON.parse(fs.readFileSync(path.join(rd, 'passport.json'), 'utf8')) as { models?: { role: string; path: string }[]; drivers?: { driver: string }[] };
+    const driver = o.driver ?? passport.drivers?.[0]?.driver, model = o.model ?? passport.models?.[0]?.path;
+    const pools = o.driver || o.model ? [onePool(spec.experiment, driver, model, o.agents)]
+      : planPools(spec.experiment, (role) => passport.models?.find((m) => m.role === role)?.path, { driver, model }, o.agents);
+    return { experiment: spec.experiment, inputs: spec.inputs, baseDir: process.cwd(), replayOf: o.replay, driver, model, pools };
   }
   if (!file) throw new SwarmError('SWARM_ERR_CONFIG', 'give an experiment file, or --replay RUN');
   const experiment = loadExperiment(file, { set: o.set });
@@ -84,28 +88,47 @@ function prepare(file: string | undefined, o: RunOptions, dir: string): Plan {
   const roles = Object.values(experiment.roles);
   const driver = o.driver ?? roles.find((r) => r.driver)?.driver;
   const model = o.model ?? ((m) => (m ? path.resolve(baseDir, m) : undefined))(roles.find((r) => r.model)?.model);
-  const models = new Set(roles.flatMap((r) => (r.model ? [path.resolve(baseDir, r.model)] : [])));
-  const drivers = new Set(roles.flatMap((r) => (r.driver ? [r.driver] : [])));
-  if ((models.size > 1 || drivers.size > 1) && !o.json && roles.every((r) => !r.caps)) {
-    process.stderr.write('note: roles name more than one driver or model, but no caps: any worker takes any role. Give each role caps and start matching workers (swarm worker --caps …).\n');
-  }
+  // --driver/--model put every role on one pool (a quick run on echo, say); else one pool per (driver, model).
+  const pools = o.driver || o.model ? [onePool(experiment, driver, model, o.agents)]
+    : planPools(experiment, (role) => ((m) => (m ? path.resolve(baseDir, m) : undefined))(experiment.roles[role]?.model), { driver, model }, o.agents);
   // The set overrides are already applied; the hub gets the resolved experiment.
   o.set = [];
-  return { experiment, inputs, baseDir, driver, model };
+  return { experiment, inputs, baseDir, driver, model, pools };
 }
 
-/** The running swarm of the state dir, or a new one (`swarm up --detach`) sized for the experiment. */
+/** Every role on one pool of this driver and model; its workers have every cap a role asks for. */
+function onePool(e: Experiment, driver: string | undefined, model: string | undefined, agents: number | undefined): Pool {
+  const roles = Object.values(e.roles);
+  const caps = [...new Set(roles.flatMap((r) => r.caps ?? []))];
+  return { driver: driver ?? 'echo', model, roles: Object.keys(e.roles), agents: agents ?? Math.max(1, Math.min(64, roles.reduce((s, r) => s + r.agents, 0))), caps };
+}
+
+/**
+ * The running swarm of the state dir, or a new one sized for the experiment: `swarm up --detach`
+ * with the first pool's driver and model, then one worker process per further pool. With more than
+ * one pool each role is routed to its pool by a cap (also on a running swarm whose workers have the
+ * pools' caps: a swarm an earlier `swarm run` of the experiment started).
+ */
 async function ensureSwarm(dir: string, plan: Plan, o: RunOptions): Promise<HubFile> {
   const h = readHubFile(dir);
+  const mixed = plan.pools.length > 1;
   if (h && alive(h.pid)) {
     if (o.agents !== undefined && h.agents !== undefined && h.agents !== o.agents && !o.json) {
       process.stderr.write(`note: using the running swarm of ${h.agents} agent(s); --agents only sizes a swarm this command starts\n`);
     }
+    if (mixed) {
+      const have = await workerCaps(h);
+      if (plan.pools.every((p) => have.has(p.cap!))) plan.experiment = routeRoles(plan.experiment, plan.pools);
+      else if (!o.json && Object.values(plan.experiment.roles).every((r) => !r.caps)) {
+        process.stderr.write('note: roles name more than one driver or model, but the running swarm has no worker pools for them: any worker takes any role. Stop it (swarm down) and `swarm run` starts one pool per model, or give each role caps and start matching workers (swarm worker --caps …).\n');
+      }
+    }
     return h;
   }
-  const agents = o.agents ?? Math.max(1, Math.min(64, Object.values(plan.experiment.roles).reduce((s, r) => s + r.agents, 0)));
-  const args = [CLI, 'up', '--detach', '--state-dir', dir, '--agents', String(agents), '--driver', plan.driver ?? 'echo'];
-  if (plan.model) args.push('--model', plan.model);
+  const [first, ...rest] = plan.pools;
+  const args = [CLI, 'up', '--detach', '--state-dir', dir, '--agents', String(first!.agents), '--driver', first!.driver];
+  if (first!.model) args.push('--model', first!.model);
+  if (first!.caps.length) args.push('--caps', first!.caps.join(','));
   if (!o.json) process.stderr.write(`no running swarm in ${dir}; starting one: swarm ${args.slice(1).join(' ')}\n`);
   const code = await new Promise<number | null>((resolve) => {
     const c = spawn(process.execPath, [...process.execArgv, ...args], { stdio: ['ignore', 'ignore', 'inherit'] });
@@ -113,6 +136,8 @@ async function ensureSwarm(dir: string, plan: Plan, o: RunOptions): Promise<HubF
   });
   const started = readHubFile(dir);
   if (code !== 0 || !started) throw new SwarmError('SWARM_ERR_NO_SWARM', `could not start a swarm (swarm up exited with ${code})`);
+  if (rest.length) await startPools(dir, started, rest, { json: o.json });
+  plan.experiment = routeRoles(plan.experiment, plan.pools);
   return started;
 }
 

@@ -18,7 +18,7 @@ import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
 import { parseEngineMode, type EngineMode } from '../shared-engine.js';
 
 interface UpOptions extends HubCliOptions {
-  agents: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; engine: EngineMode; failover: boolean;
+  agents: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; engine: EngineMode; failover: boolean; caps?: string;
   detach: boolean; json: boolean; readyTimeout: number;
 }
 
@@ -34,6 +34,7 @@ export function registerUp(program: Command): void {
     .option('--engine <mode>', 'per-worker: an engine per worker (isolation); shared: one llama-server -np N for all (continuous batching; needs `swarm engine build`)', parseEngineMode, 'per-worker')
     .option('--failover', 'hybrid star-gossip: workers keep a replica of the queue and results, and finish the run by gossip if the hub dies', false)
     .option('--slots <n>', 'tasks in flight per worker', int('--slots', 1), 1)
+    .option('--caps <list>', 'capabilities of the workers (comma-separated): tasks that ask for caps go only to workers that have them')
     .option('-d, --detach', 'return once ready; the swarm keeps running (stop it with `swarm down`)', false)
     .option('--ready-timeout <ms>', 'give up if the workers are not ready in time', int('--ready-timeout', 1), 120_000)
     .option('--json', 'print the summary as JSON', false)
@@ -48,7 +49,7 @@ export function registerUp(program: Command): void {
 }
 
 function args(o: UpOptions, model: ChosenModel) {
-  return workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots, failover: o.failover });
+  return workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots, failover: o.failover, caps: o.caps });
 }
 
 async function upForeground(o: UpOptions, model: ChosenModel): Promise<void> {

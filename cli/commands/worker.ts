@@ -10,8 +10,9 @@ import { readHubFile, stateDir } from '../state.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
 
 /** The arguments `swarm up` passes to the workers it supervises. */
-export function workerArgs(o: { driver: string; driverOpt: Record<string, string>; model?: string; slots: number; failover?: boolean }): string[] {
+export function workerArgs(o: { driver: string; driverOpt: Record<string, string>; model?: string; slots: number; failover?: boolean; caps?: string }): string[] {
   const args = ['--driver', o.driver, '--slots', String(o.slots)];
+  if (o.caps) args.push('--caps', o.caps);
   if (o.failover) args.push('--failover');
   for (const [k, v] of Object.entries(o.driverOpt)) args.push('--driver-opt', `${k}=${v}`);
   if (o.model) args.push('--model', o.model);

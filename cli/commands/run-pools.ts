@@ -1,0 +1,121 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { SwarmError } from '../../protocol/index.js';
+import type { Experiment } from '../../topologies/index.js';
+import { call } from '../http.js';
+import { logPath } from '../run-hub.js';
+import { Progress } from '../progress.js';
+import type { HubFile } from '../state.js';
+
+const CLI = fileURLToPath(new URL('../main.js', import.meta.url));
+
+/**
+ * Workers for the roles that share one (driver, model): `swarm run` starts one pool per distinct
+ * pair, so a mixed-model experiment runs each role on its own model. `cap` is the capability that
+ * routes the pool's roles to it (empty when the experiment has one pool: any worker takes any task).
+ */
+export interface Pool {
+  driver: string;
+  model?: string;
+  roles: string[];
+  agents: number;
+  cap?: string;
+  /** What the pool's workers advertise: its cap plus the caps its roles ask for. */
+  caps: string[];
+}
+
+/**
+ * Group the experiment's roles by (driver, model). A role naming neither gets the defaults (the
+ * first driver and model any role names). `modelOf` resolves a role's model path (relative to the
+ * experiment file, or the passport's path on a replay). `agents`, when given, is shared out by the
+ * pools' sizes (at least one each).
+ */
+export function planPools(e: Experiment, modelOf: (role: string) => string | undefined, defaults: { driver?: string; model?: string }, agents?: number): Pool[] {
+  const byKey = new Map<string, Pool>();
+  for (const [role, r] of Object.entries(e.roles)) {
+    const driver = r.driver ?? defaults.driver ?? 'echo';
+    const model = modelOf(role) ?? defaults.model;
+    const key = `${driver}\u0000${model ?? ''}`;
+    const p = byKey.get(key) ?? { driver, model, roles: [], agents: 0, caps: [] };
+    p.roles.push(role);
+    p.agents += r.agents;
+    for (const c of r.caps ?? []) if (!p.caps.includes(c)) p.caps.push(c);
+    byKey.set(key, p);
+  }
+  const pools = [...byKey.values()];
+  if (pools.length > 1) {
+    const taken = new Set<string>();
+    for (const p of pools) {
+      // Readable and the same on every run of the experiment, so a later run finds the pool again.
+      const base = `pool:${p.driver}:${p.model ? path.basename(p.model) : 'default'}`;
+      let cap = base;
+      for (let i = 2; taken.has(cap); i++) cap = `${base}~${i}`;
+      taken.add(cap);
+      p.cap = cap;
+      p.caps.unshift(cap);
+    }
+  }
+  const total = pools.reduce((s, p) => s + p.agents, 0);
+  for (const p of pools) {
+    p.agents = agents !== undefined ? Math.max(1, Math.round((agents * p.agents) / Math.max(1, total))) : Math.max(1, Math.min(64, p.agents));
+  }
+  return pools;
+}
+
+/** The experiment with each role routed to its pool (its pool's cap added to the role's caps). */
+export function routeRoles(e: Experiment, pools: Pool[]): Experiment {
+  if (pools.every((p) => !p.cap)) return e;
+  const out = JSON.parse(JSON.stringify(e)) as Experiment;
+  for (const p of pools) {
+    for (const role of p.roles) {
+      const r = out.roles[role]!;
+      if (!(r.caps ?? []).includes(p.cap!)) r.caps = [...(r.caps ?? []), p.cap!];
+    }
+  }
+  return out;
+}
+
+/**
+ * Start the pools after the first (which `swarm up` started with the hub): one `swarm worker
+ * --count N` process each, detached, its pid in `<state-dir>/pids/pool-<i>.pid` so `swarm down`
+ * stops it (the hub's KILL at shutdown stops it first). Waits until every worker has joined.
+ */
+export async function startPools(dir: string, hub: HubFile, pools: Pool[], o: { json: boolean; timeoutMs?: number }): Promise<void> {
+  fs.mkdirSync(path.join(dir, 'pids'), { recursive: true });
+  fs.mkdirSync(path.join(dir, 'logs'), { recursive: true, mode: 0o700 });
+  const want = pools.reduce((s, p) => s + p.agents, 0) + (await workerCount(hub));
+  pools.forEach((p, i) => {
+    const name = `pool-${i + 2}`;
+    const args = [CLI, 'worker', '--state-dir', dir, '--count', String(p.agents), '--driver', p.driver, '--id', `${name}-${process.pid}`,
+      '--log-file', logPath(dir, name), ...(p.model ? ['--model', p.model] : []), ...(p.caps.length ? ['--caps', p.caps.join(',')] : [])];
+    if (!o.json) process.stderr.write(`starting ${p.agents} worker(s) for ${p.roles.join(', ')}: ${p.driver}${p.model ? ` ${p.model}` : ''} (caps ${p.caps.join(',')})\n`);
+    const child = spawn(process.execPath, [...process.execArgv, ...args], { detached: true, stdio: 'ignore' });
+    child.unref();
+    if (child.pid) fs.writeFileSync(path.join(dir, 'pids', `${name}.pid`), String(child.pid));
+  });
+  const progress = new Progress(o.json);
+  const deadline = Date.now() + (o.timeoutMs ?? 180_000);
+  for (;;) {
+    const n = await workerCount(hub);
+    progress.update(`workers ready ${n}/${want}`);
+    if (n >= want) { progress.done(); return; }
+    if (Date.now() > deadline) {
+      progress.done();
+      throw new SwarmError('SWARM_ERR_TIMEOUT', `only ${n}/${want} workers joined; see ${path.join(dir, 'logs')}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Capabilities the running swarm's workers advertise, and how many workers there are. */
+export async function workerCaps(hub: HubFile): Promise<Set<string>> {
+  const s = await call<{ workers: { caps?: string[] }[] }>(hub, 'GET', '/status', undefined, 5000).catch(() => ({ workers: [] }));
+  return new Set(s.workers.flatMap((w) => w.caps ?? []));
+}
+
+async function workerCount(hub: HubFile): Promise<number> {
+  const s = await call<{ workers: unknown[] }>(hub, 'GET', '/status', undefined, 5000).catch(() => ({ workers: [] }));
+  return s.workers.length;
+}
