@@ -29,7 +29,7 @@ t.test('engine killed mid-generation: the worker reports ERROR, restarts its eng
   for (let i = 1; i <= 4 && !id; i++) {
     const tid = `long-${i}`;
     await h.hub.submit([{ id: tid, prompt: 'Once upon a time', max_tokens: 2000, temperature: 0 }]);
-    const seen = await until(() => (h.hub.registry.get('k-1')?.inflight.get(tid)?.text.length ?? 0) > 0 || h.hub.store.queue.get(tid)?.state === 'done', 60_000, 2);
+    const seen = await until(() => (h.hub.registry.get('k-1')?.inflight.get(tid)?.answer.bytes ?? 0) > 0 || h.hub.store.queue.get(tid)?.state === 'done', 60_000, 2);
     if (seen && h.hub.store.queue.get(tid)?.state !== 'done') id = tid;
   }
   t.ok(id, 'generation under way');
