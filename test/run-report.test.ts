@@ -76,3 +76,20 @@ t.test('a tall column wraps into sub-columns of at most 12', async (t) => {
   t.ok(!svg.includes('font-weight="600">star/') && svg.includes('font-weight="600">29</text>'), 'labels without the shared prefix');
   t.ok(svg.indexOf('>2</text>') < svg.indexOf('>10</text>'), 'in natural order');
 });
+
+t.test('the run folder records a structured node that gave no usable answer as "no answer"', async (t) => {
+  const { RunFolder } = await import('../topologies/artifacts.js');
+  const { parseExperiment } = await import('../topologies/index.js');
+  const experiment = parseExperiment(JSON.stringify({ topology: 'map-reduce', inputs: { text: 'x' } }));
+  const spec = { experiment, inputs: { text: 'x', items: [], chunks: [] } };
+  const dir = t.testdir();
+  const f = await RunFolder.open(dir, spec, passport('map-reduce', ['guard']));
+  const req = (id: string, schema: boolean) => ({ id, prompt: 'p', meta: { run: 'r1', node: id, role: 'guard' }, ...(schema ? { json_schema: { type: 'object' } } : {}) });
+  f.submitted({ node: 'guard', role: 'guard', prompt: 'p', input: {} }, req('guard', true), 1000);
+  f.submitted({ node: 'map/0', role: 'mapper', prompt: 'p', input: {} }, req('map/0', false), 1000);
+  f.finished('guard', { ok: true, text: 'Once upon a time' }, 1100);
+  f.finished('map/0', { ok: true, text: 'Once upon a time' }, 1100);
+  t.equal(f.nodes.get('guard')!.verdict, 'no answer');
+  t.equal(f.nodes.get('map/0')!.verdict, undefined, 'free text is no verdict where none was asked for');
+  await f.close();
+});

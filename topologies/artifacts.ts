@@ -89,7 +89,8 @@ export class RunFolder implements RunSink {
     Object.assign(rec, {
       state: r.ok ? 'done' : 'failed', finished_at: at, worker: r.worker ?? rc.worker, error: r.error,
       tokens_in: rc.tokens_in, tokens_out: rc.tokens_out, duration_ms: rc.duration_ms, ttft_ms: rc.ttft_ms, tokens_per_s: rc.tokens_per_s,
-      verdict: r.ok ? answerOf(r.text) : undefined,
+      // A structured role whose answer does not parse gets `no answer` (what its topology records as garbage).
+      verdict: r.ok ? answerOf(r.text) ?? ((this.asked.get(node)?.request as { json_schema?: unknown } | undefined)?.json_schema ? 'no answer' : undefined) : undefined,
     });
     this.nodes.set(node, rec);
     this.event({ type: r.ok ? 'node_done' : 'node_failed', node, worker: rec.worker, error: r.error, tokens_out: rc.tokens_out, duration_ms: rc.duration_ms });

@@ -2,7 +2,7 @@ import type { NodeRecord, RunMetrics } from './report.js';
 
 /** Node fill by state; a finished node whose structured answer says no (reject, STOP, fail, drift) is amber. */
 export const COLOR = { done: '#66bb6a', failed: '#ef5350', running: '#bdbdbd', cancelled: '#90a4ae', negative: '#ffb74d' } as const;
-const NEGATIVE = /^(reject|stop|fail|drift)$/i;
+const NEGATIVE = /^(reject|stop|fail|drift|no answer)$/i;
 const esc = (s: string): string => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 const lat = (n: NodeRecord) => n.duration_ms ?? (n.finished_at !== undefined ? n.finished_at - n.submitted_at : 0);
 const MAX_PER_COLUMN = 40;
@@ -24,7 +24,7 @@ const clip = (s: string, max: number) => (s.length > max ? `${s.slice(0, max - 1
 
 /** The legend of node colours. */
 export function legend(): string {
-  const items: [string, string][] = [[COLOR.done, 'done'], [COLOR.negative, 'done, answered no (reject, STOP, fail, drift)'], [COLOR.failed, 'failed'], [COLOR.running, 'running'], [COLOR.cancelled, 'cancelled']];
+  const items: [string, string][] = [[COLOR.done, 'done'], [COLOR.negative, 'done, answered no (reject, STOP, fail, drift) or no usable answer'], [COLOR.failed, 'failed'], [COLOR.running, 'running'], [COLOR.cancelled, 'cancelled']];
   return `<p class="legend">${items.map(([c, l]) => `<span><i style="background:${c}"></i>${esc(l)}</span>`).join('')}</p>`;
 }
 
