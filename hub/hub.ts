@@ -257,10 +257,13 @@ export class Hub {
       case Type.TASK_RES:
         this.onResult(w, msg);
         return;
-      case Type.ERROR:
-        if (msg.payload.task_id) this.onTaskError(w, msg.payload.task_id, msg.payload.code, msg.payload.msg);
+      case Type.ERROR: {
+        // The task is named by task_id, or else by `re` naming its TASK_REQ.
+        const taskId = msg.payload.task_id ?? this.leaseByReq(w, msg.re);
+        if (taskId) this.onTaskError(w, taskId, msg.payload.code, msg.payload.msg);
         else this.log.warn({ worker: w.id, code: msg.payload.code, msg: msg.payload.msg }, 'worker reported error');
         return;
+      }
       case Type.ASSIGN_ROLE:
         this.roles.selfAssigned(w, msg.payload.role);
         return;
@@ -319,12 +322,16 @@ export class Hub {
     const f = frame as Record<string, unknown>;
     if (f.type !== Type.ERROR && f.type !== Type.TASK_RES) return;
     const p = f.payload && typeof f.payload === 'object' ? f.payload as Record<string, unknown> : {};
-    let taskId = typeof p.task_id === 'string' && w.inflight.has(p.task_id) ? p.task_id : undefined;
-    if (taskId === undefined && typeof f.re === 'string') {
-      for (const [id, lease] of w.inflight) if (lease.reqId === f.re) { taskId = id; break; }
-    }
+    const taskId = typeof p.task_id === 'string' && w.inflight.has(p.task_id) ? p.task_id : this.leaseByReq(w, f.re);
     if (taskId === undefined) return;
     this.onTaskError(w, taskId, 'SWARM_ERR_TASK_FAILED', `worker sent an invalid ${f.type}: ${why}`.slice(0, 4000));
+  }
+
+  /** The task this worker holds whose TASK_REQ had id `re`. */
+  private leaseByReq(w: WorkerEntry, re: unknown): string | undefined {
+    if (typeof re !== 'string') return undefined;
+    for (const [id, lease] of w.inflight) if (lease.reqId === re) return id;
+    return undefined;
   }
 
   private onTaskError(w: WorkerEntry, taskId: string, code: ErrorCode, text: string, retryable = !NOT_RETRYABLE.has(code)): void {

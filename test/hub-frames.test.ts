@@ -48,6 +48,15 @@ t.test('an ERROR that fails validation still releases the task it names (task_id
   t.ok(await until(() => hub.store.queue.get('e-1')?.state === 'done'), 'done on the fourth attempt');
   t.equal(hub.store.queue.get('e-1')?.result?.text, 'fine');
   t.equal(hub.store.queue.get('e-1')?.attempts, 4);
+  // A valid ERROR without task_id names its task by `re` alone.
+  await hub.submit([{ id: 'e-2', prompt: 'two', max_attempts: 5 }]);
+  const r1 = await take();
+  t.equal(r1?.payload.task_id, 'e-2');
+  w.send('ERROR', { code: 'SWARM_ERR_ENGINE_DIED', msg: 'engine gone' }, { re: r1.id });
+  const r2 = await take(2);
+  t.equal(r2?.payload.task_id, 'e-2', 'an ERROR with only re released its task');
+  w.send('TASK_RES', { task_id: 'e-2', text: 'two ok', done: true }, { re: r2.id });
+  t.ok(await until(() => hub.store.queue.get('e-2')?.state === 'done'));
   // An invalid ERROR that names nothing leased changes nothing and is still answered.
   const bad4 = w.send('ERROR', { code: 'NOPE', msg: 'x', task_id: 'not-mine' });
   t.match(await w.next((f) => f.re === bad4), { payload: { code: 'SWARM_ERR_BAD_PAYLOAD' } });
