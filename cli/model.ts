@@ -1,6 +1,7 @@
 import path from 'node:path';
-import { DEMO_MODEL_NOTICE, ensureDemoModel } from '../drivers/demo-model/index.js';
-import { isModelUri, resolveModel } from '../drivers/embedded/index.js';
+// The model helpers load on demand: an echo or exec worker needs neither (startup cost of 25 workers).
+const demo = () => import('../drivers/demo-model/index.js');
+const embedded = () => import('../drivers/embedded/index.js');
 
 /** Drivers that run a GGUF model with llama.cpp, and so can fall back to the demo model. */
 const GGUF_DRIVERS = new Set(['embedded', 'llama-server', 'llama-cli']);
@@ -19,6 +20,7 @@ export interface ChosenModel { path?: string; demo: boolean }
 export async function chooseModel(driver: string, given: string | undefined, opts: { quiet?: boolean } = {}): Promise<ChosenModel> {
   const model = given ?? (process.env.SWARM_MODEL || undefined);
   if (model) {
+    const { isModelUri, resolveModel } = await embedded();
     if (isModelUri(model)) {
       if (!opts.quiet) process.stderr.write(`resolving ${model} (downloading it if it is not cached)…\n`);
       return { path: await resolveModel(model), demo: false };
@@ -27,6 +29,7 @@ export async function chooseModel(driver: string, given: string | undefined, opt
     return { path: GGUF_DRIVERS.has(driver) ? await resolveModel(path.resolve(model)) : model, demo: false };
   }
   if (!GGUF_DRIVERS.has(driver)) return { demo: false };
+  const { DEMO_MODEL_NOTICE, ensureDemoModel } = await demo();
   const p = await ensureDemoModel();
   if (!opts.quiet) process.stderr.write(`${DEMO_MODEL_NOTICE}\n`);
   return { path: p, demo: true };

@@ -1,7 +1,6 @@
+// Loads no part of the hub: every command, the worker too, imports this (cli/running.ts checks a hub is alive).
 import fs from 'node:fs';
 import path from 'node:path';
-import { SwarmError } from '../protocol/index.js';
-import { alive } from '../hub/index.js';
 
 /** What a running hub writes to `<state-dir>/hub.json` so the CLI and workers can find it. */
 export interface HubFile {
@@ -38,13 +37,6 @@ export function writeHubFile(dir: string, hub: HubFile): void {
 export function removeHubFile(dir: string, pid: number): void {
   const cur = readHubFile(dir);
   if (cur?.pid === pid) fs.rmSync(hubFilePath(dir), { force: true });
-}
-
-/** The running hub of this state directory, or a SWARM_ERR_NO_SWARM error. */
-export function runningHub(dir: string): HubFile {
-  const h = readHubFile(dir);
-  if (!h || !alive(h.pid)) throw new SwarmError('SWARM_ERR_NO_SWARM', `no running swarm in ${dir} (start one with \`swarm up\`)`);
-  return h;
 }
 
 /** Pids recorded under `<state-dir>/pids`. */

@@ -1,6 +1,6 @@
 /** Engine drivers: the Driver interface, the registry, and what every driver shares. */
 export type { ChatOptions, ChatStats, Driver, DriverConfig } from './types.js';
-export { createDriver, driverNames, registerDriver, type DriverFactory } from './registry.js';
+export { createDriver, driverNames, loadDriver, registerDriver, type DriverFactory } from './registry.js';
 export { LoopGuard } from './loop-guard.js';
 export { StopFilter } from './stop-filter.js';
 export { killAllChildren, trackChild, untrackChild } from './children.js';

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { fail } from '../exit.js';
 import { call } from '../http.js';
-import { runningHub, stateDir } from '../state.js';
+import { stateDir } from '../state.js';
+import { runningHub } from '../running.js';
 import { readFailoverStatus, type FailoverStatusFile } from '../../worker/index.js';
 
 interface Status {

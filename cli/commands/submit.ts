@@ -5,7 +5,8 @@ import { Exit, fail } from '../exit.js';
 import { call } from '../http.js';
 import { int } from '../options.js';
 import { Progress } from '../progress.js';
-import { runningHub, stateDir } from '../state.js';
+import { stateDir } from '../state.js';
+import { runningHub } from '../running.js';
 
 interface Accepted { accepted: { id: string; duplicate: boolean; state: string }[] }
 interface Waited { complete: boolean; tasks: { id: string; state: string; text?: string; error?: { code: string; msg: string }; receipt?: unknown }[] }

@@ -2,7 +2,7 @@ import os from 'node:os';
 import type { Command } from 'commander';
 import { SwarmError } from '../../protocol/index.js';
 import { WorkerPool, failoverStatusPath, type HubLocator } from '../../worker/index.js';
-import { killAllChildren } from '../../drivers/index.js';
+import { killAllChildren, loadDriver } from '../../drivers/index.js';
 import { fail } from '../exit.js';
 import { makeLogger } from '../log.js';
 import { hostPort, int, keyValue } from '../options.js';
@@ -62,6 +62,7 @@ export function registerWorker(program: Command): void {
           return { host: h.host === '0.0.0.0' || h.host === '::' ? '127.0.0.1' : h.host, port: h.port, tls: h.tls || o.tls, ca };
         };
         const model = await chooseModel(o.driver, o.model);
+        await loadDriver(o.driver); // only this worker's driver: its options are checked before we connect
         const token = o.token ?? process.env.SWARM_TOKEN ?? (fixed ? undefined : readHubFile(dir)?.token);
         const base = o.id ?? `w-${os.hostname().split('.')[0]}-${process.pid}`;
         const ids = o.count === 1 ? [base] : Array.from({ length: o.count }, (_, i) => `${base}-${i + 1}`);
