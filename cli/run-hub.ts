@@ -1,10 +1,10 @@
 import fs from 'node:fs';
-import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import { SwarmError, randomId } from '../protocol/index.js';
+import { SwarmError } from '../protocol/index.js';
 import { ControlServer, Hub, Supervisor, alive, hubConfig, type HubConfig } from '../hub/index.js';
 import { VERSION, readHubFile, removeHubFile, writeHubFile, type HubFile } from './state.js';
+export { logPath, newToken } from './state.js';
 import { sharedWorkerArgs, startSharedEngine, type SharedEngine } from './shared-engine.js';
 
 export interface RunHubOptions {
@@ -111,9 +111,6 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
   return { hub, control, supervisor, file, stop, stopped };
 }
 
-/** A token for a new swarm: the hub and its workers share it through hub.json and the environment. */
-export function newToken(): string { return randomId() + randomId(); }
-
 function wrapListen(err: unknown, host: string, port: number): Error {
   const e = err as NodeJS.ErrnoException;
   if (e.code === 'EADDRINUSE') return new SwarmError('SWARM_ERR_CONFIG', `port ${port} on ${host} is in use`);
@@ -121,4 +118,3 @@ function wrapListen(err: unknown, host: string, port: number): Error {
   return e;
 }
 
-export const logPath = (dir: string, name: string): string => path.join(dir, 'logs', `${name}.log`);

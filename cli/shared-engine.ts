@@ -1,7 +1,6 @@
 import os from 'node:os';
 import { InvalidArgumentError } from 'commander';
 import { SwarmError } from '../protocol/index.js';
-import { LlamaServerDriver } from '../drivers/llama-server/index.js';
 
 /** How the workers of one host run their model. */
 export type EngineMode = 'per-worker' | 'shared';
@@ -24,6 +23,7 @@ export async function startSharedEngine(o: { model?: string; slots: number; thre
   const options: Record<string, string> = {
     slots: String(o.slots), threads: String(o.threads ?? os.cpus().length), ctx: String((o.ctxPerSlot ?? 2048) * o.slots),
   };
+  const { LlamaServerDriver } = await import('../drivers/llama-server/index.js'); // only a hub with --engine shared needs it
   const d = new LlamaServerDriver({ name: 'llama-server', model: o.model, options });
   await d.start();
   return { url: d.url!, pid: d.pids()[0], stop: () => d.stop() };

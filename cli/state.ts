@@ -1,6 +1,7 @@
 // Loads no part of the hub: every command, the worker too, imports this (cli/running.ts checks a hub is alive).
 import fs from 'node:fs';
 import path from 'node:path';
+import { randomId } from '../protocol/index.js';
 
 /** What a running hub writes to `<state-dir>/hub.json` so the CLI and workers can find it. */
 export interface HubFile {
@@ -51,3 +52,9 @@ export function recordedPids(dir: string): { id: string; pid: number }[] {
 }
 
 export const VERSION = '0.1.0';
+
+/** A token for a new swarm: the hub and its workers share it through hub.json and the environment. */
+export function newToken(): string { return randomId() + randomId(); }
+
+/** A log file of the state directory. */
+export const logPath = (dir: string, name: string): string => path.join(dir, 'logs', `${name}.log`);

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -6,7 +7,7 @@ import { readBody as readBodyMax, send, sendError } from './http.js';
 import { Registry } from './registry.js';
 import type { Hub } from './hub.js';
 import type { TaskInput, TaskRecord } from './task.js';
-import { RunManager, swarmVersion } from './runs.js';
+import type { RunManager } from './runs.js';
 import { handleRuns } from './runs-api.js';
 import { checkRolePlan } from './roles.js';
 
@@ -28,6 +29,7 @@ export class ControlServer {
   private server?: http.Server;
   /** Topology runs; they need a state directory (their spec is journaled, their folders live there). */
   runs?: RunManager;
+  private runsLoading?: Promise<void>;
   constructor(private readonly hub: Hub, private readonly opts: ControlOptions, private readonly log: Logger) {}
 
   async start(): Promise<{ host: string; port: number }> {
@@ -40,12 +42,25 @@ export class ControlServer {
       this.server!.listen(this.opts.port, this.opts.host, () => resolve());
     });
     const a = this.server.address() as { address: string; port: number };
-    if (this.hub.config.stateDir && !this.runs) {
-      this.runs = new RunManager(this.hub, { dir: path.join(this.hub.config.stateDir, 'runs'), version: swarmVersion(), log: this.log.child({ part: 'runs' }) });
-      // Runs journaled by an earlier hub continue from their spec and the results already stored.
-      this.runs.resumeAll().catch((err: unknown) => this.log.error({ err }, 'resuming runs failed'));
-    }
+    // Runs journaled by an earlier hub continue from their spec and the results already stored.
+    if (this.hub.config.stateDir && fs.existsSync(this.runsDir())) void this.loadRuns().catch(() => {});
     return { host: a.address, port: a.port };
+  }
+
+  private runsDir(): string { return path.join(this.hub.config.stateDir ?? '', 'runs'); }
+
+  /**
+   * The topology code (topologies/, yaml, their zod schemas) loads on the first /runs request, or at
+   * start when there are runs to resume: a hub that `swarm up` starts spends that CPU before its
+   * workers can start, on two cores shared with them.
+   */
+  private loadRuns(): Promise<void> {
+    if (!this.hub.config.stateDir) return Promise.resolve();
+    this.runsLoading ??= import('./runs.js').then(({ RunManager, swarmVersion }) => {
+      this.runs ??= new RunManager(this.hub, { dir: this.runsDir(), version: swarmVersion(), log: this.log.child({ part: 'runs' }) });
+      this.runs.resumeAll().catch((err: unknown) => this.log.error({ err }, 'resuming runs failed'));
+    }, (err: unknown) => { this.log.error({ err }, 'loading runs failed'); throw err; });
+    return this.runsLoading;
   }
 
   async stop(): Promise<void> {
@@ -123,6 +138,7 @@ export class ControlServer {
       setImmediate(() => this.opts.onShutdown?.());
       return;
     }
+    if (url.pathname === '/runs' || url.pathname.startsWith('/runs/')) await this.loadRuns();
     if (await handleRuns(this.runs, req, res, url)) return;
     send(res, 404, { code: 'SWARM_ERR_CONFIG', msg: `no route ${key}` });
   }

@@ -1,10 +1,8 @@
 import os from 'node:os';
 import type { Command } from 'commander';
 import { SwarmError } from '../../protocol/index.js';
-import { WorkerPool, failoverStatusPath, type HubLocator } from '../../worker/index.js';
-import { killAllChildren, loadDriver } from '../../drivers/index.js';
+import type { HubLocator } from '../../worker/index.js';
 import { fail } from '../exit.js';
-import { makeLogger } from '../log.js';
 import { hostPort, int, keyValue } from '../options.js';
 import { readHubFile, stateDir } from '../state.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
@@ -50,6 +48,9 @@ export function registerWorker(program: Command): void {
     .option('--peer-advertise <list>', 'comma-separated host:port peers should dial, one per worker (a proxy, a port forward)')
     .action(async (o: WorkerCliOptions) => {
       try {
+        // Loaded here, not at the top: `swarm up` and `swarm hub` import this file for workerArgs() only.
+        const [{ makeLogger }, { WorkerPool, failoverStatusPath }, { killAllChildren, loadDriver }] = await Promise.all([
+          import('../log.js'), import('../../worker/index.js'), import('../../drivers/index.js')]);
         const log = makeLogger('worker', o.logFile);
         const dir = stateDir(o.stateDir);
         const fixed = o.hub;
