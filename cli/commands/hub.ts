@@ -1,10 +1,11 @@
-import { InvalidArgumentError, type Command } from 'commander';
-import { parseRolePlan, type RolePlan } from '../../hub/index.js';
+import { InvalidArgumentError, Option, type Command } from 'commander';
+// roles.ts directly, not hub/index.js: `swarm up` imports this file for its options, and the hub's
+// index loads all of the hub (~170 ms of CPU before `up` can start the hub process).
+import { parseRolePlan, type RolePlan } from '../../hub/roles.js';
 import { fail } from '../exit.js';
-import { makeLogger } from '../log.js';
 import { int, keyValue } from '../options.js';
-import { runHub } from '../run-hub.js';
 import { stateDir } from '../state.js';
+import { reportReady } from '../ready.js';
 import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
 import { parseEngineMode, type EngineMode } from '../shared-engine.js';
@@ -58,8 +59,11 @@ export function registerHub(program: Command): void {
     .option('--engine <mode>', 'supervised workers: per-worker engines, or one shared llama-server', parseEngineMode, 'per-worker')
     .option('--failover', 'supervised workers keep a replica and finish the run by gossip if the hub dies', false)
     .option('--log-file <file>', 'write logs here instead of stderr')
-    .action(async (o: HubCliOptions & { supervise: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; caps?: string; logFile?: string; engine: EngineMode; failover: boolean }) => {
+    .addOption(new Option('--ready-fd <fd>', 'report the number of connected workers on this fd (used by `swarm up --detach`)').argParser(int('--ready-fd')).hideHelp())
+    .action(async (o: HubCliOptions & { supervise: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; caps?: string; logFile?: string; engine: EngineMode; failover: boolean; readyFd?: number }) => {
       try {
+        // Loaded here, not at the top: `swarm up` imports this file for its options only.
+        const [{ makeLogger }, { runHub }] = await Promise.all([import('../log.js'), import('../run-hub.js')]);
         const dir = stateDir(o.stateDir);
         const log = makeLogger('hub', o.logFile);
         // Resolved once for all supervised workers (none when the hub supervises none).
@@ -69,6 +73,7 @@ export function registerHub(program: Command): void {
           workerArgs: workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots, failover: o.failover, caps: o.caps }),
           sharedEngine: o.engine === 'shared' ? { model: model.path, slotsPerWorker: o.slots } : undefined,
         });
+        if (o.readyFd !== undefined) reportReady(o.readyFd, () => running.hub.registry.size, o.supervise);
         const onSignal = () => void running.stop();
         process.once('SIGINT', onSignal);
         process.once('SIGTERM', onSignal);

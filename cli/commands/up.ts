@@ -1,17 +1,15 @@
 import { spawn } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
 import { SwarmError } from '../../protocol/index.js';
-import { alive } from '../../hub/index.js';
 import { Exit, fail } from '../exit.js';
-import { call } from '../http.js';
-import { makeLogger } from '../log.js';
 import { int, keyValue } from '../options.js';
 import { Progress } from '../progress.js';
-import { logPath, newToken, runHub } from '../run-hub.js';
-import { readHubFile, stateDir, type HubFile } from '../state.js';
+import { readyCounter } from '../ready.js';
+import { logPath, newToken, readHubFile, stateDir, type HubFile } from '../state.js';
 import { hubConfigFrom, hubOptions, type HubCliOptions } from './hub.js';
 import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
@@ -52,8 +50,11 @@ function args(o: UpOptions, model: ChosenModel) {
   return workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots, failover: o.failover, caps: o.caps });
 }
 
+// The hub's code loads only in the process that runs the hub: `up --detach` starts `swarm hub` as
+// fast as it can (its own CPU would delay the hub and the workers on a small machine).
 async function upForeground(o: UpOptions, model: ChosenModel): Promise<void> {
   const t0 = performance.now();
+  const [{ makeLogger }, { runHub }] = await Promise.all([import('../log.js'), import('../run-hub.js')]);
   const dir = stateDir(o.stateDir);
   const log = makeLogger('hub', logPath(dir, 'hub'));
   const token = o.token ?? process.env.SWARM_TOKEN ?? newToken();
@@ -79,13 +80,13 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   const t0 = performance.now();
   const dir = stateDir(o.stateDir);
   const prev = readHubFile(dir);
-  if (prev && alive(prev.pid)) throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a swarm (hub pid ${prev.pid}) is already running in ${dir}`);
+  if (prev && (await import('../../hub/index.js')).alive(prev.pid)) throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a swarm (hub pid ${prev.pid}) is already running in ${dir}`);
   fs.mkdirSync(path.join(dir, 'logs'), { recursive: true, mode: 0o700 });
   const token = o.token ?? process.env.SWARM_TOKEN ?? newToken();
   const hubArgs = [CLI, 'hub', '--state-dir', dir, '--supervise', String(o.agents), '--log-file', logPath(dir, 'hub'),
     '--host', o.host, '--port', String(o.port), '--control-port', String(o.controlPort),
     '--heartbeat-ms', String(o.heartbeatMs), '--dead-after-ms', String(o.deadAfterMs), '--max-line', String(o.maxLine),
-    '--max-attempts', String(o.maxAttempts), ...args(o, model)];
+    '--max-attempts', String(o.maxAttempts), '--ready-fd', '3', ...args(o, model)];
   if (o.tlsCert) hubArgs.push('--tls-cert', o.tlsCert);
   if (o.tlsKey) hubArgs.push('--tls-key', o.tlsKey);
   if (!o.journal) hubArgs.push('--no-journal');
@@ -94,22 +95,22 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   if (!o.msgpack) hubArgs.push('--no-msgpack');
   if (o.roles) hubArgs.push('--roles', Object.entries(o.roles).map(([role, n]) => `${role}=${n}`).join(','));
   const out = fs.openSync(logPath(dir, 'hub.stderr'), 'a');
-  const child = spawn(process.execPath, hubArgs, { detached: true, stdio: ['ignore', out, out], env: { ...process.env, SWARM_TOKEN: token } });
+  // fd 3: the hub reports connected workers there (cli/ready.ts), so nothing polls it while they start.
+  const child = spawn(process.execPath, hubArgs, { detached: true, stdio: ['ignore', out, out, 'pipe'], env: { ...process.env, SWARM_TOKEN: token } });
+  const joined = readyCounter(child.stdio[3] as Readable);
   fs.closeSync(out);
   let exited: string | undefined;
   child.once('exit', (code, signal) => { exited = `hub exited (code ${code}, signal ${signal})`; });
   child.unref();
   const progress = new Progress(o.json);
-  let hub: HubFile | undefined;
   let count = 0;
-  const ready = await waitFor(async () => {
+  const ready = await waitFor(() => {
     if (exited) return -1;
-    hub ??= ((h) => (h && h.pid === child.pid ? h : undefined))(readHubFile(dir));
-    if (!hub) return 0;
-    const s = await call<{ workers: unknown[] }>(hub, 'GET', '/status', undefined, 2000).catch(() => ({ workers: [] }));
-    count = s.workers.length;
+    count = joined.count();
     return count;
   }, o.agents, o.readyTimeout, progress, () => exited !== undefined);
+  (child.stdio[3] as Readable).destroy();
+  const hub = ((h) => (h && h.pid === child.pid ? h : undefined))(readHubFile(dir));
   if (!ready || !hub) {
     const tail = readTail(logPath(dir, 'hub.stderr'));
     if (!exited && child.pid) try { process.kill(child.pid, 'SIGTERM'); } catch { /* gone */ }
