@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { SwarmError, Type, isErrorCode, type Connection, type Message, type AnyMessage } from '../protocol/index.js';
 import { LoopGuard, type Driver } from '../drivers/index.js';
 import { WorkerClient, type HubLocator } from './client.js';
-import { AgentFailover, type AgentFailoverOptions } from './failover-agent.js';
+import type { AgentFailover, AgentFailoverOptions } from './failover-agent.js';
 import type { ExecOutcome, ReplicaSpec } from './gossip/index.js';
 
 /** The worker state machine of the spec, section 5.1. */
@@ -45,8 +45,8 @@ export class Agent {
   private readonly slots: number;
   private stopping = false;
   private driverReady?: Promise<void>;
-  /** Set with `failover`: the gossip side of this agent. */
-  readonly failover?: AgentFailover;
+  /** Set with `failover` once run() has begun: the gossip side of this agent. */
+  failover?: AgentFailover;
   private peerAddr?: string;
   /** The role this agent takes tasks for: from its options, then from the hub's ASSIGN_ROLE (kept across reconnects). */
   role?: string;
@@ -58,10 +58,6 @@ export class Agent {
       id: opts.id, locate: opts.locate, token: opts.token, msgpack: opts.msgpack,
       handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: this.role, slots: this.slots, pid: process.pid, peer_addr: this.peerAddr }),
     }, log);
-    if (opts.failover) {
-      this.failover = new AgentFailover(opts.id, opts.token, this.slots, (spec, attempt) => this.execute(spec, attempt), opts.failover, log);
-      this.client.onFrame = () => this.failover!.heard();
-    }
     this.client.heartbeatPayload = () => {
       const fo = this.failover?.status();
       return {
@@ -98,7 +94,14 @@ export class Agent {
       () => { if (this.state === AgentState.SPAWN) this.state = AgentState.IDLE; },
       (err) => { this.log.error({ err }, 'engine failed to start'); this.state = AgentState.IDLE; },
     );
-    if (this.failover) this.peerAddr = await this.failover.listen();
+    if (this.opts.failover) {
+      // The gossip code loads only for a failover worker (17 modules a plain worker does without).
+      const { AgentFailover } = await import('./failover-agent.js');
+      if (this.stopping) return;
+      this.failover = new AgentFailover(this.opts.id, this.opts.token, this.slots, (spec, attempt) => this.execute(spec, attempt), this.opts.failover, this.log);
+      this.client.onFrame = () => this.failover!.heard();
+      this.peerAddr = await this.failover.listen();
+    }
     await this.client.run();
   }
 

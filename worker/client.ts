@@ -1,5 +1,4 @@
 import net from 'node:net';
-import tls from 'node:tls';
 import pRetry from 'p-retry';
 import type { Logger } from 'pino';
 import { Connection, Type, type AnyMessage, type Message, type Payload } from '../protocol/index.js';
@@ -91,8 +90,9 @@ export class WorkerClient {
     if (this.stopped) throw new Error('stopped');
     this.early = [];
     const where = await this.opts.locate();
+    const tls = where.tls ? await import('node:tls') : undefined; // only a TLS link pays for loading it
     const socket = await new Promise<net.Socket>((resolve, reject) => {
-      const s: net.Socket = where.tls
+      const s: net.Socket = tls
         ? tls.connect({ host: where.host, port: where.port, ca: where.ca, rejectUnauthorized: where.ca !== undefined, servername: where.host }, () => resolve(s))
         : net.connect({ host: where.host, port: where.port }, () => resolve(s));
       s.once('error', reject);
