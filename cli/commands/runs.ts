@@ -4,7 +4,8 @@ import type { Command } from 'commander';
 import { SwarmError } from '../../protocol/index.js';
 import { fail } from '../exit.js';
 import { call } from '../http.js';
-import { runningHub, stateDir } from '../state.js';
+import { stateDir } from '../state.js';
+import { runningHub } from '../running.js';
 
 /** A run as its folder records it. */
 export interface RunRecord {
