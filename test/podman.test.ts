@@ -6,18 +6,17 @@
 // Networking: both pods use the host network namespace bound to 127.0.0.1 (no bridge, loopback only);
 // the workers' peer ports are loopback ports too (as in a pod of its own, where they share the pod's).
 // Under CI=true a missing podman FAILS (CI installs it with deploy/ci-install.sh); otherwise it skips.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { renderDeployment } from '../deploy/render/index.js';
 import { api, until } from './helpers/cli.js';
 import { agents, freePorts, submit, tally, type AgentView } from './helpers/failover.js';
 import { STORIES } from './helpers/llama.js';
+import { ROOT, hasPodman, podman, removeAll } from './helpers/podman.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 // Names carry the pid: a second run of this file on the same host (another checkout) does not collide.
 const TAG = `podman-test-${process.pid}`;
 const IMAGE = `localhost/swarm:${TAG}`;
@@ -26,13 +25,6 @@ const NAME = `swarm-t${process.pid}`;
 const TOKEN = 'podman-test-token-0123456789';
 const WORKERS = 3;
 const TASKS = 60;
-
-function podman(args: string[], timeoutMs = 120_000) {
-  const r = spawnSync('podman', args, { encoding: 'utf8', timeout: timeoutMs, cwd: ROOT });
-  return { code: r.status, out: (r.stdout ?? '') + (r.stderr ?? '') };
-}
-
-const hasPodman = spawnSync('podman', ['--version']).status === 0;
 
 t.test('podman: build, kube play hub + 3 workers, tasks, hub killed -> gossip -> handback, kube down', { timeout: 1_200_000 }, async (t) => {
   if (!hasPodman) {
@@ -49,9 +41,7 @@ t.test('podman: build, kube play hub + 3 workers, tasks, hub killed -> gossip ->
   const yaml = path.join(dir, 'swarm-podman.yaml');
   t.teardown(() => {
     if (fs.existsSync(yaml)) podman(['kube', 'down', yaml]);
-    for (const pod of [`${NAME}-hub`, `${NAME}-workers`]) podman(['pod', 'rm', '-f', '--ignore', pod]);
-    podman(['rmi', '-f', IMAGE, BASE]);
-    podman(['image', 'prune', '-f', '--filter', 'label=io.swarm.stage']);
+    removeAll({ pods: [`${NAME}-hub`, `${NAME}-workers`], images: [IMAGE, BASE] });
     fs.rmSync(dir, { recursive: true, force: true });
   });
 

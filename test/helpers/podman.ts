@@ -1,0 +1,25 @@
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** Podman for the container tests (test/podman*.test.ts): run from the repo root, bounded in time. */
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** Run `podman ARGS`; output is stdout and stderr together. Never throws. */
+export function podman(args: string[], timeoutMs = 120_000): { code: number | null; out: string } {
+  const r = spawnSync('podman', args, { encoding: 'utf8', timeout: timeoutMs, cwd: ROOT, maxBuffer: 64 << 20 });
+  return { code: r.status, out: (r.stdout ?? '') + (r.stderr ?? '') };
+}
+
+export const hasPodman = spawnSync('podman', ['--version']).status === 0;
+
+/**
+ * Remove what a test made: pods (by name), images (by name), and stage images a build may have left
+ * (only those with the Containerfile's stage label, so nobody else's images are touched).
+ */
+export function removeAll(o: { pods?: string[]; images?: string[] }): void {
+  for (const pod of o.pods ?? []) podman(['pod', 'rm', '-f', '--ignore', pod]);
+  if (o.images?.length) podman(['rmi', '-f', ...o.images]);
+  podman(['image', 'prune', '-f', '--filter', 'label=io.swarm.stage']);
+}
