@@ -68,3 +68,33 @@ t.test('a lease cannot be taken on a finished task, and attempts count up', asyn
   t.equal(r.lease('a', 'w-3', 1, 100), undefined);
   t.equal(r.record('a', { worker: 'w-3', attempt: 3, text: 'dup' }), undefined, 'a later result loses');
 });
+
+t.test('bucket summaries: equal replicas agree on every bucket; a sync round touches only differing buckets', async (t) => {
+  const a = new Replica();
+  const b = new Replica();
+  const specs = Array.from({ length: 3000 }, (_, i) => spec(`t-${i}`));
+  a.addTasks(specs);
+  b.addTasks(specs);
+  for (let i = 0; i < 3000; i++) { const o = { worker: 'w-1', attempt: 1, text: `r${i}` }; a.record(`t-${i}`, o); b.record(`t-${i}`, o); }
+  t.same(a.differingBuckets(b.buckets()), [], 'the same entries, merged in the same order: every bucket equal');
+  // Different histories that end in the same state agree too (the summary is order-free).
+  const c = new Replica();
+  for (let i = 2999; i >= 0; i--) { c.merge({ id: `t-${i}`, spec: spec(`t-${i}`), seq: i }); c.record(`t-${i}`, { worker: 'w-1', attempt: 1, text: `r${i}` }); }
+  t.same(c.differingBuckets(a.buckets()), [], 'merged in reverse order: still equal');
+
+  a.record('t-5', { worker: 'w-0', attempt: 1, text: 'better' }); // a lower worker id wins
+  b.addTasks([spec('new-1')]);
+  const diff = b.differingBuckets(a.buckets());
+  t.ok(diff.length >= 1 && diff.length <= 2, `only the touched buckets differ (${diff.length})`);
+  // b answers with the detail of those buckets; a sends what b lacks and asks for what it lacks.
+  const groups = b.bucketDigest(diff);
+  t.ok(groups.reduce((n, g) => n + g.d.length, 0) < 100, 'the detail covers a few buckets, not 3000 entries');
+  for (const g of groups) {
+    const { send, want } = a.diffBuckets(g.bs, g.d);
+    for (const id of send) b.merge(a.get(id)!);
+    for (const id of want) a.merge(b.get(id)!);
+  }
+  t.same(a.differingBuckets(b.buckets()), [], 'equal after one round');
+  t.equal(b.get('t-5')!.result!.text, 'better');
+  t.ok(a.get('new-1'), 'a got the task only b had');
+});

@@ -20,7 +20,7 @@ export function workerArgs(o: { driver: string; driverOpt: Record<string, string
 interface WorkerCliOptions {
   hub?: { host: string; port: number }; stateDir?: string; id?: string; count: number; driver: string;
   driverOpt: Record<string, string>; model?: string; role?: string; caps?: string; slots: number; token?: string;
-  tls: boolean; tlsCa?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost: string; peerPort: number; peerPorts?: string; peerAdvertise?: string;
+  tls: boolean; tlsCa?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost: string; peerPort: number; peerPorts?: string; peerAdvertise?: string; hubLapseMs?: number;
 }
 
 export function registerWorker(program: Command): void {
@@ -46,6 +46,7 @@ export function registerWorker(program: Command): void {
     .option('--peer-port <n>', 'first peer port (0 = any free port; with --count K, K ports from here)', int('--peer-port'), 0)
     .option('--peer-ports <list>', 'comma-separated peer ports, one per worker (overrides --peer-port)')
     .option('--peer-advertise <list>', 'comma-separated host:port peers should dial, one per worker (a proxy, a port forward)')
+    .option('--hub-lapse-ms <ms>', 'failover: hub silence before peers are asked (default 3000, the spec\'s); peers that heard the hub within half of it veto', int('--hub-lapse-ms', 200))
     .action(async (o: WorkerCliOptions) => {
       try {
         // Loaded here, not at the top: `swarm up` and `swarm hub` import this file for workerArgs() only.
@@ -85,7 +86,7 @@ export function registerWorker(program: Command): void {
 }
 
 /** Peer port settings from the command line; a list must name one entry per worker. */
-function failoverOptions(o: WorkerCliOptions): { host: string; port: number; ports?: number[]; advertise?: string[] } {
+function failoverOptions(o: WorkerCliOptions): { host: string; port: number; ports?: number[]; advertise?: string[]; hubMonitor?: { lapseMs: number; vetoWithinMs: number } } {
   const list = (v: string | undefined, what: string) => {
     if (v === undefined) return undefined;
     const items = v.split(',').map((x) => x.trim()).filter(Boolean);
@@ -97,5 +98,7 @@ function failoverOptions(o: WorkerCliOptions): { host: string; port: number; por
     if (!Number.isInteger(n) || n < 0 || n > 65535) throw new SwarmError('SWARM_ERR_CONFIG', `--peer-ports: bad port ${p}`);
     return n;
   });
-  return { host: o.peerHost, port: o.peerPort, ports, advertise: list(o.peerAdvertise, '--peer-advertise') };
+  // The veto window scales with the lapse (1.5 s of 3 s by default); it must stay above the hub's heartbeat interval.
+  const hubMonitor = o.hubLapseMs !== undefined ? { lapseMs: o.hubLapseMs, vetoWithinMs: Math.floor(o.hubLapseMs / 2) } : undefined;
+  return { host: o.peerHost, port: o.peerPort, ports, advertise: list(o.peerAdvertise, '--peer-advertise'), ...(hubMonitor ? { hubMonitor } : {}) };
 }

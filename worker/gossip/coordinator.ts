@@ -127,7 +127,7 @@ export class Coordinator {
   }
 
   private revokeDead(): void {
-    for (const id of this.replica.ids()) {
+    for (const id of this.replica.openIds()) {
       const l = this.replica.get(id)?.lease;
       if (l && !l.revoked && !this.ms.isLive(l.worker) && this.replica.revoke(id)) this.stats.revoked++;
     }
@@ -140,7 +140,8 @@ export class Coordinator {
     const live = this.ms.live();
     const load = new Map(live.map((id) => [id, 0]));
     const queued: string[] = [];
-    for (const id of this.replica.ids()) {
+    // Only tasks not final yet: a pass costs O(open tasks), however long the run's history.
+    for (const id of this.replica.openIds()) {
       const st = this.replica.state(id);
       const e = this.replica.get(id)!;
       if (st === 'leased') {

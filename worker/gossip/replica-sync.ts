@@ -20,7 +20,9 @@ export interface ReplicaSyncOptions {
 }
 
 type SyncMsg =
-  | { op: 'dg'; c: DigestChunk; push?: boolean }
+  | { op: 'bk'; b: number[]; push?: boolean }
+  | { op: 'bd'; bs: number[]; d: [string, number][]; push?: boolean }
+  | { op: 'dg'; c: DigestChunk }
   | { op: 'want'; ids: string[] }
   | { op: 'en'; e: Entry[] };
 
@@ -84,8 +86,18 @@ export class ReplicaSync {
   /** Quiet (star mode) or gossiping (see `ReplicaSyncOptions.quiet`). */
   setQuiet(quiet: boolean): void { this.quiet = quiet; }
 
-  /** Start an anti-entropy exchange with `peer` now (both directions). */
+  /**
+   * Start an anti-entropy exchange with `peer` now (both directions). It opens with the bucket summary
+   * (256 fingerprints): the peer answers with entry hashes of the buckets that differ only, so a round
+   * between replicas that mostly agree costs O(buckets), not O(entries), however long the run's history.
+   */
   syncWith(peer: string): void {
+    this.stats.syncRounds++;
+    this.ms.sendApp(peer, CH, { op: 'bk', b: this.replica.buckets() });
+  }
+
+  /** The whole-replica digest exchange (id ranges; kept for peers and tests that use it). */
+  syncFull(peer: string): void {
     this.stats.syncRounds++;
     for (const c of this.replica.digest(this.opts.digestPerChunk ?? 2000)) this.ms.sendApp(peer, CH, { op: 'dg', c });
   }
@@ -97,19 +109,31 @@ export class ReplicaSync {
    */
   pushTo(peer: string): void {
     this.stats.syncRounds++;
-    for (const c of this.replica.digest(this.opts.digestPerChunk ?? 2000)) this.ms.sendApp(peer, CH, { op: 'dg', c, push: true });
+    this.ms.sendApp(peer, CH, { op: 'bk', b: this.replica.buckets(), push: true });
   }
 
   private handle(from: string, m: SyncMsg): void {
     if (!m || typeof m !== 'object') return;
-    if (m.op === 'dg' && m.c && Array.isArray(m.c.d)) {
+    if (m.op === 'bk' && Array.isArray(m.b)) {
+      // Answer with the detail of differing buckets; the initiator decides what to send and to ask for.
+      const diff = this.replica.differingBuckets(m.b);
+      if (diff.length) for (const g of this.replica.bucketDigest(diff)) this.ms.sendApp(from, CH, { op: 'bd', bs: g.bs, d: g.d, push: m.push });
+    } else if (m.op === 'bd' && Array.isArray(m.bs) && Array.isArray(m.d)) {
+      const { send, want } = this.replica.diffBuckets(m.bs, m.d);
+      this.sendEntries(from, send);
+      // A push (a quiet member telling the coordinator what only it holds) takes nothing back.
+      if (!m.push) for (let i = 0; i < want.length; i += 5000) this.ms.sendApp(from, CH, { op: 'want', ids: want.slice(i, i + 5000) });
+    } else if (m.op === 'dg' && m.c && Array.isArray(m.c.d)) {
       const { send, want } = this.replica.diff(m.c);
-      if (!m.push) this.sendEntries(from, send);
+      this.sendEntries(from, send);
       for (let i = 0; i < want.length; i += 5000) this.ms.sendApp(from, CH, { op: 'want', ids: want.slice(i, i + 5000) });
     } else if (m.op === 'want' && Array.isArray(m.ids)) {
       this.sendEntries(from, m.ids.filter((x) => typeof x === 'string'));
     } else if (m.op === 'en' && Array.isArray(m.e)) {
-      for (const e of m.e) if (this.replica.merge(e)) this.stats.entriesIn++;
+      // Not re-broadcast: these come from anti-entropy (the repair path, which would flood every
+      // member's piggy-back queue after a failover) or from a producer that broadcast them itself.
+      this.fromGossip = true;
+      try { for (const e of m.e) if (this.replica.merge(e)) this.stats.entriesIn++; } finally { this.fromGossip = false; }
     }
   }
 

@@ -31,6 +31,9 @@ export type EntryState = 'queued' | 'leased' | 'done' | 'failed';
 /** A digest chunk: hashes of entries with ids in [lo, hi]. */
 export interface DigestChunk { lo: string; hi: string; d: [string, number][] }
 
+/** Buckets of the summary digest (`buckets()`): a round costs O(buckets), not O(entries), when little differs. */
+export const BUCKETS = 256;
+
 const cmpStr = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 /** Total order on outcomes: lower attempt, then lower worker id, wins ("first writer" deterministically). */
@@ -61,10 +64,17 @@ function stateOf(e: Entry): EntryState {
   return 'queued';
 }
 
+/** The summary-digest bucket of a task id. */
+export function bucketOf(id: string): number { return fnv(id) % BUCKETS; }
+
 export class Replica {
   private readonly entries = new Map<string, Entry>();
   /** Each entry's `hash`, kept on merge: digests run every sync round and must not rehash everything. */
   private readonly hashes = new Map<string, number>();
+  /** Per bucket, the XOR of its entries' (id, hash) fingerprints: kept on merge, compared first in a sync round. */
+  private readonly bucketHash = new Uint32Array(BUCKETS);
+  /** Ids of entries not final yet: what a coordinator dispatches from (a run's history can be long). */
+  private readonly open = new Set<string>();
   /** Entries per state, kept on merge (status is written every second). */
   private readonly byState: Record<EntryState, number> = { queued: 0, leased: 0, done: 0, failed: 0 };
   private readonly listeners: ((e: Entry, delta: Entry) => void)[] = [];
@@ -74,6 +84,12 @@ export class Replica {
   /** Tasks known, in dispatch order (priority is the coordinator's concern). */
   ids(): string[] {
     return [...this.entries.values()].sort((a, b) => (a.seq ?? Infinity) - (b.seq ?? Infinity) || cmpStr(a.id, b.id)).map((e) => e.id);
+  }
+  /** Ids of tasks not final yet, in dispatch order: O(open), not O(history). */
+  openIds(): string[] {
+    const es: Entry[] = [];
+    for (const id of this.open) es.push(this.entries.get(id)!);
+    return es.sort((a, b) => (a.seq ?? Infinity) - (b.seq ?? Infinity) || cmpStr(a.id, b.id)).map((e) => e.id);
   }
   get(id: string): Entry | undefined { return this.entries.get(id); }
   get size(): number { return this.entries.size; }
@@ -139,8 +155,15 @@ export class Replica {
     if (e.seq !== undefined && e.seq >= this.nextSeq) this.nextSeq = e.seq + 1;
     if (cur) this.byState[stateOf(cur)]--;
     this.byState[stateOf(e)]++;
+    if (e.result || e.failure) this.open.delete(d.id); else this.open.add(d.id);
     this.entries.set(d.id, e);
-    this.hashes.set(d.id, this.hash(e));
+    const h = this.hash(e);
+    const old = this.hashes.get(d.id);
+    const b = bucketOf(d.id);
+    let bh = this.bucketHash[b]!;
+    if (old !== undefined) bh ^= fnv(`${d.id}:${old}`);
+    this.bucketHash[b] = (bh ^ fnv(`${d.id}:${h}`)) >>> 0;
+    this.hashes.set(d.id, h);
     for (const fn of this.listeners) fn(e, d);
     return true;
   }
@@ -165,6 +188,48 @@ export class Replica {
       if (part.length === 0) break;
     }
     return out;
+  }
+
+  /** The summary digest: one fingerprint per bucket of ids. Equal buckets hold the same entries. */
+  buckets(): number[] { return Array.from(this.bucketHash); }
+
+  /** Buckets whose fingerprint differs from a peer's summary. */
+  differingBuckets(theirs: number[]): number[] {
+    const out: number[] = [];
+    for (let b = 0; b < BUCKETS; b++) if (this.bucketHash[b] !== (theirs[b] ?? 0) >>> 0) out.push(b);
+    return out;
+  }
+
+  /**
+   * Entry hashes of the given buckets (the detail behind a differing summary), grouped so that one
+   * group holds whole buckets and at most about `maxPairs` pairs (a bucket larger than that goes alone).
+   */
+  bucketDigest(bs: number[], maxPairs = 5000): { bs: number[]; d: [string, number][] }[] {
+    const per = new Map<number, [string, number][]>(bs.map((b) => [b, []]));
+    for (const [id, h] of this.hashes) per.get(bucketOf(id))?.push([id, h]);
+    const out: { bs: number[]; d: [string, number][] }[] = [];
+    let cur: { bs: number[]; d: [string, number][] } = { bs: [], d: [] };
+    for (const [b, pairs] of per) {
+      if (cur.bs.length && cur.d.length + pairs.length > maxPairs) { out.push(cur); cur = { bs: [], d: [] }; }
+      cur.bs.push(b);
+      for (const p of pairs) cur.d.push(p);
+    }
+    if (cur.bs.length) out.push(cur);
+    return out;
+  }
+
+  /** Like `diff`, within the given buckets. */
+  diffBuckets(bs: number[], theirs: [string, number][]): { send: string[]; want: string[] } {
+    const inB = new Set(bs);
+    const t = new Map(theirs);
+    const send: string[] = [];
+    const want: string[] = [];
+    for (const [id, mine] of this.hashes) {
+      if (!inB.has(bucketOf(id))) continue;
+      if (t.get(id) !== mine) send.push(id);
+    }
+    for (const [id, h] of theirs) if (this.hashes.get(id) !== h) want.push(id);
+    return { send, want };
   }
 
   /** Compare a peer's digest chunk with ours: what to send them, and what to ask them for. */
