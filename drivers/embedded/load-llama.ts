@@ -51,6 +51,7 @@ export function directPrebuilt(): { addon: string; metadata: CreateOptions['buil
     const nlcReq = createRequire(path.join(nlcDir, 'package.json'));
     pkgDir = path.dirname(path.dirname(nlcReq.resolve(`@node-llama-cpp/${folder}`))); // its main is dist/index.js
     const version = (readJson(path.join(nlcDir, 'package.json')) as { version?: string }).version;
+    if (!version?.startsWith('3.')) return undefined; // Llama._create as read in 3.x (3.22.1)
     // getLlama ignores a binaries package of another version.
     if ((readJson(path.join(pkgDir, 'package.json')) as { version?: string }).version !== version) return undefined;
   } catch { return undefined; }
@@ -84,12 +85,20 @@ export async function loadLlama(opts: { logLevel: LlamaLogLevel; logger: Logger;
     throw new Error(`cannot load the llama.cpp binding ${addon}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
   const create = (Llama as unknown as Required<WithCreate>)._create.bind(Llama);
-  const llama = await create({
-    bindings, bindingPath: addon, extBackendsPath: undefined, buildType: 'prebuilt', buildMetadata: direct.metadata,
-    logLevel: opts.logLevel, logger: opts.logger, maxThreads: undefined,
-    vramPadding: 0, // CPU only: getLlama leaves the VRAM padding at 0 when there is no GPU
-    ramPadding: (total) => Math.floor(Math.min(total * 0.25, 1024 ** 3)), // getLlama's default on Linux
-    skipLlamaInit: false, debug: process.env.NODE_LLAMA_CPP_DEBUG === 'true', numa: false, tempDir: false, experimentalOptions: undefined,
-  });
-  return { llama, path: 'prebuilt-direct' };
+  try {
+    const llama = await create({
+      bindings, bindingPath: addon, extBackendsPath: undefined, buildType: 'prebuilt', buildMetadata: direct.metadata,
+      logLevel: opts.logLevel, logger: opts.logger, maxThreads: undefined,
+      vramPadding: 0, // CPU only: getLlama leaves the VRAM padding at 0 when there is no GPU
+      ramPadding: (total) => Math.floor(Math.min(total * 0.25, 1024 ** 3)), // getLlama's default on Linux
+      skipLlamaInit: false, debug: process.env.NODE_LLAMA_CPP_DEBUG === 'true', numa: false, tempDir: false, experimentalOptions: undefined,
+    });
+    return { llama, path: 'prebuilt-direct' };
+  } catch (err) {
+    // The binary loaded, so this is the internal API having moved (another 3.x): do it getLlama's way.
+    if (opts.addonOverride) throw err;
+    process.stderr.write(`direct load failed (${err instanceof Error ? err.message : String(err)}); using getLlama()\n`);
+    const llama = await getLlama({ gpu: false, build: 'never', progressLogs: false, logLevel: opts.logLevel, logger: opts.logger });
+    return { llama, path: 'getLlama' };
+  }
 }
