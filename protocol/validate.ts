@@ -10,8 +10,15 @@ export type Validated =
   | { ok: false; code: ErrorCode; msg: string; re?: string };
 
 // The zod schemas of schemas.ts, as generated JSON Schema: checking frames needs no zod (json-schema.ts says why).
+// Each type's checker is compiled when a frame of that type first arrives: a worker sees few types.
 const envelope = compile(ENVELOPE_SCHEMA);
-const payloads = new Map<string, Check>(Object.values(Type).map((t) => [t, compile(PAYLOAD_SCHEMAS[t])]));
+const payloads = new Map<string, Check>();
+const known = new Set<string>(Object.values(Type));
+function payloadCheck(type: string): Check | undefined {
+  let c = payloads.get(type);
+  if (!c && known.has(type)) payloads.set(type, (c = compile(PAYLOAD_SCHEMAS[type as Type])));
+  return c;
+}
 
 /** Validate a decoded JSON value as a protocol message. Never throws. */
 export function validate(value: unknown): Validated {
@@ -29,7 +36,7 @@ export function validate(value: unknown): Validated {
     return { ok: false, code: 'SWARM_ERR_BAD_ENVELOPE', msg: summarize(issues), re };
   }
   const type = env.type;
-  const schema = payloads.get(type);
+  const schema = payloadCheck(type);
   if (!schema) {
     return { ok: false, code: 'SWARM_ERR_UNKNOWN_TYPE', msg: `unknown type ${JSON.stringify(type.slice(0, 64))}`, re };
   }
