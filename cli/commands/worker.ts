@@ -50,9 +50,11 @@ export function registerWorker(program: Command): void {
     .action(async (o: WorkerCliOptions) => {
       try {
         // Loaded here, not at the top: `swarm up` and `swarm hub` import this file for workerArgs() only.
-        const [{ makeLogger }, { WorkerPool, failoverStatusPath }, { killAllChildren, loadDriver }] = await Promise.all([
-          import('../log.js'), import('../../worker/index.js'), import('../../drivers/index.js')]);
-        const log = makeLogger('worker', o.logFile);
+        const [{ deferredLogger }, { WorkerPool, failoverStatusPath }, { killAllChildren, loadDriver }] = await Promise.all([
+          import('../deferred-log.js'), import('../../worker/index.js'), import('../../drivers/index.js')]);
+        // pino loads once this worker has joined (or failed to): see cli/deferred-log.ts.
+        const { log, load: loadLogger } = deferredLogger('worker', o.logFile);
+        setTimeout(() => void loadLogger(), 3000).unref();
         const dir = stateDir(o.stateDir);
         const fixed = o.hub;
         if (!fixed && !readHubFile(dir)) throw new SwarmError('SWARM_ERR_NO_SWARM', `no --hub given and no hub in ${dir}`);
@@ -74,11 +76,13 @@ export function registerWorker(program: Command): void {
           caps: o.caps ? o.caps.split(',').map((c) => c.trim()).filter(Boolean) : [],
           driver: { name: o.driver, ...(model.path ? { model: model.path } : {}), options: o.driverOpt },
         }, log);
+        for (const a of pool.agents) a.client.onStatus(() => void loadLogger());
         const onSignal = () => void pool.stop('signal').then(() => process.exit(0));
         process.once('SIGINT', onSignal);
         process.once('SIGTERM', onSignal);
         process.once('exit', () => killAllChildren());
         await pool.run();
+        await loadLogger();
         log.flush?.();
         process.exit(0);
       } catch (err) { fail(err); }
