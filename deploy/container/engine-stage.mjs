@@ -31,9 +31,9 @@ run('strip', bins);
 // shared libraries the programs load, except glibc's own (every base image has those)
 const GLIBC = /^(libc|libm|libpthread|libdl|librt|ld-linux[^.]*)\.so/;
 fs.mkdirSync(`${OUT}/lib`, { recursive: true });
-// ldd is a script around the dynamic loader's --list (and absent from a build base without libc-bin)
+// the dynamic loader's --list, which ldd (a bash script, absent from make-build-image.mjs's base) wraps
 const loader = ['/lib64/ld-linux-x86-64.so.2', '/lib/ld-linux-aarch64.so.1'].find((p) => fs.existsSync(p));
-const libsOf = (bin) => (which('ldd') ? execFileSync('ldd', [bin], { encoding: 'utf8' }) : execFileSync(loader, ['--list', bin], { encoding: 'utf8' }));
+const libsOf = (bin) => execFileSync(loader ?? 'ldd', loader ? ['--list', bin] : [bin], { encoding: 'utf8' });
 for (const b of bins) {
   for (const m of libsOf(b).matchAll(/(\S+\.so\S*) => (\/\S+)/g)) {
     if (GLIBC.test(m[1]) || fs.existsSync(`${OUT}/lib/${m[1]}`)) continue;

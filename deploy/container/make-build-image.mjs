@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 const IMAGE = process.argv[2] ?? 'localhost/swarm-engine-build:20';
-const WANTED = ['cmake', 'g++', 'make', 'git', 'dash', 'coreutils', 'sed', 'grep', 'findutils', 'diffutils', 'tar', 'gzip', 'libc-bin'];
+const WANTED = ['cmake', 'g++', 'make', 'git', 'dash', 'coreutils', 'sed', 'grep', 'findutils', 'diffutils', 'tar', 'gzip'];
 
 const sh = (cmd, args) => execFileSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20 });
 
