@@ -12,6 +12,8 @@ export interface AgentFailoverOptions {
   port?: number;
   /** The address peers should dial, if not the bound one (a proxy, a port forward). */
   advertise?: string;
+  /** TLS on the peer port and peer links (the hub's rules: see `TcpTransportOptions.tls`). */
+  tls?: { cert: string | Buffer; key: string | Buffer; ca?: string | Buffer };
   membership?: Partial<MembershipConfig>;
   hubMonitor?: HubMonitorOptions;
   /**
@@ -43,11 +45,13 @@ export class AgentFailover {
   private readonly waiting = new Map<string, { resolve: (v: { recorded: number; duplicate: number }) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
 
   constructor(selfId: string, token: string | undefined, slots: number, execute: Execute, private readonly opts: AgentFailoverOptions, private readonly log: Logger) {
-    this.transport = new TcpTransport({ host: opts.host, port: opts.port, advertise: opts.advertise, token, log });
+    this.transport = new TcpTransport({ host: opts.host, port: opts.port, advertise: opts.advertise, token, tls: opts.tls, log });
     this.node = new GossipNode({ id: selfId, transport: this.transport, execute, slots, log, membership: opts.membership, hubMonitor: opts.hubMonitor,
       coordinator: { catchUpMs: opts.catchUpMs ?? 150 },
       // Star mode: the hub replicates to a few holders (hub/replicate.ts); no gossip of every change.
-      sync: { quiet: true } });
+      // Gossip mode: non-holders start with little, so anti-entropy runs every second (a round between
+      // replicas that agree costs 256 bucket fingerprints).
+      sync: { quiet: true, syncIntervalMs: 1000 } });
     this.controller = new FailoverController(this.node, { handBack: (entries) => this.handBack(entries) }, {
       log, handbackChunk: 100,
       // Each result is handed back by the member that produced it, or by every survivor if that member

@@ -70,7 +70,7 @@ export function registerHub(program: Command): void {
         const model = o.supervise > 0 ? await chooseModel(o.driver, o.model) : { path: o.model };
         const running = await runHub({
           dir, log, config: hubConfigFrom(o), agents: o.supervise, journal: o.journal,
-          workerArgs: workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots, failover: o.failover, caps: o.caps }),
+          workerArgs: workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots, failover: o.failover, caps: o.caps, tlsCert: o.tlsCert, tlsKey: o.tlsKey }),
           sharedEngine: o.engine === 'shared' ? { model: model.path, slotsPerWorker: o.slots } : undefined,
         });
         if (o.readyFd !== undefined) reportReady(o.readyFd, () => running.hub.registry.size, o.supervise);

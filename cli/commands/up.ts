@@ -46,8 +46,9 @@ export function registerUp(program: Command): void {
     });
 }
 
-function args(o: UpOptions, model: ChosenModel) {
-  return workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots, failover: o.failover, caps: o.caps });
+/** Supervised workers' arguments; `peerTls` only where they go to workers directly (a detached hub derives them from its own --tls-*). */
+function args(o: UpOptions, model: ChosenModel, peerTls = false) {
+  return workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots, failover: o.failover, caps: o.caps, ...(peerTls ? { tlsCert: o.tlsCert, tlsKey: o.tlsKey } : {}) });
 }
 
 // The hub's code loads only in the process that runs the hub: `up --detach` starts `swarm hub` as
@@ -58,7 +59,7 @@ async function upForeground(o: UpOptions, model: ChosenModel): Promise<void> {
   const dir = stateDir(o.stateDir);
   const log = makeLogger('hub', logPath(dir, 'hub'));
   const token = o.token ?? process.env.SWARM_TOKEN ?? newToken();
-  const running = await runHub({ dir, log, config: hubConfigFrom(o, token), agents: o.agents, workerArgs: args(o, model), journal: o.journal,
+  const running = await runHub({ dir, log, config: hubConfigFrom(o, token), agents: o.agents, workerArgs: args(o, model, true), journal: o.journal,
     sharedEngine: o.engine === 'shared' ? { model: model.path, slotsPerWorker: o.slots } : undefined });
   let interrupted = false;
   const onSignal = () => { interrupted = true; if (!o.json) process.stderr.write('\nstopping swarm…\n'); void running.stop(); };

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import os from 'node:os';
 import type { Command } from 'commander';
 import { SwarmError } from '../../protocol/index.js';
@@ -8,10 +9,12 @@ import { readHubFile, stateDir } from '../state.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
 
 /** The arguments `swarm up` passes to the workers it supervises. */
-export function workerArgs(o: { driver: string; driverOpt: Record<string, string>; model?: string; slots: number; failover?: boolean; caps?: string }): string[] {
+export function workerArgs(o: { driver: string; driverOpt: Record<string, string>; model?: string; slots: number; failover?: boolean; caps?: string; tlsCert?: string; tlsKey?: string }): string[] {
   const args = ['--driver', o.driver, '--slots', String(o.slots)];
   if (o.caps) args.push('--caps', o.caps);
   if (o.failover) args.push('--failover');
+  // Peer links follow the hub's TLS: the same certificate and key serve the workers' peer ports.
+  if (o.failover && o.tlsCert && o.tlsKey) args.push('--peer-tls-cert', o.tlsCert, '--peer-tls-key', o.tlsKey);
   for (const [k, v] of Object.entries(o.driverOpt)) args.push('--driver-opt', `${k}=${v}`);
   if (o.model) args.push('--model', o.model);
   return args;
@@ -21,6 +24,7 @@ interface WorkerCliOptions {
   hub?: { host: string; port: number }; stateDir?: string; id?: string; count: number; driver: string;
   driverOpt: Record<string, string>; model?: string; role?: string; caps?: string; slots: number; token?: string;
   tls: boolean; tlsCa?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost: string; peerPort: number; peerPorts?: string; peerAdvertise?: string; hubLapseMs?: number;
+  peerTlsCert?: string; peerTlsKey?: string; peerTlsCa?: string;
 }
 
 export function registerWorker(program: Command): void {
@@ -46,6 +50,9 @@ export function registerWorker(program: Command): void {
     .option('--peer-port <n>', 'first peer port (0 = any free port; with --count K, K ports from here)', int('--peer-port'), 0)
     .option('--peer-ports <list>', 'comma-separated peer ports, one per worker (overrides --peer-port)')
     .option('--peer-advertise <list>', 'comma-separated host:port peers should dial, one per worker (a proxy, a port forward)')
+    .option('--peer-tls-cert <file>', 'failover: TLS certificate for the peer ports (with --peer-tls-key; then every peer must use TLS)')
+    .option('--peer-tls-key <file>', 'failover: TLS key for the peer ports')
+    .option('--peer-tls-ca <file>', 'failover: verify peers\' certificates against this CA (without it, peer links are encrypted, not verified)')
     .option('--hub-lapse-ms <ms>', 'failover: hub silence before peers are asked (default 3000, the spec\'s); peers that heard the hub within half of it veto', int('--hub-lapse-ms', 200))
     .action(async (o: WorkerCliOptions) => {
       try {
@@ -90,7 +97,7 @@ export function registerWorker(program: Command): void {
 }
 
 /** Peer port settings from the command line; a list must name one entry per worker. */
-function failoverOptions(o: WorkerCliOptions): { host: string; port: number; ports?: number[]; advertise?: string[]; hubMonitor?: { lapseMs: number; vetoWithinMs: number } } {
+function failoverOptions(o: WorkerCliOptions): { host: string; port: number; ports?: number[]; advertise?: string[]; hubMonitor?: { lapseMs: number; vetoWithinMs: number }; tls?: { cert: string; key: string; ca?: string } } {
   const list = (v: string | undefined, what: string) => {
     if (v === undefined) return undefined;
     const items = v.split(',').map((x) => x.trim()).filter(Boolean);
@@ -104,5 +111,9 @@ function failoverOptions(o: WorkerCliOptions): { host: string; port: number; por
   });
   // The veto window scales with the lapse (1.5 s of 3 s by default); it must stay above the hub's heartbeat interval.
   const hubMonitor = o.hubLapseMs !== undefined ? { lapseMs: o.hubLapseMs, vetoWithinMs: Math.floor(o.hubLapseMs / 2) } : undefined;
-  return { host: o.peerHost, port: o.peerPort, ports, advertise: list(o.peerAdvertise, '--peer-advertise'), ...(hubMonitor ? { hubMonitor } : {}) };
+  if (!o.peerTlsCert !== !o.peerTlsKey) throw new SwarmError('SWARM_ERR_CONFIG', '--peer-tls-cert and --peer-tls-key go together');
+  const tls = o.peerTlsCert && o.peerTlsKey
+    ? { cert: fs.readFileSync(o.peerTlsCert, 'utf8'), key: fs.readFileSync(o.peerTlsKey, 'utf8'), ...(o.peerTlsCa ? { ca: fs.readFileSync(o.peerTlsCa, 'utf8') } : {}) }
+    : undefined;
+  return { host: o.peerHost, port: o.peerPort, ports, advertise: list(o.peerAdvertise, '--peer-advertise'), ...(hubMonitor ? { hubMonitor } : {}), ...(tls ? { tls } : {}) };
 }

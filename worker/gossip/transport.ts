@@ -1,4 +1,5 @@
 import net from 'node:net';
+import tls from 'node:tls';
 import type { Logger } from 'pino';
 import { MsgpackDecoder, SwarmError, encodeMsgpack, safeEqual } from '../../protocol/index.js';
 import type { GossipMsg, Transport } from './messages.js';
@@ -21,6 +22,12 @@ export interface TcpTransportOptions {
   idleMs?: number;
   /** The address peers should dial, if not the bound one (a port forward, a proxy, a container). */
   advertise?: string;
+  /**
+   * TLS on peer links, as on the hub's port: the peer port serves `cert`/`key`, and outgoing links
+   * verify the peer's certificate against `ca` when one is given (like a worker's link to the hub).
+   * Every member of a cluster must use TLS or none (a plain hello to a TLS port is refused).
+   */
+  tls?: { cert: string | Buffer; key: string | Buffer; ca?: string | Buffer };
   log?: Logger;
 }
 
@@ -73,7 +80,9 @@ export class TcpTransport implements Transport {
     if (!LOOPBACK.has(host) && !this.opts.token) {
       throw new SwarmError('SWARM_ERR_INSECURE_BIND', `refusing to bind the peer port on ${host} without a token`);
     }
-    const server = net.createServer((s) => this.accept(s));
+    const server = this.opts.tls
+      ? tls.createServer({ cert: this.opts.tls.cert, key: this.opts.tls.key }, (s) => this.accept(s))
+      : net.createServer((s) => this.accept(s));
     this.server = server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -129,11 +138,14 @@ export class TcpTransport implements Transport {
     let target: { host: string; port: number };
     try { target = parseAddr(to); } catch { return undefined; }
     if (this.outs.size >= (this.opts.maxConns ?? 32)) this.evictOldest();
-    const sock = net.connect({ host: target.host, port: target.port });
+    const t = this.opts.tls;
+    const sock: net.Socket = t
+      ? tls.connect({ host: target.host, port: target.port, ca: t.ca, rejectUnauthorized: t.ca !== undefined, servername: net.isIP(target.host) ? undefined : target.host })
+      : net.connect({ host: target.host, port: target.port });
     sock.setNoDelay(true);
     const out: Out = { sock, ready: false, queue: [], used: Date.now() };
     this.outs.set(to, out);
-    sock.on('connect', () => {
+    sock.on(t ? 'secureConnect' : 'connect', () => {
       out.ready = true;
       // The hello names our address so the peer can answer on this same connection.
       sock.write(encodeMsgpack({ hello: 1, token: this.opts.token, addr: this.address }));
