@@ -1,5 +1,6 @@
 import t from 'tap';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { api, hubFile, pidsMentioning, swarm, until, tempDir } from './helpers/cli.js';
 
@@ -63,4 +64,19 @@ t.test('swarm up refuses a second swarm on the same state dir', async (t) => {
   const ok = swarm(['submit', 'still here', '--wait', '--state-dir', state]);
   t.equal(ok.code, 0, ok.stderr);
   t.equal(ok.stdout.trim(), 'echo: still here');
+});
+
+t.test('swarm up on a taken port fails with the hub\'s own error and exit code, and leaves nothing running', async (t) => {
+  const dir = tempDir(t);
+  const state = path.join(dir, 'state');
+  const blocker = net.createServer();
+  await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => new Promise<void>((r) => blocker.close(() => r())));
+  const port = (blocker.address() as net.AddressInfo).port;
+  const up = swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--json', '--port', String(port), '--state-dir', state]);
+  t.equal(up.code, 2, 'exit 2: a configuration error');
+  const err = JSON.parse(up.stdout).error;
+  t.equal(err.code, 'SWARM_ERR_CONFIG');
+  t.match(err.msg, /in use/);
+  t.ok(await until(() => pidsMentioning(state).length === 0, 30_000), 'no process of the swarm is left');
 });

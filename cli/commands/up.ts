@@ -115,10 +115,20 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   if (!ready || !hub) {
     const tail = readTail(logPath(dir, 'hub.stderr'));
     if (!exited && child.pid) try { process.kill(child.pid, 'SIGTERM'); } catch { /* gone */ }
+    // A hub that refused to start (port taken, bad config) said why as `swarm: CODE: message`: that is the error.
+    const own = exited ? hubError(tail) : undefined;
+    if (own) throw own;
     throw new SwarmError(exited ? 'SWARM_ERR_INTERNAL' : 'SWARM_ERR_TIMEOUT', `${exited ?? `only ${count}/${o.agents} workers ready after ${o.readyTimeout} ms`}${tail ? `\n${tail}` : ''}`);
   }
   summary(o, model, hub, dir, performance.now() - t0, true);
   process.exit(Exit.OK);
+}
+
+/** The hub's own `swarm: SWARM_ERR_X: message` line in its stderr, as that error. */
+function hubError(tail: string | undefined): SwarmError | undefined {
+  const m = tail?.split('\n').reverse().map((l) => /^swarm: (SWARM_ERR_[A-Z_]+): (.*)$/.exec(l)).find(Boolean);
+  if (!m) return undefined;
+  try { return new SwarmError(m[1] as SwarmError['code'], `hub: ${m[2]}`); } catch { return undefined; }
 }
 
 async function waitFor(count: () => number | Promise<number>, want: number, timeoutMs: number, progress: Progress, abort: () => boolean): Promise<boolean> {
