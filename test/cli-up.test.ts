@@ -15,7 +15,7 @@ t.test('swarm up --agents 25 --detach answers 1,000 tasks, and swarm down leaves
   t.ok(summary.ready_ms > 0);
   const status = JSON.parse(swarm(['status', '--json', '--state-dir', state]).stdout);
   t.equal(status.workers.length, 25, '25 workers connected');
-  for (const w of status.workers) t.match(w, { id: String, state: String, role: String, driver: 'echo' }, undefined, { diagnostic: false });
+  for (const w of status.workers) t.match(w, { id: String, state: String, role: String, driver: 'echo' }, '', { diagnostic: false });
   t.same(Object.keys(status.tasks).sort(), ['done', 'failed', 'leased', 'queued']);
 
   const file = path.join(dir, 'tasks.jsonl');

@@ -91,8 +91,8 @@ t.test('msgpack 64-bit integers decode as numbers; extension types other than un
   // {"s": uint64 429, "t": uint64 epoch ms, "n": int64 -5, "u": undefined-extension}
   dec.push(frame([0x84, 0xa1, 0x73, 0xcf, ...u64(429n), 0xa1, 0x74, 0xcf, ...u64(1763800000412n), 0xa1, 0x6e, 0xd3, ...i64(-5n), 0xa1, 0x75, 0xd4, 0x00, 0x00]));
   t.same(frames, [{ s: 429, t: 1763800000412, n: -5 }], 'numbers, and the undefined extension is left out');
-  t.equal(typeof frames[0]!.s, 'number');
-  t.notOk('u' in frames[0]!, 'undefined means absent');
+  t.equal(typeof (frames[0] as Record<string, unknown>).s, 'number');
+  t.notOk('u' in (frames[0] as Record<string, unknown>), 'undefined means absent');
   // A BigInt extension (0x42), a Date (timestamp ext -1), and a structured-clone reference are not protocol values.
   dec.push(frame([0x81, 0xa1, 0x62, 0xd4, 0x42, 0x07]));
   dec.push(frame([0x81, 0xa1, 0x64, 0xd6, 0xff, 0x00, 0x00, 0x00, 0x01]));

@@ -15,7 +15,7 @@ t.test('tasks submitted to a hub are answered by echo workers, each recorded onc
   t.ok(await waitTasks(hub, 300), 'all finished');
   const c = hub.store.queue.counts();
   t.same(c, { queued: 0, leased: 0, done: 300, failed: 0 });
-  for (let i = 0; i < 300; i++) t.equal(hub.store.queue.get(`t-${i}`)?.result?.text, `echo: task ${i}`, undefined, { diagnostic: false });
+  for (let i = 0; i < 300; i++) t.equal(hub.store.queue.get(`t-${i}`)?.result?.text, `echo: task ${i}`, '', { diagnostic: false });
   const workers = new Set(specs.map((s) => hub.store.queue.get(s.id)!.result!.worker));
   t.ok(workers.size >= 2, `work spread over ${workers.size} workers`);
   t.equal(hub.metrics.duplicateResults, 0, 'no duplicate results');

@@ -75,7 +75,7 @@ t.test('without a session, the id is free once the old link has been quiet for h
     const w = await RawWorker.connect(addr);
     const r = await w.handshake({ worker_id: 'w-h' });
     if (r?.type === 'HANDSHAKE_ACK') accepted = w;
-    else { t.equal(r?.payload?.code, 'SWARM_ERR_DUPLICATE_WORKER', undefined, { diagnostic: false }); refused++; w.destroy(); await new Promise((res) => setTimeout(res, 100)); }
+    else { t.equal(r?.payload?.code, 'SWARM_ERR_DUPLICATE_WORKER', '', { diagnostic: false }); refused++; w.destroy(); await new Promise((res) => setTimeout(res, 100)); }
   }
   t.teardown(() => accepted?.destroy());
   t.ok(accepted, `accepted after ${refused} refusal(s)`);

@@ -22,7 +22,7 @@ async function withAddon<T>(file: string, fn: () => Promise<T>): Promise<T> {
 
 t.test('on Linux x64 the prebuilt binary is loaded directly, without the test process', async (t) => {
   if (missingPrereq(t, model)) return;
-  if (process.platform !== 'linux' || process.arch !== 'x64') { t.skip('the direct load is for Linux (x64 is what is installed here)'); return; }
+  if (process.platform !== 'linux' || process.arch !== 'x64') { t.skip('the direct load is for Linux (x64 is what is installed here)', () => {}); return; }
   t.ok(directPrebuilt(), 'node-llama-cpp would load its own prebuilt CPU binary here');
   const d = new EmbeddedDriver({ name: 'embedded', model: model.model, options: {} });
   t.teardown(() => d.stop());
@@ -35,7 +35,7 @@ t.test('on Linux x64 the prebuilt binary is loaded directly, without the test pr
 
 t.test('a binding that does not load is ENGINE_START naming the binding', async (t) => {
   if (missingPrereq(t, model)) return;
-  if (!directPrebuilt()) { t.skip('getLlama() loads the binary here (with its own test)'); return; }
+  if (!directPrebuilt()) { t.skip('getLlama() loads the binary here (with its own test)', () => {}); return; }
   const dir = t.testdir({ 'broken.node': 'not a shared object' });
   const d = new EmbeddedDriver({ name: 'embedded', model: model.model, options: {} });
   t.teardown(() => d.stop());
@@ -49,14 +49,14 @@ t.test('a binding that does not load is ENGINE_START naming the binding', async 
 
 t.test('a binding that crashes the host natively is ENGINE_START, and the driver lives on', async (t) => {
   if (missingPrereq(t, model)) return;
-  if (!directPrebuilt()) { t.skip('getLlama() loads the binary here (with its own test)'); return; }
+  if (!directPrebuilt()) { t.skip('getLlama() loads the binary here (with its own test)', () => {}); return; }
   // A shared object whose constructor aborts: what a binary built for another CPU does (SIGILL) when loaded.
   const dir = t.testdir({ 'crash.c': '#include <stdlib.h>\n__attribute__((constructor)) static void boom(void) { abort(); }\n' });
   const so = path.join(dir, 'crash.node');
   const cc = spawnSync('cc', ['-shared', '-fPIC', '-o', so, path.join(dir, 'crash.c')], { encoding: 'utf8' });
   if (cc.error || cc.status !== 0) {
     if (process.env.CI === 'true') t.fail(`cc failed: ${cc.error?.message ?? cc.stderr}`);
-    else t.skip(`no C compiler: ${cc.error?.message ?? cc.stderr}`);
+    else t.skip(`no C compiler: ${cc.error?.message ?? cc.stderr}`, () => {});
     return;
   }
   const d = new EmbeddedDriver({ name: 'embedded', model: model.model, options: {} });

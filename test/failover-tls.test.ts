@@ -29,14 +29,14 @@ t.test('gossip over TLS: verified peers converge; a plain-TCP peer is not admitt
   const tlsA = { cert: fs.readFileSync(a.cert), key: fs.readFileSync(a.key), ca: fs.readFileSync(a.cert) };
   const nodes: { m: Membership; tr: TcpTransport }[] = [];
   t.teardown(async () => { for (const n of nodes) { n.m.stop(); await n.tr.close(); } });
-  const make = async (id: string, tls?: ConstructorParameters<typeof TcpTransport>[0]['tls']) => {
+  const make = async (id: string, tls?: NonNullable<ConstructorParameters<typeof TcpTransport>[0]>['tls']) => {
     const tr = new TcpTransport({ tls });
     await tr.listen();
     const m = new Membership({ id, transport: tr, config: fast });
     nodes.push({ m, tr });
     return { m, tr };
   };
-  const good = [];
+  const good: { m: Membership; tr: TcpTransport }[] = [];
   for (let i = 0; i < 5; i++) good.push(await make(`w-${i}`, tlsA));
   for (const n of good) { n.m.start(); if (n !== good[0]) n.m.join(good[0]!.tr.addr); }
   t.ok(await until(() => good.every((n) => n.m.live().length === 5), 20_000), 'five TLS members see each other live');

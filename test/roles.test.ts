@@ -35,7 +35,7 @@ t.test('a role plan is handed out with ASSIGN_ROLE; workers ACK and take it; dis
   const roleOf = (id: string) => hub.registry.get(id)?.role;
   for (const s of specs) {
     const rec = hub.store.queue.get(s.id)!;
-    t.equal(rec.state, 'done', undefined, { diagnostic: false });
+    t.equal(rec.state, 'done', '', { diagnostic: false });
     t.equal(roleOf(rec.result!.worker!), s.role, `${s.id} ran on a ${s.role}`, { diagnostic: false });
   }
   // A reconnect: the HANDSHAKE carries the role taken, so nothing is handed out again.

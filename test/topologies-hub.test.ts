@@ -105,7 +105,7 @@ t.test('after a hub restart the run resumes from its journaled spec and the stor
   t.same(await runs.resumeAll(), [run]);
   p = startPool(h.addr, 2);
   t.teardown(async () => { await p.stop(); await h.stop(); });
-  const out = await Promise.race([runs.wait(run)!, new Promise<undefined>((r) => setTimeout(r, 30_000).unref())]);
+  const out = await Promise.race([runs.wait(run)!, new Promise<undefined>((r) => { setTimeout(() => r(undefined), 30_000).unref(); })]);
   if (!out) { t.fail(`run not finished 30 s after the restart: ${JSON.stringify(h.hub.store.queue.counts())}`); return; }
   t.equal(out.verdict, 'done');
   t.equal(out.output.split('\n\n').length, 40);

@@ -23,7 +23,7 @@ export class FaultNet {
       const link: Link = { client, upstream, target: self };
       this.links.add(link);
       let head: Buffer = Buffer.alloc(0);
-      client.on('data', (c) => {
+      client.on('data', (c: Buffer) => {
         if (link.dialer === undefined) {
           head = Buffer.concat([head, c]);
           const m = /(127\.0\.0\.1:\d+)/.exec(head.toString('latin1'));
