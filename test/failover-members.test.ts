@@ -64,7 +64,11 @@ t.test('a worker cut off through the fault proxy in gossip mode and restored: it
   const restoredAt = Date.now();
   t.ok(await until(() => agents(dir).every((a) => a.live === 25), 30_000, 100), 'the worker rejoined every view');
   t.comment(`rejoined ${Date.now() - restoredAt} ms after the restore`);
-  t.ok(await until(() => agents(dir).every((a) => a.replica.done === TASKS), 40_000, 100), 'every replica has every task done');
+  // Anti-entropy runs once a second per member; two full CI runs at load 10-25 missed the old 40 s bound
+  // (passes in ~1 s when the machine is quiet). The comment shows each replica if it fails again.
+  const converged = await until(() => agents(dir).every((a) => a.replica.done === TASKS), 120_000, 100);
+  if (!converged) t.comment('replicas done: ' + agents(dir).map((a) => `${a.id}=${a.replica.done}/${a.mode}/${a.live}`).join(' '));
+  t.ok(converged, 'every replica has every task done');
   t.equal(new Set(agents(dir).map((a) => a.coordinator)).size, 1, 'one coordinator in every view');
   hub = ps.add(await startHub(dir));
   t.ok(await hubDone(dir, TASKS, 30_000), 'the restarted hub has every task final');
