@@ -14,16 +14,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { CLI, ROOT, arg } from './args.js';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const ROOT = path.basename(path.resolve(here, '..')) === 'dist' ? path.resolve(here, '../..') : path.resolve(here, '..');
-const CLI = path.join(ROOT, 'dist/cli/main.js');
-
-const arg = (name: string, dflt: string) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1]! : dflt;
-};
 const WORKERS = Number(arg('workers', '25'));
 const TASKS = Number(arg('tasks', '500'));
 const LATENCY = Number(arg('latency-ms', '50'));

@@ -11,16 +11,8 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { CLI, ROOT, arg } from './args.js';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const ROOT = path.basename(path.resolve(here, '..')) === 'dist' ? path.resolve(here, '../..') : path.resolve(here, '..');
-const CLI = path.join(ROOT, 'dist/cli/main.js');
-
-const arg = (name: string, dflt: string) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1]! : dflt;
-};
 const AGENTS = Number(arg('agents', '25'));
 const TASKS = Number(arg('tasks', '1000'));
 const ROUNDS = Number(arg('rounds', '5'));

@@ -12,11 +12,8 @@ import { MemNetwork } from '../worker/gossip/mem-transport.js';
 import { Membership } from '../worker/gossip/membership.js';
 import { GossipNode } from '../worker/gossip/node.js';
 import { TcpTransport } from '../worker/gossip/transport.js';
+import { arg } from './args.js';
 
-const arg = (name: string, dflt: string) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1]! : dflt;
-};
 const sizes = arg('sizes', '25,100,200').split(',').map(Number);
 const trials = Number(arg('trials', '20'));
 const realTrials = Number(arg('real-trials', '5'));
