@@ -54,11 +54,13 @@ export function registerRun(program: Command): void {
             replay_of: plan.replayOf, driver: plan.driver, model: plan.model,
           }, 120_000);
           views.push(await follow(dir, hub, run, o));
+          if (views.at(-1)?.outcome?.verdict === 'cancelled') break; // Ctrl-C (or `runs cancel`) stops a --repeat too
         }
         if (o.json) process.stdout.write(JSON.stringify(views.length === 1 ? views[0] : { runs: views }) + '\n');
         else for (const v of views) printView(v);
         if (!o.json && views.length > 1) process.stdout.write(compareRuns(views.map((v) => readRunDir(v.dir)!)) + '\n');
         if (views.some((v) => v.state !== 'done')) process.exit(Exit.TIMEOUT);
+        if (views.some((v) => v.outcome?.verdict === 'cancelled')) process.exit(Exit.INTERRUPTED);
         if (views.some((v) => v.outcome?.verdict === 'failed')) process.exit(Exit.TASKS_FAILED);
         process.exit(Exit.OK);
       } catch (err) { fail(err, o.json); }
@@ -148,6 +150,21 @@ async function ensureSwarm(dir: string, plan: Plan, o: RunOptions): Promise<HubF
 async function follow(dir: string, hub: HubFile, run: string, o: RunOptions): Promise<RunView> {
   const progress = new Progress(o.json);
   const deadline = Date.now() + o.timeout;
+  // Ctrl-C cancels the run on the hub (its outstanding tasks stop on the workers) and we wait for it
+  // to end as cancelled, so the run folder is complete; a second Ctrl-C leaves at once.
+  let interrupted = false;
+  const onInt = (): void => {
+    if (interrupted) { progress.done(); process.exit(Exit.INTERRUPTED); }
+    interrupted = true;
+    progress.update(`run ${run}: cancelling (Ctrl-C again to leave now)…`);
+    void call(hub, 'POST', `/runs/${encodeURIComponent(run)}/cancel`, { reason: 'interrupted: Ctrl-C in swarm run' }, 30_000)
+      .catch((err: unknown) => { process.stderr.write(`swarm: could not cancel run ${run}: ${err instanceof Error ? err.message : String(err)}\n`); });
+  };
+  process.on('SIGINT', onInt);
+  try { return await followLoop(dir, hub, run, o, progress, deadline); } finally { process.off('SIGINT', onInt); }
+}
+
+async function followLoop(dir: string, hub: HubFile, run: string, o: RunOptions, progress: Progress, deadline: number): Promise<RunView> {
   for (;;) {
     let v: RunView;
     try {
