@@ -1,6 +1,6 @@
 import t from 'tap';
 import { hubFile, swarm, tempDir, until } from './helpers/cli.js';
-import { agents, allInMode, hubDone, killGroup, startHub, submit, tally, type Proc } from './helpers/failover.js';
+import { agents, allInMode, hubDone, killGroup, startHub, submit, expectExactlyOnce, expectReplicasDone, type Proc } from './helpers/failover.js';
 
 t.test('swarm up --failover: the hub killed mid-run, the supervised workers finish by gossip, a new hub gets every result once', async (t) => {
   const dir = tempDir(t);
@@ -18,12 +18,8 @@ t.test('swarm up --failover: the hub killed mid-run, the supervised workers fini
   const st = JSON.parse(swarm(['status', '--json', '--state-dir', dir]).stdout || '{}') as { hub?: { mode?: string; coordinator?: string } };
   t.equal(st.hub?.mode, 'gossip', 'swarm status shows gossip mode and who coordinates');
   t.ok(st.hub?.coordinator, `coordinator ${st.hub?.coordinator}`);
-  t.ok(await until(() => agents(dir).every((a) => a.replica.done === TASKS), 60_000, 100), 'the workers finished the run without a hub');
+  await expectReplicasDone(t, dir, TASKS, 60_000, 'the workers finished the run without a hub');
   hub2 = await startHub(dir);
   t.ok(await hubDone(dir, TASKS, 30_000), 'the new hub has every task final');
-  const r = tally(dir, ids);
-  t.comment(`lost=${r.lost} duplicated=${r.duplicated} wrong=${r.wrong}`);
-  t.equal(r.lost, 0, 'no result lost');
-  t.equal(r.duplicated, 0, 'no result recorded twice');
-  t.equal(r.wrong, 0, 'every answer is the fault-free one');
+  expectExactlyOnce(t, dir, ids);
 });

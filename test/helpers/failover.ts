@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
+import type { Test } from 'tap';
 import { alive, api, hubFile, journal, swarmBg, until } from './cli.js';
 
 /** Chaos-test scaffolding for failover (issue 5): a hub and a worker process on a state dir. */
@@ -108,4 +109,22 @@ export function procs(t: { teardown(fn: () => void): void }): { add(p: Proc): Pr
   const list: Proc[] = [];
   t.teardown(() => { for (const p of list) killGroup(p); });
   return { add: (p) => { list.push(p); return p; } };
+}
+
+type Asserts = Pick<Test, 'ok' | 'equal' | 'comment'>;
+
+/** Count results per task id in the journal and assert each was recorded once, with the fault-free answer. */
+export function expectExactlyOnce(t: Asserts, dir: string, ids: string[]): void {
+  const r = tally(dir, ids);
+  t.comment(`lost=${r.lost} duplicated=${r.duplicated} wrong=${r.wrong}`);
+  t.equal(r.lost, 0, 'no result lost');
+  t.equal(r.duplicated, 0, 'no result recorded twice');
+  t.equal(r.wrong, 0, 'every answer is the fault-free one');
+}
+
+/** Wait (a bound, not a timing claim) until every worker's replica has all `n` tasks done; on failure show each replica. */
+export async function expectReplicasDone(t: Asserts, dir: string, n: number, ms: number, msg: string, extra: { todo?: string } = {}): Promise<void> {
+  const done = await until(() => agents(dir).every((a) => a.replica.done === n), ms, 100);
+  if (!done) t.comment('replicas done: ' + agents(dir).map((a) => `${a.id}=${a.replica.done}/${a.mode}/${a.live}`).join(' '));
+  t.ok(done, msg, extra);
 }
