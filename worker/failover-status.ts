@@ -2,12 +2,15 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Agent } from './agent.js';
+import type { Lease, Replica } from './gossip/replica.js';
 
 /** One agent's failover status as written for `swarm status` (which reads it when no hub answers). */
 export interface AgentFailoverStatus {
   id: string; mode: string; coordinator: string; epoch: number; live: number; hub: string;
   coordinating: boolean; peer_addr: string; gossip_since?: number; last_final_at?: number;
   replica: { queued: number; leased: number; done: number; failed: number; size: number };
+  /** In gossip mode, when at most 5 tasks are left: those tasks and their leases (what a stalled run waits on). */
+  left?: { id: string; lease?: Lease }[];
 }
 
 /** A worker process's status file: `<state-dir>/failover/<pid>.json`. */
@@ -74,9 +77,16 @@ export class FailoverStatusWriter {
         id: fo.node.id, mode: s.mode, coordinator: s.coordinator, epoch: s.epoch, live: s.live, hub: s.hub,
         coordinating: fo.node.coordinator.isCoordinating, peer_addr: fo.transport.addr, gossip_since: fo.node.gossipSince, last_final_at: fo.lastFinalAt,
         replica: { ...fo.node.replica.counts(), size: fo.node.replica.size },
+        left: this.left(fo.node.replica, s.mode),
       }];
     });
     return { pid: process.pid, at: Date.now(), agents };
+  }
+
+  private left(r: Replica, mode: string): AgentFailoverStatus['left'] {
+    const c = r.counts();
+    if (mode !== 'gossip' || c.queued + c.leased === 0 || c.queued + c.leased > 5) return undefined;
+    return r.openIds().map((id) => ({ id, lease: r.get(id)?.lease }));
   }
 
   private write(force: boolean): void {

@@ -6,6 +6,12 @@ import type { Replica, ReplicaSpec } from './replica.js';
 /** An assignment from the acting coordinator to a member. */
 export interface Assign { id: string; attempt: number; epoch: number; spec: ReplicaSpec }
 
+/**
+ * A member's answer to an assignment: `ak` it runs (or ran) it; `an` it hands it back: unrun (busy,
+ * or fenced, with its fence), or `ran` and failed in a way worth another try elsewhere.
+ */
+export interface AssignReply { id: string; attempt: number; fence?: number; ran?: boolean }
+
 /** A coordinator's claim: gossiped so members learn the current term and fence older ones. */
 export interface Claim { epoch: number; id: string }
 
@@ -22,11 +28,19 @@ export interface CoordinatorOptions {
   dispatchIntervalMs?: number;
   /** After taking over, wait this long for anti-entropy to bring the freshest state before dispatching. */
   catchUpMs?: number;
+  /** An assignment not acknowledged within this long is sent again (the link may have dropped it). */
+  resendMs?: number;
+  /** After this many unanswered sends the lease is handed back and the task goes to someone else. */
+  maxSends?: number;
   /** Called when this node starts or stops coordinating. */
   onRole?: (coordinating: boolean, epoch: number) => void;
 }
 
 export const ASSIGN_CH = 'as';
+/** A member accepted an assignment (it runs it, ran it, or it is done). */
+export const ACK_CH = 'ak';
+/** A member handed an assignment back: busy, failed, or fenced (it knows a newer term). */
+export const NACK_CH = 'an';
 
 /**
  * The acting coordinator in gossip mode. Election is deterministic: the lowest id among the live
@@ -45,11 +59,16 @@ export class Coordinator {
   private timer?: TimerHandle;
   private rr = 0;
   private kicked = false;
-  readonly stats = { assigned: 0, revoked: 0, failed: 0, terms: 0 };
+  private claimedAt = -Infinity;
+  /** Assignments sent and not yet acknowledged, by task id. */
+  private readonly unacked = new Map<string, { worker: string; attempt: number; at: number; sends: number }>();
+  readonly stats = { assigned: 0, revoked: 0, failed: 0, terms: 0, renewed: 0, resent: 0, fenced: 0 };
 
   constructor(private readonly ms: Membership, private readonly replica: Replica, private readonly opts: CoordinatorOptions = {}) {
     this.clock = opts.clock ?? realClock;
     ms.onBroadcast((v, _from, key) => key === 'coord' && this.onClaim(v));
+    ms.onApp(ACK_CH, (from, body) => this.onAck(from, body as AssignReply));
+    ms.onApp(NACK_CH, (from, body) => this.onNack(from, body as AssignReply));
     ms.onChange((e) => { if (e.state === 'dead' && this.coordinating) this.revokeDead(); if (this.active) this.evaluate(); });
     replica.onChange((e) => {
       if (e.lease && e.lease.epoch > this.maxEpoch) this.maxEpoch = e.lease.epoch;
@@ -113,6 +132,7 @@ export class Coordinator {
   }
 
   private claim(): void {
+    this.claimedAt = this.clock.now();
     this.epoch = this.maxEpoch + 1;
     this.maxEpoch = this.epoch;
     this.stats.terms++;
@@ -123,6 +143,7 @@ export class Coordinator {
   private setCoordinating(on: boolean): void {
     if (this.coordinating === on) return;
     this.coordinating = on;
+    this.unacked.clear();
     this.opts.onRole?.(on, this.epoch);
   }
 
@@ -133,10 +154,62 @@ export class Coordinator {
     }
   }
 
+  private onAck(from: string, r: AssignReply): void {
+    const u = r && typeof r.id === 'string' ? this.unacked.get(r.id) : undefined;
+    if (u && u.worker === from && u.attempt === r.attempt) this.unacked.delete(r.id);
+  }
+
+  /** A member handed an assignment back: free the lease; a fence above our term means a newer one exists. */
+  private onNack(from: string, r: AssignReply): void {
+    if (!r || typeof r.id !== 'string') return;
+    if (typeof r.fence === 'number') { this.stats.fenced++; this.observeEpoch(r.fence); }
+    if (!this.coordinating) return;
+    const l = this.replica.get(r.id)?.lease;
+    if (l && l.worker === from && l.attempt === r.attempt) {
+      this.unacked.delete(r.id);
+      if (this.replica.revoke(r.id, r.ran !== true)) this.stats.revoked++;
+    }
+  }
+
+  private ttl(spec: ReplicaSpec | undefined): number {
+    return (spec?.timeout_ms ?? this.opts.leaseMs ?? 60_000) + (this.opts.leaseGraceMs ?? 5_000);
+  }
+
+  private send(worker: string, id: string, attempt: number, spec: ReplicaSpec, now: number, sends = 1): void {
+    this.unacked.set(id, { worker, attempt, at: now, sends });
+    const a: Assign = { id, attempt, epoch: this.epoch, spec };
+    this.ms.sendApp(worker, ASSIGN_CH, a);
+  }
+
+  /**
+   * Assignments nobody acknowledged: send again, and after `maxSends` hand the lease back. Without
+   * this, an assignment lost on a dropped link held its task until the lease lapsed (a minute or more).
+   */
+  private resend(now: number): void {
+    const every = this.opts.resendMs ?? 1000;
+    for (const [id, u] of this.unacked) {
+      const e = this.replica.get(id);
+      const l = e?.lease;
+      if (!e?.spec || !l || l.revoked || e.result || e.failure || l.worker !== u.worker || l.attempt !== u.attempt || l.epoch !== this.epoch) { this.unacked.delete(id); continue; }
+      if (now - u.at < every) continue;
+      if (u.sends >= (this.opts.maxSends ?? 5)) {
+        this.unacked.delete(id);
+        if (this.replica.revoke(id)) this.stats.revoked++;
+        continue;
+      }
+      this.stats.resent++;
+      this.send(u.worker, id, u.attempt, e.spec, now, u.sends + 1);
+    }
+  }
+
   /** One dispatch pass: revoke lapsed leases, then fill free slots in queue order. */
   dispatch(): void {
     if (!this.coordinating || this.clock.now() < this.readyAt) return;
     const now = this.clock.now();
+    // A term above ours exists (a lease or a member's fence said so; its claim never reached us, e.g.
+    // from a member that was cut off): members fence our assignments, so claim above it (at most once a second).
+    if (this.maxEpoch > this.epoch && now - this.claimedAt >= 1000 && this.ms.live()[0] === this.ms.id) this.claim();
+    this.resend(now);
     const live = this.ms.live();
     const load = new Map(live.map((id) => [id, 0]));
     const queued: string[] = [];
@@ -147,7 +220,15 @@ export class Coordinator {
       if (st === 'leased') {
         const l = e.lease!;
         if (!load.has(l.worker) || now > l.until) { if (this.replica.revoke(id)) { this.stats.revoked++; queued.push(id); } }
-        else load.set(l.worker, load.get(l.worker)! + 1);
+        else {
+          load.set(l.worker, load.get(l.worker)! + 1);
+          // Inherited from the hub or an earlier term: renew it under ours and tell the holder, who
+          // acknowledges if it runs the task and runs it if not (it may never have got it).
+          if (l.epoch < this.epoch && e.spec && this.replica.renew(id, this.epoch, now + this.ttl(e.spec))) {
+            this.stats.renewed++;
+            this.send(l.worker, id, l.attempt, e.spec, now);
+          }
+        }
       } else if (st === 'queued' && e.spec) queued.push(id);
     }
     for (const id of queued) {
@@ -156,18 +237,17 @@ export class Coordinator {
       const e = this.replica.get(id)!;
       const attempt = (e.lease?.attempt ?? 0) + 1;
       const max = e.spec!.max_attempts ?? this.opts.defaultMaxAttempts ?? 3;
-      if (attempt > max) {
+      // Leases handed back unrun (busy, fenced) are not attempts.
+      if (attempt - (e.lease?.unrun ?? 0) > max) {
         this.replica.record(id, { worker: this.ms.id, attempt: attempt - 1, error: { code: 'SWARM_ERR_RETRIES_EXHAUSTED', msg: `failed on ${max} attempts` } });
         this.stats.failed++;
         continue;
       }
-      const ttl = (e.spec!.timeout_ms ?? this.opts.leaseMs ?? 60_000) + (this.opts.leaseGraceMs ?? 5_000);
-      const d = this.replica.lease(id, worker, this.epoch, now + ttl);
+      const d = this.replica.lease(id, worker, this.epoch, now + this.ttl(e.spec));
       if (!d) continue;
       load.set(worker, load.get(worker)! + 1);
       this.stats.assigned++;
-      const a: Assign = { id, attempt: d.lease!.attempt, epoch: this.epoch, spec: e.spec! };
-      this.ms.sendApp(worker, ASSIGN_CH, a);
+      this.send(worker, id, d.lease!.attempt, e.spec!, now);
     }
   }
 

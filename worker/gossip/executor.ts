@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Membership } from './membership.js';
 import type { Entry, Replica, ReplicaSpec } from './replica.js';
-import { ASSIGN_CH, type Assign, type Coordinator } from './coordinator.js';
+import { ACK_CH, ASSIGN_CH, NACK_CH, type Assign, type AssignReply, type Coordinator } from './coordinator.js';
 
 /** What running one task produced. An error is retried elsewhere unless `final`. */
 export type ExecOutcome = { text: string; receipt?: unknown } | { error: { code: string; msg: string }; final?: boolean };
@@ -9,8 +9,6 @@ export type ExecOutcome = { text: string; receipt?: unknown } | { error: { code:
 /** Runs one task (the worker's driver); must settle, never hang past the task's timeout. */
 export type Execute = (spec: ReplicaSpec, attempt: number) => Promise<ExecOutcome>;
 
-/** A member handing a task back: it cannot run it (busy, failed, shutting down). */
-export const NACK_CH = 'an';
 
 export interface ExecutorOptions { slots?: number; log?: Logger }
 
@@ -33,7 +31,6 @@ export class Executor {
     private readonly opts: ExecutorOptions = {},
   ) {
     ms.onApp(ASSIGN_CH, (from, body) => this.onAssign(from, body as Assign));
-    ms.onApp(NACK_CH, (from, body) => this.onNack(from, body as { id: string; attempt: number }));
   }
 
   /**
@@ -49,19 +46,36 @@ export class Executor {
   adopt(id: string): void { this.running.add(id); }
   release(id: string): void { this.running.delete(id); }
 
+  /**
+   * Every assignment is answered, so the coordinator never waits out a lease for nothing: an ack if
+   * it runs here (now, or already under the hub or an earlier term) or is final (the entry goes back
+   * with it); a nack if busy, or if fenced, with the fence, so the coordinator claims a newer term.
+   */
   private onAssign(from: string, a: Assign): void {
-    if (!a || typeof a.id !== 'string' || typeof a.epoch !== 'number' || !a.spec) return;
-    if (a.epoch < this.coord.fence) { this.stats.fenced++; return; }
+    if (!a || typeof a.id !== 'string' || typeof a.epoch !== 'number' || typeof a.attempt !== 'number' || !a.spec) return;
+    const reply = (ch: string, r: AssignReply) => this.ms.sendApp(from, ch, r);
+    if (a.epoch < this.coord.fence) {
+      this.stats.fenced++;
+      reply(NACK_CH, { id: a.id, attempt: a.attempt, fence: this.coord.fence });
+      return;
+    }
     this.coord.observeEpoch(a.epoch);
     const st = this.replica.state(a.id);
-    if (st === 'done' || st === 'failed' || this.running.has(a.id)) return;
+    if (st === 'done' || st === 'failed') {
+      reply(ACK_CH, { id: a.id, attempt: a.attempt });
+      const e = this.replica.get(a.id)!;
+      this.ms.sendApp(from, 'rs', { op: 'en', e: [{ ...e, spec: undefined }] });
+      return;
+    }
+    if (this.running.has(a.id)) { reply(ACK_CH, { id: a.id, attempt: a.attempt }); return; }
     if (this.running.size >= (this.opts.slots ?? 1)) {
       this.stats.refused++;
-      this.ms.sendApp(from, NACK_CH, { id: a.id, attempt: a.attempt });
+      reply(NACK_CH, { id: a.id, attempt: a.attempt });
       return;
     }
     this.running.add(a.id);
     this.stats.ran++;
+    reply(ACK_CH, { id: a.id, attempt: a.attempt });
     void this.run(from, a);
   }
 
@@ -76,19 +90,12 @@ export class Executor {
     } else if (out.final) {
       won = this.replica.record(a.id, { worker: this.ms.id, attempt: a.attempt, error: out.error });
     } else {
-      this.ms.sendApp(from, NACK_CH, { id: a.id, attempt: a.attempt });
+      this.ms.sendApp(from, NACK_CH, { id: a.id, attempt: a.attempt, ran: true } satisfies AssignReply);
     }
     const e = this.replica.get(a.id);
     if (won && e) for (const fn of this.recorded) fn(a.id, e);
     // Tell the coordinator directly too: faster than waiting for gossip to reach it.
     const leader = this.coord.leader;
     if (e && leader && leader !== this.ms.id) this.ms.sendApp(leader, 'rs', { op: 'en', e: [{ ...e, spec: undefined }] });
-  }
-
-  /** Coordinator side of a nack: hand the lease back if it is still the one nacked. */
-  private onNack(from: string, n: { id: string; attempt: number }): void {
-    if (!this.coord.isCoordinating || !n || typeof n.id !== 'string') return;
-    const l = this.replica.get(n.id)?.lease;
-    if (l && l.worker === from && l.attempt === n.attempt) this.replica.revoke(n.id);
   }
 }

@@ -10,6 +10,8 @@ export class MemNetwork {
   private readonly nodes = new Map<string, MemEndpoint>();
   private readonly isolated = new Set<string>();
   private groups?: Map<string, number>;
+  /** Drop the messages this returns true for (a lossy link for one kind of message, in tests). */
+  dropIf?: (from: string, to: string, msg: GossipMsg) => boolean;
   /** Messages delivered and dropped, for benchmarks. */
   stats = { delivered: 0, dropped: 0 };
 
@@ -37,7 +39,7 @@ export class MemNetwork {
 
   /** @internal */
   deliver(from: string, to: string, msg: GossipMsg): void {
-    if (!this.reachable(from, to) || (this.lossRate > 0 && this.rand() < this.lossRate)) { this.stats.dropped++; return; }
+    if (!this.reachable(from, to) || (this.lossRate > 0 && this.rand() < this.lossRate) || this.dropIf?.(from, to, msg)) { this.stats.dropped++; return; }
     const copy = structuredClone(msg);
     this.clock.setTimeout(() => {
       const ep = this.nodes.get(to);

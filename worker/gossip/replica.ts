@@ -8,8 +8,12 @@
 /** A task spec as replicated: the hub's TaskSpec, carried opaquely (gossip never interprets it). */
 export type ReplicaSpec = { id: string; max_attempts?: number; timeout_ms?: number } & Record<string, unknown>;
 
-/** A lease handed out by a coordinator. `epoch` is the coordinator's fencing term. */
-export interface Lease { worker: string; attempt: number; epoch: number; until: number; revoked?: boolean }
+/**
+ * A lease handed out by a coordinator. `epoch` is the coordinator's fencing term. `attempt` numbers
+ * the leases of a task; `unrun` counts those handed back without running (the member was busy or
+ * fenced them), which do not count against the task's max_attempts.
+ */
+export interface Lease { worker: string; attempt: number; epoch: number; until: number; revoked?: boolean; unrun?: number }
 
 /** A finished attempt: a result or a final error. */
 export interface Outcome { worker: string; attempt: number; text?: string; receipt?: unknown; error?: { code: string; msg: string } }
@@ -47,7 +51,9 @@ function leaseWins(a: Lease, b: Lease): boolean {
   if (a.epoch !== b.epoch) return a.epoch > b.epoch;
   const c = cmpStr(a.worker, b.worker);
   if (c !== 0) return c > 0;
-  return !!a.revoked && !b.revoked;
+  if (!!a.revoked !== !!b.revoked) return !!a.revoked;
+  // Two revocations of one lease: the one that counts it as run (fewer unrun) wins, the safe side.
+  return (a.unrun ?? 0) < (b.unrun ?? 0);
 }
 
 /** FNV-1a, 32 bit: a short fingerprint of an entry's merge-relevant fields. */
@@ -121,14 +127,28 @@ export class Replica {
     const e = this.entries.get(id);
     if (!e || e.result || e.failure) return undefined;
     const d: Entry = { id, lease: { worker, attempt: (e.lease?.attempt ?? 0) + 1, epoch, until } };
+    if (e.lease?.unrun) d.lease!.unrun = e.lease.unrun;
     return this.merge(d) ? d : undefined;
   }
 
-  /** Hand a lease back (its holder died or it expired). */
-  revoke(id: string): Entry | undefined {
+  /**
+   * Re-issue the current lease under a newer coordinator term: same worker and attempt, a later
+   * epoch and deadline. A new coordinator does this for the leases it inherits (from the hub, or from
+   * an earlier term), so they lapse on its clock and its assignment reaches the holder.
+   */
+  renew(id: string, epoch: number, until: number): Entry | undefined {
+    const e = this.entries.get(id);
+    if (!e?.lease || e.lease.revoked || e.result || e.failure || e.lease.epoch >= epoch) return undefined;
+    const d: Entry = { id, lease: { ...e.lease, epoch, until } };
+    return this.merge(d) ? d : undefined;
+  }
+
+  /** Hand a lease back (its holder died, it expired, or the holder refused it: `unrun`). */
+  revoke(id: string, unrun = false): Entry | undefined {
     const e = this.entries.get(id);
     if (!e?.lease || e.lease.revoked || e.result || e.failure) return undefined;
     const d: Entry = { id, lease: { ...e.lease, revoked: true } };
+    if (unrun) d.lease!.unrun = (e.lease.unrun ?? 0) + 1;
     return this.merge(d) ? d : undefined;
   }
 
@@ -171,7 +191,7 @@ export class Replica {
   /** Fingerprint of what merge compares; equal fingerprints mean nothing to exchange. */
   hash(e: Entry): number {
     const l = e.lease, r = e.result, f = e.failure;
-    return fnv(`${e.spec ? 1 : 0}|${e.seq ?? ''}|${l ? `${l.attempt}/${l.epoch}/${l.worker}/${l.revoked ? 1 : 0}` : ''}|${r ? `${r.attempt}/${r.worker}` : ''}|${f ? `${f.attempt}/${f.worker}` : ''}`);
+    return fnv(`${e.spec ? 1 : 0}|${e.seq ?? ''}|${l ? `${l.attempt}/${l.epoch}/${l.worker}/${l.revoked ? 1 : 0}/${l.unrun ?? 0}` : ''}|${r ? `${r.attempt}/${r.worker}` : ''}|${f ? `${f.attempt}/${f.worker}` : ''}`);
   }
 
   /** Digest of the whole replica, in chunks of at most `perChunk` ids covering disjoint id ranges. */
