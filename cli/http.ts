@@ -2,8 +2,29 @@ import http from 'node:http';
 import { SwarmError, isErrorCode } from '../protocol/index.js';
 import type { HubFile } from './state.js';
 
-/** Call the hub's control API; errors come back as SwarmError with the hub's code. */
-export function call<T>(hub: HubFile, method: string, path: string, body?: unknown, timeoutMs = 30_000): Promise<T> {
+/** Methods that may be sent twice: a retry cannot do anything twice. */
+const IDEMPOTENT = new Set(['GET', 'HEAD']);
+
+/**
+ * Call the hub's control API; errors come back as SwarmError with the hub's code. An idempotent
+ * request that fails because a pooled keep-alive socket was closed under it (the server closed the
+ * idle connection as we reused it) is sent once more on a fresh socket.
+ */
+export async function call<T>(hub: HubFile, method: string, path: string, body?: unknown, timeoutMs = 30_000): Promise<T> {
+  try {
+    return await attempt<T>(hub, method, path, body, timeoutMs);
+  } catch (err) {
+    if (!(err instanceof StaleSocket) || !IDEMPOTENT.has(method.toUpperCase())) throw err instanceof StaleSocket ? err.error : err;
+    return attempt<T>(hub, method, path, body, timeoutMs).catch((e: unknown) => { throw e instanceof StaleSocket ? e.error : e; });
+  }
+}
+
+/** A reset on a reused socket: the request may not have reached the hub at all. */
+class StaleSocket extends Error {
+  constructor(readonly error: SwarmError) { super(error.message); }
+}
+
+function attempt<T>(hub: HubFile, method: string, path: string, body: unknown, timeoutMs: number): Promise<T> {
   const data = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const req = http.request({
@@ -28,7 +49,12 @@ export function call<T>(hub: HubFile, method: string, path: string, body?: unkno
       });
     });
     req.on('timeout', () => req.destroy(new SwarmError('SWARM_ERR_TIMEOUT', `control API did not answer ${method} ${path} in ${timeoutMs} ms`)));
-    req.on('error', (err) => reject(err instanceof SwarmError ? err : new SwarmError('SWARM_ERR_NO_SWARM', `cannot reach the hub's control API: ${err.message}`)));
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      if (err instanceof SwarmError) { reject(err); return; }
+      const e = new SwarmError('SWARM_ERR_NO_SWARM', `cannot reach the hub's control API: ${err.message}`);
+      // Node's own pattern: a reused keep-alive socket that resets before any answer is safe to retry.
+      reject(req.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE') ? new StaleSocket(e) : e);
+    });
     if (data !== undefined) req.write(data);
     req.end();
   });

@@ -14,6 +14,8 @@ import { checkRolePlan } from './roles.js';
 const MAX_BODY = 64 * 1024 * 1024;
 const readBody = (req: http.IncomingMessage): Promise<string> => readBodyMax(req, MAX_BODY);
 const MAX_WAIT_MS = 10 * 60_000;
+/** Idle keep-alive connections are closed by the server after this long (exported for tests). */
+export const KEEP_ALIVE_MS = 65_000;
 
 export interface ControlOptions {
   host: string;
@@ -36,7 +38,11 @@ export class ControlServer {
     this.server = http.createServer((req, res) => {
       this.route(req, res).catch((err) => sendError(res, err));
     });
-    this.server.keepAliveTimeout = 5000;
+    // Keep idle connections well past the pools of common clients (undici/fetch ~4 s, Node's agent
+    // 5 s, proxies 60 s): a server that closes first races a client reusing the socket, and the
+    // client gets "other side closed" / ECONNRESET. headersTimeout must stay above it (Node's rule).
+    this.server.keepAliveTimeout = KEEP_ALIVE_MS;
+    this.server.headersTimeout = KEEP_ALIVE_MS + 1000;
     await new Promise<void>((resolve, reject) => {
       this.server!.once('error', reject);
       this.server!.listen(this.opts.port, this.opts.host, () => resolve());
