@@ -108,7 +108,10 @@ export class RunFolder implements RunSink {
 
   done(outcome: RunOutcome): void {
     this.outcome = outcome;
-    if (outcome.verdict === 'cancelled') for (const n of this.nodes.values()) if (n.state === 'running') n.state = 'cancelled';
+    // A cancelled run's unfinished nodes are cancelled, not running: their tasks fail with SWARM_ERR_CANCELLED.
+    if (outcome.verdict === 'cancelled') {
+      for (const n of this.nodes.values()) if (n.state === 'running') Object.assign(n, { state: 'cancelled', error: { code: 'SWARM_ERR_CANCELLED', msg: outcome.reason ?? 'run cancelled' } });
+    }
     this.event({ type: 'run_done', verdict: outcome.verdict, reason: outcome.reason });
     const report = this.report();
     // After every node's files: the report is the last word on the run.

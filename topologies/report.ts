@@ -27,6 +27,8 @@ export interface RunMetrics {
   nodes: number;
   done: number;
   failed: number;
+  /** Nodes still running when their run was cancelled. */
+  cancelled: number;
   tokens_in: number;
   tokens_out: number;
   wall_ms: number;
@@ -58,6 +60,7 @@ export function summarize(nodes: NodeRecord[], startedAt: number, outcome?: RunO
   }
   return {
     nodes: nodes.length, done: fin.filter((n) => n.state === 'done').length, failed: fin.filter((n) => n.state === 'failed').length,
+    cancelled: nodes.filter((n) => n.state === 'cancelled').length,
     tokens_in: fin.reduce((s, n) => s + (n.tokens_in ?? 0), 0), tokens_out: tokensOut, wall_ms: wall,
     tokens_per_s: wall > 0 ? (tokensOut * 1000) / wall : 0,
     latency_p50_ms: q(0.5), latency_p95_ms: q(0.95), latency_max_ms: lat.at(-1) ?? 0, roles,
@@ -90,9 +93,9 @@ export function renderMarkdown(r: RunReport): string {
     `- seed ${p.seed}, temperature ${p.temperature}, swarm ${p.swarm_version}, ${p.host.hostname} (${p.host.cpus} CPUs)`,
     ...byModel(p.models).map(({ roles, m: x }) => `- model (${roles.join(', ')}): ${x.path}${x.sha256 ? ` sha256 ${x.sha256.slice(0, 16)}…, ${x.size} bytes` : ` (${x.error})`}`),
     '', '## Metrics', '',
-    `| nodes | done | failed | tokens out | wall s | tokens/s | p50 ms | p95 ms | max ms |`,
-    `|---|---|---|---|---|---|---|---|---|`,
-    `| ${m.nodes} | ${m.done} | ${m.failed} | ${m.tokens_out} | ${fmt(m.wall_ms / 1000, 2)} | ${fmt(m.tokens_per_s, 1)} | ${fmt(m.latency_p50_ms)} | ${fmt(m.latency_p95_ms)} | ${fmt(m.latency_max_ms)} |`,
+    `| nodes | done | failed | cancelled | tokens out | wall s | tokens/s | p50 ms | p95 ms | max ms |`,
+    `|---|---|---|---|---|---|---|---|---|---|`,
+    `| ${m.nodes} | ${m.done} | ${m.failed} | ${m.cancelled} | ${m.tokens_out} | ${fmt(m.wall_ms / 1000, 2)} | ${fmt(m.tokens_per_s, 1)} | ${fmt(m.latency_p50_ms)} | ${fmt(m.latency_p95_ms)} | ${fmt(m.latency_max_ms)} |`,
     '', '| role | nodes | failed | tokens out | mean latency ms |', '|---|---|---|---|---|',
     ...Object.entries(m.roles).map(([k, v]) => `| ${k} | ${v.nodes} | ${v.failed} | ${v.tokens_out} | ${fmt(v.latency_mean_ms)} |`),
     '', '## Output', '', '```', (o?.output ?? '').slice(0, 20_000), '```', '',

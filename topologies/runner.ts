@@ -42,7 +42,10 @@ export interface Progress {
   submitted: number;
   done: number;
   failed: number;
+  /** Nodes submitted and not finished; 0 once the run is cancelled (they are counted as `cancelled`). */
   running: number;
+  /** Nodes still outstanding when the run was cancelled (their tasks fail with SWARM_ERR_CANCELLED). Absent in folders of older runs. */
+  cancelled?: number;
   tokens_out: number;
   tokens_per_s: number;
   elapsed_ms: number;
@@ -94,6 +97,8 @@ export class Runner {
   private retryTimer?: NodeJS.Timeout;
   /** Set once the run is cancelled: a submit still in flight then is cancelled when it returns. */
   private cancelReason?: string;
+  /** Nodes outstanding when the run was cancelled. */
+  private cancelledNodes = 0;
 
   constructor(private readonly o: RunnerOptions) {
     this.topo = topology(o.spec.experiment.topology);
@@ -130,6 +135,7 @@ export class Runner {
     if (this.outcome) return [];
     const outstanding = this.outstanding();
     this.cancelReason = reason;
+    this.cancelledNodes = outstanding.length;
     this.end({ output: '', verdict: 'cancelled', reason, details: { cancelled_nodes: outstanding.length } });
     await this.o.executor.cancel?.(outstanding, reason);
     return outstanding;
@@ -148,7 +154,8 @@ export class Runner {
     const done = this.results.size;
     return {
       run: this.o.runId, state: this.outcome ? 'done' : 'running', submitted: this.submitted.size, done, failed: this.failed,
-      running: this.inflight,
+      // A cancelled run's outstanding nodes are not running any more, whatever their tasks still do.
+      running: this.cancelReason !== undefined ? 0 : this.inflight, cancelled: this.cancelledNodes,
       tokens_out: this.tokensOut, tokens_per_s: elapsed > 0 ? (this.tokensOut * 1000) / elapsed : 0, elapsed_ms: elapsed,
     };
   }

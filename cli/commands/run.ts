@@ -16,7 +16,7 @@ import { planPools, routeRoles, startPools, workerCaps, type Pool } from './run-
 
 interface RunView {
   run: string; state: 'running' | 'done'; experiment: string; topology: string; dir: string;
-  progress?: { submitted: number; done: number; failed: number; running: number; tokens_out: number; tokens_per_s: number; elapsed_ms: number };
+  progress?: { submitted: number; done: number; failed: number; running: number; cancelled?: number; tokens_out: number; tokens_per_s: number; elapsed_ms: number };
   outcome?: { output: string; verdict?: string; reason?: string; details?: Record<string, unknown> };
 }
 
@@ -177,9 +177,15 @@ async function followLoop(dir: string, hub: HubFile, run: string, o: RunOptions,
       continue;
     }
     const p = v.progress;
-    if (p) progress.update(`run ${run} ${v.topology}: nodes ${p.done} done, ${p.running} running, ${p.failed} failed · ${p.tokens_per_s.toFixed(1)} tok/s · ${(p.elapsed_ms / 1000).toFixed(1)} s`);
+    if (p) progress.update(progressLine(run, v.topology, p));
     if (v.state === 'done' || Date.now() > deadline) { progress.done(); return v; }
   }
+}
+
+/** `run R star: nodes 2 done, 1 running, 0 failed · …`; a cancelled run's unfinished nodes count as cancelled. */
+function progressLine(run: string, topology: string, p: NonNullable<RunView['progress']>): string {
+  const cancelled = p.cancelled ? `, ${p.cancelled} cancelled` : '';
+  return `run ${run} ${topology}: nodes ${p.done} done, ${p.running} running, ${p.failed} failed${cancelled} · ${p.tokens_per_s.toFixed(1)} tok/s · ${(p.elapsed_ms / 1000).toFixed(1)} s`;
 }
 
 function printView(v: RunView): void {
