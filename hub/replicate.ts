@@ -53,6 +53,8 @@ export class HubReplicator {
   private rotate = 0;
   private cursor = 0;
   private lastHandback = 0;
+  /** Topology runs not ended, with their specs: holders get them, so an acting coordinator can drive them on. */
+  private readonly runs = new Map<string, unknown>();
   readonly stats = { handbacks: 0, recorded: 0, duplicate: 0, submitted: 0, deltas: 0, fullSyncs: 0, stateFrames: 0 };
 
   constructor(
@@ -93,8 +95,10 @@ export class HubReplicator {
   join(w: WorkerEntry, peerAddr: string): void {
     const view: FailoverView = { id: w.id, peerAddr, mode: 'star', coordinator: 'hub', epoch: 0 };
     this.peers.set(w.id, { w, view });
-    w.conn.send(Type.PEERS, { full: true, peers: [...this.peers.values()].map((p) => ({ id: p.view.id, peer_addr: p.view.peerAddr })) });
-    for (const p of this.peers.values()) if (p.w !== w) p.w.conn.send(Type.PEERS, { full: false, peers: [{ id: w.id, peer_addr: peerAddr }] });
+    // Caps and role go along: in gossip mode the acting coordinator routes tasks as the hub does.
+    const peer = (x: WorkerEntry, addr: string) => ({ id: x.id, peer_addr: addr, caps: x.caps, ...(x.role ? { role: x.role } : {}) });
+    w.conn.send(Type.PEERS, { full: true, peers: [...this.peers.values()].map((p) => peer(p.w, p.view.peerAddr)) });
+    for (const p of this.peers.values()) if (p.w !== w) p.w.conn.send(Type.PEERS, { full: false, peers: [peer(w, peerAddr)] });
     this.elect();
   }
 
@@ -172,11 +176,25 @@ export class HubReplicator {
     }
   }
 
-  /** Send one worker the whole run state, chunked (a new holder). */
+  /** Send one worker the whole run state, chunked (a new holder), and the topology runs not ended. */
   fullSync(w: WorkerEntry): void {
     const all = [...this.store().queue.all()].map((r) => this.entry(r, true));
     this.stats.fullSyncs++;
     this.sendFull(w, all);
+    for (const [run, spec] of this.runs) w.conn.send(Type.STATE, { full: false, entries: [], runs: [{ run, spec }] });
+  }
+
+  /**
+   * A topology run started (or resumed) on this hub: its spec goes to the holders, so in gossip
+   * mode the acting coordinator drives the run on from the replicated results (a run's tasks are a
+   * pure function of its spec and results). `ended` tells them it is over.
+   */
+  runChanged(run: string, spec: unknown, ended = false): void {
+    if (ended) this.runs.delete(run); else this.runs.set(run, spec);
+    if (!this.active) return;
+    this.flush();
+    const runs = [ended ? { run, ended: true } : { run, spec }];
+    for (const w of this.holding) w.conn.send(Type.STATE, { full: false, entries: [], runs });
   }
 
   /** The periodic repair: the next window of at most `fullSyncEntries` tasks, wrapping around. */

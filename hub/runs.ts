@@ -108,7 +108,9 @@ export class RunManager {
   private async launch(run: string, spec: RunSpec, passport: Awaited<ReturnType<typeof makePassport>>, resumed: boolean): Promise<void> {
     const folder = await RunFolder.open(path.join(this.o.dir, run), spec, passport, resumed);
     const runner = new Runner({ runId: run, spec, executor: this.executor, sink: folder });
+    this.hub.failover.runChanged(run, spec);
     const done = runner.run().then(async (outcome) => {
+      this.hub.failover.runChanged(run, undefined, true);
       await folder.close();
       await this.hub.store.appendMeta('run_done', { run, verdict: outcome.verdict }).catch(() => {});
       this.o.log.info({ run, verdict: outcome.verdict, reason: outcome.reason }, 'run finished');

@@ -95,7 +95,8 @@ export const Payloads = {
   [Type.PEERS]: z.object({
     /** true: the whole list (replaces nothing, adds all); false: peers that joined since. */
     full: z.boolean().default(false),
-    peers: z.array(z.object({ id, peer_addr: shortText })).max(100_000),
+    /** caps and role: what the worker may run, so an acting coordinator routes as the hub does. */
+    peers: z.array(z.object({ id, peer_addr: shortText, caps: z.array(shortText).max(64).optional(), role: shortText.optional() })).max(100_000),
   }),
   [Type.STATE]: z.object({
     full: z.boolean().default(false),
@@ -103,6 +104,8 @@ export const Payloads = {
     parts: z.number().int().positive().optional(),
     /** Replica entries (worker/gossip/replica.ts `Entry`): merged by task id, order-independent. */
     entries: z.array(ReplicaEntry).max(100_000),
+    /** Topology runs: a run's spec while it runs, `ended` once it is over (worker/gossip/runs.ts). */
+    runs: z.array(z.object({ run: id, spec: z.unknown().optional(), ended: z.boolean().optional() })).max(1000).optional(),
   }),
   [Type.HANDBACK]: z.object({
     entries: z.array(ReplicaEntry).max(100_000),

@@ -91,3 +91,20 @@ t.test('leases handed back unrun are not attempts; a lease that may have run is'
   t.equal(nacked.get('a')!.lease!.unrun, 4, '… and in the other');
   t.equal(lapsed.hash(lapsed.get('a')!), nacked.hash(nacked.get('a')!), 'the replicas agree');
 });
+
+t.test('in gossip mode a task with caps runs only on members that have them', async (t) => {
+  const pool = new Set(['w-010', 'w-011', 'w-012']);
+  const sw = simSwarm(25, { seed: 43, taskMs: 100, node: { coordinator: { eligible: (id, spec) => !(spec.caps as string[] | undefined)?.length || pool.has(id) } } });
+  const specs = Array.from({ length: 200 }, (_, i) => ({ id: `t-${String(i).padStart(4, '0')}`, prompt: `task ${i}`, ...(i % 2 ? { caps: ['pool:b'] } : {}) }));
+  for (const n of sw.nodes) n.replica.addTasks(specs);
+  await hubSilent(sw);
+  const done = await sw.runUntil(() => sw.nodes.every((n) => n.replica.counts().done === 200), 120_000, 50);
+  t.ok(done !== undefined, `all 200 done in every replica (${done} simulated ms)`);
+  const r = sw.nodes[0]!.replica;
+  const wrong = specs.filter((s) => s.caps && !pool.has(r.get(s.id)?.result?.worker ?? '')).length;
+  t.equal(wrong, 0, 'every task with caps ran on a member of its pool');
+  const spread = new Set(specs.filter((s) => !s.caps).map((s) => r.get(s.id)?.result?.worker));
+  t.ok(spread.size > 10, `tasks without caps ran on ${spread.size} members`);
+  t.same(audit(sw.nodes, specs), { lost: 0, disagree: 0 }, 'no lost or duplicated results');
+  for (const n of sw.nodes) n.stop();
+});

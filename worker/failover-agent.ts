@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import { Type, type AnyMessage, type Connection } from '../protocol/index.js';
 import {
-  FailoverController, GossipNode, Mode, TcpTransport,
-  type Entry, type Execute, type MembershipConfig, type HubMonitorOptions, type NodeStatus,
+  FailoverController, GossipNode, GossipRuns, Mode, TcpTransport,
+  type Entry, type ReplicatedRun, type ReplicaSpec, type Execute, type MembershipConfig, type HubMonitorOptions, type NodeStatus,
 } from './gossip/index.js';
 
 /** Failover settings of one agent (`swarm worker --failover`). */
@@ -35,6 +35,10 @@ export class AgentFailover {
   readonly transport: TcpTransport;
   readonly node: GossipNode;
   readonly controller: FailoverController;
+  /** Topology runs the hub replicated: driven on by this member while it is the acting coordinator. */
+  readonly runs: GossipRuns;
+  /** Each peer's caps and role (PEERS), so the acting coordinator routes tasks as the hub does. */
+  private readonly peerInfo = new Map<string, { caps: string[]; role?: string }>();
   private conn?: Connection;
   private started = false;
   private retry?: NodeJS.Timeout;
@@ -46,8 +50,17 @@ export class AgentFailover {
 
   constructor(selfId: string, token: string | undefined, slots: number, execute: Execute, private readonly opts: AgentFailoverOptions, private readonly log: Logger) {
     this.transport = new TcpTransport({ host: opts.host, port: opts.port, advertise: opts.advertise, token, tls: opts.tls, log });
+    const catchUpMs = opts.catchUpMs ?? 150;
     this.node = new GossipNode({ id: selfId, transport: this.transport, execute, slots, log, membership: opts.membership, hubMonitor: opts.hubMonitor,
-      coordinator: { catchUpMs: opts.catchUpMs ?? 150 },
+      coordinator: {
+        catchUpMs,
+        eligible: (id, spec) => this.eligible(id, spec),
+        // Runs start after the catch-up wait too, so the runner sees the freshest results first.
+        onRole: (on) => {
+          if (!on) { this.runs.setCoordinating(false); return; }
+          setTimeout(() => { if (this.node.coordinator.isCoordinating) this.runs.setCoordinating(true); }, catchUpMs).unref();
+        },
+      },
       // Star mode: the hub replicates to a few holders (hub/replicate.ts); no gossip of every change.
       // Gossip mode: non-holders start with little, so anti-entropy runs every second (a round between
       // replicas that agree costs 256 bucket fingerprints).
@@ -74,6 +87,17 @@ export class AgentFailover {
       }
     });
     this.node.onMode((m) => log.info({ mode: m, coordinator: this.node.status().coordinator }, 'failover mode'));
+    this.runs = new GossipRuns(this.node.replica, log.child({ part: 'runs' }));
+  }
+
+  /** As the hub's queue routes: a task's role must be the member's, its caps a subset of the member's. */
+  private eligible(id: string, spec: ReplicaSpec): boolean {
+    const caps = Array.isArray(spec.caps) ? (spec.caps as string[]) : [];
+    const role = typeof spec.role === 'string' ? spec.role : '';
+    if (!caps.length && !role) return true;
+    const p = this.peerInfo.get(id);
+    if (!p) return false;
+    return (!role || role === p.role) && caps.every((c) => p.caps.includes(c));
   }
 
   /** Open the peer port; resolves with the address to announce in HANDSHAKE. */
@@ -110,8 +134,16 @@ export class AgentFailover {
 
   /** Failover messages from the hub; returns true if handled. */
   onMessage(m: AnyMessage): boolean {
-    if (m.type === Type.PEERS) { this.controller.peers(m.payload.peers); return true; }
-    if (m.type === Type.STATE) { this.controller.state(m.payload.entries as unknown as Entry[]); return true; }
+    if (m.type === Type.PEERS) {
+      for (const p of m.payload.peers) this.peerInfo.set(p.id, { caps: p.caps ?? [], role: p.role || undefined });
+      this.controller.peers(m.payload.peers);
+      return true;
+    }
+    if (m.type === Type.STATE) {
+      if (m.payload.entries.length) this.controller.state(m.payload.entries as unknown as Entry[]);
+      if (m.payload.runs) this.runs.merge(m.payload.runs as ReplicatedRun[]);
+      return true;
+    }
     if (m.type === Type.ACK && m.re && this.waiting.has(m.re)) {
       const w = this.waiting.get(m.re)!;
       this.waiting.delete(m.re);
@@ -148,6 +180,7 @@ export class AgentFailover {
   stop(): void {
     this.disconnected();
     if (this.retry) clearInterval(this.retry);
+    this.runs.stopAll();
     this.node.stop();
     void this.transport.close();
   }

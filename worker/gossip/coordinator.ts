@@ -20,6 +20,8 @@ export interface CoordinatorOptions {
   log?: Logger;
   /** Task slots of a member (defaults to 1). */
   slotsOf?: (id: string) => number;
+  /** May this member run this task (its caps and role, as the hub routes)? Defaults to yes. */
+  eligible?: (id: string, spec: ReplicaSpec) => boolean;
   /** Lease length when a spec has no timeout_ms. */
   leaseMs?: number;
   /** Extra time on top of a task's own timeout before its lease lapses. */
@@ -232,9 +234,9 @@ export class Coordinator {
       } else if (st === 'queued' && e.spec) queued.push(id);
     }
     for (const id of queued) {
-      const worker = this.pickWorker(live, load);
-      if (!worker) break;
       const e = this.replica.get(id)!;
+      const worker = this.pickWorker(live, load, e.spec!);
+      if (!worker) { if (this.freeSlots(live, load)) continue; break; }
       const attempt = (e.lease?.attempt ?? 0) + 1;
       const max = e.spec!.max_attempts ?? this.opts.defaultMaxAttempts ?? 3;
       // Leases handed back unrun (busy, fenced) are not attempts.
@@ -251,12 +253,16 @@ export class Coordinator {
     }
   }
 
-  private pickWorker(live: string[], load: Map<string, number>): string | undefined {
+  private pickWorker(live: string[], load: Map<string, number>, spec: ReplicaSpec): string | undefined {
     // Round-robin from a moving start so work spreads evenly among members with free slots.
     for (let i = 0; i < live.length; i++) {
       const id = live[(this.rr + i) % live.length]!;
-      if (load.get(id)! < (this.opts.slotsOf?.(id) ?? 1)) { this.rr = (this.rr + i + 1) % live.length; return id; }
+      if (load.get(id)! < (this.opts.slotsOf?.(id) ?? 1) && (this.opts.eligible?.(id, spec) ?? true)) { this.rr = (this.rr + i + 1) % live.length; return id; }
     }
     return undefined;
+  }
+
+  private freeSlots(live: string[], load: Map<string, number>): boolean {
+    return live.some((id) => load.get(id)! < (this.opts.slotsOf?.(id) ?? 1));
   }
 }

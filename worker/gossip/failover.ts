@@ -3,7 +3,7 @@ import { GossipNode, Mode } from './node.js';
 import type { Entry } from './replica.js';
 
 /** A peer as the hub announces it (PEERS). */
-export interface PeerInfo { id: string; peer_addr: string }
+export interface PeerInfo { id: string; peer_addr: string; caps?: string[]; role?: string }
 
 /** What the controller needs from the worker's hub connection (the agent implements it). */
 export interface HubLink {

@@ -12,3 +12,4 @@ export { HubMonitor, type HubStatus, type HubMonitorOptions } from './hub-monito
 export { GossipNode, Mode, type GossipNodeOptions, type NodeStatus } from './node.js';
 export { handBack, type HandbackSink, type HandbackReport } from './handback.js';
 export { FailoverController, type HubLink, type PeerInfo } from './failover.js';
+export { GossipRuns, ReplicaExecutor, entryResult, type ReplicatedRun } from './runs.js';

@@ -109,8 +109,11 @@ export class Replica {
 
   counts(): Record<EntryState, number> { return { ...this.byState }; }
 
-  /** Called with the merged entry and the delta that changed it (for re-gossip). */
-  onChange(fn: (e: Entry, delta: Entry) => void): void { this.listeners.push(fn); }
+  /** Called with the merged entry and the delta that changed it (for re-gossip). Returns an unsubscribe. */
+  onChange(fn: (e: Entry, delta: Entry) => void): () => void {
+    this.listeners.push(fn);
+    return () => { const i = this.listeners.indexOf(fn); if (i >= 0) this.listeners.splice(i, 1); };
+  }
 
   /** Add submitted tasks (the hub's, in its order). Returns the deltas. */
   addTasks(specs: ReplicaSpec[]): Entry[] {

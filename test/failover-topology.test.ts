@@ -1,0 +1,83 @@
+import t from 'tap';
+import { api, journal, tempDir, until } from './helpers/cli.js';
+import { agents, allInMode, killGroup, procs, startHub, startWorkers, type Proc } from './helpers/failover.js';
+
+/**
+ * Issue 5, with a topology: a map-reduce run of 536 tasks (400 mappers, 135 reducers with fan-in 4,
+ * a guard) on 25 failover workers (echo driver, 50 ms a task). The hub is killed with kill -9 while
+ * the mappers run; the acting coordinator must drive the run on from the replicated state (the
+ * reducers and the guard are submitted by it, not by the hub) and finish it without a hub. A
+ * restarted hub then resumes the run from its journal and the handed-back results: the run's output
+ * and verdict must be the fault-free run's, and every task's result recorded exactly once.
+ */
+
+const N = 25;
+const ITEMS = Array.from({ length: 400 }, (_, i) => `item ${i}: ${'abcdefghij'.slice(0, (i % 10) + 1)}`);
+const EXPERIMENT = { name: 'mr-failover', topology: 'map-reduce', inputs: { items: ITEMS }, map_reduce: { fan_in: 4 } };
+const TASKS = 400 + 100 + 25 + 7 + 2 + 1 + 1;
+
+interface RunView { run: string; state: string; outcome?: { output: string; verdict?: string }; progress?: { done: number } }
+
+async function waitRun(dir: string, run: string, ms: number): Promise<RunView | undefined> {
+  let v: RunView | undefined;
+  await until(async () => {
+    try { v = await api<RunView>(dir, 'POST', `/runs/${run}/wait`, { timeout_ms: 1000 }); } catch { v = undefined; }
+    return v?.state === 'done';
+  }, ms, 50);
+  return v;
+}
+
+/** Results per task id of one run in a hub's journal. */
+function tallyRun(dir: string, run: string): { tasks: number; lost: number; duplicated: number } {
+  const recs = journal(dir) as { t: string; id?: string; spec?: { id: string } }[];
+  const ids = new Set(recs.filter((r) => r.t === 'task' && r.spec?.id.startsWith(`${run}:`)).map((r) => r.spec!.id));
+  const count = new Map<string, number>();
+  for (const r of recs) if (r.t === 'result' && r.id && ids.has(r.id)) count.set(r.id, (count.get(r.id) ?? 0) + 1);
+  let lost = 0, duplicated = 0;
+  for (const id of ids) { const c = count.get(id) ?? 0; if (c === 0) lost++; if (c > 1) duplicated++; }
+  return { tasks: ids.size, lost, duplicated };
+}
+
+t.test('a map-reduce run goes on in gossip mode after kill -9 of the hub, and ends as the fault-free run does', async (t) => {
+  // The fault-free run: the same experiment on its own swarm.
+  const base = tempDir(t);
+  const ps = procs(t);
+  let hub: Proc = ps.add(await startHub(base));
+  let workers: Proc = ps.add(startWorkers(base, N));
+  t.ok(await until(() => agents(base).length === N, 30_000, 100), 'fault-free swarm up');
+  const b = await api<{ run: string }>(base, 'POST', '/runs', { experiment: EXPERIMENT });
+  const want = await waitRun(base, b.run, 120_000);
+  t.equal(want?.state, 'done', 'the fault-free run finished');
+  t.equal(tallyRun(base, b.run).tasks, TASKS, `the run has ${TASKS} tasks`);
+  killGroup(workers); killGroup(hub);
+
+  const dir = tempDir(t);
+  hub = ps.add(await startHub(dir));
+  workers = ps.add(startWorkers(dir, N));
+  t.ok(await until(() => agents(dir).length === N, 30_000, 100), 'swarm up');
+  const { run } = await api<{ run: string }>(dir, 'POST', '/runs', { experiment: EXPERIMENT });
+  t.ok(await until(async () => { try { return ((await api<RunView>(dir, 'GET', `/runs/${run}`)).progress?.done ?? 0) >= 60; } catch { return false; } }, 30_000, 10), 'the mappers are under way');
+  const before = await api<RunView>(dir, 'GET', `/runs/${run}`);
+  killGroup(hub, 'SIGKILL');
+  t.comment(`hub killed with ${before.progress?.done} of ${TASKS} nodes done`);
+  t.ok((before.progress?.done ?? 0) < 400, 'killed before the mappers were all done: the reducers were not submitted by this hub');
+  t.ok(await allInMode(dir, 'gossip', N, 20_000), 'every worker went to gossip mode');
+  // The acting coordinator drives the topology: it submits the reducers and the guard itself.
+  const finished = await until(() => agents(dir).some((a) => (a as { runs?: { finished: { run: string }[] } }).runs?.finished.some((f) => f.run === run)), 120_000, 100);
+  t.ok(finished, 'the acting coordinator finished the run without a hub');
+  const replicaDone = await until(() => agents(dir).every((a) => a.replica.done >= TASKS), 60_000, 100);
+  t.ok(replicaDone, `every replica holds all ${TASKS} tasks done`);
+  if (!replicaDone) t.comment(agents(dir).map((a) => `${a.id}=${a.replica.done}`).join(' '));
+
+  hub = ps.add(await startHub(dir));
+  const got = await waitRun(dir, run, 60_000);
+  t.equal(got?.state, 'done', 'the restarted hub resumed the run and it is done');
+  t.equal(got?.outcome?.verdict, want?.outcome?.verdict, 'the same verdict as the fault-free run');
+  t.equal(got?.outcome?.output, want?.outcome?.output, 'the same output as the fault-free run');
+  t.ok((got?.outcome?.output.length ?? 0) > 0, 'a non-empty output');
+  const r = tallyRun(dir, run);
+  t.comment(`tasks=${r.tasks} lost=${r.lost} duplicated=${r.duplicated}`);
+  t.equal(r.tasks, TASKS, 'the hub knows every task of the run');
+  t.equal(r.lost, 0, 'no result lost');
+  t.equal(r.duplicated, 0, 'no result recorded twice');
+});
