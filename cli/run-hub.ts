@@ -43,7 +43,8 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
   const controlPort = o.config.controlPort || prev?.control.port || 0;
   config = hubConfig({ ...o.config, port, controlPort, stateDir: o.journal === false ? undefined : o.dir });
   let supervisor: Supervisor | undefined;
-  const events = { workerDown: (id: string) => supervisor?.declareDead(id) };
+  // A dropped link starts the supervisor's reconnect grace; the worker's return calls it off.
+  const events = { workerDown: (id: string) => supervisor?.declareDead(id), workerUp: (w: { id: string }) => supervisor?.connected(w.id) };
   let hub = new Hub(config, o.log, events);
   let addr;
   try { addr = await hub.start(); } catch (err) {
@@ -99,7 +100,7 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
   if (o.agents && o.agents > 0) {
     const ids = Array.from({ length: o.agents }, (_, i) => `w-${i + 1}`);
     supervisor = new Supervisor({
-      ids, stateDir: o.dir,
+      ids, stateDir: o.dir, reconnectGraceMs: 2 * config.deadAfterMs,
       command: (id) => ({
         file: process.execPath,
         args: [CLI, 'worker', '--id', id, '--state-dir', o.dir, ...workerArgs],

@@ -13,14 +13,24 @@ export interface SupervisorOptions {
   /** Wait before respawning a worker that exited, growing to a cap for a crash loop. */
   respawnDelayMs?: number;
   killGraceMs?: number;
+  /**
+   * How long a worker whose link dropped may take to reconnect before its process is killed and
+   * respawned (default 20 s; `swarm up` passes twice the hub's dead_after). A live worker
+   * reconnects by itself with backoff; killing it would throw away its engine and its work.
+   */
+  reconnectGraceMs?: number;
 }
 
-interface Slot { id: string; pid?: number; child?: ChildProcess; restarts: number; lastStart: number; timer?: NodeJS.Timeout; }
+interface Slot {
+  id: string; pid?: number; child?: ChildProcess; restarts: number; lastStart: number; timer?: NodeJS.Timeout;
+  /** Armed while the worker is disconnected and its process alive: kills it if it does not reconnect. */
+  grace?: NodeJS.Timeout;
+}
 
 /**
  * Keeps one process per worker id alive: spawns each in its own process group, respawns it when it
- * exits or is declared dead, and adopts workers still running from a previous hub (pid files), so a
- * restarted hub does not double the swarm.
+ * exits, or when it has been disconnected longer than the reconnect grace, and adopts workers still
+ * running from a previous hub (pid files), so a restarted hub does not double the swarm.
  */
 export class Supervisor {
   private readonly slots = new Map<string, Slot>();
@@ -49,21 +59,41 @@ export class Supervisor {
   /** Pids of the worker processes. */
   pids(): number[] { return [...this.slots.values()].flatMap((s) => (s.pid ? [s.pid] : [])); }
 
-  /** The hub declared a worker dead (silent): make sure its process is gone; it is then respawned. */
+  /**
+   * The hub lost a worker's link (closed, or silent past dead_after). A link drop is not a process
+   * death: a process that exits is respawned by its exit; a live one gets the reconnect grace, and
+   * only if it has not reconnected by then is it killed (a hung process), and so respawned.
+   */
   declareDead(id: string): void {
     const s = this.slots.get(id);
-    if (!s?.pid || this.stopping) return;
-    if (alive(s.pid)) {
-      this.log.warn({ worker: id, pid: s.pid }, 'killing silent worker');
-      killGroup(s.pid, 'SIGKILL');
-    }
+    if (!s?.pid || this.stopping || s.grace) return;
+    if (!alive(s.pid)) return;
+    const pid = s.pid;
+    const graceMs = this.opts.reconnectGraceMs ?? 20_000;
+    this.log.info({ worker: id, pid, graceMs }, 'worker link dropped; waiting for it to reconnect');
+    s.grace = setTimeout(() => {
+      s.grace = undefined;
+      if (this.stopping || s.pid !== pid || !alive(pid)) return;
+      this.log.warn({ worker: id, pid, graceMs }, 'worker did not reconnect in time; killing it');
+      killGroup(pid, 'SIGKILL');
+    }, graceMs);
+    s.grace.unref();
+  }
+
+  /** The worker joined the hub (again): a pending kill for its dropped link is called off. */
+  connected(id: string): void {
+    const s = this.slots.get(id);
+    if (!s?.grace) return;
+    clearTimeout(s.grace);
+    s.grace = undefined;
+    this.log.info({ worker: id, pid: s.pid }, 'worker reconnected');
   }
 
   /** SIGTERM every worker's process group, then SIGKILL what is left after the grace period. */
   async stop(): Promise<void> {
     this.stopping = true;
     if (this.poll) clearInterval(this.poll);
-    for (const s of this.slots.values()) { if (s.timer) clearTimeout(s.timer); if (s.pid) killGroup(s.pid, 'SIGTERM'); }
+    for (const s of this.slots.values()) { if (s.timer) clearTimeout(s.timer); if (s.grace) clearTimeout(s.grace); if (s.pid) killGroup(s.pid, 'SIGTERM'); }
     const deadline = Date.now() + (this.opts.killGraceMs ?? 3000);
     while (Date.now() < deadline && this.pids().some(alive)) await sleep(25);
     for (const pid of this.pids()) if (alive(pid)) killGroup(pid, 'SIGKILL');
@@ -92,6 +122,7 @@ export class Supervisor {
 
   private exited(slot: Slot, why: string): void {
     slot.pid = undefined;
+    if (slot.grace) { clearTimeout(slot.grace); slot.grace = undefined; }
     this.removePid(slot.id);
     if (this.stopping) return;
     // Back off a worker that keeps crashing right after start.

@@ -1,0 +1,105 @@
+import t from 'tap';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import pino from 'pino';
+import type { runHub as RunHub, RunningHub } from '../cli/run-hub.js';
+import { ROOT, alive, journal, until } from './helpers/cli.js';
+
+/**
+ * A loopback proxy between the hub and its supervised workers that can cut every link (both ends
+ * closed, as a reset looks to each side) and refuse new ones for a while.
+ */
+async function cutter(target: () => number | undefined) {
+  const links = new Set<net.Socket>();
+  let refusing = false;
+  const server = net.createServer((client) => {
+    const port = target();
+    if (refusing || port === undefined) { client.destroy(); return; }
+    const upstream = net.connect({ host: '127.0.0.1', port });
+    links.add(client); links.add(upstream);
+    client.pipe(upstream); upstream.pipe(client);
+    const end = () => { client.destroy(); upstream.destroy(); links.delete(client); links.delete(upstream); };
+    for (const s of [client, upstream]) { s.on('error', end); s.on('close', end); }
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return {
+    addr: `127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    /** Close every link now. */
+    cut: () => { for (const s of [...links]) s.destroy(); },
+    refuse: (on: boolean) => { refusing = on; },
+    close: () => new Promise<void>((r) => { for (const s of links) s.destroy(); server.close(() => r()); }),
+  };
+}
+
+/** A hub with `agents` supervised echo workers (the compiled CLI, as `swarm up` runs them) behind a cutter. */
+async function swarmBehindCutter(t: Tap, config: { heartbeatMs?: number; deadAfterMs?: number }) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-sup-'));
+  // The compiled run-hub: it spawns workers from dist/cli/main.js, its sibling.
+  const { runHub } = await import(pathToFileURL(path.join(ROOT, 'dist/cli/run-hub.js')).href) as { runHub: typeof RunHub };
+  let running: RunningHub | undefined;
+  const proxy = await cutter(() => running?.hub.address?.port ?? readPort(dir));
+  t.teardown(async () => { await running?.stop(); await proxy.close(); fs.rmSync(dir, { recursive: true, force: true }); });
+  running = await runHub({
+    dir, log: pino({ level: process.env.SWARM_TEST_LOG ?? 'silent' }), agents: 2,
+    config: { host: '127.0.0.1', port: 0, controlPort: 0, fsyncMs: 0, ...config },
+    workerArgs: ['--hub', proxy.addr, '--driver', 'echo', '--driver-opt', 'latency_ms=1500', '--slots', '1'],
+  });
+  return { dir, running, proxy };
+}
+
+type Tap = { teardown(fn: () => unknown): void };
+
+function readPort(dir: string): number | undefined {
+  try { return (JSON.parse(fs.readFileSync(path.join(dir, 'hub.json'), 'utf8')) as { port: number }).port; } catch { return undefined; }
+}
+
+/** Every task done, its result journaled exactly once. */
+function tally(dir: string, ids: string[]): { lost: number; duplicated: number } {
+  const results = journal(dir).filter((r) => r.t === 'result');
+  const per = new Map<string, number>();
+  for (const r of results) per.set(r.id!, (per.get(r.id!) ?? 0) + 1);
+  return { lost: ids.filter((id) => !per.has(id)).length, duplicated: [...per.values()].filter((n) => n > 1).length };
+}
+
+t.test('a supervised worker whose link drops reconnects and keeps its process (same pid), and finishes its tasks', async (t) => {
+  const { dir, running, proxy } = await swarmBehindCutter(t, {}); // dead_after 10 s: the reconnect grace is 20 s
+  const { hub, supervisor } = running;
+  t.ok(await until(() => hub.registry.size === 2, 60_000), 'both workers joined');
+  const pids = supervisor!.pids().sort();
+  t.same([...hub.registry.all()].map((w) => w.pid).sort(), pids, 'the workers are the supervised processes');
+  const joined = new Map([...hub.registry.all()].map((w) => [w.id, w.connectedAt]));
+
+  const ids = Array.from({ length: 6 }, (_, i) => `sup-${i}`);
+  await hub.submit(ids.map((id) => ({ id, prompt: id })));
+  t.ok(await until(() => [...hub.registry.all()].every((w) => w.inflight.size === 1), 30_000), 'both workers are running a task');
+  proxy.cut();
+  // Both come back on new links, as the same processes.
+  t.ok(await until(() => [...hub.registry.all()].filter((w) => w.connectedAt > joined.get(w.id)!).length === 2, 30_000), 'both workers reconnected');
+  t.ok(await until(() => ids.every((id) => hub.store.queue.get(id)?.state === 'done'), 60_000), 'every task done');
+  t.same(supervisor!.pids().sort(), pids, 'the supervisor kept both processes');
+  t.same([...hub.registry.all()].map((w) => w.pid).sort(), pids, 'the reconnected workers are the same pids');
+  t.ok(pids.every(alive));
+  t.same(tally(dir, ids), { lost: 0, duplicated: 0 });
+});
+
+t.test('a supervised worker that stays disconnected past the grace is killed and respawned', async (t) => {
+  // dead_after 1.5 s: the grace is 3 s.
+  const { dir, running, proxy } = await swarmBehindCutter(t, { heartbeatMs: 300, deadAfterMs: 1500 });
+  const { hub, supervisor } = running;
+  t.ok(await until(() => hub.registry.size === 2, 60_000), 'both workers joined');
+  const pids = supervisor!.pids();
+  proxy.refuse(true);
+  proxy.cut();
+  // Nobody can reconnect: after the grace the supervisor replaces both processes.
+  t.ok(await until(() => { const now = supervisor!.pids(); return now.length === 2 && now.every((p) => !pids.includes(p)); }, 60_000, 100), 'both processes were replaced');
+  t.ok(pids.every((p) => !alive(p)), 'the old processes are gone');
+  proxy.refuse(false);
+  t.ok(await until(() => hub.registry.size === 2, 60_000), 'the new workers joined');
+  const ids = ['late-0', 'late-1'];
+  await hub.submit(ids.map((id) => ({ id, prompt: id })));
+  t.ok(await until(() => ids.every((id) => hub.store.queue.get(id)?.state === 'done'), 60_000), 'and run tasks');
+  t.same(tally(dir, ids), { lost: 0, duplicated: 0 });
+});
