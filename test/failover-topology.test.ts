@@ -1,5 +1,5 @@
 import t from 'tap';
-import { api, journal, tempDir, until } from './helpers/cli.js';
+import { api, journal, swarm, tempDir, until } from './helpers/cli.js';
 import { agents, allInMode, killGroup, procs, startHub, startWorkers, type Proc } from './helpers/failover.js';
 
 /**
@@ -65,6 +65,8 @@ t.test('a map-reduce run goes on in gossip mode after kill -9 of the hub, and en
   // The acting coordinator drives the topology: it submits the reducers and the guard itself.
   const finished = await until(() => agents(dir).some((a) => (a as { runs?: { finished: { run: string }[] } }).runs?.finished.some((f) => f.run === run)), 120_000, 100);
   t.ok(finished, 'the acting coordinator finished the run without a hub');
+  const st = JSON.parse(swarm(['status', '--json', '--state-dir', dir]).stdout || '{}') as { runs?: { run: string; state: string }[] };
+  t.same(st.runs?.find((x) => x.run === run)?.state, 'done', '`swarm status --json` shows the run done in gossip mode');
   const replicaDone = await until(() => agents(dir).every((a) => a.replica.done >= TASKS), 60_000, 100);
   t.ok(replicaDone, `every replica holds all ${TASKS} tasks done`);
   if (!replicaDone) t.comment(agents(dir).map((a) => `${a.id}=${a.replica.done}`).join(' '));

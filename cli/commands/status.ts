@@ -29,6 +29,11 @@ export function gossipStatus(files: FailoverStatusFile[]): Record<string, unknow
     hub: { mode, coordinator: mode === 'gossip' ? coordinator : 'hub', reachable: false },
     workers: agents.map((a) => ({ id: a.id, mode: a.mode, coordinator: a.coordinator, epoch: a.epoch, live: a.live, pid: a.pid })),
     tasks: lead ? { queued: lead.replica.queued, leased: lead.replica.leased, done: lead.replica.done, failed: lead.replica.failed } : undefined,
+    // Topology runs as the coordinator sees them: driven on in gossip mode, or finished without a hub.
+    runs: lead?.runs ? [
+      ...lead.runs.known.map((run) => ({ run, state: lead.runs!.driving ? 'running' : 'waiting', driver: lead.id })),
+      ...lead.runs.finished.map((f) => ({ run: f.run, state: 'done', verdict: f.verdict, driver: lead.id })),
+    ] : [],
   };
 }
 
@@ -46,13 +51,14 @@ export function registerStatus(program: Command): void {
         } catch (err) {
           const files = readFailoverStatus(dir);
           if (!files.length) throw err;
-          const g = gossipStatus(files) as { hub: { mode: string; coordinator?: string }; workers: unknown[]; tasks?: Status['tasks'] };
+          const g = gossipStatus(files) as { hub: { mode: string; coordinator?: string }; workers: unknown[]; tasks?: Status['tasks']; runs: { run: string; state: string; verdict?: string }[] };
           if (o.json) { process.stdout.write(JSON.stringify(g) + '\n'); return; }
           const t = g.tasks;
           process.stdout.write([
             `hub      unreachable; mode ${g.hub.mode}, coordinator ${g.hub.coordinator ?? '?'}`,
             `workers  ${g.workers.length} (from failover status files)`,
             t ? `tasks    ${t.queued} queued, ${t.leased} running, ${t.done} done, ${t.failed} failed (coordinator's replica)` : '',
+            ...g.runs.map((r) => `run      ${r.run} ${r.state}${r.verdict ? ` (${r.verdict})` : ''}, driven by the coordinator`),
           ].filter(Boolean).join('\n') + '\n');
           return;
         }
