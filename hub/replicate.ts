@@ -190,6 +190,11 @@ export class HubReplicator {
    * pure function of its spec and results). `ended` tells them it is over.
    */
   runChanged(run: string, spec: unknown, ended = false): void {
+    if (!ended && JSON.stringify(spec).length > 900 * 1024) {
+      // Frames are bounded at 1 MiB: such a run (its inputs are large) waits for a hub in gossip mode.
+      this.log.warn({ run }, 'run spec too large to replicate; in gossip mode this run waits for a hub');
+      return;
+    }
     if (ended) this.runs.delete(run); else this.runs.set(run, spec);
     if (!this.active) return;
     this.flush();
