@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { Type, type Message, type Payload } from '../protocol/index.js';
 import type { WorkerEntry } from './registry.js';
 import type { TaskStore } from './store.js';
-import type { TaskInput, TaskRecord } from './task.js';
+import { isFinal, type TaskInput, type TaskRecord } from './task.js';
 
 /** A replica entry as the workers' gossip layer merges it (worker/gossip/replica.ts `Entry`). */
 export interface ReplEntry {
@@ -55,7 +55,11 @@ export class HubReplicator {
   private lastHandback = 0;
   /** Topology runs not ended, with their specs: holders get them, so an acting coordinator can drive them on. */
   private readonly runs = new Map<string, unknown>();
-  readonly stats = { handbacks: 0, recorded: 0, duplicate: 0, submitted: 0, deltas: 0, fullSyncs: 0, stateFrames: 0 };
+  readonly stats = {
+    handbacks: 0, recorded: 0, duplicate: 0, submitted: 0, deltas: 0, fullSyncs: 0, stateFrames: 0,
+    /** Ids-first handback: offer frames, ids offered, ids the hub answered it wanted, entries received. */
+    offers: 0, offered: 0, wanted: 0, entries: 0,
+  };
 
   constructor(
     private readonly store: () => TaskStore,
@@ -222,12 +226,30 @@ export class HubReplicator {
   /**
    * Merge what a worker finished without the hub: unknown tasks are submitted (ids are idempotency
    * keys), then each result is offered by task id; the store records it once. Answers with ACK.
+   *
+   * An `offer` (ids only) merges nothing: the ACK's `want` names the offered ids that are unknown here
+   * or not final, and the worker sends only those entries. So a handback costs what the hub lacks,
+   * not the run's history (the hub journaled most results in star mode, before the failover).
    */
   async handBack(w: WorkerEntry, msg: Message<'HANDBACK'>): Promise<void> {
     this.lastHandback = Date.now();
-    this.stats.handbacks++;
     const store = this.store();
+    const offer = msg.payload.offer;
+    if (offer) {
+      const want: string[] = [];
+      for (const id of offer) {
+        const rec = store.queue.get(id);
+        if (!rec || !isFinal(rec)) want.push(id);
+      }
+      this.stats.offers++;
+      this.stats.offered += offer.length;
+      this.stats.wanted += want.length;
+      w.conn.send(Type.ACK, { ok: true, want }, { re: msg.id });
+      return;
+    }
+    this.stats.handbacks++;
     const entries = msg.payload.entries as unknown as ReplEntry[];
+    this.stats.entries += entries.length;
     let recorded = 0, duplicate = 0;
     try {
       const unknown = entries.filter((e) => e.spec && !store.queue.has(e.id)).map((e) => e.spec as unknown as TaskInput);

@@ -108,7 +108,13 @@ export const Payloads = {
     runs: z.array(z.object({ run: id, spec: z.unknown().optional(), ended: z.boolean().optional() })).max(1000).optional(),
   }),
   [Type.HANDBACK]: z.object({
+    /** Final replica entries to merge (empty in an offer). */
     entries: z.array(ReplicaEntry).max(100_000),
+    /**
+     * Ids-first handback: task ids the worker would hand back. The hub merges nothing and answers ACK
+     * with `want`, the offered ids it does not have final; the worker then sends only those as `entries`.
+     */
+    offer: z.array(id).max(100_000).optional(),
   }),
 } as const;
 

@@ -106,9 +106,12 @@ t.test('handing results back to a hub twice records each once', async (t) => {
   };
   const first = await handBack(sw.nodes[3]!.replica, sink);
   const second = await handBack(sw.nodes[8]!.replica, sink);
-  t.same(first, { submitted: 100, recorded: 100, duplicate: 0, unknown: 0 });
-  t.same(second, { submitted: 0, recorded: 0, duplicate: 100, unknown: 0 }, 'the second handback changes nothing');
+  t.same(first, { submitted: 100, recorded: 100, duplicate: 0, unknown: 0, skipped: 0 });
+  t.same(second, { submitted: 0, recorded: 0, duplicate: 100, unknown: 0, skipped: 0 }, 'the second handback changes nothing');
   t.equal(results.size, specs.length, 'every result present once');
+  // A sink that says what it has final is asked by id first: nothing it has is offered again.
+  const third = await handBack(sw.nodes[5]!.replica, { ...sink, final: (id: string) => results.has(id) });
+  t.same(third, { submitted: 0, recorded: 0, duplicate: 0, unknown: 0, skipped: 100 }, 'ids first: results the hub has final are not offered');
   for (const n of sw.nodes) n.stop();
 });
 
@@ -144,5 +147,74 @@ t.test('hub returns: each worker hands back, the coordinator steps down, results
   t.ok(ctrls.reduce((a, c) => a + c.stats.duplicate, 0) > 0, 'offers of the same result from several workers were duplicates');
   for (const [id, text] of hubResults) if (text !== `echo: task ${Number(id.slice(2))}`) t.fail(`wrong text for ${id}`);
   t.ok(specs.length === 500);
+  for (const n of sw.nodes) n.stop();
+});
+
+t.test('ids-first handback: only what the hub lacks is sent; a hub that dies mid-handback leaves the worker reconciling until a retry', async (t) => {
+  const { FailoverController } = await import('../worker/gossip/failover.js');
+  const sw = simSwarm(10, { seed: 29, taskMs: 50 });
+  sw.seedTasks(200);
+  await sw.runUntil(() => sw.nodes.every((n) => n.mode === 'gossip'), 20_000);
+  await sw.runUntil(() => sw.nodes.every((n) => n.replica.counts().done === 200), 120_000, 50);
+  // The restarted hub journaled the first 150 before it died (star-mode history); it lacks 50.
+  const hubResults = new Map<string, string>();
+  for (const id of sw.nodes[0]!.replica.ids().slice(0, 150)) hubResults.set(id, sw.nodes[0]!.replica.get(id)!.result!.text!);
+  const lacked = new Set(sw.nodes[0]!.replica.ids().slice(150));
+  let up = true;
+  let dieAfterOffers = -1;
+  let offers = 0;
+  const sent: string[] = [];
+  const link = {
+    offer: async (ids: string[]) => {
+      if (!up) throw new Error('no hub');
+      if (offers++ === dieAfterOffers) up = false;
+      return ids.filter((id) => !hubResults.has(id));
+    },
+    handBack: async (entries: { id: string; result?: { text?: string } }[]) => {
+      if (!up) throw new Error('hub connection lost');
+      let recorded = 0, duplicate = 0;
+      for (const e of entries) {
+        sent.push(e.id);
+        if (!e.result) continue;
+        if (hubResults.has(e.id)) duplicate++; else { hubResults.set(e.id, e.result.text!); recorded++; }
+      }
+      return { recorded, duplicate };
+    },
+  };
+  // Every member offers everything it holds (no per-producer selection): 10 x 200 ids offered.
+  const ctrls = sw.nodes.map((n) => new FailoverController(n, link, { offerChunk: 64, handbackChunk: 16 }));
+  // The hub dies right after answering the first member's first offer: that member stays reconciling.
+  dieAfterOffers = 0;
+  await ctrls[0]!.hubConnected();
+  t.equal(sw.nodes[0]!.mode, 'reconciling', 'a hub lost mid-handback leaves the worker reconciling');
+  t.equal(ctrls[0]!.stats.handbacks, 0, 'no handback completed');
+  // The hub is back: the member retries from the offer; then everyone reconciles.
+  up = true; dieAfterOffers = -1;
+  for (const c of ctrls) await c.hubConnected();
+  t.ok(sw.nodes.every((n) => n.mode === 'star'), 'every worker back in star mode');
+  t.equal(hubResults.size, 200, 'the hub has every result');
+  t.ok(sent.every((id) => lacked.has(id)), 'only entries the hub lacked were sent');
+  const offered = ctrls.reduce((a, c) => a + c.stats.offered, 0);
+  const recorded = ctrls.reduce((a, c) => a + c.stats.recorded, 0);
+  t.equal(recorded, 50, 'the 50 it lacked were recorded once');
+  t.ok(offered >= 2000, `the history went over as ids (${offered} offered), ${sent.length} entries sent`);
+  t.ok(sent.length < 200, 'entries sent are far fewer than the ids offered');
+  for (const n of sw.nodes) n.stop();
+});
+
+t.test('a hub that does not take offers (no `want` in its ACK) gets every entry, as before', async (t) => {
+  const { FailoverController } = await import('../worker/gossip/failover.js');
+  const sw = simSwarm(5, { seed: 31, taskMs: 50 });
+  sw.seedTasks(40);
+  await sw.runUntil(() => sw.nodes.every((n) => n.mode === 'gossip'), 20_000);
+  await sw.runUntil(() => sw.nodes.every((n) => n.replica.counts().done === 40), 120_000, 50);
+  let sent = 0;
+  const c = new FailoverController(sw.nodes[2]!, {
+    offer: async () => undefined,
+    handBack: async (entries) => { sent += entries.length; return { recorded: entries.length, duplicate: 0 }; },
+  });
+  await c.hubConnected();
+  t.equal(sw.nodes[2]!.mode, 'star', 'back in star mode');
+  t.equal(sent, 40, 'every final entry handed back');
   for (const n of sw.nodes) n.stop();
 });

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { Type, type AnyMessage, type Connection } from '../protocol/index.js';
+import { Type, type AnyMessage, type Connection, type Payload } from '../protocol/index.js';
 import {
   FailoverController, GossipNode, GossipRuns, Mode, TcpTransport,
   type Entry, type ReplicatedRun, type ReplicaSpec, type Execute, type MembershipConfig, type HubMonitorOptions, type NodeStatus,
@@ -46,7 +46,8 @@ export class AgentFailover {
   private readonly hubTasks = new Set<string>();
   /** When a task last became final in this replica (epoch ms): the end of a run, for benches. */
   lastFinalAt?: number;
-  private readonly waiting = new Map<string, { resolve: (v: { recorded: number; duplicate: number }) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
+  /** HANDBACK frames sent, by envelope id: resolved by the ACK that names them (`re`). */
+  private readonly waiting = new Map<string, { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
 
   constructor(selfId: string, token: string | undefined, slots: number, execute: Execute, private readonly opts: AgentFailoverOptions, private readonly log: Logger) {
     this.transport = new TcpTransport({ host: opts.host, port: opts.port, advertise: opts.advertise, token, tls: opts.tls, log });
@@ -65,12 +66,15 @@ export class AgentFailover {
       // Gossip mode: non-holders start with little, so anti-entropy runs every second (a round between
       // replicas that agree costs 256 bucket fingerprints).
       sync: { quiet: true, syncIntervalMs: 1000 } });
-    this.controller = new FailoverController(this.node, { handBack: (entries) => this.handBack(entries) }, {
+    this.controller = new FailoverController(this.node, { handBack: (entries) => this.handBack(entries), offer: (ids) => this.offer(ids) }, {
       log, handbackChunk: 100,
       // Each result is handed back by the member that produced it, or by every survivor if that member
       // is gone: 1 offer per task instead of 1 per task and member. A result whose producer dies before
       // its handback is still safe: the hub re-dispatches the task, and a worker with it answers from its replica.
-      select: (e) => !e.result || e.result.worker === selfId || !this.node.membership.live().includes(e.result.worker),
+      select: () => {
+        const live = new Set(this.node.membership.live());
+        return (e) => !e.result || e.result.worker === selfId || !live.has(e.result.worker);
+      },
     });
     let finals = 0;
     this.node.replica.onChange(() => {
@@ -148,8 +152,7 @@ export class AgentFailover {
       const w = this.waiting.get(m.re)!;
       this.waiting.delete(m.re);
       clearTimeout(w.timer);
-      const p = m.payload as { recorded?: unknown; duplicate?: unknown };
-      w.resolve({ recorded: Number(p.recorded) || 0, duplicate: Number(p.duplicate) || 0 });
+      w.resolve(m.payload as Record<string, unknown>);
       return true;
     }
     if (m.type === Type.ERROR && m.re && this.waiting.has(m.re)) {
@@ -192,8 +195,8 @@ export class AgentFailover {
     let size = 0;
     const flush = async () => {
       if (!cur.length) return;
-      const r = await this.request(cur);
-      out.recorded += r.recorded; out.duplicate += r.duplicate;
+      const r = await this.request({ entries: cur as unknown as { id: string }[] });
+      out.recorded += Number(r.recorded) || 0; out.duplicate += Number(r.duplicate) || 0;
       cur = []; size = 0;
     };
     for (const e of entries) {
@@ -206,11 +209,20 @@ export class AgentFailover {
     return out;
   }
 
-  private request(entries: Entry[]): Promise<{ recorded: number; duplicate: number }> {
+  /**
+   * Ids-first: offer task ids; the hub's ACK names those it wants. An ACK without `want` comes from a
+   * hub that predates offers (it took the frame as an empty handback): undefined, hand back everything.
+   */
+  private async offer(ids: string[]): Promise<string[] | undefined> {
+    const r = await this.request({ entries: [], offer: ids });
+    return Array.isArray(r.want) ? r.want.filter((x): x is string => typeof x === 'string') : undefined;
+  }
+
+  private request(payload: Payload<'HANDBACK'>): Promise<Record<string, unknown>> {
     const conn = this.conn;
     if (!conn || conn.isClosed) return Promise.reject(new Error('not connected to a hub'));
     return new Promise((resolve, reject) => {
-      const id = conn.send(Type.HANDBACK, { entries: entries as unknown as { id: string }[] });
+      const id = conn.send(Type.HANDBACK, payload);
       const timer = setTimeout(() => { this.waiting.delete(id); reject(new Error('handback not acknowledged')); }, HANDBACK_TIMEOUT_MS);
       timer.unref();
       this.waiting.set(id, { resolve, reject, timer });

@@ -12,13 +12,24 @@ export interface HubLink {
    * id). Rejects if the connection drops; the controller then stays in `reconciling` and retries.
    */
   handBack(entries: Entry[]): Promise<{ recorded: number; duplicate: number }>;
+  /**
+   * Ids-first handback: offer task ids, resolve with the ones the hub wants (unknown to it, or not
+   * final there); `undefined` if the hub does not take offers (then everything is handed back).
+   * Rejects as `handBack` does. Without it, the controller hands back every selected entry.
+   */
+  offer?(ids: string[]): Promise<string[] | undefined>;
 }
 
 export interface FailoverOptions {
   log?: Logger;
   handbackChunk?: number;
-  /** Which final entries this member hands back (default: all it holds). */
-  select?: (e: Entry) => boolean;
+  /** Ids per offer frame (ids are at most 128 characters; frames at most 1 MiB). */
+  offerChunk?: number;
+  /**
+   * Which final entries this member hands back (default: all it holds). Called once per reconcile,
+   * so the predicate can take a snapshot (the live members, say) instead of computing it per entry.
+   */
+  select?: () => (e: Entry) => boolean;
 }
 
 /**
@@ -29,9 +40,20 @@ export interface FailoverOptions {
  */
 export class FailoverController {
   private handing?: Promise<void>;
-  readonly stats = { handbacks: 0, recorded: 0, duplicate: 0 };
+  /** handbacks completed; ids offered, wanted by the hub, entries sent; the hub's recorded/duplicate counts. */
+  readonly stats = { handbacks: 0, recorded: 0, duplicate: 0, offered: 0, wanted: 0, sent: 0 };
 
-  constructor(readonly node: GossipNode, private readonly link: HubLink, private readonly opts: FailoverOptions = {}) {}
+  /**
+   * Ids of the replica's final entries, kept on merge: a reconcile walks these instead of sorting the
+   * whole replica (25 agents of a process reconciling at once over a long history used to sort it 25 times).
+   */
+  private readonly finals = new Set<string>();
+
+  constructor(readonly node: GossipNode, private readonly link: HubLink, private readonly opts: FailoverOptions = {}) {
+    const r = node.replica;
+    for (const id of r.ids()) { const e = r.get(id)!; if (e.result || e.failure) this.finals.add(id); }
+    r.onChange((e) => { if (e.result || e.failure) this.finals.add(e.id); });
+  }
 
   get mode(): Mode { return this.node.mode; }
 
@@ -62,21 +84,46 @@ export class FailoverController {
   private async reconcile(): Promise<void> {
     this.node.enterReconciling();
     const r = this.node.replica;
-    const select = this.opts.select ?? (() => true);
-    const final = r.ids().map((id) => r.get(id)!).filter((e) => (e.result || e.failure) && select(e));
+    const select = this.opts.select?.() ?? (() => true);
+    const final: Entry[] = [];
+    for (const id of this.finals) { const e = r.get(id)!; if (select(e)) final.push(e); }
     const chunk = this.opts.handbackChunk ?? 200;
     try {
-      for (let i = 0; i < final.length; i += chunk) {
-        const res = await this.link.handBack(final.slice(i, i + chunk));
+      // Ids first: the hub journaled most of these in star mode, before the failover; it names what it lacks.
+      let send = final;
+      if (this.link.offer && final.length) {
+        const want = await this.wanted(final.map((e) => e.id));
+        if (want) send = final.filter((e) => want.has(e.id)).map((e) => r.get(e.id) ?? e);
+      }
+      // In submission order: a task the hub does not know is queued there in the order it was submitted.
+      send.sort((a, b) => (a.seq ?? Infinity) - (b.seq ?? Infinity));
+      for (let i = 0; i < send.length; i += chunk) {
+        const res = await this.link.handBack(send.slice(i, i + chunk));
         this.stats.recorded += res.recorded;
         this.stats.duplicate += res.duplicate;
+        this.stats.sent += Math.min(chunk, send.length - i);
       }
       this.stats.handbacks++;
       this.node.enterStar();
-      this.opts.log?.info({ entries: final.length, ...this.stats }, 'handed back to the hub; star mode');
+      this.opts.log?.info({ entries: final.length, now: send.length, ...this.stats }, 'handed back to the hub; star mode');
     } catch (err) {
       // Still reconciling; the next connect tries again. Without a hub, the monitor fails over again.
       this.opts.log?.warn({ err }, 'handback failed');
     }
+  }
+
+  /** Offer ids in frames of `offerChunk`; the set the hub wants, or undefined if it takes no offers. */
+  private async wanted(ids: string[]): Promise<Set<string> | undefined> {
+    const per = this.opts.offerChunk ?? 4000;
+    const want = new Set<string>();
+    for (let i = 0; i < ids.length; i += per) {
+      const part = ids.slice(i, i + per);
+      const got = await this.link.offer!(part);
+      if (!got) return undefined;
+      this.stats.offered += part.length;
+      this.stats.wanted += got.length;
+      for (const id of got) want.add(id);
+    }
+    return want;
   }
 }

@@ -7,18 +7,22 @@ export interface HandbackSink {
   /** Record a result once per task id. */
   complete(id: string, r: { text: string; worker: string; attempt: number; receipt?: unknown }): Promise<'recorded' | 'duplicate' | 'unknown'>;
   has(id: string): boolean;
+  /** True if the hub has the task final (ids first: such results are not offered at all). */
+  final?(id: string): boolean;
 }
 
-export interface HandbackReport { submitted: number; recorded: number; duplicate: number; unknown: number }
+/** `skipped`: results not offered because the sink had them final already. */
+export interface HandbackReport { submitted: number; recorded: number; duplicate: number; unknown: number; skipped: number }
 
 /**
  * Hand what gossip mode finished back to a hub (restarted from its journal, or new): tasks the hub
  * does not know are submitted first, then every result is offered by task id. The hub records each
  * once; a result it already has counts as a duplicate and changes nothing, so handing back twice, or
- * from every worker, is safe.
+ * from every worker, is safe. A sink that can say which tasks it has final (`final`) is asked by id
+ * first, and only what it lacks is offered (the wire form of this is the HANDBACK `offer`).
  */
 export async function handBack(replica: Replica, sink: HandbackSink, chunk = 500): Promise<HandbackReport> {
-  const rep: HandbackReport = { submitted: 0, recorded: 0, duplicate: 0, unknown: 0 };
+  const rep: HandbackReport = { submitted: 0, recorded: 0, duplicate: 0, unknown: 0, skipped: 0 };
   const entries = replica.ids().map((id) => replica.get(id)!).filter((e): e is Entry & { spec: ReplicaSpec } => !!e.spec);
   const missing = entries.filter((e) => !sink.has(e.id)).map((e) => e.spec);
   for (let i = 0; i < missing.length; i += chunk) {
@@ -28,6 +32,7 @@ export async function handBack(replica: Replica, sink: HandbackSink, chunk = 500
   for (const e of entries) {
     const r = e.result;
     if (!r || typeof r.text !== 'string') continue;
+    if (sink.final?.(e.id)) { rep.skipped++; continue; }
     const out = await sink.complete(e.id, { text: r.text, worker: r.worker, attempt: r.attempt, receipt: r.receipt });
     rep[out]++;
   }
