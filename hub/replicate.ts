@@ -32,6 +32,8 @@ export interface ReplicatorOptions {
   maxText?: number;
   /** A HANDBACK within this long keeps the hub's mode at `reconciling`. */
   reconcileMs?: number;
+  /** Replicate results' receipts too (default off: see `entry`). */
+  receipts?: boolean;
 }
 
 /**
@@ -139,19 +141,26 @@ export class HubReplicator {
     e.view.epoch = p.epoch ?? e.view.epoch;
   }
 
-  /** The hub's view of a task as a replica entry (full: with its spec). */
+  /**
+   * The hub's view of a task as a replica entry (full: with its spec and submission order). Only what
+   * a holder needs, because each holder decodes, validates and merges every entry (in star mode the
+   * largest cost of failover, about 35 us an entry on a cold worker): the order rides with the spec;
+   * a final entry has no lease (nothing reads the lease of a finished task: it is neither dispatched
+   * nor revoked); a result has no receipt unless `receipts` (the producing worker keeps its own
+   * receipt in its replica and hands it back itself; the hub journaled it).
+   */
   entry(rec: TaskRecord, withSpec: boolean): ReplEntry {
-    const e: ReplEntry = { id: rec.id, seq: rec.seq };
-    if (withSpec) e.spec = rec.spec as ReplEntry['spec'];
-    if (rec.worker && rec.attempts > 0) {
-      e.lease = { worker: rec.worker, attempt: rec.attempts, epoch: 0, until: rec.leaseUntil ?? Date.now() + 600_000, revoked: rec.state === 'queued' ? true : undefined };
-      if (!e.lease.revoked) delete e.lease.revoked;
-    }
+    const e: ReplEntry = { id: rec.id };
+    if (withSpec) { e.spec = rec.spec as ReplEntry['spec']; e.seq = rec.seq; }
     if (rec.result) {
       const big = rec.result.text.length > (this.opts.maxText ?? 64 * 1024);
-      e.result = { worker: rec.result.worker, attempt: rec.result.attempt, text: big ? undefined : rec.result.text, receipt: rec.result.receipt };
+      e.result = { worker: rec.result.worker, attempt: rec.result.attempt, text: big ? undefined : rec.result.text };
+      if (this.opts.receipts && rec.result.receipt) e.result.receipt = rec.result.receipt;
     } else if (rec.state === 'failed') {
       e.failure = { worker: rec.worker ?? 'hub', attempt: Math.max(1, rec.attempts), error: rec.error ?? { code: 'SWARM_ERR_TASK_FAILED', msg: 'failed' } };
+    } else if (rec.worker && rec.attempts > 0) {
+      e.lease = { worker: rec.worker, attempt: rec.attempts, epoch: 0, until: rec.leaseUntil ?? Date.now() + 600_000 };
+      if (rec.state === 'queued') e.lease.revoked = true;
     }
     return e;
   }
@@ -273,13 +282,30 @@ export class HubReplicator {
   }
 }
 
+/**
+ * An entry's JSON length, or a little more: the strings that can be long (spec, text, error, receipt)
+ * measured exactly, the rest bounded. Serialising every entry only to measure it was a third of the
+ * hub's replication cost.
+ */
+function entryBytes(e: ReplEntry): number {
+  let n = 200 + e.id.length;
+  if (e.spec) n += JSON.stringify(e.spec).length;
+  if (e.lease) n += e.lease.worker.length;
+  const o = e.result ?? e.failure;
+  if (o) n += o.worker.length;
+  if (e.result?.text !== undefined) n += JSON.stringify(e.result.text).length;
+  if (e.result?.receipt !== undefined) n += JSON.stringify(e.result.receipt).length;
+  if (e.failure) n += JSON.stringify(e.failure.error).length;
+  return n;
+}
+
 /** Split entries into groups of at most `max` bytes (JSON length); an entry over 900 KiB is dropped (frames are bounded at 1 MiB). */
 function chunks(entries: ReplEntry[], max: number, log: Logger): ReplEntry[][] {
   const out: ReplEntry[][] = [];
   let cur: ReplEntry[] = [];
   let size = 0;
   for (const e of entries) {
-    const s = JSON.stringify(e).length;
+    const s = entryBytes(e);
     if (s > 900 * 1024) { log.warn({ task: e.id, bytes: s }, 'task too large to replicate'); continue; }
     if (cur.length && size + s > max) { out.push(cur); cur = []; size = 0; }
     cur.push(e); size += s;

@@ -25,12 +25,17 @@ export interface MembershipConfig {
   maxPiggyBytes: number;
   /** Lifeguard local health: timeouts stretch by (awareness+1) when we seem to be the slow one. */
   awarenessMax: number;
+  /**
+   * While relaxed (`setRelaxed(true)`: star mode, where the hub watches every worker), probe rounds and
+   * full-state exchanges run this many times less often. Timeouts and suspicion bounds do not change.
+   */
+  relaxedMult: number;
 }
 
 export const defaultMembershipConfig: Readonly<MembershipConfig> = Object.freeze({
   probeIntervalMs: 1000, probeTimeoutMs: 400, indirectChecks: 3, suspicionMult: 4, suspicionMaxMult: 6,
   retransmitMult: 4, gossipIntervalMs: 200, gossipNodes: 3, pushPullIntervalMs: 5000, reconnectIntervalMs: 1000,
-  maxPiggyItems: 16, maxPiggyBytes: 32 * 1024, awarenessMax: 8,
+  maxPiggyItems: 16, maxPiggyBytes: 32 * 1024, awarenessMax: 8, relaxedMult: 4,
 });
 
 /** One member as this node sees it. */
@@ -76,6 +81,7 @@ export class Membership {
   private seq = 0;
   private awareness = 0;
   private running = false;
+  private relaxed = false;
   private readonly seeds = new Set<string>();
 
   constructor(private readonly opts: MembershipOptions) {
@@ -96,11 +102,32 @@ export class Membership {
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.loop('probe', () => this.cfg.probeIntervalMs * (this.awareness + 1), () => this.probeRound());
-    this.loop('gossip', () => this.cfg.gossipIntervalMs, () => this.gossipRound());
-    this.loop('pushpull', () => this.pushPullEvery(), () => this.pushPull());
-    this.loop('reconnect', () => this.cfg.reconnectIntervalMs, () => this.reconnect());
+    this.loop('probe', () => this.cfg.probeIntervalMs * (this.awareness + 1) * this.pace, () => this.probeRound());
+    this.loop('pushpull', () => this.pushPullEvery() * this.pace, () => this.pushPull());
+    // Gossip and reconnect rounds run only while there is something to spread or someone dead: an idle
+    // member of 25 woke 6 times a second for nothing (the loops wake again on a push or a death).
+    this.wake('gossip');
+    this.wake('reconnect');
   }
+
+  /**
+   * Relaxed: probe and push-pull `relaxedMult` times less often. For star mode, where the hub already
+   * hears every worker and the members' views matter only from a failover on; un-relaxing (the
+   * failover) starts a probe round at once, so detection after a failover runs at the normal pace.
+   */
+  setRelaxed(relaxed: boolean): void {
+    if (this.relaxed === relaxed) return;
+    this.relaxed = relaxed;
+    if (!this.running) return;
+    // Restart the paced loops so the new period applies now, not after a relaxed period has run out.
+    for (const name of ['probe', 'pushpull']) this.clock.clearTimeout(this.timers.get(name));
+    this.loop('probe', () => this.cfg.probeIntervalMs * (this.awareness + 1) * this.pace, () => this.probeRound(), !relaxed);
+    this.loop('pushpull', () => this.pushPullEvery() * this.pace, () => this.pushPull());
+  }
+
+  get isRelaxed(): boolean { return this.relaxed; }
+
+  private get pace(): number { return this.relaxed ? Math.max(1, this.cfg.relaxedMult) : 1; }
 
   stop(): void {
     this.running = false;
@@ -136,7 +163,7 @@ export class Membership {
   onChange(fn: (e: MemberEvent) => void): void { this.listeners.push(fn); }
 
   /** Piggy-back `value` on outgoing traffic (~log n times); a newer value for `key` replaces it. */
-  broadcast(key: string, value: unknown): void { this.userQ.push(key, { k: key, v: value }); }
+  broadcast(key: string, value: unknown): void { this.enqueue(this.userQ, key, { k: key, v: value }); }
   /**
    * Receive broadcasts. A handler returns true when the value was news to it; the value is then
    * re-broadcast from here (infection-style spread), otherwise it dies out.
@@ -162,14 +189,34 @@ export class Membership {
 
   // ---- periodic work
 
-  private loop(name: string, every: () => number, fn: () => void): void {
+  private loop(name: string, every: () => number, fn: () => void, now = false): void {
     const tick = () => {
       if (!this.running) return;
       this.timers.set(name, this.clock.setTimeout(tick, every()));
       fn();
     };
     // Jittered first tick so simulated members do not move in lock step.
-    this.timers.set(name, this.clock.setTimeout(tick, Math.floor(this.rand() * every())));
+    this.timers.set(name, this.clock.setTimeout(tick, now ? 0 : Math.floor(this.rand() * every())));
+  }
+
+  /**
+   * Start an on-demand loop (`gossip`, `reconnect`) unless it runs: it ticks while it has work and
+   * then stops (no timer at all while idle), and is woken again when work appears.
+   */
+  private wake(name: 'gossip' | 'reconnect'): void {
+    if (!this.running || this.timers.has(name)) return;
+    const every = name === 'gossip' ? this.cfg.gossipIntervalMs : this.cfg.reconnectIntervalMs;
+    const busy = name === 'gossip' ? () => this.memberQ.size > 0 || this.userQ.size > 0 : () => this.list().some((m) => m.state === MemberState.DEAD);
+    const run = name === 'gossip' ? () => this.gossipRound() : () => this.reconnect();
+    if (!busy()) return;
+    const tick = () => {
+      this.timers.delete(name);
+      if (!this.running || !busy()) return;
+      this.timers.set(name, this.clock.setTimeout(tick, every));
+      run();
+    };
+    // Jittered like the paced loops: members woken by the same event do not move in lock step.
+    this.timers.set(name, this.clock.setTimeout(tick, Math.floor(this.rand() * every)));
   }
 
   private nextTarget(): Member | undefined {
@@ -194,20 +241,29 @@ export class Membership {
     let nacks = 0;
     let expected = 0;
     const timers: TimerHandle[] = [];
-    this.probes.set(seq, { onAck: () => { acked = true; } });
+    this.probes.set(seq, {
+      onAck: () => {
+        if (acked) return;
+        // The usual case: settle now and drop the timers (four timer wake-ups per probe otherwise).
+        acked = true;
+        for (const t of timers) this.clock.clearTimeout(t);
+        this.probes.delete(seq); this.probes.delete(-seq);
+        this.adjustAwareness(-1);
+      },
+    });
     this.probes.set(-seq, { onAck: () => { nacks++; } });
     this.send(target.addr, { t: 'ping', seq, to: target.id, pb: this.piggy(), yv: this.yourView(target) });
-    timers.push(this.clock.setTimeout(() => this.clock.setTimeout(() => {
+    timers.push(this.clock.setTimeout(() => timers.push(this.clock.setTimeout(() => {
       if (acked) return;
       const helpers = pick(this.list().filter((m) => m.state === MemberState.ALIVE && m.id !== target.id), this.cfg.indirectChecks, this.rand);
       expected = helpers.length;
       for (const h of helpers) this.send(h.addr, { t: 'ping-req', seq, target: target.id, ta: target.addr, pb: this.piggy() });
-    }, 0), this.cfg.probeTimeoutMs * scale));
+    }, 0)), this.cfg.probeTimeoutMs * scale));
     // Decide one turn later: when our own event loop lags, due timers run before pending socket
     // reads, and an ack sitting unread in the kernel must not count as silence.
     const decide = () => {
+      if (acked) return;
       this.probes.delete(seq); this.probes.delete(-seq);
-      if (acked) { this.adjustAwareness(-1); return; }
       // Lifeguard: missing nacks mean our own messages or timers are late; trust ourselves less.
       this.adjustAwareness(nacks < expected ? 1 : 0);
       const cur = this.members.get(target.id);
@@ -215,7 +271,7 @@ export class Membership {
         this.suspect({ id: cur.id, addr: cur.addr, inc: cur.inc, s: MemberState.SUSPECT, by: this.id });
       }
     };
-    timers.push(this.clock.setTimeout(() => this.clock.setTimeout(decide, 0), this.cfg.probeIntervalMs * scale - 1));
+    timers.push(this.clock.setTimeout(() => timers.push(this.clock.setTimeout(decide, 0)), this.cfg.probeIntervalMs * scale - 1));
   }
 
   private gossipRound(): void {
@@ -311,7 +367,7 @@ export class Membership {
       if (typeof k !== 'string') continue;
       let news = false;
       for (const fn of this.userListeners) news = fn(v, from, k) || news;
-      if (news) this.userQ.push(k, item);
+      if (news) this.enqueue(this.userQ, k, item);
     }
   }
 
@@ -331,7 +387,7 @@ export class Membership {
     if (cur && c.inc <= cur.inc) return;
     this.cancelSuspicion(c.id);
     this.setMember({ id: c.id, addr: c.addr, inc: c.inc, state: MemberState.ALIVE, since: this.clock.now() });
-    this.memberQ.push(`m:${c.id}`, { id: c.id, addr: c.addr, inc: c.inc, s: MemberState.ALIVE });
+    this.enqueue(this.memberQ, `m:${c.id}`, { id: c.id, addr: c.addr, inc: c.inc, s: MemberState.ALIVE });
   }
 
   private suspect(c: Change): void {
@@ -339,11 +395,11 @@ export class Membership {
     const cur = this.members.get(c.id);
     if (!cur || c.inc < cur.inc || cur.state === MemberState.DEAD) return;
     if (cur.state === MemberState.SUSPECT && c.inc === cur.inc) {
-      if (c.by && this.suspicions.get(c.id)?.confirm(c.by)) this.memberQ.push(`m:${c.id}`, c);
+      if (c.by && this.suspicions.get(c.id)?.confirm(c.by)) this.enqueue(this.memberQ, `m:${c.id}`, c);
       return;
     }
     this.setMember({ ...cur, inc: c.inc, state: MemberState.SUSPECT, since: this.clock.now() });
-    this.memberQ.push(`m:${c.id}`, { ...c, by: c.by ?? this.id });
+    this.enqueue(this.memberQ, `m:${c.id}`, { ...c, by: c.by ?? this.id });
     const n = this.members.size + 1;
     const k = n - 2 < this.cfg.suspicionMult - 2 ? 0 : this.cfg.suspicionMult - 2;
     const min = Math.max(this.cfg.probeIntervalMs, this.cfg.suspicionMult * Math.log10(Math.max(2, n)) * this.cfg.probeIntervalMs);
@@ -364,7 +420,7 @@ export class Membership {
     if (!cur || c.inc < cur.inc || cur.state === MemberState.DEAD) return;
     this.cancelSuspicion(c.id);
     this.setMember({ ...cur, inc: c.inc, state: MemberState.DEAD, since: this.clock.now() });
-    this.memberQ.push(`m:${c.id}`, { ...c, addr: cur.addr });
+    this.enqueue(this.memberQ, `m:${c.id}`, { ...c, addr: cur.addr });
   }
 
   private maybeRefute(yv: YourView): void {
@@ -375,7 +431,7 @@ export class Membership {
     this.inc = inc + 1;
     this.adjustAwareness(1);
     this.opts.log?.debug({ inc: this.inc }, 'refuting suspicion');
-    this.memberQ.push(`m:${this.id}`, { id: this.id, addr: this.addr, inc: this.inc, s: MemberState.ALIVE });
+    this.enqueue(this.memberQ, `m:${this.id}`, { id: this.id, addr: this.addr, inc: this.inc, s: MemberState.ALIVE });
   }
 
   // ---- helpers
@@ -384,8 +440,15 @@ export class Membership {
     const prev = this.members.get(m.id);
     this.members.set(m.id, m);
     if (prev?.state === m.state) return;
+    if (m.state === MemberState.DEAD) this.wake('reconnect');
     const e: MemberEvent = { id: m.id, addr: m.addr, state: m.state, prev: prev?.state, inc: m.inc };
     for (const fn of this.listeners) fn(e);
+  }
+
+  /** Queue a change for piggy-backing, and make sure gossip rounds run until it has been spread. */
+  private enqueue(q: BroadcastQueue, key: string, value: unknown): void {
+    q.push(key, value);
+    this.wake('gossip');
   }
 
   private cancelSuspicion(id: string): void {

@@ -56,6 +56,9 @@ export class GossipNode {
     this.membership = new Membership({ id: opts.id, transport: opts.transport, clock, rand: opts.rand, config: opts.membership, log });
     this.sync = new ReplicaSync(this.replica, this.membership, { clock, rand: opts.rand, ...opts.sync });
     this.quietInStar = opts.sync?.quiet ?? false;
+    // Quiet star mode: the hub replicates the state and hears every worker, so the members' probes
+    // only keep views roughly current until a failover; they run relaxed (see Membership.setRelaxed).
+    this.membership.setRelaxed(this.quietInStar);
     this.coordinator = new Coordinator(this.membership, this.replica, { clock, log, ...opts.coordinator });
     this.executor = new Executor(this.membership, this.replica, this.coordinator, opts.execute, { slots: opts.slots, log });
     this.hub = new HubMonitor(this.membership, { clock, log, rand: opts.rand, ...opts.hubMonitor });
@@ -80,6 +83,7 @@ export class GossipNode {
     this.set(Mode.GOSSIP);
     this.coordinator.activate();
     if (this.quietInStar) {
+      this.membership.setRelaxed(false);
       this.sync.setQuiet(false);
       // What only we hold (results the hub never replicated) goes to the coordinator now.
       const leader = this.coordinator.leader;
@@ -96,7 +100,7 @@ export class GossipNode {
   enterStar(): void {
     this.coordinator.deactivate();
     this.set(Mode.STAR);
-    if (this.quietInStar) this.sync.setQuiet(true);
+    if (this.quietInStar) { this.sync.setQuiet(true); this.membership.setRelaxed(true); }
   }
 
   status(): NodeStatus {

@@ -40,6 +40,7 @@ export class ReplicaSync {
   private timer?: TimerHandle;
   private fromGossip = false;
   private quiet: boolean;
+  private started = false;
   readonly stats = { deltasIn: 0, entriesIn: 0, syncRounds: 0 };
 
   constructor(private readonly replica: Replica, private readonly ms: Membership, private readonly opts: ReplicaSyncOptions = {}) {
@@ -62,17 +63,25 @@ export class ReplicaSync {
   }
 
   start(): void {
+    this.started = true;
+    this.schedule();
+  }
+
+  stop(): void { this.started = false; this.clock.clearTimeout(this.timer); this.timer = undefined; }
+
+  /** Anti-entropy rounds run only while not quiet: a quiet member has no timer at all (25 idle members woke for nothing). */
+  private schedule(): void {
+    if (!this.started || this.quiet || this.timer !== undefined) return;
     const every = this.opts.syncIntervalMs ?? 2000;
     const tick = () => {
+      this.timer = undefined;
+      if (!this.started || this.quiet) return;
       this.timer = this.clock.setTimeout(tick, every);
-      if (this.quiet) return;
       const [peer] = pick(this.ms.live().filter((id) => id !== this.ms.id), 1, this.rand);
       if (peer) this.syncWith(peer);
     };
     this.timer = this.clock.setTimeout(tick, Math.floor(this.rand() * every));
   }
-
-  stop(): void { this.clock.clearTimeout(this.timer); this.timer = undefined; }
 
   /** Merge entries that every member receives anyway (from the hub in star mode): no re-gossip. */
   mergeQuiet(entries: Entry[]): number {
@@ -84,7 +93,10 @@ export class ReplicaSync {
 
   get isQuiet(): boolean { return this.quiet; }
   /** Quiet (star mode) or gossiping (see `ReplicaSyncOptions.quiet`). */
-  setQuiet(quiet: boolean): void { this.quiet = quiet; }
+  setQuiet(quiet: boolean): void {
+    this.quiet = quiet;
+    if (quiet) { this.clock.clearTimeout(this.timer); this.timer = undefined; } else this.schedule();
+  }
 
   /**
    * Start an anti-entropy exchange with `peer` now (both directions). It opens with the bucket summary
