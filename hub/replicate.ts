@@ -49,7 +49,8 @@ export interface ReplicatorOptions {
 export class HubReplicator {
   private readonly peers = new Map<string, { w: WorkerEntry; view: FailoverView }>();
   private holding: WorkerEntry[] = [];
-  private pending = new Map<string, ReplEntry>();
+  /** Records changed since the last flush (the entry is built at flush time, from the record as it is then). */
+  private pending = new Map<string, { rec: TaskRecord; spec: boolean }>();
   private batchTimer?: NodeJS.Timeout;
   private fullTimer?: NodeJS.Timeout;
   private rotate = 0;
@@ -168,8 +169,9 @@ export class HubReplicator {
   /** A change to replicate: new tasks carry their spec; leases, results and failures do not. */
   changed(rec: TaskRecord, withSpec = false): void {
     if (!this.active) return;
+    // A task leased and finished within one batch is built and sent once, as it is at the flush.
     const prev = this.pending.get(rec.id);
-    this.pending.set(rec.id, this.entry(rec, withSpec || !!prev?.spec));
+    this.pending.set(rec.id, { rec, spec: withSpec || !!prev?.spec });
     this.batchTimer ??= setTimeout(() => this.flush(), this.opts.batchMs ?? 20);
   }
 
@@ -180,7 +182,7 @@ export class HubReplicator {
   flush(): void {
     if (this.batchTimer) clearTimeout(this.batchTimer);
     this.batchTimer = undefined;
-    const entries = [...this.pending.values()];
+    const entries = [...this.pending.values()].map((p) => this.entry(p.rec, p.spec));
     this.pending = new Map();
     if (!entries.length) return;
     this.stats.deltas += entries.length;
