@@ -17,6 +17,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { CLI, ROOT, arg } from './args.js';
+import { cpuSeconds } from './proc.js';
 
 const HISTORY = arg('history', '500,5000,10000').split(',').map(Number);
 const WORKERS = Number(arg('workers', '25'));
@@ -37,7 +38,9 @@ async function until(cond: () => boolean | Promise<boolean>, ms: number, every =
   while (Date.now() < end) { if (await cond()) return true; await sleep(every); }
   return cond();
 }
-const load = () => Math.round(os.loadavg()[0]! * 100) / 100;
+const round2 = (x: number) => Math.round(x * 100) / 100;
+const load = () => round2(os.loadavg()[0]!);
+const cpu = (pid: number | undefined) => { try { return pid ? cpuSeconds(pid) : NaN; } catch { return NaN; } };
 
 interface Hub { pid: number; control: { host: string; port: number } }
 interface Agent { id: string; mode: string; coordinating: boolean; replica: { done: number; failed: number; size: number } }
@@ -112,13 +115,18 @@ function tally(dir: string, ids: string[]): { lost: number; duplicated: number }
  */
 function phases(dir: string, since: number, up: number): Record<string, unknown> {
   const rec = new Map<string, number>(), star = new Map<string, number>();
+  const offerMs: number[] = [], sendMs: number[] = [];
   for (const l of fs.readFileSync(path.join(dir, 'w.log'), 'utf8').split('\n')) {
     if (!l.includes('reconciling') && !l.includes('handed back')) continue;
     try {
-      const r = JSON.parse(l) as { time: number; worker?: string; msg: string; mode?: string };
+      const r = JSON.parse(l) as { time: number; worker?: string; msg: string; mode?: string; offer_ms?: number; send_ms?: number };
       if (r.time < since || !r.worker) continue;
       if (r.msg === 'failover mode' && r.mode === 'reconciling' && !rec.has(r.worker)) rec.set(r.worker, r.time);
-      if (r.msg.startsWith('handed back') && !star.has(r.worker)) star.set(r.worker, r.time);
+      if (r.msg.startsWith('handed back') && !star.has(r.worker)) {
+        star.set(r.worker, r.time);
+        if (r.offer_ms !== undefined) offerMs.push(r.offer_ms);
+        if (r.send_ms !== undefined) sendMs.push(r.send_ms);
+      }
     } catch { /* torn */ }
   }
   const hb = [...star].filter(([w]) => rec.has(w)).map(([w, at]) => at - rec.get(w)!).sort((a, b) => a - b);
@@ -127,13 +135,20 @@ function phases(dir: string, since: number, up: number): Record<string, unknown>
     agents_logged: hb.length,
     reconnect_ms: { first: re[0] ?? null, last: re[re.length - 1] ?? null },
     handback_ms: { p50: hb[Math.floor(hb.length / 2)] ?? null, max: hb[hb.length - 1] ?? null },
+    // Ids-first only (the workers log these since): the offer round trips, then the wanted entries'.
+    ...(offerMs.length ? { offer_ms: med(offerMs), send_ms: med(sendMs) } : {}),
   };
+}
+
+function med(xs: number[]): { p50: number; max: number } {
+  const s = [...xs].sort((a, b) => a - b);
+  return { p50: s[Math.floor(s.length / 2)]!, max: s[s.length - 1]! };
 }
 
 async function main(): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-handback-'));
   let hub = await startHub(dir);
-  bg(['worker', '--state-dir', dir, '--count', String(WORKERS), '--id', 'w', '--failover', '--driver', 'echo', '--driver-opt', `latency_ms=${LATENCY}`,
+  const worker = bg(['worker', '--state-dir', dir, '--count', String(WORKERS), '--id', 'w', '--failover', '--driver', 'echo', '--driver-opt', `latency_ms=${LATENCY}`,
     '--hub-lapse-ms', '1500', '--log-file', path.join(dir, 'w.log')]);
   if (!(await until(async () => (await api<Status>(dir, 'GET', '/status'))?.failover?.workers.length === WORKERS, 60_000, 100))) throw new Error('workers did not join');
   let total = 0;
@@ -155,11 +170,14 @@ async function main(): Promise<void> {
     const finishedMs = Date.now() - killedAt;
     await sleep(500);
     const load0 = load();
+    const cpu0 = cpu(worker.pid);
     const t0 = Date.now();
     hub = await startHub(dir);
     const up = Date.now();
     const star = await until(() => { const a = agents(dir); return a.length === WORKERS && a.every((x) => x.mode === 'star'); }, 120_000, 20);
     const starAt = Date.now();
+    // CPU used from the restart until every worker is in star mode: the new hub's, the worker process's (all agents).
+    const cpuHub = cpu(hub.pid), cpuWorker = cpu(worker.pid) - cpu0;
     const recorded = await until(async () => (await final(dir)) >= total, 60_000, 20);
     const doneAt = Date.now();
     const load1 = load();
@@ -170,7 +188,7 @@ async function main(): Promise<void> {
     emit({
       kind: 'trial', history: h, tasks_before_kill: total - TASKS, tasks_total: total, workers: WORKERS, latency_ms: LATENCY, kill_after_ms: KILL_AFTER,
       gossip, finished_ms: finishedMs, hub_start_ms: up - t0, reconcile_ms: star ? starAt - up : null, hub_final_ms: recorded ? doneAt - up : null,
-      ...phases(dir, t0, up), loadavg_start: load0, loadavg_end: load1, hub_failover: fo, ...tally(dir, ids),
+      ...phases(dir, t0, up), cpu_s: { hub: round2(cpuHub), worker: round2(cpuWorker) }, loadavg_start: load0, loadavg_end: load1, hub_failover: fo, ...tally(dir, ids),
     });
   }
   for (const c of procs) kill(c);

@@ -36,7 +36,9 @@ export interface FailoverOptions {
  * The worker's side of issue 5, between the agent and a GossipNode. Star mode: the agent passes on
  * every hub frame (`heard`), the peer list and replicated state, and its own results. The node's
  * hub monitor decides on failover by itself. When the client reconnects to a hub while in gossip
- * mode, `hubConnected` hands everything finished back and returns to star mode.
+ * mode, `hubConnected` hands everything finished back and returns to star mode: ids first (the
+ * link's `offer`), then only the entries the hub lacks, so the cost follows what the hub is missing,
+ * not the length of the run's history.
  */
 export class FailoverController {
   private handing?: Promise<void>;
@@ -91,12 +93,14 @@ export class FailoverController {
     try {
       // Ids first: the hub journaled most of these in star mode, before the failover; it names what it lacks.
       let send = final;
+      const t0 = Date.now();
       if (this.link.offer && final.length) {
         const want = await this.wanted(final.map((e) => e.id));
         if (want) send = final.filter((e) => want.has(e.id)).map((e) => r.get(e.id) ?? e);
       }
       // In submission order: a task the hub does not know is queued there in the order it was submitted.
       send.sort((a, b) => (a.seq ?? Infinity) - (b.seq ?? Infinity));
+      const t1 = Date.now();
       for (let i = 0; i < send.length; i += chunk) {
         const res = await this.link.handBack(send.slice(i, i + chunk));
         this.stats.recorded += res.recorded;
@@ -105,7 +109,7 @@ export class FailoverController {
       }
       this.stats.handbacks++;
       this.node.enterStar();
-      this.opts.log?.info({ entries: final.length, now: send.length, ...this.stats }, 'handed back to the hub; star mode');
+      this.opts.log?.info({ entries: final.length, now: send.length, offer_ms: t1 - t0, send_ms: Date.now() - t1, ...this.stats }, 'handed back to the hub; star mode');
     } catch (err) {
       // Still reconciling; the next connect tries again. Without a hub, the monitor fails over again.
       this.opts.log?.warn({ err }, 'handback failed');
