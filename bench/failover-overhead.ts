@@ -25,8 +25,8 @@ const OUT = arg('out', '');
 const WARM = Number(arg('warm', '0'));
 const IDLE_S = Number(arg('idle-s', '0'));
 const LABEL = arg('label', '');
-/** `ndjson`: hub and workers speak NDJSON (`swarm up --no-msgpack`); msgpack is the default codec. */
-const CODEC = arg('codec', 'msgpack');
+/** `msgpack`: hub and workers speak msgpack (`swarm up --msgpack`); NDJSON is the default codec. */
+const CODEC = arg('codec', 'ndjson');
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s.length ? (s[(s.length - 1) >> 1]! + s[s.length >> 1]!) / 2 : NaN; };
@@ -65,7 +65,7 @@ async function run(failover: boolean): Promise<Record<string, unknown>> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-fo-overhead-'));
   try {
     const up = spawnSync(process.execPath, [CLI, 'up', '--agents', String(AGENTS), '--driver', 'echo', '--driver-opt', `latency_ms=${LATENCY}`,
-      '--detach', '--state-dir', dir, ...modeArgs(failover), ...(CODEC === 'ndjson' ? ['--no-msgpack'] : [])], { encoding: 'utf8' });
+      '--detach', '--state-dir', dir, ...modeArgs(failover), ...(CODEC === 'msgpack' ? ['--msgpack'] : [])], { encoding: 'utf8' });
     if (up.status !== 0) throw new Error(`swarm up failed: ${up.stderr}`);
     const h = JSON.parse(fs.readFileSync(path.join(dir, 'hub.json'), 'utf8')) as { pid: number; token?: string; control: { host: string; port: number } };
     const base = `http://${h.control.host}:${h.control.port}`;

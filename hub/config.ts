@@ -19,7 +19,8 @@ export const HubConfigSchema = z.object({
   leaseMs: z.number().int().positive().default(10 * 60_000),
   maxAttempts: z.number().int().positive().default(3),
   fsyncMs: z.number().int().min(0).default(1000),
-  msgpack: z.boolean().default(true),
+  /** Offer msgpack to workers. Off by default: NDJSON (the spec's codec) measured faster for our frames. */
+  msgpack: z.boolean().default(false),
   /** Role plan: how many workers should hold each role (hub/roles.ts); handed out with ASSIGN_ROLE. */
   roles: z.record(z.string(), z.number().int().min(0)).optional(),
 }).strict();

@@ -40,7 +40,7 @@ function mutant(r: () => number, leased: Frame[], msgpack: boolean): { type: str
 
 for (const codec of ['ndjson', 'msgpack'] as const) {
   t.test(`post-handshake fuzz (${codec}): the hub answers codes, stays up, and still runs tasks right`, async (t) => {
-    const { hub, addr, stop } = await startHub({ maxLine: 64 * 1024, heartbeatMs: 200 });
+    const { hub, addr, stop } = await startHub({ maxLine: 64 * 1024, heartbeatMs: 200, msgpack: codec === 'msgpack' });
     t.teardown(stop);
     const r = rng(codec === 'ndjson' ? 1 : 2);
     const codes = new Set<string>();

@@ -112,7 +112,7 @@ t.test('a final frame with pieces missing fails that attempt with SWARM_ERR_STRE
 });
 
 t.test('msgpack frames with 64-bit integers are accepted (decoded as numbers)', async (t) => {
-  const { hub, addr, stop } = await startHub();
+  const { hub, addr, stop } = await startHub({ msgpack: true });
   const { w, take } = await joined(addr, 'wide-ints', ['msgpack', 'ndjson']);
   t.teardown(async () => { w.destroy(); await stop(); });
   t.equal(w.codec, 'msgpack', 'msgpack negotiated');

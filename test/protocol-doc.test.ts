@@ -49,7 +49,7 @@ for (const codec of ['ndjson', 'msgpack'] as const) {
     // Imported here so the document checks above still run while the hub is being restored.
     const { startHub, waitWorkers, waitTasks } = await import('./helpers/inproc.js');
     const token = 'py-worker-token-42';
-    const { hub, addr, stop } = await startHub({ token });
+    const { hub, addr, stop } = await startHub({ token, msgpack: codec === 'msgpack' });
     const id = `py-${codec}`;
     const py = startPy(['--host', addr.host, '--port', String(addr.port), '--token', token, '--id', id, ...(codec === 'msgpack' ? ['--msgpack'] : [])]);
     t.teardown(async () => { if (py.child.exitCode === null) py.child.kill('SIGKILL'); await stop(); });

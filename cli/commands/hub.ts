@@ -25,7 +25,8 @@ export function hubOptions(cmd: Command): Command {
     .option('--max-line <bytes>', 'maximum protocol line length', int('--max-line', 1024), 1024 * 1024)
     .option('--max-attempts <n>', 'attempts per task before it fails', int('--max-attempts', 1), 3)
     .option('--no-journal', 'keep tasks in memory only (nothing survives a restart)')
-    .option('--no-msgpack', 'do not offer msgpack to workers')
+    .option('--msgpack', 'offer msgpack to workers (NDJSON is the default: measured faster for these small frames)', false)
+    .option('--no-msgpack', 'speak NDJSON only (the default; kept for scripts)')
     .option('--roles <plan>', 'hand out roles to the workers that join, e.g. thinker=2,worker=3 (ASSIGN_ROLE)', rolePlanOption);
 }
 

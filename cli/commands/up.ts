@@ -93,7 +93,7 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   if (!o.journal) hubArgs.push('--no-journal');
   if (o.engine === 'shared') hubArgs.push('--engine', 'shared');
   if (o.failover) hubArgs.push('--failover');
-  if (!o.msgpack) hubArgs.push('--no-msgpack');
+  if (o.msgpack) hubArgs.push('--msgpack');
   if (o.roles) hubArgs.push('--roles', Object.entries(o.roles).map(([role, n]) => `${role}=${n}`).join(','));
   const out = fs.openSync(logPath(dir, 'hub.stderr'), 'a');
   // fd 3: the hub reports connected workers there (cli/ready.ts), so nothing polls it while they start.
