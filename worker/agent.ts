@@ -155,12 +155,14 @@ export class Agent {
     this.state = AgentState.BUSY;
     let seq = 0;
     try {
-      // With failover nothing is streamed: the answer goes to the replica whole, then to the hub.
-      const onChunk = fo ? undefined : (text: string) => conn.send(Type.TASK_RES, { task_id: p.task_id, text, done: false, seq: seq++ }, { re: m.id });
+      // Chunks stream as they come (with failover too: a partial answer records nothing on the hub).
+      const onChunk = (text: string) => { if (!conn.isClosed) conn.send(Type.TASK_RES, { task_id: p.task_id, text, done: false, seq: seq++ }, { re: m.id }); };
       const out = await this.drive(p, abort, onChunk);
+      // With failover the whole answer goes to the replica before the final frame reports it, so a
+      // hub that dies now cannot lose it.
       if (fo) fo.localResult(p.task_id, p.attempt, out.full, out.receipt);
       // A result for a connection that has gone is handed back from the replica instead.
-      if (!conn.isClosed) conn.send(Type.TASK_RES, { task_id: p.task_id, text: fo ? out.full : out.last, done: true, seq, receipt: out.receipt }, { re: m.id });
+      if (!conn.isClosed) conn.send(Type.TASK_RES, { task_id: p.task_id, text: out.last, done: true, seq, receipt: out.receipt }, { re: m.id });
     } catch (err) {
       const code = errorCode(err);
       const msg = (err as Error)?.message ?? String(err);
