@@ -30,7 +30,8 @@ export function registerUp(program: Command): void {
     .option('--driver-opt <key=value>', 'driver option (repeatable)', keyValue, {})
     .option('--model <path>', 'GGUF model file or hf: URI (env SWARM_MODEL; default: a built-in random-weight demo model)')
     .option('--engine <mode>', 'per-worker: an engine per worker (isolation); shared: one llama-server -np N for all (continuous batching; needs `swarm engine build`)', parseEngineMode, 'per-worker')
-    .option('--failover', 'hybrid star-gossip: workers keep a replica of the queue and results, and finish the run by gossip if the hub dies', false)
+    .option('--failover', 'hybrid star-gossip (the default): workers keep a replica of the queue and results, and finish the run, topologies included, by gossip if the hub dies', true)
+    .option('--no-failover', 'star only: no peer ports, and a run waits for a hub that dies (a little cheaper: see README)')
     .option('--slots <n>', 'tasks in flight per worker', int('--slots', 1), 1)
     .option('--caps <list>', 'capabilities of the workers (comma-separated): tasks that ask for caps go only to workers that have them')
     .option('-d, --detach', 'return once ready; the swarm keeps running (stop it with `swarm down`)', false)
@@ -145,7 +146,7 @@ async function waitFor(count: () => number | Promise<number>, want: number, time
 
 function summary(o: UpOptions, model: ChosenModel, hub: HubFile, dir: string, ms: number, detached: boolean): void {
   const s = {
-    ready: true, agents: o.agents, ready_ms: Math.round(ms), driver: o.engine === 'shared' ? 'llama-server' : o.driver, engine: o.engine, model: model.path ?? null, demo_model: model.demo, detached,
+    ready: true, agents: o.agents, ready_ms: Math.round(ms), driver: o.engine === 'shared' ? 'llama-server' : o.driver, engine: o.engine, failover: o.failover, model: model.path ?? null, demo_model: model.demo, detached,
     hub: `${hub.host}:${hub.port}`, hub_pid: hub.pid, control: `http://${hub.control.host}:${hub.control.port}`, state_dir: dir,
   };
   if (o.json) { process.stdout.write(JSON.stringify(s) + '\n'); return; }
@@ -155,6 +156,7 @@ function summary(o: UpOptions, model: ChosenModel, hub: HubFile, dir: string, ms
     `  control  ${s.control}`,
     o.engine === 'shared' ? `  engine   shared: one llama-server with ${o.agents * o.slots} slots` : `  driver   ${o.driver} (an engine per worker)`,
     ...(model.path ? [`  model    ${model.path}${model.demo ? ' (demo: random weights, its text is noise)' : ''}`] : []),
+    `  failover ${o.failover ? 'on: if the hub dies, the workers finish the run by gossip (--no-failover to turn off)' : 'off'}`,
     `  state    ${dir}`,
     `next: swarm submit "hello" --wait · swarm status · swarm down`,
     '',
