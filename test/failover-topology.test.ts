@@ -1,6 +1,6 @@
 import t from 'tap';
-import { api, journal, swarm, tempDir, until } from './helpers/cli.js';
-import { agents, allInMode, killGroup, procs, startHub, startWorkers, type Proc } from './helpers/failover.js';
+import { api, swarm, tempDir, until } from './helpers/cli.js';
+import { agents, allInMode, finishedInGossip, killGroup, procs, startHub, startWorkers, tallyRun, waitRun, type Proc, type RunView } from './helpers/failover.js';
 
 /**
  * Issue 5, with a topology: a map-reduce run of 536 tasks (400 mappers, 135 reducers with fan-in 4,
@@ -15,28 +15,6 @@ const N = 25;
 const ITEMS = Array.from({ length: 400 }, (_, i) => `item ${i}: ${'abcdefghij'.slice(0, (i % 10) + 1)}`);
 const EXPERIMENT = { name: 'mr-failover', topology: 'map-reduce', inputs: { items: ITEMS }, map_reduce: { fan_in: 4 } };
 const TASKS = 400 + 100 + 25 + 7 + 2 + 1 + 1;
-
-interface RunView { run: string; state: string; outcome?: { output: string; verdict?: string }; progress?: { done: number } }
-
-async function waitRun(dir: string, run: string, ms: number): Promise<RunView | undefined> {
-  let v: RunView | undefined;
-  await until(async () => {
-    try { v = await api<RunView>(dir, 'POST', `/runs/${run}/wait`, { timeout_ms: 1000 }); } catch { v = undefined; }
-    return v?.state === 'done';
-  }, ms, 50);
-  return v;
-}
-
-/** Results per task id of one run in a hub's journal. */
-function tallyRun(dir: string, run: string): { tasks: number; lost: number; duplicated: number } {
-  const recs = journal(dir) as { t: string; id?: string; spec?: { id: string } }[];
-  const ids = new Set(recs.filter((r) => r.t === 'task' && r.spec?.id.startsWith(`${run}:`)).map((r) => r.spec!.id));
-  const count = new Map<string, number>();
-  for (const r of recs) if (r.t === 'result' && r.id && ids.has(r.id)) count.set(r.id, (count.get(r.id) ?? 0) + 1);
-  let lost = 0, duplicated = 0;
-  for (const id of ids) { const c = count.get(id) ?? 0; if (c === 0) lost++; if (c > 1) duplicated++; }
-  return { tasks: ids.size, lost, duplicated };
-}
 
 t.test('a map-reduce run goes on in gossip mode after kill -9 of the hub, and ends as the fault-free run does', async (t) => {
   // The fault-free run: the same experiment on its own swarm.
@@ -63,7 +41,7 @@ t.test('a map-reduce run goes on in gossip mode after kill -9 of the hub, and en
   t.ok((before.progress?.done ?? 0) < 400, 'killed before the mappers were all done: the reducers were not submitted by this hub');
   t.ok(await allInMode(dir, 'gossip', N, 20_000), 'every worker went to gossip mode');
   // The acting coordinator drives the topology: it submits the reducers and the guard itself.
-  const finished = await until(() => agents(dir).some((a) => (a as { runs?: { finished: { run: string }[] } }).runs?.finished.some((f) => f.run === run)), 120_000, 100);
+  const finished = await until(() => finishedInGossip(dir, run), 120_000, 100);
   t.ok(finished, 'the acting coordinator finished the run without a hub');
   const st = JSON.parse(swarm(['status', '--json', '--state-dir', dir]).stdout || '{}') as { runs?: { run: string; state: string }[] };
   t.same(st.runs?.find((x) => x.run === run)?.state, 'done', '`swarm status --json` shows the run done in gossip mode');

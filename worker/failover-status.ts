@@ -12,7 +12,7 @@ export interface AgentFailoverStatus {
   /** In gossip mode, when at most 5 tasks are left: those tasks and their leases (what a stalled run waits on). */
   left?: { id: string; lease?: Lease }[];
   /** Topology runs this member knows (holders): driving now, and driven to their end in gossip mode. */
-  runs?: { known: string[]; driving: number; finished: { run: string; verdict?: string }[] };
+  runs?: { known: string[]; driving: number; finished: { run: string; verdict?: string }[]; ended_on_hub: string[] };
 }
 
 /** A worker process's status file: `<state-dir>/failover/<pid>.json`. */
@@ -80,9 +80,10 @@ export class FailoverStatusWriter {
         coordinating: fo.node.coordinator.isCoordinating, peer_addr: fo.transport.addr, gossip_since: fo.node.gossipSince, last_final_at: fo.lastFinalAt,
         replica: { ...fo.node.replica.counts(), size: fo.node.replica.size },
         left: this.left(fo.node.replica, s.mode),
-        runs: fo.runs.active.length || fo.runs.outcomes.size ? {
+        runs: fo.runs.active.length || fo.runs.outcomes.size || fo.runs.endedOnHub.length ? {
           known: fo.runs.active, driving: fo.runs.drivingCount,
           finished: [...fo.runs.outcomes].map(([run, o]) => ({ run, verdict: o.verdict })),
+          ended_on_hub: fo.runs.endedOnHub,
         } : undefined,
       }];
     });

@@ -136,3 +136,45 @@ export async function expectReplicasDone(t: Asserts, dir: string, n: number, ms:
   }
   t.ok(done, msg);
 }
+
+/** A topology run as the control API shows it. */
+export interface RunView { run: string; state: string; outcome?: { output: string; verdict?: string }; progress?: { done: number } }
+
+/** Wait (bounded) until the hub of `dir` reports the run done; undefined if no hub answered. */
+export async function waitRun(dir: string, run: string, ms: number): Promise<RunView | undefined> {
+  let v: RunView | undefined;
+  await until(async () => {
+    try { v = await api<RunView>(dir, 'POST', `/runs/${run}/wait`, { timeout_ms: 1000 }); } catch { v = undefined; }
+    return v?.state === 'done';
+  }, ms, 50);
+  return v;
+}
+
+/** One run's tasks in a hub's journal: each node's first result text, and lost / duplicated results per task id. */
+export function tallyRun(dir: string, run: string): { tasks: number; lost: number; duplicated: number; texts: Map<string, string> } {
+  const recs = journal(dir) as { t: string; id?: string; text?: string; spec?: { id: string } }[];
+  const ids = new Set(recs.filter((r) => r.t === 'task' && r.spec?.id.startsWith(`${run}:`)).map((r) => r.spec!.id));
+  const count = new Map<string, number>();
+  const texts = new Map<string, string>();
+  for (const r of recs) {
+    if (r.t !== 'result' || !r.id || !ids.has(r.id)) continue;
+    count.set(r.id, (count.get(r.id) ?? 0) + 1);
+    const node = r.id.slice(run.length + 1);
+    if (!texts.has(node)) texts.set(node, r.text ?? '');
+  }
+  let lost = 0, duplicated = 0;
+  for (const id of ids) { const c = count.get(id) ?? 0; if (c === 0) lost++; if (c > 1) duplicated++; }
+  return { tasks: ids.size, lost, duplicated, texts };
+}
+
+type RunsView = { runs?: { finished: { run: string }[]; ended_on_hub?: string[] } };
+
+/** True once some worker's status file says it drove `run` to its end in gossip mode. */
+export function finishedInGossip(dir: string, run: string): boolean {
+  return agents(dir).some((a) => (a as RunsView).runs?.finished.some((f) => f.run === run));
+}
+
+/** True if the holders heard from the hub that `run` ended (before it died). */
+export function endedOnHub(dir: string, run: string): boolean {
+  return agents(dir).some((a) => (a as RunsView).runs?.ended_on_hub?.includes(run));
+}

@@ -59,6 +59,7 @@ export class ReplicaExecutor implements Executor {
 export class GossipRuns {
   private readonly specs = new Map<string, RunSpec>();
   private readonly ended = new Set<string>();
+  private readonly hubEnded = new Set<string>();
   private readonly driving = new Map<string, { abort(reason: string): void } | null>();
   private coordinating = false;
   readonly stats = { driven: 0, finished: 0 };
@@ -69,6 +70,8 @@ export class GossipRuns {
 
   /** Runs known and not ended. */
   get active(): string[] { return [...this.specs.keys()]; }
+  /** The last runs the hub said ended (at most 20, newest last). */
+  get endedOnHub(): string[] { return [...this.hubEnded]; }
   /** Runs this member drives now. */
   get drivingCount(): number { return [...this.driving.values()].filter(Boolean).length; }
 
@@ -78,6 +81,8 @@ export class GossipRuns {
       if (!r || typeof r.run !== 'string') continue;
       if (r.ended) {
         this.ended.add(r.run);
+        this.hubEnded.add(r.run);
+        if (this.hubEnded.size > 20) this.hubEnded.delete(this.hubEnded.values().next().value!);
         this.specs.delete(r.run);
         this.stop(r.run, 'the run ended on the hub');
       } else if (r.spec && typeof r.spec === 'object' && !this.ended.has(r.run)) {
