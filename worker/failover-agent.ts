@@ -18,7 +18,7 @@ export interface AgentFailoverOptions {
   hubMonitor?: HubMonitorOptions;
   /**
    * A new coordinator waits this long for fresher state before dispatching. The hub replicates every
-   * change as it happens, so replicas are current at failover and a short wait is enough (default 150).
+   * change as it happens, so replicas are current at failover and a short wait is enough (default 50: what arrives later costs at most a re-run, never a second result).
    */
   catchUpMs?: number;
 }
@@ -51,7 +51,7 @@ export class AgentFailover {
 
   constructor(selfId: string, token: string | undefined, slots: number, execute: Execute, private readonly opts: AgentFailoverOptions, private readonly log: Logger) {
     this.transport = new TcpTransport({ host: opts.host, port: opts.port, advertise: opts.advertise, token, tls: opts.tls, log });
-    const catchUpMs = opts.catchUpMs ?? 150;
+    const catchUpMs = opts.catchUpMs ?? 50;
     this.node = new GossipNode({ id: selfId, transport: this.transport, execute, slots, log, membership: opts.membership, hubMonitor: opts.hubMonitor,
       coordinator: {
         catchUpMs,
