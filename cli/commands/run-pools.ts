@@ -89,7 +89,9 @@ export async function startPools(dir: string, hub: HubFile, pools: Pool[], o: { 
   pools.forEach((p, i) => {
     const name = `pool-${i + 2}`;
     const args = [CLI, 'worker', '--state-dir', dir, '--count', String(p.agents), '--driver', p.driver, '--id', `${name}-${process.pid}`,
-      '--log-file', logPath(dir, name), ...(p.model ? ['--model', p.model] : []), ...(p.caps.length ? ['--caps', p.caps.join(',')] : [])];
+      '--log-file', logPath(dir, name), ...(p.model ? ['--model', p.model] : []), ...(p.caps.length ? ['--caps', p.caps.join(',')] : []),
+      // As the first pool (swarm up's default): in gossip mode the coordinator routes a role to its pool.
+      '--failover'];
     if (!o.json) process.stderr.write(`starting ${p.agents} worker(s) for ${p.roles.join(', ')}: ${p.driver}${p.model ? ` ${p.model}` : ''} (caps ${p.caps.join(',')})\n`);
     const child = spawn(process.execPath, [...process.execArgv, ...args], { detached: true, stdio: 'ignore' });
     child.unref();
