@@ -10,11 +10,12 @@
  *     counted: lost and duplicated results per task id.
  *   summary: detection p50/p90/p99/max (last worker), completion vs 1.2 x baseline + detection.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { CLI, ROOT, arg } from './args.js';
+import { ROOT, arg } from './args.js';
+import { agents, api, bg, hubFile, kill } from './failover-procs.js';
 
 const WORKERS = Number(arg('workers', '25'));
 const TASKS = Number(arg('tasks', '500'));
@@ -37,33 +38,6 @@ function pct(xs: number[], p: number): number {
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? NaN;
 }
 
-interface Hub { pid: number; control: { host: string; port: number } }
-interface Agent { id: string; mode: string; coordinating: boolean; gossip_since?: number; last_final_at?: number; replica: { done: number; failed: number; size: number } }
-
-const procs: ChildProcess[] = [];
-function bg(args: string[]): ChildProcess {
-  const c = spawn(process.execPath, [CLI, ...args], { stdio: 'ignore', detached: true });
-  procs.push(c);
-  return c;
-}
-function kill(c: ChildProcess, sig: NodeJS.Signals = 'SIGKILL'): void { try { process.kill(-c.pid!, sig); } catch { /* gone */ } }
-process.on('exit', () => { for (const c of procs) kill(c); });
-
-function hubFile(dir: string): Hub | undefined { try { return JSON.parse(fs.readFileSync(path.join(dir, 'hub.json'), 'utf8')) as Hub; } catch { return undefined; } }
-async function api<T>(dir: string, method: string, p: string, body?: unknown): Promise<T | undefined> {
-  const h = hubFile(dir);
-  if (!h) return undefined;
-  try {
-    const res = await fetch(`http://${h.control.host}:${h.control.port}${p}`, { method, body: body === undefined ? undefined : JSON.stringify(body), headers: { 'content-type': 'application/json' } });
-    return (await res.json()) as T;
-  } catch { return undefined; }
-}
-function agents(dir: string): Agent[] {
-  const d = path.join(dir, 'failover');
-  let names: string[] = [];
-  try { names = fs.readdirSync(d); } catch { return []; }
-  return names.filter((n) => n.endsWith('.json')).flatMap((n) => { try { return (JSON.parse(fs.readFileSync(path.join(d, n), 'utf8')) as { agents: Agent[] }).agents; } catch { return []; } });
-}
 type Status = { tasks: { done: number; failed: number }; failover?: { workers: unknown[] } };
 
 async function startHub(dir: string): Promise<ChildProcess> {

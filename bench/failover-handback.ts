@@ -12,11 +12,12 @@
  * carries the load average (1 min) at the start and the end of the reconcile.
  * Hub heartbeats 250 ms and `--hub-lapse-ms 1500`, as test/failover-kill20.test.ts, to shorten detection.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { CLI, ROOT, arg } from './args.js';
+import { ROOT, arg } from './args.js';
+import { agents, api, bg, hubFile, kill, killAll } from './failover-procs.js';
 import { cpuSeconds } from './proc.js';
 
 const HISTORY = arg('history', '500,5000,10000').split(',').map(Number);
@@ -42,36 +43,7 @@ const round2 = (x: number) => Math.round(x * 100) / 100;
 const load = () => round2(os.loadavg()[0]!);
 const cpu = (pid: number | undefined) => { try { return pid ? cpuSeconds(pid) : NaN; } catch { return NaN; } };
 
-interface Hub { pid: number; control: { host: string; port: number } }
-interface Agent { id: string; mode: string; coordinating: boolean; replica: { done: number; failed: number; size: number } }
 type Status = { tasks: { done: number; failed: number }; failover?: { workers: unknown[]; [k: string]: unknown } };
-
-const procs: ChildProcess[] = [];
-function bg(args: string[], errFile?: string): ChildProcess {
-  const err = errFile ? fs.openSync(errFile, 'a') : 'ignore';
-  const c = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', err, err], detached: true });
-  if (typeof err === 'number') fs.closeSync(err);
-  procs.push(c);
-  return c;
-}
-function kill(c: ChildProcess, sig: NodeJS.Signals = 'SIGKILL'): void { try { process.kill(-c.pid!, sig); } catch { /* gone */ } }
-process.on('exit', () => { for (const c of procs) kill(c); });
-
-function hubFile(dir: string): Hub | undefined { try { return JSON.parse(fs.readFileSync(path.join(dir, 'hub.json'), 'utf8')) as Hub; } catch { return undefined; } }
-async function api<T>(dir: string, method: string, p: string, body?: unknown): Promise<T | undefined> {
-  const h = hubFile(dir);
-  if (!h) return undefined;
-  try {
-    const res = await fetch(`http://${h.control.host}:${h.control.port}${p}`, { method, body: body === undefined ? undefined : JSON.stringify(body), headers: { 'content-type': 'application/json' } });
-    return (await res.json()) as T;
-  } catch { return undefined; }
-}
-function agents(dir: string): Agent[] {
-  const d = path.join(dir, 'failover');
-  let names: string[] = [];
-  try { names = fs.readdirSync(d); } catch { return []; }
-  return names.filter((n) => n.endsWith('.json')).flatMap((n) => { try { return (JSON.parse(fs.readFileSync(path.join(d, n), 'utf8')) as { agents: Agent[] }).agents; } catch { return []; } });
-}
 const final = async (dir: string) => { const s = await api<Status>(dir, 'GET', '/status'); return s ? s.tasks.done + s.tasks.failed : -1; };
 
 /**
@@ -191,7 +163,7 @@ async function main(): Promise<void> {
       ...phases(dir, t0, up), cpu_s: { hub: round2(cpuHub), worker: round2(cpuWorker) }, loadavg_start: load0, loadavg_end: load1, hub_failover: fo, ...tally(dir, ids),
     });
   }
-  for (const c of procs) kill(c);
+  killAll();
   await sleep(300);
   fs.rmSync(dir, { recursive: true, force: true });
   process.exit(0);
