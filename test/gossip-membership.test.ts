@@ -1,36 +1,13 @@
 import t from 'tap';
-import { ManualClock, seededRandom } from '../worker/gossip/clock.js';
-import { MemNetwork } from '../worker/gossip/mem-transport.js';
-import { Membership } from '../worker/gossip/membership.js';
+import type { Membership } from '../worker/gossip/membership.js';
+import { cluster, runUntil } from './helpers/membership-sim.js';
 import { Suspicion } from '../worker/gossip/suspicion.js';
-
-function cluster(n: number, seed = 1, opts: { seedOnly?: boolean } = {}) {
-  const clock = new ManualClock();
-  const rand = seededRandom(seed);
-  const net = new MemNetwork(clock, 2, 0, rand);
-  const ids = Array.from({ length: n }, (_, i) => `w-${String(i).padStart(3, '0')}`);
-  const nodes = ids.map((id) => new Membership({ id, transport: net.endpoint(id), clock, rand }));
-  for (const m of nodes) {
-    if (opts.seedOnly) { if (m.id !== ids[0]) m.join(ids[0]!); }
-    else for (const id of ids) m.add(id, id);
-    m.start();
-  }
-  return { clock, net, ids, nodes };
-}
 
 function converged(nodes: Membership[], expectLive: string[]): boolean {
   const want = expectLive.slice().sort().join(',');
   return nodes.every((m) => m.live().join(',') === want);
 }
 
-function runUntil(clock: ManualClock, cond: () => boolean, maxMs: number, step = 50): number | undefined {
-  const start = clock.now();
-  while (clock.now() - start <= maxMs) {
-    if (cond()) return clock.now() - start;
-    clock.advance(step);
-  }
-  return undefined;
-}
 
 t.test('lifeguard suspicion timeout shrinks with confirmations and never goes below min', async (t) => {
   t.equal(Suspicion.timeout(0, 2, 1000, 6000), 6000);

@@ -1,7 +1,6 @@
 import t from 'tap';
-import { ManualClock, seededRandom } from '../worker/gossip/clock.js';
-import { MemNetwork } from '../worker/gossip/mem-transport.js';
-import { Membership } from '../worker/gossip/membership.js';
+import type { Membership } from '../worker/gossip/membership.js';
+import { cluster, runUntil } from './helpers/membership-sim.js';
 
 /**
  * Star mode runs the membership relaxed (probes and push-pull `relaxedMult` times less often) and an
@@ -9,33 +8,11 @@ import { Membership } from '../worker/gossip/membership.js';
  * These check that the cheaper pace still detects a death and that a failover restores the pace at once.
  */
 
-function cluster(n: number, seed: number, relaxed: boolean) {
-  const clock = new ManualClock();
-  const rand = seededRandom(seed);
-  const net = new MemNetwork(clock, 2, 0, rand);
-  const ids = Array.from({ length: n }, (_, i) => `w-${String(i).padStart(3, '0')}`);
-  const nodes = ids.map((id) => new Membership({ id, transport: net.endpoint(id), clock, rand }));
-  for (const m of nodes) {
-    for (const id of ids) m.add(id, id);
-    m.setRelaxed(relaxed);
-    m.start();
-  }
-  return { clock, net, ids, nodes };
-}
-
-function runUntil(clock: ManualClock, cond: () => boolean, maxMs: number, step = 50): number | undefined {
-  const start = clock.now();
-  while (clock.now() - start <= maxMs) {
-    if (cond()) return clock.now() - start;
-    clock.advance(step);
-  }
-  return undefined;
-}
 
 t.test('a relaxed cluster sends far fewer messages when nothing happens', async (t) => {
   const sent: Record<string, number> = {};
   for (const relaxed of [false, true]) {
-    const { clock, net, nodes } = cluster(10, 3, relaxed);
+    const { clock, net, nodes } = cluster(10, 3, { relaxed });
     clock.run(10_000); // joins settle
     const before = net.stats.delivered;
     clock.run(60_000);
@@ -48,7 +25,7 @@ t.test('a relaxed cluster sends far fewer messages when nothing happens', async 
 });
 
 t.test('a relaxed cluster still detects a killed member; nobody else is declared dead', async (t) => {
-  const { clock, net, nodes, ids } = cluster(10, 5, true);
+  const { clock, net, nodes, ids } = cluster(10, 5, { relaxed: true });
   clock.run(5000);
   const victim = nodes[4]!;
   victim.stop();
@@ -62,7 +39,7 @@ t.test('a relaxed cluster still detects a killed member; nobody else is declared
 });
 
 t.test('un-relaxing (a failover) probes at once and detects a death at the normal pace', async (t) => {
-  const { clock, net, nodes, ids } = cluster(10, 9, true);
+  const { clock, net, nodes, ids } = cluster(10, 9, { relaxed: true });
   clock.run(5000);
   const victim = nodes[2]!;
   victim.stop();
@@ -75,7 +52,7 @@ t.test('un-relaxing (a failover) probes at once and detects a death at the norma
   const ms = runUntil(clock, () => rest.every((m) => m.get(victim.id)?.state === 'dead'), 120_000);
   t.ok(ms !== undefined, `dead in every view after simulated ${ms} ms`);
   // The same cluster never relaxed, for comparison: detection within twice its time.
-  const ref = cluster(10, 9, false);
+  const ref = cluster(10, 9, { relaxed: false });
   ref.clock.run(5000);
   ref.nodes[2]!.stop();
   ref.net.isolate(ref.ids[2]!);
@@ -88,7 +65,7 @@ t.test('un-relaxing (a failover) probes at once and detects a death at the norma
 });
 
 t.test('on an idle cluster (no gossip rounds running) a broadcast wakes them until it has spread', async (t) => {
-  const { clock, nodes } = cluster(8, 11, true);
+  const { clock, nodes } = cluster(8, 11, { relaxed: true });
   clock.run(20_000);
   t.equal(nodes.reduce((a, m) => a + m.pendingBroadcasts, 0), 0, 'nothing left to gossip after the joins');
   const got = new Set<string>();
