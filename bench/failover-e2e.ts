@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ROOT, arg } from './args.js';
-import { agents, api, bg, hubFile, kill } from './failover-procs.js';
+import { agents, api, bg, hubFile, kill, tally } from './failover-procs.js';
 
 const WORKERS = Number(arg('workers', '25'));
 const TASKS = Number(arg('tasks', '500'));
@@ -58,15 +58,6 @@ async function setup(): Promise<{ dir: string; hub: ChildProcess; workers: Child
   const submitAt = Date.now();
   await api(dir, 'POST', '/tasks', { tasks: ids.map((id) => ({ id, prompt: `task ${id}` })) });
   return { dir, hub, workers, ids, submitAt };
-}
-
-function tally(dir: string, ids: string[]): { lost: number; duplicated: number } {
-  const count = new Map<string, number>();
-  for (const l of fs.readFileSync(path.join(dir, 'journal.ndjson'), 'utf8').split('\n')) {
-    if (!l) continue;
-    try { const r = JSON.parse(l) as { t: string; id?: string }; if (r.t === 'result' && r.id) count.set(r.id, (count.get(r.id) ?? 0) + 1); } catch { /* torn */ }
-  }
-  return { lost: ids.filter((id) => !count.get(id)).length, duplicated: ids.filter((id) => (count.get(id) ?? 0) > 1).length };
 }
 
 async function teardown(s: { dir: string; hub: ChildProcess; workers: ChildProcess }, keep = false): Promise<void> {

@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ROOT, arg } from './args.js';
-import { agents, api, bg, hubFile, kill, killAll } from './failover-procs.js';
+import { agents, api, bg, hubFile, kill, killAll, tally } from './failover-procs.js';
 import { cpuSeconds } from './proc.js';
 
 const HISTORY = arg('history', '500,5000,10000').split(',').map(Number);
@@ -69,15 +69,6 @@ async function submit(dir: string, prefix: string, n: number): Promise<string[]>
     if (!Array.isArray(r?.accepted)) throw new Error(`submit failed: ${JSON.stringify(r).slice(0, 300)}`);
   }
   return ids;
-}
-
-function tally(dir: string, ids: string[]): { lost: number; duplicated: number } {
-  const count = new Map<string, number>();
-  for (const l of fs.readFileSync(path.join(dir, 'journal.ndjson'), 'utf8').split('\n')) {
-    if (!l) continue;
-    try { const r = JSON.parse(l) as { t: string; id?: string }; if (r.t === 'result' && r.id) count.set(r.id, (count.get(r.id) ?? 0) + 1); } catch { /* torn */ }
-  }
-  return { lost: ids.filter((id) => !count.get(id)).length, duplicated: ids.filter((id) => (count.get(id) ?? 0) > 1).length };
 }
 
 /**

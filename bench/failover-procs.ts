@@ -48,3 +48,13 @@ export function agents(dir: string): FailoverAgent[] {
   try { names = fs.readdirSync(d); } catch { return []; }
   return names.filter((n) => n.endsWith('.json')).flatMap((n) => { try { return (JSON.parse(fs.readFileSync(path.join(d, n), 'utf8')) as { agents: FailoverAgent[] }).agents; } catch { return []; } });
 }
+
+/** Results per task id in the state dir's journal: ids with none (lost) and with more than one (duplicated). */
+export function tally(dir: string, ids: string[]): { lost: number; duplicated: number } {
+  const count = new Map<string, number>();
+  for (const l of fs.readFileSync(path.join(dir, 'journal.ndjson'), 'utf8').split('\n')) {
+    if (!l) continue;
+    try { const r = JSON.parse(l) as { t: string; id?: string }; if (r.t === 'result' && r.id) count.set(r.id, (count.get(r.id) ?? 0) + 1); } catch { /* torn */ }
+  }
+  return { lost: ids.filter((id) => !count.get(id)).length, duplicated: ids.filter((id) => (count.get(id) ?? 0) > 1).length };
+}
