@@ -62,7 +62,6 @@ export class GossipRuns {
   private readonly hubEnded = new Set<string>();
   private readonly driving = new Map<string, { abort(reason: string): void } | null>();
   private coordinating = false;
-  readonly stats = { driven: 0, finished: 0 };
   /** Outcomes of runs this member drove to their end in gossip mode (for status and tests). */
   readonly outcomes = new Map<string, Pick<RunOutcome, 'verdict' | 'output'>>();
 
@@ -117,14 +116,12 @@ export class GossipRuns {
       if (!spec || !this.coordinating || this.driving.get(run) !== null) { if (this.driving.get(run) === null) this.driving.delete(run); return; }
       const runner = new Runner({ runId: run, spec, executor: new ReplicaExecutor(this.replica) });
       this.driving.set(run, runner);
-      this.stats.driven++;
       this.log?.info({ run }, 'driving the run in gossip mode');
       const outcome = await runner.run();
       if (this.driving.get(run) !== runner) return; // stopped: not an outcome
       this.driving.delete(run);
       this.specs.delete(run);
       this.ended.add(run);
-      this.stats.finished++;
       this.outcomes.set(run, { verdict: outcome.verdict, output: outcome.output });
       this.log?.info({ run, verdict: outcome.verdict, reason: outcome.reason }, 'run finished in gossip mode (the hub records it on its return)');
     } catch (err) {
