@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { SwarmError } from '../protocol/index.js';
-import { ControlServer, Hub, Supervisor, alive, hubConfig, type HubConfig } from '../hub/index.js';
+import { ControlServer, Hub, Supervisor, hubConfig, procStart, type HubConfig } from '../hub/index.js';
+import { hubIsOurs } from './running.js';
 import { VERSION, readHubFile, removeHubFile, writeHubFile, type HubFile } from './state.js';
 export { logPath, newToken } from './state.js';
 import { sharedWorkerArgs, startSharedEngine, type SharedEngine } from './shared-engine.js';
@@ -33,7 +34,7 @@ const CLI = fileURLToPath(new URL('./main.js', import.meta.url));
 /** Start a hub (and optionally its workers) on a state directory, and write hub.json. */
 export async function runHub(o: RunHubOptions): Promise<RunningHub> {
   const prev = readHubFile(o.dir);
-  if (prev && prev.pid !== process.pid && alive(prev.pid)) {
+  if (prev && prev.pid !== process.pid && hubIsOurs(prev, o.dir)) {
     throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a swarm (hub pid ${prev.pid}) is already running in ${o.dir}; \`swarm down\` stops it`);
   }
   fs.mkdirSync(o.dir, { recursive: true, mode: 0o700 });
@@ -86,7 +87,7 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
   }
   const file: HubFile = {
     pid: process.pid, host: addr.host, port: addr.port, control: caddr, token: config.token,
-    tls: Boolean(config.tlsCert), started_at: Date.now(), version: VERSION, agents: o.agents,
+    tls: Boolean(config.tlsCert), started_at: Date.now(), version: VERSION, agents: o.agents, proc_start: procStart(process.pid),
   };
   writeHubFile(o.dir, file);
   let workerArgs = o.workerArgs ?? [];

@@ -11,6 +11,8 @@ export interface HubFile {
   control: { host: string; port: number };
   token?: string;
   tls?: boolean;
+  /** The hub process's start time (/proc/PID/stat): with `pid`, tells it from a later process given the same pid. */
+  proc_start?: string;
   started_at: number;
   version: string;
   agents?: number;
@@ -40,21 +42,39 @@ export function removeHubFile(dir: string, pid: number): void {
   if (cur?.pid === pid) fs.rmSync(hubFilePath(dir), { force: true });
 }
 
-/** Pids recorded under `<state-dir>/pids`. */
-export function recordedPids(dir: string): { id: string; pid: number }[] {
+/** Pid files under `<state-dir>/pids` (read them with hub/proc-id.ts: they say which process is ours). */
+export function pidFiles(dir: string): { id: string; file: string }[] {
   const d = path.join(dir, 'pids');
   let names: string[] = [];
   try { names = fs.readdirSync(d); } catch { return []; }
-  return names.filter((n) => n.endsWith('.pid')).flatMap((n) => {
-    const pid = Number.parseInt(fs.readFileSync(path.join(d, n), 'utf8'), 10);
-    return Number.isFinite(pid) ? [{ id: n.slice(0, -4), pid }] : [];
-  });
+  return names.filter((n) => n.endsWith('.pid')).map((n) => ({ id: n.slice(0, -4), file: path.join(d, n) }));
 }
 
 export const VERSION = '0.1.0';
 
 /** A token for a new swarm: the hub and its workers share it through hub.json and the environment. */
 export function newToken(): string { return randomId() + randomId(); }
+
+export function tokenPath(dir: string): string { return path.join(dir, 'token'); }
+
+/**
+ * The swarm's token for a hub on this state directory: the one given (--token, SWARM_TOKEN), else
+ * the one stored in `<dir>/token`, else the one of a hub that died here (its hub.json), else a new
+ * one, stored 0600. Workers that outlive their hub hold this token: a restarted hub must keep it.
+ */
+export function swarmToken(dir: string, given?: string): string {
+  if (given) return given;
+  try {
+    const stored = fs.readFileSync(tokenPath(dir), 'utf8').trim();
+    if (stored) return stored;
+  } catch { /* none yet */ }
+  const token = readHubFile(dir)?.token ?? newToken();
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const tmp = `${tokenPath(dir)}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, token + '\n', { mode: 0o600 });
+  fs.renameSync(tmp, tokenPath(dir));
+  return token;
+}
 
 /** A log file of the state directory. */
 export const logPath = (dir: string, name: string): string => path.join(dir, 'logs', `${name}.log`);

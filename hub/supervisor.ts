@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
+import { isSameProcess, readPidFile, writePidFile } from './proc-id.js';
 
 export interface SupervisorOptions {
   /** Worker ids to keep alive, one process each. */
@@ -43,6 +44,8 @@ export class Supervisor {
     for (const id of this.opts.ids) {
       const slot: Slot = { id, restarts: 0, lastStart: 0 };
       this.slots.set(id, slot);
+      // Only a process this swarm started (same start time and command) is adopted: a stale pid
+      // file may name a pid the system has since given to something else.
       const adopted = this.readPid(id);
       if (adopted && alive(adopted)) {
         slot.pid = adopted;
@@ -113,7 +116,7 @@ export class Supervisor {
     slot.child = child;
     slot.pid = child.pid;
     slot.lastStart = Date.now();
-    if (child.pid) this.writePid(slot.id, child.pid);
+    if (child.pid) this.writePid(slot.id, child.pid, [file, ...args]);
     child.once('exit', (code, signal) => {
       if (slot.child === child) { slot.child = undefined; this.exited(slot, `exit code ${code} signal ${signal}`); }
     });
@@ -138,14 +141,15 @@ export class Supervisor {
   }
   private readPid(id: string): number | undefined {
     const f = this.pidFile(id);
-    if (!f) return undefined;
-    try { const n = Number.parseInt(fs.readFileSync(f, 'utf8'), 10); return Number.isFinite(n) ? n : undefined; } catch { return undefined; }
+    const rec = f ? readPidFile(f) : undefined;
+    if (!rec) return undefined;
+    if (isSameProcess(rec, this.opts.stateDir)) return rec.pid;
+    if (alive(rec.pid)) this.log.warn({ worker: id, pid: rec.pid }, 'pid file names a process this swarm did not start; not adopting it');
+    return undefined;
   }
-  private writePid(id: string, pid: number): void {
+  private writePid(id: string, pid: number, cmd: string[]): void {
     const f = this.pidFile(id);
-    if (!f) return;
-    fs.mkdirSync(path.dirname(f), { recursive: true });
-    fs.writeFileSync(f, String(pid));
+    if (f) writePidFile(f, pid, cmd);
   }
   private removePid(id: string): void {
     const f = this.pidFile(id);

@@ -1,9 +1,10 @@
 import type { Command } from 'commander';
-import { alive, killGroup } from '../../hub/index.js';
+import { alive, isSameProcess, killGroup, readPidFile, type ProcId } from '../../hub/index.js';
 import { fail } from '../exit.js';
 import { call } from '../http.js';
 import { int } from '../options.js';
-import { readHubFile, recordedPids, stateDir } from '../state.js';
+import { hubIsOurs } from '../running.js';
+import { pidFiles, readHubFile, stateDir } from '../state.js';
 
 export function registerDown(program: Command): void {
   program.command('down')
@@ -14,23 +15,31 @@ export function registerDown(program: Command): void {
     .action(async (o: { stateDir?: string; timeout: number; json: boolean }) => {
       try {
         const dir = stateDir(o.stateDir);
-        const hub = readHubFile(dir);
+        const file = readHubFile(dir);
+        // A hub.json whose pid now belongs to another process is stale: nothing of it is signalled.
+        const hub = file && hubIsOurs(file, dir) ? file : undefined;
         let clean = false;
-        if (hub && alive(hub.pid)) {
+        if (hub) {
           await call(hub, 'POST', '/shutdown', {}, 5000).catch(() => undefined);
           clean = await until(() => !alive(hub.pid), o.timeout);
-          if (!clean) killGroup(hub.pid, 'SIGKILL');
+          if (!clean && hubIsOurs(hub, dir)) killGroup(hub.pid, 'SIGKILL');
         }
-        // Whatever survived (a killed hub leaves its workers): stop by pid files.
-        const left = recordedPids(dir).filter((p) => alive(p.pid));
+        // Whatever survived (a killed hub leaves its workers): stop by pid files, but only the
+        // processes they name that are still the ones this swarm started.
+        const ours = (): ProcId[] => pidFiles(dir).flatMap((p) => { const r = readPidFile(p.file); return r && isSameProcess(r, dir) ? [r] : []; });
+        const left = ours();
+        const foreign = pidFiles(dir).flatMap((p) => { const r = readPidFile(p.file); return r && alive(r.pid) && !isSameProcess(r, dir) ? [r.pid] : []; });
         for (const p of left) killGroup(p.pid, 'SIGTERM');
-        await until(() => left.every((p) => !alive(p.pid)), 3000);
-        for (const p of left) if (alive(p.pid)) killGroup(p.pid, 'SIGKILL');
-        await until(() => left.every((p) => !alive(p.pid)), 3000);
-        const remaining = recordedPids(dir).filter((p) => alive(p.pid)).length + (hub && alive(hub.pid) ? 1 : 0);
-        const result = { stopped: Boolean(hub), clean, killed_leftovers: left.length, remaining };
+        await until(() => left.every((p) => !isSameProcess(p, dir)), 3000);
+        for (const p of left) if (isSameProcess(p, dir)) killGroup(p.pid, 'SIGKILL');
+        await until(() => left.every((p) => !isSameProcess(p, dir)), 3000);
+        const remaining = ours().length + (hub && hubIsOurs(hub, dir) ? 1 : 0);
+        const result = { stopped: Boolean(hub), clean, killed_leftovers: left.length, remaining, not_ours: foreign };
         if (o.json) process.stdout.write(JSON.stringify(result) + '\n');
-        else process.stdout.write(hub ? `swarm down: stopped${clean ? '' : ' (forced)'}${left.length ? `, ${left.length} leftover process(es) killed` : ''}\n` : `swarm down: no swarm was running in ${dir}\n`);
+        else {
+          process.stdout.write(hub ? `swarm down: stopped${clean ? '' : ' (forced)'}${left.length ? `, ${left.length} leftover process(es) killed` : ''}\n` : `swarm down: no swarm was running in ${dir}\n`);
+          if (foreign.length) process.stdout.write(`swarm down: left alone pid(s) ${foreign.join(', ')}: stale pid files name processes this swarm did not start\n`);
+        }
         process.exit(remaining ? 1 : 0);
       } catch (err) { fail(err, o.json); }
     });

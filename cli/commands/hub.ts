@@ -4,7 +4,7 @@ import { InvalidArgumentError, Option, type Command } from 'commander';
 import { parseRolePlan, type RolePlan } from '../../hub/roles.js';
 import { fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
-import { stateDir } from '../state.js';
+import { stateDir, swarmToken } from '../state.js';
 import { reportReady } from '../ready.js';
 import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
@@ -16,7 +16,8 @@ export function hubOptions(cmd: Command): Command {
     .option('--host <addr>', 'address workers connect to (non-loopback needs --token)', '127.0.0.1')
     .option('--port <n>', 'worker port (0 = any free port; a restart reuses the previous one)', int('--port'), 0)
     .option('--control-port <n>', 'HTTP control API port on loopback (0 = any)', int('--control-port'), 0)
-    .option('--token <secret>', 'shared secret workers must present (env SWARM_TOKEN)')
+    .option('--token <secret>', 'shared secret workers must present (env SWARM_TOKEN; default: the state directory\'s, generated on first use and stored 0600 in <state-dir>/token)')
+    .option('--insecure-no-auth', 'accept any worker and control client without a token (loopback only; every local user can then read prompts, join as a worker and stop the hub)', false)
     .option('--tls-cert <file>', 'TLS certificate for worker links')
     .option('--tls-key <file>', 'TLS private key for worker links')
     .option('--state-dir <dir>', 'journal, logs, pids and the hub address (env SWARM_STATE_DIR, default ./.swarm)')
@@ -33,16 +34,28 @@ export function hubOptions(cmd: Command): Command {
 export interface HubCliOptions {
   host: string; port: number; controlPort: number; token?: string; tlsCert?: string; tlsKey?: string;
   stateDir?: string; heartbeatMs: number; deadAfterMs: number; maxLine: number; maxAttempts: number;
-  journal: boolean; msgpack: boolean; roles?: RolePlan;
+  journal: boolean; msgpack: boolean; roles?: RolePlan; insecureNoAuth: boolean;
 }
 
 function rolePlanOption(v: string): RolePlan {
   try { return parseRolePlan(v); } catch (err) { throw new InvalidArgumentError((err as Error).message); }
 }
 
-export function hubConfigFrom(o: HubCliOptions, token?: string) {
+/**
+ * The token a hub on `dir` runs with: always one (given, stored, or generated and stored), unless
+ * --insecure-no-auth asks for none, which is said loudly.
+ */
+export function hubToken(o: HubCliOptions, dir: string): string | undefined {
+  if (o.insecureNoAuth) {
+    process.stderr.write('swarm: warning: --insecure-no-auth: any local user can join as a worker, read prompts and results, and stop the hub\n');
+    return undefined;
+  }
+  return swarmToken(dir, o.token ?? process.env.SWARM_TOKEN);
+}
+
+export function hubConfigFrom(o: HubCliOptions, token: string | undefined) {
   return {
-    host: o.host, port: o.port, controlPort: o.controlPort, token: token ?? o.token ?? process.env.SWARM_TOKEN,
+    host: o.host, port: o.port, controlPort: o.controlPort, token,
     tlsCert: o.tlsCert, tlsKey: o.tlsKey, heartbeatMs: o.heartbeatMs, deadAfterMs: o.deadAfterMs,
     maxLine: o.maxLine, maxAttempts: o.maxAttempts, msgpack: o.msgpack, roles: o.roles,
   };
@@ -66,11 +79,12 @@ export function registerHub(program: Command): void {
         // Loaded here, not at the top: `swarm up` imports this file for its options only.
         const [{ makeLogger }, { runHub }] = await Promise.all([import('../log.js'), import('../run-hub.js')]);
         const dir = stateDir(o.stateDir);
+        const token = hubToken(o, dir);
         const log = makeLogger('hub', o.logFile);
         // Resolved once for all supervised workers (none when the hub supervises none).
         const model = o.supervise > 0 ? await chooseModel(o.driver, o.model) : { path: o.model };
         const running = await runHub({
-          dir, log, config: hubConfigFrom(o), agents: o.supervise, journal: o.journal,
+          dir, log, config: hubConfigFrom(o, token), agents: o.supervise, journal: o.journal,
           workerArgs: workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots, failover: o.failover, caps: o.caps, tlsCert: o.tlsCert, tlsKey: o.tlsKey }),
           sharedEngine: o.engine === 'shared' ? { model: model.path, slotsPerWorker: o.slots } : undefined,
         });

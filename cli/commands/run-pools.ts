@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SwarmError } from '../../protocol/index.js';
+import { writePidFile } from '../../hub/index.js';
 import type { Experiment } from '../../topologies/index.js';
 import { call } from '../http.js';
 import { logPath } from '../run-hub.js';
@@ -93,9 +94,10 @@ export async function startPools(dir: string, hub: HubFile, pools: Pool[], o: { 
       // As the first pool (swarm up's default): in gossip mode the coordinator routes a role to its pool.
       '--failover'];
     if (!o.json) process.stderr.write(`starting ${p.agents} worker(s) for ${p.roles.join(', ')}: ${p.driver}${p.model ? ` ${p.model}` : ''} (caps ${p.caps.join(',')})\n`);
-    const child = spawn(process.execPath, [...process.execArgv, ...args], { detached: true, stdio: 'ignore' });
+    const argv = [...process.execArgv, ...args];
+    const child = spawn(process.execPath, argv, { detached: true, stdio: 'ignore' });
     child.unref();
-    if (child.pid) fs.writeFileSync(path.join(dir, 'pids', `${name}.pid`), String(child.pid));
+    if (child.pid) writePidFile(path.join(dir, 'pids', `${name}.pid`), child.pid, [process.execPath, ...argv]);
   });
   const progress = new Progress(o.json);
   const deadline = Date.now() + (o.timeoutMs ?? 180_000);

@@ -9,8 +9,8 @@ import { Exit, fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
 import { Progress } from '../progress.js';
 import { readyCounter } from '../ready.js';
-import { logPath, newToken, readHubFile, stateDir, type HubFile } from '../state.js';
-import { hubConfigFrom, hubOptions, type HubCliOptions } from './hub.js';
+import { logPath, readHubFile, stateDir, type HubFile } from '../state.js';
+import { hubConfigFrom, hubOptions, hubToken, type HubCliOptions } from './hub.js';
 import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
 import { parseEngineMode, type EngineMode } from '../shared-engine.js';
@@ -59,7 +59,7 @@ async function upForeground(o: UpOptions, model: ChosenModel): Promise<void> {
   const [{ makeLogger }, { runHub }] = await Promise.all([import('../log.js'), import('../run-hub.js')]);
   const dir = stateDir(o.stateDir);
   const log = makeLogger('hub', logPath(dir, 'hub'));
-  const token = o.token ?? process.env.SWARM_TOKEN ?? newToken();
+  const token = hubToken(o, dir);
   const running = await runHub({ dir, log, config: hubConfigFrom(o, token), agents: o.agents, workerArgs: args(o, model, true), journal: o.journal,
     sharedEngine: o.engine === 'shared' ? { model: model.path, slotsPerWorker: o.slots } : undefined });
   let interrupted = false;
@@ -82,9 +82,9 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   const t0 = performance.now();
   const dir = stateDir(o.stateDir);
   const prev = readHubFile(dir);
-  if (prev && (await import('../../hub/index.js')).alive(prev.pid)) throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a swarm (hub pid ${prev.pid}) is already running in ${dir}`);
+  if (prev && (await import('../running.js')).hubIsOurs(prev, dir)) throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a swarm (hub pid ${prev.pid}) is already running in ${dir}`);
   fs.mkdirSync(path.join(dir, 'logs'), { recursive: true, mode: 0o700 });
-  const token = o.token ?? process.env.SWARM_TOKEN ?? newToken();
+  const token = hubToken(o, dir);
   const hubArgs = [CLI, 'hub', '--state-dir', dir, '--supervise', String(o.agents), '--log-file', logPath(dir, 'hub'),
     '--host', o.host, '--port', String(o.port), '--control-port', String(o.controlPort),
     '--heartbeat-ms', String(o.heartbeatMs), '--dead-after-ms', String(o.deadAfterMs), '--max-line', String(o.maxLine),
@@ -92,13 +92,14 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   if (o.tlsCert) hubArgs.push('--tls-cert', o.tlsCert);
   if (o.tlsKey) hubArgs.push('--tls-key', o.tlsKey);
   if (!o.journal) hubArgs.push('--no-journal');
+  if (o.insecureNoAuth) hubArgs.push('--insecure-no-auth');
   if (o.engine === 'shared') hubArgs.push('--engine', 'shared');
   if (o.failover) hubArgs.push('--failover');
   if (o.msgpack) hubArgs.push('--msgpack');
   if (o.roles) hubArgs.push('--roles', Object.entries(o.roles).map(([role, n]) => `${role}=${n}`).join(','));
   const out = fs.openSync(logPath(dir, 'hub.stderr'), 'a');
   // fd 3: the hub reports connected workers there (cli/ready.ts), so nothing polls it while they start.
-  const child = spawn(process.execPath, hubArgs, { detached: true, stdio: ['ignore', out, out, 'pipe'], env: { ...process.env, SWARM_TOKEN: token } });
+  const child = spawn(process.execPath, hubArgs, { detached: true, stdio: ['ignore', out, out, 'pipe'], env: { ...process.env, ...(token ? { SWARM_TOKEN: token } : {}) } });
   const joined = readyCounter(child.stdio[3] as Readable);
   fs.closeSync(out);
   let exited: string | undefined;

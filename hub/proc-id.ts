@@ -1,0 +1,59 @@
+import fs from 'node:fs';
+import path from 'node:path';
+
+/**
+ * What names a process beyond its pid. Pids are reused: a pid file left by a swarm that died can
+ * point, a day later, at someone's editor. The start time (clock ticks since boot, field 22 of
+ * /proc/PID/stat) never repeats for a pid until reboot, and the command line says what it runs.
+ */
+export interface ProcId { pid: number; start?: string; cmd?: string }
+
+/** Start time of a live process (clock ticks since boot), or undefined if it is gone (or a zombie). */
+export function procStart(pid: number): string | undefined {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may hold spaces and parentheses: count fields after the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return fields[0] === 'Z' ? undefined : fields[19];
+  } catch { return undefined; }
+}
+
+/** Command line of a live process, arguments joined by spaces. */
+export function procCmd(pid: number): string | undefined {
+  try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0+$/, '').split('\0').join(' '); } catch { return undefined; }
+}
+
+/**
+ * True only if the process `id` names is alive and is the one recorded: same start time, and the
+ * same command line when one was recorded. A record without a start time (an older pid file) counts
+ * only if the command line mentions `mention` (the state directory), so a reused pid is never ours.
+ */
+export function isSameProcess(id: ProcId, mention?: string): boolean {
+  const start = procStart(id.pid);
+  if (start === undefined) return false;
+  const cmd = procCmd(id.pid) ?? '';
+  if (id.start === undefined) return mention !== undefined && cmd.includes(mention);
+  if (start !== id.start) return false;
+  return id.cmd === undefined || cmd === id.cmd;
+}
+
+/** Record a process we started: pid, start time and the command line it was given. */
+export function writePidFile(file: string, pid: number, cmd: string[]): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const rec: ProcId = { pid, start: procStart(pid), cmd: cmd.join(' ') };
+  const tmp = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, JSON.stringify(rec) + '\n', { mode: 0o600 });
+  fs.renameSync(tmp, file);
+}
+
+/** A pid file: this format (JSON) or an older one (the pid alone, no start time). */
+export function readPidFile(file: string): ProcId | undefined {
+  let text: string;
+  try { text = fs.readFileSync(file, 'utf8').trim(); } catch { return undefined; }
+  if (/^\d+$/.test(text)) return { pid: Number(text) };
+  try {
+    const v = JSON.parse(text) as Partial<ProcId>;
+    if (!Number.isSafeInteger(v.pid) || (v.pid ?? 0) <= 0) return undefined;
+    return { pid: v.pid!, start: typeof v.start === 'string' ? v.start : undefined, cmd: typeof v.cmd === 'string' ? v.cmd : undefined };
+  } catch { return undefined; }
+}
