@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DEFAULT_MAX_LINE, SwarmError } from '../protocol/index.js';
+import { DEFAULT_MAX_LINE, SwarmError, isPlaceholderToken } from '../protocol/index.js';
 
 /** Hub settings: one strict schema with defaults, validated once, frozen. */
 export const HubConfigSchema = z.object({
@@ -46,6 +46,9 @@ export function hubConfig(input: z.input<typeof HubConfigSchema>): HubConfig {
   }
   if (!isLoopback(c.controlHost) && !c.token) {
     throw new SwarmError('SWARM_ERR_INSECURE_BIND', `refusing to bind the control API on ${c.controlHost} without a token`);
+  }
+  if (c.token && isPlaceholderToken(c.token) && (!isLoopback(c.host) || !isLoopback(c.controlHost))) {
+    throw new SwarmError('SWARM_ERR_INSECURE_BIND', `refusing to bind ${isLoopback(c.host) ? c.controlHost : c.host} with a placeholder or short token: set a long random one (e.g. \`openssl rand -hex 24\`)`);
   }
   if ((c.tlsCert === undefined) !== (c.tlsKey === undefined)) {
     throw new SwarmError('SWARM_ERR_CONFIG', 'TLS needs both --tls-cert and --tls-key');
