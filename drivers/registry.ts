@@ -2,6 +2,7 @@ import { SwarmError } from '../protocol/index.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from './types.js';
 import { echoFactory } from './echo/index.js';
 import { execFactory } from './exec/index.js';
+import { simulatedFactory } from './simulated/index.js';
 
 /** Makes a driver from its settings; validates them (SWARM_ERR_CONFIG on a bad option). */
 export type DriverFactory = (config: DriverConfig) => Driver;
@@ -9,6 +10,7 @@ export type DriverFactory = (config: DriverConfig) => Driver;
 const factories = new Map<string, DriverFactory>([
   ['echo', echoFactory],
   ['exec', execFactory],
+  ['simulated', simulatedFactory],
 ]);
 
 /**

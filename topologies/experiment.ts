@@ -4,6 +4,7 @@ import type { z } from 'zod';
 import { SwarmError } from '../protocol/index.js';
 import { ExperimentSchema, type Experiment } from './schema.js';
 import { topology } from './registry.js';
+import { extraRoles, resolveExtraRoles } from './experiment/roles.js';
 
 export { ExperimentSchema, type Experiment, type ExperimentInput, type Role, TOPOLOGIES, type TopologyName } from './schema.js';
 
@@ -72,15 +73,23 @@ export function parseExperiment(text: string, opts: ParseOptions = {}): Experime
   };
   if (!parsed.success) throw new ExperimentError(parsed.error.issues.map((is) => locate(issuePath(is), describe(is))));
   const topo = topology(parsed.data.topology);
-  const issues = topo.check(parsed.data).map((is) => locate(is.path, is.message));
-  if (!hasInput(parsed.data)) issues.push(locate(['inputs'], 'give inputs.text, inputs.file, inputs.folder or inputs.items'));
+  // The baselines' and the grader's roles are the experiment's, not the topology's.
+  const extra = extraRoles(parsed.data);
+  const own: Experiment = { ...parsed.data, roles: Object.fromEntries(Object.entries(parsed.data.roles).filter(([k]) => !extra.includes(k))) };
+  const issues = topo.check(own).map((is) => locate(is.path, is.message));
+  if (!hasInput(parsed.data)) issues.push(locate(['inputs'], 'give inputs.text, inputs.file, inputs.folder, inputs.items or inputs.dataset'));
+  if (parsed.data.inputs.dataset === undefined) {
+    if (parsed.data.baselines.length) issues.push(locate(['baselines'], 'baselines need inputs.dataset (items with expected answers)'));
+    if (parsed.data.scorer) issues.push(locate(['scorer'], 'a scorer needs inputs.dataset (items with expected answers)'));
+  }
   if (issues.length) throw new ExperimentError(issues);
-  return deepFreeze(topo.resolveRoles(parsed.data));
+  const resolved = topo.resolveRoles(own);
+  return deepFreeze({ ...resolved, roles: { ...resolved.roles, ...resolveExtraRoles(parsed.data) } });
 }
 
 function hasInput(e: Experiment): boolean {
   const i = e.inputs;
-  return i.text !== undefined || i.file !== undefined || i.folder !== undefined || (i.items?.length ?? 0) > 0;
+  return i.text !== undefined || i.file !== undefined || i.folder !== undefined || i.dataset !== undefined || (i.items?.length ?? 0) > 0;
 }
 
 /** zod reports an unknown key at the parent; point at the key itself. */

@@ -7,3 +7,4 @@ export { parseJsonObject } from './structured.js';
 export { render } from './template.js';
 export { nodeSeed } from './seed.js';
 export type { NodeTask, NodeResult, Results, RunDone, Step, RunSpec, ResolvedInputs, Topology } from './types.js';
+export * as experiments from './experiment/index.js';

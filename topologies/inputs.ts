@@ -3,6 +3,7 @@ import path from 'node:path';
 import { SwarmError } from '../protocol/index.js';
 import type { Experiment } from './schema.js';
 import type { ResolvedInputs } from './types.js';
+import { loadDataset } from './experiment/dataset.js';
 
 /**
  * Read an experiment's inputs once, before the run, so topologies stay pure functions of data.
@@ -11,6 +12,11 @@ import type { ResolvedInputs } from './types.js';
  */
 export function resolveInputs(e: Experiment, baseDir: string): ResolvedInputs {
   const i = e.inputs;
+  if (i.dataset !== undefined) {
+    // Each item is its own input; the run-wide text, items and chunks stay empty.
+    const dataset = loadDataset(path.resolve(baseDir, i.dataset), { limit: i.limit, shuffle_seed: i.shuffle_seed });
+    return { text: '', items: [], chunks: [], dataset, base_dir: path.resolve(baseDir) };
+  }
   const sources: { source: string; text: string }[] = [];
   if (i.text !== undefined) sources.push({ source: 'inputs.text', text: i.text });
   if (i.file !== undefined) sources.push({ source: i.file, text: read(path.resolve(baseDir, i.file)) });

@@ -1,6 +1,8 @@
 import { nodeSeed } from './seed.js';
 import { topology } from './registry.js';
-import type { NodeResult, NodeTask, RunDone, RunSpec } from './types.js';
+import { experimentTopology } from './experiment/conditions.js';
+import { finishExperiment } from './experiment/finalize.js';
+import type { NodeResult, NodeTask, RunDone, RunSpec, Topology } from './types.js';
 
 /** A task as the runner submits it; structurally a hub TaskInput (hub/task.ts). */
 export interface TaskRequest {
@@ -78,7 +80,7 @@ export class Runner {
   readonly results = new Map<string, NodeResult>();
   private readonly submitted = new Map<string, NodeTask>();
   private readonly byId = new Map<string, string>();
-  private readonly topo;
+  private readonly topo: Pick<Topology, 'next'>;
   private readonly now: () => number;
   private readonly startedAt: number;
   private scheduled = false;
@@ -101,7 +103,8 @@ export class Runner {
   private cancelledNodes = 0;
 
   constructor(private readonly o: RunnerOptions) {
-    this.topo = topology(o.spec.experiment.topology);
+    // A dataset runs the topology (and its baselines) once per item, then scores the answers.
+    this.topo = o.spec.inputs.dataset ? experimentTopology : topology(o.spec.experiment.topology);
     this.now = o.now ?? Date.now;
     this.startedAt = this.now();
     this.finished = new Promise((r) => (this.resolve = r));
@@ -195,7 +198,7 @@ export class Runner {
   private async step(): Promise<void> {
     const spec = this.o.spec;
     const step = this.topo.next(spec, this.results, this.submitted);
-    if (step.done) { this.end(step.done); return; }
+    if (step.done) { this.end(spec.inputs.dataset ? await finishExperiment(spec, step.done, this.results) : step.done); return; }
     let fresh = step.tasks.filter((t) => !this.submitted.has(t.node));
     if (fresh.length === 0) {
       if (this.inflight === 0 && !this.retryTimer) this.end({ output: '', verdict: 'failed', reason: 'the topology stalled: no task ready and none running' });
@@ -240,7 +243,7 @@ export class Runner {
       prompt: t.prompt,
       ...(role?.caps ? { caps: role.caps } : {}),
       max_tokens: role?.max_tokens ?? e.limits.max_tokens,
-      temperature: role?.temperature ?? e.temperature,
+      temperature: t.temperature ?? role?.temperature ?? e.temperature,
       seed: nodeSeed(e.seed, t.node),
       ...(t.json_schema ? { json_schema: t.json_schema } : {}),
       timeout_ms: e.limits.timeout_ms,

@@ -50,6 +50,82 @@ export const InputsSchema = z.object({
   max_files: z.number().int().min(1).max(1_000_000).default(10_000),
   /** Map-reduce chunk size in characters (chunks break at line ends where they can). */
   chunk_chars: z.number().int().min(16).max(10_000_000).default(2000),
+  /**
+   * A JSONL file of items (`id`, the fields prompts use, `expected`), relative to the experiment file:
+   * the topology runs once per item (and per baseline), and each item's answer is scored.
+   */
+  dataset: z.string().min(1).optional(),
+  /** Use the first N items (after shuffling, when shuffle_seed is given). */
+  limit: z.number().int().min(1).max(1_000_000).optional(),
+  /** Shuffle the items with this seed before `limit` takes the first N. */
+  shuffle_seed: z.number().int().min(0).max(2 ** 31 - 1).optional(),
+  /** Dataset items (per condition) running at once, at most. */
+  concurrency: z.number().int().min(1).max(100_000).default(8),
+}).strict();
+
+const NormaliseFields = {
+  /** Compare case-sensitively (default: case-folded). */
+  case_sensitive: z.boolean().default(false),
+  /** Drop punctuation before comparing. */
+  strip_punctuation: z.boolean().default(false),
+  /** Which part of the answer is compared: all of it, its last non-empty line, or its last number. */
+  extract: z.enum(['whole', 'last_line', 'last_number']).default('whole'),
+  /** Take the answer from after the last occurrence of this marker (e.g. "Answer:") when it occurs. */
+  after: z.string().min(1).max(256).optional(),
+};
+
+/** How an item's answer is scored: a number in [0, 1]. */
+export const ScorerSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('exact'), ...NormaliseFields }).strict(),
+  z.object({
+    type: z.literal('contains'), ...NormaliseFields,
+  }).strict(),
+  z.object({
+    type: z.literal('regex'),
+    /** Matched against the answer; `{{expected}}` inside it stands for the item's expected answer, regex-escaped. */
+    pattern: z.string().min(1).max(4096).refine((p) => { try { new RegExp(p.replaceAll('{{expected}}', 'x')); return true; } catch { return false; } }, 'not a valid regular expression'),
+    flags: z.string().regex(/^[imsu]*$/, 'flags: any of i, m, s, u').default('i'),
+  }).strict(),
+  z.object({
+    type: z.literal('numeric'),
+    /** Absolute tolerance. */
+    tolerance: z.number().min(0).default(1e-9),
+    /** Relative tolerance (of the expected value). */
+    relative: z.number().min(0).default(0),
+  }).strict(),
+  z.object({
+    type: z.literal('json_field'),
+    /** Dotted path into the first JSON object of the answer (`answer`, `result.value`, `items.0`). */
+    path: z.string().min(1).max(512),
+    /** The value wanted; default the item's `expected`. */
+    expected: z.unknown().optional(),
+  }).strict(),
+  z.object({
+    /** The `grader` role grades each answer against the reference (prompt and schema: roles.grader). */
+    type: z.literal('judge'),
+  }).strict(),
+  z.object({
+    type: z.literal('exec'),
+    /** argv; run in the experiment's folder; reads {"answer", "item"} as JSON on stdin, prints a score in [0, 1]. */
+    command: z.array(z.string().min(1)).min(1).max(64),
+    timeout_ms: z.number().int().positive().max(600_000).default(10_000),
+  }).strict(),
+]);
+export type Scorer = z.output<typeof ScorerSchema>;
+
+/** Baselines answered on the same items as the topology. */
+export const BASELINES = ['single', 'majority_vote', 'self_consistency'] as const;
+export type BaselineName = (typeof BASELINES)[number];
+
+export const BaselineSchema = z.object({
+  /** Agents per vote; default: matched to the topology's measured tokens per item. */
+  k: z.number().int().min(1).max(256).optional(),
+  /** Upper bound on the matched k. */
+  k_max: z.number().int().min(1).max(256).default(16),
+  /** Items whose measured cost sets k (the first N of the topology and the single agent). */
+  calibration_items: z.number().int().min(1).max(10_000).default(10),
+  /** Sampling temperature of self-consistency (majority_vote uses the role's, like the topology). */
+  temperature: z.number().min(0).max(10).default(0.7),
 }).strict();
 
 export const PipelineSchema = z.object({
@@ -101,6 +177,10 @@ export const ExperimentSchema = z.object({
   map_reduce: MapReduceSchema.default(MapReduceSchema.parse({})),
   chain: ChainSchema.default(ChainSchema.parse({})),
   artifacts: ArtifactsSchema.default(ArtifactsSchema.parse({})),
+  /** Scoring of dataset items (default `exact` when inputs.dataset is given). */
+  scorer: ScorerSchema.optional(),
+  baselines: z.array(z.enum(BASELINES)).max(3).default([]),
+  baseline: BaselineSchema.default(BaselineSchema.parse({})),
 }).strict();
 export type Experiment = z.output<typeof ExperimentSchema>;
 export type ExperimentInput = z.input<typeof ExperimentSchema>;

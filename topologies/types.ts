@@ -1,4 +1,5 @@
 import type { Experiment } from './experiment.js';
+import type { DatasetItem } from './experiment/dataset.js';
 
 /** A node's work, as a topology asks for it. Node ids are deterministic (`map/17`, `debate/r2/fast`). */
 export interface NodeTask {
@@ -10,6 +11,8 @@ export interface NodeTask {
   /** The variables the prompt was rendered from (recorded as the node's input artifact). */
   input: Record<string, unknown>;
   json_schema?: Record<string, unknown>;
+  /** Overrides the role's temperature (self-consistency samples). */
+  temperature?: number;
   /** The nodes whose outputs this one reads (the graph's edges, for reports). */
   after?: string[];
 }
@@ -50,6 +53,10 @@ export interface ResolvedInputs {
   items: string[];
   /** Chunks for map-reduce, with where each came from. */
   chunks: { source: string; index: number; text: string }[];
+  /** Dataset items (inputs.dataset): the topology runs once per item, and per baseline. */
+  dataset?: DatasetItem[];
+  /** The experiment file's folder (an exec scorer runs there). */
+  base_dir?: string;
 }
 
 /** An experiment plus its resolved inputs: everything a topology needs. Serialisable (spec.json). */

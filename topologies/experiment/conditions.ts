@@ -1,0 +1,235 @@
+import { topology } from '../registry.js';
+import { render } from '../template.js';
+import type { Experiment } from '../schema.js';
+import { voteKey } from '../scorers/index.js';
+import type { NodeResult, NodeTask, Results, RunSpec, Step, Topology } from '../types.js';
+import type { DatasetItem } from './dataset.js';
+
+/** One condition's answer to one item, once it is known. */
+export interface UnitDone {
+  cond: string;
+  item: number;
+  answer: string;
+  verdict?: string;
+  reason?: string;
+  /** The nodes that produced the answer (the grader's excluded): their tokens are the condition's cost. */
+  nodes: string[];
+  /** The node whose output is the answer (the merger, the vote's winner…), for drill-down. */
+  final?: string;
+  /** The grader's node, when the judge scorer grades it. */
+  grade?: string;
+  /** Agents of a vote. */
+  k?: number;
+}
+
+/** How the votes' k was matched to the topology's measured cost. */
+export interface Budget {
+  k: number;
+  method: 'given' | 'tokens' | 'calls';
+  topology_per_item: number;
+  single_per_item: number;
+  calibration_items: number;
+  text: string;
+}
+
+/** The conditions of an experiment: its topology first, then the baselines (single is added when k is matched to it). */
+export function conditionsOf(e: Experiment): string[] {
+  const b = new Set<string>(e.baselines);
+  if (e.baseline.k === undefined && (b.has('majority_vote') || b.has('self_consistency'))) b.add('single');
+  return [e.topology, ...['single', 'majority_vote', 'self_consistency'].filter((x) => b.has(x))];
+}
+
+/** A view of the results under one unit's prefix that remembers which of its nodes were looked at. */
+class Scoped {
+  readonly seen = new Set<string>();
+  touched = false;
+  constructor(private readonly results: Results, private readonly prefix: string) {}
+  get(node: string): NodeResult | undefined {
+    const r = this.results.get(this.prefix + node);
+    if (r) { this.touched = true; this.seen.add(this.prefix + node); }
+    return r;
+  }
+  has(node: string): boolean { return this.results.has(this.prefix + node); }
+}
+
+const done = new WeakMap<Results, Map<string, UnitDone>>();
+const budgets = new WeakMap<Results, Budget>();
+
+/**
+ * Runs an experiment over a dataset: every condition (the topology, each baseline) once per item,
+ * node ids prefixed `<condition>/<item index>/`, at most `inputs.concurrency` units running at once
+ * (item by item, so early items finish first). Pure in (spec, results): a resumed run rebuilds the
+ * same units. Finished units are remembered per results map (results only grow).
+ */
+export const experimentTopology: Topology = {
+  name: 'experiment',
+  roles: (e) => [...topology(e.topology).roles(e)],
+  defaults: {},
+  next(spec, results, skip): Step {
+    const e = spec.experiment, items = spec.inputs.dataset ?? [];
+    const conds = conditionsOf(e);
+    const memo = done.get(results) ?? new Map<string, UnitDone>();
+    done.set(results, memo);
+    const tasks: NodeTask[] = [];
+    let active = 0, open = 0;
+    for (let i = 0; i < items.length; i++) {
+      for (const cond of conds) {
+        const key = `${cond}/${i}`;
+        if (memo.has(key)) continue;
+        open++;
+        const u = unitStep(spec, results, skip, cond, i, items[i]!);
+        if (u.done) { memo.set(key, u.done); open--; continue; }
+        if (u.blocked) continue;
+        if (!u.started && active >= e.inputs.concurrency) continue;
+        active++;
+        tasks.push(...u.tasks);
+      }
+    }
+    if (open > 0) return { tasks };
+    const units = [...memo.values()];
+    return {
+      tasks: [],
+      done: {
+        output: `${items.length} items × ${conds.length} conditions (${conds.join(', ')})`,
+        verdict: 'scored',
+        details: { units, ...(budgets.get(results) ? { budget: budgets.get(results) } : {}) },
+      },
+    };
+  },
+};
+
+interface UnitStep { tasks: NodeTask[]; done?: UnitDone; started: boolean; blocked?: boolean }
+
+const innerSpecs = new WeakMap<RunSpec, RunSpec[]>();
+
+/** The run spec of one item: its input is the run's whole input. */
+function itemSpec(spec: RunSpec, i: number, item: DatasetItem): RunSpec {
+  const list = innerSpecs.get(spec) ?? [];
+  innerSpecs.set(spec, list);
+  return (list[i] ??= { experiment: spec.experiment, inputs: { text: item.input, items: [item.input], chunks: [{ source: item.id, index: 0, text: item.input }] } });
+}
+
+function unitStep(spec: RunSpec, results: Results, skip: { has(n: string): boolean } | undefined, cond: string, i: number, item: DatasetItem): UnitStep {
+  const e = spec.experiment, prefix = `${cond}/${i}/`;
+  const view = new Scoped(results, prefix);
+  const skipView = { has: (n: string) => skip?.has(prefix + n) ?? false };
+  let answer: Omit<UnitDone, 'cond' | 'item' | 'nodes'> | undefined;
+  let tasks: NodeTask[] = [];
+  if (cond === e.topology) {
+    const step = topology(e.topology).next(itemSpec(spec, i, item), view as unknown as Results, skipView);
+    if (step.done) answer = { answer: step.done.output, verdict: step.done.verdict, reason: step.done.reason, final: lastSeen(view) };
+    else tasks = step.tasks.map((t) => scope(e, t, prefix, item));
+  } else {
+    const k = cond === 'single' ? 1 : budget(spec, results)?.k;
+    if (k === undefined) return { tasks: [], started: false, blocked: true };
+    const vars = { ...item.fields, input: item.input };
+    const agents = Array.from({ length: k }, (_, j) => (cond === 'single' ? 'answer' : `a${j}`));
+    const got: { node: string; r: NodeResult }[] = [];
+    for (const a of agents) {
+      const r = view.get(a);
+      if (r) { got.push({ node: prefix + a, r }); continue; }
+      if (skipView.has(a)) continue;
+      const role = e.roles.baseline!;
+      tasks.push({
+        node: prefix + a, role: 'baseline', prompt: render(role.prompt ?? '{{input}}', vars), input: { ...vars, item_id: item.id, condition: cond },
+        ...(role.json_schema ? { json_schema: role.json_schema } : {}),
+        ...(cond === 'self_consistency' ? { temperature: e.baseline.temperature } : {}),
+      });
+    }
+    if (got.length === agents.length) answer = vote(e, got, cond === 'single' ? undefined : k);
+  }
+  if (!answer) return { tasks, started: view.touched || tasks.length === 0 };
+  const nodes = [...view.seen];
+  if (e.scorer?.type === 'judge') {
+    const g = view.get('grade');
+    if (!g) {
+      if (skipView.has('grade')) return { tasks: [], started: true };
+      const role = e.roles.grader!;
+      const vars = { ...item.fields, input: item.input, expected: item.expected, answer: answer.answer };
+      return {
+        started: true,
+        tasks: [{ node: `${prefix}grade`, role: 'grader', prompt: render(role.prompt ?? '', vars), input: { ...vars, item_id: item.id, condition: cond }, ...(role.json_schema ? { json_schema: role.json_schema } : {}), after: answer.final ? [answer.final] : [] }],
+      };
+    }
+    return { tasks: [], started: true, done: { cond, item: i, ...answer, nodes, grade: `${prefix}grade` } };
+  }
+  return { tasks: [], started: true, done: { cond, item: i, ...answer, nodes } };
+}
+
+/** The last node a finished topology looked at: its final node (merger, guard, last stage). */
+function lastSeen(view: Scoped): string | undefined { return [...view.seen].at(-1); }
+
+/** A topology's task, moved under the unit's prefix, its prompt rendered with the item's fields too. */
+function scope(e: Experiment, t: NodeTask, prefix: string, item: DatasetItem): NodeTask {
+  const tpl = e.roles[t.role]?.prompt;
+  const vars = { ...item.fields, ...t.input };
+  return {
+    ...t, node: prefix + t.node, prompt: tpl !== undefined ? render(tpl, vars) : t.prompt, input: { ...t.input, item_id: item.id },
+    ...(t.after ? { after: t.after.map((a) => prefix + a) } : {}),
+  };
+}
+
+/** Plurality of the agents' answers as the scorer reads them; ties go to the answer given first. */
+function vote(e: Experiment, got: { node: string; r: NodeResult }[], k: number | undefined): Omit<UnitDone, 'cond' | 'item' | 'nodes'> {
+  const counts = new Map<string, { n: number; first: number }>();
+  got.forEach(({ r }, j) => {
+    if (!r.ok) return;
+    const key = voteKey(e.scorer, r.text);
+    if (!key) return;
+    const c = counts.get(key);
+    if (c) c.n++; else counts.set(key, { n: 1, first: j });
+  });
+  let best: { n: number; first: number } | undefined;
+  for (const c of counts.values()) if (!best || c.n > best.n || (c.n === best.n && c.first < best.first)) best = c;
+  const pick = best ? got[best.first]! : got.find((g) => g.r.ok) ?? got[0]!;
+  const failed = got.filter((g) => !g.r.ok).length;
+  return {
+    answer: pick.r.ok ? pick.r.text : '', final: pick.node, ...(k !== undefined ? { k } : {}),
+    verdict: failed === got.length ? 'failed' : 'answered',
+    ...(k !== undefined && best ? { reason: `${best.n} of ${got.length} agents agree${failed ? `; ${failed} failed` : ''}` } : {}),
+  };
+}
+
+/** Tokens (in + out) the given nodes used, and how many of them reported tokens. */
+function tokensOf(results: Results, nodes: string[]): number {
+  let s = 0;
+  for (const n of nodes) { const rc = results.get(n)?.receipt; s += (rc?.tokens_in ?? 0) + (rc?.tokens_out ?? 0); }
+  return s;
+}
+
+/**
+ * The votes' k: given, or matched to the topology's measured cost per item: k = round(topology
+ * tokens per item / single-agent tokens per item) over the first `calibration_items` items of both,
+ * clamped to [1, k_max]; model calls per item when no engine reports tokens. Undefined until those
+ * items are done.
+ */
+export function budget(spec: RunSpec, results: Results): Budget | undefined {
+  const e = spec.experiment;
+  const hit = budgets.get(results);
+  if (hit) return hit;
+  if (e.baseline.k !== undefined) {
+    const b: Budget = { k: e.baseline.k, method: 'given', topology_per_item: NaN, single_per_item: NaN, calibration_items: 0, text: `k = ${e.baseline.k}, as given (baseline.k)` };
+    budgets.set(results, b);
+    return b;
+  }
+  const memo = done.get(results);
+  const n = Math.min(e.baseline.calibration_items, spec.inputs.dataset?.length ?? 0);
+  const topo: UnitDone[] = [], single: UnitDone[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = memo?.get(`${e.topology}/${i}`), s = memo?.get(`single/${i}`);
+    if (!t || !s) return undefined;
+    topo.push(t); single.push(s);
+  }
+  const per = (us: UnitDone[], f: (u: UnitDone) => number) => us.reduce((a, u) => a + f(u), 0) / Math.max(1, us.length);
+  let method: Budget['method'] = 'tokens';
+  let tp = per(topo, (u) => tokensOf(results, u.nodes)), sp = per(single, (u) => tokensOf(results, u.nodes));
+  if (!(sp > 0)) { method = 'calls'; tp = per(topo, (u) => u.nodes.length); sp = per(single, (u) => u.nodes.length); }
+  const k = Math.max(1, Math.min(e.baseline.k_max, Math.round(tp / Math.max(sp, 1e-9))));
+  const unit = method === 'tokens' ? 'tokens (prompt + output)' : 'model calls';
+  const b: Budget = {
+    k, method, topology_per_item: tp, single_per_item: sp, calibration_items: n,
+    text: `k = round(${tp.toFixed(1)} / ${sp.toFixed(1)}) = ${Math.round(tp / Math.max(sp, 1e-9))}${k !== Math.round(tp / Math.max(sp, 1e-9)) ? `, clamped to ${k}` : ''}: ${e.topology}'s ${unit} per item over a single agent's, measured on the first ${n} item(s)`,
+  };
+  budgets.set(results, b);
+  return b;
+}
