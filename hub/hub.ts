@@ -3,6 +3,7 @@ import tls from 'node:tls';
 import fs from 'node:fs';
 import type { Logger } from 'pino';
 import { Connection, Type, safeEqual, randomId, type AnyMessage, type Message, type ErrorCode } from '../protocol/index.js';
+import { isRetryable } from '../sched/index.js';
 import { Registry, type WorkerEntry } from './registry.js';
 import { TaskStore } from './store.js';
 import type { TaskInput, TaskRecord } from './task.js';
@@ -13,8 +14,6 @@ import { HubReplicator } from './replicate.js';
 import { Answer } from './answer.js';
 import { RoleAssigner, checkRolePlan, type RolePlan } from './roles.js';
 
-/** Errors after which a task is not worth running again. */
-const NOT_RETRYABLE = new Set<string>(['SWARM_ERR_BAD_PAYLOAD', 'SWARM_ERR_LOOP_DETECTED']);
 /** Bound on one task's streamed answer held by the hub. */
 const MAX_ANSWER = 16 * 1024 * 1024;
 
@@ -334,7 +333,7 @@ export class Hub {
     return undefined;
   }
 
-  private onTaskError(w: WorkerEntry, taskId: string, code: ErrorCode, text: string, retryable = !NOT_RETRYABLE.has(code)): void {
+  private onTaskError(w: WorkerEntry, taskId: string, code: ErrorCode, text: string, retryable = isRetryable(code)): void {
     if (!w.inflight.has(taskId)) return;
     this.freeSlot(w, taskId);
     if (code === 'SWARM_ERR_SLOTS_FULL') { this.store.queue.unlease(taskId, w.id); this.scheduleDispatch(); return; }

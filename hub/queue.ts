@@ -1,5 +1,5 @@
 import { SwarmError, type ErrorCode } from '../protocol/index.js';
-import { Heap } from './heap.js';
+import { ReadySet, RELEASE_FACTOR, afterFailure, lapsed, leaseUntil, maxAttemptsOf, type ReadyItem } from '../sched/index.js';
 import { TaskState, isFinal, type TaskRecord, type TaskResult, type TaskSpec } from './task.js';
 
 export interface QueueOptions {
@@ -11,35 +11,30 @@ export interface QueueOptions {
   /** First retry waits this long, doubling per attempt (with jitter), capped at 30 s. */
   backoffMs?: number;
   clock?: () => number;
+  /** Jitter source for backoff (tests pass a fixed one). */
+  random?: () => number;
 }
 
 /** What the queue needs to know of a worker to pick a task for it. */
 export interface WorkerView { id: string; role?: string; caps: readonly string[] }
 
-interface Entry { rec: TaskRecord; token: number }
-/** Ready tasks that need the same role and capabilities. */
-interface Bucket { role: string; caps: string[]; heap: Heap<Entry> }
-
-const before = (a: Entry, b: Entry): boolean =>
-  a.rec.spec.priority !== b.rec.spec.priority ? a.rec.spec.priority > b.rec.spec.priority : a.rec.seq < b.rec.seq;
-
 /**
- * The hub's task queue: priorities (FIFO within one), leases with expiry, attempts and retry with
- * backoff, dispatch by role and capabilities. No I/O: the store journals around it.
+ * The hub's adapter over the scheduling core (sched/): task records by id, their leases and counts.
+ * Which task runs next, retries, backoff and lease times are sched's rules. No I/O: the store
+ * journals around it.
  */
 export class TaskQueue {
   private readonly records = new Map<string, TaskRecord>();
-  private readonly buckets = new Map<string, Bucket>();
-  private readonly delayed = new Heap<Entry>((a, b) => (a.rec.readyAt ?? 0) < (b.rec.readyAt ?? 0));
+  private readonly ready: ReadySet<TaskRecord>;
   private readonly leased = new Map<string, TaskRecord>();
-  /** The live heap entry of each queued task; older entries are stale and skipped. */
-  private readonly tokens = new Map<string, number>();
-  private token = 0;
   private seq = 0;
   private readonly n = { queued: 0, leased: 0, done: 0, failed: 0 };
   private readonly clock: () => number;
 
-  constructor(readonly opts: QueueOptions) { this.clock = opts.clock ?? Date.now; }
+  constructor(readonly opts: QueueOptions) {
+    this.clock = opts.clock ?? Date.now;
+    this.ready = new ReadySet(this.clock);
+  }
 
   get(id: string): TaskRecord | undefined { return this.records.get(id); }
   has(id: string): boolean { return this.records.has(id); }
@@ -66,19 +61,8 @@ export class TaskQueue {
 
   /** Lease the best ready task this worker may run, or undefined. */
   next(w: WorkerView): TaskRecord | undefined {
-    this.promote();
-    let best: Bucket | undefined;
-    let bestTop: Entry | undefined;
-    for (const [key, b] of this.buckets) {
-      if (b.role && b.role !== w.role) continue;
-      if (b.caps.length && !b.caps.every((c) => w.caps.includes(c))) continue;
-      const top = this.cleanTop(b);
-      if (!top) { this.buckets.delete(key); continue; }
-      if (!bestTop || before(top, bestTop)) { best = b; bestTop = top; }
-    }
-    if (!best || !bestTop) return undefined;
-    best.heap.pop();
-    return this.lease(bestTop.rec, w.id);
+    const item = this.ready.next(w);
+    return item ? this.lease(item.value, w.id) : undefined;
   }
 
   /** Record a result. The first result of a task wins; any later one is a duplicate. */
@@ -102,13 +86,9 @@ export class TaskQueue {
     const rec = this.records.get(id);
     if (!rec || rec.state !== TaskState.LEASED || rec.worker !== worker) return 'ignored';
     rec.error = error;
-    if (retryable && rec.attempts < this.maxAttempts(rec)) {
-      const base = this.opts.backoffMs ?? 100;
-      const delay = Math.min(30_000, base * 2 ** (rec.attempts - 1)) * (0.5 + Math.random() / 2);
-      this.requeue(rec, this.clock() + delay);
-      return 'retry';
-    }
-    this.finishFailed(rec, retryable ? { code: 'SWARM_ERR_RETRIES_EXHAUSTED', msg: `failed ${rec.attempts} time(s); last: ${error.code}: ${error.msg}` } : error);
+    const v = afterFailure(rec.attempts, this.maxAttempts(rec), error, retryable, this.opts.random, this.opts.backoffMs);
+    if (v.kind === 'retry') { this.requeue(rec, this.clock() + v.delayMs); return 'retry'; }
+    this.finishFailed(rec, v.error);
     return 'failed';
   }
 
@@ -138,30 +118,22 @@ export class TaskQueue {
   /** Leases past their time go back to the queue. */
   expireLeases(now = this.clock()): TaskRecord[] {
     const out: TaskRecord[] = [];
-    for (const rec of this.leased.values()) if ((rec.leaseUntil ?? Infinity) < now) out.push(rec);
+    for (const rec of this.leased.values()) if (lapsed(rec.leaseUntil, now)) out.push(rec);
     for (const rec of out) this.requeue(rec);
     return out;
   }
 
   /** When the earliest backed-off task becomes ready (epoch ms), if any. */
-  nextReadyAt(): number | undefined {
-    for (;;) {
-      const top = this.delayed.peek();
-      if (!top) return undefined;
-      if (this.tokens.get(top.rec.id) === top.token && top.rec.state === TaskState.QUEUED) return top.rec.readyAt;
-      this.delayed.pop();
-    }
-  }
+  nextReadyAt(): number | undefined { return this.ready.nextReadyAt(); }
 
-  private maxAttempts(rec: TaskRecord): number { return rec.spec.max_attempts ?? this.opts.defaultMaxAttempts; }
+  private maxAttempts(rec: TaskRecord): number { return maxAttemptsOf(rec.spec, this.opts.defaultMaxAttempts); }
 
   private lease(rec: TaskRecord, worker: string): TaskRecord {
-    this.tokens.delete(rec.id);
     rec.state = TaskState.LEASED;
+    rec.readyAt = undefined;
     rec.worker = worker;
     rec.attempts++;
-    // A task with its own timeout gets at least that long, plus slack for the result to travel.
-    rec.leaseUntil = this.clock() + Math.max(this.opts.leaseMs, rec.spec.timeout_ms ? rec.spec.timeout_ms + 30_000 : 0);
+    rec.leaseUntil = leaseUntil(this.clock(), rec.spec.timeout_ms, this.opts.leaseMs);
     this.leased.set(rec.id, rec);
     this.n.queued--;
     this.n.leased++;
@@ -175,7 +147,7 @@ export class TaskQueue {
     rec.readyAt = readyAt;
     this.n.queued++;
     // A task released again and again (its workers keep dying) must end some time.
-    if (rec.attempts >= this.maxAttempts(rec) * 3) {
+    if (rec.attempts >= this.maxAttempts(rec) * RELEASE_FACTOR) {
       this.finishFailed(rec, { code: 'SWARM_ERR_RETRIES_EXHAUSTED', msg: `leased ${rec.attempts} times without a result` });
       return;
     }
@@ -193,41 +165,15 @@ export class TaskQueue {
   /** Take a task out of its current (non-final) state's count. */
   private leave(rec: TaskRecord): void {
     if (rec.state === TaskState.LEASED) { this.leased.delete(rec.id); this.n.leased--; }
-    else if (rec.state === TaskState.QUEUED) { this.tokens.delete(rec.id); this.n.queued--; }
+    else if (rec.state === TaskState.QUEUED) { this.ready.delete(rec.id); this.n.queued--; }
   }
 
   private enqueue(rec: TaskRecord): void {
-    const e: Entry = { rec, token: ++this.token };
-    this.tokens.set(rec.id, e.token);
-    if (rec.readyAt !== undefined && rec.readyAt > this.clock()) { this.delayed.push(e); return; }
-    rec.readyAt = undefined;
-    const role = rec.spec.role ?? '';
-    const caps = rec.spec.caps?.length ? [...rec.spec.caps].sort() : [];
-    const key = caps.length ? `${role}\u0000${caps.join('\u0000')}` : role;
-    let b = this.buckets.get(key);
-    if (!b) { b = { role, caps, heap: new Heap(before) }; this.buckets.set(key, b); }
-    b.heap.push(e);
+    if (rec.readyAt !== undefined && rec.readyAt <= this.clock()) rec.readyAt = undefined;
+    this.ready.add(itemOf(rec), rec.readyAt);
   }
+}
 
-  /** Move backed-off tasks whose time has come into the ready buckets. */
-  private promote(): void {
-    const now = this.clock();
-    for (;;) {
-      const top = this.delayed.peek();
-      if (!top || (top.rec.readyAt ?? 0) > now) return;
-      this.delayed.pop();
-      if (this.tokens.get(top.rec.id) !== top.token || top.rec.state !== TaskState.QUEUED) continue;
-      top.rec.readyAt = undefined;
-      this.enqueue(top.rec);
-    }
-  }
-
-  private cleanTop(b: Bucket): Entry | undefined {
-    for (;;) {
-      const top = b.heap.peek();
-      if (!top) return undefined;
-      if (this.tokens.get(top.rec.id) === top.token && top.rec.state === TaskState.QUEUED) return top;
-      b.heap.pop();
-    }
-  }
+function itemOf(rec: TaskRecord): ReadyItem<TaskRecord> {
+  return { id: rec.id, rank: { priority: rec.spec.priority, seq: rec.seq, id: rec.id }, needs: rec.spec, value: rec };
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { ErrorCode, Receipt } from '../protocol/index.js';
+import { isFinalState, type TaskState } from '../sched/index.js';
 
 const id = z.string().min(1).max(128).regex(/^[^\s/]+$/, 'no spaces or slashes');
 
@@ -29,8 +30,7 @@ export const TaskSpecSchema = z.object({
 export type TaskSpec = z.output<typeof TaskSpecSchema>;
 export type TaskInput = z.input<typeof TaskSpecSchema>;
 
-export const TaskState = { QUEUED: 'queued', LEASED: 'leased', DONE: 'done', FAILED: 'failed' } as const;
-export type TaskState = (typeof TaskState)[keyof typeof TaskState];
+export { TaskState } from '../sched/index.js';
 
 /** A recorded result: written once per task id. */
 export interface TaskResult {
@@ -62,5 +62,5 @@ export interface TaskRecord {
 
 /** True once a task will not change again. */
 export function isFinal(r: TaskRecord): boolean {
-  return r.state === TaskState.DONE || r.state === TaskState.FAILED;
+  return isFinalState(r.state);
 }

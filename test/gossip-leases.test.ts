@@ -94,7 +94,7 @@ t.test('leases handed back unrun are not attempts; a lease that may have run is'
 
 t.test('in gossip mode a task with caps runs only on members that have them', async (t) => {
   const pool = new Set(['w-010', 'w-011', 'w-012']);
-  const sw = simSwarm(25, { seed: 43, taskMs: 100, node: { coordinator: { eligible: (id, spec) => !(spec.caps as string[] | undefined)?.length || pool.has(id) } } });
+  const sw = simSwarm(25, { seed: 43, taskMs: 100, node: { coordinator: { offersOf: (id) => ({ caps: pool.has(id) ? ['pool:b'] : [] }) } } });
   const specs = Array.from({ length: 200 }, (_, i) => ({ id: `t-${String(i).padStart(4, '0')}`, prompt: `task ${i}`, ...(i % 2 ? { caps: ['pool:b'] } : {}) }));
   for (const n of sw.nodes) n.replica.addTasks(specs);
   await hubSilent(sw);

@@ -1,6 +1,7 @@
 import os from 'node:os';
 import type { Logger } from 'pino';
 import { SwarmError, Type, isErrorCode, type Connection, type Message, type AnyMessage } from '../protocol/index.js';
+import { isRetryable } from '../sched/index.js';
 import { LoopGuard, type Driver } from '../drivers/index.js';
 import { WorkerClient, type HubLocator } from './client.js';
 import type { AgentFailover, AgentFailoverOptions } from './failover-agent.js';
@@ -194,7 +195,7 @@ export class Agent {
       return { text: out.full, receipt: out.receipt };
     } catch (err) {
       const code = errorCode(err);
-      return { error: { code, msg: ((err as Error)?.message ?? String(err)).slice(0, 4000) }, final: code === 'SWARM_ERR_BAD_PAYLOAD' || code === 'SWARM_ERR_LOOP_DETECTED' };
+      return { error: { code, msg: ((err as Error)?.message ?? String(err)).slice(0, 4000) }, final: !isRetryable(code) };
     } finally {
       if (this.running.get(id) === mine) this.running.delete(id);
       if (this.running.size === 0 && !this.stopping) this.state = AgentState.IDLE;

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { Type, type AnyMessage, type Connection, type Payload } from '../protocol/index.js';
 import {
   FailoverController, GossipNode, GossipRuns, Mode, TcpTransport,
-  type Entry, type ReplicatedRun, type ReplicaSpec, type Execute, type MembershipConfig, type HubMonitorOptions, type NodeStatus,
+  type Entry, type ReplicatedRun, type Execute, type MembershipConfig, type HubMonitorOptions, type NodeStatus,
 } from './gossip/index.js';
 
 /** Failover settings of one agent (`swarm worker --failover`). */
@@ -55,7 +55,7 @@ export class AgentFailover {
     this.node = new GossipNode({ id: selfId, transport: this.transport, execute, slots, log, membership: opts.membership, hubMonitor: opts.hubMonitor,
       coordinator: {
         catchUpMs,
-        eligible: (id, spec) => this.eligible(id, spec),
+        offersOf: (id) => this.peerInfo.get(id),
         // Runs start after the catch-up wait too, so the runner sees the freshest results first.
         onRole: (on) => {
           if (!on) { this.runs.setCoordinating(false); return; }
@@ -92,16 +92,6 @@ export class AgentFailover {
     });
     this.node.onMode((m) => log.info({ mode: m, coordinator: this.node.status().coordinator }, 'failover mode'));
     this.runs = new GossipRuns(this.node.replica, log.child({ part: 'runs' }));
-  }
-
-  /** As the hub's queue routes: a task's role must be the member's, its caps a subset of the member's. */
-  private eligible(id: string, spec: ReplicaSpec): boolean {
-    const caps = Array.isArray(spec.caps) ? (spec.caps as string[]) : [];
-    const role = typeof spec.role === 'string' ? spec.role : '';
-    if (!caps.length && !role) return true;
-    const p = this.peerInfo.get(id);
-    if (!p) return false;
-    return (!role || role === p.role) && caps.every((c) => p.caps.includes(c));
   }
 
   /** Open the peer port; resolves with the address to announce in HANDSHAKE. */

@@ -1,7 +1,8 @@
 import type { Logger } from 'pino';
+import { ReadySet, afterFailure, leaseUntil, maxAttemptsOf, needsOf, type Offers, type ReadyItem } from '../../sched/index.js';
 import { realClock, type Clock, type TimerHandle } from './clock.js';
 import type { Membership } from './membership.js';
-import type { Replica, ReplicaSpec } from './replica.js';
+import type { Entry, Replica, ReplicaSpec } from './replica.js';
 
 /** An assignment from the acting coordinator to a member. */
 export interface Assign { id: string; attempt: number; epoch: number; spec: ReplicaSpec }
@@ -20,13 +21,18 @@ export interface CoordinatorOptions {
   log?: Logger;
   /** Task slots of a member (defaults to 1). */
   slotsOf?: (id: string) => number;
-  /** May this member run this task (its caps and role, as the hub routes)? Defaults to yes. */
-  eligible?: (id: string, spec: ReplicaSpec) => boolean;
-  /** Lease length when a spec has no timeout_ms. */
+  /**
+   * A member's role and caps, routed by the hub's rule (sched `canRun`); undefined for a member not
+   * known yet (it gets only tasks that need nothing). Without this option every member runs anything.
+   */
+  offersOf?: (id: string) => Offers | undefined;
+  /** Lease length when a spec has no longer timeout_ms (sched's default when absent). */
   leaseMs?: number;
-  /** Extra time on top of a task's own timeout before its lease lapses. */
-  leaseGraceMs?: number;
   defaultMaxAttempts?: number;
+  /** Jitter for retry backoff. */
+  random?: () => number;
+  /** First retry waits about this long (sched's default when absent). */
+  backoffMs?: number;
   dispatchIntervalMs?: number;
   /** After taking over, wait this long for anti-entropy to bring the freshest state before dispatching. */
   catchUpMs?: number;
@@ -64,6 +70,11 @@ export class Coordinator {
   private claimedAt = -Infinity;
   /** Assignments sent and not yet acknowledged, by task id. */
   private readonly unacked = new Map<string, { worker: string; attempt: number; at: number; sends: number }>();
+  /**
+   * Tasks backing off after a failed run: not leased before this time (clock ms). Kept by the term
+   * that saw the failure only; a new coordinator may retry one sooner, which costs a run, not a result.
+   */
+  private readonly retryAt = new Map<string, number>();
   readonly stats = { assigned: 0, revoked: 0, failed: 0, terms: 0, renewed: 0, resent: 0, fenced: 0 };
 
   constructor(private readonly ms: Membership, private readonly replica: Replica, private readonly opts: CoordinatorOptions = {}) {
@@ -146,6 +157,7 @@ export class Coordinator {
     if (this.coordinating === on) return;
     this.coordinating = on;
     this.unacked.clear();
+    this.retryAt.clear();
     this.opts.onRole?.(on, this.epoch);
   }
 
@@ -170,12 +182,16 @@ export class Coordinator {
     if (l && l.worker === from && l.attempt === r.attempt) {
       this.unacked.delete(r.id);
       if (this.replica.revoke(r.id, r.ran !== true)) this.stats.revoked++;
+      // It ran and failed in a way worth another try: back off as the hub does.
+      if (r.ran === true) {
+        const spec = this.replica.get(r.id)?.spec;
+        const v = afterFailure(l.attempt - (l.unrun ?? 0), maxAttemptsOf(spec ?? {}, this.opts.defaultMaxAttempts), { code: 'SWARM_ERR_TASK_FAILED', msg: 'failed on a member' }, true, this.opts.random, this.opts.backoffMs);
+        if (v.kind === 'retry') this.retryAt.set(r.id, this.clock.now() + v.delayMs);
+      }
     }
   }
 
-  private ttl(spec: ReplicaSpec | undefined): number {
-    return (spec?.timeout_ms ?? this.opts.leaseMs ?? 60_000) + (this.opts.leaseGraceMs ?? 5_000);
-  }
+  private until(now: number, spec: ReplicaSpec | undefined): number { return leaseUntil(now, spec?.timeout_ms, this.opts.leaseMs); }
 
   private send(worker: string, id: string, attempt: number, spec: ReplicaSpec, now: number, sends = 1): void {
     this.unacked.set(id, { worker, attempt, at: now, sends });
@@ -204,7 +220,11 @@ export class Coordinator {
     }
   }
 
-  /** One dispatch pass: revoke lapsed leases, then fill free slots in queue order. */
+  /**
+   * One dispatch pass: revoke lapsed leases, then fill free slots as the hub does (sched's ReadySet:
+   * priority then FIFO, routing by role and caps, backoff), one task per member per round, members
+   * in a rotating order so work spreads evenly.
+   */
   dispatch(): void {
     if (!this.coordinating || this.clock.now() < this.readyAt) return;
     const now = this.clock.now();
@@ -214,55 +234,59 @@ export class Coordinator {
     this.resend(now);
     const live = this.ms.live();
     const load = new Map(live.map((id) => [id, 0]));
-    const queued: string[] = [];
+    const ready = new ReadySet<Entry>(() => now);
+    const queue = (e: Entry) => ready.add(itemOf(e), this.retryAt.get(e.id));
     // Only tasks not final yet: a pass costs O(open tasks), however long the run's history.
-    for (const id of this.replica.openIds()) {
-      const st = this.replica.state(id);
-      const e = this.replica.get(id)!;
-      if (st === 'leased') {
-        const l = e.lease!;
-        if (!load.has(l.worker) || now > l.until) { if (this.replica.revoke(id)) { this.stats.revoked++; queued.push(id); } }
+    for (const e of this.replica.openEntries()) {
+      const l = e.lease;
+      if (l && !l.revoked) {
+        if (!load.has(l.worker) || now > l.until) { if (this.replica.revoke(e.id)) { this.stats.revoked++; if (e.spec) queue(this.replica.get(e.id)!); } }
         else {
           load.set(l.worker, load.get(l.worker)! + 1);
           // Inherited from the hub or an earlier term: renew it under ours and tell the holder, who
           // acknowledges if it runs the task and runs it if not (it may never have got it).
-          if (l.epoch < this.epoch && e.spec && this.replica.renew(id, this.epoch, now + this.ttl(e.spec))) {
+          if (l.epoch < this.epoch && e.spec && this.replica.renew(e.id, this.epoch, this.until(now, e.spec))) {
             this.stats.renewed++;
-            this.send(l.worker, id, l.attempt, e.spec, now);
+            this.send(l.worker, e.id, l.attempt, e.spec, now);
           }
         }
-      } else if (st === 'queued' && e.spec) queued.push(id);
+      } else if (e.spec) queue(e);
     }
-    for (const id of queued) {
-      const e = this.replica.get(id)!;
-      const worker = this.pickWorker(live, load, e.spec!);
-      if (!worker) { if (this.freeSlots(live, load)) continue; break; }
-      const attempt = (e.lease?.attempt ?? 0) + 1;
-      const max = e.spec!.max_attempts ?? this.opts.defaultMaxAttempts ?? 3;
-      // Leases handed back unrun (busy, fenced) are not attempts.
-      if (attempt - (e.lease?.unrun ?? 0) > max) {
-        this.replica.record(id, { worker: this.ms.id, attempt: attempt - 1, error: { code: 'SWARM_ERR_RETRIES_EXHAUSTED', msg: `failed on ${max} attempts` } });
-        this.stats.failed++;
-        continue;
+    const n = live.length;
+    for (let progress = true; progress && ready.size > 0;) {
+      progress = false;
+      for (let i = 0; i < n; i++) {
+        const worker = live[(this.rr + i) % n]!;
+        if (load.get(worker)! >= (this.opts.slotsOf?.(worker) ?? 1)) continue;
+        const offers = this.opts.offersOf ? (this.opts.offersOf(worker) ?? { caps: [] }) : 'any';
+        for (let item = ready.next(offers); item; item = ready.next(offers)) {
+          if (this.assign(item.value, worker, now)) { load.set(worker, load.get(worker)! + 1); progress = true; break; }
+        }
       }
-      const d = this.replica.lease(id, worker, this.epoch, now + this.ttl(e.spec));
-      if (!d) continue;
-      load.set(worker, load.get(worker)! + 1);
-      this.stats.assigned++;
-      this.send(worker, id, d.lease!.attempt, e.spec!, now);
     }
+    if (n) this.rr = (this.rr + 1) % n;
   }
 
-  private pickWorker(live: string[], load: Map<string, number>, spec: ReplicaSpec): string | undefined {
-    // Round-robin from a moving start so work spreads evenly among members with free slots.
-    for (let i = 0; i < live.length; i++) {
-      const id = live[(this.rr + i) % live.length]!;
-      if (load.get(id)! < (this.opts.slotsOf?.(id) ?? 1) && (this.opts.eligible?.(id, spec) ?? true)) { this.rr = (this.rr + i + 1) % live.length; return id; }
+  /** Lease one task to `worker` and send it; false if it could not be (attempts used up, a lost race). */
+  private assign(e: Entry, worker: string, now: number): boolean {
+    const attempt = (e.lease?.attempt ?? 0) + 1;
+    const max = maxAttemptsOf(e.spec!, this.opts.defaultMaxAttempts);
+    // Leases handed back unrun (busy, fenced) are not attempts.
+    if (attempt - (e.lease?.unrun ?? 0) > max) {
+      this.replica.record(e.id, { worker: this.ms.id, attempt: attempt - 1, error: { code: 'SWARM_ERR_RETRIES_EXHAUSTED', msg: `failed on ${max} attempts` } });
+      this.stats.failed++;
+      return false;
     }
-    return undefined;
+    const d = this.replica.lease(e.id, worker, this.epoch, this.until(now, e.spec));
+    if (!d) return false;
+    this.retryAt.delete(e.id);
+    this.stats.assigned++;
+    this.send(worker, e.id, d.lease!.attempt, e.spec!, now);
+    return true;
   }
+}
 
-  private freeSlots(live: string[], load: Map<string, number>): boolean {
-    return live.some((id) => load.get(id)! < (this.opts.slotsOf?.(id) ?? 1));
-  }
+function itemOf(e: Entry): ReadyItem<Entry> {
+  const spec = e.spec!;
+  return { id: e.id, rank: { priority: typeof spec.priority === 'number' ? spec.priority : 0, seq: e.seq, id: e.id }, needs: needsOf(spec), value: e };
 }

@@ -59,7 +59,7 @@ export class GossipNode {
     // Quiet star mode: the hub replicates the state and hears every worker, so the members' probes
     // only keep views roughly current until a failover; they run relaxed (see Membership.setRelaxed).
     this.membership.setRelaxed(this.quietInStar);
-    this.coordinator = new Coordinator(this.membership, this.replica, { clock, log, ...opts.coordinator });
+    this.coordinator = new Coordinator(this.membership, this.replica, { clock, log, random: opts.rand, ...opts.coordinator });
     this.executor = new Executor(this.membership, this.replica, this.coordinator, opts.execute, { slots: opts.slots, log });
     this.hub = new HubMonitor(this.membership, { clock, log, rand: opts.rand, ...opts.hubMonitor });
     this.hub.onStatus((s) => {

@@ -87,16 +87,18 @@ export class Replica {
   private nextSeq = 0;
   private finals = 0;
 
-  /** Tasks known, in dispatch order (priority is the coordinator's concern). */
+  /** Tasks known, in submission order (dispatch order adds priority: sched's `compareRanked`). */
   ids(): string[] {
     return [...this.entries.values()].sort((a, b) => (a.seq ?? Infinity) - (b.seq ?? Infinity) || cmpStr(a.id, b.id)).map((e) => e.id);
   }
-  /** Ids of tasks not final yet, in dispatch order: O(open), not O(history). */
+  /** Ids of tasks not final yet, in submission order: O(open), not O(history). */
   openIds(): string[] {
     const es: Entry[] = [];
     for (const id of this.open) es.push(this.entries.get(id)!);
     return es.sort((a, b) => (a.seq ?? Infinity) - (b.seq ?? Infinity) || cmpStr(a.id, b.id)).map((e) => e.id);
   }
+  /** Entries not final yet, in no particular order (a coordinator orders them itself). */
+  *openEntries(): IterableIterator<Entry> { for (const id of this.open) yield this.entries.get(id)!; }
   get(id: string): Entry | undefined { return this.entries.get(id); }
   get size(): number { return this.entries.size; }
   /** Count of final tasks: grows monotonically, a cheap measure of how fresh a replica is. */

@@ -1,0 +1,15 @@
+/**
+ * The scheduling rules as pure functions and one data structure: task states, priority then FIFO,
+ * routing by role and caps, attempts, retry with backoff, leases. No I/O and no timers: callers pass
+ * the clock. The hub runs it over its journal-backed store, the acting coordinator over its replica.
+ */
+export { TaskState, TRANSITIONS, isFinalState, canMove } from './state.js';
+export { runsBefore, compareRanked, type Ranked } from './order.js';
+export { canRun, routeKey, needsOf, type Needs, type Offers } from './route.js';
+export {
+  DEFAULT_MAX_ATTEMPTS, BACKOFF_BASE_MS, BACKOFF_CAP_MS, RELEASE_FACTOR, NOT_RETRYABLE,
+  isRetryable, maxAttemptsOf, backoffMs, afterFailure, type FailVerdict,
+} from './retry.js';
+export { DEFAULT_LEASE_MS, LEASE_GRACE_MS, leaseUntil, lapsed } from './lease.js';
+export { ReadySet, type ReadyItem } from './ready.js';
+export { Heap } from './heap.js';
