@@ -1,0 +1,122 @@
+import type { Command } from 'commander';
+import type { DashState, RunRow, WorkerRow } from '../../hub/dashboard/types.js';
+import { fail } from '../exit.js';
+import { follow } from '../events.js';
+import { stateDir } from '../state.js';
+import { runningHub } from '../running.js';
+
+const BARS = '▁▂▃▄▅▆▇█';
+const pad = (s: string | number, n: number): string => { const t = String(s); return t.length >= n ? `${t.slice(0, n - 1)} ` : t.padEnd(n); };
+const ago = (ms: number): string => (ms < 120_000 ? `${Math.max(0, Math.round(ms / 1000))}s` : `${Math.round(ms / 60_000)}m`);
+
+/** A sparkline of one chart column (the last `width` samples). */
+export function spark(values: number[], width: number): string {
+  const v = values.slice(-width);
+  const max = Math.max(1, ...v);
+  return v.map((x) => BARS[Math.min(BARS.length - 1, Math.round((x / max) * (BARS.length - 1)))]).join('');
+}
+
+function workerState(w: WorkerRow): string { return w.state === 'dead' ? (w.supervised ? 'dead*' : 'dead') : w.state; }
+
+function runLine(r: RunRow): string {
+  const states = new Map<string, number>();
+  for (const n of r.nodes) states.set(n.state, (states.get(n.state) ?? 0) + 1);
+  const nodes = [...states].map(([k, v]) => `${v} ${k}`).join(', ');
+  return `${pad(r.run, 24)}${pad(r.topology, 16)}${pad(r.state === 'running' ? 'running' : r.verdict ?? 'done', 11)}${r.done}/${r.submitted} nodes (${nodes || 'none'}) ${r.tokens_per_s} tok/s ${(r.elapsed_ms / 1000).toFixed(1)}s`;
+}
+
+/** The full-screen view: header, queue, workers (as many as fit), runs. */
+export function screen(s: DashState, cols: number, rows: number, now = Date.now()): string[] {
+  const q = s.queue, h = s.hub;
+  const dead = s.workers.filter((w) => w.state === 'dead').length;
+  const busy = s.workers.filter((w) => w.tasks.length > 0).length;
+  const out = [
+    `swarm top · ${h.name} ${h.address ? `${h.address.host}:${h.address.port}` : ''} · mode ${h.mode} · coordinator ${h.coordinator} · up ${ago(now - h.started_at)} · q quits`,
+    `workers ${s.workers.length - dead} connected, ${busy} busy, ${dead} dead`,
+    `queue   ${q.queued} queued · ${q.leased} running · ${q.done} done · ${q.failed} failed · dispatch p50 ${q.dispatch_p50_ms.toFixed(2)} ms p99 ${q.dispatch_p99_ms.toFixed(2)} ms · ${q.tps} tok/s`,
+    `        waiting ${spark(s.history.map((x) => x[1] + x[2]), Math.max(10, Math.min(60, cols - 50)))}  tok/s ${spark(s.history.map((x) => x[5]), 30)}`,
+    '',
+  ];
+  const runs = s.runs.slice(0, 6);
+  const room = Math.max(1, rows - out.length - 2 - (runs.length ? runs.length + 2 : 0));
+  out.push(pad('WORKER', 14) + pad('STATE', 9) + pad('ROLE', 12) + pad('DRIVER', 10) + pad('HOST', 10) + pad('TASK', 28) + pad('TOK/S', 7) + pad('DONE', 6) + 'HEARD');
+  for (const w of s.workers.slice(0, room)) {
+    out.push(pad(w.id + (w.respawns ? `+${w.respawns}` : ''), 14) + pad(workerState(w), 9) + pad(w.role || '-', 12) + pad(w.driver, 10) + pad(w.host, 10)
+      + pad(w.tasks[0] ?? '', 28) + pad(w.tps, 7) + pad(w.done, 6) + ago(now - (w.dead_since ?? w.last_seen)));
+  }
+  if (s.workers.length > room) out.push(`… ${s.workers.length - room} more workers`);
+  if (runs.length) { out.push('', 'RUNS'); for (const r of runs) out.push(runLine(r)); }
+  return out.map((l) => (l.length > cols ? l.slice(0, cols) : l));
+}
+
+/** One plain line (not a terminal): what changed is visible line by line in a log. */
+export function plainLine(s: DashState): string {
+  const q = s.queue;
+  const dead = s.workers.filter((w) => w.state === 'dead').length;
+  const busy = s.workers.filter((w) => w.tasks.length > 0).length;
+  const runs = s.runs.filter((r) => r.state === 'running').map((r) => `${r.run} ${r.done}/${r.submitted}`).join(', ');
+  return `mode ${s.hub.mode} workers ${s.workers.length - dead} (${busy} busy, ${dead} dead) queue ${q.queued} queued ${q.leased} running ${q.done} done ${q.failed} failed ${q.tps} tok/s runs ${runs || 'none running'}`;
+}
+
+export function registerTop(program: Command): void {
+  program.command('top')
+    .description('live terminal view of the running swarm: workers, queue, runs (q quits; plain lines when not a terminal)')
+    .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
+    .option('--once', 'print the current state once and exit', false)
+    .action(async (o: { stateDir?: string; once: boolean }) => {
+      try {
+        const hub = runningHub(stateDir(o.stateDir));
+        await top(hub, o.once);
+      } catch (err) { fail(err); }
+    });
+}
+
+async function top(hub: Parameters<typeof follow>[0], once: boolean): Promise<void> {
+  const out = process.stdout;
+  const tty = Boolean(out.isTTY) && !once;
+  let state: DashState | undefined;
+  let link = 'connecting';
+  let lastPlain = '';
+  let drawTimer: NodeJS.Timeout | undefined;
+  let resolveDone!: () => void;
+  const done = new Promise<void>((r) => (resolveDone = r));
+  const draw = () => {
+    drawTimer = undefined;
+    if (!state) return;
+    if (!tty) {
+      const line = plainLine(state);
+      if (line !== lastPlain) { lastPlain = line; out.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`); }
+      return;
+    }
+    const lines = screen(state, out.columns || 100, out.rows || 30);
+    if (link !== 'live') lines[0] = `${lines[0]} · hub ${link}`;
+    out.write(`\x1b[H${lines.map((l) => `${l}\x1b[K`).join('\n')}\x1b[J`);
+  };
+  const schedule = () => { drawTimer ??= setTimeout(draw, tty ? 250 : 1000); };
+  const stream = follow(hub, (s) => {
+    state = s;
+    if (once) { out.write(screen(s, 200, 10_000).join('\n') + '\n'); quit(); return; }
+    schedule();
+  }, (up, why) => { link = up ? 'live' : `unreachable (${why ?? '?'}), retrying`; if (!up && !tty) out.write(`hub ${link}\n`); schedule(); });
+  const ticker = tty ? setInterval(draw, 1000) : undefined;
+  const quit = () => {
+    stream.stop();
+    if (ticker) clearInterval(ticker);
+    if (drawTimer) clearTimeout(drawTimer);
+    if (tty) out.write('\x1b[?25h\x1b[?1049l');
+    if (process.stdin.isTTY) process.stdin.setRawMode(false);
+    process.stdin.pause();
+    resolveDone();
+  };
+  if (tty) out.write('\x1b[?1049h\x1b[?25l\x1b[H\x1b[2Jconnecting to the hub…');
+  if (!once) {
+    if (process.stdin.isTTY) process.stdin.setRawMode(true);
+    process.stdin.setEncoding('utf8');
+    // q, Q, Ctrl-C (raw mode delivers it as a byte, not SIGINT), or end of input in a pipe.
+    process.stdin.on('data', (c: string) => { if (/[qQ\u0003]/.test(c)) quit(); });
+    process.once('SIGINT', quit);
+    process.once('SIGTERM', quit);
+    if (tty) out.on('resize', draw);
+  }
+  await done;
+}

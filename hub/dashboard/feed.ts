@@ -1,0 +1,163 @@
+import type http from 'node:http';
+import type { Logger } from 'pino';
+import type { Answer } from '../answer.js';
+import { isFinal } from '../task.js';
+import type { Collector } from './state.js';
+import { SseClient, frame, type SseLimits } from './sse.js';
+import type { Sample } from './types.js';
+
+export interface FeedOptions extends SseLimits {
+  /** How often changes go out (they are batched: one message per tick, only the sections that changed). */
+  tickMs: number;
+  /** How often the queue chart gets a sample. */
+  sampleMs: number;
+  /** A message at least this often, so a page can tell the hub is alive. */
+  pingMs: number;
+  maxClients: number;
+  /** Open node views (each streams one task's output). */
+  maxTaskStreams: number;
+  /** Output bytes one node view gets at most. */
+  maxTaskBytes: number;
+}
+
+export const FEED_DEFAULTS: FeedOptions = {
+  tickMs: 250, sampleMs: 1000, pingMs: 5000, maxBufferedBytes: 256 * 1024, stallMs: 15_000,
+  maxClients: 64, maxTaskStreams: 64, maxTaskBytes: 256 * 1024,
+};
+
+const SECTIONS = ['hub', 'workers', 'queue', 'runs'] as const;
+const MAX_PROMPT = 64 * 1024;
+
+interface TaskStream { client: SseClient; id: string; answer?: Answer; next: number; bytes: number }
+
+/**
+ * Fans the hub's state out to dashboards: each tick it reads the state once, serialises each section
+ * once, and sends the same `patch` text (the sections that changed) to every client. Nothing runs
+ * while no dashboard is open except the once-a-second chart sample.
+ */
+export class Feed {
+  private readonly clients = new Set<SseClient>();
+  private readonly tasks = new Set<TaskStream>();
+  private readonly last = new Map<string, string>();
+  private samples: Sample[] = [];
+  private seq = 0;
+  private lastSentAt = 0;
+  private tickTimer?: NodeJS.Timeout;
+  private readonly sampleTimer: NodeJS.Timeout;
+  readonly stats = { connected: 0, dropped: 0, skipped: 0, messages: 0, bytes: 0 };
+
+  constructor(private readonly c: Collector, private readonly o: FeedOptions, private readonly log: Logger) {
+    this.c.sample();
+    this.sampleTimer = setInterval(() => this.samples.push(this.c.sample()), o.sampleMs);
+    this.sampleTimer.unref();
+  }
+
+  get clientCount(): number { return this.clients.size; }
+  /** Bytes waiting in the hub for each client (tests check the bound). */
+  buffered(): number[] { return [...this.clients].map((c) => c.buffered); }
+
+  /** A dashboard's event stream: a snapshot now, then patches. */
+  addClient(res: http.ServerResponse): void {
+    if (this.clients.size >= this.o.maxClients) { res.writeHead(503, { 'retry-after': '5' }).end(); return; }
+    this.tick();
+    const client = new SseClient(res, this.o, () => this.snapshot(), (c, why) => {
+      this.clients.delete(c);
+      this.stats.skipped += c.skipped;
+      if (why === 'stalled') { this.stats.dropped++; this.log.info({ skipped: c.skipped }, 'dashboard client dropped: not reading'); }
+      this.idle();
+    });
+    this.clients.add(client);
+    this.stats.connected++;
+    client.offer(this.snapshot());
+    this.arm();
+  }
+
+  /** A node view: the task's prompt, then its output as it streams, then its result. */
+  addTask(res: http.ServerResponse, id: string): boolean {
+    const rec = this.c.task(id);
+    if (!rec) return false;
+    if (this.tasks.size >= this.o.maxTaskStreams) { res.writeHead(503, { 'retry-after': '5' }).end(); return true; }
+    const ts: TaskStream = { id, next: 0, bytes: 0, client: undefined! };
+    ts.client = new SseClient(res, this.o, () => frame('reset', {}), () => { this.tasks.delete(ts); this.idle(); });
+    const s = rec.spec;
+    ts.client.offer(frame('task', {
+      id, state: rec.state, attempts: rec.attempts, worker: rec.result?.worker ?? rec.worker, meta: s.meta ?? {}, role: s.role,
+      prompt: s.prompt.length > MAX_PROMPT ? `${s.prompt.slice(0, MAX_PROMPT)}\n… (${s.prompt.length - MAX_PROMPT} more characters)` : s.prompt,
+    }));
+    this.tasks.add(ts);
+    this.pumpTask(ts);
+    this.arm();
+    return true;
+  }
+
+  close(): void {
+    clearInterval(this.sampleTimer);
+    if (this.tickTimer) clearInterval(this.tickTimer);
+    for (const c of this.clients) c.close('hub closing', true);
+    for (const t of this.tasks) t.client.close('hub closing', true);
+  }
+
+  private arm(): void {
+    this.tickTimer ??= setInterval(() => this.tick(), this.o.tickMs);
+  }
+
+  private idle(): void {
+    if (this.clients.size || this.tasks.size || !this.tickTimer) return;
+    clearInterval(this.tickTimer);
+    this.tickTimer = undefined;
+  }
+
+  private snapshot(): string {
+    const parts = SECTIONS.map((k) => `"${k}":${this.last.get(k) ?? 'null'}`);
+    return `event: snapshot\nid: ${this.seq}\ndata: {${parts.join(',')},"history":${JSON.stringify(this.c.history())}}\n\n`;
+  }
+
+  /** Read the state once; send what changed to everyone. */
+  tick(): void {
+    const sections = { hub: this.c.hubView(), workers: this.c.workers(), queue: this.c.queue(), runs: this.c.runs() };
+    const changed: string[] = [];
+    for (const k of SECTIONS) {
+      const json = JSON.stringify(sections[k]);
+      if (this.last.get(k) !== json) { this.last.set(k, json); changed.push(`"${k}":${json}`); }
+    }
+    if (this.samples.length) { changed.push(`"samples":${JSON.stringify(this.samples)}`); this.samples = []; }
+    const now = Date.now();
+    let msg: string | undefined;
+    if (changed.length) msg = `event: patch\nid: ${++this.seq}\ndata: {${changed.join(',')}}\n\n`;
+    else if (now - this.lastSentAt >= this.o.pingMs) msg = frame('ping', { t: now });
+    if (msg) {
+      this.lastSentAt = now;
+      for (const c of this.clients) {
+        if (c.offer(msg) === 'sent') { this.stats.messages++; this.stats.bytes += msg.length; }
+      }
+    }
+    for (const t of this.tasks) this.pumpTask(t);
+  }
+
+  private pumpTask(t: TaskStream): void {
+    const rec = this.c.task(t.id);
+    if (!rec) { t.client.close('task gone'); return; }
+    if (isFinal(rec)) {
+      const text = rec.result?.text ?? '';
+      t.client.offer(frame('done', {
+        state: rec.state, worker: rec.result?.worker ?? rec.worker, error: rec.error,
+        text: text.length > this.o.maxTaskBytes ? `${text.slice(0, this.o.maxTaskBytes)}\n… (truncated)` : text,
+      }));
+      t.client.close('task finished');
+      return;
+    }
+    const answer = this.c.answer(rec);
+    if (answer !== t.answer) {
+      // A new attempt (or the task went back to the queue): its output starts over.
+      if (t.answer || t.bytes) t.client.offer(frame('reset', { state: rec.state, worker: rec.worker, attempts: rec.attempts }));
+      t.answer = answer; t.next = 0; t.bytes = 0;
+    }
+    if (!answer || t.bytes >= this.o.maxTaskBytes) return;
+    const { text, next } = answer.since(t.next);
+    if (!text) return;
+    t.next = next;
+    const piece = text.slice(0, this.o.maxTaskBytes - t.bytes);
+    t.bytes += piece.length;
+    t.client.offer(frame('text', { append: piece, state: rec.state, worker: rec.worker }));
+  }
+}

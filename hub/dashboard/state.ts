@@ -1,0 +1,191 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Answer } from '../answer.js';
+import type { Hub } from '../hub.js';
+import type { WorkerEntry } from '../registry.js';
+import type { RunManager } from '../runs.js';
+import type { TaskRecord } from '../task.js';
+import type { DashState, HubView, NodeRow, QueueView, RunRow, Sample, WorkerRow } from './types.js';
+
+/** What the dashboard reads: the hub, its runs (loaded lazily) and how many workers it supervises. */
+export interface DashSource {
+  hub: Hub;
+  runs(): RunManager | undefined;
+  supervised(): number;
+}
+
+const TPS_WINDOW_MS = 10_000;
+const MAX_RUNS = 8;
+const MAX_NODES = 200;
+/** Dead workers are shown this long, then forgotten (a supervised one is back well before). */
+const FORGET_DEAD_MS = 10 * 60_000;
+const MAX_KNOWN = 5000;
+
+interface Known { entry?: WorkerEntry; row?: WorkerRow; respawns: number; deadSince?: number; finished: { at: number; tokens: number }[] }
+
+/**
+ * Reads the hub's state into the dashboard's sections. Workers that drop out stay listed as dead
+ * until they come back (counted as a respawn), since the registry forgets them at once.
+ */
+export class Collector {
+  private readonly known = new Map<string, Known>();
+  private readonly chart: Sample[] = [];
+  private lastTokens = 0;
+  private lastSampleAt = 0;
+  private tps = 0;
+  private latency = { p50: 0, p99: 0 };
+  private readonly reports = new Set<string>();
+  private readonly off: () => void;
+
+  constructor(private readonly src: DashSource, private readonly historyLen = 300, private readonly now: () => number = Date.now) {
+    this.lastTokens = src.hub.metrics.tokensOut;
+    this.lastSampleAt = now();
+    this.off = src.hub.store.onChange((rec) => this.finished(rec));
+  }
+
+  close(): void { this.off(); }
+
+  private finished(rec: TaskRecord): void {
+    const r = rec.result;
+    if (!r?.worker) return;
+    const k = this.knownOf(r.worker);
+    k.finished.push({ at: this.now(), tokens: r.receipt?.tokens_out ?? 0 });
+    if (k.finished.length > 512) k.finished.splice(0, k.finished.length - 512);
+  }
+
+  private knownOf(id: string): Known {
+    let k = this.known.get(id);
+    if (!k) {
+      if (this.known.size >= MAX_KNOWN) this.known.delete(this.known.keys().next().value!);
+      k = { respawns: 0, finished: [] };
+      this.known.set(id, k);
+    }
+    return k;
+  }
+
+  /** Take one chart sample (once a second); returns it. */
+  sample(): Sample {
+    const h = this.src.hub, c = h.store.queue.counts(), now = this.now();
+    const dt = Math.max(1, now - this.lastSampleAt) / 1000;
+    this.tps = Math.max(0, h.metrics.tokensOut - this.lastTokens) / dt;
+    this.lastTokens = h.metrics.tokensOut;
+    this.lastSampleAt = now;
+    // Quantiles sort a reservoir: once a second, not on every message.
+    this.latency = { p50: h.metrics.dispatchLatency.quantile(0.5), p99: h.metrics.dispatchLatency.quantile(0.99) };
+    const s: Sample = [Math.round(now / 1000), c.queued, c.leased, c.done, c.failed, Math.round(this.tps * 10) / 10];
+    this.chart.push(s);
+    if (this.chart.length > this.historyLen) this.chart.shift();
+    return s;
+  }
+
+  hubView(): HubView {
+    const h = this.src.hub;
+    return { name: h.name, pid: process.pid, mode: h.failover.mode, coordinator: h.name, started_at: h.startedAt, address: h.address, supervised: this.src.supervised() };
+  }
+
+  queue(): QueueView {
+    const h = this.src.hub;
+    return {
+      ...h.store.queue.counts(), dispatch_p50_ms: round(this.latency.p50, 3), dispatch_p99_ms: round(this.latency.p99, 3),
+      tps: Math.round(this.tps * 10) / 10, submitted: h.metrics.submitted,
+    };
+  }
+
+  workers(): WorkerRow[] {
+    const now = this.now();
+    const supervised = this.src.supervised() > 0;
+    const seen = new Set<string>();
+    for (const w of this.src.hub.registry.all()) {
+      seen.add(w.id);
+      const k = this.knownOf(w.id);
+      // Back after dropping out, or a new connection in place of the one we saw (missed between reads).
+      if (k.deadSince !== undefined || (k.entry && k.entry !== w)) k.respawns++;
+      k.deadSince = undefined;
+      k.entry = w;
+      while (k.finished.length && k.finished[0]!.at < now - TPS_WINDOW_MS) k.finished.shift();
+      const tokens = k.finished.reduce((s, f) => s + f.tokens, 0);
+      k.row = {
+        id: w.id, state: w.state, role: w.role, ...(w.pendingRole ? { role_pending: w.pendingRole.role } : {}), driver: w.driver,
+        host: hostOf(w), ...(w.pid !== undefined ? { pid: w.pid } : {}), tasks: [...w.inflight.keys()], slots: w.slots,
+        tps: Math.round((tokens / (TPS_WINDOW_MS / 1000)) * 10) / 10, done: w.done, last_seen: Math.round(w.lastSeen / 1000) * 1000,
+        respawns: k.respawns, supervised,
+      };
+    }
+    const rows: WorkerRow[] = [];
+    for (const [id, k] of this.known) {
+      if (!k.row) continue;
+      if (!seen.has(id)) {
+        k.deadSince ??= now;
+        k.entry = undefined;
+        if (now - k.deadSince > FORGET_DEAD_MS) { this.known.delete(id); continue; }
+        rows.push({ ...k.row, state: 'dead', tasks: [], tps: 0, dead_since: k.deadSince, supervised });
+      } else rows.push(k.row);
+    }
+    return rows.sort((a, b) => natural.compare(a.id, b.id));
+  }
+
+  runs(): RunRow[] {
+    const rm = this.src.runs();
+    if (!rm) return [];
+    const live = rm.live();
+    const running = live.filter((r) => r.view.state === 'running');
+    const ended = live.filter((r) => r.view.state !== 'running').slice(-Math.max(0, MAX_RUNS - running.length));
+    return [...running, ...ended].slice(0, MAX_RUNS).reverse().map(({ view, nodes }) => {
+      const p = view.progress;
+      const rows: NodeRow[] = [];
+      for (const n of nodes.values()) {
+        if (rows.length >= MAX_NODES) break;
+        const task = `${view.run}:${n.node.replaceAll('/', ':')}`;
+        let state: string = n.state;
+        if (state === 'running') state = this.src.hub.store.queue.get(task)?.state === 'leased' ? 'running' : 'queued';
+        rows.push({
+          node: n.node, role: n.role, after: n.after, state, task,
+          ...(n.worker ? { worker: n.worker } : {}), ...(n.verdict ? { verdict: n.verdict } : {}),
+          ...(n.duration_ms !== undefined ? { ms: Math.round(n.duration_ms) } : {}),
+        });
+      }
+      return {
+        run: view.run, experiment: view.experiment, topology: view.topology, state: view.state,
+        ...(view.outcome?.verdict ? { verdict: view.outcome.verdict } : {}), ...(view.outcome?.reason ? { reason: view.outcome.reason } : {}),
+        submitted: p?.submitted ?? 0, done: p?.done ?? 0, failed: p?.failed ?? 0, running: p?.running ?? 0,
+        tokens_out: p?.tokens_out ?? 0, tokens_per_s: round(p?.tokens_per_s ?? 0, 1), elapsed_ms: Math.round(p?.elapsed_ms ?? 0),
+        nodes: rows, more: Math.max(0, nodes.size - rows.length),
+        ...(view.state === 'done' && this.hasReport(view.run, view.dir) ? { report: `/dashboard/report/${encodeURIComponent(view.run)}` } : {}),
+      };
+    });
+  }
+
+  /** Where a run's folder is, for its report (runs this hub drives only). */
+  runDir(run: string): string | undefined {
+    return this.src.runs()?.live().find((r) => r.view.run === run)?.view.dir;
+  }
+
+  private hasReport(run: string, dir: string): boolean {
+    if (this.reports.has(run)) return true;
+    if (!fs.existsSync(path.join(dir, 'report.html'))) return false;
+    this.reports.add(run);
+    return true;
+  }
+
+  /** The chart so far. */
+  history(): Sample[] { return this.chart; }
+
+  task(id: string): TaskRecord | undefined { return this.src.hub.store.queue.get(id); }
+
+  /** The answer a leased task is streaming, if its worker holds it. */
+  answer(rec: TaskRecord): Answer | undefined {
+    return rec.state === 'leased' && rec.worker ? this.src.hub.registry.get(rec.worker)?.inflight.get(rec.id)?.answer : undefined;
+  }
+
+  state(): DashState {
+    return { hub: this.hubView(), workers: this.workers(), queue: this.queue(), history: [...this.chart], runs: this.runs() };
+  }
+}
+
+const natural = new Intl.Collator('en', { numeric: true });
+const round = (n: number, d: number): number => (Number.isFinite(n) ? Math.round(n * 10 ** d) / 10 ** d : 0);
+
+function hostOf(w: WorkerEntry): string {
+  const a = w.conn.socket.remoteAddress ?? '';
+  return a === '127.0.0.1' || a === '::1' || a === '::ffff:127.0.0.1' ? 'local' : a.replace(/^::ffff:/, '');
+}
