@@ -20,6 +20,8 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
   runs: async () => (await import('./commands/runs.js')).registerRuns,
   plan: async () => (await import('./commands/plan.js')).registerPlan,
   deploy: async () => (await import('./commands/deploy.js')).registerDeploy,
+  dashboard: async () => (await import('./commands/dashboard.js')).registerDashboard,
+  top: async () => (await import('./commands/top.js')).registerTop,
 };
 
 const program = new Command()

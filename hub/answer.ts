@@ -29,6 +29,14 @@ export class Answer {
     return true;
   }
 
+  /** The pieces from `from` on, in order, up to the first gap, and the seq after them (live views read along). */
+  since(from: number): { text: string; next: number } {
+    let text = '';
+    let i = from;
+    for (let p = this.pieces.get(i); p !== undefined; p = this.pieces.get(++i)) text += p;
+    return { text, next: i };
+  }
+
   /** The final frame (`done:true`): every piece 0 … its seq − 1 must be there, none after it. */
   finish(text: string, seq?: number): Finished {
     const last = seq ?? this.nextSeq;

@@ -10,6 +10,7 @@ import type { TaskInput, TaskRecord } from './task.js';
 import type { RunManager } from './runs.js';
 import { handleRuns } from './runs-api.js';
 import { checkRolePlan } from './roles.js';
+import type { Dashboard, FeedOptions } from './dashboard/index.js';
 
 const MAX_BODY = 64 * 1024 * 1024;
 const readBody = (req: http.IncomingMessage): Promise<string> => readBodyMax(req, MAX_BODY);
@@ -24,6 +25,8 @@ export interface ControlOptions {
   /** Extra fields for /status (supervisor, mode, …). */
   status?: () => Record<string, unknown>;
   onShutdown?: () => void;
+  /** Dashboard stream settings (tests make it tick fast and stall early). */
+  dashboard?: Partial<FeedOptions>;
 }
 
 /** The hub's HTTP control API: status, submit, wait, metrics, kill, shutdown. Loopback by default. */
@@ -32,6 +35,8 @@ export class ControlServer {
   /** Topology runs; they need a state directory (their spec is journaled, their folders live there). */
   runs?: RunManager;
   private runsLoading?: Promise<void>;
+  private dash?: Dashboard;
+  private dashLoading?: Promise<Dashboard>;
   constructor(private readonly hub: Hub, private readonly opts: ControlOptions, private readonly log: Logger) {}
 
   async start(): Promise<{ host: string; port: number }> {
@@ -69,7 +74,19 @@ export class ControlServer {
     return this.runsLoading;
   }
 
+  /** The dashboard (page, event stream, tickets); its code loads on first use, like the runs'. */
+  dashboard(): Promise<Dashboard> {
+    this.dashLoading ??= import('./dashboard/index.js').then(({ Dashboard }) => {
+      void this.loadRuns().catch(() => {});
+      const port = (this.server?.address() as { port?: number } | null)?.port ?? this.opts.port;
+      this.dash = new Dashboard({ hub: this.hub, runs: () => this.runs, supervised: () => Number(this.opts.status?.().agents_wanted ?? 0) }, port, this.log.child({ part: 'dashboard' }), this.opts.dashboard);
+      return this.dash;
+    });
+    return this.dashLoading;
+  }
+
   async stop(): Promise<void> {
+    this.dash?.close();
     if (!this.server) return;
     this.server.closeAllConnections();
     await new Promise<void>((r) => this.server!.close(() => r()));
@@ -100,9 +117,10 @@ export class ControlServer {
   private async route(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://x');
     if (url.pathname === '/healthz') return send(res, 200, { ok: true });
-    if (this.opts.token && !safeEqual((req.headers.authorization ?? '').replace(/^Bearer /, ''), this.opts.token)) {
-      throw new SwarmError('SWARM_ERR_AUTH', 'missing or wrong bearer token');
-    }
+    const bearer = !this.opts.token || safeEqual((req.headers.authorization ?? '').replace(/^Bearer /, ''), this.opts.token);
+    if (url.pathname === '/dashboard' || url.pathname.startsWith('/dashboard/')) return (await this.dashboard()).route(req, res, url, bearer);
+    // The dashboard's page calls the routes below with its session cookie instead of the token.
+    if (!bearer && !this.dash?.authorized(req)) throw new SwarmError('SWARM_ERR_AUTH', 'missing or wrong bearer token');
     const key = `${req.method} ${url.pathname}`;
     if (key === 'GET /status') return send(res, 200, this.status());
     if (key === 'GET /metrics') {

@@ -9,6 +9,7 @@ import {
 } from '../topologies/index.js';
 import { RunFolder } from '../topologies/artifacts.js';
 import { makePassport } from '../topologies/passport.js';
+import type { NodeRecord } from '../topologies/report.js';
 import type { Hub } from './hub.js';
 import { isFinal, type TaskRecord } from './task.js';
 
@@ -137,6 +138,11 @@ export class RunManager {
     this.o.log.info({ run, reason, tasks: ids.length }, 'run cancelled');
     await a.done;
     return { ...this.get(run)!, cancelled: true, tasks_cancelled: ids.length };
+  }
+
+  /** Runs started or resumed by this hub, oldest first, with their nodes so far (for live views). */
+  live(): { view: RunView; nodes: ReadonlyMap<string, NodeRecord> }[] {
+    return [...this.active].map(([run, a]) => ({ view: this.get(run)!, nodes: a.folder.nodes }));
   }
 
   /** Wait for a run started here to end. */

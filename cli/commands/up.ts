@@ -17,7 +17,7 @@ import { parseEngineMode, type EngineMode } from '../shared-engine.js';
 
 interface UpOptions extends HubCliOptions {
   agents: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; engine: EngineMode; failover: boolean; caps?: string;
-  detach: boolean; json: boolean; readyTimeout: number;
+  detach: boolean; json: boolean; readyTimeout: number; dashboard: boolean;
 }
 
 const CLI = fileURLToPath(new URL('../main.js', import.meta.url));
@@ -37,6 +37,7 @@ export function registerUp(program: Command): void {
     .option('-d, --detach', 'return once ready; the swarm keeps running (stop it with `swarm down`)', false)
     .option('--ready-timeout <ms>', 'give up if the workers are not ready in time', int('--ready-timeout', 1), 120_000)
     .option('--json', 'print the summary as JSON', false)
+    .option('--dashboard', 'once ready, print a one-time dashboard link and open it (see `swarm dashboard`)', false)
     .action(async (o: UpOptions) => {
       try {
         // Once, here: workers get the resulting path and never make or download a model themselves.
@@ -73,6 +74,7 @@ async function upForeground(o: UpOptions, model: ChosenModel): Promise<void> {
     throw new SwarmError('SWARM_ERR_TIMEOUT', `only ${running.hub.registry.size}/${o.agents} workers ready after ${o.readyTimeout} ms; see ${path.join(dir, 'logs')}`);
   }
   summary(o, model, running.file, dir, performance.now() - t0, false);
+  if (o.dashboard) await (await import('./dashboard.js')).openDashboard(running.file, { open: true, json: o.json });
   if (!o.json) process.stderr.write('running in the foreground; Ctrl-C stops every process of the swarm\n');
   await running.stopped;
   process.exit(interrupted ? Exit.OK : Exit.OK);
@@ -123,6 +125,7 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
     throw new SwarmError(exited ? 'SWARM_ERR_INTERNAL' : 'SWARM_ERR_TIMEOUT', `${exited ?? `only ${count}/${o.agents} workers ready after ${o.readyTimeout} ms`}${tail ? `\n${tail}` : ''}`);
   }
   summary(o, model, hub, dir, performance.now() - t0, true);
+  if (o.dashboard) await (await import('./dashboard.js')).openDashboard(hub, { open: true, json: o.json });
   process.exit(Exit.OK);
 }
 
