@@ -220,7 +220,7 @@ export class Hub {
     }
     const w: WorkerEntry = {
       id, role: p.role ?? '', status: 'idle', state: 'IDLE', lastSeen: now, connectedAt: now, driver: p.driver,
-      caps: p.caps, slots: p.slots, inflight: new Map(), conn, pid: p.pid, load: 0, freedAt: now, done: 0,
+      caps: p.caps, slots: p.slots, inflight: new Map(), conn, pid: p.pid, load: 0, freedAt: performance.now(), done: 0,
       session: randomId() + randomId(),
     };
     conn.peer = id;
