@@ -13,6 +13,7 @@ import { Watchdog } from './watchdog.js';
 import { HubReplicator } from './replicate.js';
 import { Answer } from './answer.js';
 import { RoleAssigner, checkRolePlan, type RolePlan } from './roles.js';
+import { checkTasksFit } from './bounds.js';
 
 /** Bound on one task's streamed answer held by the hub. */
 const MAX_ANSWER = 16 * 1024 * 1024;
@@ -87,6 +88,7 @@ export class Hub {
 
   /** Submit tasks; resolves once they are journaled. */
   async submit(specs: readonly TaskInput[]) {
+    checkTasksFit(specs, this.config.maxLine);
     const out = await this.store.submitMany(specs);
     const now = performance.now();
     for (const r of out) if (!r.duplicate) { this.metrics.submitted++; this.readyAt.set(r.record.id, now); this.failover.changed(r.record, true); }

@@ -5,7 +5,23 @@ import { DEFAULT_MAX_LINE } from './types.js';
 /** Receives what a decoder finds: decoded values and framing errors. */
 export interface FrameSink {
   frame(value: unknown): void;
-  error(code: ErrorCode, msg: string, fatal?: boolean): void;
+  /** `about`: what the head of a dropped frame says it was (its envelope id, its task), so the answer can name it. */
+  error(code: ErrorCode, msg: string, fatal?: boolean, about?: FrameHead): void;
+}
+
+/** Ids read from the first bytes of a frame too long to decode. */
+export interface FrameHead { re?: string; task_id?: string }
+
+/**
+ * The envelope `id` and payload `task_id` of an over-long line, from its first bytes (an encoder
+ * writes the envelope and `task_id` first). Lets a receiver that must drop a TASK_REQ say which
+ * task it was, so that attempt fails at once instead of waiting out its lease.
+ */
+export function frameHead(head: Buffer): FrameHead {
+  const text = head.subarray(0, 2048).toString('utf8');
+  const id = /"id"\s*:\s*"([^"\\]{1,128})"/.exec(text)?.[1];
+  const task = /"task_id"\s*:\s*"([^"\\]{1,128})"/.exec(text)?.[1];
+  return { ...(id ? { re: id } : {}), ...(task ? { task_id: task } : {}) };
 }
 
 /** A decoder takes bytes and does no I/O. `detach()` stops it and returns the unconsumed bytes. */
@@ -48,8 +64,9 @@ export class LineDecoder implements Decoder {
         continue;
       }
       if (this.size + tail.length > this.maxLine) {
+        const head = frameHead(this.head(tail));
         this.parts = []; this.size = 0;
-        this.sink.error('SWARM_ERR_LINE_TOO_LONG', `line longer than ${this.maxLine} bytes`);
+        this.sink.error('SWARM_ERR_LINE_TOO_LONG', `line longer than ${this.maxLine} bytes`, false, head);
         continue;
       }
       const line = this.size === 0 ? tail : Buffer.concat([...this.parts, tail]);
@@ -69,12 +86,21 @@ export class LineDecoder implements Decoder {
     return out;
   }
 
+  /** The first bytes of the line being dropped (buffered parts, then `more`). */
+  private head(more: Buffer): Buffer {
+    const out: Buffer[] = [];
+    let n = 0;
+    for (const p of [...this.parts, more]) { if (n >= 2048) break; out.push(p); n += p.length; }
+    return Buffer.concat(out).subarray(0, 2048);
+  }
+
   private append(bytes: Buffer): void {
     if (this.discarding || bytes.length === 0) return;
     if (this.size + bytes.length > this.maxLine) {
       // Report once, then drop everything up to the next newline without buffering it.
+      const head = frameHead(this.head(bytes));
       this.parts = []; this.size = 0; this.discarding = true;
-      this.sink.error('SWARM_ERR_LINE_TOO_LONG', `line longer than ${this.maxLine} bytes`);
+      this.sink.error('SWARM_ERR_LINE_TOO_LONG', `line longer than ${this.maxLine} bytes`, false, head);
       return;
     }
     // Copy: the socket may reuse its buffer.

@@ -166,13 +166,13 @@ export class Connection {
         this.protocolError(v.code, v.msg, v.re, false, value);
       }
     },
-    error: (code, msg, fatal) => {
+    error: (code, msg, fatal, about) => {
       if (this.closed) return;
-      this.protocolError(code, msg, undefined, fatal);
+      this.protocolError(code, about?.task_id ? `${msg} (TASK_REQ of task ${about.task_id})` : msg, about?.re, fatal, undefined, about?.task_id);
     },
   };
 
-  private protocolError(code: Code, msg: string, re?: string, fatal = false, frame?: unknown): void {
+  private protocolError(code: Code, msg: string, re?: string, fatal = false, frame?: unknown, taskId?: string): void {
     // Count bad frames within a minute of each other: a long-lived peer is not cut off for rare slips.
     const now = Date.now();
     if (now - this.lastBadAt > 60_000) this.badFrames = 0;
@@ -184,6 +184,6 @@ export class Connection {
       this.sendError('SWARM_ERR_TOO_MANY_ERRORS', `${this.badFrames} bad frames; last: ${code}`);
       return;
     }
-    this.sendError(code, msg, { re });
+    this.sendError(code, msg, { re, ...(taskId !== undefined ? { task_id: taskId } : {}) });
   }
 }

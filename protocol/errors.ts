@@ -39,6 +39,7 @@ export const ErrorCode = {
   SWARM_ERR_STREAM_GAP: { status: 502, fatal: false, doc: 'A streamed answer ended (done:true) with pieces missing by `seq`; that attempt failed and the task is retried.' },
   SWARM_ERR_CANCELLED: { status: 409, fatal: false, doc: 'The task was cancelled (its run was cancelled); hub to worker: stop running it.' },
   SWARM_ERR_INTERNAL: { status: 500, fatal: false, doc: 'An unexpected internal error; please report it.' },
+  SWARM_ERR_TOO_LARGE: { status: 400, fatal: false, doc: 'A task cannot be sent to a worker: its fields do not fit in one protocol line, or its json_schema is nested too deep or too big; the message names the limit.' },
 } as const;
 export type ErrorCode = keyof typeof ErrorCode;
 

@@ -1,0 +1,51 @@
+import { SwarmError } from '../protocol/index.js';
+
+/**
+ * Room a TASK_REQ needs besides the task's own fields: the envelope (ver, id, type, src, dst up to
+ * 128 characters each, re) and the fields the hub adds (task_id, attempt). Generous on purpose.
+ */
+export const ENVELOPE_RESERVE = 2048;
+/** Deepest nesting a json_schema may have (msgpack frames allow 64 levels; schemas need far fewer). */
+export const MAX_SCHEMA_DEPTH = 32;
+/** Most nodes (objects, arrays, values) a json_schema may hold. */
+export const MAX_SCHEMA_NODES = 20_000;
+
+/**
+ * Check, before anything is journaled, that every task can be sent to a worker: its fields must fit
+ * in one protocol line (`maxLine` bytes, the envelope's reserve left over) as JSON encodes them,
+ * and a json_schema must be bounded in depth and size. Walks iteratively: a 50,000-level schema is
+ * refused here, not a stack overflow later. Throws SWARM_ERR_TOO_LARGE naming the task, the field
+ * and the limit.
+ */
+export function checkTasksFit(specs: readonly unknown[], maxLine: number): void {
+  const room = maxLine - ENVELOPE_RESERVE;
+  specs.forEach((spec, i) => {
+    if (!spec || typeof spec !== 'object') return; // the schema says what is wrong with it
+    const s = spec as Record<string, unknown>;
+    const name = typeof s.id === 'string' ? `task ${s.id.slice(0, 128)}` : `task #${i + 1}`;
+    if (s.json_schema !== undefined) checkSchema(s.json_schema, name);
+    let total = 2;
+    let largest = { field: '', bytes: 0 };
+    for (const [field, value] of Object.entries(s)) {
+      const bytes = Buffer.byteLength(JSON.stringify(value) ?? '') + Buffer.byteLength(field) + 4;
+      total += bytes;
+      if (bytes > largest.bytes) largest = { field, bytes };
+    }
+    if (total > room) {
+      throw new SwarmError('SWARM_ERR_TOO_LARGE',
+        `${name} is ${total} bytes as JSON (${largest.field}: ${largest.bytes}); a task must fit in one ${maxLine}-byte protocol line (--max-line) less ${ENVELOPE_RESERVE} bytes of envelope: at most ${room} bytes`);
+    }
+  });
+}
+
+function checkSchema(schema: unknown, name: string): void {
+  const stack: [unknown, number][] = [[schema, 1]];
+  let nodes = 0;
+  while (stack.length) {
+    const [v, depth] = stack.pop()!;
+    if (++nodes > MAX_SCHEMA_NODES) throw new SwarmError('SWARM_ERR_TOO_LARGE', `${name}: json_schema has more than ${MAX_SCHEMA_NODES} nodes`);
+    if (!v || typeof v !== 'object') continue;
+    if (depth > MAX_SCHEMA_DEPTH) throw new SwarmError('SWARM_ERR_TOO_LARGE', `${name}: json_schema is nested deeper than ${MAX_SCHEMA_DEPTH} levels`);
+    for (const child of Object.values(v)) stack.push([child, depth + 1]);
+  }
+}
