@@ -22,6 +22,7 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
   deploy: async () => (await import('./commands/deploy.js')).registerDeploy,
   dashboard: async () => (await import('./commands/dashboard.js')).registerDashboard,
   top: async () => (await import('./commands/top.js')).registerTop,
+  certs: async () => (await import('./commands/certs.js')).registerCerts,
 };
 
 const program = new Command()

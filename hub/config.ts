@@ -10,6 +10,8 @@ export const HubConfigSchema = z.object({
   token: z.string().min(8).optional(),
   tlsCert: z.string().optional(),
   tlsKey: z.string().optional(),
+  /** Workers must present a certificate signed by this CA (mutual TLS on the worker port). */
+  tlsCa: z.string().optional(),
   stateDir: z.string().optional(),
   heartbeatMs: z.number().int().positive().default(2000),
   deadAfterMs: z.number().int().positive().default(10000),
@@ -50,6 +52,11 @@ export function hubConfig(input: z.input<typeof HubConfigSchema>): HubConfig {
   if (c.token && isPlaceholderToken(c.token) && (!isLoopback(c.host) || !isLoopback(c.controlHost))) {
     throw new SwarmError('SWARM_ERR_INSECURE_BIND', `refusing to bind ${isLoopback(c.host) ? c.controlHost : c.host} with a placeholder or short token: set a long random one (e.g. \`openssl rand -hex 24\`)`);
   }
+  if (!isLoopback(c.controlHost) && !c.tlsCert) {
+    // The token would cross the network in clear text.
+    throw new SwarmError('SWARM_ERR_INSECURE_BIND', `refusing to serve the control API on ${c.controlHost} without TLS (--tls-cert and --tls-key)`);
+  }
+  if (c.tlsCa !== undefined && c.tlsCert === undefined) throw new SwarmError('SWARM_ERR_CONFIG', '--tls-ca needs --tls-cert and --tls-key');
   if ((c.tlsCert === undefined) !== (c.tlsKey === undefined)) {
     throw new SwarmError('SWARM_ERR_CONFIG', 'TLS needs both --tls-cert and --tls-key');
   }

@@ -64,9 +64,13 @@ export class Hub {
     this.store.onChange((rec) => { this.metrics.taskFinished(rec); this.failover.changed(rec); });
     const onSocket = (s: net.Socket) => this.accept(s);
     this.server = this.config.tlsCert && this.config.tlsKey
-      ? tls.createServer({ cert: fs.readFileSync(this.config.tlsCert), key: fs.readFileSync(this.config.tlsKey) }, onSocket)
+      ? tls.createServer({ cert: fs.readFileSync(this.config.tlsCert), key: fs.readFileSync(this.config.tlsKey),
+        // With a CA, a worker without a certificate it signed is refused in the TLS handshake.
+        ...(this.config.tlsCa ? { ca: fs.readFileSync(this.config.tlsCa), requestCert: true, rejectUnauthorized: true } : {}) }, onSocket)
       : net.createServer(onSocket);
     this.server.maxConnections = 20_000;
+    // A worker that does not trust our certificate (or presents none we trust) fails in the handshake: log it here too.
+    this.server.on('tlsClientError', (err: Error, s: net.Socket) => this.log.warn({ remote: s.remoteAddress, err: err.message }, 'worker link refused in the TLS handshake'));
     try {
       await listen(this.server, this.config.port, this.config.host);
     } catch (err) {

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { Connection, Type, type AnyMessage, type Message, type Payload } from '../protocol/index.js';
 
 /** Where the hub is; called before every (re)connect so a restarted hub on a new port is found. */
-export type HubLocator = () => Promise<{ host: string; port: number; tls?: boolean; ca?: string }>;
+export type HubLocator = () => Promise<{ host: string; port: number; tls?: boolean; ca?: string; cert?: string; key?: string }>;
 
 export type ClientStatus =
   | { type: 'connected'; workerId: string }
@@ -93,7 +93,8 @@ export class WorkerClient {
     const tls = where.tls ? await import('node:tls') : undefined; // only a TLS link pays for loading it
     const socket = await new Promise<net.Socket>((resolve, reject) => {
       const s: net.Socket = tls
-        ? tls.connect({ host: where.host, port: where.port, ca: where.ca, rejectUnauthorized: where.ca !== undefined, servername: where.host }, () => resolve(s))
+        // cert/key: this worker's own certificate, for a hub that asks for one (mutual TLS).
+        ? tls.connect({ host: where.host, port: where.port, ca: where.ca, cert: where.cert, key: where.key, rejectUnauthorized: where.ca !== undefined, servername: net.isIP(where.host) ? undefined : where.host }, () => resolve(s))
         : net.connect({ host: where.host, port: where.port }, () => resolve(s));
       s.once('error', reject);
     });

@@ -12,6 +12,8 @@ export interface AgentFailoverOptions {
   port?: number;
   /** The address peers should dial, if not the bound one (a proxy, a port forward). */
   advertise?: string;
+  /** The host peers should dial, with the bound port (the address other machines reach this one at). */
+  advertiseHost?: string;
   /** TLS on the peer port and peer links (the hub's rules: see `TcpTransportOptions.tls`). */
   tls?: { cert: string | Buffer; key: string | Buffer; ca?: string | Buffer };
   membership?: Partial<MembershipConfig>;
@@ -50,7 +52,7 @@ export class AgentFailover {
   private readonly waiting = new Map<string, { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
 
   constructor(selfId: string, token: string | undefined, slots: number, execute: Execute, private readonly opts: AgentFailoverOptions, private readonly log: Logger) {
-    this.transport = new TcpTransport({ host: opts.host, port: opts.port, advertise: opts.advertise, token, tls: opts.tls, log });
+    this.transport = new TcpTransport({ host: opts.host, port: opts.port, advertise: opts.advertise, advertiseHost: opts.advertiseHost, token, tls: opts.tls, log });
     const catchUpMs = opts.catchUpMs ?? 50;
     this.node = new GossipNode({ id: selfId, transport: this.transport, execute, slots, log, membership: opts.membership, hubMonitor: opts.hubMonitor,
       coordinator: {

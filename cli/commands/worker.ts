@@ -23,7 +23,7 @@ export function workerArgs(o: { driver: string; driverOpt: Record<string, string
 interface WorkerCliOptions {
   hub?: { host: string; port: number }; stateDir?: string; id?: string; count: number; driver: string;
   driverOpt: Record<string, string>; model?: string; role?: string; caps?: string; slots: number; token?: string;
-  tls: boolean; tlsCa?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost: string; peerPort: number; peerPorts?: string; peerAdvertise?: string; hubLapseMs?: number;
+  tls: boolean; tlsCa?: string; tlsCert?: string; tlsKey?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost?: string; advertise?: string; peerPort: number; peerPorts?: string; peerAdvertise?: string; hubLapseMs?: number;
   peerTlsCert?: string; peerTlsKey?: string; peerTlsCa?: string;
 }
 
@@ -43,10 +43,13 @@ export function registerWorker(program: Command): void {
     .option('--token <secret>', 'hub token (env SWARM_TOKEN, or the state directory)')
     .option('--tls', 'connect with TLS')
     .option('--tls-ca <file>', 'CA certificate that signed the hub certificate')
+    .option('--tls-cert <file>', 'this worker\'s certificate, for a hub that asks for one (default: --peer-tls-cert)')
+    .option('--tls-key <file>', 'its key (default: --peer-tls-key)')
     .option('--no-msgpack', 'speak NDJSON only')
     .option('--log-file <file>', 'write logs here instead of stderr')
     .option('--failover', 'hybrid star-gossip failover: each worker opens a peer port and the run goes on if the hub dies', false)
-    .option('--peer-host <addr>', 'bind address of the peer ports (off loopback needs a token)', '127.0.0.1')
+    .option('--peer-host <addr>', 'bind address of the peer ports (off loopback needs a token; default: loopback for a local hub, else the local address that reaches the hub)')
+    .option('--advertise <host>', 'the address other hosts reach this one at (default: the peer host, or for a wildcard bind the local address that reaches the hub)')
     .option('--peer-port <n>', 'first peer port (0 = any free port; with --count K, K ports from here)', int('--peer-port'), 0)
     .option('--peer-ports <list>', 'comma-separated peer ports, one per worker (overrides --peer-port)')
     .option('--peer-advertise <list>', 'comma-separated host:port peers should dial, one per worker (a proxy, a port forward)')
@@ -65,12 +68,14 @@ export function registerWorker(program: Command): void {
         const dir = stateDir(o.stateDir);
         const fixed = o.hub;
         if (!fixed && !readHubFile(dir)) throw new SwarmError('SWARM_ERR_NO_SWARM', `no --hub given and no hub in ${dir}`);
-        const ca = o.tlsCa ? (await import('node:fs')).readFileSync(o.tlsCa, 'utf8') : undefined;
+        const ca = o.tlsCa ? fs.readFileSync(o.tlsCa, 'utf8') : undefined;
+        const certFile = o.tlsCert ?? o.peerTlsCert, keyFile = o.tlsKey ?? o.peerTlsKey;
+        const own = certFile && keyFile ? { cert: fs.readFileSync(certFile, 'utf8'), key: fs.readFileSync(keyFile, 'utf8') } : {};
         const locate: HubLocator = async () => {
-          if (fixed) return { ...fixed, tls: o.tls || ca !== undefined, ca };
+          if (fixed) return { ...fixed, tls: o.tls || ca !== undefined, ca, ...own };
           const h = readHubFile(dir);
           if (!h) throw new SwarmError('SWARM_ERR_NO_SWARM', `no hub in ${dir}`);
-          return { host: h.host === '0.0.0.0' || h.host === '::' ? '127.0.0.1' : h.host, port: h.port, tls: h.tls || o.tls, ca };
+          return { host: h.host === '0.0.0.0' || h.host === '::' ? '127.0.0.1' : h.host, port: h.port, tls: h.tls || o.tls, ca, ...own };
         };
         const model = await chooseModel(o.driver, o.model);
         await loadDriver(o.driver); // only this worker's driver: its options are checked before we connect
@@ -79,11 +84,15 @@ export function registerWorker(program: Command): void {
         const ids = o.count === 1 ? [base] : Array.from({ length: o.count }, (_, i) => `${base}-${i + 1}`);
         const pool = new WorkerPool({
           ids, locate, token, role: o.role, slots: o.slots, msgpack: o.msgpack,
-          ...(o.failover ? { failover: failoverOptions(o), statusFile: failoverStatusPath(dir) } : {}),
+          ...(o.failover ? { failover: { ...failoverOptions(o), ...(await peerAddress(o, fixed)) }, statusFile: failoverStatusPath(dir) } : {}),
           caps: o.caps ? o.caps.split(',').map((c) => c.trim()).filter(Boolean) : [],
           driver: { name: o.driver, ...(model.path ? { model: model.path } : {}), options: o.driverOpt },
         }, log);
-        for (const a of pool.agents) a.client.onStatus(() => void loadLogger());
+        for (const a of pool.agents) a.client.onStatus((s) => {
+          void loadLogger();
+          // A refused join says why, once and then now and then (the loop retries: a hub may be restarting).
+          if (s.type === 'reconnecting' && (s.attempt === 1 || s.attempt % 30 === 0)) log.warn({ attempt: s.attempt, error: joinError(s.error) }, 'cannot join the hub');
+        });
         const onSignal = () => void pool.stop('signal').then(() => process.exit(0));
         process.once('SIGINT', onSignal);
         process.once('SIGTERM', onSignal);
@@ -115,5 +124,45 @@ function failoverOptions(o: WorkerCliOptions): { host: string; port: number; por
   const tls = o.peerTlsCert && o.peerTlsKey
     ? { cert: fs.readFileSync(o.peerTlsCert, 'utf8'), key: fs.readFileSync(o.peerTlsKey, 'utf8'), ...(o.peerTlsCa ? { ca: fs.readFileSync(o.peerTlsCa, 'utf8') } : {}) }
     : undefined;
-  return { host: o.peerHost, port: o.peerPort, ports, advertise: list(o.peerAdvertise, '--peer-advertise'), ...(hubMonitor ? { hubMonitor } : {}), ...(tls ? { tls } : {}) };
+  return { host: o.peerHost ?? '127.0.0.1', port: o.peerPort, ports, advertise: list(o.peerAdvertise, '--peer-advertise'), ...(hubMonitor ? { hubMonitor } : {}), ...(tls ? { tls } : {}) };
+}
+
+const WILDCARD = new Set(['0.0.0.0', '::']);
+const isLocal = (h: string) => h === 'localhost' || h === '::1' || h.startsWith('127.');
+
+/**
+ * Where the peer ports bind and what they advertise. Peers on other machines must be able to dial
+ * the advertised address, so for a hub on another machine neither is loopback: by default the
+ * ports bind the local address that reaches the hub (the route's source address), and a wildcard
+ * bind advertises that address.
+ */
+async function peerAddress(o: WorkerCliOptions, hub?: { host: string; port: number }): Promise<{ host: string; advertiseHost?: string }> {
+  const remote = hub !== undefined && !isLocal(hub.host);
+  const toward = remote ? await localAddressToward(hub.host, hub.port) : undefined;
+  const host = o.peerHost ?? toward ?? '127.0.0.1';
+  const advertiseHost = o.advertise ?? (WILDCARD.has(host) ? toward : undefined);
+  if (remote && WILDCARD.has(host) && !advertiseHost) throw new SwarmError('SWARM_ERR_CONFIG', `--peer-host ${host}: give --advertise, the address other hosts reach this one at`);
+  return { host, ...(advertiseHost ? { advertiseHost } : {}) };
+}
+
+/** The local address the kernel would send from to reach host:port (a UDP connect sends nothing). */
+export async function localAddressToward(host: string, port: number): Promise<string> {
+  const dgram = await import('node:dgram');
+  const { isIPv6 } = await import('node:net');
+  const s = dgram.createSocket(isIPv6(host) ? 'udp6' : 'udp4');
+  try {
+    return await new Promise<string>((resolve, reject) => {
+      s.once('error', reject);
+      s.connect(port, host, () => resolve(s.address().address));
+    });
+  } catch (err) {
+    throw new SwarmError('SWARM_ERR_CONFIG', `no route to the hub at ${host}:${port}: ${(err as Error).message}`);
+  } finally { s.close(); }
+}
+
+/** A join error in the operator's words: a TLS refusal names the option that fixes it. */
+function joinError(msg: string): string {
+  if (/certificate|self.signed|altnames|unable to verify/i.test(msg)) return `${msg} (TLS: the hub's certificate is not trusted; --tls-ca names the CA that signed it)`;
+  if (/alert|handshake failure|peer did not return a certificate/i.test(msg)) return `${msg} (TLS: the hub refused this worker's certificate; --tls-cert/--tls-key, signed by the hub's --tls-ca)`;
+  return msg;
 }

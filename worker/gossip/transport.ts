@@ -22,6 +22,8 @@ export interface TcpTransportOptions {
   idleMs?: number;
   /** The address peers should dial, if not the bound one (a port forward, a proxy, a container). */
   advertise?: string;
+  /** The host peers should dial, with the bound port (a wildcard bind on a machine others reach at this address). */
+  advertiseHost?: string;
   /**
    * TLS on peer links, as on the hub's port: the peer port serves `cert`/`key`, and outgoing links
    * verify the peer's certificate against `ca` when one is given (like a worker's link to the hub).
@@ -90,7 +92,7 @@ export class TcpTransport implements Transport {
     });
     const a = server.address() as net.AddressInfo;
     this.bound = a.family === 'IPv6' ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`;
-    this.address = this.opts.advertise ?? this.bound;
+    this.address = this.opts.advertise ?? (this.opts.advertiseHost ? `${net.isIPv6(this.opts.advertiseHost) ? `[${this.opts.advertiseHost}]` : this.opts.advertiseHost}:${a.port}` : this.bound);
     this.idleTimer = setInterval(() => this.reapIdle(), Math.max(1000, (this.opts.idleMs ?? 10_000) / 2));
     this.idleTimer.unref();
     return this.address;
