@@ -1,6 +1,47 @@
+import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
 import { SwarmError, isErrorCode } from '../protocol/index.js';
-import type { HubFile } from './state.js';
+
+/**
+ * Where a control API is and how to reach it: a local hub's hub.json, or a remote swarm named by
+ * `--hub-url https://host:port` (SWARM_HUB_URL) with `--token` (SWARM_TOKEN) and the CA that signed
+ * its certificate (`--tls-ca`, SWARM_TLS_CA).
+ */
+export interface ControlTarget {
+  control: { host: string; port: number; tls?: boolean; ca?: string; ca_file?: string };
+  token?: string;
+}
+
+/** The options every command that talks to a control API takes. */
+export interface RemoteOptions { hubUrl?: string; token?: string; tlsCa?: string }
+
+/** The remote control API the options (or the environment) name, or undefined for the local one. */
+export function remoteTarget(o: RemoteOptions): ControlTarget | undefined {
+  const raw = o.hubUrl ?? process.env.SWARM_HUB_URL;
+  if (!raw) return undefined;
+  let url: URL;
+  try { url = new URL(raw); } catch { throw new SwarmError('SWARM_ERR_CONFIG', `--hub-url: not a URL: ${raw}`); }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new SwarmError('SWARM_ERR_CONFIG', `--hub-url: expected https://host:port, got ${raw}`);
+  const tls = url.protocol === 'https:';
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  // A token in clear text across machines is the one thing to refuse: plain http only to loopback.
+  if (!tls && !/^(127\.|::1$|localhost$)/.test(host)) throw new SwarmError('SWARM_ERR_INSECURE_BIND', `--hub-url: a remote control API is reached over https, not ${raw}`);
+  const token = o.token ?? process.env.SWARM_TOKEN;
+  const caFile = o.tlsCa ?? process.env.SWARM_TLS_CA;
+  let ca: string | undefined;
+  if (caFile) { try { ca = fs.readFileSync(caFile, 'utf8'); } catch (err) { throw new SwarmError('SWARM_ERR_CONFIG', `--tls-ca: ${(err as Error).message}`); } }
+  return { control: { host, port: Number(url.port || (tls ? 443 : 80)), tls, ca }, token };
+}
+
+/** Add --hub-url, --token and --tls-ca to a command that talks to the control API. */
+export function remoteOptions<C extends { option(flags: string, description: string): C }>(cmd: C): C {
+  return cmd
+    .option('--hub-url <url>', 'a remote swarm\'s control API, https://host:port (env SWARM_HUB_URL); else the state directory\'s hub')
+    .option('--token <secret>', 'the remote swarm\'s token (env SWARM_TOKEN)')
+    .option('--tls-ca <file>', 'CA certificate that signed the remote control API\'s certificate (env SWARM_TLS_CA)');
+}
 
 /** Methods that may be sent twice: a retry cannot do anything twice. */
 const IDEMPOTENT = new Set(['GET', 'HEAD']);
@@ -10,7 +51,7 @@ const IDEMPOTENT = new Set(['GET', 'HEAD']);
  * request that fails because a pooled keep-alive socket was closed under it (the server closed the
  * idle connection as we reused it) is sent once more on a fresh socket.
  */
-export async function call<T>(hub: HubFile, method: string, path: string, body?: unknown, timeoutMs = 30_000): Promise<T> {
+export async function call<T>(hub: ControlTarget, method: string, path: string, body?: unknown, timeoutMs = 30_000): Promise<T> {
   try {
     return await attempt<T>(hub, method, path, body, timeoutMs);
   } catch (err) {
@@ -24,11 +65,17 @@ class StaleSocket extends Error {
   constructor(readonly error: SwarmError) { super(error.message); }
 }
 
-function attempt<T>(hub: HubFile, method: string, path: string, body: unknown, timeoutMs: number): Promise<T> {
+function attempt<T>(hub: ControlTarget, method: string, path: string, body: unknown, timeoutMs: number): Promise<T> {
   const data = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
   return new Promise((resolve, reject) => {
-    const req = http.request({
-      host: hub.control.host, port: hub.control.port, method, path, timeout: timeoutMs,
+    const c = hub.control;
+    let ca = c.ca;
+    if (c.tls && ca === undefined && c.ca_file) { try { ca = fs.readFileSync(c.ca_file, 'utf8'); } catch { /* then the system's CAs */ } }
+    // Over TLS the certificate is checked against the given CA (else the system's); an IP is checked
+    // against the certificate's IP names, a name against its DNS names.
+    const req = (c.tls ? https : http).request({
+      host: c.host, port: c.port, method, path, timeout: timeoutMs,
+      ...(c.tls ? { ca, servername: net.isIP(c.host) ? undefined : c.host } : {}),
       headers: {
         ...(data !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } : {}),
         ...(hub.token ? { authorization: `Bearer ${hub.token}` } : {}),
@@ -51,7 +98,10 @@ function attempt<T>(hub: HubFile, method: string, path: string, body: unknown, t
     req.on('timeout', () => req.destroy(new SwarmError('SWARM_ERR_TIMEOUT', `control API did not answer ${method} ${path} in ${timeoutMs} ms`)));
     req.on('error', (err: NodeJS.ErrnoException) => {
       if (err instanceof SwarmError) { reject(err); return; }
-      const e = new SwarmError('SWARM_ERR_NO_SWARM', `cannot reach the hub's control API: ${err.message}`);
+      const tlsRefused = c.tls && /certificate|self.signed|altnames|SSL|TLS/i.test(`${err.code} ${err.message}`);
+      const e = tlsRefused
+        ? new SwarmError('SWARM_ERR_AUTH', `the control API at ${c.host}:${c.port} is not trusted: ${err.message} (${err.code ?? 'TLS'}); give the CA that signed it with --tls-ca`)
+        : new SwarmError('SWARM_ERR_NO_SWARM', `cannot reach the hub's control API at ${c.host}:${c.port}: ${err.message}`);
       // Node's own pattern: a reused keep-alive socket that resets before any answer is safe to retry.
       reject(req.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE') ? new StaleSocket(e) : e);
     });

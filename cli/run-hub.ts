@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { SwarmError } from '../protocol/index.js';
-import { ControlServer, Hub, Supervisor, hubConfig, procStart, type HubConfig } from '../hub/index.js';
+import { ControlServer, Hub, Supervisor, hubConfig, isLoopback, procStart, type HubConfig } from '../hub/index.js';
 import { hubIsOurs } from './running.js';
 import { VERSION, readHubFile, removeHubFile, writeHubFile, type HubFile } from './state.js';
 export { logPath, newToken } from './state.js';
@@ -70,8 +70,11 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
     })();
     return stopping;
   };
+  // Off loopback the control API speaks HTTPS with the hub's certificate (hubConfig refuses it without one).
+  const controlTls = !isLoopback(config.controlHost) && config.tlsCert && config.tlsKey
+    ? { cert: fs.readFileSync(config.tlsCert), key: fs.readFileSync(config.tlsKey) } : undefined;
   const controlOpts = {
-    host: config.controlHost, port: controlPort, token: config.token,
+    host: config.controlHost, port: controlPort, token: config.token, tls: controlTls,
     status: () => ({
       state_dir: o.dir, agents_wanted: o.agents ?? 0, supervised_pids: supervisor?.pids() ?? [],
       engine: engine ? { mode: 'shared', url: engine.url, pid: engine.pid } : { mode: 'per-worker' },
@@ -86,7 +89,8 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
     caddr = await control.start();
   }
   const file: HubFile = {
-    pid: process.pid, host: addr.host, port: addr.port, control: caddr, token: config.token,
+    pid: process.pid, host: addr.host, port: addr.port, token: config.token,
+    control: controlTls ? { ...caddr, tls: true, ...(config.tlsCa ? { ca_file: config.tlsCa } : { ca_file: config.tlsCert }) } : caddr,
     tls: Boolean(config.tlsCert), started_at: Date.now(), version: VERSION, agents: o.agents, proc_start: procStart(process.pid),
   };
   writeHubFile(o.dir, file);

@@ -8,7 +8,8 @@ export interface HubFile {
   pid: number;
   host: string;
   port: number;
-  control: { host: string; port: number };
+  /** The control API; `tls` when it serves HTTPS (off loopback), verified against `ca_file`. */
+  control: { host: string; port: number; tls?: boolean; ca_file?: string };
   token?: string;
   tls?: boolean;
   /** The hub process's start time (/proc/PID/stat): with `pid`, tells it from a later process given the same pid. */

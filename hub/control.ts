@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { SwarmError, safeEqual } from '../protocol/index.js';
@@ -22,6 +23,8 @@ export interface ControlOptions {
   host: string;
   port: number;
   token?: string;
+  /** Serve HTTPS with this certificate: a control API reachable from other machines carries the token. */
+  tls?: { cert: Buffer | string; key: Buffer | string };
   /** Extra fields for /status (supervisor, mode, …). */
   status?: () => Record<string, unknown>;
   onShutdown?: () => void;
@@ -40,9 +43,10 @@ export class ControlServer {
   constructor(private readonly hub: Hub, private readonly opts: ControlOptions, private readonly log: Logger) {}
 
   async start(): Promise<{ host: string; port: number }> {
-    this.server = http.createServer((req, res) => {
-      this.route(req, res).catch((err) => sendError(res, err));
-    });
+    const handler = (req: http.IncomingMessage, res: http.ServerResponse) => { this.route(req, res).catch((err) => sendError(res, err)); };
+    this.server = this.opts.tls ? https.createServer({ cert: this.opts.tls.cert, key: this.opts.tls.key }, handler) : http.createServer(handler);
+    // A client that does not trust the certificate hangs up in the handshake: say so here too.
+    this.server.on('tlsClientError', (err: Error, s: { remoteAddress?: string }) => this.log.warn({ remote: s.remoteAddress, err: err.message }, 'control API: TLS handshake refused'));
     // Keep idle connections well past the pools of common clients (undici/fetch ~4 s, Node's agent
     // 5 s, proxies 60 s): a server that closes first races a client reusing the socket, and the
     // client gets "other side closed" / ECONNRESET. headersTimeout must stay above it (Node's rule).

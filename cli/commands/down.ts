@@ -1,19 +1,27 @@
 import type { Command } from 'commander';
 import { alive, isSameProcess, killGroup, readPidFile, type ProcId } from '../../hub/index.js';
 import { fail } from '../exit.js';
-import { call } from '../http.js';
+import { call, remoteOptions, remoteTarget, type RemoteOptions } from '../http.js';
 import { int } from '../options.js';
 import { hubIsOurs } from '../running.js';
 import { pidFiles, readHubFile, stateDir } from '../state.js';
 
 export function registerDown(program: Command): void {
-  program.command('down')
+  remoteOptions(program.command('down')
     .description('stop the swarm of this state directory; no process of it is left behind')
     .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
     .option('--timeout <ms>', 'wait this long for a clean stop before killing', int('--timeout', 1), 10_000)
-    .option('--json', 'print JSON', false)
-    .action(async (o: { stateDir?: string; timeout: number; json: boolean }) => {
+    .option('--json', 'print JSON', false))
+    .action(async (o: RemoteOptions & { stateDir?: string; timeout: number; json: boolean }) => {
       try {
+        const remote = remoteTarget(o);
+        if (remote) {
+          // A remote hub stops itself and its supervised workers; workers on other machines are theirs to stop.
+          await call(remote, 'POST', '/shutdown', {}, 5000);
+          if (o.json) process.stdout.write(JSON.stringify({ stopped: true, remote: `${remote.control.host}:${remote.control.port}` }) + '\n');
+          else process.stdout.write(`swarm down: the hub at ${remote.control.host}:${remote.control.port} is shutting down\n`);
+          return;
+        }
         const dir = stateDir(o.stateDir);
         const file = readHubFile(dir);
         // A hub.json whose pid now belongs to another process is stale: nothing of it is signalled.

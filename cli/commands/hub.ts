@@ -16,10 +16,12 @@ export function hubOptions(cmd: Command): Command {
     .option('--host <addr>', 'address workers connect to (non-loopback needs --token)', '127.0.0.1')
     .option('--port <n>', 'worker port (0 = any free port; a restart reuses the previous one)', int('--port'), 0)
     .option('--control-port <n>', 'HTTP control API port on loopback (0 = any)', int('--control-port'), 0)
+    .option('--control-host <addr>', 'serve the control API on this address (off loopback: HTTPS with --tls-cert, and --token)', '127.0.0.1')
     .option('--token <secret>', 'shared secret workers must present (env SWARM_TOKEN; default: the state directory\'s, generated on first use and stored 0600 in <state-dir>/token)')
     .option('--insecure-no-auth', 'accept any worker and control client without a token (loopback only; every local user can then read prompts, join as a worker and stop the hub)', false)
     .option('--tls-cert <file>', 'TLS certificate for worker links')
     .option('--tls-key <file>', 'TLS private key for worker links')
+    .option('--tls-ca <file>', 'mutual TLS: workers must present a certificate signed by this CA')
     .option('--state-dir <dir>', 'journal, logs, pids and the hub address (env SWARM_STATE_DIR, default ./.swarm)')
     .option('--heartbeat-ms <n>', 'heartbeat interval', int('--heartbeat-ms', 10), 2000)
     .option('--dead-after-ms <n>', 'a worker silent this long is dead', int('--dead-after-ms', 100), 10000)
@@ -32,7 +34,7 @@ export function hubOptions(cmd: Command): Command {
 }
 
 export interface HubCliOptions {
-  host: string; port: number; controlPort: number; token?: string; tlsCert?: string; tlsKey?: string;
+  host: string; port: number; controlPort: number; controlHost?: string; token?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string;
   stateDir?: string; heartbeatMs: number; deadAfterMs: number; maxLine: number; maxAttempts: number;
   journal: boolean; msgpack: boolean; roles?: RolePlan; insecureNoAuth: boolean;
 }
@@ -56,6 +58,7 @@ export function hubToken(o: HubCliOptions, dir: string): string | undefined {
 export function hubConfigFrom(o: HubCliOptions, token: string | undefined) {
   return {
     host: o.host, port: o.port, controlPort: o.controlPort, token,
+    ...(o.controlHost ? { controlHost: o.controlHost } : {}), ...(o.tlsCa ? { tlsCa: o.tlsCa } : {}),
     tlsCert: o.tlsCert, tlsKey: o.tlsKey, heartbeatMs: o.heartbeatMs, deadAfterMs: o.deadAfterMs,
     maxLine: o.maxLine, maxAttempts: o.maxAttempts, msgpack: o.msgpack, roles: o.roles,
   };

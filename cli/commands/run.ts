@@ -7,7 +7,7 @@ import { SwarmError } from '../../protocol/index.js';
 import { alive } from '../../hub/index.js';
 import { loadExperiment, resolveInputs, type Experiment, type RunSpec } from '../../topologies/index.js';
 import { Exit, fail } from '../exit.js';
-import { call } from '../http.js';
+import { call, remoteTarget, type ControlTarget, type RemoteOptions } from '../http.js';
 import { int } from '../options.js';
 import { Progress } from '../progress.js';
 import { readHubFile, stateDir, type HubFile } from '../state.js';
@@ -41,11 +41,16 @@ export function registerRun(program: Command): void {
     .option('--timeout <ms>', 'give up waiting after this long', int('--timeout', 1), 3_600_000)
     .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
     .option('--json', 'print JSON', false)
-    .action(async (file: string | undefined, o: RunOptions) => {
+    .option('--hub-url <url>', 'run on a remote swarm\'s control API, https://host:port (env SWARM_HUB_URL)')
+    .option('--token <secret>', 'the remote swarm\'s token (env SWARM_TOKEN)')
+    .option('--tls-ca <file>', 'CA that signed the remote control API\'s certificate (env SWARM_TLS_CA)')
+    .action(async (file: string | undefined, o: RunOptions & RemoteOptions) => {
       try {
         const dir = stateDir(o.stateDir);
         const plan = prepare(file, o, dir);
-        const hub = await ensureSwarm(dir, plan, o);
+        // A remote swarm is used as it is: nothing is started on another machine from here.
+        const remote = remoteTarget(o);
+        const hub = remote ?? await ensureSwarm(dir, plan, o);
         const views: RunView[] = [];
         for (let i = 0; i < o.repeat; i++) {
           const set = o.repeat > 1 ? [...o.set, `seed=${plan.experiment.seed + i}`] : o.set;
@@ -53,7 +58,7 @@ export function registerRun(program: Command): void {
             experiment: plan.experiment, inputs: plan.inputs, base_dir: plan.baseDir, set: plan.replayOf ? [] : set,
             replay_of: plan.replayOf, driver: plan.driver, model: plan.model,
           }, 120_000);
-          views.push(await follow(dir, hub, run, o));
+          views.push(await follow(dir, hub, run, o, remote !== undefined));
           if (views.at(-1)?.outcome?.verdict === 'cancelled') break; // Ctrl-C (or `runs cancel`) stops a --repeat too
         }
         if (o.json) process.stdout.write(JSON.stringify(views.length === 1 ? views[0] : { runs: views }) + '\n');
@@ -147,7 +152,7 @@ async function ensureSwarm(dir: string, plan: Plan, o: RunOptions): Promise<HubF
  * Poll the run, drawing a progress line, until it is done or the timeout passes. A hub that goes
  * away (restart, failover) is waited for: the run resumes on the hub that comes back.
  */
-async function follow(dir: string, hub: HubFile, run: string, o: RunOptions): Promise<RunView> {
+async function follow(dir: string, hub: ControlTarget, run: string, o: RunOptions, remote = false): Promise<RunView> {
   const progress = new Progress(o.json);
   const deadline = Date.now() + o.timeout;
   // Ctrl-C cancels the run on the hub (its outstanding tasks stop on the workers) and we wait for it
@@ -161,10 +166,10 @@ async function follow(dir: string, hub: HubFile, run: string, o: RunOptions): Pr
       .catch((err: unknown) => { process.stderr.write(`swarm: could not cancel run ${run}: ${err instanceof Error ? err.message : String(err)}\n`); });
   };
   process.on('SIGINT', onInt);
-  try { return await followLoop(dir, hub, run, o, progress, deadline); } finally { process.off('SIGINT', onInt); }
+  try { return await followLoop(dir, hub, run, o, progress, deadline, remote); } finally { process.off('SIGINT', onInt); }
 }
 
-async function followLoop(dir: string, hub: HubFile, run: string, o: RunOptions, progress: Progress, deadline: number): Promise<RunView> {
+async function followLoop(dir: string, hub: ControlTarget, run: string, o: RunOptions, progress: Progress, deadline: number, remote: boolean): Promise<RunView> {
   for (;;) {
     let v: RunView;
     try {
@@ -173,7 +178,7 @@ async function followLoop(dir: string, hub: HubFile, run: string, o: RunOptions,
       if (!(err instanceof SwarmError) || (err.code !== 'SWARM_ERR_NO_SWARM' && err.code !== 'SWARM_ERR_UNKNOWN_RUN') || Date.now() > deadline) throw err;
       progress.update(`run ${run}: the hub is not answering (${err.code}); waiting for it to return…`);
       await new Promise((r) => setTimeout(r, 500));
-      hub = readHubFile(dir) ?? hub;
+      if (!remote) hub = readHubFile(dir) ?? hub;
       continue;
     }
     const p = v.progress;

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import { SwarmError } from '../../protocol/index.js';
 import { fail } from '../exit.js';
-import { call } from '../http.js';
+import { call, remoteOptions, remoteTarget, type RemoteOptions } from '../http.js';
 import { stateDir } from '../state.js';
 import { runningHub } from '../running.js';
 
@@ -68,12 +68,21 @@ function delta(v: number, base: number): string {
 
 export function registerRuns(program: Command): void {
   const runs = program.command('runs').description('list, show and compare recorded runs (read from the state directory)');
-  runs.command('ls')
+  remoteOptions(runs.command('ls')
     .description('list runs, newest first')
     .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
-    .option('--json', 'print JSON', false)
-    .action((o: { stateDir?: string; json: boolean }) => {
+    .option('--json', 'print JSON', false))
+    .action(async (o: RemoteOptions & { stateDir?: string; json: boolean }) => {
       try {
+        const remote = remoteTarget(o);
+        if (remote) {
+          // A remote swarm's run folders are on its machine: its control API lists them.
+          const r = await call<{ runs: { run: string; experiment?: string; topology?: string; state?: string; outcome?: { verdict?: string } }[] }>(remote, 'GET', '/runs');
+          if (o.json) { process.stdout.write(JSON.stringify(r) + '\n'); return; }
+          if (!r.runs.length) { process.stdout.write('no runs yet\n'); return; }
+          for (const v of r.runs) process.stdout.write(`${v.run}  ${(v.topology ?? '-').padEnd(14)} ${(v.outcome?.verdict ?? v.state ?? '-').padEnd(13)} ${v.experiment ?? ''}\n`);
+          return;
+        }
         const list = listRuns(runsDir(o));
         if (o.json) { process.stdout.write(JSON.stringify({ runs: list.map((r) => ({ run: r.run, experiment: r.passport.experiment, topology: r.passport.topology, verdict: r.result?.verdict ?? 'running', created_at: r.passport.created_at, metrics: r.result?.metrics })) }) + '\n'); return; }
         if (!list.length) { process.stdout.write('no runs yet (start one with `swarm run EXPERIMENT`)\n'); return; }
@@ -97,15 +106,15 @@ export function registerRuns(program: Command): void {
         process.stdout.write(`\nfolder: ${r.dir}\n`);
       } catch (err) { fail(err, o.json); }
     });
-  runs.command('cancel')
+  remoteOptions(runs.command('cancel')
     .description('cancel a running run: no more nodes are issued, its outstanding tasks stop on the workers, and it is recorded as cancelled')
     .argument('<run>', 'run id')
     .option('--reason <text>', 'why (recorded in events.jsonl, the report and result.json)', 'cancelled by operator')
     .option('--state-dir <dir>', 'state directory')
-    .option('--json', 'print JSON', false)
-    .action(async (id: string, o: { stateDir?: string; json: boolean; reason: string }) => {
+    .option('--json', 'print JSON', false))
+    .action(async (id: string, o: RemoteOptions & { stateDir?: string; json: boolean; reason: string }) => {
       try {
-        const hub = runningHub(stateDir(o.stateDir));
+        const hub = remoteTarget(o) ?? runningHub(stateDir(o.stateDir));
         const v = await call<{ run: string; cancelled: boolean; tasks_cancelled?: number; outcome?: { verdict?: string; reason?: string }; dir: string }>(
           hub, 'POST', `/runs/${encodeURIComponent(id)}/cancel`, { reason: o.reason }, 120_000);
         if (o.json) { process.stdout.write(JSON.stringify(v) + '\n'); return; }

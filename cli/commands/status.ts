@@ -1,13 +1,13 @@
 import type { Command } from 'commander';
 import { fail } from '../exit.js';
-import { call } from '../http.js';
+import { call, remoteOptions, remoteTarget, type RemoteOptions } from '../http.js';
 import { stateDir } from '../state.js';
 import { runningHub } from '../running.js';
 import { readFailoverStatus, type FailoverStatusFile } from '../../worker/index.js';
 
 interface Status {
   hub: { pid: number; address?: { host: string; port: number }; uptime_s: number; mode: string; coordinator?: string };
-  workers: { id: string; state: string; status: string; role: string; driver: string; inflight: number; done: number }[];
+  workers: { id: string; state: string; status: string; role: string; driver: string; inflight: number; done: number; addr?: string }[];
   tasks: { queued: number; leased: number; done: number; failed: number };
   metrics: { dispatch_p50_ms: number; dispatch_p99_ms: number; tokens_out: number };
   failover?: { workers: { id: string; mode: string; coordinator: string }[] };
@@ -38,18 +38,19 @@ export function gossipStatus(files: FailoverStatusFile[]): Record<string, unknow
 }
 
 export function registerStatus(program: Command): void {
-  program.command('status')
+  remoteOptions(program.command('status')
     .description('show the running swarm: hub, workers, tasks (and, if the hub is down, the failover mode)')
     .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
-    .option('--json', 'print one JSON object', false)
-    .action(async (o: { stateDir?: string; json: boolean }) => {
+    .option('--json', 'print one JSON object', false))
+    .action(async (o: RemoteOptions & { stateDir?: string; json: boolean }) => {
       try {
         const dir = stateDir(o.stateDir);
+        const remote = remoteTarget(o);
         let s: Status;
         try {
-          s = await call<Status>(runningHub(dir), 'GET', '/status');
+          s = await call<Status>(remote ?? runningHub(dir), 'GET', '/status');
         } catch (err) {
-          const files = readFailoverStatus(dir);
+          const files = remote ? [] : readFailoverStatus(dir);
           if (!files.length) throw err;
           const g = gossipStatus(files) as { hub: { mode: string; coordinator?: string }; workers: unknown[]; tasks?: Status['tasks']; runs: { run: string; state: string; verdict?: string }[] };
           if (o.json) { process.stdout.write(JSON.stringify(g) + '\n'); return; }
@@ -73,8 +74,8 @@ export function registerStatus(program: Command): void {
           `dispatch p50 ${s.metrics.dispatch_p50_ms.toFixed(3)} ms, p99 ${s.metrics.dispatch_p99_ms.toFixed(3)} ms; tokens out ${s.metrics.tokens_out}`,
         ];
         if (s.workers.length <= 40) {
-          lines.push('', 'ID'.padEnd(24) + 'STATE'.padEnd(10) + 'ROLE'.padEnd(12) + 'DRIVER'.padEnd(12) + 'INFLIGHT  DONE');
-          for (const w of s.workers) lines.push(w.id.padEnd(24) + w.state.padEnd(10) + (w.role || '-').padEnd(12) + w.driver.padEnd(12) + String(w.inflight).padEnd(10) + w.done);
+          lines.push('', 'ID'.padEnd(24) + 'STATE'.padEnd(10) + 'ROLE'.padEnd(12) + 'DRIVER'.padEnd(12) + 'INFLIGHT  DONE  ADDRESS');
+          for (const w of s.workers) lines.push(w.id.padEnd(24) + w.state.padEnd(10) + (w.role || '-').padEnd(12) + w.driver.padEnd(12) + String(w.inflight).padEnd(10) + String(w.done).padEnd(6) + (w.addr ?? '-'));
         }
         process.stdout.write(lines.join('\n') + '\n');
       } catch (err) { fail(err, o.json); }

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import type { Command } from 'commander';
 import { SwarmError } from '../../protocol/index.js';
 import { Exit, fail } from '../exit.js';
-import { call } from '../http.js';
+import { remoteOptions, remoteTarget, type RemoteOptions, call } from '../http.js';
 import { int } from '../options.js';
 import { Progress } from '../progress.js';
 import { stateDir } from '../state.js';
@@ -14,7 +14,7 @@ interface Waited { complete: boolean; tasks: { id: string; state: string; text?:
 const BATCH = 5000;
 
 export function registerSubmit(program: Command): void {
-  program.command('submit')
+  remoteOptions(program.command('submit')
     .description('submit a task (TEXT) or many (--file tasks.jsonl: one JSON task per line, or plain text lines)')
     .argument('[text]', 'the prompt')
     .option('-f, --file <file>', 'JSONL file of tasks ({"prompt":…, "id":…, "role":…, …}); "-" reads stdin')
@@ -25,10 +25,10 @@ export function registerSubmit(program: Command): void {
     .option('--wait', 'wait until every task is done or failed, and print the results', false)
     .option('--timeout <ms>', 'give up waiting after this long', int('--timeout', 1), 600_000)
     .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
-    .option('--json', 'print JSON', false)
-    .action(async (text: string | undefined, o: { file?: string; id?: string; role?: string; priority?: number; maxTokens?: number; wait: boolean; timeout: number; stateDir?: string; json: boolean }) => {
+    .option('--json', 'print JSON', false))
+    .action(async (text: string | undefined, o: RemoteOptions & { file?: string; id?: string; role?: string; priority?: number; maxTokens?: number; wait: boolean; timeout: number; stateDir?: string; json: boolean }) => {
       try {
-        const hub = runningHub(stateDir(o.stateDir));
+        const hub = remoteTarget(o) ?? runningHub(stateDir(o.stateDir));
         const tasks = o.file !== undefined ? readTasks(o.file) : text !== undefined ? [{ prompt: text, id: o.id }] : undefined;
         if (!tasks || tasks.length === 0) throw new SwarmError('SWARM_ERR_CONFIG', 'give a prompt or --file with at least one task');
         for (const t of tasks) {
