@@ -5,10 +5,11 @@ import { launchChromium } from './helpers/browser.js';
 // Slow enough to watch: every word of an answer takes 120 ms.
 const DRIVER = ['--driver', 'echo', '--driver-opt', 'token_ms=120'];
 
-t.test('dashboard in a real browser: 25 workers, a task from queued to done, a live debate, a killed worker respawned, a run cancelled from the page', async (t) => {
-  const { browser, skip } = await launchChromium();
-  if (!browser) { t.skip(skip ?? 'no browser'); return; }
-  t.teardown(() => browser.close());
+const { browser, skip } = await launchChromium();
+if (browser) t.teardown(() => browser.close());
+
+t.test('dashboard in a real browser: 25 workers, a task from queued to done, a live debate, a killed worker respawned, a run cancelled from the page', { skip: skip ?? false }, async (t) => {
+  if (!browser) return;
   const dir = tempDir(t);
   const up = swarm(['up', '--agents', '25', ...DRIVER, '-d', '--state-dir', dir, '--json'], { timeoutMs: 120_000 });
   t.equal(up.code, 0, up.stderr);
