@@ -20,7 +20,14 @@ export const HubConfigSchema = z.object({
   maxQueue: z.number().int().positive().default(1_000_000),
   leaseMs: z.number().int().positive().default(10 * 60_000),
   maxAttempts: z.number().int().positive().default(3),
+  /**
+   * `always`: tasks and results are acknowledged and shown only once fsynced (one fsync per group
+   * commit). `interval`: once written, with fsync every `fsyncMs` (a power loss can lose that much).
+   */
+  fsync: z.enum(['always', 'interval']).default('always'),
   fsyncMs: z.number().int().min(0).default(1000),
+  /** Compact the journal (snapshot + fresh segment) once its live segment passes this size. */
+  compactBytes: z.number().int().min(4096).default(64 * 1024 * 1024),
   /** Offer msgpack to workers. Off by default: NDJSON (the spec's codec) measured faster for our frames. */
   msgpack: z.boolean().default(false),
   /** Role plan: how many workers should hold each role (hub/roles.ts); handed out with ASSIGN_ROLE. */

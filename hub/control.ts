@@ -7,15 +7,16 @@ import { SwarmError, safeEqual } from '../protocol/index.js';
 import { readBody as readBodyMax, send, sendError } from './http.js';
 import { Registry } from './registry.js';
 import type { Hub } from './hub.js';
-import type { TaskInput, TaskRecord } from './task.js';
+import type { TaskInput } from './task.js';
 import type { RunManager } from './runs.js';
 import { handleRuns } from './runs-api.js';
 import { checkRolePlan } from './roles.js';
 import type { Dashboard, FeedOptions } from './dashboard/index.js';
+import { Waits, taskView as view } from './wait.js';
+import { journalMetrics, journalStatus } from './journal-report.js';
 
 const MAX_BODY = 64 * 1024 * 1024;
 const readBody = (req: http.IncomingMessage): Promise<string> => readBodyMax(req, MAX_BODY);
-const MAX_WAIT_MS = 10 * 60_000;
 /** Idle keep-alive connections are closed by the server after this long (exported for tests). */
 export const KEEP_ALIVE_MS = 65_000;
 
@@ -40,6 +41,8 @@ export class ControlServer {
   private runsLoading?: Promise<void>;
   private dash?: Dashboard;
   private dashLoading?: Promise<Dashboard>;
+  /** POST /wait: bounded in number, streamed with backpressure. */
+  readonly waits = new Waits(() => this.hub.store);
   constructor(private readonly hub: Hub, private readonly opts: ControlOptions, private readonly log: Logger) {}
 
   async start(): Promise<{ host: string; port: number }> {
@@ -52,6 +55,8 @@ export class ControlServer {
     // client gets "other side closed" / ECONNRESET. headersTimeout must stay above it (Node's rule).
     this.server.keepAliveTimeout = KEEP_ALIVE_MS;
     this.server.headersTimeout = KEEP_ALIVE_MS + 1000;
+    // A request's body must arrive within this (a client trickling bytes holds a socket and a buffer).
+    this.server.requestTimeout = 120_000;
     await new Promise<void>((resolve, reject) => {
       this.server!.once('error', reject);
       this.server!.listen(this.opts.port, this.opts.host, () => resolve());
@@ -108,6 +113,8 @@ export class ControlServer {
       failover: { ...this.hub.failover.stats, holders: this.hub.failover.holders(), workers: this.hub.failover.views() },
       workers,
       tasks: this.hub.store.queue.counts(),
+      journal: journalStatus(this.hub.store),
+      waits: this.waits.count,
       metrics: {
         dispatch_p50_ms: this.hub.metrics.dispatchLatency.quantile(0.5),
         dispatch_p99_ms: this.hub.metrics.dispatchLatency.quantile(0.99),
@@ -131,11 +138,11 @@ export class ControlServer {
       const workers: Record<string, number> = { idle: 0, busy: 0 };
       for (const w of this.hub.registry.all()) workers[w.status] = (workers[w.status] ?? 0) + 1;
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
-      res.end(this.hub.metrics.render(workers, this.hub.store.queue.counts()));
+      res.end(this.hub.metrics.render(workers, this.hub.store.queue.counts()) + journalMetrics(this.hub.store));
       return;
     }
     if (key === 'POST /tasks') return this.submit(req, res);
-    if (key === 'POST /wait') return this.wait(req, res);
+    if (key === 'POST /wait') return this.waits.handle(JSON.parse((await readBody(req)) || '{}') as { ids?: unknown; timeout_ms?: unknown }, res);
     if (req.method === 'GET' && url.pathname.startsWith('/tasks/')) {
       const rec = this.hub.store.queue.get(decodeURIComponent(url.pathname.slice(7)));
       if (!rec) throw new SwarmError('SWARM_ERR_UNKNOWN_TASK', 'no such task');
@@ -186,34 +193,6 @@ export class ControlServer {
     const out = await this.hub.submit(items as TaskInput[]);
     send(res, 202, { accepted: out.map((o) => ({ id: o.record.id, duplicate: o.duplicate, state: o.record.state })) });
   }
-
-  /** Long-poll until every named task is done or failed, or the timeout passes. */
-  private async wait(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const body = JSON.parse((await readBody(req)) || '{}') as { ids?: unknown; timeout_ms?: unknown };
-    if (!Array.isArray(body.ids) || !body.ids.every((x) => typeof x === 'string')) throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', 'ids must be a list of task ids');
-    const ids = body.ids as string[];
-    const timeout = Math.min(MAX_WAIT_MS, typeof body.timeout_ms === 'number' ? body.timeout_ms : MAX_WAIT_MS);
-    const q = this.hub.store.queue;
-    const pending = new Set(ids.filter((id) => { const r = q.get(id); return !r || (r.state !== 'done' && r.state !== 'failed'); }));
-    for (const id of pending) if (!q.get(id)) throw new SwarmError('SWARM_ERR_UNKNOWN_TASK', `unknown task ${id}`);
-    if (pending.size > 0) {
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, timeout);
-        const off = this.hub.store.onChange((rec) => {
-          if (pending.delete(rec.id) && pending.size === 0) { clearTimeout(t); resolve(); }
-        });
-        const done = () => { clearTimeout(t); resolve(); };
-        req.once('close', done);
-        void off;
-      });
-    }
-    const tasks = ids.map((id) => view(q.get(id)!));
-    send(res, 200, { complete: tasks.every((t) => t.state === 'done' || t.state === 'failed'), tasks });
-  }
-}
-
-function view(r: TaskRecord): { id: string; state: string; text?: string; error?: unknown; receipt?: unknown; worker?: string; attempts: number } {
-  return { id: r.id, state: r.state, text: r.result?.text, error: r.error, receipt: r.result?.receipt, worker: r.result?.worker ?? r.worker, attempts: r.attempts };
 }
 
 function parseTasks(body: string): unknown[] {

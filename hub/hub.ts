@@ -60,7 +60,7 @@ export class Hub {
   async start(): Promise<{ host: string; port: number }> {
     this.store = await TaskStore.open(this.config.stateDir, {
       maxDepth: this.config.maxQueue, leaseMs: this.config.leaseMs, defaultMaxAttempts: this.config.maxAttempts,
-    }, { fsyncMs: this.config.fsyncMs });
+    }, { fsync: this.config.fsync, fsyncMs: this.config.fsyncMs, compactBytes: this.config.compactBytes });
     this.store.onChange((rec) => { this.metrics.taskFinished(rec); this.failover.changed(rec); });
     const onSocket = (s: net.Socket) => this.accept(s);
     this.server = this.config.tlsCert && this.config.tlsKey
@@ -114,11 +114,9 @@ export class Hub {
       const rec = this.store.queue.get(id);
       if (!rec || rec.state === 'done' || rec.state === 'failed') continue;
       const holder = rec.state === 'leased' ? this.registry.get(rec.worker ?? '') : undefined;
-      this.store.queue.markFailed(id, { code: 'SWARM_ERR_CANCELLED', msg: reason });
+      if (!(await this.store.cancel(id, reason))) continue;
       this.readyAt.delete(id);
       if (holder?.inflight.has(id)) { holder.conn.sendError('SWARM_ERR_CANCELLED', reason.slice(0, 4000), { task_id: id }); running++; }
-      this.failover.changed(rec);
-      await this.store.failed(id);
       cancelled.push(id);
     }
     this.failover.flush();
@@ -314,7 +312,8 @@ export class Hub {
     if (receipt) this.metrics.receipt(receipt);
     void this.store.complete(taskId, { text: full, receipt, worker: w.id, attempt: receipt?.attempt ?? rec.attempts })
       .then((outcome) => { if (outcome === 'duplicate') this.metrics.duplicateResults++; })
-      .catch((err) => this.log.error({ err, task: taskId }, 'journal write failed'));
+      // Not recorded: the store put the task back to run again once the journal can write.
+      .catch((err) => this.log.error({ err, task: taskId }, 'journal write failed; result not recorded'));
   }
 
   /**
@@ -342,7 +341,7 @@ export class Hub {
   private onTaskError(w: WorkerEntry, taskId: string, code: ErrorCode, text: string, retryable = isRetryable(code)): void {
     if (!w.inflight.has(taskId)) return;
     this.freeSlot(w, taskId);
-    if (code === 'SWARM_ERR_SLOTS_FULL') { this.store.queue.unlease(taskId, w.id); this.scheduleDispatch(); return; }
+    if (code === 'SWARM_ERR_SLOTS_FULL') { this.store.unlease(taskId, w.id); this.scheduleDispatch(); return; }
     this.log.warn({ worker: w.id, task: taskId, code, msg: text }, 'task failed on worker');
     void this.store.fail(taskId, w.id, { code, msg: text }, retryable)
       .then(() => this.armReadyTimer())
@@ -364,9 +363,8 @@ export class Hub {
     this.free.delete(w);
     w.status = 'dead';
     this.failover.leave(w);
-    const back = this.store.queue.release(w.id);
+    const back = this.store.release(w.id);
     for (const r of back) this.failover.changed(r);
-    for (const r of back) if (r.state === 'failed') void this.store.failed(r.id);
     if (!w.conn.isClosed) w.conn.destroy(reason);
     this.log.info({ worker: w.id, reason, requeued: back.length }, 'worker left');
     if (!this.stopping) this.roles.left();
@@ -379,12 +377,12 @@ export class Hub {
       if (now - w.lastSeen > this.config.deadAfterMs) this.drop(w, `silent for ${now - w.lastSeen} ms`);
       else w.conn.send(Type.HEARTBEAT, { load: 0, status: 'hub' });
     }
-    const expired = this.store.queue.expireLeases();
+    const expired = this.store.expireLeases();
     for (const rec of expired) {
       for (const w of this.registry.all()) if (w.inflight.delete(rec.id) && w.inflight.size < w.slots) this.free.add(w);
-      if (rec.state === 'failed') void this.store.failed(rec.id);
     }
-    if (expired.length) this.scheduleDispatch();
+    // Also after a journal write failed: leasing was held back for a moment, nothing else wakes it.
+    if (expired.length || this.store.holding || this.store.queue.counts().queued) this.scheduleDispatch();
     this.armReadyTimer();
   }
 
@@ -409,7 +407,7 @@ export class Hub {
       progress = false;
       for (const w of this.free) {
         if (w.inflight.size >= w.slots || !w.conn.writable) { this.free.delete(w); continue; }
-        const rec = this.store.queue.next({ id: w.id, role: w.role || undefined, caps: w.caps });
+        const rec = this.store.lease({ id: w.id, role: w.role || undefined, caps: w.caps });
         if (!rec) continue;
         this.send(w, rec);
         progress = true;

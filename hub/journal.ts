@@ -1,128 +1,275 @@
 import fs from 'node:fs';
-import type { Receipt, ErrorCode } from '../protocol/index.js';
 import { SwarmError } from '../protocol/index.js';
-import type { TaskSpec } from './task.js';
-
-/** One line of `journal.ndjson`. */
-export type JournalRecord =
-  | { t: 'task'; spec: TaskSpec & { id: string }; at: number }
-  | { t: 'result'; id: string; text: string; worker: string; attempt: number; receipt?: Receipt; at: number }
-  | { t: 'fail'; id: string; error: { code: ErrorCode; msg: string }; attempts: number; at: number }
-  | { t: 'meta'; kind: string; data: unknown; at: number };
+import { encodeRecord, type JournalRecord } from './journal-record.js';
+import { fsyncDir, io, journalPaths, quarantine, readJournalFile, type Damage, type JournalPaths } from './journal-files.js';
+export type { JournalRecord } from './journal-record.js';
 
 export interface JournalOptions {
-  /** fsync at most this often (0 = after every group commit). A process crash loses nothing either way. */
+  /**
+   * `always` (the default): an append resolves only once its bytes are fsynced, one fsync per group
+   * of concurrent appends. `interval`: it resolves once written (a killed process loses nothing) and
+   * fsync runs every `fsyncMs`, so a power loss can lose that much acknowledged work.
+   */
+  fsync?: 'always' | 'interval';
+  /** The fsync period in `interval` mode; 0 means `always` (kept for older configs). */
   fsyncMs: number;
+  /** Compact once the live segment passes this many bytes (and the last snapshot's size). */
+  compactBytes?: number;
+  /** Test hook: die with SIGKILL at this compaction step (env SWARM_JOURNAL_CRASH_AT). */
+  crashAt?: CompactStep;
 }
 
+/** The steps of a compaction, in order; a crash after any of them loses nothing. */
+export const COMPACT_STEPS = ['rotated', 'snapshot-written', 'snapshot-synced', 'snapshot-renamed', 'dir-synced', 'old-removed'] as const;
+export type CompactStep = (typeof COMPACT_STEPS)[number];
+
+/** What opening found: the records to replay and the damage set aside. */
+export interface OpenedJournal { journal: Journal; records: JournalRecord[]; damage: Damage[]; legacy: number }
+
+/** Counters for status and /metrics. */
+export interface JournalStats {
+  fsync: 'always' | 'interval';
+  segment_bytes: number;
+  snapshot_bytes: number;
+  compactions: number;
+  last_compaction_ms?: number;
+  write_errors: number;
+  /** The last write failed for want of space; cleared by the next good write. */
+  disk_full: boolean;
+  last_error?: string;
+}
+
+const DEFAULT_COMPACT = 64 * 1024 * 1024;
+
 /**
- * Append-only NDJSON journal with group commit: appends made in the same tick go out in one write(),
- * and each append's promise resolves once its bytes are in the file (the OS page cache). fsync runs on
- * a timer, not per message, so a power loss can lose up to `fsyncMs` of acknowledged work; a killed
- * process loses none.
+ * The append-only journal, crash-safe and self-checking (notes/JOURNAL.md). Appends made while a
+ * write is under way go out together in the next write() and share one fsync (group commit). A write
+ * that fails leaves nothing behind: the file is cut back to the last whole record before anything
+ * else is written, and the append rejects with SWARM_ERR_DISK_FULL or SWARM_ERR_JOURNAL.
  */
 export class Journal {
   private pending: string[] = [];
   private waiters: { resolve: () => void; reject: (e: unknown) => void }[] = [];
-  private flushing: Promise<void> | undefined;
-  private scheduled = false;
+  /** Every write, repair and rotation runs on this chain, one at a time. */
+  private chain: Promise<void> = Promise.resolve();
+  private queued = false;
+  /** Bytes of whole records in the live segment; the file is cut back to this after a failed write. */
+  private size: number;
+  private repair = false;
   private dirty = false;
   private closed = false;
+  private compacting?: Promise<void>;
+  private snapshotSource?: () => Iterable<JournalRecord>;
   private readonly syncTimer?: NodeJS.Timeout;
+  private readonly mode: 'always' | 'interval';
+  readonly stats: JournalStats;
 
-  private constructor(private readonly fd: number, private readonly opts: JournalOptions) {
-    if (opts.fsyncMs > 0) {
-      this.syncTimer = setInterval(() => { if (this.dirty) { this.dirty = false; fs.fsync(this.fd, () => {}); } }, opts.fsyncMs);
+  private constructor(private fd: number, private readonly paths: JournalPaths, private readonly opts: JournalOptions, size: number, snapshotBytes: number) {
+    this.size = size;
+    this.mode = opts.fsync === 'interval' && opts.fsyncMs > 0 ? 'interval' : 'always';
+    this.stats = { fsync: this.mode, segment_bytes: size, snapshot_bytes: snapshotBytes, compactions: 0, write_errors: 0, disk_full: false };
+    if (this.mode === 'interval') {
+      this.syncTimer = setInterval(() => {
+        if (!this.dirty) return;
+        this.dirty = false;
+        fs.fsync(this.fd, (e) => { if (e) this.dirty = true; });
+      }, opts.fsyncMs);
       this.syncTimer.unref();
     }
   }
 
-  /** Open (or create) a journal and read back what it holds. A torn last line is cut off. */
-  static open(file: string, opts: JournalOptions): { journal: Journal; records: JournalRecord[]; corrupt: number } {
+  /**
+   * Open the journal in `dir` and read back what it holds: the snapshot, a segment a compaction left
+   * frozen, then the live segment. Damaged records (bad checksum, wrong shape, a torn tail) are
+   * copied to the quarantine file and left out; every intact record is kept. Never throws for damage.
+   */
+  static open(dir: string, opts: JournalOptions): OpenedJournal {
+    const p = journalPaths(dir);
+    try { fs.rmSync(p.snapshotTmp, { force: true }); } catch { /* a leftover of a crash; harmless */ }
     const records: JournalRecord[] = [];
-    let corrupt = 0;
-    let text = '';
-    try { text = fs.readFileSync(file, 'utf8'); } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new SwarmError('SWARM_ERR_JOURNAL', `cannot read ${file}: ${(e as Error).message}`);
+    const damage: Damage[] = [];
+    let legacy = 0;
+    let snapshotBytes = 0;
+    let size = 0;
+    for (const file of [p.snapshot, p.old, p.current]) {
+      let r;
+      try { r = readJournalFile(file); } catch (e) {
+        throw new SwarmError('SWARM_ERR_JOURNAL', `cannot read ${file}: ${(e as Error).message}`);
+      }
+      for (const x of r.records) records.push(x);
+      damage.push(...r.damage);
+      legacy += r.legacy;
+      if (file === p.snapshot) snapshotBytes = r.size;
+      if (file === p.current) {
+        size = r.goodEnd;
+        // A torn tail is cut off now, so the next append starts on a clean line.
+        if (r.goodEnd < r.size) fs.truncateSync(file, r.goodEnd);
+      }
     }
-    const end = text.lastIndexOf('\n') + 1;
-    if (end < text.length) {
-      // A crash mid-write left half a line: drop it so the next append starts on a clean line.
-      fs.truncateSync(file, Buffer.byteLength(text.slice(0, end)));
-      corrupt++;
-    }
-    for (const line of text.slice(0, end).split('\n')) {
-      if (!line) continue;
-      try {
-        const r = JSON.parse(line) as JournalRecord;
-        if (r && typeof r === 'object' && typeof r.t === 'string') records.push(r); else corrupt++;
-      } catch { corrupt++; }
-    }
+    quarantine(p.quarantine, damage);
     let fd: number;
-    try { fd = fs.openSync(file, 'a', 0o600); } catch (e) {
-      throw new SwarmError('SWARM_ERR_JOURNAL', `cannot open ${file}: ${(e as Error).message}`);
+    try { fd = fs.openSync(p.current, 'a', 0o600); } catch (e) {
+      throw new SwarmError('SWARM_ERR_JOURNAL', `cannot open ${p.current}: ${(e as Error).message}`);
     }
-    return { journal: new Journal(fd, opts), records, corrupt };
+    const journal = new Journal(fd, p, opts, size, snapshotBytes);
+    // Damage or an unfinished compaction is cleaned up by compacting as soon as the store has replayed.
+    if (damage.some((d) => d.file !== 'journal.ndjson' || d.offset < size) || fs.existsSync(p.old)) journal.wantCompaction = true;
+    return { journal, records, damage, legacy };
   }
 
-  /** Append records; resolves once they are written. */
+  /** Set once opening found something only a compaction removes (damage in place, a frozen segment). */
+  wantCompaction = false;
+
+  /** Where a compaction takes the state to snapshot (the store, from memory). */
+  setSnapshotSource(fn: () => Iterable<JournalRecord>): void { this.snapshotSource = fn; }
+
+  /** Append records; resolves once they are durable (see JournalOptions.fsync). */
   append(...recs: JournalRecord[]): Promise<void> {
     if (this.closed) return Promise.reject(new SwarmError('SWARM_ERR_JOURNAL', 'journal is closed'));
-    for (const r of recs) this.pending.push(JSON.stringify(r) + '\n');
+    const lines = recs.map(encodeRecord);
     return new Promise((resolve, reject) => {
+      for (const l of lines) this.pending.push(l);
       this.waiters.push({ resolve, reject });
       this.schedule();
     });
   }
 
   private schedule(): void {
-    if (this.scheduled) return;
-    this.scheduled = true;
-    setImmediate(() => { this.scheduled = false; void this.flush(); });
+    if (this.queued) return;
+    this.queued = true;
+    this.run(async () => { this.queued = false; await this.flush(); });
+  }
+
+  private run(job: () => Promise<void>): Promise<void> {
+    const p = this.chain.then(job);
+    this.chain = p.catch(() => {});
+    return p;
   }
 
   private async flush(): Promise<void> {
-    if (this.flushing) { await this.flushing; if (this.pending.length) this.schedule(); return; }
     if (!this.pending.length) return;
     const lines = this.pending;
     const waiters = this.waiters;
     this.pending = [];
     this.waiters = [];
-    this.flushing = (async () => {
+    const buf = Buffer.from(lines.join(''), 'utf8');
+    try {
+      if (this.repair) { await io.ftruncate(this.fd, this.size); this.repair = false; }
       try {
-        await writeAll(this.fd, Buffer.from(lines.join(''), 'utf8'));
-        if (this.opts.fsyncMs === 0) await new Promise<void>((r) => fs.fsync(this.fd, () => r()));
-        else this.dirty = true;
-        for (const w of waiters) w.resolve();
+        await io.write(this.fd, buf);
+        if (this.mode === 'always') await io.fsync(this.fd); else this.dirty = true;
       } catch (e) {
-        const err = new SwarmError('SWARM_ERR_JOURNAL', `journal write failed: ${(e as Error).message}`, { cause: e });
-        for (const w of waiters) w.reject(err);
+        // Part of the batch may be in the file: cut it back so no unacknowledged record is replayed
+        // and the next record does not land glued to a torn line.
+        try { await io.ftruncate(this.fd, this.size); } catch { this.repair = true; }
+        throw e;
       }
-    })();
-    await this.flushing;
-    this.flushing = undefined;
-    if (this.pending.length) this.schedule();
+      this.size += buf.length;
+      this.stats.segment_bytes = this.size;
+      this.stats.disk_full = false;
+      for (const w of waiters) w.resolve();
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      const full = code === 'ENOSPC' || code === 'EDQUOT';
+      this.stats.write_errors++;
+      this.stats.disk_full = full;
+      this.stats.last_error = `${code ?? ''} ${(e as Error).message}`.trim();
+      const err = full
+        ? new SwarmError('SWARM_ERR_DISK_FULL', `the journal's disk is full; nothing was recorded (retry when space frees): ${(e as Error).message}`, { cause: e })
+        : new SwarmError('SWARM_ERR_JOURNAL', `journal write failed; nothing was recorded: ${(e as Error).message}`, { cause: e });
+      for (const w of waiters) w.reject(err);
+      return;
+    }
+    if (!this.compacting && this.snapshotSource && this.size > Math.max(this.opts.compactBytes ?? DEFAULT_COMPACT, this.stats.snapshot_bytes)) {
+      void this.compact().catch(() => {});
+    }
   }
 
-  /** Write what is pending, fsync, close. */
+  /**
+   * Snapshot plus a fresh segment (notes/JOURNAL.md): freeze the live segment and start a new one,
+   * write the snapshot to a temporary file, fsync, rename, fsync the directory, then remove the frozen
+   * segment. Replay is idempotent, so a crash after any step loses nothing and duplicates nothing.
+   */
+  compact(): Promise<void> {
+    this.compacting ??= this.doCompact().finally(() => { this.compacting = undefined; });
+    return this.compacting;
+  }
+
+  private async doCompact(): Promise<void> {
+    const source = this.snapshotSource;
+    if (!source || this.closed) return;
+    const t0 = performance.now();
+    const p = this.paths;
+    this.wantCompaction = false;
+    // A frozen segment still there (a compaction that did not finish) is not overwritten: the
+    // snapshot below covers it, since memory holds everything replayed from it.
+    if (!fs.existsSync(p.old)) {
+      await this.run(async () => {
+        if (this.mode === 'interval') await io.fsync(this.fd);
+        fs.renameSync(p.current, p.old);
+        const fd = fs.openSync(p.current, 'a', 0o600);
+        fsyncDir(p.dir);
+        fs.closeSync(this.fd);
+        this.fd = fd;
+        this.size = 0;
+        this.stats.segment_bytes = 0;
+        this.crash('rotated');
+      });
+    }
+    // Appends written to the frozen segment are applied to memory by now (their continuations ran
+    // before this macrotask), so the snapshot taken from memory covers the whole frozen segment.
+    await new Promise((r) => setImmediate(r));
+    let bytes = 0;
+    try {
+      const fd = fs.openSync(p.snapshotTmp, 'w', 0o600);
+      try {
+        let chunk: string[] = [];
+        let n = 0;
+        for (const rec of source()) {
+          chunk.push(encodeRecord(rec));
+          if (++n % 20_000 === 0) {
+            const b = Buffer.from(chunk.join(''), 'utf8');
+            await io.write(fd, b);
+            bytes += b.length;
+            chunk = [];
+          }
+        }
+        const b = Buffer.from(chunk.join(''), 'utf8');
+        await io.write(fd, b);
+        bytes += b.length;
+        this.crash('snapshot-written');
+        await io.fsync(fd);
+        this.crash('snapshot-synced');
+      } finally { fs.closeSync(fd); }
+      fs.renameSync(p.snapshotTmp, p.snapshot);
+      this.crash('snapshot-renamed');
+      fsyncDir(p.dir);
+      this.crash('dir-synced');
+    } catch (e) {
+      try { fs.rmSync(p.snapshotTmp, { force: true }); } catch { /* next open removes it */ }
+      this.stats.last_error = `compaction: ${(e as Error).message}`;
+      throw e;
+    }
+    fs.rmSync(p.old, { force: true });
+    fsyncDir(p.dir);
+    this.crash('old-removed');
+    this.stats.snapshot_bytes = bytes;
+    this.stats.compactions++;
+    this.stats.last_compaction_ms = Math.round(performance.now() - t0);
+  }
+
+  private crash(step: CompactStep): void {
+    if ((this.opts.crashAt ?? process.env.SWARM_JOURNAL_CRASH_AT) === step) process.kill(process.pid, 'SIGKILL');
+  }
+
+  /** Write what is pending, wait for a compaction under way, fsync, close. */
   async close(): Promise<void> {
     if (this.closed) return;
-    while (this.pending.length || this.flushing) { await this.flushing; await this.flush(); }
+    await this.compacting?.catch(() => {});
+    await this.run(() => this.flush());
     this.closed = true;
     if (this.syncTimer) clearInterval(this.syncTimer);
     try { fs.fsyncSync(this.fd); } catch { /* best effort */ }
     fs.closeSync(this.fd);
   }
-}
-
-function writeAll(fd: number, buf: Buffer): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const step = (off: number): void => {
-      fs.write(fd, buf, off, buf.length - off, null, (err, n) => {
-        if (err) return reject(err);
-        if (off + n < buf.length) step(off + n); else resolve();
-      });
-    };
-    step(0);
-  });
 }

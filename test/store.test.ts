@@ -86,10 +86,10 @@ t.test('the journal replays: tasks requeued, results recorded once, a torn last 
   const s1 = await TaskStore.open(dir, opts, { fsyncMs: 0 });
   const acc = await s1.submitMany([{ id: 'a', prompt: 'A' }, { id: 'b', prompt: 'B' }, { id: 'c', prompt: 'C', max_attempts: 1 }, { id: 'a', prompt: 'again' }]);
   t.same(acc.map((x) => x.duplicate), [false, false, false, true]);
-  s1.queue.next(w('w'));
+  s1.lease(w('w'));
   t.equal(await s1.complete('a', { text: 'done-a', worker: 'w', attempt: 1 }), 'recorded');
   t.equal(await s1.complete('a', { text: 'again', worker: 'w', attempt: 2 }), 'duplicate');
-  s1.queue.next(w('w')); s1.queue.next(w('w'));
+  s1.lease(w('w')); s1.lease(w('w'));
   await s1.fail('c', 'w', { code: 'SWARM_ERR_TASK_FAILED', msg: 'x' }, true);
   await s1.close();
   fs.appendFileSync(path.join(dir, 'journal.ndjson'), '{"t":"result","id":"b","te'); // a crash mid-write
@@ -101,7 +101,7 @@ t.test('the journal replays: tasks requeued, results recorded once, a torn last 
   t.same(s2.queue.counts(), { queued: 1, leased: 0, done: 1, failed: 1 });
   const seen: string[] = [];
   s2.onChange((r) => seen.push(`${r.id}:${r.state}`));
-  s2.queue.next(w('w'));
+  s2.lease(w('w'));
   await s2.complete('b', { text: 'done-b', worker: 'w', attempt: 1 });
   await s2.close();
   t.same(seen, ['b:done']);

@@ -28,6 +28,7 @@ export function hubOptions(cmd: Command): Command {
     .option('--max-line <bytes>', 'maximum protocol line length', int('--max-line', 1024), 1024 * 1024)
     .option('--max-attempts <n>', 'attempts per task before it fails', int('--max-attempts', 1), 3)
     .option('--no-journal', 'keep tasks in memory only (nothing survives a restart)')
+    .option('--fsync <mode>', 'always: acknowledge tasks and show results only once fsynced (group commit); interval: fsync once a second (a power loss can lose up to 1 s of acknowledged work)', fsyncMode, 'always')
     .option('--msgpack', 'offer msgpack to workers (NDJSON is the default: measured faster for these small frames)', false)
     .option('--no-msgpack', 'speak NDJSON only (the default; kept for scripts)')
     .option('--roles <plan>', 'hand out roles to the workers that join, e.g. thinker=2,worker=3 (ASSIGN_ROLE)', rolePlanOption);
@@ -36,7 +37,12 @@ export function hubOptions(cmd: Command): Command {
 export interface HubCliOptions {
   host: string; port: number; controlPort: number; controlHost?: string; token?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string;
   stateDir?: string; heartbeatMs: number; deadAfterMs: number; maxLine: number; maxAttempts: number;
-  journal: boolean; msgpack: boolean; roles?: RolePlan; insecureNoAuth: boolean;
+  journal: boolean; msgpack: boolean; roles?: RolePlan; insecureNoAuth: boolean; fsync: 'always' | 'interval';
+}
+
+function fsyncMode(v: string): 'always' | 'interval' {
+  if (v !== 'always' && v !== 'interval') throw new InvalidArgumentError('expected always or interval');
+  return v;
 }
 
 function rolePlanOption(v: string): RolePlan {
@@ -60,7 +66,7 @@ export function hubConfigFrom(o: HubCliOptions, token: string | undefined) {
     host: o.host, port: o.port, controlPort: o.controlPort, token,
     ...(o.controlHost ? { controlHost: o.controlHost } : {}), ...(o.tlsCa ? { tlsCa: o.tlsCa } : {}),
     tlsCert: o.tlsCert, tlsKey: o.tlsKey, heartbeatMs: o.heartbeatMs, deadAfterMs: o.deadAfterMs,
-    maxLine: o.maxLine, maxAttempts: o.maxAttempts, msgpack: o.msgpack, roles: o.roles,
+    maxLine: o.maxLine, maxAttempts: o.maxAttempts, msgpack: o.msgpack, roles: o.roles, fsync: o.fsync,
   };
 }
 

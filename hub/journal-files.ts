@@ -1,0 +1,116 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { decodeRecord, type JournalRecord } from './journal-record.js';
+
+/** The files of a journal in its state directory. */
+export interface JournalPaths {
+  dir: string;
+  /** The segment appends go to. */
+  current: string;
+  /** A segment frozen by a compaction that has not finished (replayed after the snapshot). */
+  old: string;
+  snapshot: string;
+  /** A snapshot being written; never read (a crash can leave it half-written). */
+  snapshotTmp: string;
+  /** Damaged records, one JSON line each, kept for a person to look at. */
+  quarantine: string;
+}
+
+export function journalPaths(dir: string): JournalPaths {
+  return {
+    dir,
+    current: path.join(dir, 'journal.ndjson'),
+    old: path.join(dir, 'journal.old.ndjson'),
+    snapshot: path.join(dir, 'snapshot.ndjson'),
+    snapshotTmp: path.join(dir, 'snapshot.ndjson.tmp'),
+    quarantine: path.join(dir, 'journal.quarantine.ndjson'),
+  };
+}
+
+/** A record that could not be used, and where it was. */
+export interface Damage { file: string; offset: number; why: string; raw: string }
+
+const CHUNK = 8 * 1024 * 1024;
+
+/**
+ * Every line of a file, read in chunks (a journal can pass V8's largest string). Returns the byte
+ * length up to the last newline: anything after it is a torn tail a crash left mid-write.
+ */
+export function readLines(file: string, onLine: (line: string, offset: number) => void): { size: number; goodEnd: number } | undefined {
+  let fd: number;
+  try { fd = fs.openSync(file, 'r'); } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
+  }
+  try {
+    const buf = Buffer.allocUnsafe(CHUNK);
+    let carry: Buffer = Buffer.alloc(0);
+    let pos = 0;
+    let lineStart = 0;
+    for (;;) {
+      const n = fs.readSync(fd, buf, 0, CHUNK, pos);
+      if (n === 0) break;
+      pos += n;
+      const data: Buffer = carry.length ? Buffer.concat([carry, buf.subarray(0, n)]) : buf.subarray(0, n);
+      let from = 0;
+      for (let nl = data.indexOf(10, from); nl >= 0; nl = data.indexOf(10, from)) {
+        if (nl > from) onLine(data.toString('utf8', from, nl), lineStart);
+        lineStart += nl + 1 - from;
+        from = nl + 1;
+      }
+      // Copied: `buf` is reused for the next chunk.
+      carry = Buffer.from(data.subarray(from));
+    }
+    return { size: pos, goodEnd: lineStart };
+  } finally { fs.closeSync(fd); }
+}
+
+/** Read one journal file: the intact records in order, and what was damaged (a torn tail included). */
+export function readJournalFile(file: string): { records: JournalRecord[]; damage: Damage[]; legacy: number; size: number; goodEnd: number } {
+  const records: JournalRecord[] = [];
+  const damage: Damage[] = [];
+  let legacy = 0;
+  const name = path.basename(file);
+  const r = readLines(file, (line, offset) => {
+    const d = decodeRecord(line);
+    if (d.ok) { records.push(d.rec); if (d.legacy) legacy++; } else damage.push({ file: name, offset, why: d.why, raw: line });
+  });
+  if (!r) return { records, damage, legacy, size: 0, goodEnd: 0 };
+  if (r.goodEnd < r.size) {
+    const fd = fs.openSync(file, 'r');
+    const tail = Buffer.alloc(Math.min(r.size - r.goodEnd, 1 << 20));
+    fs.readSync(fd, tail, 0, tail.length, r.goodEnd);
+    fs.closeSync(fd);
+    damage.push({ file: name, offset: r.goodEnd, why: 'torn last line (a crash mid-write)', raw: tail.toString('utf8') });
+  }
+  return { records, damage, legacy, size: r.size, goodEnd: r.goodEnd };
+}
+
+/** Keep damaged records in the side file (fsynced): they leave the journal at the next compaction. */
+export function quarantine(file: string, damage: readonly Damage[], now = Date.now()): void {
+  if (!damage.length) return;
+  const lines = damage.map((d) => JSON.stringify({ at: now, file: d.file, offset: d.offset, why: d.why, raw: d.raw.slice(0, 1 << 20) }) + '\n').join('');
+  const fd = fs.openSync(file, 'a', 0o600);
+  try { fs.writeSync(fd, lines); fs.fsyncSync(fd); } finally { fs.closeSync(fd); }
+}
+
+/** fsync a directory, so a rename or a new file in it survives a power loss. */
+export function fsyncDir(dir: string): void {
+  const fd = fs.openSync(dir, 'r');
+  try { fs.fsyncSync(fd); } finally { fs.closeSync(fd); }
+}
+
+/** Promise forms of the fd calls the writer needs. */
+export const io = {
+  write: (fd: number, buf: Buffer): Promise<void> => new Promise((resolve, reject) => {
+    const step = (off: number): void => {
+      fs.write(fd, buf, off, buf.length - off, null, (err, n) => {
+        if (err) return reject(err);
+        if (off + n < buf.length) step(off + n); else resolve();
+      });
+    };
+    step(0);
+  }),
+  fsync: (fd: number): Promise<void> => new Promise((resolve, reject) => fs.fsync(fd, (e) => (e ? reject(e) : resolve()))),
+  ftruncate: (fd: number, len: number): Promise<void> => new Promise((resolve, reject) => fs.ftruncate(fd, len, (e) => (e ? reject(e) : resolve()))),
+};

@@ -1,0 +1,84 @@
+import { crc32 } from 'node:zlib';
+import type { Receipt, ErrorCode } from '../protocol/index.js';
+import type { TaskSpec } from './task.js';
+
+/** One record of the journal (and of its snapshot). */
+export type JournalRecord =
+  | { t: 'task'; spec: TaskSpec & { id: string }; at: number }
+  | { t: 'result'; id: string; text: string; worker: string; attempt: number; receipt?: Receipt; at: number }
+  | { t: 'fail'; id: string; error: { code: ErrorCode; msg: string }; attempts: number; at: number }
+  | { t: 'meta'; kind: string; data: unknown; at: number };
+
+/** Where the check fields start: JSON escapes every `"` inside strings, so this suffix cannot come from data. */
+const TAIL = ',"_n":';
+
+/**
+ * One line: the record's JSON with its byte length and CRC-32 appended as two last fields,
+ * `{…,"_n":123,"_c":"1a2b3c4d"}\n`. The line stays plain JSON (jq and older readers still parse it);
+ * the check covers the record as serialized without those fields.
+ */
+export function encodeRecord(r: JournalRecord): string {
+  const body = JSON.stringify(r);
+  const buf = Buffer.from(body, 'utf8');
+  return `${body.slice(0, -1)}${TAIL}${buf.length},"_c":"${crc32(buf).toString(16).padStart(8, '0')}"}\n`;
+}
+
+export type Decoded = { ok: true; rec: JournalRecord; legacy: boolean } | { ok: false; why: string };
+
+/** Check and parse one line (without its newline). Lines written before checksums (no `_c`) are accepted when their shape is right. */
+export function decodeRecord(line: string): Decoded {
+  let body = line;
+  let legacy = true;
+  const at = line.lastIndexOf(TAIL);
+  if (at > 0 && line.endsWith('"}')) {
+    const m = /^,"_n":(\d+),"_c":"([0-9a-f]{8})"\}$/.exec(line.slice(at));
+    if (!m) return { ok: false, why: 'malformed check fields' };
+    body = line.slice(0, at) + '}';
+    const buf = Buffer.from(body, 'utf8');
+    if (buf.length !== Number(m[1])) return { ok: false, why: `length ${buf.length}, expected ${m[1]}` };
+    if (crc32(buf).toString(16).padStart(8, '0') !== m[2]) return { ok: false, why: 'checksum mismatch' };
+    legacy = false;
+  }
+  let v: unknown;
+  try { v = JSON.parse(body); } catch { return { ok: false, why: 'not JSON' }; }
+  const why = checkShape(v);
+  return why ? { ok: false, why } : { ok: true, rec: v as JournalRecord, legacy };
+}
+
+const str = (x: unknown): x is string => typeof x === 'string';
+const num = (x: unknown): x is number => typeof x === 'number' && Number.isFinite(x);
+const opt = (x: unknown, f: (y: unknown) => boolean): boolean => x === undefined || f(x);
+const obj = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+
+/**
+ * The shape replay relies on, checked by hand (zod would cost seconds at a million records).
+ * Returns why a record is unusable, or undefined.
+ */
+export function checkShape(v: unknown): string | undefined {
+  if (!obj(v)) return 'not an object';
+  switch (v.t) {
+    case 'task': {
+      const s = v.spec;
+      if (!obj(s)) return 'task without spec';
+      if (!str(s.id) || !s.id) return 'task spec without id';
+      if (!str(s.prompt)) return 'task spec without prompt';
+      if (!opt(s.priority, num) || !opt(s.role, str) || !opt(s.max_attempts, num) || !opt(s.timeout_ms, num)) return 'task spec field of the wrong type';
+      if (!opt(s.caps, (c) => Array.isArray(c) && c.every(str)) || !opt(s.stop, (c) => Array.isArray(c) && c.every(str))) return 'task spec list of the wrong type';
+      if (!num(v.at)) return 'task without time';
+      return undefined;
+    }
+    case 'result':
+      if (!str(v.id) || !str(v.text) || !str(v.worker) || !num(v.attempt)) return 'result with missing or mistyped fields';
+      if (!opt(v.receipt, obj)) return 'result receipt not an object';
+      return undefined;
+    case 'fail': {
+      const e = v.error;
+      if (!str(v.id) || !obj(e) || !str(e.code) || !str(e.msg) || !num(v.attempts)) return 'fail with missing or mistyped fields';
+      return undefined;
+    }
+    case 'meta':
+      return str(v.kind) ? undefined : 'meta without kind';
+    default:
+      return `unknown record type ${JSON.stringify(v.t)?.slice(0, 40)}`;
+  }
+}

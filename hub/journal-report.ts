@@ -1,0 +1,29 @@
+import type { TaskStore } from './store.js';
+
+/** The journal's part of `swarm status --json`: durability mode, sizes, damage set aside, disk trouble. */
+export function journalStatus(store: TaskStore): Record<string, unknown> | undefined {
+  const s = store.journalStats;
+  if (!s) return undefined;
+  return {
+    ...s,
+    damaged_records: store.damage.records,
+    quarantine: store.damage.quarantine,
+    damage: store.damage.samples,
+    legacy_records: store.legacyRecords,
+  };
+}
+
+/** Prometheus lines for the journal (none without a state directory). */
+export function journalMetrics(store: TaskStore): string {
+  const s = store.journalStats;
+  if (!s) return '';
+  const out: string[] = [];
+  const metric = (name: string, type: 'gauge' | 'counter', help: string, v: number) => out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, `${name} ${v}`);
+  metric('swarm_journal_damaged_records', 'gauge', 'Damaged journal records set aside (quarantined) when the hub started.', store.damage.records);
+  metric('swarm_journal_write_errors_total', 'counter', 'Journal writes that failed (nothing of them was kept).', s.write_errors);
+  metric('swarm_journal_disk_full', 'gauge', '1 while the last journal write failed for want of space.', s.disk_full ? 1 : 0);
+  metric('swarm_journal_segment_bytes', 'gauge', 'Bytes in the live journal segment.', s.segment_bytes);
+  metric('swarm_journal_snapshot_bytes', 'gauge', 'Bytes in the last snapshot.', s.snapshot_bytes);
+  metric('swarm_journal_compactions_total', 'counter', 'Compactions since the hub started.', s.compactions);
+  return out.join('\n') + '\n';
+}

@@ -1,0 +1,35 @@
+import type { TaskRecord } from './task.js';
+
+/**
+ * What happened to a task, in the order it happened. `accepted`, `done` and `failed` come only once
+ * the journal record is durable; `leased` and `requeued` are not journaled (a lease is not durable
+ * state: after a restart every unfinished task is queued).
+ */
+export type StoreEvent =
+  | { type: 'accepted'; rec: TaskRecord }
+  | { type: 'leased'; rec: TaskRecord }
+  | { type: 'requeued'; rec: TaskRecord }
+  | { type: 'done'; rec: TaskRecord }
+  | { type: 'failed'; rec: TaskRecord };
+
+/** A typed event stream: subscribe returns its unsubscribe; a listener that throws does not stop the others. */
+export class StoreEvents {
+  private readonly listeners = new Set<(e: StoreEvent) => void>();
+
+  subscribe(fn: (e: StoreEvent) => void): () => void {
+    // A wrapper per subscription, so the same function subscribed twice is two subscriptions.
+    const own = (e: StoreEvent) => fn(e);
+    this.listeners.add(own);
+    return () => { this.listeners.delete(own); };
+  }
+
+  /** Listeners subscribed now (a leak shows here). */
+  get size(): number { return this.listeners.size; }
+
+  emit(e: StoreEvent): void {
+    if (this.listeners.size === 0) return;
+    for (const fn of this.listeners) {
+      try { fn(e); } catch { /* a listener's bug must not stop the others */ }
+    }
+  }
+}

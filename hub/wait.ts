@@ -1,0 +1,93 @@
+import type http from 'node:http';
+import { SwarmError } from '../protocol/index.js';
+import type { TaskStore } from './store.js';
+import { isFinal, type TaskRecord } from './task.js';
+
+export interface WaitOptions {
+  /** Most /wait requests held at once; past it SWARM_ERR_TOO_MANY_WAITS. */
+  maxWaits: number;
+  /** Longest wait a client may ask for. */
+  maxWaitMs: number;
+  /** Answer bytes buffered per connection before waiting for the client to read. */
+  chunkBytes: number;
+  /** A client that reads nothing of its answer for this long is cut off. */
+  stallMs: number;
+}
+
+export const WAIT_DEFAULTS: WaitOptions = { maxWaits: 1024, maxWaitMs: 10 * 60_000, chunkBytes: 64 * 1024, stallMs: 60_000 };
+
+/** One task as /wait and GET /tasks/:id show it. */
+export function taskView(r: TaskRecord): { id: string; state: string; text?: string; error?: unknown; receipt?: unknown; worker?: string; attempts: number } {
+  return { id: r.id, state: r.state, text: r.result?.text, error: r.error, receipt: r.result?.receipt, worker: r.result?.worker ?? r.worker, attempts: r.attempts };
+}
+
+/**
+ * POST /wait: long-poll until every named task is final or the timeout passes, then stream the
+ * answer `{"complete":…,"tasks":[…]}` a chunk at a time, waiting for the client to read each (a
+ * client that never reads holds one chunk, not the whole answer). Every wait unsubscribes when it
+ * ends, however it ends.
+ */
+export class Waits {
+  private active = 0;
+  constructor(private readonly store: () => TaskStore, private readonly opts: WaitOptions = WAIT_DEFAULTS) {}
+
+  /** Waits being held now. */
+  get count(): number { return this.active; }
+
+  async handle(body: { ids?: unknown; timeout_ms?: unknown }, res: http.ServerResponse): Promise<void> {
+    if (!Array.isArray(body.ids) || !body.ids.every((x) => typeof x === 'string')) throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', 'ids must be a list of task ids');
+    const ids = body.ids as string[];
+    const q = this.store().queue;
+    for (const id of ids) if (!q.has(id)) throw new SwarmError('SWARM_ERR_UNKNOWN_TASK', `unknown task ${id}`);
+    if (this.active >= this.opts.maxWaits) throw new SwarmError('SWARM_ERR_TOO_MANY_WAITS', `${this.active} waits are held already (at most ${this.opts.maxWaits})`);
+    const timeout = Math.max(0, Math.min(this.opts.maxWaitMs, typeof body.timeout_ms === 'number' ? body.timeout_ms : this.opts.maxWaitMs));
+    this.active++;
+    try {
+      const pending = new Set(ids.filter((id) => !isFinal(q.get(id)!)));
+      if (pending.size > 0) await this.until(pending, timeout, res);
+      if (res.destroyed) return;
+      await this.stream(ids, res);
+    } finally { this.active--; }
+  }
+
+  private until(pending: Set<string>, timeout: number, res: http.ServerResponse): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const end = (): void => { clearTimeout(timer); off(); res.off('close', end); resolve(); };
+      const timer = setTimeout(end, timeout);
+      const off = this.store().subscribe((e) => {
+        if ((e.type === 'done' || e.type === 'failed') && pending.delete(e.rec.id) && pending.size === 0) end();
+      });
+      res.once('close', end);
+    });
+  }
+
+  private async stream(ids: string[], res: http.ServerResponse): Promise<void> {
+    const q = this.store().queue;
+    const complete = ids.every((id) => isFinal(q.get(id)!));
+    res.writeHead(200, { 'content-type': 'application/json' });
+    let chunk = `{"complete":${complete},"tasks":[`;
+    for (let i = 0; i < ids.length; i++) {
+      chunk += (i ? ',' : '') + JSON.stringify(taskView(q.get(ids[i]!)!));
+      if (chunk.length >= this.opts.chunkBytes) {
+        if (!(await this.write(res, chunk))) return;
+        chunk = '';
+      }
+    }
+    chunk += ']}';
+    if (await this.write(res, chunk)) res.end();
+  }
+
+  /** Write one chunk; if the socket's buffer is full, wait until the client reads. False: the client is gone (or stalled and cut off). */
+  private write(res: http.ServerResponse, chunk: string): Promise<boolean> {
+    if (res.destroyed) return Promise.resolve(false);
+    if (res.write(chunk)) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const done = (ok: boolean): void => { clearTimeout(timer); res.off('drain', onDrain); res.off('close', onClose); resolve(ok); };
+      const onDrain = (): void => done(true);
+      const onClose = (): void => done(false);
+      const timer = setTimeout(() => { res.destroy(); done(false); }, this.opts.stallMs);
+      res.once('drain', onDrain);
+      res.once('close', onClose);
+    });
+  }
+}
