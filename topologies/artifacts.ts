@@ -4,6 +4,8 @@ import type { Passport } from './passport.js';
 import { renderHtml, renderMarkdown, summarize, type NodeRecord, type RunReport } from './report.js';
 import type { RunOutcome, RunSink, TaskRequest } from './runner.js';
 import { parseJsonObject } from './structured.js';
+import { experimentMarkdown, writeExperimentReport } from './experiment/report.js';
+import type { ExperimentResult } from './experiment/finalize.js';
 import type { NodeResult, NodeTask, RunSpec } from './types.js';
 
 const WRITE_CONCURRENCY = 16;
@@ -115,8 +117,12 @@ export class RunFolder implements RunSink {
     this.event({ type: 'run_done', verdict: outcome.verdict, reason: outcome.reason });
     const report = this.report();
     // After every node's files: the report is the last word on the run.
+    const experiment = outcome.details?.experiment as ExperimentResult | undefined;
     void this.drained().then(async () => {
-      await fs.promises.writeFile(path.join(this.dir, 'report.md'), renderMarkdown(report));
+      // nodes.jsonl must be on disk before the experiment page reads the answering nodes' prompts from it.
+      if (experiment) await new Promise<void>((r) => this.nodeLines.write('', () => r()));
+      await fs.promises.writeFile(path.join(this.dir, 'report.md'), renderMarkdown(report) + (experiment ? experimentMarkdown(experiment, this.passport) : ''));
+      if (experiment) await writeExperimentReport(this.dir, experiment, this.passport);
       await fs.promises.writeFile(path.join(this.dir, 'report.html'), renderHtml(report));
       // result.json last: its presence marks the run finished (a restarted hub resumes the others).
       await fs.promises.writeFile(path.join(this.dir, 'result.json'), JSON.stringify({ ...outcome, metrics: report.metrics }, null, 2));

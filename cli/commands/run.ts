@@ -8,21 +8,23 @@ import { alive } from '../../hub/index.js';
 import { loadExperiment, resolveInputs, type Experiment, type RunSpec } from '../../topologies/index.js';
 import { Exit, fail } from '../exit.js';
 import { call, remoteTarget, type ControlTarget, type RemoteOptions } from '../http.js';
-import { int } from '../options.js';
+import { int, keyValue } from '../options.js';
 import { Progress } from '../progress.js';
 import { readHubFile, stateDir, type HubFile } from '../state.js';
-import { compareRuns, readRunDir } from './runs.js';
+import { chooseModel } from '../model.js';
+import { printExperiment } from './experiment-print.js';
+import { compareRuns, readRunDir, resolveRunId } from './runs.js';
 import { planPools, routeRoles, startPools, workerCaps, type Pool } from './run-pools.js';
 
-interface RunView {
+export interface RunView {
   run: string; state: 'running' | 'done'; experiment: string; topology: string; dir: string;
   progress?: { submitted: number; done: number; failed: number; running: number; cancelled?: number; tokens_out: number; tokens_per_s: number; elapsed_ms: number };
   outcome?: { output: string; verdict?: string; reason?: string; details?: Record<string, unknown> };
 }
 
-interface RunOptions {
+export interface RunOptions {
   agents?: number; repeat: number; set: string[]; json: boolean; replay?: string; stateDir?: string;
-  timeout: number; driver?: string; model?: string;
+  timeout: number; driver?: string; model?: string; driverOpt: Record<string, string>;
 }
 
 const CLI = fileURLToPath(new URL('../main.js', import.meta.url));
@@ -37,7 +39,8 @@ export function registerRun(program: Command): void {
     .option('--set <key=value>', 'override a field (dotted path, repeatable)', collect, [])
     .option('--replay <run>', 're-run a recorded run with the same spec, seed and settings')
     .option('--driver <name>', 'driver for a swarm started for this run (default: the roles\' driver, else echo)')
-    .option('--model <path>', 'model for a swarm started for this run (default: the roles\' model)')
+    .option('--model <path>', 'model for a swarm started for this run, for every role (default: the roles\' model, else the default model of swarm up)')
+    .option('--driver-opt <key=value>', 'driver option for a swarm started for this run (repeatable; e.g. p=0.6 for the simulated driver)', keyValue, {})
     .option('--timeout <ms>', 'give up waiting after this long', int('--timeout', 1), 3_600_000)
     .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
     .option('--json', 'print JSON', false)
@@ -51,6 +54,7 @@ export function registerRun(program: Command): void {
         // A remote swarm is used as it is: nothing is started on another machine from here.
         const remote = remoteTarget(o);
         const hub = remote ?? await ensureSwarm(dir, plan, o);
+        const startedHere = plan.started;
         const views: RunView[] = [];
         for (let i = 0; i < o.repeat; i++) {
           const set = o.repeat > 1 ? [...o.set, `seed=${plan.experiment.seed + i}`] : o.set;
@@ -64,6 +68,8 @@ export function registerRun(program: Command): void {
         if (o.json) process.stdout.write(JSON.stringify(views.length === 1 ? views[0] : { runs: views }) + '\n');
         else for (const v of views) printView(v);
         if (!o.json && views.length > 1) process.stdout.write(compareRuns(views.map((v) => readRunDir(v.dir)!)) + '\n');
+        // A swarm this command started outlives it (the next run reuses it): say so, and how to stop it.
+        if (startedHere && !o.json) process.stderr.write(`note: the swarm this command started is still running (state dir ${dir}); stop it with: swarm down${o.stateDir ? ` --state-dir ${o.stateDir}` : ''}\n`);
         if (views.some((v) => v.state !== 'done')) process.exit(Exit.TIMEOUT);
         if (views.some((v) => v.outcome?.verdict === 'cancelled')) process.exit(Exit.INTERRUPTED);
         if (views.some((v) => v.outcome?.verdict === 'failed')) process.exit(Exit.TASKS_FAILED);
@@ -72,11 +78,12 @@ export function registerRun(program: Command): void {
     });
 }
 
-interface Plan { experiment: Experiment; inputs?: RunSpec['inputs']; baseDir: string; replayOf?: string; driver?: string; model?: string; pools: Pool[] }
+export interface Plan { experiment: Experiment; inputs?: RunSpec['inputs']; baseDir: string; replayOf?: string; driver?: string; model?: string; pools: Pool[]; started?: boolean }
 
 /** Validate everything before any swarm starts or any task is submitted. */
-function prepare(file: string | undefined, o: RunOptions, dir: string): Plan {
+export function prepare(file: string | undefined, o: RunOptions, dir: string): Plan {
   if (o.replay) {
+    o.replay = resolveRunId(path.join(dir, 'runs'), o.replay);
     const rd = path.join(dir, 'runs', o.replay);
     let spec: RunSpec;
     try { spec = JSON.parse(fs.readFileSync(path.join(rd, 'spec.json'), 'utf8')) as RunSpec; } catch {
@@ -89,7 +96,9 @@ function prepare(file: string | undefined, o: RunOptions, dir: string): Plan {
     return { experiment: spec.experiment, inputs: spec.inputs, baseDir: process.cwd(), replayOf: o.replay, driver, model, pools };
   }
   if (!file) throw new SwarmError('SWARM_ERR_CONFIG', 'give an experiment file, or --replay RUN');
-  const experiment = loadExperiment(file, { set: o.set });
+  let experiment = loadExperiment(file, { set: o.set });
+  // --driver/--model replace the roles' own, so the passport and the reports name what ran.
+  if (o.driver || o.model) experiment = overrideRoles(experiment, o.driver, o.model);
   const baseDir = path.dirname(path.resolve(file));
   const inputs = resolveInputs(experiment, baseDir);
   const roles = Object.values(experiment.roles);
@@ -101,6 +110,12 @@ function prepare(file: string | undefined, o: RunOptions, dir: string): Plan {
   // The set overrides are already applied; the hub gets the resolved experiment.
   o.set = [];
   return { experiment, inputs, baseDir, driver, model, pools };
+}
+
+/** The experiment with every role on this driver and/or model. */
+export function overrideRoles(e: Experiment, driver: string | undefined, model: string | undefined): Experiment {
+  const roles = Object.fromEntries(Object.entries(e.roles).map(([k, r]) => [k, { ...r, ...(driver ? { driver } : {}), ...(model ? { model: path.resolve(model) } : {}) }]));
+  return { ...e, roles };
 }
 
 /** Every role on one pool of this driver and model; its workers have every cap a role asks for. */
@@ -116,7 +131,7 @@ function onePool(e: Experiment, driver: string | undefined, model: string | unde
  * one pool each role is routed to its pool by a cap (also on a running swarm whose workers have the
  * pools' caps: a swarm an earlier `swarm run` of the experiment started).
  */
-async function ensureSwarm(dir: string, plan: Plan, o: RunOptions): Promise<HubFile> {
+export async function ensureSwarm(dir: string, plan: Plan, o: RunOptions): Promise<HubFile> {
   const h = readHubFile(dir);
   const mixed = plan.pools.length > 1;
   if (h && alive(h.pid)) {
@@ -133,8 +148,15 @@ async function ensureSwarm(dir: string, plan: Plan, o: RunOptions): Promise<HubF
     return h;
   }
   const [first, ...rest] = plan.pools;
+  // A model-running pool with no model gets swarm up's default, chosen here so the passport can name it.
+  for (const p of plan.pools) {
+    if (p.model) continue;
+    const chosen = await chooseModel(p.driver, undefined, { quiet: o.json });
+    if (chosen.path) { p.model = chosen.path; plan.model ??= chosen.path; }
+  }
   const args = [CLI, 'up', '--detach', '--state-dir', dir, '--agents', String(first!.agents), '--driver', first!.driver];
   if (first!.model) args.push('--model', first!.model);
+  for (const [k, v] of Object.entries(o.driverOpt)) args.push('--driver-opt', `${k}=${v}`);
   if (first!.caps.length) args.push('--caps', first!.caps.join(','));
   if (!o.json) process.stderr.write(`no running swarm in ${dir}; starting one: swarm ${args.slice(1).join(' ')}\n`);
   const code = await new Promise<number | null>((resolve) => {
@@ -145,6 +167,7 @@ async function ensureSwarm(dir: string, plan: Plan, o: RunOptions): Promise<HubF
   if (code !== 0 || !started) throw new SwarmError('SWARM_ERR_NO_SWARM', `could not start a swarm (swarm up exited with ${code})`);
   if (rest.length) await startPools(dir, started, rest, { json: o.json });
   plan.experiment = routeRoles(plan.experiment, plan.pools);
+  plan.started = true;
   return started;
 }
 
@@ -152,7 +175,7 @@ async function ensureSwarm(dir: string, plan: Plan, o: RunOptions): Promise<HubF
  * Poll the run, drawing a progress line, until it is done or the timeout passes. A hub that goes
  * away (restart, failover) is waited for: the run resumes on the hub that comes back.
  */
-async function follow(dir: string, hub: ControlTarget, run: string, o: RunOptions, remote = false): Promise<RunView> {
+export async function follow(dir: string, hub: ControlTarget, run: string, o: RunOptions, remote = false): Promise<RunView> {
   const progress = new Progress(o.json);
   const deadline = Date.now() + o.timeout;
   // Ctrl-C cancels the run on the hub (its outstanding tasks stop on the workers) and we wait for it
@@ -198,9 +221,20 @@ function printView(v: RunView): void {
   const out = (o?.output ?? '').trim();
   process.stdout.write([
     `run ${v.run} (${v.experiment}, ${v.topology}): ${o?.verdict ?? v.state}${o?.reason ? ` — ${o.reason}` : ''}`,
-    ...(o?.details?.winner !== undefined ? [`  winner: contestant ${String(o.details.winner)}, kappa ${o.details.kappa === null ? 'undefined' : Number(o.details.kappa).toFixed(3)} (${String(o.details.kappa_method)})`] : []),
+    ...(o?.details?.winner !== undefined ? [`  winner: contestant ${String(o.details.winner)}, ${kappaText(o.details)}`] : []),
+    ...(o?.details?.experiment ? [printExperiment(o.details.experiment as never, v.dir)] : []),
     `  output: ${out.length > 300 ? `${out.slice(0, 300)}…` : out || '(empty)'}`,
     `  folder: ${v.dir} (report.html)`,
     '',
   ].join('\n'));
+}
+
+/** The judges' agreement; an undefined kappa says why (every rating in one category: chance agreement is 1). */
+export function kappaText(d: Record<string, unknown>): string {
+  const method = String(d.kappa_method);
+  if (d.kappa === null || d.kappa === undefined) {
+    return method === 'none' ? 'kappa undefined (fewer than two judges gave usable ratings)'
+      : `kappa undefined (${method}): every rating fell in one category, so agreement expected by chance is 1 and kappa divides by zero`;
+  }
+  return `kappa ${Number(d.kappa).toFixed(3)} (${method})`;
 }

@@ -32,8 +32,20 @@ function listRuns(dir: string): RunRecord[] {
   return names.sort().reverse().flatMap((n) => { const r = readRunDir(path.join(dir, n)); return r ? [r] : []; });
 }
 
+/** A run by its id or a unique prefix of it (like git): `20261123-1843` or the date-less tail. */
+export function resolveRunId(dir: string, id: string): string {
+  if (fs.existsSync(path.join(dir, id, 'passport.json'))) return id;
+  let names: string[] = [];
+  try { names = fs.readdirSync(dir); } catch { /* no runs yet */ }
+  const hits = id ? names.filter((n) => n.startsWith(id) || (id.length >= 4 && n.endsWith(`-${id}`))) : [];
+  if (hits.length === 1) return hits[0]!;
+  if (hits.length > 1) throw new SwarmError('SWARM_ERR_CONFIG', `run id "${id}" is ambiguous: ${hits.slice(0, 5).join(', ')}${hits.length > 5 ? `, … (${hits.length})` : ''}`);
+  throw new SwarmError('SWARM_ERR_UNKNOWN_RUN', `no run ${id} in ${dir} (see \`swarm runs ls\`)`);
+}
+
 function need(dir: string, id: string): RunRecord {
-  const r = readRunDir(path.join(dir, id));
+  const full = resolveRunId(dir, id);
+  const r = readRunDir(path.join(dir, full));
   if (!r) throw new SwarmError('SWARM_ERR_UNKNOWN_RUN', `no run ${id} in ${dir} (see \`swarm runs ls\`)`);
   return r;
 }
@@ -86,15 +98,16 @@ export function registerRuns(program: Command): void {
         const list = listRuns(runsDir(o));
         if (o.json) { process.stdout.write(JSON.stringify({ runs: list.map((r) => ({ run: r.run, experiment: r.passport.experiment, topology: r.passport.topology, verdict: r.result?.verdict ?? 'running', created_at: r.passport.created_at, metrics: r.result?.metrics })) }) + '\n'); return; }
         if (!list.length) { process.stdout.write('no runs yet (start one with `swarm run EXPERIMENT`)\n'); return; }
+        process.stdout.write(`${'RUN'.padEnd(list[0]!.run.length)}  ${'TOPOLOGY'.padEnd(14)} ${'VERDICT'.padEnd(13)} ${'NODES'.padStart(5)}        ${'WALL'.padEnd(7)} EXPERIMENT\n`);
         for (const r of list) {
           const m = r.result?.metrics as { nodes?: number; wall_ms?: number } | undefined;
-          process.stdout.write(`${r.run}  ${r.passport.topology.padEnd(14)} ${(r.result?.verdict ?? 'running').padEnd(13)} ${String(m?.nodes ?? '-').padStart(5)} nodes  ${m?.wall_ms !== undefined ? `${(m.wall_ms / 1000).toFixed(1)} s` : ''}  ${r.passport.experiment}\n`);
+          process.stdout.write(`${r.run}  ${r.passport.topology.padEnd(14)} ${(r.result?.verdict ?? 'running').padEnd(13)} ${String(m?.nodes ?? '-').padStart(5)} nodes  ${(m?.wall_ms !== undefined ? `${(m.wall_ms / 1000).toFixed(1)} s` : '-').padEnd(7)} ${r.passport.experiment}\n`);
         }
       } catch (err) { fail(err, o.json); }
     });
   runs.command('show')
     .description('show a run: its report (report.md), or JSON')
-    .argument('<run>', 'run id')
+    .argument('<run>', 'run id, or a unique prefix of it (or its last part: the 4 letters after the time)')
     .option('--state-dir <dir>', 'state directory')
     .option('--json', 'print JSON (passport and result)', false)
     .action((id: string, o: { stateDir?: string; json: boolean }) => {
@@ -115,8 +128,10 @@ export function registerRuns(program: Command): void {
     .action(async (id: string, o: RemoteOptions & { stateDir?: string; json: boolean; reason: string }) => {
       try {
         const hub = remoteTarget(o) ?? runningHub(stateDir(o.stateDir));
+        let full = id;
+        try { full = resolveRunId(runsDir(o), id); } catch { /* the hub may know it still */ }
         const v = await call<{ run: string; cancelled: boolean; tasks_cancelled?: number; outcome?: { verdict?: string; reason?: string }; dir: string }>(
-          hub, 'POST', `/runs/${encodeURIComponent(id)}/cancel`, { reason: o.reason }, 120_000);
+          hub, 'POST', `/runs/${encodeURIComponent(full)}/cancel`, { reason: o.reason }, 120_000);
         if (o.json) { process.stdout.write(JSON.stringify(v) + '\n'); return; }
         process.stdout.write(v.cancelled
           ? `run ${v.run} cancelled (${v.tasks_cancelled ?? 0} outstanding task(s) cancelled): ${v.outcome?.reason ?? o.reason}\nfolder: ${v.dir}\n`

@@ -33,6 +33,8 @@ export interface ItemRow {
 export interface ExperimentResult {
   scorer: string;
   items: number;
+  /** The drivers that answered, as the workers' receipts name them (what ran, whatever the passport assumed). */
+  drivers: string[];
   conditions: ConditionStats[];
   budget?: Budget;
   /** The topology against each baseline, on the items both scored. */
@@ -77,7 +79,9 @@ export async function finishExperiment(spec: RunSpec, d: RunDone, results: Resul
       return [c, { answer: clip(u?.answer ?? ''), score: s?.score ?? null, ...(s?.extracted !== undefined ? { extracted: clip(s.extracted, 80) } : {}), ...(s?.error ? { error: s.error } : {}), ...(u?.final ? { node: u.final } : {}), tokens: u ? tokensOf(results, u.nodes).total : 0 }];
     })),
   }));
-  const experiment: ExperimentResult = { scorer: scorer.type, items: items.length, conditions, ...(d.details?.budget ? { budget: d.details.budget as Budget } : {}), comparisons, rows };
+  const drivers = new Set<string>();
+  for (const u of units) for (const n of u.nodes) { const dr = results.get(n)?.receipt?.driver; if (dr) drivers.add(dr); }
+  const experiment: ExperimentResult = { scorer: scorer.type, items: items.length, drivers: [...drivers].sort(), conditions, ...(d.details?.budget ? { budget: d.details.budget as Budget } : {}), comparisons, rows };
   const head = conditions.map((c) => `${c.name} ${c.mean.toFixed(3)} ± ${c.se.toFixed(3)}`).join(', ');
   return { output: `${items.length} items: ${head}`, verdict: 'scored', reason: `scored with ${scorer.type}`, details: { experiment } };
 }

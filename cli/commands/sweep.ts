@@ -1,0 +1,162 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Command } from 'commander';
+import { SwarmError } from '../../protocol/index.js';
+import { loadExperiment, resolveInputs, type Experiment } from '../../topologies/index.js';
+import type { ExperimentResult } from '../../topologies/experiment/index.js';
+import { cellSets, cells, groups, parseAxis, type Cell, type SweepFile } from '../../topologies/experiment/sweep.js';
+import { sweepHtml } from '../../topologies/experiment/sweep-report.js';
+import { modelLine, simulatedNote } from '../../topologies/experiment/report.js';
+import type { Passport } from '../../topologies/passport.js';
+import { Exit, fail } from '../exit.js';
+import { call } from '../http.js';
+import { int, keyValue } from '../options.js';
+import { stateDir, type HubFile } from '../state.js';
+import { routeRoles } from './run-pools.js';
+import { ensureSwarm, follow, overrideRoles, prepare, type RunOptions } from './run.js';
+
+interface SweepOptions extends RunOptions { grid: string[]; seeds: number; out?: string }
+
+const collect = (v: string, prev: string[] = []) => [...prev, v];
+
+export function registerSweep(program: Command): void {
+  program.command('sweep')
+    .description('run an experiment over a grid of settings and seeds (resumable), and write sweep.json and sweep.html')
+    .argument('<experiment>', 'experiment file with inputs.dataset (YAML or JSON)')
+    .option('--grid <key=v1,v2>', 'a grid axis: a dotted field or agents (debaters, contestants or voters); repeatable, the cells are the cartesian product', collect, [])
+    .option('--seeds <n>', 'seeds per grid point: seed, seed+1, …', int('--seeds', 1), 1)
+    .option('--set <key=value>', 'override a field for every cell (repeatable)', collect, [])
+    .option('--out <dir>', 'sweep folder (default <state-dir>/sweeps/<experiment name>); a sweep.json there is resumed')
+    .option('-n, --agents <n>', 'agents for a swarm started for this sweep', int('--agents', 1))
+    .option('--driver <name>', 'driver for a swarm started for this sweep (every role)')
+    .option('--model <path>', 'model for a swarm started for this sweep (every role)')
+    .option('--driver-opt <key=value>', 'driver option for a swarm started for this sweep (repeatable)', keyValue, {})
+    .option('--timeout <ms>', 'give up waiting for one cell after this long', int('--timeout', 1), 3_600_000)
+    .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
+    .option('--json', 'print JSON', false)
+    .action(async (file: string, o: SweepOptions) => {
+      try { await sweep(file, { ...o, repeat: 1 }); } catch (err) { fail(err, o.json); }
+    });
+}
+
+async function sweep(file: string, o: SweepOptions): Promise<void> {
+  const dir = stateDir(o.stateDir);
+  const baseSets = [...o.set];
+  const plan = prepare(file, o, dir);
+  if (plan.experiment.inputs.dataset === undefined) throw new SwarmError('SWARM_ERR_CONFIG', `${file}: a sweep needs inputs.dataset (items with expected answers)`);
+  const axes = o.grid.map(parseAxis);
+  const list = cells(axes, o.seeds, plan.experiment.seed);
+  // Every cell is validated before anything runs.
+  const experiments = new Map<string, Experiment>();
+  for (const c of list) {
+    let e = loadExperiment(file, { set: [...baseSets, ...cellSets(plan.experiment, c)] });
+    if (o.driver || o.model) e = overrideRoles(e, o.driver, o.model);
+    experiments.set(c.key, e);
+  }
+  const out = path.resolve(o.out ?? path.join(dir, 'sweeps', plan.experiment.name));
+  fs.mkdirSync(out, { recursive: true });
+  const jsonPath = path.join(out, 'sweep.json');
+  const prev = readSweep(jsonPath);
+  const f: SweepFile = {
+    experiment: plan.experiment.name, file: path.resolve(file), topology: plan.experiment.topology, grid: axes, seeds: o.seeds,
+    base_seed: plan.experiment.seed, ran: prev?.ran, simulated: prev?.simulated,
+    cells: list.map((c) => ({ ...c, ...pick(prev?.cells.find((p) => p.key === c.key)) })), updated_at: new Date().toISOString(),
+  };
+  const runsDir = path.join(dir, 'runs');
+  const finished = (c: Cell) => c.state === 'done' && c.run !== undefined && fs.existsSync(path.join(runsDir, c.run, 'result.json'));
+  const todo = f.cells.filter((c) => !finished(c));
+  const reused = f.cells.length - todo.length;
+  if (!o.json) process.stderr.write(`sweep ${f.experiment}: ${f.cells.length} cells (${axes.map((a) => `${a.key} × ${a.values.length}`).join(', ') || 'no grid'}, ${o.seeds} seed(s)); ${reused} already done, ${todo.length} to run; folder ${out}\n`);
+  const save = () => { f.updated_at = new Date().toISOString(); writeAtomic(jsonPath, JSON.stringify(f, null, 2)); writeAtomic(path.join(out, 'sweep.html'), page(f, runsDir, out)); };
+  let hub: HubFile | undefined;
+  let ran = 0;
+  for (const c of todo) {
+    hub ??= await ensureSwarm(dir, plan, o);
+    let e = experiments.get(c.key)!;
+    if (plan.pools.length > 1) e = routeRoles(e, plan.pools);
+    // A cell whose run was started by an interrupted sweep is waited for, not started again.
+    let run = c.state === 'running' && c.run ? await known(hub, c.run) : undefined;
+    if (!run) {
+      const inputs = resolveInputs(e, plan.baseDir);
+      run = (await call<{ run: string }>(hub, 'POST', '/runs', { experiment: e, inputs, base_dir: plan.baseDir, driver: plan.driver, model: plan.model }, 120_000)).run;
+      ran++;
+    }
+    Object.assign(c, { run, state: 'running' });
+    save();
+    const v = await follow(dir, hub, run, o);
+    // The run is done when its outcome is known; its folder's result.json (what the pages read) follows shortly.
+    if (v.state === 'done') await waitFor(path.join(runsDir, run, 'result.json'), 60_000);
+    const x = v.outcome?.details?.experiment as ExperimentResult | undefined;
+    if (v.state !== 'done') { c.state = 'running'; save(); process.exit(Exit.TIMEOUT); }
+    if (!x) { Object.assign(c, { state: 'failed', error: `${v.outcome?.verdict ?? 'no result'}${v.outcome?.reason ? `: ${v.outcome.reason}` : ''}` }); save(); continue; }
+    Object.assign(c, { state: 'done', result: { conditions: x.conditions, comparisons: x.comparisons, budget: x.budget, items: x.items, scorer: x.scorer } });
+    delete c.error;
+    if (!f.ran) {
+      const pp = readPassport(path.join(runsDir, run));
+      if (pp) { f.ran = modelLine(pp, x); f.simulated = simulatedNote(pp, x) !== undefined; }
+    }
+    save();
+    if (v.outcome?.verdict === 'cancelled') process.exit(Exit.INTERRUPTED);
+  }
+  save();
+  if (o.json) { process.stdout.write(JSON.stringify({ sweep: jsonPath, html: path.join(out, 'sweep.html'), cells: f.cells.length, ran, reused }) + '\n'); }
+  else {
+    const g = groups(f, rowsReader(runsDir), f.base_seed);
+    if (f.simulated) process.stdout.write('SIMULATED DRIVER: answers are synthetic; these numbers test the machinery, not a model.\n');
+    process.stdout.write(`${f.ran ?? ''}\n`);
+    for (const x of g) process.stdout.write(`  ${x.label.padEnd(28)} ${x.condition.padEnd(18)} ${x.summary.mean.toFixed(3)} ± ${x.summary.se.toFixed(3)} [${x.summary.ci[0].toFixed(3)}, ${x.summary.ci[1].toFixed(3)}] n=${x.summary.n} × ${x.seeds} seed(s)  ${x.tokens_per_item.toFixed(0)} tokens/item\n`);
+    process.stdout.write(`${ran} cell run(s) started, ${reused} reused\nsweep.json: ${jsonPath}\nsweep.html: ${path.join(out, 'sweep.html')}\n`);
+    if (plan.started) process.stderr.write(`note: the swarm this command started is still running (state dir ${dir}); stop it with: swarm down${o.stateDir ? ` --state-dir ${o.stateDir}` : ''}\n`);
+  }
+  process.exit(f.cells.some((c) => c.state === 'failed') ? Exit.TASKS_FAILED : Exit.OK);
+}
+
+async function waitFor(file: string, ms: number): Promise<void> {
+  const until = Date.now() + ms;
+  while (!fs.existsSync(file) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+}
+
+function pick(c: Cell | undefined): Partial<Cell> {
+  if (!c) return {};
+  return { ...(c.run ? { run: c.run } : {}), state: c.state, ...(c.result ? { result: c.result } : {}), ...(c.error ? { error: c.error } : {}) };
+}
+
+function readSweep(file: string): SweepFile | undefined {
+  try { return JSON.parse(fs.readFileSync(file, 'utf8')) as SweepFile; } catch { return undefined; }
+}
+
+function readPassport(runDir: string): Passport | undefined {
+  try { return JSON.parse(fs.readFileSync(path.join(runDir, 'passport.json'), 'utf8')) as Passport; } catch { return undefined; }
+}
+
+/** The run id when the hub still knows the run (it may have finished meanwhile). */
+async function known(hub: HubFile, run: string): Promise<string | undefined> {
+  try { await call(hub, 'GET', `/runs/${encodeURIComponent(run)}`, undefined, 10_000); return run; } catch { return undefined; }
+}
+
+function writeAtomic(file: string, text: string): void {
+  fs.writeFileSync(`${file}.tmp`, text);
+  fs.renameSync(`${file}.tmp`, file);
+}
+
+type Rows = { id: string; expected: string; cells: Record<string, { score: number | null }> }[];
+
+function rowsReader(runsDir: string): (run: string) => Rows | undefined {
+  const cache = new Map<string, Rows | undefined>();
+  return (run) => {
+    if (!cache.has(run)) {
+      try {
+        const r = JSON.parse(fs.readFileSync(path.join(runsDir, run, 'result.json'), 'utf8')) as { details?: { experiment?: ExperimentResult } };
+        cache.set(run, r.details?.experiment?.rows);
+      } catch { cache.set(run, undefined); }
+    }
+    return cache.get(run);
+  };
+}
+
+function page(f: SweepFile, runsDir: string, out: string): string {
+  const rowsOf = rowsReader(runsDir);
+  const first = f.cells.find((c) => c.state === 'done' && c.run);
+  const items = (first ? rowsOf(first.run!) : undefined)?.map((r) => ({ id: r.id, expected: r.expected })) ?? [];
+  return sweepHtml({ file: f, groups: groups(f, rowsOf, f.base_seed), items, rowsOf, href: (run) => path.relative(out, path.join(runsDir, run, 'experiment.html')) });
+}
