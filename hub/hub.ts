@@ -91,7 +91,7 @@ export class Hub {
   }
 
   /** Submit tasks; resolves once they are journaled. */
-  async submit(specs: readonly TaskInput[]) {
+  async submit(specs: readonly (TaskInput | unknown)[]) {
     checkTasksFit(specs, this.config.maxLine);
     const out = await this.store.submitMany(specs);
     const now = performance.now();

@@ -1,18 +1,12 @@
 import type { Logger } from 'pino';
-import { Type, type Message, type Payload } from '../protocol/index.js';
+import { Type, type Message, type Payload, type ReplicaEntry } from '../protocol/index.js';
+import { DEFAULT_LEASE_MS, mergeHandback } from '../sched/index.js';
 import type { WorkerEntry } from './registry.js';
 import type { TaskStore } from './store.js';
-import { isFinal, type TaskInput, type TaskRecord } from './task.js';
+import { isFinal, type TaskRecord } from './task.js';
 
-/** A replica entry as the workers' gossip layer merges it (worker/gossip/replica.ts `Entry`). */
-export interface ReplEntry {
-  id: string;
-  spec?: Record<string, unknown> & { id: string };
-  seq?: number;
-  lease?: { worker: string; attempt: number; epoch: number; until: number; revoked?: boolean };
-  result?: { worker: string; attempt: number; text?: string; receipt?: unknown };
-  failure?: { worker: string; attempt: number; error: { code: string; msg: string } };
-}
+/** A replica entry as the workers' gossip layer merges it: the wire type STATE and HANDBACK carry. */
+export type ReplEntry = ReplicaEntry;
 
 /** What the hub knows of one failover worker, from its HANDSHAKE and heartbeats. */
 export interface FailoverView { id: string; peerAddr: string; mode: string; coordinator: string; epoch: number }
@@ -66,7 +60,7 @@ export class HubReplicator {
 
   constructor(
     private readonly store: () => TaskStore,
-    private readonly submit: (specs: TaskInput[]) => Promise<unknown>,
+    private readonly submit: (specs: readonly unknown[]) => Promise<unknown>,
     private readonly log: Logger,
     private readonly opts: ReplicatorOptions = {},
   ) {}
@@ -152,7 +146,7 @@ export class HubReplicator {
    */
   entry(rec: TaskRecord, withSpec: boolean): ReplEntry {
     const e: ReplEntry = { id: rec.id };
-    if (withSpec) { e.spec = rec.spec as ReplEntry['spec']; e.seq = rec.seq; }
+    if (withSpec) { e.spec = rec.spec; e.seq = rec.seq; }
     if (rec.result) {
       const big = rec.result.text.length > (this.opts.maxText ?? 64 * 1024);
       e.result = { worker: rec.result.worker, attempt: rec.result.attempt, text: big ? undefined : rec.result.text };
@@ -160,7 +154,7 @@ export class HubReplicator {
     } else if (rec.state === 'failed') {
       e.failure = { worker: rec.worker ?? 'hub', attempt: Math.max(1, rec.attempts), error: rec.error ?? { code: 'SWARM_ERR_TASK_FAILED', msg: 'failed' } };
     } else if (rec.worker && rec.attempts > 0) {
-      e.lease = { worker: rec.worker, attempt: rec.attempts, epoch: 0, until: rec.leaseUntil ?? Date.now() + 600_000 };
+      e.lease = { worker: rec.worker, attempt: rec.attempts, epoch: 0, until: rec.leaseUntil ?? Date.now() + DEFAULT_LEASE_MS };
       if (rec.state === 'queued') e.lease.revoked = true;
     }
     return e;
@@ -187,7 +181,7 @@ export class HubReplicator {
     if (!entries.length) return;
     this.stats.deltas += entries.length;
     for (const chunk of chunks(entries, this.opts.chunkBytes ?? 256 * 1024, this.log)) {
-      for (const w of this.holding) { w.conn.send(Type.STATE, { full: false, entries: wire(chunk) }); this.stats.stateFrames++; }
+      for (const w of this.holding) { w.conn.send(Type.STATE, { full: false, entries: chunk }); this.stats.stateFrames++; }
     }
   }
 
@@ -231,7 +225,7 @@ export class HubReplicator {
 
   private sendFull(w: WorkerEntry, all: ReplEntry[]): void {
     const parts = chunks(all, this.opts.chunkBytes ?? 256 * 1024, this.log);
-    parts.forEach((entries, part) => { w.conn.send(Type.STATE, { full: true, part, parts: parts.length, entries: wire(entries) }); this.stats.stateFrames++; });
+    parts.forEach((entries, part) => { w.conn.send(Type.STATE, { full: true, part, parts: parts.length, entries }); this.stats.stateFrames++; });
   }
 
   /**
@@ -259,18 +253,18 @@ export class HubReplicator {
       return;
     }
     this.stats.handbacks++;
-    const entries = msg.payload.entries as unknown as ReplEntry[];
+    const entries = msg.payload.entries;
     this.stats.entries += entries.length;
     let recorded = 0, duplicate = 0;
     try {
-      const unknown = entries.filter((e) => e.spec && !store.queue.has(e.id)).map((e) => e.spec as unknown as TaskInput);
-      if (unknown.length) { await this.submit(unknown); this.stats.submitted += unknown.length; }
-      for (const e of entries) {
-        const r = e.result;
-        if (!r || typeof r.text !== 'string' || typeof r.worker !== 'string' || typeof r.attempt !== 'number') continue;
-        const out = await store.complete(e.id, { text: r.text, worker: r.worker, attempt: r.attempt, receipt: r.receipt as never });
-        if (out === 'recorded') recorded++; else if (out === 'duplicate') duplicate++;
-      }
+      const rep = await mergeHandback(entries, {
+        has: (id) => store.queue.has(id),
+        submitMany: (specs) => this.submit(specs),
+        complete: (id, r) => store.complete(id, r),
+      }, 100_000);
+      recorded = rep.recorded;
+      duplicate = rep.duplicate;
+      this.stats.submitted += rep.submitted;
     } catch (err) {
       this.log.warn({ err, worker: w.id }, 'handback failed');
       w.conn.sendError('SWARM_ERR_BAD_PAYLOAD', `handback: ${(err as Error).message}`.slice(0, 4000), { re: msg.id });
@@ -314,9 +308,4 @@ function chunks(entries: ReplEntry[], max: number, log: Logger): ReplEntry[][] {
   }
   if (cur.length) out.push(cur);
   return out;
-}
-
-/** Entries as the STATE schema types them (an id plus fields the schema passes through). */
-function wire(entries: ReplEntry[]): { id: string; [k: string]: unknown }[] {
-  return entries as unknown as { id: string; [k: string]: unknown }[];
 }

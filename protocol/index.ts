@@ -1,7 +1,7 @@
 export { Type, Codec, PROTOCOL_VERSION, DEFAULT_MAX_LINE } from './types.js';
 export { ErrorCode, SwarmError, isErrorCode } from './errors.js';
 // Types only: the zod schemas themselves load zod, which worker processes do without (validate.ts).
-export type { Receipt, Message, AnyMessage, Payload } from './schemas.js';
+export type { Receipt, Message, AnyMessage, Payload, ReplicaEntry, WireSpec, WireLease, WireOutcome } from './schemas.js';
 export { validate, type Validated } from './validate.js';
 export { LineDecoder, MsgpackDecoder, encodeLine, encodeMsgpack, type FrameSink, type Decoder } from './codec.js';
 export { Connection, type ConnectionStatus, type ConnectionOptions } from './connection.js';

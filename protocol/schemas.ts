@@ -20,8 +20,60 @@ export const Receipt = z.object({
 });
 export type Receipt = z.infer<typeof Receipt>;
 
-/** One task's replicated state (see worker/gossip/replica.ts); only the id is checked here, the merge ignores what it does not know. */
-const ReplicaEntry = z.object({ id }).passthrough();
+/**
+ * A task spec as replicated: the hub's TaskSpec. Only what scheduling reads is typed here; the rest
+ * rides along (a hub validates the whole spec as a TaskSpec when a handback submits it).
+ */
+export const WireSpec = z.object({
+  id,
+  prompt: z.string().optional(),
+  priority: z.number().int().optional(),
+  role: shortText.optional(),
+  caps: z.array(shortText).max(64).optional(),
+  max_attempts: z.number().int().min(1).max(100).optional(),
+  timeout_ms: z.number().int().positive().optional(),
+}).passthrough();
+export type WireSpec = z.infer<typeof WireSpec>;
+
+/**
+ * A lease from a coordinator (the hub's is epoch 0). `attempt` numbers a task's leases; `unrun`
+ * counts those handed back without running, which are not attempts.
+ */
+export const WireLease = z.object({
+  worker: id,
+  attempt: z.number().int().nonnegative(),
+  epoch: z.number().int().nonnegative(),
+  until: z.number(),
+  revoked: z.boolean().optional(),
+  unrun: z.number().int().nonnegative().optional(),
+});
+export type WireLease = z.infer<typeof WireLease>;
+
+/** A finished attempt: a result (`text`, absent when too large to replicate) or a final error. */
+export const WireOutcome = z.object({
+  worker: id,
+  attempt: z.number().int().nonnegative(),
+  text: z.string().optional(),
+  receipt: Receipt.optional(),
+  error: z.object({ code: z.string().max(64), msg: z.string().max(64 * 1024) }).optional(),
+});
+export type WireOutcome = z.infer<typeof WireOutcome>;
+
+/**
+ * One task's replicated state, also the delta unit: a field left out is unknown to the sender, and
+ * the merge (worker/gossip/replica.ts) is a join per field. STATE and HANDBACK carry these.
+ */
+export const ReplicaEntry = z.object({
+  id,
+  spec: WireSpec.optional(),
+  /** Submission order, so every coordinator dispatches in the same order. */
+  seq: z.number().int().nonnegative().optional(),
+  lease: WireLease.optional(),
+  result: WireOutcome.optional(),
+  /** A final failure (attempts exhausted); a result, if one ever arrives, wins over it. */
+  failure: WireOutcome.optional(),
+});
+export type ReplicaEntry = z.infer<typeof ReplicaEntry>;
 
 export const Payloads = {
   [Type.HANDSHAKE]: z.object({

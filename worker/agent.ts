@@ -124,7 +124,7 @@ export class Agent {
       // Finished already (in gossip mode, here or on a peer): answer from the replica, run nothing.
       const done = this.failover?.finished(m.payload.task_id);
       if (done) {
-        conn.send(Type.TASK_RES, { task_id: m.payload.task_id, text: done.text, done: true, seq: 0, receipt: receiptOf(done.receipt) }, { re: m.id });
+        conn.send(Type.TASK_RES, { task_id: m.payload.task_id, text: done.text, done: true, seq: 0, receipt: done.receipt }, { re: m.id });
         return;
       }
       if (this.running.size >= this.slots) {
@@ -257,11 +257,6 @@ export class Agent {
 
 function errorCode(err: unknown): SwarmError['code'] {
   return err instanceof SwarmError ? err.code : isErrorCode((err as { code?: unknown })?.code) ? (err as { code: SwarmError['code'] }).code : 'SWARM_ERR_TASK_FAILED';
-}
-
-/** A replicated receipt, if it still has the shape TASK_RES allows. */
-function receiptOf(r: unknown): Message<'TASK_RES'>['payload']['receipt'] {
-  return r && typeof r === 'object' && typeof (r as { duration_ms?: unknown }).duration_ms === 'number' ? r as Message<'TASK_RES'>['payload']['receipt'] : undefined;
 }
 
 function round(x: number): number { return Math.round(x * 100) / 100; }

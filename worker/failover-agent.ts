@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { Type, type AnyMessage, type Connection, type Payload } from '../protocol/index.js';
+import { Type, type AnyMessage, type Connection, type Payload, type Receipt } from '../protocol/index.js';
 import {
   FailoverController, GossipNode, GossipRuns, Mode, TcpTransport,
   type Entry, type ReplicatedRun, type Execute, type MembershipConfig, type HubMonitorOptions, type NodeStatus,
@@ -25,8 +25,6 @@ export interface AgentFailoverOptions {
   catchUpMs?: number;
 }
 
-/** Bound on one HANDBACK frame's entries (frames are bounded at 1 MiB). */
-const HANDBACK_BYTES = 512 * 1024;
 const HANDBACK_TIMEOUT_MS = 15_000;
 
 /**
@@ -136,7 +134,7 @@ export class AgentFailover {
       return true;
     }
     if (m.type === Type.STATE) {
-      if (m.payload.entries.length) this.controller.state(m.payload.entries as unknown as Entry[]);
+      if (m.payload.entries.length) this.controller.state(m.payload.entries);
       if (m.payload.runs) this.runs.merge(m.payload.runs as ReplicatedRun[]);
       return true;
     }
@@ -158,7 +156,7 @@ export class AgentFailover {
   }
 
   /** The replica's final result for a task, if gossip mode (or a peer) already finished it. */
-  finished(id: string): { text: string; attempt: number; receipt?: unknown } | undefined {
+  finished(id: string): { text: string; attempt: number; receipt?: Receipt } | undefined {
     const r = this.node.replica.get(id)?.result;
     return r && typeof r.text === 'string' ? { text: r.text, attempt: r.attempt, receipt: r.receipt } : undefined;
   }
@@ -168,7 +166,7 @@ export class AgentFailover {
   release(id: string): void { this.hubTasks.delete(id); this.node.executor.release(id); }
 
   /** A result produced under a hub lease: into the replica first, so a hub death cannot lose it. */
-  localResult(id: string, attempt: number, text: string, receipt?: unknown): void {
+  localResult(id: string, attempt: number, text: string, receipt?: Receipt): void {
     this.controller.localResult(id, attempt, text, receipt);
   }
 
@@ -180,25 +178,10 @@ export class AgentFailover {
     void this.transport.close();
   }
 
-  /** HANDBACK over the current hub connection, split by size; sums the hub's ACKs. */
+  /** One HANDBACK frame over the current hub connection (the controller sizes it); the hub's counts. */
   private async handBack(entries: Entry[]): Promise<{ recorded: number; duplicate: number }> {
-    const out = { recorded: 0, duplicate: 0 };
-    let cur: Entry[] = [];
-    let size = 0;
-    const flush = async () => {
-      if (!cur.length) return;
-      const r = await this.request({ entries: cur as unknown as { id: string }[] });
-      out.recorded += Number(r.recorded) || 0; out.duplicate += Number(r.duplicate) || 0;
-      cur = []; size = 0;
-    };
-    for (const e of entries) {
-      const s = JSON.stringify(e).length;
-      if (s > HANDBACK_BYTES) { this.log.warn({ task: e.id, bytes: s }, 'entry too large to hand back'); continue; }
-      if (size + s > HANDBACK_BYTES) await flush();
-      cur.push(e); size += s;
-    }
-    await flush();
-    return out;
+    const r = await this.request({ entries });
+    return { recorded: Number(r.recorded) || 0, duplicate: Number(r.duplicate) || 0 };
   }
 
   /**

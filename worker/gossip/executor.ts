@@ -1,10 +1,11 @@
 import type { Logger } from 'pino';
+import type { Receipt } from '../../protocol/index.js';
 import type { Membership } from './membership.js';
 import type { Entry, Replica, ReplicaSpec } from './replica.js';
 import { ACK_CH, ASSIGN_CH, NACK_CH, type Assign, type AssignReply, type Coordinator } from './coordinator.js';
 
 /** What running one task produced. An error is retried elsewhere unless `final`. */
-export type ExecOutcome = { text: string; receipt?: unknown } | { error: { code: string; msg: string }; final?: boolean };
+export type ExecOutcome = { text: string; receipt?: Receipt } | { error: { code: string; msg: string }; final?: boolean };
 
 /** Runs one task (the worker's driver); must settle, never hang past the task's timeout. */
 export type Execute = (spec: ReplicaSpec, attempt: number) => Promise<ExecOutcome>;

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { Receipt } from '../../protocol/index.js';
 import { GossipNode, Mode } from './node.js';
 import type { Entry } from './replica.js';
 
@@ -22,7 +23,10 @@ export interface HubLink {
 
 export interface FailoverOptions {
   log?: Logger;
+  /** Entries per HANDBACK frame at most. */
   handbackChunk?: number;
+  /** JSON bytes per HANDBACK frame at most (frames are bounded at 1 MiB); a larger entry is not handed back. */
+  handbackBytes?: number;
   /** Ids per offer frame (ids are at most 128 characters; frames at most 1 MiB). */
   offerChunk?: number;
   /**
@@ -71,7 +75,7 @@ export class FailoverController {
   state(entries: Entry[]): void { this.node.sync.mergeQuiet(entries); }
 
   /** A result this worker produced under a hub lease: kept in the replica too, so a hub death cannot lose it. */
-  localResult(id: string, attempt: number, text: string, receipt?: unknown): void {
+  localResult(id: string, attempt: number, text: string, receipt?: Receipt): void {
     this.node.replica.record(id, { worker: this.node.id, attempt, text, receipt });
   }
 
@@ -101,11 +105,11 @@ export class FailoverController {
       // In submission order: a task the hub does not know is queued there in the order it was submitted.
       send.sort((a, b) => (a.seq ?? Infinity) - (b.seq ?? Infinity));
       const t1 = Date.now();
-      for (let i = 0; i < send.length; i += chunk) {
-        const res = await this.link.handBack(send.slice(i, i + chunk));
+      for (const part of this.frames(send, chunk)) {
+        const res = await this.link.handBack(part);
         this.stats.recorded += res.recorded;
         this.stats.duplicate += res.duplicate;
-        this.stats.sent += Math.min(chunk, send.length - i);
+        this.stats.sent += part.length;
       }
       this.stats.handbacks++;
       this.node.enterStar();
@@ -114,6 +118,20 @@ export class FailoverController {
       // Still reconciling; the next connect tries again. Without a hub, the monitor fails over again.
       this.opts.log?.warn({ err }, 'handback failed');
     }
+  }
+
+  /** Entries in frame-sized groups: at most `chunk` entries and `handbackBytes` bytes each. */
+  private *frames(entries: Entry[], chunk: number): Generator<Entry[]> {
+    const max = this.opts.handbackBytes ?? 512 * 1024;
+    let cur: Entry[] = [];
+    let size = 0;
+    for (const e of entries) {
+      const s = JSON.stringify(e).length;
+      if (s > max) { this.opts.log?.warn({ task: e.id, bytes: s }, 'entry too large to hand back'); continue; }
+      if (cur.length && (size + s > max || cur.length >= chunk)) { yield cur; cur = []; size = 0; }
+      cur.push(e); size += s;
+    }
+    if (cur.length) yield cur;
   }
 
   /** Offer ids in frames of `offerChunk`; the set the hub wants, or undefined if it takes no offers. */

@@ -5,30 +5,23 @@
  * result is recorded once per task id (the winner among rivals is the lowest (attempt, worker)).
  */
 
-/** A task spec as replicated: the hub's TaskSpec, carried opaquely (gossip never interprets it). */
-export type ReplicaSpec = { id: string; max_attempts?: number; timeout_ms?: number } & Record<string, unknown>;
+import type { ReplicaEntry, WireLease, WireOutcome, WireSpec } from '../../protocol/index.js';
+
+/** A task spec as replicated: the hub's TaskSpec, carried whole (the wire type names what scheduling reads). */
+export type ReplicaSpec = WireSpec;
 
 /**
  * A lease handed out by a coordinator. `epoch` is the coordinator's fencing term. `attempt` numbers
  * the leases of a task; `unrun` counts those handed back without running (the member was busy or
  * fenced them), which do not count against the task's max_attempts.
  */
-export interface Lease { worker: string; attempt: number; epoch: number; until: number; revoked?: boolean; unrun?: number }
+export type Lease = WireLease;
 
 /** A finished attempt: a result or a final error. */
-export interface Outcome { worker: string; attempt: number; text?: string; receipt?: unknown; error?: { code: string; msg: string } }
+export type Outcome = WireOutcome;
 
 /** One task's replicated entry; also the delta unit (fields left out are unknown to the sender). */
-export interface Entry {
-  id: string;
-  spec?: ReplicaSpec;
-  /** Submission order, so every coordinator dispatches in the same order. */
-  seq?: number;
-  lease?: Lease;
-  result?: Outcome;
-  /** A final failure (attempts exhausted); a result, if one ever arrives, wins over it. */
-  failure?: Outcome;
-}
+export type Entry = ReplicaEntry;
 
 export type EntryState = 'queued' | 'leased' | 'done' | 'failed';
 

@@ -29,7 +29,7 @@ export class ReplicaExecutor implements Executor {
       const result = entryResult(e);
       if (result) return { id: t.id, result };
       // A task the hub sends back on its return (HANDBACK submits unknown specs): a hub TaskInput.
-      if (!e?.spec) fresh.push({ ...t } as unknown as ReplicaSpec);
+      if (!e?.spec) fresh.push({ ...t });
       return { id: t.id };
     });
     if (fresh.length) this.replica.addTasks(fresh);

@@ -1,0 +1,39 @@
+import type { Receipt, ReplicaEntry, WireSpec } from '../protocol/index.js';
+
+/** What a handback is merged into: the hub's store, or a test's stand-in. */
+export interface HandbackSink {
+  /** Accept specs; known ids come back as duplicates (ids are idempotency keys). */
+  submitMany(specs: WireSpec[]): Promise<unknown>;
+  /** Record a result once per task id. */
+  complete(id: string, r: { text: string; worker: string; attempt: number; receipt?: Receipt }): Promise<'recorded' | 'duplicate' | 'unknown'>;
+  has(id: string): boolean;
+  /** True if the sink has the task final (ids first: such results are not offered at all). */
+  final?(id: string): boolean;
+}
+
+/** `skipped`: results not offered because the sink had them final already. */
+export interface HandbackReport { submitted: number; recorded: number; duplicate: number; unknown: number; skipped: number }
+
+/**
+ * Merge what gossip mode finished into a hub (restarted from its journal, or new): tasks it does not
+ * know are submitted first, in submission order, then every result is offered by task id. Each is
+ * recorded once; a result already there counts as a duplicate and changes nothing, so handing back
+ * twice, or from every worker, is safe.
+ */
+export async function mergeHandback(entries: readonly ReplicaEntry[], sink: HandbackSink, chunk = 500): Promise<HandbackReport> {
+  const rep: HandbackReport = { submitted: 0, recorded: 0, duplicate: 0, unknown: 0, skipped: 0 };
+  const missing = entries.filter((e) => e.spec && !sink.has(e.id))
+    .sort((a, b) => (a.seq ?? Infinity) - (b.seq ?? Infinity))
+    .map((e) => e.spec!);
+  for (let i = 0; i < missing.length; i += chunk) {
+    await sink.submitMany(missing.slice(i, i + chunk));
+    rep.submitted += Math.min(chunk, missing.length - i);
+  }
+  for (const e of entries) {
+    const r = e.result;
+    if (!r || typeof r.text !== 'string') continue;
+    if (sink.final?.(e.id)) { rep.skipped++; continue; }
+    rep[await sink.complete(e.id, { text: r.text, worker: r.worker, attempt: r.attempt, receipt: r.receipt })]++;
+  }
+  return rep;
+}
