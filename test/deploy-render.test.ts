@@ -7,7 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import YAML from 'yaml';
-import { Namespace, Secret, Service } from 'kubernetes-models/v1';
+import { Namespace, PersistentVolumeClaim, Secret, Service } from 'kubernetes-models/v1';
 import { DaemonSet, Deployment } from 'kubernetes-models/apps/v1';
 import { Pod } from 'kubernetes-models/v1';
 import { plan, readModelShape } from '../deploy/plan/index.js';
@@ -19,7 +19,7 @@ const EXAMPLES = path.join(ROOT, 'deploy/examples');
 const MODEL = '/mnt/models/llama-3-8b-instruct.Q4_K_M.gguf';
 
 const KINDS: Record<string, new (o: never) => { validate(): void }> = {
-  Namespace, Secret, Service, Deployment, DaemonSet, Pod,
+  Namespace, Secret, Service, Deployment, DaemonSet, Pod, PersistentVolumeClaim,
 } as never;
 
 function validateAll(t: Test, text: string): Record<string, unknown>[] {
@@ -47,8 +47,8 @@ t.test('k3s manifests validate against the Kubernetes schemas', async (t) => {
   for (const workers of ['deployment', 'daemonset'] as const) {
     const files = renderDeployment({ target: 'k3s', agents: 25, model: MODEL, plan: p, workers, token: 's3cret' });
     const docs = validateAll(t, files['swarm-k3s.yaml']!);
-    t.same(docs.map((d) => d.kind), ['Namespace', 'Secret', 'Deployment', 'Service', workers === 'daemonset' ? 'DaemonSet' : 'Deployment']);
-    const w = docs[4] as any;
+    t.same(docs.map((d) => d.kind), ['Namespace', 'Secret', 'PersistentVolumeClaim', 'Deployment', 'Service', workers === 'daemonset' ? 'DaemonSet' : 'Deployment', 'Service']);
+    const w = docs[5] as any;
     const c = w.spec.template.spec.containers[0];
     t.equal(c.resources.requests.memory, `${Math.ceil(p.memory.perAgent.total / 2 ** 20)}Mi`, 'request from the plan');
     t.same(c.volumeMounts.find((m: any) => m.name === 'models'), { name: 'models', mountPath: '/models', readOnly: true });
@@ -56,7 +56,7 @@ t.test('k3s manifests validate against the Kubernetes schemas', async (t) => {
     t.ok(c.livenessProbe.exec, 'worker liveness probe');
     t.same(c.env[0].valueFrom.secretKeyRef, { name: 'swarm-token', key: 'token' });
     t.ok(c.args.includes('swarm-hub:7070'), 'workers find the hub through the Service');
-    const hub = docs[2] as any;
+    const hub = docs[3] as any;
     t.ok(hub.spec.template.spec.containers[0].readinessProbe.tcpSocket);
     if (workers === 'deployment') t.equal(w.spec.replicas, 25);
   }
@@ -99,12 +99,14 @@ t.test('failover: workers get peer ports and a writable state folder (podman: lo
   t.same(ws.map((c: any) => arg(c, '--state-dir')), ['/var/lib/swarm/worker-1', '/var/lib/swarm/worker-2', '/var/lib/swarm/worker-3']);
   t.ok(ws.every((c: any) => c.volumeMounts.some((m: any) => m.name === 'worker-state' && m.mountPath === '/var/lib/swarm' && !m.readOnly)));
   t.same(docs[1].spec.volumes.find((v: any) => v.name === 'worker-state').hostPath, { path: '/var/lib/swarm/workers', type: 'Directory' });
-  const off = YAML.parseAllDocuments(renderDeployment({ target: 'podman', agents: 2, model: MODEL })['swarm-podman.yaml']!).map((d) => d.toJSON()) as any[];
-  t.ok(off[1].spec.containers.every((c: any) => !c.args.includes('--failover') && c.volumeMounts.length === 1), 'off by default');
+  const off = YAML.parseAllDocuments(renderDeployment({ target: 'podman', agents: 2, model: MODEL, failover: false })['swarm-podman.yaml']!).map((d) => d.toJSON()) as any[];
+  t.ok(off[1].spec.containers.every((c: any) => !c.args.includes('--failover') && c.volumeMounts.length === 1), 'off with failover: false (--no-failover)');
+  const dflt = YAML.parseAllDocuments(renderDeployment({ target: 'podman', agents: 2, model: MODEL })['swarm-podman.yaml']!).map((d) => d.toJSON()) as any[];
+  t.ok(dflt[1].spec.containers.every((c: any) => c.args.includes('--failover')), 'on by default');
 
   const k = renderDeployment({ target: 'k3s', agents: 25, model: MODEL, plan: p, token: 's3cret', failover: true });
   const kd = validateAll(t, k['swarm-k3s.yaml']!) as any[];
-  const c = kd[4].spec.template.spec.containers[0];
+  const c = kd[5].spec.template.spec.containers[0];
   t.equal(arg(c, '--peer-host'), '0.0.0.0', 'k3s: each pod binds its peer port off loopback (the token guards it)');
   t.equal(arg(c, '--peer-advertise'), '$(POD_IP):7100', '… and advertises its pod IP');
   t.same(c.env.find((e: any) => e.name === 'POD_IP').valueFrom, { fieldRef: { fieldPath: 'status.podIP' } });

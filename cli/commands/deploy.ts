@@ -10,7 +10,7 @@ interface RenderFlags {
   target: 'podman' | 'k3s'; agents: number; model: string; out?: string; image?: string; driver: string;
   driverOpt: Record<string, string>; token?: string; workers: 'deployment' | 'daemonset'; hostNetwork: boolean;
   hubPort: number; controlPort: number; ctx: number; ubatch: number; cpus: number; engine: 'per-worker' | 'shared'; repack: boolean;
-  failover: boolean; peerPort: number; name: string;
+  failover: boolean; peerPort: number; name: string; stateSize: string; storageClass?: string;
 }
 
 const oneOf = <T extends string>(name: string, values: readonly T[]) => (v: string): T => {
@@ -40,9 +40,11 @@ export function registerDeploy(program: Command): void {
     .option('--cpus <n>', 'vCPUs of the host for the plan', int('--cpus', 1), 4)
     .option('--engine <mode>', 'per-worker or shared, for the plan', oneOf('--engine', ['per-worker', 'shared'] as const), 'per-worker')
     .option('--no-repack', 'plan for --no-repack engines')
-    .option('--failover', 'workers run with --failover: peer ports, and the run goes on by gossip if the hub dies', false)
+    .option('--no-failover', 'workers without --failover (by default each has a peer port and the run goes on by gossip if the hub dies)')
     .option('--peer-port <n>', 'failover: first peer port (podman: one per worker from here, on loopback; k3s: each pod\'s)', int('--peer-port', 1), 7100)
     .option('--name <name>', 'podman: pod names <name>-hub and <name>-workers', 'swarm')
+    .option('--state-size <size>', 'k3s: the hub journal\'s PersistentVolumeClaim size', '1Gi')
+    .option('--storage-class <name>', 'k3s: storage class of that claim (default: the cluster\'s; local-path on k3s)')
     .action(async (o: RenderFlags) => {
       try {
         let p: Plan | undefined;
@@ -53,6 +55,7 @@ export function registerDeploy(program: Command): void {
           target: o.target, agents: o.agents, model: o.model, image: o.image, driver: o.driver, driverOpts: o.driverOpt,
           token: o.token ?? process.env.SWARM_TOKEN, workers: o.workers, hostNetwork: o.hostNetwork,
           hubPort: o.hubPort, controlPort: o.controlPort, plan: p, failover: o.failover, peerPort: o.peerPort, name: o.name,
+          stateSize: o.stateSize, ...(o.storageClass ? { storageClass: o.storageClass } : {}),
         });
         if (!o.out) {
           for (const [name, text] of Object.entries(files)) process.stdout.write(`# ==> ${name} <==\n${text}\n`);

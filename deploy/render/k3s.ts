@@ -1,8 +1,19 @@
-/** k3s (Kubernetes) manifests: Secret, hub Deployment + Service, workers Deployment or DaemonSet. */
+/**
+ * k3s (Kubernetes) manifests: Secret, the hub's journal on a PersistentVolumeClaim (k3s ships the
+ * local-path provisioner; a hostPath would tie the hub to one node without saying so), hub Deployment +
+ * Service, workers Deployment or DaemonSet, and with failover a headless Service over the workers' peer
+ * ports. Peers learn each other's pod IPs from the hub's peer list (every worker registers the address
+ * it advertises); the headless Service gives each worker pod a DNS record on the named `peer` port,
+ * for NetworkPolicies and for looking at a swarm whose hub is down.
+ */
 import type { DeploySpec } from './spec.js';
 import { hubArgs, workerArgs } from './spec.js';
 
 type Obj = Record<string, unknown>;
+
+/** The hub journal's claim and the workers' headless peer Service. */
+export const STATE_CLAIM = 'swarm-hub-state';
+export const PEERS_SERVICE = 'swarm-peers';
 
 const security = {
   runAsNonRoot: true, runAsUser: 10001, runAsGroup: 10001, allowPrivilegeEscalation: false,
@@ -42,7 +53,7 @@ export function k3sObjects(s: DeploySpec): Obj[] {
             securityContext: security,
             volumeMounts: [{ name: 'state', mountPath: '/var/lib/swarm' }, tmpMount],
           }],
-          volumes: [{ name: 'state', hostPath: { path: s.stateHostDir, type: 'DirectoryOrCreate' } }, tmp],
+          volumes: [{ name: 'state', persistentVolumeClaim: { claimName: STATE_CLAIM } }, tmp],
           securityContext: { fsGroup: 10001 },
         },
       },
@@ -81,5 +92,14 @@ export function k3sObjects(s: DeploySpec): Obj[] {
   const secret: Obj = {
     apiVersion: 'v1', kind: 'Secret', metadata: meta('swarm-token', 'hub'), type: 'Opaque', stringData: { token: s.token },
   };
-  return [ns, secret, hub, service, workers];
+  const claim: Obj = {
+    apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: meta(STATE_CLAIM, 'hub'),
+    spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: s.stateSize } }, ...(s.storageClass ? { storageClassName: s.storageClass } : {}) },
+  };
+  const peers: Obj = {
+    apiVersion: 'v1', kind: 'Service', metadata: meta(PEERS_SERVICE, 'worker'),
+    // Not-ready pods too: a worker whose hub is gone is exactly the one its peers must still reach.
+    spec: { clusterIP: 'None', publishNotReadyAddresses: true, selector: labels('worker'), ports: [{ name: 'peer', port: s.peerPort, targetPort: 'peer' }] },
+  };
+  return [ns, secret, claim, hub, service, workers, ...(s.failover ? [peers] : [])];
 }

@@ -25,12 +25,16 @@ export interface DeployOptions {
   hubPort?: number;
   controlPort?: number;
   namespace?: string;
-  /** Host directory for the hub's journal. */
+  /** podman: host directory for the hub's journal. */
   stateDir?: string;
+  /** k3s: size of the hub journal's PersistentVolumeClaim (default 1Gi) and its storage class (default: the cluster's, local-path on k3s). */
+  stateSize?: string;
+  storageClass?: string;
   /** Capacity plan for this model (per-agent memory -> requests/limits). */
   plan?: Plan;
   /**
-   * Workers run with `--failover`: each opens a peer port and the run goes on by gossip if the hub dies.
+   * Workers run with `--failover` (the default; false turns it off): each opens a peer port and the run
+   * goes on by gossip if the hub dies: the feature a deployment across machines is for.
    * podman: the workers share one pod's network namespace, so peers dial each other on 127.0.0.1 at
    * `peerPort + i`; k3s: each worker pod binds `peerPort` on its pod IP (advertised from the downward API).
    */
@@ -61,6 +65,8 @@ export interface DeploySpec {
   hubPort: number;
   controlPort: number;
   stateHostDir: string;
+  stateSize: string;
+  storageClass?: string;
   hostNetwork: boolean;
   workersKind: 'deployment' | 'daemonset';
   failover: boolean;
@@ -98,9 +104,11 @@ export function deploySpec(o: DeployOptions): DeploySpec {
     hubPort: o.hubPort ?? 7070,
     controlPort: o.controlPort ?? 7071,
     stateHostDir: o.stateDir ?? '/var/lib/swarm/hub',
+    stateSize: o.stateSize ?? '1Gi',
+    ...(o.storageClass ? { storageClass: o.storageClass } : {}),
     hostNetwork: o.hostNetwork ?? false,
     workersKind: o.workers ?? 'deployment',
-    failover: o.failover ?? false,
+    failover: o.failover ?? true,
     peerPort: o.peerPort ?? 7100,
     workerStateHostDir: o.workerStateDir ?? '/var/lib/swarm/workers',
     // headroom: 25% for allocator slack and prompt spikes; page cache of the model is not in it (see plan's cgroup warning)
