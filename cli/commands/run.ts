@@ -69,7 +69,7 @@ export function registerRun(program: Command): void {
         else for (const v of views) printView(v);
         if (!o.json && views.length > 1) process.stdout.write(compareRuns(views.map((v) => readRunDir(v.dir)!)) + '\n');
         // A swarm this command started outlives it (the next run reuses it): say so, and how to stop it.
-        if (startedHere && !o.json) process.stderr.write(`note: the swarm this command started is still running (state dir ${dir}); stop it with: swarm down${o.stateDir ? ` --state-dir ${o.stateDir}` : ''}\n`);
+        if (startedHere) process.stderr.write(`note: the swarm this command started is still running (state dir ${dir}); stop it with: swarm down${o.stateDir ? ` --state-dir ${o.stateDir}` : ''}\n`);
         if (views.some((v) => v.state !== 'done')) process.exit(Exit.TIMEOUT);
         if (views.some((v) => v.outcome?.verdict === 'cancelled')) process.exit(Exit.INTERRUPTED);
         if (views.some((v) => v.outcome?.verdict === 'failed')) process.exit(Exit.TASKS_FAILED);

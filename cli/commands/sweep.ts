@@ -106,8 +106,8 @@ async function sweep(file: string, o: SweepOptions): Promise<void> {
     process.stdout.write(`${f.ran ?? ''}\n`);
     for (const x of g) process.stdout.write(`  ${x.label.padEnd(28)} ${x.condition.padEnd(18)} ${x.summary.mean.toFixed(3)} ± ${x.summary.se.toFixed(3)} [${x.summary.ci[0].toFixed(3)}, ${x.summary.ci[1].toFixed(3)}] n=${x.summary.n} × ${x.seeds} seed(s)  ${x.tokens_per_item.toFixed(0)} tokens/item\n`);
     process.stdout.write(`${ran} cell run(s) started, ${reused} reused\nsweep.json: ${jsonPath}\nsweep.html: ${path.join(out, 'sweep.html')}\n`);
-    if (plan.started) process.stderr.write(`note: the swarm this command started is still running (state dir ${dir}); stop it with: swarm down${o.stateDir ? ` --state-dir ${o.stateDir}` : ''}\n`);
   }
+  if (plan.started) process.stderr.write(`note: the swarm this command started is still running (state dir ${dir}); stop it with: swarm down${o.stateDir ? ` --state-dir ${o.stateDir}` : ''}\n`);
   process.exit(f.cells.some((c) => c.state === 'failed') ? Exit.TASKS_FAILED : Exit.OK);
 }
 
