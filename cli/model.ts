@@ -4,7 +4,7 @@ const demo = () => import('../drivers/demo-model/index.js');
 const embedded = () => import('../drivers/embedded/index.js');
 
 /** Drivers that run a GGUF model with llama.cpp, and so can fall back to the demo model. */
-const GGUF_DRIVERS = new Set(['embedded', 'llama-server', 'llama-cli']);
+const GGUF_DRIVERS = new Set(['embedded', 'batched', 'llama-server', 'llama-cli']);
 
 /** The driver `swarm up`, `swarm hub` and `swarm worker` use when none is given. */
 export const DEFAULT_DRIVER = 'embedded';

@@ -77,7 +77,7 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
     host: config.controlHost, port: controlPort, token: config.token, tls: controlTls,
     status: () => ({
       state_dir: o.dir, agents_wanted: o.agents ?? 0, supervised_pids: supervisor?.pids() ?? [],
-      engine: engine ? { mode: 'shared', url: engine.url, pid: engine.pid } : { mode: 'per-worker' },
+      engine: engine ? { mode: 'shared', url: engine.url, pid: engine.pid } : { mode: engineMode(o.workerArgs ?? []) },
     }),
     onShutdown: () => void stop(),
   };
@@ -115,6 +115,12 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
     supervisor.start();
   }
   return { hub, control, supervisor, file, stop, stopped };
+}
+
+/** What the supervised workers' arguments say about their engine. */
+function engineMode(args: string[]): 'batched' | 'per-worker' {
+  const i = args.indexOf('--driver');
+  return i >= 0 && args[i + 1] === 'batched' ? 'batched' : 'per-worker';
 }
 
 function wrapListen(err: unknown, host: string, port: number): Error {

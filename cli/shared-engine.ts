@@ -2,13 +2,31 @@ import os from 'node:os';
 import { InvalidArgumentError } from 'commander';
 import { SwarmError } from '../protocol/index.js';
 
-/** How the workers of one host run their model. */
-export type EngineMode = 'per-worker' | 'shared';
+/**
+ * How the workers of one host run their model: `batched`, one node-llama-cpp engine per (host, model)
+ * with a sequence per worker (no compile, continuous batching); `per-worker`, an engine per worker
+ * (full isolation); `shared`, one llama-server -np N (`llama-server` is the same; needs `swarm engine build`).
+ */
+export type EngineMode = 'batched' | 'per-worker' | 'shared';
+
+/** The engine of `swarm up`, `swarm hub --supervise` and `swarm run` when none is given. */
+export const DEFAULT_ENGINE: EngineMode = 'per-worker';
 
 /** commander parser for `--engine`. */
 export function parseEngineMode(v: string): EngineMode {
-  if (v === 'per-worker' || v === 'shared') return v;
-  throw new InvalidArgumentError(`--engine must be per-worker or shared, got "${v}"`);
+  if (v === 'per-worker' || v === 'shared' || v === 'batched') return v;
+  if (v === 'llama-server') return 'shared';
+  throw new InvalidArgumentError(`--engine must be batched, per-worker or llama-server (shared), got "${v}"`);
+}
+
+/**
+ * The driver supervised workers run for an engine mode. Only the default llama.cpp driver
+ * (`embedded`) changes: batched mode gives its workers the batched driver, with a sequence for
+ * every slot of every supervised worker. Another driver (echo, exec, …) is left as given.
+ */
+export function engineDriver(mode: EngineMode, driver: string, driverOpt: Record<string, string>, agents: number, slots: number): { driver: string; driverOpt: Record<string, string> } {
+  if (mode !== 'batched' || driver !== 'embedded') return { driver, driverOpt };
+  return { driver: 'batched', driverOpt: { sequences: String(Math.max(1, agents * slots)), ...driverOpt } };
 }
 
 /** One llama-server the hub owns, with a slot per worker slot (continuous batching). */

@@ -21,6 +21,7 @@ const lazy = new Map<string, () => Promise<DriverFactory>>([
   ['llama-server', async () => (await import('./llama-server/index.js')).llamaServerFactory],
   ['llama-cli', async () => (await import('./llama-cli/index.js')).llamaCliFactory],
   ['embedded', async () => (await import('./embedded/index.js')).embeddedFactory],
+  ['batched', async () => (await import('./batched/index.js')).batchedFactory],
   ['ollama', async () => (await import('./ollama/index.js')).ollamaFactory],
 ]);
 

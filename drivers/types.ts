@@ -14,6 +14,8 @@ export interface ChatOptions {
 export interface ChatStats {
   tokensIn?: number;
   tokensOut?: number;
+  /** Prompt tokens the engine already held from an earlier prompt (prefix cache), not evaluated again. */
+  tokensCached?: number;
 }
 
 /**

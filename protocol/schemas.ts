@@ -13,6 +13,8 @@ export const Receipt = z.object({
   ttft_ms: z.number().nonnegative().optional(),
   tokens_in: z.number().int().nonnegative().optional(),
   tokens_out: z.number().int().nonnegative().optional(),
+  /** Prompt tokens the engine reused from its cache (evaluated for an earlier prompt with the same start). */
+  tokens_cached: z.number().int().nonnegative().optional(),
   tokens_per_s: z.number().nonnegative().optional(),
   worker: z.string().optional(),
   driver: z.string().optional(),

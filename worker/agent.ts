@@ -220,7 +220,7 @@ export class Agent {
         stop: p.stop, maxTokens: p.max_tokens, temperature: p.temperature, seed: p.seed,
         grammar: p.grammar, jsonSchema: p.json_schema, signal: abort.signal,
       });
-      let stats: { tokensIn?: number; tokensOut?: number } | void;
+      let stats: { tokensIn?: number; tokensOut?: number; tokensCached?: number } | void;
       for (;;) {
         const r = await gen.next();
         if (r.done) { stats = r.value; break; }
@@ -244,7 +244,7 @@ export class Agent {
         full: parts.join(''), last: pending ?? '',
         receipt: {
           started_at: startedAt, finished_at: Date.now(), duration_ms: round(duration), ttft_ms: ttft === undefined ? undefined : round(ttft),
-          tokens_in: stats?.tokensIn, tokens_out: tokensOut,
+          tokens_in: stats?.tokensIn, tokens_out: tokensOut, ...(stats?.tokensCached !== undefined ? { tokens_cached: stats.tokensCached } : {}),
           tokens_per_s: tokensOut !== undefined && duration > 0 ? round(tokensOut / (duration / 1000)) : undefined,
           worker: this.opts.id, driver: this.opts.driver.name, attempt: p.attempt,
         },

@@ -8,7 +8,7 @@ import { stateDir, swarmToken } from '../state.js';
 import { reportReady } from '../ready.js';
 import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
-import { parseEngineMode, type EngineMode } from '../shared-engine.js';
+import { DEFAULT_ENGINE, engineDriver, parseEngineMode, type EngineMode } from '../shared-engine.js';
 
 /** Options shared by `swarm hub` and `swarm up`. */
 export function hubOptions(cmd: Command): Command {
@@ -79,7 +79,7 @@ export function registerHub(program: Command): void {
     .option('--model <path>', 'model for supervised workers: GGUF file or hf: URI (env SWARM_MODEL; default: the random-weight demo model)')
     .option('--slots <n>', 'tasks in flight per supervised worker', int('--slots', 1), 1)
     .option('--caps <list>', 'capabilities of the supervised workers (comma-separated)')
-    .option('--engine <mode>', 'supervised workers: per-worker engines, or one shared llama-server', parseEngineMode, 'per-worker')
+    .option('--engine <mode>', 'supervised workers: batched (one llama.cpp engine, a sequence each), per-worker engines, or one shared llama-server', parseEngineMode, DEFAULT_ENGINE)
     .option('--failover', 'supervised workers keep a replica and finish the run by gossip if the hub dies', false)
     .option('--log-file <file>', 'write logs here instead of stderr')
     .addOption(new Option('--ready-fd <fd>', 'report the number of connected workers on this fd (used by `swarm up --detach`)').argParser(int('--ready-fd')).hideHelp())
@@ -94,7 +94,7 @@ export function registerHub(program: Command): void {
         const model = o.supervise > 0 ? await chooseModel(o.driver, o.model) : { path: o.model };
         const running = await runHub({
           dir, log, config: hubConfigFrom(o, token), agents: o.supervise, journal: o.journal,
-          workerArgs: workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots, failover: o.failover, caps: o.caps, tlsCert: o.tlsCert, tlsKey: o.tlsKey }),
+          workerArgs: workerArgs({ ...engineDriver(o.engine, o.driver, o.driverOpt, o.supervise, o.slots), model: model.path, slots: o.slots, failover: o.failover, caps: o.caps, tlsCert: o.tlsCert, tlsKey: o.tlsKey }),
           sharedEngine: o.engine === 'shared' ? { model: model.path, slotsPerWorker: o.slots } : undefined,
         });
         if (o.readyFd !== undefined) reportReady(o.readyFd, () => running.hub.registry.size, o.supervise);

@@ -13,7 +13,7 @@ import { logPath, readHubFile, stateDir, type HubFile } from '../state.js';
 import { hubConfigFrom, hubOptions, hubToken, type HubCliOptions } from './hub.js';
 import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
-import { parseEngineMode, type EngineMode } from '../shared-engine.js';
+import { DEFAULT_ENGINE, engineDriver, parseEngineMode, type EngineMode } from '../shared-engine.js';
 
 interface UpOptions extends HubCliOptions {
   agents: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; engine: EngineMode; failover: boolean; caps?: string;
@@ -29,7 +29,7 @@ export function registerUp(program: Command): void {
     .option('--driver <name>', 'engine driver: embedded (llama.cpp in-process), llama-server, llama-cli, echo, exec, …', DEFAULT_DRIVER)
     .option('--driver-opt <key=value>', 'driver option (repeatable)', keyValue, {})
     .option('--model <path>', 'GGUF model file or hf: URI (env SWARM_MODEL; default: a built-in random-weight demo model)')
-    .option('--engine <mode>', 'per-worker: an engine per worker (isolation); shared: one llama-server -np N for all (continuous batching; needs `swarm engine build`)', parseEngineMode, 'per-worker')
+    .option('--engine <mode>', 'batched: one llama.cpp engine for all agents, a sequence each (batching, no compile); per-worker: an engine per worker (isolation); llama-server (= shared): one llama-server -np N (needs `swarm engine build`)', parseEngineMode, DEFAULT_ENGINE)
     .option('--failover', 'hybrid star-gossip (the default): workers keep a replica of the queue and results, and finish the run, topologies included, by gossip if the hub dies', true)
     .option('--no-failover', 'star only: no peer ports, and a run waits for a hub that dies (a little cheaper: see README)')
     .option('--slots <n>', 'tasks in flight per worker', int('--slots', 1), 1)
@@ -50,7 +50,8 @@ export function registerUp(program: Command): void {
 
 /** Supervised workers' arguments; `peerTls` only where they go to workers directly (a detached hub derives them from its own --tls-*). */
 function args(o: UpOptions, model: ChosenModel, peerTls = false) {
-  return workerArgs({ driver: o.driver, driverOpt: o.driverOpt, model: model.path, slots: o.slots, failover: o.failover, caps: o.caps, ...(peerTls ? { tlsCert: o.tlsCert, tlsKey: o.tlsKey } : {}) });
+  const { driver, driverOpt } = engineDriver(o.engine, o.driver, o.driverOpt, o.agents, o.slots);
+  return workerArgs({ driver, driverOpt, model: model.path, slots: o.slots, failover: o.failover, caps: o.caps, ...(peerTls ? { tlsCert: o.tlsCert, tlsKey: o.tlsKey } : {}) });
 }
 
 // The hub's code loads only in the process that runs the hub: `up --detach` starts `swarm hub` as
@@ -150,7 +151,7 @@ async function waitFor(count: () => number | Promise<number>, want: number, time
 
 function summary(o: UpOptions, model: ChosenModel, hub: HubFile, dir: string, ms: number, detached: boolean): void {
   const s = {
-    ready: true, agents: o.agents, ready_ms: Math.round(ms), driver: o.engine === 'shared' ? 'llama-server' : o.driver, engine: o.engine, failover: o.failover, model: model.path ?? null, demo_model: model.demo, detached,
+    ready: true, agents: o.agents, ready_ms: Math.round(ms), driver: o.engine === 'shared' ? 'llama-server' : engineDriver(o.engine, o.driver, {}, 1, 1).driver, engine: effectiveEngine(o), failover: o.failover, model: model.path ?? null, demo_model: model.demo, detached,
     hub: `${hub.host}:${hub.port}`, hub_pid: hub.pid, control: `http://${hub.control.host}:${hub.control.port}`, state_dir: dir,
   };
   if (o.json) { process.stdout.write(JSON.stringify(s) + '\n'); return; }
@@ -158,13 +159,19 @@ function summary(o: UpOptions, model: ChosenModel, hub: HubFile, dir: string, ms
     `swarm up: ${o.agents} agent(s) ready in ${(ms / 1000).toFixed(2)} s`,
     `  hub      ${s.hub} (pid ${hub.pid})`,
     `  control  ${s.control}`,
-    o.engine === 'shared' ? `  engine   shared: one llama-server with ${o.agents * o.slots} slots` : `  driver   ${o.driver} (an engine per worker)`,
+    o.engine === 'shared' ? `  engine   shared: one llama-server with ${o.agents * o.slots} slots`
+      : s.driver === 'batched' ? `  engine   batched: one llama.cpp engine, a sequence for each of ${o.agents * o.slots} slots` : `  driver   ${o.driver} (an engine per worker)`,
     ...(model.path ? [`  model    ${model.path}${model.demo ? ' (demo: random weights, its text is noise)' : ''}`] : []),
     `  failover ${o.failover ? 'on: if the hub dies, the workers finish the run by gossip (--no-failover to turn off)' : 'off'}`,
     `  state    ${dir}`,
     `next: swarm submit "hello" --wait · swarm status · swarm down`,
     '',
   ].join('\n'));
+}
+
+/** The engine the workers really run: batched applies to the default llama.cpp driver only. */
+function effectiveEngine(o: UpOptions): EngineMode {
+  return o.engine === 'batched' && o.driver !== 'embedded' ? 'per-worker' : o.engine;
 }
 
 function readTail(file: string): string {

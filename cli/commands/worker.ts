@@ -66,6 +66,8 @@ export function registerWorker(program: Command): void {
         const { log, load: loadLogger } = deferredLogger('worker', o.logFile);
         setTimeout(() => void loadLogger(), 3000).unref();
         const dir = stateDir(o.stateDir);
+        // The batched engine's socket and files live in the swarm's state dir: one engine per swarm and model.
+        process.env.SWARM_ENGINE_DIR ??= dir;
         const fixed = o.hub;
         if (!fixed && !readHubFile(dir)) throw new SwarmError('SWARM_ERR_NO_SWARM', `no --hub given and no hub in ${dir}`);
         const ca = o.tlsCa ? fs.readFileSync(o.tlsCa, 'utf8') : undefined;

@@ -1,0 +1,143 @@
+import { SwarmError, isErrorCode } from '../../protocol/index.js';
+import { StopFilter } from '../stop-filter.js';
+import { resolveModel } from '../embedded/model-uri.js';
+import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
+import { SeqConn, type ChatEvent } from './conn.js';
+import { connectSocket, enginePaths, enginePid, ensureEngine, type EnginePaths } from './engine-start.js';
+import type { HostChatOptions } from './messages.js';
+import { parseBatchedOptions, type BatchedOptions } from './options.js';
+
+/** Stats of a chat on the batched engine: the per-worker ones plus the prompt tokens the sequence held. */
+export interface BatchedStats extends ChatStats { tokensCached: number }
+
+/**
+ * A worker's share of the host's batched engine (host.ts): one sequence per chat slot, held through a
+ * Unix-socket connection between chats, so the sequence's evaluated tokens stay and a prompt that
+ * starts with them evaluates only the rest. The first worker that finds no engine starts it
+ * (engine-start.ts). An engine that dies ends the chats on it with SWARM_ERR_ENGINE_DIED; the next
+ * chat starts a new one. Closing the connection (stop(), or this process dying) frees the sequence.
+ */
+export class BatchedDriver implements Driver {
+  readonly name = 'batched';
+  readonly options: BatchedOptions;
+  private paths: EnginePaths | undefined;
+  private modelPath: string | undefined;
+  /** Connections that own a sequence and run no chat. */
+  private readonly idle: SeqConn[] = [];
+  private readonly busy = new Set<SeqConn>();
+  private stopping = false;
+  private nextId = 1;
+
+  constructor(private readonly config: DriverConfig) {
+    this.options = parseBatchedOptions(config.options);
+  }
+
+  /** The engine's pid: not a child of this worker (it is shared and outlives it), so not in pids(). */
+  enginePid(): number | undefined { return this.paths ? enginePid(this.paths) : undefined; }
+
+  pids(): number[] { return []; }
+
+  /** Connect (starting the engine if none runs) and hold a sequence, so the first chat finds one. */
+  async start(): Promise<void> {
+    this.stopping = false;
+    if (this.idle.some((c) => !c.closed) || this.busy.size > 0) return;
+    this.idle.push(await this.connect());
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    for (const c of [...this.idle, ...this.busy]) c.close();
+    this.idle.length = 0;
+  }
+
+  private async connect(): Promise<SeqConn> {
+    if (!this.config.model) throw new SwarmError('SWARM_ERR_CONFIG', 'the batched driver needs a model (--model PATH.gguf or an hf: URI)');
+    this.modelPath ??= await resolveModel(this.config.model);
+    const o = this.options;
+    this.paths ??= enginePaths(o.dir, { model: this.modelPath, ctx: o.ctx, threads: o.threads });
+    let sock;
+    try { sock = await connectSocket(this.paths.socket); } catch {
+      await ensureEngine(this.paths, { model: this.modelPath, threads: o.threads, ctx: o.ctx, sequences: o.sequences, idleMs: o.idleMs, maxWaiting: 4 * o.sequences }, o.startTimeoutMs);
+      sock = await connectSocket(this.paths.socket).catch((err: Error) => { throw new SwarmError('SWARM_ERR_ENGINE_START', `batched engine: ${err.message}`); });
+    }
+    const c = new SeqConn(sock);
+    const release = c.hold();
+    try { await c.ready(); } finally { release(); }
+    return c;
+  }
+
+  private async take(): Promise<SeqConn> {
+    for (let c = this.idle.pop(); c; c = this.idle.pop()) if (!c.closed) return c;
+    return this.connect();
+  }
+
+  async *chat(prompt: string, opts: ChatOptions = {}): AsyncGenerator<string, BatchedStats | void, void> {
+    if (opts.signal?.aborted) return;
+    const c = await this.take();
+    if (this.stopping) { c.close(); throw new SwarmError('SWARM_ERR_SHUTDOWN', 'the batched driver was stopped'); }
+    this.busy.add(c);
+    const id = this.nextId++;
+    const queue: ChatEvent[] = [];
+    let wake: (() => void) | undefined;
+    // Events of an earlier chat that was given up on (its abort is on its way) are not ours.
+    c.listen((e) => { if (e.t === 'gone' || e.id === id) { queue.push(e); wake?.(); } });
+    const filter = new StopFilter(opts.stop ?? []);
+    let ended = false;
+    let aborted = false;
+    const abort = (): void => {
+      if (aborted) return;
+      aborted = true;
+      if (!ended) c.send({ t: 'abort', id });
+      wake?.();
+    };
+    opts.signal?.addEventListener('abort', abort, { once: true });
+    const release = c.hold();
+    const hostOpts: HostChatOptions = {
+      ...(opts.maxTokens !== undefined ? { maxTokens: opts.maxTokens } : {}),
+      ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
+      ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
+      ...(opts.stop?.length ? { stop: opts.stop } : {}),
+      ...(opts.grammar !== undefined ? { grammar: opts.grammar } : {}),
+      ...(opts.jsonSchema !== undefined ? { jsonSchema: opts.jsonSchema } : {}),
+    };
+    try {
+      if (!c.send({ t: 'chat', id, prompt, opts: hostOpts })) queue.push({ t: 'gone' });
+      for (;;) {
+        if (queue.length === 0) { await new Promise<void>((r) => { wake = r; }); wake = undefined; continue; }
+        const m = queue.shift()!;
+        if (m.t === 'chunk') {
+          if (aborted || filter.stopped) continue;
+          const text = filter.push(m.text);
+          if (text) yield text;
+          if (filter.stopped) abort(); // the rest is not wanted
+        } else if (m.t === 'done') {
+          ended = true;
+          if (!aborted) { const rest = filter.end(); if (rest) yield rest; }
+          return { tokensIn: m.tokensIn, tokensOut: m.tokensOut, tokensCached: m.tokensCached };
+        } else if (m.t === 'error') {
+          ended = true;
+          throw new SwarmError(isErrorCode(m.code) ? m.code : 'SWARM_ERR_TASK_FAILED', m.message);
+        } else {
+          ended = true;
+          if (c.closedByUs || this.stopping) throw new SwarmError('SWARM_ERR_SHUTDOWN', 'the batched driver was stopped during generation');
+          throw new SwarmError('SWARM_ERR_ENGINE_DIED', 'the batched engine went away during generation');
+        }
+      }
+    } finally {
+      opts.signal?.removeEventListener('abort', abort);
+      c.listen(undefined);
+      this.busy.delete(c);
+      release();
+      // The caller stopped early: the engine must not keep generating for nobody. The engine runs a
+      // connection's chats one after another, so the next chat waits for this abort to land.
+      if (!ended && !c.closed) c.send({ t: 'abort', id });
+      if (!c.closed && !this.stopping) this.idle.push(c);
+      else c.close();
+    }
+  }
+}
+
+/** Factory for the `batched` driver (`--driver batched`, options: threads, ctx, sequences, dir, idle_ms, start_timeout_ms). */
+export function batchedFactory(config: DriverConfig): Driver {
+  return new BatchedDriver(config);
+}

@@ -1,0 +1,113 @@
+import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { SwarmError } from '../../protocol/index.js';
+import type { EngineConfig } from './messages.js';
+
+const HERE = fileURLToPath(import.meta.url);
+/** The host script next to this file, with our own extension (.ts under tap's loader, .js in dist). */
+const HOST_SCRIPT = path.join(path.dirname(HERE), 'host' + path.extname(HERE));
+const hostExecArgv = (): string[] => process.execArgv.filter((a) => !/^--(inspect|debug)/.test(a));
+
+/** The files of one engine: its socket, the lock its starter holds, its pid and its log. */
+export interface EnginePaths { socket: string; lock: string; pid: string; log: string }
+
+/**
+ * Where the engine for (dir, model, ctx, threads) lives. One engine per model and settings in a
+ * directory: every worker of a swarm (same state dir) finds the same one. Unix socket paths are
+ * limited to 107 bytes, so a long directory gets its socket under the system's temp dir instead.
+ */
+export function enginePaths(dir: string | undefined, key: { model: string; ctx: number; threads: number }): EnginePaths {
+  const base = dir ?? path.join(os.tmpdir(), `swarm-engines-${process.getuid?.() ?? 'u'}`);
+  const id = crypto.createHash('sha256').update(`${path.resolve(key.model)}\0${key.ctx}\0${key.threads}`).digest('hex').slice(0, 12);
+  const root = path.join(base, 'engines');
+  let socket = path.join(root, `${id}.sock`);
+  if (Buffer.byteLength(socket) > 100) {
+    const short = path.join(os.tmpdir(), `swarm-eng-${process.getuid?.() ?? 'u'}`);
+    fs.mkdirSync(short, { recursive: true, mode: 0o700 });
+    socket = path.join(short, crypto.createHash('sha256').update(socket).digest('hex').slice(0, 16) + '.sock');
+  }
+  return { socket, lock: path.join(root, `${id}.lock`), pid: path.join(root, `${id}.pid`), log: path.join(root, `${id}.log`) };
+}
+
+/** Connect to the engine's socket; rejects with the system error (ENOENT, ECONNREFUSED: no engine). */
+export function connectSocket(socket: string): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const s = net.createConnection(socket);
+    s.once('connect', () => { s.off('error', reject); resolve(s); });
+    s.once('error', reject);
+  });
+}
+
+const alive = (pid: number): boolean => { try { process.kill(pid, 0); return true; } catch (e) { return (e as NodeJS.ErrnoException).code === 'EPERM'; } };
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+function tail(file: string, n = 12): string {
+  try { return fs.readFileSync(file, 'utf8').trim().split('\n').slice(-n).join('\n'); } catch { return ''; }
+}
+
+/**
+ * Make sure an engine answers on `paths.socket`, starting one if none does. Of the workers that find
+ * none at once, the one that takes the lock file (O_EXCL) starts it, detached from its own process
+ * group so that it outlives that worker; the others wait for the socket. A lock whose holder is dead
+ * is taken over. Errors are SWARM_ERR_ENGINE_START with the engine's log tail.
+ */
+export async function ensureEngine(paths: EnginePaths, cfg: Omit<EngineConfig, 'socket'>, timeoutMs: number): Promise<void> {
+  fs.mkdirSync(path.dirname(paths.lock), { recursive: true, mode: 0o700 });
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try { (await connectSocket(paths.socket)).destroy(); return; } catch { /* none yet */ }
+    if (Date.now() > deadline) throw new SwarmError('SWARM_ERR_ENGINE_START', `batched engine not ready after ${timeoutMs} ms\n${tail(paths.log)}`.trim());
+    let fd: number;
+    try { fd = fs.openSync(paths.lock, 'wx', 0o600); } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const holder = Number.parseInt((() => { try { return fs.readFileSync(paths.lock, 'utf8'); } catch { return ''; } })(), 10);
+      // An empty lock is one being written; a dead holder's lock is free.
+      if (Number.isFinite(holder) && !alive(holder)) fs.rmSync(paths.lock, { force: true });
+      else await sleep(50);
+      continue;
+    }
+    try {
+      fs.writeSync(fd, String(process.pid));
+      fs.closeSync(fd);
+      try { (await connectSocket(paths.socket)).destroy(); return; } catch { /* still none: ours to start */ }
+      await startEngine(paths, cfg, deadline);
+      return;
+    } finally {
+      fs.rmSync(paths.lock, { force: true });
+    }
+  }
+}
+
+async function startEngine(paths: EnginePaths, cfg: Omit<EngineConfig, 'socket'>, deadline: number): Promise<void> {
+  const full: EngineConfig = { ...cfg, socket: paths.socket };
+  const out = fs.openSync(paths.log, 'a', 0o600);
+  const child = spawn(process.execPath, [...hostExecArgv(), HOST_SCRIPT, JSON.stringify(full)], { detached: true, stdio: ['ignore', out, out] });
+  fs.closeSync(out);
+  let exited: string | undefined;
+  child.once('exit', (code, signal) => { exited = signal ? `was killed by ${signal}` : `exited with code ${code}`; });
+  child.once('error', (err) => { exited = `could not be spawned: ${err.message}`; });
+  child.unref();
+  if (child.pid) fs.writeFileSync(paths.pid, String(child.pid), { mode: 0o600 });
+  for (;;) {
+    try { (await connectSocket(paths.socket)).destroy(); return; } catch { /* loading */ }
+    if (exited) throw new SwarmError('SWARM_ERR_ENGINE_START', `batched engine ${exited} before it was ready\n${tail(paths.log)}`.trim());
+    if (Date.now() > deadline) {
+      try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* gone */ }
+      throw new SwarmError('SWARM_ERR_ENGINE_START', `batched engine was not ready in time\n${tail(paths.log)}`.trim());
+    }
+    await sleep(30);
+  }
+}
+
+/** The pid of the engine in these paths, if it runs. */
+export function enginePid(paths: EnginePaths): number | undefined {
+  try {
+    const pid = Number.parseInt(fs.readFileSync(paths.pid, 'utf8'), 10);
+    return Number.isFinite(pid) && alive(pid) ? pid : undefined;
+  } catch { return undefined; }
+}

@@ -1,0 +1,182 @@
+/**
+ * The batched engine host: one process per (host, model) that holds the model once and a context of
+ * N sequences whose evaluations llama.cpp batches together. Workers connect over a Unix socket
+ * (mode 0600); each connection owns one sequence until it closes, and a connection that finds none
+ * free waits in a bounded line. The process is started detached by the first worker that finds no
+ * engine (driver.ts), outlives any one worker, and exits once no worker has been connected for
+ * `idleMs`. Logs go to stderr (a file next to the socket).
+ */
+import fs from 'node:fs';
+import net from 'node:net';
+import { LlamaLogLevel, type LlamaContextSequence, type LlamaModel } from 'node-llama-cpp';
+import { loadLlama } from '../embedded/load-llama.js';
+import { GrammarCache, LlamaCompletion, generate } from './generate.js';
+import { MAX_LINE, type EngineConfig, type FromEngine, type ToEngine } from './messages.js';
+
+const log = (msg: string): void => { process.stderr.write(`${new Date().toISOString()} ${msg}\n`); };
+
+/** One worker connection: its sequence once it has one, and its chat in flight. */
+interface Client {
+  sock: net.Socket;
+  seq?: number;
+  /** The chats of this connection, run one after another: the running one first. */
+  chats: { id: number; ac: AbortController }[];
+  /** Settles when the last queued chat has ended. */
+  tail: Promise<void>;
+  closed: boolean;
+}
+
+class Engine {
+  private readonly free: number[] = [];
+  private readonly waiting: Client[] = [];
+  private readonly clients = new Set<Client>();
+  private readonly completions: LlamaCompletion[];
+  private idleTimer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly cfg: EngineConfig, private readonly model: LlamaModel, private readonly sequences: LlamaContextSequence[],
+    private readonly grammars: GrammarCache) {
+    this.completions = sequences.map((s) => new LlamaCompletion({ contextSequence: s }));
+    for (let i = sequences.length - 1; i >= 0; i--) this.free.push(i);
+    this.armIdle();
+  }
+
+  /** No worker connected: exit after idleMs unless one comes. */
+  private armIdle(): void {
+    clearTimeout(this.idleTimer);
+    if (this.clients.size > 0) return;
+    this.idleTimer = setTimeout(() => { log('no worker connected: exiting'); shutdown(0); }, this.cfg.idleMs);
+  }
+
+  accept(sock: net.Socket): void {
+    const c: Client = { sock, closed: false, chats: [], tail: Promise.resolve() };
+    this.clients.add(c);
+    clearTimeout(this.idleTimer);
+    let buf = '';
+    sock.setEncoding('utf8');
+    sock.on('data', (text: string) => {
+      buf += text;
+      if (buf.length > MAX_LINE && !buf.includes('\n')) { log('line too long: closing connection'); sock.destroy(); return; }
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (!line.trim()) continue;
+        let m: ToEngine;
+        try { m = JSON.parse(line) as ToEngine; } catch { log(`bad line: ${line.slice(0, 200)}`); continue; }
+        this.handle(c, m);
+      }
+    });
+    sock.on('error', () => {});
+    sock.on('close', () => this.closed(c));
+    const seq = this.free.pop();
+    if (seq !== undefined) this.assign(c, seq);
+    else if (this.waiting.length >= this.cfg.maxWaiting) {
+      this.send(c, { t: 'refused', message: `all ${this.sequences.length} sequences are taken and ${this.waiting.length} connections wait already` });
+      sock.end();
+    } else this.waiting.push(c);
+  }
+
+  private assign(c: Client, seq: number): void {
+    c.seq = seq;
+    this.send(c, { t: 'seq', seq, of: this.sequences.length, ctx: this.sequences[seq]!.context.contextSize, pid: process.pid });
+  }
+
+  private send(c: Client, m: FromEngine): void {
+    if (c.closed || c.sock.destroyed) return;
+    c.sock.write(JSON.stringify(m) + '\n');
+    // A worker that stops reading must not grow our memory without bound: it loses its connection.
+    if (c.sock.writableLength > MAX_LINE) { log(`worker on sequence ${c.seq} does not read: closing`); c.sock.destroy(); }
+  }
+
+  private handle(c: Client, m: ToEngine): void {
+    if (m.t === 'abort') { c.chats.find((x) => x.id === m.id)?.ac.abort(); return; }
+    if (m.t !== 'chat') return;
+    const seq = c.seq;
+    if (seq === undefined) { this.send(c, { t: 'error', id: m.id, code: 'SWARM_ERR_INTERNAL', message: 'chat before a sequence was assigned' }); return; }
+    if (c.chats.length >= 4) { this.send(c, { t: 'error', id: m.id, code: 'SWARM_ERR_INTERNAL', message: 'too many chats queued on one connection' }); return; }
+    const chat = { id: m.id, ac: new AbortController() };
+    c.chats.push(chat);
+    c.tail = c.tail.then(async () => {
+      if (chat.ac.signal.aborted) this.send(c, { t: 'done', id: m.id, tokensIn: 0, tokensOut: 0, tokensCached: 0, reason: 'abort' });
+      else await this.run(c, seq, m.id, m.prompt, m.opts, chat.ac.signal);
+      c.chats.splice(c.chats.indexOf(chat), 1);
+    });
+  }
+
+  private async run(c: Client, seq: number, id: number, prompt: string, opts: Extract<ToEngine, { t: 'chat' }>['opts'], signal: AbortSignal): Promise<void> {
+    let grammar;
+    try {
+      grammar = await this.grammars.get(opts);
+    } catch (err) {
+      const what = opts.grammar !== undefined ? 'GBNF grammar' : 'JSON schema';
+      this.send(c, { t: 'error', id, code: 'SWARM_ERR_TASK_FAILED', message: `invalid ${what}: ${err instanceof Error ? err.message : String(err)}` });
+      return;
+    }
+    try {
+      const r = await generate({
+        model: this.model, sequence: this.sequences[seq]!, completion: this.completions[seq]!, prompt, opts, grammar, signal,
+        onText: (text) => this.send(c, { t: 'chunk', id, text }),
+      });
+      this.send(c, { t: 'done', id, ...r });
+    } catch (err) {
+      this.send(c, { t: 'error', id, code: 'SWARM_ERR_TASK_FAILED', message: err instanceof Error ? err.message : String(err) });
+    }
+  }
+
+  /** A worker left (or died): its chat stops, and its sequence goes to the next in line once free. */
+  private closed(c: Client): void {
+    if (c.closed) return;
+    c.closed = true;
+    this.clients.delete(c);
+    const w = this.waiting.indexOf(c);
+    if (w >= 0) this.waiting.splice(w, 1);
+    const seq = c.seq;
+    for (const x of c.chats) x.ac.abort();
+    void c.tail.then(() => {
+      if (seq === undefined) return;
+      const next = this.waiting.shift();
+      if (next) this.assign(next, seq);
+      else this.free.push(seq);
+    });
+    this.armIdle();
+  }
+}
+
+let server: net.Server | undefined;
+let socketPath: string | undefined;
+
+function shutdown(code: number): void {
+  try { server?.close(); } catch { /* closing anyway */ }
+  if (socketPath) try { fs.rmSync(socketPath, { force: true }); } catch { /* gone */ }
+  process.exit(code);
+}
+
+async function main(): Promise<void> {
+  const cfg = JSON.parse(process.argv[process.argv.length - 1]!) as EngineConfig;
+  const t0 = performance.now();
+  const { llama } = await loadLlama({
+    logLevel: LlamaLogLevel.warn, logger: (level, message) => log(`[${level}] ${message}`),
+    addonOverride: process.env.SWARM_TEST_EMBEDDED_ADDON || undefined,
+  });
+  const model = await llama.loadModel({ modelPath: cfg.model });
+  const context = await model.createContext({
+    contextSize: Math.min(cfg.ctx, model.trainContextSize), sequences: cfg.sequences, threads: cfg.threads,
+  });
+  const sequences = Array.from({ length: cfg.sequences }, () => context.getSequence());
+  const engine = new Engine(cfg, model, sequences, new GrammarCache(llama));
+  // The socket appears only now, fully loaded: a worker that can connect can chat. Owner-only (0600).
+  socketPath = cfg.socket;
+  fs.rmSync(cfg.socket, { force: true });
+  const old = process.umask(0o177);
+  server = net.createServer((sock) => engine.accept(sock));
+  await new Promise<void>((resolve, reject) => { server!.once('error', reject); server!.listen(cfg.socket, () => resolve()); });
+  process.umask(old);
+  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, ${cfg.threads} thread(s), ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
+}
+
+process.on('SIGTERM', () => shutdown(0));
+process.on('SIGINT', () => shutdown(0));
+main().catch((err: unknown) => {
+  log(`fatal: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
+  shutdown(1);
+});

@@ -1,0 +1,42 @@
+/**
+ * The NDJSON messages on the batched engine's Unix socket: one connection per worker sequence.
+ * The engine greets a connection once it has a free sequence for it (`seq`); until then the
+ * connection waits in line. A chat's events name the chat's id.
+ */
+import type { HostChatOptions } from '../embedded/messages.js';
+
+export type { HostChatOptions };
+
+/** What the engine host is started with (its last command-line argument, as JSON). */
+export interface EngineConfig {
+  model: string;
+  threads: number;
+  /** Context tokens per sequence. */
+  ctx: number;
+  /** Sequences in the shared context: one per connected worker slot; more connections wait. */
+  sequences: number;
+  socket: string;
+  /** With no connection for this long, the engine exits (its workers are gone). */
+  idleMs: number;
+  /** Most connections waiting for a sequence; more are refused (bounded). */
+  maxWaiting: number;
+}
+
+/** Worker to engine. */
+export type ToEngine =
+  | { t: 'chat'; id: number; prompt: string; opts: HostChatOptions }
+  | { t: 'abort'; id: number };
+
+/** Engine to worker. */
+export type FromEngine =
+  /** This connection owns sequence `seq` (of `of`) until it closes. */
+  | { t: 'seq'; seq: number; of: number; ctx: number; pid: number }
+  /** No sequence will come: too many connections wait already. */
+  | { t: 'refused'; message: string }
+  | { t: 'chunk'; id: number; text: string }
+  /** `tokensCached`: prompt tokens the sequence already held (not evaluated again). */
+  | { t: 'done'; id: number; tokensIn: number; tokensOut: number; tokensCached: number; reason: string }
+  | { t: 'error'; id: number; code: string; message: string };
+
+/** Longest line either side accepts: a prompt travels in one line. */
+export const MAX_LINE = 8 * 1024 * 1024;

@@ -1,0 +1,44 @@
+import { SwarmError } from '../../protocol/index.js';
+
+/** Settings of the batched driver, from `--driver-opt k=v` (DriverConfig.options). */
+export interface BatchedOptions {
+  /**
+   * Threads of the one engine. One by default: with two, llama.cpp's threads spin at a barrier and a
+   * busy two-core machine (other processes, other engines) slows each token many times over.
+   */
+  threads: number;
+  /** Context tokens per sequence. */
+  ctx: number;
+  /** Sequences the engine holds (`swarm up` passes agents × slots); connections beyond wait. */
+  sequences: number;
+  /** Where the engine's socket, lock, pid and log files live (`swarm worker` passes its state dir). */
+  dir: string | undefined;
+  startTimeoutMs: number;
+  /** The engine exits this long after its last worker left. */
+  idleMs: number;
+}
+
+function num(o: Record<string, string>, key: string, def: number, min: number): number {
+  const v = o[key];
+  if (v === undefined || v === '') return def;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min) throw new SwarmError('SWARM_ERR_CONFIG', `batched option ${key} must be an integer >= ${min}, got "${v}"`);
+  return n;
+}
+
+const KNOWN = new Set(['threads', 'ctx', 'sequences', 'dir', 'start_timeout_ms', 'idle_ms']);
+/** Options of the per-worker embedded driver that mean nothing here: accepted, so `--engine` can switch freely. */
+const IGNORED = new Set(['slots', 'stop_grace_ms', 'download_stall_ms']);
+
+/** Validate the string options of DriverConfig into typed settings. */
+export function parseBatchedOptions(o: Record<string, string>): BatchedOptions {
+  for (const k of Object.keys(o)) if (!KNOWN.has(k) && !IGNORED.has(k)) throw new SwarmError('SWARM_ERR_CONFIG', `unknown batched option "${k}" (known: ${[...KNOWN].join(', ')})`);
+  return {
+    threads: num(o, 'threads', 1, 1),
+    ctx: num(o, 'ctx', 2048, 16),
+    sequences: num(o, 'sequences', 8, 1),
+    dir: o.dir || process.env.SWARM_ENGINE_DIR || undefined,
+    startTimeoutMs: num(o, 'start_timeout_ms', 120_000, 100),
+    idleMs: num(o, 'idle_ms', 2000, 0),
+  };
+}
