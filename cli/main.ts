@@ -25,6 +25,7 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
   dashboard: async () => (await import('./commands/dashboard.js')).registerDashboard,
   top: async () => (await import('./commands/top.js')).registerTop,
   certs: async () => (await import('./commands/certs.js')).registerCerts,
+  credential: async () => (await import('./commands/credential.js')).registerCredential,
 };
 
 const program = new Command()

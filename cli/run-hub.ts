@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import { SwarmError } from '../protocol/index.js';
+import { SwarmError, peerSecret, workerCredential } from '../protocol/index.js';
 import { ControlServer, Hub, Supervisor, hubConfig, isLoopback, procStart, type HubConfig } from '../hub/index.js';
 import { hubIsOurs } from './running.js';
 import { VERSION, readHubFile, removeHubFile, writeHubFile, type HubFile } from './state.js';
@@ -109,7 +109,8 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
       command: (id) => ({
         file: process.execPath,
         args: [CLI, 'worker', '--id', id, '--state-dir', o.dir, ...workerArgs],
-        env: { ...process.env, ...(config.token ? { SWARM_TOKEN: config.token } : {}) },
+        // Each worker gets its own credential, not the swarm token: it can join as its id only.
+        env: { ...process.env, ...(config.token ? { SWARM_TOKEN: workerCredential(config.token, id), SWARM_PEER_TOKEN: peerSecret(config.token) } : {}) },
       }),
     }, o.log.child({ part: 'supervisor' }));
     supervisor.start();

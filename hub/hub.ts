@@ -2,7 +2,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import fs from 'node:fs';
 import type { Logger } from 'pino';
-import { Connection, Type, safeEqual, randomId, type AnyMessage, type Message, type ErrorCode } from '../protocol/index.js';
+import { Connection, Type, safeEqual, randomId, workerCredential, type AnyMessage, type Message, type ErrorCode } from '../protocol/index.js';
 import { isRetryable } from '../sched/index.js';
 import { Registry, type WorkerEntry } from './registry.js';
 import { TaskStore } from './store.js';
@@ -199,13 +199,16 @@ export class Hub {
 
   private handshake(conn: Connection, msg: Message<'HANDSHAKE'>): WorkerEntry | undefined {
     const p = msg.payload;
-    if (this.config.token && !safeEqual(p.token, this.config.token)) {
-      this.log.warn({ remote: conn.socket.remoteAddress }, 'handshake refused: bad token');
-      conn.sendError('SWARM_ERR_AUTH', 'wrong or missing token', { re: msg.id });
+    const named = p.worker_id || msg.src;
+    // The swarm token admits any id; a worker credential (protocol/auth.ts) only the id it was derived for.
+    const token = this.config.token;
+    if (token && !safeEqual(p.token, token) && !(named && safeEqual(p.token, workerCredential(token, named)))) {
+      this.log.warn({ remote: conn.socket.remoteAddress, worker: named }, 'handshake refused: bad token');
+      conn.sendError('SWARM_ERR_AUTH', p.token?.startsWith('wc1.') ? `credential is not the one of worker ${named ?? '(no worker_id)'}` : 'wrong or missing token', { re: msg.id });
       return undefined;
     }
     if (this.stopping) { conn.sendError('SWARM_ERR_SHUTDOWN', 'hub is stopping', { re: msg.id }); conn.close(); return undefined; }
-    const id = p.worker_id || msg.src || `w-${randomId()}`;
+    const id = named || `w-${randomId()}`;
     const now = Date.now();
     const old = this.registry.get(id);
     if (old) {
@@ -255,6 +258,8 @@ export class Hub {
         this.failover.heartbeat(w, msg.payload);
         return;
       case Type.HANDBACK:
+        // Only a worker that joined as a failover peer held a replica to hand back.
+        if (!this.failover.isPeer(w)) { w.conn.sendError('SWARM_ERR_UNEXPECTED', 'HANDBACK from a worker that did not join as a failover peer (no peer_addr)', { re: msg.id }); return; }
         void this.failover.handBack(w, msg);
         return;
       case Type.TASK_RES:
@@ -262,7 +267,7 @@ export class Hub {
         return;
       case Type.ERROR: {
         // The task is named by task_id, or else by `re` naming its TASK_REQ.
-        const taskId = msg.payload.task_id ?? this.leaseByReq(w, msg.re);
+        const taskId = msg.payload.task_id ?? this.leaseByReq(w, msg.re) ?? (msg.payload.code === 'SWARM_ERR_TASK_FAILED' ? this.soleLease(w, msg.re) : undefined);
         if (taskId) this.onTaskError(w, taskId, msg.payload.code, msg.payload.msg);
         else this.log.warn({ worker: w.id, code: msg.payload.code, msg: msg.payload.msg }, 'worker reported error');
         return;
@@ -279,8 +284,15 @@ export class Hub {
   }
 
   private onResult(w: WorkerEntry, msg: Message<'TASK_RES'>): void {
-    const { task_id: taskId, text, done, receipt, seq } = msg.payload;
+    const { text, done, receipt, seq } = msg.payload;
+    // The spec's TASK_RES carries no task_id: its `re` names the TASK_REQ it answers.
+    const taskId = msg.payload.task_id ?? this.leaseByReq(w, msg.re) ?? this.soleLease(w, msg.re);
+    if (taskId === undefined) {
+      w.conn.sendError('SWARM_ERR_UNKNOWN_TASK', 'TASK_RES names no task this worker holds: give task_id, or re = the id of its TASK_REQ', { re: msg.id });
+      return;
+    }
     const lease = w.inflight.get(taskId);
+    if (done && !lease && !this.lateResult(w, taskId, msg.id)) return;
     if (!done) {
       if (!lease) return;
       lease.answer.add(text, seq);
@@ -317,6 +329,20 @@ export class Hub {
   }
 
   /**
+   * A final TASK_RES from a worker without the task's lease is recorded by no one: only the worker
+   * holding the lease may answer (another worker's "result" would otherwise be kept and the real
+   * one dropped as a duplicate). False when it is refused; true for a task already final (counted
+   * as a duplicate below) so late echoes of finished work stay quiet.
+   */
+  private lateResult(w: WorkerEntry, taskId: string, re: string): boolean {
+    const rec = this.store.queue.get(taskId);
+    if (!rec || rec.state === 'done' || rec.state === 'failed') return true;
+    this.log.warn({ worker: w.id, task: taskId, holder: rec.state === 'leased' ? rec.worker : undefined }, 'final TASK_RES from a worker that does not hold the lease refused');
+    w.conn.sendError('SWARM_ERR_UNKNOWN_TASK', `task ${taskId} is not leased to ${w.id}; its result is not recorded`, { re, task_id: taskId });
+    return false;
+  }
+
+  /**
    * A TASK_RES or ERROR that failed validation (it was answered with its code) still ends the
    * attempt it is about, when that can be told from `payload.task_id` or the envelope `re`:
    * otherwise the task would sit leased until its lease expires.
@@ -332,6 +358,14 @@ export class Hub {
   }
 
   /** The task this worker holds whose TASK_REQ had id `re`. */
+  /**
+   * The spec's own envelope has no `re`: a frame naming neither task nor request, from a worker that
+   * holds exactly one task, is about that task (there is nothing else it could mean).
+   */
+  private soleLease(w: WorkerEntry, re: unknown): string | undefined {
+    return re === undefined && w.inflight.size === 1 ? w.inflight.keys().next().value : undefined;
+  }
+
   private leaseByReq(w: WorkerEntry, re: unknown): string | undefined {
     if (typeof re !== 'string') return undefined;
     for (const [id, lease] of w.inflight) if (lease.reqId === re) return id;

@@ -103,6 +103,9 @@ export class HubReplicator {
     this.elect();
   }
 
+  /** True if this connection joined as a failover peer (its HANDSHAKE had a peer_addr). */
+  isPeer(w: WorkerEntry): boolean { return this.peers.get(w.id)?.w === w; }
+
   leave(w: WorkerEntry): void {
     if (this.peers.get(w.id)?.w !== w) return;
     this.peers.delete(w.id);

@@ -121,7 +121,8 @@ export const Payloads = {
     timeout_ms: z.number().int().positive().optional(),
   }),
   [Type.TASK_RES]: z.object({
-    task_id: id,
+    /** Optional as in the spec (section 4), whose TASK_RES is `{text, done}`: then the envelope `re` names the TASK_REQ. */
+    task_id: id.optional(),
     text: z.string().default(''),
     done: z.boolean(),
     seq: z.number().int().nonnegative().optional(),

@@ -40,6 +40,15 @@ export function validate(value: unknown): Validated {
   if (!schema) {
     return { ok: false, code: 'SWARM_ERR_UNKNOWN_TYPE', msg: `unknown type ${JSON.stringify(type.slice(0, 64))}`, re };
   }
+  // `null`, a number or a list is not a payload (an absent one is read as `{}`).
+  if (env.payload !== undefined && (typeof env.payload !== 'object' || env.payload === null || Array.isArray(env.payload))) {
+    return { ok: false, code: 'SWARM_ERR_BAD_PAYLOAD', msg: `${type}: payload must be a JSON object`, re };
+  }
+  // The spec's ERROR is `{code: 500, msg}`: a numeric code is that HTTP-like status of a task failure.
+  if (type === Type.ERROR && typeof (env.payload as { code?: unknown } | undefined)?.code === 'number') {
+    const p = env.payload as { code: number; msg?: unknown };
+    env.payload = { ...p, code: 'SWARM_ERR_TASK_FAILED', status: p.code, msg: typeof p.msg === 'string' ? p.msg : `error ${p.code}` };
+  }
   const payload = schema(env.payload ?? {}, issues);
   if (payload === FAIL) {
     return { ok: false, code: 'SWARM_ERR_BAD_PAYLOAD', msg: `${type}: ${summarize(issues)}`, re };

@@ -14,7 +14,7 @@ t.test('HANDBACK offer over a real socket: the hub wants exactly the ids it lack
   const { hub, addr, stop } = await startHubInProc();
   const w = await RawWorker.connect(addr);
   t.teardown(async () => { w.destroy(); await stop(); });
-  t.equal((await w.handshake({ worker_id: 'hb-1', codecs: ['ndjson'] }))?.type, 'HANDSHAKE_ACK');
+  t.equal((await w.handshake({ worker_id: 'hb-1', codecs: ['ndjson'], peer_addr: '127.0.0.1:9' }))?.type, 'HANDSHAKE_ACK');
   // a-1, a-2 final at the hub; a-3 known, not final (leased to this raw worker, which never answers); u-1 unknown.
   await hub.submit([{ id: 'a-1', prompt: 'one' }, { id: 'a-2', prompt: 'two' }, { id: 'a-3', prompt: 'three' }]);
   t.equal(await hub.store.complete('a-1', { text: 'one!', worker: 'x', attempt: 1 }), 'recorded');

@@ -99,7 +99,7 @@ export class Agent {
       // The gossip code loads only for a failover worker (17 modules a plain worker does without).
       const { AgentFailover } = await import('./failover-agent.js');
       if (this.stopping) return;
-      this.failover = new AgentFailover(this.opts.id, this.opts.token, this.slots, (spec, attempt) => this.execute(spec, attempt), this.opts.failover, this.log);
+      this.failover = new AgentFailover(this.opts.id, this.opts.failover.peerToken ?? this.opts.token, this.slots, (spec, attempt) => this.execute(spec, attempt), this.opts.failover, this.log);
       this.client.onFrame = () => this.failover!.heard();
       this.peerAddr = await this.failover.listen();
     }

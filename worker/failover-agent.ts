@@ -23,6 +23,8 @@ export interface AgentFailoverOptions {
    * change as it happens, so replicas are current at failover and a short wait is enough (default 50: what arrives later costs at most a re-run, never a second result).
    */
   catchUpMs?: number;
+  /** Secret of the peer links, when the agent's hub token is its own credential (not shared by peers). */
+  peerToken?: string;
 }
 
 const HANDBACK_TIMEOUT_MS = 15_000;

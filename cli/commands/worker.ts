@@ -23,7 +23,7 @@ export function workerArgs(o: { driver: string; driverOpt: Record<string, string
 interface WorkerCliOptions {
   hub?: { host: string; port: number }; stateDir?: string; id?: string; count: number; driver: string;
   driverOpt: Record<string, string>; model?: string; role?: string; caps?: string; slots: number; token?: string;
-  tls: boolean; tlsCa?: string; tlsCert?: string; tlsKey?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost?: string; advertise?: string; peerPort: number; peerPorts?: string; peerAdvertise?: string; hubLapseMs?: number;
+  peerToken?: string; tls: boolean; tlsCa?: string; tlsCert?: string; tlsKey?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost?: string; advertise?: string; peerPort: number; peerPorts?: string; peerAdvertise?: string; hubLapseMs?: number;
   peerTlsCert?: string; peerTlsKey?: string; peerTlsCa?: string;
 }
 
@@ -40,7 +40,8 @@ export function registerWorker(program: Command): void {
     .option('--role <role>', 'role this worker takes tasks for')
     .option('--caps <list>', 'comma-separated capabilities')
     .option('--slots <n>', 'tasks in flight at once', int('--slots', 1), 1)
-    .option('--token <secret>', 'hub token (env SWARM_TOKEN, or the state directory)')
+    .option('--token <secret>', 'hub token, or this worker\'s own credential (`swarm credential <id>`) (env SWARM_TOKEN, or the state directory)')
+    .option('--peer-token <secret>', 'failover: secret of the peer links when --token is a worker credential (env SWARM_PEER_TOKEN; `swarm credential --peers`)')
     .option('--tls', 'connect with TLS')
     .option('--tls-ca <file>', 'CA certificate that signed the hub certificate')
     .option('--tls-cert <file>', 'this worker\'s certificate, for a hub that asks for one (default: --peer-tls-cert)')
@@ -108,7 +109,7 @@ export function registerWorker(program: Command): void {
 }
 
 /** Peer port settings from the command line; a list must name one entry per worker. */
-function failoverOptions(o: WorkerCliOptions): { host: string; port: number; ports?: number[]; advertise?: string[]; hubMonitor?: { lapseMs: number; vetoWithinMs: number }; tls?: { cert: string; key: string; ca?: string } } {
+function failoverOptions(o: WorkerCliOptions): { host: string; port: number; ports?: number[]; advertise?: string[]; hubMonitor?: { lapseMs: number; vetoWithinMs: number }; tls?: { cert: string; key: string; ca?: string }; peerToken?: string } {
   const list = (v: string | undefined, what: string) => {
     if (v === undefined) return undefined;
     const items = v.split(',').map((x) => x.trim()).filter(Boolean);
@@ -126,7 +127,8 @@ function failoverOptions(o: WorkerCliOptions): { host: string; port: number; por
   const tls = o.peerTlsCert && o.peerTlsKey
     ? { cert: fs.readFileSync(o.peerTlsCert, 'utf8'), key: fs.readFileSync(o.peerTlsKey, 'utf8'), ...(o.peerTlsCa ? { ca: fs.readFileSync(o.peerTlsCa, 'utf8') } : {}) }
     : undefined;
-  return { host: o.peerHost ?? '127.0.0.1', port: o.peerPort, ports, advertise: list(o.peerAdvertise, '--peer-advertise'), ...(hubMonitor ? { hubMonitor } : {}), ...(tls ? { tls } : {}) };
+  const peerToken = o.peerToken ?? process.env.SWARM_PEER_TOKEN;
+  return { host: o.peerHost ?? '127.0.0.1', port: o.peerPort, ports, advertise: list(o.peerAdvertise, '--peer-advertise'), ...(hubMonitor ? { hubMonitor } : {}), ...(tls ? { tls } : {}), ...(peerToken ? { peerToken } : {}) };
 }
 
 const WILDCARD = new Set(['0.0.0.0', '::']);
