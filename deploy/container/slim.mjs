@@ -57,4 +57,10 @@ for (const [name, meta] of Object.entries(lock.packages ?? {})) {
   if ((meta.dev || meta.devOptional) && fs.existsSync(path.join(out, name))) fs.rmSync(path.join(out, name), { recursive: true, force: true });
 }
 for (const p of DROP_PATH) fs.rmSync(path.join(out, p), { recursive: true, force: true });
+// The llama.cpp binaries of other CPUs (npm ci on x64 installs linux-arm64 as well): keep the target's.
+const arch = { amd64: 'x64', x86_64: 'x64', x64: 'x64', arm64: 'arm64', aarch64: 'arm64' }[process.env.SWARM_TARGETARCH || process.arch];
+const binaries = path.join(out, 'node_modules/@node-llama-cpp');
+if (arch && fs.existsSync(path.join(binaries, `linux-${arch}`))) {
+  for (const d of fs.readdirSync(binaries)) if (d.startsWith('linux-') && d !== `linux-${arch}`) fs.rmSync(path.join(binaries, d), { recursive: true, force: true });
+} else if (arch) process.stderr.write(`slim: warning: no @node-llama-cpp/linux-${arch} in node_modules: the embedded engine will not load in this image\n`);
 process.stdout.write(`slim: ${kept.length} packages, ${(bytes / 1048576).toFixed(1)} MiB copied to ${out}\n`);
