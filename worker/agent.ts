@@ -4,6 +4,7 @@ import { SwarmError, Type, isErrorCode, type Connection, type Message, type AnyM
 import { isRetryable } from '../sched/index.js';
 import { LoopGuard, type Driver } from '../drivers/index.js';
 import { WorkerClient, type HubLocator } from './client.js';
+import { WORKER_DEFAULTS, type WorkerConfig } from './config.js';
 import type { AgentFailover, AgentFailoverOptions } from './failover-agent.js';
 import type { ExecOutcome, ReplicaSpec } from './gossip/index.js';
 
@@ -21,6 +22,8 @@ export interface AgentOptions {
   slots?: number;
   msgpack?: boolean;
   loopRepeats?: number;
+  /** Validated settings (worker/config.ts); the defaults when absent. */
+  config?: WorkerConfig;
   /** Hybrid star-gossip failover (issue 5): open a peer port and keep running when the hub dies. */
   failover?: AgentFailoverOptions;
   /** Called once when the hub sends KILL or the agent is stopped. */
@@ -44,6 +47,7 @@ export class Agent {
   readonly client: WorkerClient;
   private readonly running = new Map<string, Running>();
   private readonly slots: number;
+  private readonly cfg: WorkerConfig;
   private stopping = false;
   private driverReady?: Promise<void>;
   /** Set with `failover` once run() has begun: the gossip side of this agent. */
@@ -53,10 +57,11 @@ export class Agent {
   role?: string;
 
   constructor(private readonly opts: AgentOptions, private readonly log: Logger) {
-    this.slots = opts.slots ?? 1;
+    this.cfg = opts.config ?? WORKER_DEFAULTS;
+    this.slots = opts.slots ?? this.cfg.agent.slots;
     this.role = opts.role;
     this.client = new WorkerClient({
-      id: opts.id, locate: opts.locate, token: opts.token, msgpack: opts.msgpack,
+      id: opts.id, locate: opts.locate, token: opts.token, msgpack: opts.msgpack, maxLine: this.cfg.agent.maxLine, ...this.cfg.client,
       handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: this.role, slots: this.slots, pid: process.pid, peer_addr: this.peerAddr }),
     }, log);
     this.client.heartbeatPayload = () => {
@@ -99,7 +104,7 @@ export class Agent {
       // The gossip code loads only for a failover worker (17 modules a plain worker does without).
       const { AgentFailover } = await import('./failover-agent.js');
       if (this.stopping) return;
-      this.failover = new AgentFailover(this.opts.id, this.opts.failover.peerToken ?? this.opts.token, this.slots, (spec, attempt) => this.execute(spec, attempt), this.opts.failover, this.log);
+      this.failover = new AgentFailover(this.opts.id, this.opts.failover.peerToken ?? this.opts.token, this.slots, (spec, attempt) => this.execute(spec, attempt), { config: this.cfg, ...this.opts.failover }, this.log);
       this.client.onFrame = () => this.failover!.heard();
       this.peerAddr = await this.failover.listen();
     }
@@ -213,7 +218,7 @@ export class Agent {
     let ttft: number | undefined;
     let pending: string | undefined;
     const parts: string[] = [];
-    const guard = new LoopGuard({ maxRepeats: this.opts.loopRepeats ?? 5 });
+    const guard = new LoopGuard({ maxRepeats: this.opts.loopRepeats ?? this.cfg.agent.loopRepeats });
     try {
       if (this.driverReady) await this.driverReady;
       const gen = this.opts.driver.chat(p.prompt, {

@@ -1,3 +1,4 @@
+import { WORKER_DEFAULTS } from './config.js';
 import net from 'node:net';
 import pRetry from 'p-retry';
 import type { Logger } from 'pino';
@@ -58,8 +59,8 @@ export class WorkerClient {
       try {
         const conn = await pRetry(() => this.connectOnce(), {
           retries: Number.POSITIVE_INFINITY,
-          minTimeout: this.opts.minBackoffMs ?? 100,
-          maxTimeout: this.opts.maxBackoffMs ?? 2000,
+          minTimeout: this.opts.minBackoffMs ?? WORKER_DEFAULTS.client.minBackoffMs,
+          maxTimeout: this.opts.maxBackoffMs ?? WORKER_DEFAULTS.client.maxBackoffMs,
           factor: 2,
           randomize: true,
           shouldRetry: () => !this.stopped,
@@ -101,7 +102,7 @@ export class WorkerClient {
     const conn = new Connection(socket, { name: this.opts.id, maxLine: this.opts.maxLine });
     const hs = this.opts.handshake();
     const ack = await new Promise<Message<'HANDSHAKE_ACK'>>((resolve, reject) => {
-      const t = setTimeout(() => { conn.destroy('handshake timeout'); reject(new Error('handshake timeout')); }, this.opts.handshakeTimeoutMs ?? 5000);
+      const t = setTimeout(() => { conn.destroy('handshake timeout'); reject(new Error('handshake timeout')); }, this.opts.handshakeTimeoutMs ?? WORKER_DEFAULTS.client.handshakeTimeoutMs);
       conn.onStatus((s) => { if (s.type === 'close') { clearTimeout(t); reject(new Error(`closed during handshake: ${s.reason}`)); } });
       conn.onMessage((m) => {
         if (m.type === Type.HANDSHAKE_ACK) {

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { WORKER_DEFAULTS, type WorkerConfig } from './config.js';
 import { Type, type AnyMessage, type Connection, type Payload, type Receipt } from '../protocol/index.js';
 import {
   FailoverController, GossipNode, GossipRuns, Mode, TcpTransport,
@@ -17,17 +18,13 @@ export interface AgentFailoverOptions {
   /** TLS on the peer port and peer links (the hub's rules: see `TcpTransportOptions.tls`). */
   tls?: { cert: string | Buffer; key: string | Buffer; ca?: string | Buffer };
   membership?: Partial<MembershipConfig>;
+  /** Overrides of the hub monitor's settings (tests); the rest come from `config`. */
   hubMonitor?: HubMonitorOptions;
-  /**
-   * A new coordinator waits this long for fresher state before dispatching. The hub replicates every
-   * change as it happens, so replicas are current at failover and a short wait is enough (default 50: what arrives later costs at most a re-run, never a second result).
-   */
-  catchUpMs?: number;
   /** Secret of the peer links, when the agent's hub token is its own credential (not shared by peers). */
   peerToken?: string;
+  /** The worker's validated settings (worker/config.ts): timings, bounds, handback sizes. */
+  config?: WorkerConfig;
 }
-
-const HANDBACK_TIMEOUT_MS = 15_000;
 
 /**
  * One agent's failover machinery (issue 5): a peer port, a GossipNode and the FailoverController,
@@ -42,6 +39,7 @@ export class AgentFailover {
   /** Each peer's caps and role (PEERS), so the acting coordinator routes tasks as the hub does. */
   private readonly peerInfo = new Map<string, { caps: string[]; role?: string }>();
   private conn?: Connection;
+  private readonly cfg: WorkerConfig;
   private started = false;
   private retry?: NodeJS.Timeout;
   /** Tasks running here under a hub lease (the agent reports those itself). */
@@ -52,11 +50,13 @@ export class AgentFailover {
   private readonly waiting = new Map<string, { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
 
   constructor(selfId: string, token: string | undefined, slots: number, execute: Execute, private readonly opts: AgentFailoverOptions, private readonly log: Logger) {
-    this.transport = new TcpTransport({ host: opts.host, port: opts.port, advertise: opts.advertise, advertiseHost: opts.advertiseHost, token, tls: opts.tls, log });
-    const catchUpMs = opts.catchUpMs ?? 50;
-    this.node = new GossipNode({ id: selfId, transport: this.transport, execute, slots, log, membership: opts.membership, hubMonitor: opts.hubMonitor,
+    const cfg = opts.config ?? WORKER_DEFAULTS;
+    this.cfg = cfg;
+    this.transport = new TcpTransport({ ...cfg.transport, host: opts.host, port: opts.port, advertise: opts.advertise, advertiseHost: opts.advertiseHost, token, tls: opts.tls, log });
+    const catchUpMs = cfg.coordinator.catchUpMs;
+    this.node = new GossipNode({ id: selfId, transport: this.transport, execute, slots, log, membership: opts.membership, hubMonitor: opts.hubMonitor ?? cfg.hubMonitor,
       coordinator: {
-        catchUpMs,
+        ...cfg.coordinator,
         offersOf: (id) => this.peerInfo.get(id),
         // Runs start after the catch-up wait too, so the runner sees the freshest results first.
         onRole: (on) => {
@@ -69,7 +69,7 @@ export class AgentFailover {
       // replicas that agree costs 256 bucket fingerprints).
       sync: { quiet: true, syncIntervalMs: 1000 } });
     this.controller = new FailoverController(this.node, { handBack: (entries) => this.handBack(entries), offer: (ids) => this.offer(ids) }, {
-      log, handbackChunk: 100,
+      log, handbackChunk: cfg.handback.chunk, handbackBytes: cfg.handback.bytes, offerChunk: cfg.handback.offerChunk,
       // Each result is handed back by the member that produced it, or by every survivor if that member
       // is gone: 1 offer per task instead of 1 per task and member. A result whose producer dies before
       // its handback is still safe: the hub re-dispatches the task, and a worker with it answers from its replica.
@@ -200,7 +200,7 @@ export class AgentFailover {
     if (!conn || conn.isClosed) return Promise.reject(new Error('not connected to a hub'));
     return new Promise((resolve, reject) => {
       const id = conn.send(Type.HANDBACK, payload);
-      const timer = setTimeout(() => { this.waiting.delete(id); reject(new Error('handback not acknowledged')); }, HANDBACK_TIMEOUT_MS);
+      const timer = setTimeout(() => { this.waiting.delete(id); reject(new Error('handback not acknowledged')); }, this.cfg.handback.timeoutMs);
       timer.unref();
       this.waiting.set(id, { resolve, reject, timer });
     });

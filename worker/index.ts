@@ -4,3 +4,4 @@ export { WorkerPool, type PoolOptions } from './pool.js';
 // Types only: the gossip code loads when an agent runs with failover (agent.ts).
 export type { AgentFailover, AgentFailoverOptions } from './failover-agent.js';
 export { readFailoverStatus, failoverStatusPath, type FailoverStatusFile, type AgentFailoverStatus } from './failover-status.js';
+export { workerConfig, WORKER_DEFAULTS, type WorkerConfig, type WorkerConfigInput } from './config.js';

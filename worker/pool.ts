@@ -4,6 +4,7 @@ import { Agent } from './agent.js';
 import type { HubLocator } from './client.js';
 import type { AgentFailoverOptions } from './failover-agent.js';
 import { FailoverStatusWriter } from './failover-status.js';
+import type { WorkerConfig } from './config.js';
 
 export interface PoolOptions {
   /** Worker ids; one agent (one hub connection) per id. */
@@ -17,6 +18,8 @@ export interface PoolOptions {
   msgpack?: boolean;
   /** Hybrid star-gossip failover for every agent (each gets its own peer port). */
   failover?: Omit<AgentFailoverOptions, 'advertise'> & { ports?: number[]; advertise?: string[] };
+  /** Validated settings for every agent (worker/config.ts). */
+  config?: WorkerConfig;
   /** With failover: write the agents' failover status here every second (for `swarm status`). */
   statusFile?: string;
 }
@@ -37,7 +40,7 @@ export class WorkerPool {
       stopped.push(new Promise<string>((r) => (resolve = r)));
       return new Agent({
         id, driver: createDriver(opts.driver), locate: opts.locate, token: opts.token, role: opts.role,
-        caps: opts.caps, slots: opts.slots, msgpack: opts.msgpack, onStopped: resolve,
+        caps: opts.caps, slots: opts.slots, msgpack: opts.msgpack, config: opts.config, onStopped: resolve,
         failover: opts.failover && {
           ...opts.failover,
           port: opts.failover.ports?.[i] ?? (opts.failover.port ? opts.failover.port + i : 0),

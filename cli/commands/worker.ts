@@ -61,7 +61,7 @@ export function registerWorker(program: Command): void {
     .action(async (o: WorkerCliOptions) => {
       try {
         // Loaded here, not at the top: `swarm up` and `swarm hub` import this file for workerArgs() only.
-        const [{ deferredLogger }, { WorkerPool, failoverStatusPath }, { killAllChildren, loadDriver }] = await Promise.all([
+        const [{ deferredLogger }, { WorkerPool, failoverStatusPath, workerConfig }, { killAllChildren, loadDriver }] = await Promise.all([
           import('../deferred-log.js'), import('../../worker/index.js'), import('../../drivers/index.js')]);
         // pino loads once this worker has joined (or failed to): see cli/deferred-log.ts.
         const { log, load: loadLogger } = deferredLogger('worker', o.logFile);
@@ -87,6 +87,8 @@ export function registerWorker(program: Command): void {
         const ids = o.count === 1 ? [base] : Array.from({ length: o.count }, (_, i) => `${base}-${i + 1}`);
         const pool = new WorkerPool({
           ids, locate, token, role: o.role, slots: o.slots, msgpack: o.msgpack,
+          // The veto window and the handback frame bound are derived there (from the lapse, the line limit).
+          config: workerConfig({ agent: { slots: o.slots }, ...(o.hubLapseMs !== undefined ? { hubMonitor: { lapseMs: o.hubLapseMs } } : {}) }),
           ...(o.failover ? { failover: { ...failoverOptions(o), ...(await peerAddress(o, fixed)) }, statusFile: failoverStatusPath(dir) } : {}),
           caps: o.caps ? o.caps.split(',').map((c) => c.trim()).filter(Boolean) : [],
           driver: { name: o.driver, ...(model.path ? { model: model.path } : {}), options: o.driverOpt },
@@ -109,7 +111,7 @@ export function registerWorker(program: Command): void {
 }
 
 /** Peer port settings from the command line; a list must name one entry per worker. */
-function failoverOptions(o: WorkerCliOptions): { host: string; port: number; ports?: number[]; advertise?: string[]; hubMonitor?: { lapseMs: number; vetoWithinMs: number }; tls?: { cert: string; key: string; ca?: string }; peerToken?: string } {
+function failoverOptions(o: WorkerCliOptions): { host: string; port: number; ports?: number[]; advertise?: string[]; tls?: { cert: string; key: string; ca?: string }; peerToken?: string } {
   const list = (v: string | undefined, what: string) => {
     if (v === undefined) return undefined;
     const items = v.split(',').map((x) => x.trim()).filter(Boolean);
@@ -121,14 +123,12 @@ function failoverOptions(o: WorkerCliOptions): { host: string; port: number; por
     if (!Number.isInteger(n) || n < 0 || n > 65535) throw new SwarmError('SWARM_ERR_CONFIG', `--peer-ports: bad port ${p}`);
     return n;
   });
-  // The veto window scales with the lapse (1.5 s of 3 s by default); it must stay above the hub's heartbeat interval.
-  const hubMonitor = o.hubLapseMs !== undefined ? { lapseMs: o.hubLapseMs, vetoWithinMs: Math.floor(o.hubLapseMs / 2) } : undefined;
   if (!o.peerTlsCert !== !o.peerTlsKey) throw new SwarmError('SWARM_ERR_CONFIG', '--peer-tls-cert and --peer-tls-key go together');
   const tls = o.peerTlsCert && o.peerTlsKey
     ? { cert: fs.readFileSync(o.peerTlsCert, 'utf8'), key: fs.readFileSync(o.peerTlsKey, 'utf8'), ...(o.peerTlsCa ? { ca: fs.readFileSync(o.peerTlsCa, 'utf8') } : {}) }
     : undefined;
   const peerToken = o.peerToken ?? process.env.SWARM_PEER_TOKEN;
-  return { host: o.peerHost ?? '127.0.0.1', port: o.peerPort, ports, advertise: list(o.peerAdvertise, '--peer-advertise'), ...(hubMonitor ? { hubMonitor } : {}), ...(tls ? { tls } : {}), ...(peerToken ? { peerToken } : {}) };
+  return { host: o.peerHost ?? '127.0.0.1', port: o.peerPort, ports, advertise: list(o.peerAdvertise, '--peer-advertise'), ...(tls ? { tls } : {}), ...(peerToken ? { peerToken } : {}) };
 }
 
 const WILDCARD = new Set(['0.0.0.0', '::']);

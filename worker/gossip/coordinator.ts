@@ -1,3 +1,4 @@
+import { WORKER_DEFAULTS, withDefaults } from '../config.js';
 import type { Logger } from 'pino';
 import { ReadySet, afterFailure, leaseUntil, maxAttemptsOf, needsOf, type Offers, type ReadyItem } from '../../sched/index.js';
 import { realClock, type Clock, type TimerHandle } from './clock.js';
@@ -77,8 +78,12 @@ export class Coordinator {
   private readonly retryAt = new Map<string, number>();
   readonly stats = { assigned: 0, revoked: 0, failed: 0, terms: 0, renewed: 0, resent: 0, fenced: 0 };
 
+  /** Timings with defaults filled in (worker/config.ts). */
+  private readonly cfg: typeof WORKER_DEFAULTS.coordinator;
+
   constructor(private readonly ms: Membership, private readonly replica: Replica, private readonly opts: CoordinatorOptions = {}) {
     this.clock = opts.clock ?? realClock;
+    this.cfg = withDefaults(WORKER_DEFAULTS.coordinator, opts);
     ms.onBroadcast((v, _from, key) => key === 'coord' && this.onClaim(v));
     ms.onApp(ACK_CH, (from, body) => this.onAck(from, body as AssignReply));
     ms.onApp(NACK_CH, (from, body) => this.onNack(from, body as AssignReply));
@@ -107,11 +112,11 @@ export class Coordinator {
     this.evaluate();
     const tick = () => {
       if (!this.active) return;
-      this.timer = this.clock.setTimeout(tick, this.opts.dispatchIntervalMs ?? 100);
+      this.timer = this.clock.setTimeout(tick, this.cfg.dispatchIntervalMs);
       this.evaluate();
       if (this.coordinating) this.dispatch();
     };
-    this.timer = this.clock.setTimeout(tick, this.opts.dispatchIntervalMs ?? 100);
+    this.timer = this.clock.setTimeout(tick, this.cfg.dispatchIntervalMs);
   }
 
   /** Gossip mode off (a hub coordinates again): step down. */
@@ -140,7 +145,7 @@ export class Coordinator {
   private evaluate(): void {
     if (!this.active) return;
     const me = this.ms.live()[0] === this.ms.id;
-    if (me && !this.coordinating) { this.setCoordinating(true); this.claim(); this.readyAt = this.clock.now() + (this.opts.catchUpMs ?? 500); }
+    if (me && !this.coordinating) { this.setCoordinating(true); this.claim(); this.readyAt = this.clock.now() + this.cfg.catchUpMs; }
     else if (!me && this.coordinating) this.setCoordinating(false);
   }
 
@@ -204,13 +209,13 @@ export class Coordinator {
    * this, an assignment lost on a dropped link held its task until the lease lapsed (a minute or more).
    */
   private resend(now: number): void {
-    const every = this.opts.resendMs ?? 1000;
+    const every = this.cfg.resendMs;
     for (const [id, u] of this.unacked) {
       const e = this.replica.get(id);
       const l = e?.lease;
       if (!e?.spec || !l || l.revoked || e.result || e.failure || l.worker !== u.worker || l.attempt !== u.attempt || l.epoch !== this.epoch) { this.unacked.delete(id); continue; }
       if (now - u.at < every) continue;
-      if (u.sends >= (this.opts.maxSends ?? 5)) {
+      if (u.sends >= this.cfg.maxSends) {
         this.unacked.delete(id);
         if (this.replica.revoke(id)) this.stats.revoked++;
         continue;
@@ -257,7 +262,7 @@ export class Coordinator {
       progress = false;
       for (let i = 0; i < n; i++) {
         const worker = live[(this.rr + i) % n]!;
-        if (load.get(worker)! >= (this.opts.slotsOf?.(worker) ?? 1)) continue;
+        if (load.get(worker)! >= (this.opts.slotsOf?.(worker) ?? WORKER_DEFAULTS.agent.slots)) continue;
         const offers = this.opts.offersOf ? (this.opts.offersOf(worker) ?? { caps: [] }) : 'any';
         for (let item = ready.next(offers); item; item = ready.next(offers)) {
           if (this.assign(item.value, worker, now)) { load.set(worker, load.get(worker)! + 1); progress = true; break; }

@@ -1,3 +1,4 @@
+import { WORKER_DEFAULTS } from '../config.js';
 import type { Logger } from 'pino';
 import type { Receipt } from '../../protocol/index.js';
 import type { Membership } from './membership.js';
@@ -69,7 +70,7 @@ export class Executor {
       return;
     }
     if (this.running.has(a.id)) { reply(ACK_CH, { id: a.id, attempt: a.attempt }); return; }
-    if (this.running.size >= (this.opts.slots ?? 1)) {
+    if (this.running.size >= (this.opts.slots ?? WORKER_DEFAULTS.agent.slots)) {
       this.stats.refused++;
       reply(NACK_CH, { id: a.id, attempt: a.attempt });
       return;

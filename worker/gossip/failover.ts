@@ -1,3 +1,4 @@
+import { WORKER_DEFAULTS } from '../config.js';
 import type { Logger } from 'pino';
 import type { Receipt } from '../../protocol/index.js';
 import { GossipNode, Mode } from './node.js';
@@ -93,7 +94,7 @@ export class FailoverController {
     const select = this.opts.select?.() ?? (() => true);
     const final: Entry[] = [];
     for (const id of this.finals) { const e = r.get(id)!; if (select(e)) final.push(e); }
-    const chunk = this.opts.handbackChunk ?? 200;
+    const chunk = this.opts.handbackChunk ?? WORKER_DEFAULTS.handback.chunk;
     try {
       // Ids first: the hub journaled most of these in star mode, before the failover; it names what it lacks.
       let send = final;
@@ -122,7 +123,7 @@ export class FailoverController {
 
   /** Entries in frame-sized groups: at most `chunk` entries and `handbackBytes` bytes each. */
   private *frames(entries: Entry[], chunk: number): Generator<Entry[]> {
-    const max = this.opts.handbackBytes ?? 512 * 1024;
+    const max = this.opts.handbackBytes ?? WORKER_DEFAULTS.handback.bytes;
     let cur: Entry[] = [];
     let size = 0;
     for (const e of entries) {
@@ -136,7 +137,7 @@ export class FailoverController {
 
   /** Offer ids in frames of `offerChunk`; the set the hub wants, or undefined if it takes no offers. */
   private async wanted(ids: string[]): Promise<Set<string> | undefined> {
-    const per = this.opts.offerChunk ?? 4000;
+    const per = this.opts.offerChunk ?? WORKER_DEFAULTS.handback.offerChunk;
     const want = new Set<string>();
     for (let i = 0; i < ids.length; i += per) {
       const part = ids.slice(i, i + per);

@@ -1,3 +1,4 @@
+import { WORKER_DEFAULTS, withDefaults } from '../config.js';
 import type { Logger } from 'pino';
 import { realClock, pick, type Clock, type TimerHandle } from './clock.js';
 import type { Membership } from './membership.js';
@@ -42,8 +43,13 @@ export class HubMonitor {
   private readonly listeners: ((s: HubStatus) => void)[] = [];
   readonly stats = { suspected: 0, vetoed: 0, declared: 0 };
 
+  /** Settings with defaults filled in (worker/config.ts); the veto window follows the lapse unless given. */
+  private readonly cfg: typeof WORKER_DEFAULTS.hubMonitor;
+
   constructor(private readonly ms: Membership, private readonly opts: HubMonitorOptions = {}) {
     this.clock = opts.clock ?? realClock;
+    const lapseMs = opts.lapseMs ?? WORKER_DEFAULTS.hubMonitor.lapseMs;
+    this.cfg = withDefaults(WORKER_DEFAULTS.hubMonitor, { ...opts, lapseMs, vetoWithinMs: opts.vetoWithinMs ?? Math.floor(lapseMs / 2) });
     this.lastHeard = this.clock.now();
     ms.onApp(CH, (from, body) => this.onPeer(from, body as HubQuery | HubAnswer));
   }
@@ -59,7 +65,7 @@ export class HubMonitor {
    * moment without touching the timer, which on firing re-arms for the new one. So an idle worker
    * wakes about once a lapse, not ten times a second (that loop was a third of failover's idle cost).
    */
-  start(): void { this.arm(this.opts.lapseMs ?? 3000); }
+  start(): void { this.arm(this.cfg.lapseMs); }
 
   private arm(ms: number): void {
     this.clock.clearTimeout(this.timer);
@@ -67,7 +73,7 @@ export class HubMonitor {
   }
 
   private fire(): void {
-    const lapse = this.opts.lapseMs ?? 3000;
+    const lapse = this.cfg.lapseMs;
     const now = this.clock.now();
     const due = Math.max(this.lastHeard + lapse, this.vetoUntil);
     if (this.status !== 'alive') return this.arm(lapse);
@@ -95,12 +101,12 @@ export class HubMonitor {
 
   private check(): void {
     const now = this.clock.now();
-    if (this.status !== 'alive' || now - this.lastHeard < (this.opts.lapseMs ?? 3000) || now < this.vetoUntil) return;
+    if (this.status !== 'alive' || now - this.lastHeard < this.cfg.lapseMs || now < this.vetoUntil) return;
     this.stats.suspected++;
     this.set('suspect');
-    const peers = pick(this.ms.live().filter((id) => id !== this.ms.id), this.opts.askPeers ?? 3, this.opts.rand ?? Math.random);
-    const min = this.opts.suspicionMinMs ?? 500;
-    const max = this.opts.suspicionMaxMs ?? 3000;
+    const peers = pick(this.ms.live().filter((id) => id !== this.ms.id), this.cfg.askPeers, this.opts.rand ?? Math.random);
+    const min = this.cfg.suspicionMinMs;
+    const max = this.cfg.suspicionMaxMs;
     // With nobody to ask there is no confirmation to wait for: k = 0 gives the minimum period.
     this.suspicion = new Suspicion(this.clock, this.ms.id, peers.length, min, max, () => {
       this.suspicion = undefined;
@@ -117,7 +123,7 @@ export class HubMonitor {
       return;
     }
     if (!('a' in m) || this.status !== 'suspect') return;
-    const within = this.opts.vetoWithinMs ?? 1500;
+    const within = this.cfg.vetoWithinMs;
     if (!m.dead && m.ago < within) {
       // Someone hears the hub now: it is alive and our own link is at fault. Ask again later.
       this.stats.vetoed++;

@@ -1,3 +1,4 @@
+import { WORKER_DEFAULTS } from '../config.js';
 import { realClock, pick, type Clock, type TimerHandle } from './clock.js';
 import type { Membership } from './membership.js';
 import type { DigestChunk, Entry, Replica } from './replica.js';
@@ -72,7 +73,7 @@ export class ReplicaSync {
   /** Anti-entropy rounds run only while not quiet: a quiet member has no timer at all (25 idle members woke for nothing). */
   private schedule(): void {
     if (!this.started || this.quiet || this.timer !== undefined) return;
-    const every = this.opts.syncIntervalMs ?? 2000;
+    const every = this.opts.syncIntervalMs ?? WORKER_DEFAULTS.sync.syncIntervalMs;
     const tick = () => {
       this.timer = undefined;
       if (!this.started || this.quiet) return;
@@ -111,7 +112,7 @@ export class ReplicaSync {
   /** The whole-replica digest exchange (id ranges; kept for peers and tests that use it). */
   syncFull(peer: string): void {
     this.stats.syncRounds++;
-    for (const c of this.replica.digest(this.opts.digestPerChunk ?? 2000)) this.ms.sendApp(peer, CH, { op: 'dg', c });
+    for (const c of this.replica.digest(this.opts.digestPerChunk ?? WORKER_DEFAULTS.sync.digestPerChunk)) this.ms.sendApp(peer, CH, { op: 'dg', c });
   }
 
   /**
@@ -151,7 +152,7 @@ export class ReplicaSync {
 
   private sendEntries(to: string, ids: string[]): void {
     if (ids.length === 0) return;
-    for (const chunk of this.replica.chunk(ids, this.opts.maxChunkBytes ?? 256 * 1024)) this.ms.sendApp(to, CH, { op: 'en', e: chunk });
+    for (const chunk of this.replica.chunk(ids, this.opts.maxChunkBytes ?? WORKER_DEFAULTS.sync.maxChunkBytes)) this.ms.sendApp(to, CH, { op: 'en', e: chunk });
   }
 }
 

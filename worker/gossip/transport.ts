@@ -1,3 +1,4 @@
+import { WORKER_DEFAULTS, withDefaults } from '../config.js';
 import net from 'node:net';
 import tls from 'node:tls';
 import type { Logger } from 'pino';
@@ -67,7 +68,10 @@ export class TcpTransport implements Transport {
   private closed = false;
   readonly stats = { sent: 0, received: 0, dropped: 0, rejected: 0 };
 
-  constructor(private readonly opts: TcpTransportOptions = {}) {}
+  /** Bounds with defaults filled in (worker/config.ts). */
+  private readonly cfg: typeof WORKER_DEFAULTS.transport;
+
+  constructor(private readonly opts: TcpTransportOptions = {}) { this.cfg = withDefaults(WORKER_DEFAULTS.transport, opts); }
 
   /** The address peers dial (advertised). */
   get addr(): string { return this.address; }
@@ -93,7 +97,7 @@ export class TcpTransport implements Transport {
     const a = server.address() as net.AddressInfo;
     this.bound = a.family === 'IPv6' ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`;
     this.address = this.opts.advertise ?? (this.opts.advertiseHost ? `${net.isIPv6(this.opts.advertiseHost) ? `[${this.opts.advertiseHost}]` : this.opts.advertiseHost}:${a.port}` : this.bound);
-    this.idleTimer = setInterval(() => this.reapIdle(), Math.max(1000, (this.opts.idleMs ?? 10_000) / 2));
+    this.idleTimer = setInterval(() => this.reapIdle(), Math.max(1000, this.cfg.idleMs / 2));
     this.idleTimer.unref();
     return this.address;
   }
@@ -119,7 +123,7 @@ export class TcpTransport implements Transport {
       out.queue.push(frame);
       return;
     }
-    if (out.sock.writableLength > (this.opts.maxBuffered ?? 8 * 1024 * 1024)) { this.stats.dropped++; return; }
+    if (out.sock.writableLength > this.cfg.maxBuffered) { this.stats.dropped++; return; }
     out.sock.write(frame);
     this.stats.sent++;
   }
@@ -134,12 +138,12 @@ export class TcpTransport implements Transport {
     await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
   }
 
-  private get maxFrame(): number { return this.opts.maxFrame ?? 4 * 1024 * 1024; }
+  private get maxFrame(): number { return this.cfg.maxFrame; }
 
   private connect(to: string): Out | undefined {
     let target: { host: string; port: number };
     try { target = parseAddr(to); } catch { return undefined; }
-    if (this.outs.size >= (this.opts.maxConns ?? 32)) this.evictOldest();
+    if (this.outs.size >= this.cfg.maxConns) this.evictOldest();
     const t = this.opts.tls;
     const sock: net.Socket = t
       ? tls.connect({ host: target.host, port: target.port, ca: t.ca, rejectUnauthorized: t.ca !== undefined, servername: net.isIP(target.host) ? undefined : target.host })
@@ -156,7 +160,7 @@ export class TcpTransport implements Transport {
       if (out.closing) sock.end();
     });
     sock.on('error', () => {
-      if (!out.ready) this.down.set(to, Date.now() + (this.opts.downMs ?? 500));
+      if (!out.ready) this.down.set(to, Date.now() + this.cfg.downMs);
     });
     sock.on('close', () => { if (this.outs.get(to) === out) this.outs.delete(to); });
     // We dialed this peer, so what it sends back on this connection needs no hello.
@@ -184,7 +188,7 @@ export class TcpTransport implements Transport {
           }
           authed = true;
           const back = (v as { addr?: unknown }).addr;
-          if (typeof back === 'string' && !this.outs.has(back) && this.outs.size < (this.opts.maxConns ?? 32)) {
+          if (typeof back === 'string' && !this.outs.has(back) && this.outs.size < this.cfg.maxConns) {
             // Reuse this connection for traffic to the dialer (acks, mostly): half the connections.
             const out: Out = { sock: s, ready: true, queue: [], used: Date.now() };
             this.outs.set(back, out);
@@ -219,7 +223,7 @@ export class TcpTransport implements Transport {
   }
 
   private reapIdle(): void {
-    const cutoff = Date.now() - (this.opts.idleMs ?? 10_000);
+    const cutoff = Date.now() - this.cfg.idleMs;
     for (const [to, o] of this.outs) if (o.used < cutoff) { o.sock.end(); this.outs.delete(to); }
   }
 }
