@@ -59,3 +59,16 @@ t.test('paired bootstrap against an exact enumeration', async (t) => {
   t.notOk(paired([0.5, 1], [0, 1], 1).mcnemar, 'no McNemar for non-binary scores');
   t.throws(() => paired([1], [1, 0], 1));
 });
+
+t.test('the counts shortcut draws the same bootstrap distribution as resampling items', async (t) => {
+  const { binomialCdf } = await import('../topologies/experiment/stats.js');
+  const cdf = binomialCdf(10, 0.3);
+  close(t, cdf[3]!, 0.6496107184, 1e-9, 'P(Binomial(10, .3) <= 3)');
+  t.equal(binomialCdf(1000, 0.999)[1000], 1, 'no underflow far from the mode');
+  // Nine distinct values take the plain path; the same data with a tenth value added barely moves the interval.
+  const few = Array.from({ length: 300 }, (_, i) => (i % 10 < 6 ? 1 : 0));
+  const many = few.map((x, i) => (i === 0 ? 0.999999 : x)).map((x, i) => (i < 9 ? x + i * 1e-9 : x));
+  const a = bootstrapCi(few, 9, 4000), b = bootstrapCi(many, 9, 4000);
+  close(t, a[0], b[0], 0.012, 'lower bounds agree');
+  close(t, a[1], b[1], 0.012, 'upper bounds agree');
+});

@@ -42,24 +42,29 @@ export function conditionsOf(e: Experiment): string[] {
 /** A view of the results under one unit's prefix that remembers which of its nodes were looked at. */
 class Scoped {
   readonly seen = new Set<string>();
-  touched = false;
   constructor(private readonly results: Results, private readonly prefix: string) {}
   get(node: string): NodeResult | undefined {
     const r = this.results.get(this.prefix + node);
-    if (r) { this.touched = true; this.seen.add(this.prefix + node); }
+    if (r) this.seen.add(this.prefix + node);
     return r;
   }
   has(node: string): boolean { return this.results.has(this.prefix + node); }
 }
 
-const done = new WeakMap<Results, Map<string, UnitDone>>();
+/**
+ * What a runner's results map has shown so far, kept beside it (results only grow): finished units,
+ * units started and not finished, units waiting for the votes' k, and the first unit never looked
+ * at. A step then costs the running units, not every unit of the dataset.
+ */
+interface Progress { done: Map<string, UnitDone>; started: Set<string>; deferred: Set<string>; cursor: number }
+const progress = new WeakMap<Results, Progress>();
 const budgets = new WeakMap<Results, Budget>();
 
 /**
  * Runs an experiment over a dataset: every condition (the topology, each baseline) once per item,
  * node ids prefixed `<condition>/<item index>/`, at most `inputs.concurrency` units running at once
- * (item by item, so early items finish first). Pure in (spec, results): a resumed run rebuilds the
- * same units. Finished units are remembered per results map (results only grow).
+ * (item by item, so early items finish first). Pure in (spec, results) up to which units run first:
+ * a resumed run rebuilds the same units and nodes.
  */
 export const experimentTopology: Topology = {
   name: 'experiment',
@@ -68,25 +73,43 @@ export const experimentTopology: Topology = {
   next(spec, results, skip): Step {
     const e = spec.experiment, items = spec.inputs.dataset ?? [];
     const conds = conditionsOf(e);
-    const memo = done.get(results) ?? new Map<string, UnitDone>();
-    done.set(results, memo);
+    const total = items.length * conds.length;
+    let st = progress.get(results);
+    if (!st) { st = { done: new Map(), started: new Set(), deferred: new Set(), cursor: 0 }; progress.set(results, st); }
     const tasks: NodeTask[] = [];
-    let active = 0, open = 0;
-    for (let i = 0; i < items.length; i++) {
-      for (const cond of conds) {
-        const key = `${cond}/${i}`;
-        if (memo.has(key)) continue;
-        open++;
-        const u = unitStep(spec, results, skip, cond, i, items[i]!);
-        if (u.done) { memo.set(key, u.done); open--; continue; }
-        if (u.blocked) continue;
-        if (!u.started && active >= e.inputs.concurrency) continue;
-        active++;
-        tasks.push(...u.tasks);
-      }
+    let active = 0;
+    const unitAt = (key: string) => { const slash = key.lastIndexOf('/'); return { cond: key.slice(0, slash), i: Number(key.slice(slash + 1)) }; };
+    /** Step one unit; true when it runs now (counts against the window). */
+    const visit = (key: string, cond: string, i: number): 'done' | 'blocked' | 'running' => {
+      const u = unitStep(spec, results, skip, cond, i, items[i]!);
+      if (u.done) { st.done.set(key, u.done); return 'done'; }
+      if (u.blocked) return 'blocked';
+      tasks.push(...u.tasks);
+      return 'running';
+    };
+    for (const key of [...st.started]) {
+      const { cond, i } = unitAt(key);
+      if (visit(key, cond, i) === 'done') st.started.delete(key); else active++;
     }
-    if (open > 0) return { tasks };
-    const units = [...memo.values()];
+    for (const key of [...st.deferred]) {
+      if (active >= e.inputs.concurrency) break;
+      const { cond, i } = unitAt(key);
+      const r = visit(key, cond, i);
+      if (r === 'blocked') break; // the votes' k is not known yet: none of them can start
+      st.deferred.delete(key);
+      if (r === 'running') { st.started.add(key); active++; }
+    }
+    while (active < e.inputs.concurrency && st.cursor < total) {
+      const i = Math.floor(st.cursor / conds.length), cond = conds[st.cursor % conds.length]!;
+      const key = `${cond}/${i}`;
+      st.cursor++;
+      if (st.done.has(key)) continue;
+      const r = visit(key, cond, i);
+      if (r === 'blocked') st.deferred.add(key);
+      else if (r === 'running') { st.started.add(key); active++; }
+    }
+    if (st.started.size || st.deferred.size || st.cursor < total) return { tasks };
+    const units = [...st.done.values()].sort((a, b) => a.item - b.item || conds.indexOf(a.cond) - conds.indexOf(b.cond));
     return {
       tasks: [],
       done: {
@@ -98,7 +121,7 @@ export const experimentTopology: Topology = {
   },
 };
 
-interface UnitStep { tasks: NodeTask[]; done?: UnitDone; started: boolean; blocked?: boolean }
+interface UnitStep { tasks: NodeTask[]; done?: UnitDone; blocked?: boolean }
 
 const innerSpecs = new WeakMap<RunSpec, RunSpec[]>();
 
@@ -121,7 +144,7 @@ function unitStep(spec: RunSpec, results: Results, skip: { has(n: string): boole
     else tasks = step.tasks.map((t) => scope(e, t, prefix, item));
   } else {
     const k = cond === 'single' ? 1 : budget(spec, results)?.k;
-    if (k === undefined) return { tasks: [], started: false, blocked: true };
+    if (k === undefined) return { tasks: [], blocked: true };
     const vars = { ...item.fields, input: item.input };
     const agents = Array.from({ length: k }, (_, j) => (cond === 'single' ? 'answer' : `a${j}`));
     const got: { node: string; r: NodeResult }[] = [];
@@ -138,22 +161,21 @@ function unitStep(spec: RunSpec, results: Results, skip: { has(n: string): boole
     }
     if (got.length === agents.length) answer = vote(e, got, cond === 'single' ? undefined : k);
   }
-  if (!answer) return { tasks, started: view.touched || tasks.length === 0 };
+  if (!answer) return { tasks };
   const nodes = [...view.seen];
   if (e.scorer?.type === 'judge') {
     const g = view.get('grade');
     if (!g) {
-      if (skipView.has('grade')) return { tasks: [], started: true };
+      if (skipView.has('grade')) return { tasks: [] };
       const role = e.roles.grader!;
       const vars = { ...item.fields, input: item.input, expected: item.expected, answer: answer.answer };
       return {
-        started: true,
         tasks: [{ node: `${prefix}grade`, role: 'grader', prompt: render(role.prompt ?? '', vars), input: { ...vars, item_id: item.id, condition: cond }, ...(role.json_schema ? { json_schema: role.json_schema } : {}), after: answer.final ? [answer.final] : [] }],
       };
     }
-    return { tasks: [], started: true, done: { cond, item: i, ...answer, nodes, grade: `${prefix}grade` } };
+    return { tasks: [], done: { cond, item: i, ...answer, nodes, grade: `${prefix}grade` } };
   }
-  return { tasks: [], started: true, done: { cond, item: i, ...answer, nodes } };
+  return { tasks: [], done: { cond, item: i, ...answer, nodes } };
 }
 
 /** The last node a finished topology looked at: its final node (merger, guard, last stage). */
@@ -212,7 +234,7 @@ export function budget(spec: RunSpec, results: Results): Budget | undefined {
     budgets.set(results, b);
     return b;
   }
-  const memo = done.get(results);
+  const memo = progress.get(results)?.done;
   const n = Math.min(e.baseline.calibration_items, spec.inputs.dataset?.length ?? 0);
   const topo: UnitDone[] = [], single: UnitDone[] = [];
   for (let i = 0; i < n; i++) {

@@ -62,21 +62,23 @@ export async function finishExperiment(spec: RunSpec, d: RunDone, results: Resul
   await Promise.all(Array.from({ length: scorer.type === 'exec' ? EXEC_CONCURRENCY : 1 }, worker));
 
   const conds = conditionsOf(e);
+  const cost = new Map(units.map((u) => [keyOf(u), tokensOf(results, u.nodes)]));
   const byCond = new Map<string, UnitDone[]>(conds.map((c) => [c, []]));
   for (const u of units) byCond.get(u.cond)?.push(u);
-  const conditions = conds.map((name, ci) => condStats(e, name, byCond.get(name)!, scores, results, ci));
+  const conditions = conds.map((name, ci) => condStats(e, name, byCond.get(name)!, scores, cost, ci));
   const scoreVec = (c: string) => items.map((_, i) => scores.get(`${c}/${i}`)?.score ?? null);
   const comparisons = conds.slice(1).map((b, bi) => {
     const a = scoreVec(e.topology), bv = scoreVec(b);
     const both = a.map((x, i) => (x !== null && bv[i] !== null ? i : -1)).filter((i) => i >= 0);
     return { a: e.topology, b, ...paired(both.map((i) => a[i]!), both.map((i) => bv[i]!), e.seed * 31 + 1000 + bi) };
   });
+  const unitOf = new Map(units.map((u) => [keyOf(u), u]));
   const rows: ItemRow[] = items.map((it, i) => ({
     id: it.id, expected: clip(asText(it.expected), 120), input: clip(it.input, 400),
     cells: Object.fromEntries(conds.map((c) => {
-      const u = units.find((x) => x.cond === c && x.item === i);
+      const u = unitOf.get(`${c}/${i}`);
       const s = scores.get(`${c}/${i}`);
-      return [c, { answer: clip(u?.answer ?? ''), score: s?.score ?? null, ...(s?.extracted !== undefined ? { extracted: clip(s.extracted, 80) } : {}), ...(s?.error ? { error: s.error } : {}), ...(u?.final ? { node: u.final } : {}), tokens: u ? tokensOf(results, u.nodes).total : 0 }];
+      return [c, { answer: clip(u?.answer ?? ''), score: s?.score ?? null, ...(s?.extracted !== undefined ? { extracted: clip(s.extracted, 80) } : {}), ...(s?.error ? { error: s.error } : {}), ...(u?.final ? { node: u.final } : {}), tokens: u ? cost.get(keyOf(u))!.total : 0 }];
     })),
   }));
   const drivers = new Set<string>();
@@ -113,13 +115,13 @@ function tokensOf(results: Results, nodes: string[]): { total: number; out: numb
   return { total, out, wall: end >= start ? end - start : dur };
 }
 
-function condStats(e: Experiment, name: string, units: UnitDone[], scores: Map<string, ScoreResult>, results: Results, ci: number): ConditionStats {
+function condStats(e: Experiment, name: string, units: UnitDone[], scores: Map<string, ScoreResult>, cost: Map<string, ReturnType<typeof tokensOf>>, ci: number): ConditionStats {
   const xs: number[] = [];
   let tok = 0, out = 0, wall = 0, nodes = 0, failed = 0, unscored = 0;
   for (const u of units) {
     const s = scores.get(`${u.cond}/${u.item}`)?.score;
     if (s === null || s === undefined) unscored++; else xs.push(s);
-    const t = tokensOf(results, u.nodes);
+    const t = cost.get(`${u.cond}/${u.item}`)!;
     tok += t.total; out += t.out; wall += t.wall; nodes += u.nodes.length;
     if (u.verdict === 'failed') failed++;
   }

@@ -52,19 +52,70 @@ export function quantile(sorted: readonly number[], q: number): number {
   return sorted[lo]! + (h - lo) * (sorted[hi]! - sorted[lo]!);
 }
 
-/** 95% percentile bootstrap interval of the mean, resampling with a seeded generator. */
+/**
+ * 95% percentile bootstrap interval of the mean, resampling with a seeded generator. Scores take few
+ * distinct values (0/1, a grader's 0/0.5/1, paired differences -1/0/1): then a resample's counts of
+ * each value are drawn directly (multinomial, as successive binomials by inversion), which is the
+ * same distribution as drawing n items with replacement, at a cost independent of n.
+ */
 export function bootstrapCi(xs: readonly number[], seed: number, resamples = BOOTSTRAP_RESAMPLES): [number, number] {
   const n = xs.length;
   if (n === 0) return [NaN, NaN];
   const r = rng(seed);
   const means = new Float64Array(resamples);
-  for (let b = 0; b < resamples; b++) {
-    let s = 0;
-    for (let i = 0; i < n; i++) s += xs[(r() * n) | 0]!;
-    means[b] = s / n;
+  const counts = new Map<number, number>();
+  for (const x of xs) { counts.set(x, (counts.get(x) ?? 0) + 1); if (counts.size > 8) break; }
+  if (counts.size <= 8) {
+    const vals = [...counts.keys()], ps = vals.map((v) => counts.get(v)! / n);
+    const tables = new Map<string, Float64Array>();
+    for (let b = 0; b < resamples; b++) {
+      let rem = n, rest = 1, sum = 0;
+      for (let j = 0; j < vals.length - 1 && rem > 0; j++) {
+        const c = drawBinomial(rem, Math.min(1, ps[j]! / rest), r(), tables);
+        sum += c * vals[j]!;
+        rem -= c;
+        rest -= ps[j]!;
+      }
+      sum += rem * vals.at(-1)!;
+      means[b] = sum / n;
+    }
+  } else {
+    for (let b = 0; b < resamples; b++) {
+      let s = 0;
+      for (let i = 0; i < n; i++) s += xs[(r() * n) | 0]!;
+      means[b] = s / n;
+    }
   }
   means.sort();
   return [quantile(means as unknown as number[], 0.025), quantile(means as unknown as number[], 0.975)];
+}
+
+/** A Binomial(m, q) draw by inversion of its cumulative table (cached per m and q). */
+function drawBinomial(m: number, q: number, u: number, tables: Map<string, Float64Array>): number {
+  if (m === 0 || q <= 0) return 0;
+  if (q >= 1) return m;
+  const key = `${m}:${q}`;
+  let cdf = tables.get(key);
+  if (!cdf) { cdf = binomialCdf(m, q); tables.set(key, cdf); }
+  let lo = 0, hi = m;
+  while (lo < hi) { const mid = (lo + hi) >> 1; if (cdf[mid]! >= u) hi = mid; else lo = mid + 1; }
+  return lo;
+}
+
+/** The cumulative distribution of Binomial(m, q), built outwards from the mode so no term underflows to a wrong total. */
+export function binomialCdf(m: number, q: number): Float64Array {
+  const pmf = new Float64Array(m + 1);
+  const mode = Math.min(m, Math.floor((m + 1) * q));
+  const odds = q / (1 - q);
+  pmf[mode] = 1;
+  for (let k = mode; k < m; k++) pmf[k + 1] = pmf[k]! * ((m - k) / (k + 1)) * odds;
+  for (let k = mode; k > 0; k--) pmf[k - 1] = pmf[k]! * (k / (m - k + 1)) / odds;
+  let total = 0;
+  for (let k = 0; k <= m; k++) total += pmf[k]!;
+  let acc = 0;
+  for (let k = 0; k <= m; k++) { acc += pmf[k]! / total; pmf[k] = acc; }
+  pmf[m] = 1;
+  return pmf;
 }
 
 export function summarise(xs: readonly number[], seed: number): Summary {
