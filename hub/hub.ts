@@ -3,7 +3,7 @@ import tls from 'node:tls';
 import fs from 'node:fs';
 import type { Logger } from 'pino';
 import { Connection, Type, safeEqual, randomId, workerCredential, type AnyMessage, type Message, type ErrorCode } from '../protocol/index.js';
-import { isRetryable } from '../sched/index.js';
+import { isRetryable, pickByPrefix } from '../sched/index.js';
 import { Registry, type WorkerEntry } from './registry.js';
 import { TaskStore } from './store.js';
 import type { TaskInput, TaskRecord } from './task.js';
@@ -36,6 +36,8 @@ export class Hub {
   /** When each newly accepted task became ready to run (performance.now), for dispatch latency. */
   private readonly readyAt = new Map<string, number>();
   private dispatchScheduled = false;
+  /** Each worker's last prompt (its start), for cache-aware dispatch (sched/affinity.ts). */
+  private readonly lastPrompt = new Map<string, string>();
   private readyTimer?: NodeJS.Timeout;
   private readonly watchdog: Watchdog;
   private stopping = false;
@@ -441,16 +443,31 @@ export class Hub {
       progress = false;
       for (const w of this.free) {
         if (w.inflight.size >= w.slots || !w.conn.writable) { this.free.delete(w); continue; }
-        const rec = this.store.lease({ id: w.id, role: w.role || undefined, caps: w.caps });
+        let rec = this.store.lease({ id: w.id, role: w.role || undefined, caps: w.caps });
         if (!rec) continue;
-        this.send(w, rec);
+        // Cache-aware: an equal free worker whose last prompt starts like this one gets it instead.
+        const to = this.affine(w, rec.spec.prompt);
+        if (to !== w && this.store.unlease(rec.id, w.id)) rec = this.store.lease({ id: to.id, role: to.role || undefined, caps: to.caps });
+        if (!rec) continue;
+        this.send(to, rec);
         progress = true;
       }
     }
   }
 
+  /** Of the free workers that could run what `w` was given, the one whose last prompt shares the longest start with `prompt`. */
+  private affine(w: WorkerEntry, prompt: string): WorkerEntry {
+    if (this.free.size < 2) return w;
+    const same = [w];
+    for (const o of this.free) {
+      if (o !== w && o.role === w.role && o.inflight.size < o.slots && o.conn.writable && o.caps.length === w.caps.length && o.caps.every((c) => w.caps.includes(c))) same.push(o);
+    }
+    return same.length < 2 ? w : same[pickByPrefix(prompt, same.map((o) => this.lastPrompt.get(o.id)))]!;
+  }
+
   private send(w: WorkerEntry, rec: TaskRecord): void {
     const s = rec.spec;
+    this.lastPrompt.set(w.id, s.prompt.length > 65_536 ? s.prompt.slice(0, 65_536) : s.prompt);
     const now = performance.now();
     const reqId = w.conn.send(Type.TASK_REQ, {
       task_id: rec.id, prompt: s.prompt, stop: s.stop ?? [], attempt: rec.attempts, role: s.role,
