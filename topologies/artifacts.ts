@@ -6,6 +6,7 @@ import type { RunOutcome, RunSink, TaskRequest } from './runner.js';
 import { parseJsonObject } from './structured.js';
 import { experimentMarkdown, writeExperimentReport } from './experiment/report.js';
 import type { ExperimentResult } from './experiment/finalize.js';
+import { DETAIL_NODES, clipDetail } from './report-nodes.js';
 import type { NodeResult, NodeTask, RunSpec } from './types.js';
 
 const WRITE_CONCURRENCY = 16;
@@ -69,7 +70,8 @@ export class RunFolder implements RunSink {
 
   submitted(task: NodeTask, req: TaskRequest, at: number): void {
     if (at !== this.lastSubmitAt) { this.wave++; this.lastSubmitAt = at; }
-    this.nodes.set(task.node, { node: task.node, role: task.role, after: task.after ?? [], wave: this.wave, submitted_at: at, state: 'running' });
+    const detail = this.nodes.size < DETAIL_NODES ? { prompt: clipDetail(task.prompt) } : {};
+    this.nodes.set(task.node, { node: task.node, role: task.role, after: task.after ?? [], wave: this.wave, submitted_at: at, state: 'running', ...detail });
     this.event({ type: 'node_submitted', node: task.node, role: task.role, task: req.id });
     const d = path.join(this.dir, 'nodes', nodeDir(task.node));
     // The run's whole input is in spec.json; repeating it per node would make the folder O(nodes × input).
@@ -92,6 +94,7 @@ export class RunFolder implements RunSink {
       state: r.ok ? 'done' : 'failed', finished_at: at, worker: r.worker ?? rc.worker, error: r.error,
       tokens_in: rc.tokens_in, tokens_out: rc.tokens_out, duration_ms: rc.duration_ms, ttft_ms: rc.ttft_ms, tokens_per_s: rc.tokens_per_s,
       // A structured role whose answer does not parse gets `no answer` (what its topology records as garbage).
+      ...(rec.prompt !== undefined ? { output: clipDetail(r.text) } : {}),
       verdict: r.ok ? answerOf(r.text) ?? ((this.asked.get(node)?.request as { json_schema?: unknown } | undefined)?.json_schema ? 'no answer' : undefined) : undefined,
     });
     this.nodes.set(node, rec);

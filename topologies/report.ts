@@ -1,6 +1,7 @@
 import type { Passport } from './passport.js';
 import type { RunOutcome } from './runner.js';
 import { graphSvg, legend, rolesSvg, timelineSvg } from './svg.js';
+import { nodeDetailsHtml } from './report-nodes.js';
 
 /** One node as the report sees it. */
 export interface NodeRecord {
@@ -21,6 +22,9 @@ export interface NodeRecord {
   tokens_per_s?: number;
   /** A structured answer's decision (verdict, action, winner, scores), for the graph and the table. */
   verdict?: string;
+  /** The rendered prompt and the output, clipped (report-nodes.ts), for the report's drill-down. */
+  prompt?: string;
+  output?: string;
 }
 
 export interface RunMetrics {
@@ -140,6 +144,7 @@ ${arenaTable(d)}
 <h2>Output</h2>${output ? `<pre>${esc(output)}</pre>` : `<p class="muted">(no output${o ? `: ${esc(o.verdict ?? 'ended')}${o.reason ? `, ${esc(o.reason)}` : ''}` : ' yet'})</p>`}
 <h2>Nodes</h2><table><tr><th>node</th><th>role</th><th>state</th><th>answer</th><th>worker</th><th>latency ms</th><th>tokens out</th></tr>${rows}</table>
 ${r.nodes.length > 1000 ? `<p>… ${r.nodes.length - 1000} more nodes in events.jsonl</p>` : ''}
+${nodeDetailsHtml(r.nodes)}
 </body></html>
 `;
 }
