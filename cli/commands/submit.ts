@@ -1,12 +1,13 @@
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { SwarmError } from '../../protocol/index.js';
+import { SwarmError, randomId } from '../../protocol/index.js';
 import { Exit, fail } from '../exit.js';
 import { remoteOptions, remoteTarget, type RemoteOptions, call } from '../http.js';
 import { int } from '../options.js';
 import { Progress } from '../progress.js';
 import { stateDir } from '../state.js';
 import { runningHub } from '../running.js';
+import { withRetry } from '../retry.js';
 
 interface Accepted { accepted: { id: string; duplicate: boolean; state: string }[] }
 interface Waited { complete: boolean; tasks: { id: string; state: string; text?: string; error?: { code: string; msg: string }; receipt?: unknown }[] }
@@ -24,24 +25,36 @@ export function registerSubmit(program: Command): void {
     .option('--max-tokens <n>', 'generation bound', int('--max-tokens', 1))
     .option('--wait', 'wait until every task is done or failed, and print the results', false)
     .option('--timeout <ms>', 'give up waiting after this long', int('--timeout', 1), 600_000)
+    .option('--retry-for <ms>', 'retry a failed upload or wait (hub unreachable or restarting) for this long; every task has an id first, so a retry never submits one twice', int('--retry-for', 0), 120_000)
     .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
     .option('--json', 'print JSON', false))
-    .action(async (text: string | undefined, o: RemoteOptions & { file?: string; id?: string; role?: string; priority?: number; maxTokens?: number; wait: boolean; timeout: number; stateDir?: string; json: boolean }) => {
+    .action(async (text: string | undefined, o: RemoteOptions & { file?: string; id?: string; role?: string; priority?: number; maxTokens?: number; wait: boolean; timeout: number; retryFor: number; stateDir?: string; json: boolean }) => {
       try {
-        const hub = remoteTarget(o) ?? runningHub(stateDir(o.stateDir));
+        // A local hub is looked up again before each retry: a restarted one may listen elsewhere.
+        const remote = remoteTarget(o);
+        const hub = () => remote ?? runningHub(stateDir(o.stateDir));
+        hub();
         const tasks = o.file !== undefined ? readTasks(o.file) : text !== undefined ? [{ prompt: text, id: o.id }] : undefined;
         if (!tasks || tasks.length === 0) throw new SwarmError('SWARM_ERR_CONFIG', 'give a prompt or --file with at least one task');
         for (const t of tasks) {
           if (o.role && t.role === undefined) t.role = o.role;
           if (o.priority !== undefined && t.priority === undefined) t.priority = o.priority;
           if (o.maxTokens && t.max_tokens === undefined) t.max_tokens = o.maxTokens;
-          if (t.id === undefined) delete t.id;
         }
+        // Ids before the first send: the hub keeps the first task of each id, so a batch sent again
+        // after a lost acknowledgement (the hub died mid-upload) submits nothing twice.
+        const batchId = randomId();
+        tasks.forEach((t, i) => { if (t.id === undefined) t.id = `${batchId}-${i}`; });
+        const retried = (what: string) => (err: unknown, n: number) => {
+          process.stderr.write(`swarm submit: ${what} failed (${(err as Error).message}); retrying (${n})\n`);
+        };
         const progress = new Progress(o.json || tasks.length < BATCH);
         const accepted: Accepted['accepted'] = [];
         for (let i = 0; i < tasks.length; i += BATCH) {
-          const r = await call<Accepted>(hub, 'POST', '/tasks', { tasks: tasks.slice(i, i + BATCH) });
-          accepted.push(...r.accepted);
+          let sent = 0;
+          const r = await withRetry(() => { sent++; return call<Accepted>(hub(), 'POST', '/tasks', { tasks: tasks.slice(i, i + BATCH) }); }, o.retryFor, retried('upload'));
+          // After a retry, "duplicate" may be this command's own earlier attempt: not the user's resubmission.
+          accepted.push(...(sent > 1 ? r.accepted.map((a) => ({ ...a, duplicate: false })) : r.accepted));
           progress.update(`submitted ${accepted.length}/${tasks.length}`);
         }
         progress.done();
@@ -50,7 +63,7 @@ export function registerSubmit(program: Command): void {
           else for (const a of accepted) process.stdout.write(`${a.id}${a.duplicate ? ' (duplicate: already submitted)' : ''}\n`);
           return;
         }
-        const waited = await call<Waited>(hub, 'POST', '/wait', { ids: accepted.map((a) => a.id), timeout_ms: o.timeout }, o.timeout + 10_000);
+        const waited = await withRetry(() => call<Waited>(hub(), 'POST', '/wait', { ids: accepted.map((a) => a.id), timeout_ms: o.timeout }, o.timeout + 10_000), o.retryFor, retried('wait'));
         const failed = waited.tasks.filter((t) => t.state === 'failed').length;
         if (o.json) process.stdout.write(JSON.stringify({ complete: waited.complete, failed, tasks: waited.tasks }) + '\n');
         else for (const t of waited.tasks) {
