@@ -63,6 +63,8 @@ export class Hub {
     this.store = await TaskStore.open(this.config.stateDir, {
       maxDepth: this.config.maxQueue, leaseMs: this.config.leaseMs, defaultMaxAttempts: this.config.maxAttempts,
     }, { fsync: this.config.fsync, fsyncMs: this.config.fsyncMs, compactBytes: this.config.compactBytes });
+    const damage = this.store.damage;
+    if (damage.records) this.log.warn({ damaged: damage.records, quarantine: damage.quarantine, samples: damage.samples }, 'journal: damaged records set aside; every intact record was kept');
     this.store.onChange((rec) => { this.metrics.taskFinished(rec); this.failover.changed(rec); });
     const onSocket = (s: net.Socket) => this.accept(s);
     this.server = this.config.tlsCert && this.config.tlsKey
