@@ -1,5 +1,5 @@
 /**
- * Core benchmarks (issue: protocol, hub, worker): throughput, dispatch latency, 1,000 idle
+ * Core benchmarks: throughput, dispatch latency, 1,000 idle
  * connections, `swarm up` readiness and worker RSS. Run: `npm run bench -- core` (after a build).
  * Prints a table and writes bench/results/core.json.
  */

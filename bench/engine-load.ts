@@ -102,7 +102,7 @@ export async function runLoad(set: EngineSet, requests: number, maxTokens: numbe
   await Promise.all(set.agents.map(async (d, ai) => {
     for (let r = 0; r < requests; r++) {
       // A request that fails before its first token is retried (and counted): llama-server sometimes
-      // closes a kept-alive connection just as a new request goes out on it (see the report of issue 3).
+      // closes a kept-alive connection just as a new request goes out on it.
       for (let attempt = 0; ; attempt++) {
         const start = performance.now();
         let first = true;

@@ -1,5 +1,5 @@
 /**
- * Engine benchmark (issue 3): for 1, 4, 8 (and 25) agents on stories260K, the 15M shape and the
+ * Engine benchmark: for 1, 4, 8 (and 25) agents on stories260K, the 15M shape and the
  * 110M shape, aggregate tokens/s, time to first token p50/p99, total PSS and PSS per agent, for
  * (a) an engine per worker (N llama-server processes, -np 1) and (b) one shared `llama-server -np N`
  * with N concurrent clients, under the same load. Drives the drivers directly (no hub).
@@ -61,7 +61,7 @@ interface Row {
 
 type Mode = 'per-worker' | 'shared' | 'shared-t1' | 'embedded';
 // 'shared' (one engine, all cores) is off by default: with 2 threads on this 2-core machine, busy with
-// other work, llama.cpp was 5-30x slower than with 1 (its threads spin at barriers); see the report of issue 3.
+// other work, llama.cpp was 5-30x slower than with 1 (its threads spin at barriers).
 const MODES = list(process.env.BENCH_MODES, 'per-worker,shared-t1,embedded') as Mode[];
 
 async function one(mode: Mode, key: string, file: string, name: string, n: number): Promise<Row> {

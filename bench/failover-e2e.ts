@@ -1,5 +1,5 @@
 /**
- * Failover benchmarks (issue 5), phase 2: real processes. `swarm hub` and one
+ * Failover benchmarks, phase 2: real processes. `swarm hub` and one
  * `swarm worker --failover --count N` process (echo driver), M tasks.
  *   npx tsc -p . && node dist/bench/failover-e2e.js [--workers 25] [--tasks 500] [--latency-ms 50] [--trials 10] [--kill-within 0.8] [--keep-slow]
  * Prints JSON lines:

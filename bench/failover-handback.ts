@@ -1,5 +1,5 @@
 /**
- * Failover handback cost against the hub's history (issue 5). Real processes: `swarm hub` and one
+ * Failover handback cost against the hub's history. Real processes: `swarm hub` and one
  * `swarm worker --failover --count N` process (echo driver), on one state dir for the whole bench.
  *   npx tsc -p . && node dist/bench/failover-handback.js [--history 500,5000,10000] [--workers 25] [--tasks 500]
  *     [--latency-ms 20] [--kill-after-ms 300] [--label after] [--out bench/results/failover-handback.jsonl]

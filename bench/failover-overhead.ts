@@ -1,5 +1,5 @@
 /**
- * What failover costs when nothing fails (issue 5): `swarm up --agents N --driver echo` with and
+ * What failover costs when nothing fails: `swarm up --agents N --driver echo` with and
  * without failover, M tasks submitted at once and waited for, alternating the two modes so both
  * see the same background load.
  *   npx tsc -p . && node dist/bench/failover-overhead.js [--agents 25] [--tasks 1000] [--rounds 5] [--latency-ms 0]

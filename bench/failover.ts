@@ -1,5 +1,5 @@
 /**
- * Failover benchmarks (issue 5), phase 1: the gossip layer on its own.
+ * Failover benchmarks, phase 1: the gossip layer on its own.
  *   node dist/bench/failover.js [--sizes 25,100,200] [--trials 20] [--real-trials 5]
  * Prints JSON lines:
  *   convergence: members over real TCP on loopback (several per process) joining through one seed,

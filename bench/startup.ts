@@ -1,5 +1,5 @@
 /**
- * Startup benchmark (issue 3: `swarm up --agents 25` on stories260K ready in under 5 s). For each N:
+ * Startup benchmark (target: `swarm up --agents 25` on stories260K ready in under 5 s). For each N:
  * - `swarm up --agents N --detach` on a private copy of the model: `ready_ms` as `up` reports it (every
  *   worker registered with the hub), then N one-token tasks submitted at once: `serving_ms`, from the
  *   start of `up` until every task is answered (the engines have loaded and generate);

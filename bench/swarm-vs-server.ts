@@ -1,5 +1,5 @@
 /**
- * The swarm against its limit (issue: engines): N agents through the hub (`swarm up --engine shared`
+ * The swarm against its limit: N agents through the hub (`swarm up --engine shared`
  * and per-worker embedded) versus a bare `llama-server -np N` driven directly, same model, same load
  * (N concurrent streams, R requests each, T tokens per request, temperature 0), in one run.
  * Run: `npm run build && node dist/bench/swarm-vs-server.js [MODEL] [N] [R]`; writes bench/results/swarm-vs-server.json.

@@ -1,5 +1,5 @@
 /**
- * Topology benchmarks (issue 4):
+ * Topology benchmarks:
  * 1. the runner's own cost per node (an instant in-memory executor: no hub, no inference);
  * 2. the scheduling overhead of a run on a hub, per node: a star run of N echo tasks against the
  *    same N tasks submitted flat, on one in-process hub with 8 echo workers (journal on);

@@ -107,7 +107,7 @@ export class ControlServer {
     return {
       hub: {
         name: this.hub.name, pid: process.pid, address: this.hub.address, uptime_s: Math.round((Date.now() - this.hub.startedAt) / 1000),
-        // Failover (issue 5): a hub that answers is `star`, or `reconciling` while workers hand back.
+        // Failover: a hub that answers is `star`, or `reconciling` while workers hand back.
         mode: this.hub.failover.mode, coordinator: this.hub.name,
       },
       failover: { ...this.hub.failover.stats, holders: this.hub.failover.holders(), workers: this.hub.failover.views() },

@@ -43,7 +43,7 @@ export class Hub {
   private stopping = false;
   readonly startedAt = Date.now();
   readonly name = `hub-${randomId().slice(0, 6)}`;
-  /** Failover (issue 5): replicates state to workers that offer a peer port, merges their handbacks. */
+  /** Failover: replicates state to workers that offer a peer port, merges their handbacks. */
   readonly failover: HubReplicator;
   /** ASSIGN_ROLE: the role plan and one-off assignments. */
   readonly roles: RoleAssigner;

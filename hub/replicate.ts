@@ -31,7 +31,7 @@ export interface ReplicatorOptions {
 }
 
 /**
- * Hub side of failover (issue 5): peers, state replication to workers, and the handback merge.
+ * Hub side of failover: peers, state replication to workers, and the handback merge.
  *
  * Only a few workers, the holders, get the state in star mode: every replicated copy costs a worker
  * decoding and merging every delta, and with 25 copies the workers' CPU, not the hub's, was what

@@ -9,7 +9,7 @@ export const Type = {
   KILL: 'KILL',
   ERROR: 'ERROR',
   ACK: 'ACK',
-  /** Failover (issue 5): the hub names a worker's peers. */
+  /** Failover: the hub names a worker's peers. */
   PEERS: 'PEERS',
   /** Failover: the hub replicates run state (deltas, and chunked full syncs) to workers. */
   STATE: 'STATE',

@@ -3,12 +3,7 @@ import net from 'node:net';
 import { Hub, hubConfig } from '../hub/index.js';
 import { quiet, startHub, startPool, waitTasks, waitWorkers } from './helpers/inproc.js';
 import { RawWorker } from './helpers/raw-worker.js';
-
-async function until(cond: () => boolean, ms = 10_000): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (!cond() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-  return cond();
-}
+import { until } from './helpers/wait.js';
 
 /** Keep a raw worker audibly alive (what a healthy worker's heartbeats do). */
 function beat(w: RawWorker, ms = 50): () => void {

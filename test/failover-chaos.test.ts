@@ -3,7 +3,7 @@ import { swarm, tempDir, until } from './helpers/cli.js';
 import { agents, allInMode, hubDone, hubStatus, killGroup, procs, startHub, startWorkers, submit, tally, expectExactlyOnce, expectReplicasDone } from './helpers/failover.js';
 
 /**
- * Chaos tests of hybrid star-gossip failover (issue 5) with real processes: `swarm hub` and one
+ * Chaos tests of hybrid star-gossip failover with real processes: `swarm hub` and one
  * `swarm worker --failover --count 25` process (echo driver, 50 ms per task), 500 tasks. Every test
  * ends by counting results per task id in the hub's journal: lost and duplicated must both be zero.
  */

@@ -3,7 +3,7 @@ import { tempDir, until } from './helpers/cli.js';
 import { agents, hubDone, hubStatus, procs, startHub, startWorkers, submit, tally } from './helpers/failover.js';
 
 /**
- * Failover must cost nothing visible in a run without faults (issue 5): every result is recorded once
+ * Failover must cost nothing visible in a run without faults: every result is recorded once
  * and no worker sends a second TASK_RES for a task. The hub counts results it drops as duplicates
  * (`duplicate_results` in /status); here it must stay 0. Before the fix, a STATE delta carrying a
  * worker's own result together with a lease it had not seen made that worker report the result again

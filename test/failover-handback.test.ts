@@ -5,7 +5,7 @@ import { RawWorker } from './helpers/raw-worker.js';
 import { allInMode, expectExactlyOnce, hubDone, hubStatus, killGroup, procs, startHub, startWorkers, submit, expectReplicasDone } from './helpers/failover.js';
 
 /**
- * Ids-first handback (issue 5): a worker offers task ids, the hub answers with the ids it lacks
+ * Ids-first handback: a worker offers task ids, the hub answers with the ids it lacks
  * (unknown, or not final), and only those entries travel. The handback then costs what the hub
  * lacks, not the run's history.
  */

@@ -3,7 +3,7 @@ import { api, tempDir, until } from './helpers/cli.js';
 import { allInMode, endedOnHub, finishedInGossip, hubStatus, killGroup, procs, startHub, startWorkers, tallyRun, waitRun } from './helpers/failover.js';
 
 /**
- * The issue's chaos test (issue 5): kill -9 of the hub at a random moment, 20 trials, with 25 workers
+ * The failover chaos test: kill -9 of the hub at a random moment, 20 trials, with 25 workers
  * on a 500-task map-reduce (373 mappers, 127 reducers with fan-in 4, a guard). One worker process (25
  * agents) lives through all trials; each trial starts the run on the current hub, kills the hub at a
  * random moment of it, lets the workers finish the run by gossip (the acting coordinator drives the

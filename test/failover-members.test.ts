@@ -4,7 +4,7 @@ import { FaultNet } from './helpers/fault-proxy.js';
 import { agents, allInMode, freePorts, hubDone, hubStatus, killGroup, procs, startHub, startWorkers, submit, expectExactlyOnce, expectReplicasDone } from './helpers/failover.js';
 
 /**
- * Chaos tests of failover (issue 5) that hit the members in gossip mode, with real processes:
+ * Chaos tests of failover that hit the members in gossip mode, with real processes:
  * workers killed while the acting coordinator runs the queue, and a worker cut off through a
  * loopback fault proxy and restored. 25 workers, echo driver, 500 tasks; each test ends with the hub
  * back and counts results per task id in its journal: lost and duplicated must both be zero.

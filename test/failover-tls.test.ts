@@ -7,7 +7,7 @@ import { TcpTransport } from '../worker/gossip/transport.js';
 import { Membership } from '../worker/gossip/membership.js';
 
 /**
- * Peer links follow the hub's TLS rules (issue 5): with a certificate, the peer port speaks TLS, and a
+ * Peer links follow the hub's TLS rules: with a certificate, the peer port speaks TLS, and a
  * swarm whose hub runs with --tls-cert/--tls-key gives its workers' peer ports the same certificate.
  */
 

@@ -3,7 +3,7 @@ import { api, swarm, tempDir, until } from './helpers/cli.js';
 import { agents, allInMode, finishedInGossip, killGroup, procs, startHub, startWorkers, tallyRun, waitRun, type Proc, type RunView } from './helpers/failover.js';
 
 /**
- * Issue 5, with a topology: a map-reduce run of 536 tasks (400 mappers, 135 reducers with fan-in 4,
+ * Failover with a topology: a map-reduce run of 536 tasks (400 mappers, 135 reducers with fan-in 4,
  * a guard) on 25 failover workers (echo driver, 50 ms a task). The hub is killed with kill -9 while
  * the mappers run; the acting coordinator must drive the run on from the replicated state (the
  * reducers and the guard are submitted by it, not by the hub) and finish it without a hub. A

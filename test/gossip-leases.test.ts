@@ -2,7 +2,7 @@ import t from 'tap';
 import { simSwarm, audit } from './helpers/gossip-sim.js';
 
 /**
- * Leases across terms in gossip mode (issue 5): a lease the new coordinator inherits, a term it never
+ * Leases across terms in gossip mode: a lease the new coordinator inherits, a term it never
  * heard of, an assignment lost on the way. Each used to hold its task until the lease lapsed (the
  * hub's leases: 10 minutes) or for ever (fenced assignments are re-sent to the member that fences
  * them); every replica must finish every task, with none lost or recorded twice.

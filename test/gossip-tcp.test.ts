@@ -4,14 +4,9 @@ import { encodeMsgpack } from '../protocol/index.js';
 import { TcpTransport } from '../worker/gossip/transport.js';
 import { Membership } from '../worker/gossip/membership.js';
 import { GossipNode } from '../worker/gossip/node.js';
+import { until } from './helpers/wait.js';
 
 const fast = { probeIntervalMs: 300, probeTimeoutMs: 120, gossipIntervalMs: 100, pushPullIntervalMs: 3000, reconnectIntervalMs: 500, suspicionMult: 3 };
-
-async function until(cond: () => boolean, maxMs: number): Promise<boolean> {
-  const end = Date.now() + maxMs;
-  while (Date.now() < end) { if (cond()) return true; await new Promise((r) => setTimeout(r, 50)); }
-  return cond();
-}
 
 async function members(n: number, token?: string) {
   // Many members share one process on two (busy) cores here: slower probes and a long suspicion for

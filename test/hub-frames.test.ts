@@ -1,6 +1,7 @@
 import t from 'tap';
 import { startHub } from './helpers/inproc.js';
 import { RawWorker, type Frame } from './helpers/raw-worker.js';
+import { until } from './helpers/wait.js';
 
 /** A raw worker joined to the hub; `take()` waits for the next TASK_REQ (attempt >= n). */
 async function joined(addr: { host: string; port: number }, id: string, codecs = ['ndjson']) {
@@ -14,12 +15,6 @@ async function joined(addr: { host: string; port: number }, id: string, codecs =
     return f;
   };
   return { w, take };
-}
-
-async function until(cond: () => boolean, ms = 10_000): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (!cond() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-  return cond();
 }
 
 t.test('an ERROR that fails validation still releases the task it names (task_id or re)', async (t) => {

@@ -7,6 +7,9 @@ import { SwarmError } from '../protocol/index.js';
 import { NdjsonDecoder, OllamaDriver, ollamaBaseUrl, ollamaFactory } from '../drivers/ollama/index.js';
 import { startFakeOllama } from './fixtures/fake-ollama.js';
 import { collect } from './helpers/llama.js';
+import { until as untilMs } from './helpers/wait.js';
+
+const until = (cond: () => boolean, ms = 5000) => untilMs(cond, ms, 10);
 
 t.test('OLLAMA_HOST is read the way Ollama reads it', async (t) => {
   t.equal(ollamaBaseUrl(undefined), 'http://127.0.0.1:11434');
@@ -179,8 +182,3 @@ t.test('the fake follows the API: non-streaming answer, version, tags, error bod
   t.match(await load.json(), { done: true, done_reason: 'load', response: '' });
 });
 
-async function until(cond: () => boolean, ms = 5000): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) { if (cond()) return true; await new Promise((r) => setTimeout(r, 10)); }
-  return cond();
-}

@@ -4,6 +4,9 @@ import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { ErrorCode, Type, DEFAULT_MAX_LINE, isErrorCode, validate } from '../protocol/index.js';
+import { until as untilMs } from './helpers/wait.js';
+
+const until = (cond: () => boolean, ms = 5000) => untilMs(cond, ms, 10);
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const docPath = path.join(here, '..', 'protocol', 'PROTOCOL.md');
@@ -94,8 +97,3 @@ t.test('the Python worker is refused with SWARM_ERR_AUTH on a wrong token', asyn
   t.equal(hub.registry.size, 0, 'nothing registered');
 });
 
-async function until(cond: () => boolean, ms = 5000): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (!cond() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-  return cond();
-}

@@ -24,7 +24,7 @@ export interface AgentOptions {
   loopRepeats?: number;
   /** Validated settings (worker/config.ts); the defaults when absent. */
   config?: WorkerConfig;
-  /** Hybrid star-gossip failover (issue 5): open a peer port and keep running when the hub dies. */
+  /** Hybrid star-gossip failover: open a peer port and keep running when the hub dies. */
   failover?: AgentFailoverOptions;
   /** Called once when the hub sends KILL or the agent is stopped. */
   onStopped?: (reason: string) => void;

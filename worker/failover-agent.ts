@@ -27,7 +27,7 @@ export interface AgentFailoverOptions {
 }
 
 /**
- * One agent's failover machinery (issue 5): a peer port, a GossipNode and the FailoverController,
+ * One agent's failover machinery: a peer port, a GossipNode and the FailoverController,
  * plus the agent-facing glue: hub frames in, HANDBACK requests out over the current hub connection.
  */
 export class AgentFailover {

@@ -44,12 +44,7 @@ export function pidsMentioning(needle: string): number[] {
   return out;
 }
 
-/** Poll until `cond` holds or `ms` passes; returns whether it held. Bounded, never a fixed sleep. */
-export async function until(cond: () => boolean | Promise<boolean>, ms = 10_000, every = 25): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) { if (await cond()) return true; await new Promise((r) => setTimeout(r, every)); }
-  return cond();
-}
+export { until, sleep } from './wait.js';
 
 /** Read hub.json of a state dir. */
 export function hubFile(dir: string): { pid: number; host: string; port: number; control: { host: string; port: number }; token?: string } | undefined {

@@ -4,7 +4,7 @@ import type { ChildProcess } from 'node:child_process';
 import type { Test } from 'tap';
 import { alive, api, hubFile, journal, swarmBg, until } from './cli.js';
 
-/** Chaos-test scaffolding for failover (issue 5): a hub and a worker process on a state dir. */
+/** Chaos-test scaffolding for failover: a hub and a worker process on a state dir. */
 
 export interface Proc { child: ChildProcess; output: () => string }
 

@@ -40,15 +40,10 @@ export function alive(pid: number): boolean {
   try { const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8'); return s[s.lastIndexOf(')') + 2] !== 'Z'; } catch { return false; }
 }
 
-/** Poll until `cond` holds or `ms` pass (a bound, not a timing assertion). */
-export async function until(cond: () => boolean, ms = 15_000): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (cond()) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return cond();
-}
+import { until as untilDefault } from './wait.js';
+
+/** Poll until `cond` holds or `ms` pass (a bound, not a timing assertion); engines get 15 s by default. */
+export const until = (cond: () => boolean, ms = 15_000): Promise<boolean> => untilDefault(cond, ms, 50);
 
 /** Drain a chat into one string and its stats. */
 export async function collect(g: AsyncGenerator<string, unknown, void>): Promise<{ text: string; stats: unknown; chunks: number }> {

@@ -38,7 +38,7 @@ export interface FailoverOptions {
 }
 
 /**
- * The worker's side of issue 5, between the agent and a GossipNode. Star mode: the agent passes on
+ * The worker's side of failover, between the agent and a GossipNode. Star mode: the agent passes on
  * every hub frame (`heard`), the peer list and replicated state, and its own results. The node's
  * hub monitor decides on failover by itself. When the client reconnects to a hub while in gossip
  * mode, `hubConnected` hands everything finished back and returns to star mode: ids first (the

@@ -45,7 +45,7 @@ export class ReplicaExecutor implements Executor {
 }
 
 /**
- * Topology runs in gossip mode (issue 5: "it continues the run's topology from the replicated
+ * Topology runs in gossip mode ("it continues the run's topology from the replicated
  * state"). The hub sends the holders each run's spec; the acting coordinator (a holder, being the
  * lowest live id) drives every run not ended with a topology Runner over the replica, so a
  * map-reduce whose hub died still gets its reduce. It holds no state of its own: a coordinator that
