@@ -6,7 +6,7 @@ const esc = (s: string): string => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;',
 export const PALETTE = ['#0072B2', '#E69F00', '#009E73', '#CC79A7', '#56B4E9', '#D55E00', '#F0E442', '#000000'];
 
 export interface Point { x: number; y: number; lo?: number; hi?: number; label?: string }
-export interface Series { name: string; points: Point[] }
+export interface Series { name: string; points: Point[]; color?: string; dash?: string }
 
 const nice = (v: number) => (Math.abs(v) >= 1000 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(0) : Math.abs(v) >= 1 ? v.toFixed(1) : v.toFixed(2));
 
@@ -16,7 +16,9 @@ const nice = (v: number) => (Math.abs(v) >= 1000 ? v.toFixed(0) : Math.abs(v) >=
  * given, else numeric (tokens per item, say; `logX` for costs spanning decades).
  */
 export function chart(o: { title: string; xLabel: string; yLabel?: string; series: Series[]; lines?: boolean; categories?: string[]; logX?: boolean; width?: number; height?: number }): string {
-  const W = o.width ?? 560, H = o.height ?? 300, L = 52, R = 150, T = 28, B = 44;
+  const longest = Math.max(0, ...o.series.map((x) => x.name.length));
+  const R = Math.min(300, Math.max(120, 44 + longest * 6.2));
+  const W = (o.width ?? 560) + Math.max(0, R - 150), H = Math.max(o.height ?? 300, 48 + o.series.length * 16), L = 52, T = 28, B = 44;
   const pw = W - L - R, ph = H - T - B;
   const all = o.series.flatMap((s) => s.points);
   const tx = (v: number) => (o.logX ? Math.log10(Math.max(v, 1e-9)) : v);
@@ -45,19 +47,20 @@ export function chart(o: { title: string; xLabel: string; yLabel?: string; serie
   parts.push(`<text transform="translate(13 ${T + ph / 2}) rotate(-90)" font-size="11" text-anchor="middle">${esc(o.yLabel ?? 'accuracy (mean score, 95% CI)')}</text>`);
   const nS = o.series.length;
   o.series.forEach((s, si) => {
-    const c = PALETTE[si % PALETTE.length]!;
+    const c = s.color ?? PALETTE[si % PALETTE.length]!;
+    const dash = s.dash ? ` stroke-dasharray="${s.dash}"` : '';
     // Categorical x: series side by side so their error bars do not overlap.
     const dx = o.categories ? (si - (nS - 1) / 2) * Math.min(10, (pw / Math.max(1, o.categories.length)) / (nS + 1)) : 0;
     const X = (p: Point) => (o.categories ? pxc(p.x) + dx : px(p.x));
     const pts = [...s.points].sort((a, b) => a.x - b.x);
-    if (o.lines && pts.length > 1) parts.push(`<polyline fill="none" stroke="${c}" stroke-width="1.6" points="${pts.map((p) => `${X(p).toFixed(1)},${py(p.y).toFixed(1)}`).join(' ')}"/>`);
+    if (o.lines && pts.length > 1) parts.push(`<polyline fill="none" stroke="${c}" stroke-width="1.6"${dash} points="${pts.map((p) => `${X(p).toFixed(1)},${py(p.y).toFixed(1)}`).join(' ')}"/>`);
     for (const p of pts) {
       const x = X(p);
       if (p.lo !== undefined && p.hi !== undefined) parts.push(`<line x1="${x}" x2="${x}" y1="${py(p.lo)}" y2="${py(p.hi)}" stroke="${c}"/><line x1="${x - 4}" x2="${x + 4}" y1="${py(p.lo)}" y2="${py(p.lo)}" stroke="${c}"/><line x1="${x - 4}" x2="${x + 4}" y1="${py(p.hi)}" y2="${py(p.hi)}" stroke="${c}"/>`);
       parts.push(`<circle cx="${x}" cy="${py(p.y)}" r="3.5" fill="${c}"><title>${esc(`${s.name}${p.label ? ` ${p.label}` : ''}: ${p.y.toFixed(3)}${p.lo !== undefined ? ` [${p.lo.toFixed(3)}, ${p.hi!.toFixed(3)}]` : ''}`)}</title></circle>`);
     }
     const ly = T + 8 + si * 16;
-    parts.push(`<line x1="${L + pw + 14}" x2="${L + pw + 30}" y1="${ly}" y2="${ly}" stroke="${c}" stroke-width="2"/><circle cx="${L + pw + 22}" cy="${ly}" r="3" fill="${c}"/><text x="${L + pw + 36}" y="${ly + 4}" font-size="11">${esc(s.name)}</text>`);
+    parts.push(`<line x1="${L + pw + 14}" x2="${L + pw + 30}" y1="${ly}" y2="${ly}" stroke="${c}" stroke-width="2"${dash}/><circle cx="${L + pw + 22}" cy="${ly}" r="3" fill="${c}"/><text x="${L + pw + 36}" y="${ly + 4}" font-size="11">${esc(s.name)}</text>`);
   });
   return `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="${esc(o.title)}">${parts.join('')}</svg>`;
 }

@@ -1,4 +1,4 @@
-import { chart, type Series } from './charts.js';
+import { PALETTE, chart, type Series } from './charts.js';
 import type { Group, SweepFile } from './sweep.js';
 
 const esc = (s: string): string => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
@@ -26,18 +26,23 @@ export function sweepHtml(p: SweepPage): string {
   const f = p.file, g = p.groups;
   const conds = [...new Set(g.map((x) => x.condition))];
   const charts: string[] = [];
+  const short = (k: string) => k.split('.').at(-1)!;
+  const DASHES = ['', '6 3', '2 3', '8 3 2 3'];
   for (const axis of f.grid) {
     const others = f.grid.filter((a) => a.key !== axis.key);
     const series = new Map<string, Series>();
+    const combos: string[] = [];
     for (const x of g) {
-      const rest = others.map((a) => `${a.key}=${x.params[a.key]}`).join(' ');
+      const rest = others.map((a) => `${short(a.key)}=${x.params[a.key]}`).join(' ');
+      if (!combos.includes(rest)) combos.push(rest);
       const name = rest ? `${x.condition} · ${rest}` : x.condition;
-      const s = series.get(name) ?? { name, points: [] };
+      // Colour by condition, line style by the other axes' values.
+      const s = series.get(name) ?? { name, points: [], color: PALETTE[conds.indexOf(x.condition) % PALETTE.length], dash: DASHES[combos.indexOf(rest) % DASHES.length] };
       const i = axis.values.indexOf(x.params[axis.key]!);
       s.points.push({ x: i, y: x.summary.mean, lo: x.summary.ci[0], hi: x.summary.ci[1], label: `${axis.key}=${x.params[axis.key]}` });
       series.set(name, s);
     }
-    charts.push(chart({ title: `Accuracy against ${axis.key}`, xLabel: axis.key, categories: axis.values, series: [...series.values()].slice(0, 8), lines: true, width: 640 }));
+    charts.push(chart({ title: `Accuracy against ${axis.key}`, xLabel: axis.key, categories: axis.values, series: [...series.values()].slice(0, 16), lines: true, width: 640 }));
   }
   if (!f.grid.length) charts.push(chart({ title: 'Accuracy by condition', xLabel: 'condition', categories: conds, series: conds.map((c, i) => ({ name: c, points: g.filter((x) => x.condition === c).map((x) => ({ x: i, y: x.summary.mean, lo: x.summary.ci[0], hi: x.summary.ci[1] })) })) }));
   const bySeries = new Map<string, Series>();
@@ -65,7 +70,7 @@ export function sweepHtml(p: SweepPage): string {
 <style>body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#222;padding:0 16px}h1{font-size:20px}h2{font-size:16px;margin-top:28px}
 table{border-collapse:collapse;font-size:12px}td,th{border-bottom:1px solid #eee;padding:3px 6px;text-align:left}.sim{background:#fff3cd;border:2px solid #e0a800;padding:8px 12px;font-weight:600}
 svg{max-width:100%;height:auto;border:1px solid #eee;margin:4px 8px 4px 0}.muted{color:#777}a.sq{display:inline-block;min-width:18px;height:16px;border-radius:3px;color:#fff;font-size:10px;text-align:center;text-decoration:none;line-height:16px}
-th.grp{border-left:2px solid #ccc;text-align:center}.sep{border-left:2px solid #ccc}</style></head><body>
+th.grp{border-left:2px solid #ccc;text-align:center}td:first-child{white-space:nowrap}.sep{border-left:2px solid #ccc}</style></head><body>
 <h1>Sweep: ${esc(f.experiment)} <small>(${esc(f.topology)})</small></h1>
 ${f.simulated ? '<p class="sim">SIMULATED DRIVER: answers are synthetic (right with a set probability), for testing the experiment machinery. These numbers say nothing about any model.</p>' : ''}
 <p>${esc(f.ran ?? '')} · grid ${f.grid.map((a) => `<code>${esc(a.key)}=${esc(a.values.join(','))}</code>`).join(' × ') || '(none)'} × ${f.seeds} seed(s) from ${f.base_seed} · ${f.cells.length} cells${pending.length ? `, <b>${pending.length} not finished</b>` : ''} · updated ${esc(f.updated_at)}</p>
