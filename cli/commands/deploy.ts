@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import { plan, readModelShape, type Plan } from '../../deploy/plan/index.js';
-import { renderDeployment } from '../../deploy/render/index.js';
+import { parseHosts, renderDeployment, type DeployHost } from '../../deploy/render/index.js';
 import { fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
 
@@ -10,13 +10,17 @@ interface RenderFlags {
   target: 'podman' | 'k3s'; agents: number; model: string; out?: string; image?: string; driver: string;
   driverOpt: Record<string, string>; token?: string; workers: 'deployment' | 'daemonset'; hostNetwork: boolean;
   hubPort: number; controlPort: number; ctx: number; ubatch: number; cpus: number; engine: 'per-worker' | 'shared'; repack: boolean;
-  failover: boolean; peerPort: number; name: string; stateSize: string; storageClass?: string;
+  failover: boolean; peerPort: number; name: string; stateSize: string; storageClass?: string; hosts?: DeployHost[]; certsDir: string;
 }
 
 const oneOf = <T extends string>(name: string, values: readonly T[]) => (v: string): T => {
   if (!values.includes(v as T)) throw new InvalidArgumentError(`${name} must be one of ${values.join(', ')}`);
   return v as T;
 };
+
+function hostsOption(v: string): DeployHost[] {
+  try { return parseHosts(v); } catch (err) { throw new InvalidArgumentError((err as Error).message); }
+}
 
 /** `swarm deploy render`: Podman kube YAML + systemd units, or k3s manifests, from one spec. */
 export function registerDeploy(program: Command): void {
@@ -43,6 +47,8 @@ export function registerDeploy(program: Command): void {
     .option('--no-failover', 'workers without --failover (by default each has a peer port and the run goes on by gossip if the hub dies)')
     .option('--peer-port <n>', 'failover: first peer port (podman: one per worker from here, on loopback; k3s: each pod\'s)', int('--peer-port', 1), 7100)
     .option('--name <name>', 'podman: pod names <name>-hub and <name>-workers', 'swarm')
+    .option('--hosts <list>', 'podman across machines: hub=ADDR,w1=ADDR,… (the hub\'s host first): one pod per host in the host\'s network, peers on host addresses, mutual TLS', hostsOption)
+    .option('--certs-dir <dir>', 'podman --hosts: where `swarm certs` output is on every host', '/etc/swarm/certs')
     .option('--state-size <size>', 'k3s: the hub journal\'s PersistentVolumeClaim size', '1Gi')
     .option('--storage-class <name>', 'k3s: storage class of that claim (default: the cluster\'s; local-path on k3s)')
     .action(async (o: RenderFlags) => {
@@ -56,6 +62,7 @@ export function registerDeploy(program: Command): void {
           token: o.token ?? process.env.SWARM_TOKEN, workers: o.workers, hostNetwork: o.hostNetwork,
           hubPort: o.hubPort, controlPort: o.controlPort, plan: p, failover: o.failover, peerPort: o.peerPort, name: o.name,
           stateSize: o.stateSize, ...(o.storageClass ? { storageClass: o.storageClass } : {}),
+          ...(o.hosts ? { hosts: o.hosts, certsDir: o.certsDir } : {}),
         });
         if (!o.out) {
           for (const [name, text] of Object.entries(files)) process.stdout.write(`# ==> ${name} <==\n${text}\n`);

@@ -3,10 +3,12 @@ import YAML from 'yaml';
 import { deploySpec, type DeployOptions } from './spec.js';
 import { k3sObjects } from './k3s.js';
 import { podmanObjects, quadletUnits, systemdUnit } from './podman.js';
+import { podmanHostsObjects } from './podman-hosts.js';
 
 export { deploySpec, hubArgs, workerArgs, TOKEN_PLACEHOLDER, type DeployOptions, type DeploySpec } from './spec.js';
 export { k3sObjects } from './k3s.js';
 export { podmanObjects, quadletUnits, systemdUnit } from './podman.js';
+export { podmanHostsObjects, parseHosts, spread, type DeployHost } from './podman-hosts.js';
 
 /** Multi-document YAML with a header comment. */
 export function toYaml(objs: readonly object[], header: string): string {
@@ -22,6 +24,12 @@ export function renderDeployment(o: DeployOptions): Record<string, string> {
     'Model mounted read-only; the image holds none. Token: replace the placeholder or render with --token.',
   ].join('\n');
   if (o.target === 'k3s') return { 'swarm-k3s.yaml': toYaml(k3sObjects(s), header) };
+  if (o.hosts?.length) {
+    const certs = o.certsDir ?? '/etc/swarm/certs';
+    const files = podmanHostsObjects(s, o.hosts, certs);
+    return Object.fromEntries(Object.entries(files).map(([name, objs]) => [name, toYaml(objs,
+      `${header}\nOn its host: podman kube play ${name}    (certificates: swarm certs --dir ${certs} --host NAME=ADDR …, copied to every host)`)]));
+  }
   const yamlName = 'swarm-podman.yaml';
   const hdr = `${header}\nRun: podman kube play${s.hostNetwork ? '' : ' --network swarm'} ${yamlName}    Stop: podman kube down ${yamlName}`;
   return {

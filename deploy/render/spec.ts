@@ -45,6 +45,10 @@ export interface DeployOptions {
   workerStateDir?: string;
   /** podman: pod names are `<name>-hub` and `<name>-workers` (default `swarm`): two deployments on one host. */
   name?: string;
+  /** podman across machines: the hub's host first, then the worker hosts; one YAML (one pod) per host. */
+  hosts?: { name: string; addr: string }[];
+  /** podman across machines: the folder of `swarm certs` output on every host (mounted at /certs). */
+  certsDir?: string;
 }
 
 /** Resolved deployment facts shared by all renderers. */

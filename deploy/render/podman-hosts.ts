@@ -1,0 +1,88 @@
+/**
+ * Podman across machines: one kube YAML per host, one pod per host, in the host's network (so the
+ * hub and the peer ports are on the host's own address, which the other hosts reach). The first host
+ * runs the hub (mutual TLS, the control API over HTTPS on its address); the agents are spread over
+ * the other hosts. Certificates from `swarm certs` are mounted read-only at /certs: ca.crt and the
+ * host's NAME.crt/NAME.key.
+ */
+import type { DeploySpec } from './spec.js';
+
+type Obj = Record<string, unknown>;
+
+/** A machine of the deployment: its name (the certificate's file name) and the address others reach it at. */
+export interface DeployHost { name: string; addr: string }
+
+/** Parse `hub=10.0.0.1,w1=10.0.0.2,…`; the first is the hub's host. */
+export function parseHosts(v: string): DeployHost[] {
+  const hosts = v.split(',').map((x) => x.trim()).filter(Boolean).map((x) => {
+    const [name, addr] = x.split('=');
+    if (!name || !addr || !/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(name)) throw new Error(`--hosts: expected name=address, got "${x}"`);
+    return { name, addr };
+  });
+  if (hosts.length < 2) throw new Error('--hosts: name the hub\'s host and at least one worker host');
+  return hosts;
+}
+
+const security = {
+  runAsUser: 10001, runAsGroup: 10001, allowPrivilegeEscalation: false,
+  readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] },
+};
+
+/** Agents per worker host: as even as can be, the first hosts take the remainder. */
+export function spread(agents: number, hosts: number): number[] {
+  return Array.from({ length: hosts }, (_, i) => Math.floor(agents / hosts) + (i < agents % hosts ? 1 : 0));
+}
+
+/** File name -> Pod objects, one file per host. */
+export function podmanHostsObjects(s: DeploySpec, hosts: DeployHost[], certsDir: string): Record<string, Obj[]> {
+  const [hubHost, ...workerHosts] = hosts as [DeployHost, ...DeployHost[]];
+  const env = [{ name: 'SWARM_TOKEN', value: s.token }];
+  const labels = (c: string) => ({ 'app.kubernetes.io/name': 'swarm', 'app.kubernetes.io/component': c });
+  const certs = { name: 'certs', hostPath: { path: certsDir, type: 'Directory' } };
+  const certsMount = { name: 'certs', mountPath: '/certs', readOnly: true };
+  const out: Record<string, Obj[]> = {};
+  out[`swarm-${hubHost.name}.yaml`] = [{
+    apiVersion: 'v1', kind: 'Pod', metadata: { name: s.hubName, labels: labels('hub') },
+    spec: {
+      hostNetwork: true, restartPolicy: 'Always', terminationGracePeriodSeconds: 30,
+      containers: [{
+        name: 'hub', image: s.image, env,
+        args: ['hub', '--host', hubHost.addr, '--port', String(s.hubPort), '--control-host', hubHost.addr, '--control-port', String(s.controlPort),
+          '--tls-cert', `/certs/${hubHost.name}.crt`, '--tls-key', `/certs/${hubHost.name}.key`, '--tls-ca', '/certs/ca.crt', '--state-dir', '/var/lib/swarm'],
+        resources: { limits: { memory: `${s.hubMemMi.limit}Mi` } },
+        securityContext: security,
+        volumeMounts: [{ name: 'state', mountPath: '/var/lib/swarm' }, certsMount],
+      }],
+      volumes: [{ name: 'state', hostPath: { path: s.stateHostDir, type: 'Directory' } }, certs],
+    },
+  }];
+  const counts = spread(s.agents, workerHosts.length);
+  workerHosts.forEach((h, k) => {
+    const containers = Array.from({ length: counts[k]! }, (_, i) => {
+      const id = `${h.name}-${i + 1}`;
+      const args = ['worker', '--hub', `${hubHost.addr}:${s.hubPort}`, '--tls-ca', '/certs/ca.crt', '--driver', s.driver, '--model', s.modelPath, '--id', id];
+      for (const [key, v] of Object.entries(s.driverOpts)) args.push('--driver-opt', `${key}=${v}`);
+      // Peers on the host's address, one port each (the pod is in the host's network); the host's
+      // certificate serves the peer port and presents this worker to the hub.
+      if (s.failover) args.push('--failover', '--peer-host', h.addr, '--peer-port', String(s.peerPort + i), '--state-dir', `/var/lib/swarm/${id}`,
+        '--peer-tls-cert', `/certs/${h.name}.crt`, '--peer-tls-key', `/certs/${h.name}.key`, '--peer-tls-ca', '/certs/ca.crt');
+      else args.push('--tls-cert', `/certs/${h.name}.crt`, '--tls-key', `/certs/${h.name}.key`);
+      return {
+        name: `worker-${i + 1}`, image: s.image, args, env,
+        resources: { limits: { memory: `${s.workerMemMi.limit}Mi` } },
+        securityContext: security,
+        volumeMounts: [{ name: 'models', mountPath: '/models', readOnly: true }, certsMount,
+          ...(s.failover ? [{ name: 'worker-state', mountPath: '/var/lib/swarm' }] : [])],
+      };
+    });
+    out[`swarm-${h.name}.yaml`] = [{
+      apiVersion: 'v1', kind: 'Pod', metadata: { name: `${s.workersName}-${h.name}`, labels: labels('worker') },
+      spec: {
+        hostNetwork: true, restartPolicy: 'Always', terminationGracePeriodSeconds: 30, containers,
+        volumes: [{ name: 'models', hostPath: { path: s.modelHostDir, type: 'Directory' } }, certs,
+          ...(s.failover ? [{ name: 'worker-state', hostPath: { path: s.workerStateHostDir, type: 'Directory' } }] : [])],
+      },
+    }];
+  });
+  return out;
+}
