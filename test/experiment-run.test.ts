@@ -117,3 +117,20 @@ t.test('the judge scorer grades each answer with the grader role; a resumed runn
   t.equal(ex.requests.size, before, 'resubmission is idempotent: no new task');
   t.same((again.details!.experiment as ExperimentResult).conditions.map((c) => c.mean), [0.5, 0.5]);
 });
+
+t.test('an exec scorer runs only where the hub allows it (SWARM_EXEC_SCORERS=1)', async (t) => {
+  const dir = dataset(t, [{ id: 'a', question: 'q', expected: 'x' }, { id: 'b', question: 'q2', expected: 'y' }]);
+  fs.writeFileSync(path.join(dir, 'score.mjs'), "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{const o=JSON.parse(s);console.log(o.answer===o.item.expected?1:0)})");
+  const s = spec(`topology: star\ninputs: {dataset: items.jsonl}\nscorer: {type: exec, command: [${JSON.stringify(process.execPath)}, score.mjs]}\n`, dir);
+  const before = process.env.SWARM_EXEC_SCORERS;
+  t.teardown(() => { if (before === undefined) delete process.env.SWARM_EXEC_SCORERS; else process.env.SWARM_EXEC_SCORERS = before; });
+  delete process.env.SWARM_EXEC_SCORERS;
+  const refused = await run(s, () => 'x');
+  t.equal(refused.out.verdict, 'failed');
+  t.match(refused.out.reason, /SWARM_EXEC_SCORERS=1/);
+  t.equal(refused.ex.requests.size, 0, 'no task ran');
+  process.env.SWARM_EXEC_SCORERS = '1';
+  const ok = await run(s, () => 'x');
+  t.equal(ok.out.verdict, 'scored');
+  t.same(ok.exp.rows.map((r) => r.cells.star!.score), [1, 0], 'the command scored each answer against its item');
+});

@@ -72,6 +72,10 @@ export const experimentTopology: Topology = {
   defaults: {},
   next(spec, results, skip): Step {
     const e = spec.experiment, items = spec.inputs.dataset ?? [];
+    // An exec scorer runs a command of the experiment's on the host that drives the run: only where its operator said so.
+    if (e.scorer?.type === 'exec' && process.env.SWARM_EXEC_SCORERS !== '1') {
+      return { tasks: [], done: { output: '', verdict: 'failed', reason: 'exec scorers run the experiment\'s command on the hub\'s host, and this hub does not allow it: start the swarm with SWARM_EXEC_SCORERS=1 in its environment' } };
+    }
     const conds = conditionsOf(e);
     const total = items.length * conds.length;
     let st = progress.get(results);

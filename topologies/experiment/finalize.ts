@@ -51,6 +51,7 @@ const EXEC_CONCURRENCY = 4;
  */
 export async function finishExperiment(spec: RunSpec, d: RunDone, results: Results): Promise<RunDone> {
   const e = spec.experiment, items = spec.inputs.dataset ?? [];
+  if (!d.details?.units) return d; // refused before any unit ran
   const units = (d.details?.units as UnitDone[] | undefined) ?? [];
   const scorer: Scorer = e.scorer ?? { type: 'exact', case_sensitive: false, strip_punctuation: false, extract: 'whole' };
   const scores = new Map<string, ScoreResult>();
