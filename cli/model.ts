@@ -1,4 +1,6 @@
+import fs from 'node:fs';
 import path from 'node:path';
+import { SwarmError } from '../protocol/index.js';
 // The model helpers load on demand: an echo or exec worker needs neither (startup cost of 25 workers).
 const demo = () => import('../drivers/demo-model/index.js');
 const embedded = () => import('../drivers/embedded/index.js');
@@ -25,12 +27,29 @@ export async function chooseModel(driver: string, given: string | undefined, opt
       if (!opts.quiet) process.stderr.write(`resolving ${model} (downloading it if it is not cached)…\n`);
       return { path: await resolveModel(model), demo: false };
     }
-    // A missing file fails here, once, rather than in every worker.
-    return { path: GGUF_DRIVERS.has(driver) ? await resolveModel(path.resolve(model)) : model, demo: false };
+    // A missing file, or one that is not a model, fails here, once, rather than in every worker
+    // (which would say ready and fail the first task).
+    if (!GGUF_DRIVERS.has(driver)) return { path: model, demo: false };
+    const p = await resolveModel(path.resolve(model));
+    checkGguf(p);
+    return { path: p, demo: false };
   }
   if (!GGUF_DRIVERS.has(driver)) return { demo: false };
   const { DEMO_MODEL_NOTICE, ensureDemoModel } = await demo();
   const p = await ensureDemoModel();
   if (!opts.quiet) process.stderr.write(`${DEMO_MODEL_NOTICE}\n`);
   return { path: p, demo: true };
+}
+
+/** Refuse a file that is not GGUF (its first 4 bytes are "GGUF"): a notes.txt is not a model. */
+function checkGguf(file: string): void {
+  const head = Buffer.alloc(4);
+  let n = 0;
+  try {
+    const fd = fs.openSync(file, 'r');
+    try { n = fs.readSync(fd, head, 0, 4, 0); } finally { fs.closeSync(fd); }
+  } catch (err) { throw new SwarmError('SWARM_ERR_CONFIG', `--model ${file}: ${(err as Error).message}`); }
+  if (n < 4 || head.toString('latin1') !== 'GGUF') {
+    throw new SwarmError('SWARM_ERR_CONFIG', `--model ${file} is not a GGUF model file (it does not start with "GGUF"); give a .gguf file or an hf: URI`);
+  }
 }

@@ -20,6 +20,8 @@ export const HubConfigSchema = z.object({
   maxQueue: z.number().int().positive().default(1_000_000),
   leaseMs: z.number().int().positive().default(10 * 60_000),
   maxAttempts: z.number().int().positive().default(3),
+  /** max_tokens of a task that gives none (set at submit, so replicas and a restarted hub see it too). */
+  defaultMaxTokens: z.number().int().positive().max(1_000_000).default(512),
   /**
    * `always`: tasks and results are acknowledged and shown only once fsynced (one fsync per group
    * commit). `interval`: once written, with fsync every `fsyncMs` (a power loss can lose that much).

@@ -15,6 +15,8 @@ import { Answer } from './answer.js';
 import { RoleAssigner, checkRolePlan, type RolePlan } from './roles.js';
 import { checkTasksFit } from './bounds.js';
 
+/** A worker whose engine failed to start gets no task for this long. */
+const ENGINE_COOLDOWN_MS = 5000;
 /** Bound on one task's streamed answer held by the hub. */
 const MAX_ANSWER = 16 * 1024 * 1024;
 
@@ -95,7 +97,9 @@ export class Hub {
   }
 
   /** Submit tasks; resolves once they are journaled. */
-  async submit(specs: readonly (TaskInput | unknown)[]) {
+  async submit(input: readonly (TaskInput | unknown)[]) {
+    // A task without max_tokens gets the hub's default: with none, a one-line prompt ran ~2,000 tokens.
+    const specs = input.map((s) => (s && typeof s === 'object' && !Array.isArray(s) && (s as TaskInput).max_tokens === undefined ? { ...s, max_tokens: this.config.defaultMaxTokens } : s));
     checkTasksFit(specs, this.config.maxLine);
     const out = await this.store.submitMany(specs);
     const now = performance.now();
@@ -380,6 +384,16 @@ export class Hub {
     if (!w.inflight.has(taskId)) return;
     this.freeSlot(w, taskId);
     if (code === 'SWARM_ERR_SLOTS_FULL') { this.store.unlease(taskId, w.id); this.scheduleDispatch(); return; }
+    if (code === 'SWARM_ERR_ENGINE_START') {
+      // Not the task's fault: it goes back without using an attempt, and this worker gets no task
+      // for a while (its engine retries) so the task finds another worker meanwhile.
+      this.store.unlease(taskId, w.id);
+      this.free.delete(w);
+      setTimeout(() => { if (this.registry.get(w.id) === w) { this.free.add(w); this.scheduleDispatch(); } }, ENGINE_COOLDOWN_MS).unref();
+      this.log.warn({ worker: w.id, task: taskId, msg: text }, 'worker engine failed to start; task requeued without using an attempt');
+      this.scheduleDispatch();
+      return;
+    }
     this.log.warn({ worker: w.id, task: taskId, code, msg: text }, 'task failed on worker');
     void this.store.fail(taskId, w.id, { code, msg: text }, retryable)
       .then(() => this.armReadyTimer())

@@ -50,6 +50,8 @@ export class Agent {
   private readonly cfg: WorkerConfig;
   private stopping = false;
   private driverReady?: Promise<void>;
+  /** Why the engine last failed to start (cleared by a start that succeeds). */
+  private engineError?: unknown;
   /** Set with `failover` once run() has begun: the gossip side of this agent. */
   failover?: AgentFailover;
   private peerAddr?: string;
@@ -96,10 +98,7 @@ export class Agent {
   /** Start the driver and the network loop side by side (spec 5.3). */
   async run(): Promise<void> {
     this.state = AgentState.SPAWN;
-    this.driverReady = this.opts.driver.start().then(
-      () => { if (this.state === AgentState.SPAWN) this.state = AgentState.IDLE; },
-      (err) => { this.log.error({ err }, 'engine failed to start'); this.state = AgentState.IDLE; },
-    );
+    this.driverReady = this.startEngine();
     if (this.opts.failover) {
       // The gossip code loads only for a failover worker (17 modules a plain worker does without).
       const { AgentFailover } = await import('./failover-agent.js');
@@ -109,6 +108,14 @@ export class Agent {
       this.peerAddr = await this.failover.listen();
     }
     await this.client.run();
+  }
+
+  private startEngine(): Promise<void> {
+    this.engineError = undefined;
+    return this.opts.driver.start().then(
+      () => { if (this.state === AgentState.SPAWN) this.state = AgentState.IDLE; },
+      (err: unknown) => { this.engineError = err ?? new Error('engine failed to start'); this.log.error({ err }, 'engine failed to start'); if (this.state === AgentState.SPAWN) this.state = AgentState.IDLE; },
+    );
   }
 
   async stop(reason: string): Promise<void> {
@@ -221,6 +228,13 @@ export class Agent {
     const guard = new LoopGuard({ maxRepeats: this.opts.loopRepeats ?? this.cfg.agent.loopRepeats });
     try {
       if (this.driverReady) await this.driverReady;
+      if (this.engineError !== undefined) {
+        // Once more: an engine that failed to start (a port taken, a file not there yet) may start
+        // now. If not, the task is not at fault: ENGINE_START gives it back without using an attempt.
+        this.driverReady = this.startEngine();
+        await this.driverReady;
+        if (this.engineError !== undefined) throw new SwarmError('SWARM_ERR_ENGINE_START', `engine failed to start: ${(this.engineError as Error)?.message ?? String(this.engineError)}`);
+      }
       const gen = this.opts.driver.chat(p.prompt, {
         stop: p.stop, maxTokens: p.max_tokens, temperature: p.temperature, seed: p.seed,
         grammar: p.grammar, jsonSchema: p.json_schema, signal: abort.signal,
