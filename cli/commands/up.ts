@@ -94,6 +94,8 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
     '--max-attempts', String(o.maxAttempts), '--max-tokens', String(o.maxTokens), '--fsync', o.fsync, '--ready-fd', '3', ...args(o, model)];
   if (o.tlsCert) hubArgs.push('--tls-cert', o.tlsCert);
   if (o.tlsKey) hubArgs.push('--tls-key', o.tlsKey);
+  if (o.tlsCa) hubArgs.push('--tls-ca', o.tlsCa);
+  if (o.controlHost) hubArgs.push('--control-host', o.controlHost);
   if (!o.journal) hubArgs.push('--no-journal');
   if (o.insecureNoAuth) hubArgs.push('--insecure-no-auth');
   if (o.engine === 'shared') hubArgs.push('--engine', 'shared');
