@@ -2,7 +2,7 @@ import pRetry from 'p-retry';
 import { SwarmError } from '../protocol/index.js';
 
 /** Codes after which sending the same request again may succeed: the hub was unreachable, restarting or could not write. */
-const TRANSIENT = new Set<string>(['SWARM_ERR_NO_SWARM', 'SWARM_ERR_TIMEOUT', 'SWARM_ERR_SHUTDOWN', 'SWARM_ERR_JOURNAL']);
+const TRANSIENT = new Set<string>(['SWARM_ERR_NO_SWARM', 'SWARM_ERR_TIMEOUT', 'SWARM_ERR_SHUTDOWN', 'SWARM_ERR_JOURNAL', 'SWARM_ERR_DISK_FULL']);
 
 /** True for an error worth a retry (a network failure or a transient hub error), false for a refusal (4xx). */
 export function transient(err: unknown): boolean {
