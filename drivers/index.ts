@@ -3,4 +3,4 @@ export type { ChatOptions, ChatStats, Driver, DriverConfig } from './types.js';
 export { createDriver, driverNames, loadDriver, registerDriver, type DriverFactory } from './registry.js';
 export { LoopGuard } from './loop-guard.js';
 export { StopFilter } from './stop-filter.js';
-export { killAllChildren, trackChild, untrackChild } from './children.js';
+export { killAllChildren, killGroup, keepLoopAlive, stopGracefully, trackChild, untrackChild, ORPHAN_WATCHDOG } from './lifecycle.js';

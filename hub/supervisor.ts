@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
+import { killGroup } from '../drivers/lifecycle.js';
 import { isSameProcess, readPidFile, writePidFile } from './proc-id.js';
 
 export interface SupervisorOptions {
@@ -166,9 +167,7 @@ export function alive(pid: number): boolean {
   } catch { return true; }
 }
 
-/** Signal a whole process group (the worker and its engines), falling back to the pid. */
-export function killGroup(pid: number, signal: NodeJS.Signals): void {
-  try { process.kill(-pid, signal); } catch { try { process.kill(pid, signal); } catch { /* gone */ } }
-}
+// The lifecycle file alone, not the drivers' face: the hub needs no driver registry.
+export { killGroup };
 
 function sleep(ms: number): Promise<void> { return new Promise((r) => setTimeout(r, ms)); }

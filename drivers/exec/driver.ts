@@ -1,5 +1,5 @@
 import { SwarmError } from '../../protocol/index.js';
-import { trackChild, untrackChild } from '../children.js';
+import { killGroup, trackChild, untrackChild } from '../lifecycle.js';
 import { StopFilter } from '../stop-filter.js';
 import { checkKnown, intOption } from '../options.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
@@ -70,10 +70,6 @@ export class ExecDriver implements Driver {
       proc.catch(() => {});
     }
   }
-}
-
-function killGroup(pid: number, sig: NodeJS.Signals): void {
-  try { process.kill(-pid, sig); } catch { /* gone */ }
 }
 
 export function execFactory(config: DriverConfig): Driver { return new ExecDriver(config); }

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SwarmError } from '../../protocol/index.js';
 import { LLAMA_BINARIES, bundleKey, bundlePath, defaultBinDir, findLlamaBinary, hasBinaries } from './paths.js';
+import { killGroup } from '../lifecycle.js';
 
 /** CMake flags: native CPU, static binaries (relocatable into the cache), and nothing that reaches the network. */
 export const CMAKE_FLAGS = [
@@ -79,7 +80,7 @@ function run(cmd: string, args: string[], cwd: string, onLine: (l: string) => vo
     };
     child.stdout.on('data', feed);
     child.stderr.on('data', feed);
-    const abort = (): void => { try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* gone */ } };
+    const abort = (): void => killGroup(child.pid!, 'SIGKILL');
     signal?.addEventListener('abort', abort, { once: true });
     child.on('error', (err) => reject(new SwarmError('SWARM_ERR_ENGINE_BUILD', `${cmd}: ${err.message}`, { cause: err })));
     child.on('close', (code, sig) => {

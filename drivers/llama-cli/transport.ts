@@ -1,5 +1,6 @@
 import { constants } from 'node:os';
 import { EngineProcess, type EngineExit } from '../llama-server/index.js';
+import { stopGracefully } from '../lifecycle.js';
 
 /** A running interactive CLI: text in, text out. */
 export interface CliTransport {
@@ -79,11 +80,7 @@ export async function ptyTransport(bin: string, args: string[], onData: (t: stri
     signal,
     stop: async (graceMs) => {
       if (exit) return exit;
-      signal('SIGTERM');
-      const timer = setTimeout(() => signal('SIGKILL'), graceMs);
-      const e = await exited;
-      clearTimeout(timer);
-      return e;
+      return stopGracefully(signal, exited, graceMs);
     },
     outputTail: (n = 20) => tail.slice(-n).join('\n'),
   };

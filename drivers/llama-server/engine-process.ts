@@ -1,28 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { trackChild, untrackChild } from '../children.js';
+import { ORPHAN_WATCHDOG, keepLoopAlive, killGroup, stopGracefully, trackChild, untrackChild } from '../lifecycle.js';
 
-/**
- * The shell wrapper that keeps an engine from outliving its worker. It forks a watcher that holds a
- * pipe from us on fd 3, then execs the engine (so the engine keeps the spawned pid and leads its group).
- * When the worker dies, even by SIGKILL, the pipe closes; the watcher wakes and kills the engine
- * (SIGTERM, then SIGKILL on the whole group). Linux has no portable parent-death signal from Node,
- * so an EOF on a pipe is the one signal that needs the parent's cooperation neither in life nor death.
- */
-const WATCHDOG = [
-  '( trap "" TERM INT HUP; read -r _ <&3; kill -TERM $$ 2>/dev/null || exit 0; i=0;' +
-    ' while kill -0 $$ 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; kill -KILL -$$ 2>/dev/null ) &',
-  'exec "$@" 3<&-',
-].join('\n');
-
-/**
- * Keep this process's event loop alive until `p` settles. The engine's process handle and pipes are
- * unref'd (an idle engine must never hold a worker open), so code that awaits only the engine (its
- * exit, its first /health answer) would otherwise let the loop drain and the process end mid-await.
- */
-export function keepLoopAlive<T>(p: Promise<T>): Promise<T> {
-  const timer = setInterval(() => {}, 1 << 30);
-  return p.finally(() => clearInterval(timer));
-}
+/** Kept for the drivers that import it from here; it lives with the rest of the lifecycle. */
+export { keepLoopAlive };
 
 /** How an engine process ended. */
 export interface EngineExit { code: number | null; signal: NodeJS.Signals | null }
@@ -49,7 +29,7 @@ export class EngineProcess {
   private partial = '';
 
   constructor(readonly file: string, readonly args: string[], private readonly opts: EngineProcessOptions = {}) {
-    this.child = spawn('/bin/sh', ['-c', WATCHDOG, 'swarm-engine', file, ...args], {
+    this.child = spawn('/bin/sh', ['-c', ORPHAN_WATCHDOG, 'swarm-engine', file, ...args], {
       stdio: [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe', 'pipe'],
       detached: true,
       env: opts.env ?? process.env,
@@ -130,17 +110,13 @@ export class EngineProcess {
   kill(signal: NodeJS.Signals): void {
     const pid = this.child.pid;
     if (pid === undefined) return;
-    try { process.kill(-pid, signal); } catch { /* already gone */ }
+    killGroup(pid, signal);
   }
 
   /** SIGTERM, then SIGKILL after `graceMs`; resolves when the process has exited. Idempotent. */
   async stop(graceMs = 3000): Promise<EngineExit> {
     if (this.exit) { this.kill('SIGKILL'); return this.exit; }
-    this.kill('SIGTERM');
-    let timer: NodeJS.Timeout | undefined;
-    const forced = new Promise<void>((r) => { timer = setTimeout(() => { this.kill('SIGKILL'); r(); }, graceMs); });
-    const e = await keepLoopAlive(Promise.race([this.exited, forced.then(() => this.exited)]));
-    clearTimeout(timer);
+    const e = await stopGracefully((sig) => this.kill(sig), this.exited, graceMs);
     // The watcher is in the group too; with the engine gone it must not linger.
     this.kill('SIGKILL');
     return e;
