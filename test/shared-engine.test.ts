@@ -31,5 +31,5 @@ t.test('swarm up --engine shared: one llama-server serves every worker, and down
 t.test('--engine rejects an unknown mode as a usage error', async (t) => {
   const r = swarm(['up', '--engine', 'both', '--state-dir', tempDir(t)]);
   t.equal(r.code, 2);
-  t.match(r.stderr, /per-worker or shared/);
+  t.match(r.stderr, /batched, per-worker or llama-server/);
 });
