@@ -110,3 +110,21 @@ t.test('a worker that follows the spec\'s section 4 literally (no task_id, no re
   hub.kill('worker-5002', 'test over');
   t.equal(await exited, 0, 'it leaves on KILL');
 });
+
+t.test('placeholder tokens are refused off loopback; no auth only behind --insecure-no-auth, with a warning', async (t) => {
+  const { hubConfig } = await import('../hub/index.js');
+  for (const token of ['REPLACE-WITH-A-LONG-RANDOM-TOKEN', 'changeme', 'short-token']) {
+    t.throws(() => hubConfig({ host: '0.0.0.0', token }), { code: 'SWARM_ERR_INSECURE_BIND' }, `${token} refused on 0.0.0.0`);
+  }
+  t.ok(hubConfig({ host: '0.0.0.0', token: 'a-long-random-token-9f8e7d6c' }), 'a real token is taken');
+  t.ok(hubConfig({ host: '127.0.0.1', token: 'changeme' }), 'loopback only: not refused');
+  const { startHub: startCliHub, killGroup } = await import('./helpers/failover.js');
+  const { hubFile, tempDir } = await import('./helpers/cli.js');
+  const dir = tempDir(t);
+  const hub = await startCliHub(dir, ['--insecure-no-auth']);
+  t.teardown(() => killGroup(hub));
+  t.equal(hubFile(dir)!.token, undefined, 'no token');
+  t.match(hub.output(), /warning: --insecure-no-auth/, 'said loudly');
+  const res = await fetch(`http://${hubFile(dir)!.control.host}:${hubFile(dir)!.control.port}/status`);
+  t.equal(res.status, 200, 'the control API answers anyone');
+});
