@@ -1,15 +1,17 @@
 /**
- * The swarm against its limit: N agents through the hub (`swarm up --engine shared`
- * and per-worker embedded) versus a bare `llama-server -np N` driven directly, same model, same load
- * (N concurrent streams, R requests each, T tokens per request, temperature 0), in one run.
- * Run: `npm run build && node dist/bench/swarm-vs-server.js [MODEL] [N] [R]`; writes bench/results/swarm-vs-server.json.
+ * The swarm against its limit: N agents through the hub in each engine mode (`swarm up --engine
+ * batched`, `shared` = one llama-server -np N, `per-worker` embedded) versus a bare `llama-server -np N`
+ * driven directly at -t 1 and -t 2 (the faster is the bar), same model, same load (N concurrent
+ * streams, R requests each, T tokens per request), in one run. The batched engine runs at 1 and 2 threads.
+ * Run: `npm run build && node dist/bench/swarm-vs-server.js [MODEL] [N] [R] [modes,...]`;
+ * appends to bench/results/swarm-vs-server.jsonl (one line per run, with the load average).
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { machine } from './proc.js';
+import { cpuSeconds, machine } from './proc.js';
 import { runLoad, sharedServer } from './engine-load.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -17,48 +19,75 @@ const CLI = path.join(ROOT, 'dist/cli/main.js');
 const model = process.argv[2] ?? '/tmp/swarm-bench-models/synth-llama-110M-shape-q8_0.gguf';
 const n = Number(process.argv[3] ?? 8);
 const reqs = Number(process.argv[4] ?? 3);
+const modes = (process.argv[5] ?? 'bare-1,bare-2,batched-1,batched-2,shared,per-worker').split(',');
 const TOKENS = 64;
-const threads = os.cpus().length;
+const CTX = 512; // per agent: the prompts are short; keeps 25 agents' KV caches small
 
 function swarm(args: string[], input?: string): { code: number | null; stdout: string; stderr: string } {
   const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', input, timeout: 1_800_000, maxBuffer: 64 * 1024 * 1024 });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
+/**
+ * CPU seconds used so far by every process of the swarm in `dir` (hub, workers, engines: each names
+ * the state dir on its command line). On a shared, busy machine tokens per CPU-second is the fairer
+ * figure: wall-clock rates follow the other sessions' load.
+ */
+function swarmCpu(dir: string): number {
+  let s = 0;
+  for (const p of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(p)) continue;
+    try { if (fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(dir)) s += cpuSeconds(Number(p)); } catch { /* gone */ }
+  }
+  return s;
+}
+
 /** Tokens/s of N*R tasks through a running swarm (submit to last result), from the receipts. */
-function throughSwarm(engine: 'shared' | 'per-worker') {
+function throughSwarm(engine: string, extra: string[], label: string) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-'));
   try {
-    const up = swarm(['up', '--agents', String(n), '--engine', engine, '--model', model, '--detach', '--json', '--state-dir', dir, '--ready-timeout', '600000']);
+    const up = swarm(['up', '--agents', String(n), '--engine', engine, '--model', model, '--detach', '--json', '--state-dir', dir, '--ready-timeout', '600000', ...extra]);
     if (up.code !== 0) throw new Error(up.stderr);
     const ready = JSON.parse(up.stdout) as { ready_ms: number };
     const lines = (tag: string, k: number) => Array.from({ length: k }, (_, i) => JSON.stringify({ id: `${tag}-${i}`, prompt: 'Once upon a time', max_tokens: TOKENS, temperature: 0, seed: i })).join('\n');
     swarm(['submit', '--file', '-', '--wait', '--state-dir', dir], lines('warm', n)); // engines warm, like the bare server's warm-up
+    const load = os.loadavg()[0];
+    const cpu0 = swarmCpu(dir);
     const t0 = performance.now();
     const sub = swarm(['submit', '--file', '-', '--wait', '--json', '--state-dir', dir], lines('run', n * reqs));
     const wall = (performance.now() - t0) / 1000;
+    const cpu = swarmCpu(dir) - cpu0;
     const res = JSON.parse(sub.stdout) as { tasks: { state: string; receipt?: { tokens_out?: number; ttft_ms?: number } }[] };
     const tokens = res.tasks.reduce((a, x) => a + (x.receipt?.tokens_out ?? 0), 0);
-    return { mode: `swarm ${engine}`, ready_ms: ready.ready_ms, done: res.tasks.filter((x) => x.state === 'done').length, tokens, wall_s: +wall.toFixed(2), tokens_per_s: Math.round(tokens / wall) };
+    return { mode: label, ready_ms: ready.ready_ms, done: res.tasks.filter((x) => x.state === 'done').length, tokens, wall_s: +wall.toFixed(2), tokens_per_s: Math.round(tokens / wall), cpu_s: +cpu.toFixed(2), tokens_per_cpu_s: Math.round(tokens / cpu), load_avg_1m_before: load };
   } finally {
     swarm(['down', '--state-dir', dir]);
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
 
-async function bare() {
-  const set = await sharedServer(model, n, threads, 2048);
+async function bare(threads: number) {
+  const set = await sharedServer(model, n, threads, CTX);
   try {
     await runLoad(set, 1, TOKENS); // warm-up
+    const load = os.loadavg()[0];
     const r = await runLoad(set, reqs, TOKENS);
-    return { mode: `bare llama-server -np ${n} -t ${threads}`, tokens: r.tokens, wall_s: +r.wall_s.toFixed(2), tokens_per_s: Math.round(r.tokens_per_s) };
+    return { mode: `bare llama-server -np ${n} -t ${threads}`, tokens: r.tokens, wall_s: +r.wall_s.toFixed(2), tokens_per_s: Math.round(r.tokens_per_s), cpu_s: r.engine_cpu_s, tokens_per_cpu_s: Math.round(r.tokens_per_cpu_s), load_avg_1m_before: load };
   } finally { await set.stop(); }
 }
 
-const rows = [await bare(), throughSwarm('shared'), throughSwarm('per-worker')];
-const base = rows[0]!.tokens_per_s;
-const out = { machine: machine(), date: new Date().toISOString(), load_avg_1m: os.loadavg()[0], model: path.basename(model), agents: n, requests_per_agent: reqs, tokens_per_request: TOKENS,
-  rows: rows.map((r) => ({ ...r, vs_bare: +(r.tokens_per_s / base).toFixed(2) })) };
+const rows: { mode: string; tokens_per_s: number; tokens_per_cpu_s: number }[] = [];
+for (const m of modes) {
+  if (m.startsWith('bare-')) rows.push(await bare(Number(m.slice(5))));
+  else if (m.startsWith('batched-')) rows.push(throughSwarm('batched', ['--driver-opt', `threads=${m.slice(8)}`, '--driver-opt', `ctx=${CTX}`], `swarm batched -t ${m.slice(8)}`));
+  else if (m === 'shared') rows.push(throughSwarm('shared', [], 'swarm shared llama-server'));
+  else if (m === 'per-worker') rows.push(throughSwarm('per-worker', ['--driver-opt', `ctx=${CTX}`], 'swarm per-worker embedded'));
+  process.stderr.write(JSON.stringify(rows[rows.length - 1]) + '\n');
+}
+const bares = rows.filter((r) => r.mode.startsWith('bare'));
+const best = bares.reduce((a, r) => (r.tokens_per_s > a.tokens_per_s ? r : a), bares[0] ?? { mode: 'none', tokens_per_s: NaN, tokens_per_cpu_s: NaN });
+const out = { machine: machine(), date: new Date().toISOString(), load_avg: os.loadavg(), model: path.basename(model), agents: n, requests_per_agent: reqs, tokens_per_request: TOKENS, ctx_per_agent: CTX,
+  best_bare: best.mode, rows: rows.map((r) => ({ ...r, vs_best_bare: +(r.tokens_per_s / best.tokens_per_s).toFixed(2), cpu_vs_best_bare: +(r.tokens_per_cpu_s / best.tokens_per_cpu_s).toFixed(2) })) };
 fs.mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });
-fs.writeFileSync(path.join(ROOT, 'bench/results/swarm-vs-server.json'), JSON.stringify(out, null, 2) + '\n');
+fs.appendFileSync(path.join(ROOT, 'bench/results/swarm-vs-server.jsonl'), JSON.stringify(out) + '\n');
 console.log(JSON.stringify(out, null, 2));

@@ -24,8 +24,8 @@ export function registerPlan(program: Command): void {
     .option('--ram <size>', 'machine memory (16G = 16 GiB; 16GB = 16e9 bytes)', size('--ram'), 16 * 1024 ** 3)
     .option('--cpus <n>', 'vCPUs', int('--cpus', 1), 4)
     .option('--ctx <n>', 'context tokens per agent', int('--ctx', 16), 2048)
-    .option('--engine <mode>', 'per-worker (an engine per agent) or shared (one batched engine)', (v: string) => {
-      if (v !== 'per-worker' && v !== 'shared') throw new InvalidArgumentError('--engine must be per-worker or shared');
+    .option('--engine <mode>', 'per-worker (an engine per agent), batched or shared (one batched engine for all)', (v: string) => {
+      if (v !== 'per-worker' && v !== 'shared' && v !== 'batched') throw new InvalidArgumentError('--engine must be per-worker, batched or shared');
       return v;
     }, 'per-worker')
     .option('--ubatch <n>', 'llama.cpp micro-batch (-ub)', int('--ubatch', 1), 512)

@@ -5,8 +5,11 @@
  */
 import type { ModelShape } from './gguf.js';
 
-/** Engine layout: one llama.cpp engine per worker (isolation) or one batched engine all workers share. */
-export type EngineMode = 'per-worker' | 'shared';
+/**
+ * Engine layout: one llama.cpp engine per worker (isolation) or one batched engine all workers share
+ * (`shared`: llama-server -np N; `batched`: the node-llama-cpp engine, a sequence per worker: the same arithmetic).
+ */
+export type EngineMode = 'per-worker' | 'shared' | 'batched';
 
 /** Inputs of a plan. Only `agents` is required. */
 export interface PlanOptions {

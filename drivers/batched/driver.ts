@@ -50,7 +50,20 @@ export class BatchedDriver implements Driver {
     this.idle.length = 0;
   }
 
+  /**
+   * A connection that owns a sequence. An engine that closes a connection before it gives a sequence
+   * is going away (it idled out between our probe and our connect, or it died): try again, which
+   * starts a new one.
+   */
   private async connect(): Promise<SeqConn> {
+    for (let attempt = 1; ; attempt++) {
+      try { return await this.connectOnce(); } catch (err) {
+        if (attempt >= 3 || this.stopping || !(err instanceof SwarmError) || err.code !== 'SWARM_ERR_ENGINE_DIED') throw err;
+      }
+    }
+  }
+
+  private async connectOnce(): Promise<SeqConn> {
     if (!this.config.model) throw new SwarmError('SWARM_ERR_CONFIG', 'the batched driver needs a model (--model PATH.gguf or an hf: URI)');
     this.modelPath ??= await resolveModel(this.config.model);
     const o = this.options;

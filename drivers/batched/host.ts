@@ -32,6 +32,8 @@ class Engine {
   private readonly clients = new Set<Client>();
   private readonly completions: LlamaCompletion[];
   private idleTimer: NodeJS.Timeout | undefined;
+  /** A worker has held a sequence: from now on the short idle exit applies. */
+  private started = false;
 
   constructor(private readonly cfg: EngineConfig, private readonly model: LlamaModel, private readonly sequences: LlamaContextSequence[],
     private readonly grammars: GrammarCache) {
@@ -44,7 +46,9 @@ class Engine {
   private armIdle(): void {
     clearTimeout(this.idleTimer);
     if (this.clients.size > 0) return;
-    this.idleTimer = setTimeout(() => { log('no worker connected: exiting'); shutdown(0); }, this.cfg.idleMs);
+    // A new engine waits longer for its first workers: the one that started it may be slow to connect on a busy machine.
+    const ms = this.started ? this.cfg.idleMs : Math.max(this.cfg.idleMs, 10_000);
+    this.idleTimer = setTimeout(() => { log('no worker connected: exiting'); shutdown(0); }, ms);
   }
 
   accept(sock: net.Socket): void {
@@ -78,6 +82,7 @@ class Engine {
 
   private assign(c: Client, seq: number): void {
     c.seq = seq;
+    this.started = true;
     this.send(c, { t: 'seq', seq, of: this.sequences.length, ctx: this.sequences[seq]!.context.contextSize, pid: process.pid });
   }
 
@@ -112,6 +117,7 @@ class Engine {
       this.send(c, { t: 'error', id, code: 'SWARM_ERR_TASK_FAILED', message: `invalid ${what}: ${err instanceof Error ? err.message : String(err)}` });
       return;
     }
+    generating++;
     try {
       const r = await generate({
         model: this.model, sequence: this.sequences[seq]!, completion: this.completions[seq]!, prompt, opts, grammar, signal,
@@ -120,6 +126,8 @@ class Engine {
       this.send(c, { t: 'done', id, ...r });
     } catch (err) {
       this.send(c, { t: 'error', id, code: 'SWARM_ERR_TASK_FAILED', message: err instanceof Error ? err.message : String(err) });
+    } finally {
+      generating--;
     }
   }
 
@@ -142,6 +150,10 @@ class Engine {
   }
 }
 
+/** Chats generating now (the batch gatherer waits for this many queued tokens), and how long it may wait. */
+let generating = 0;
+const GATHER_MS = 4;
+
 let server: net.Server | undefined;
 let socketPath: string | undefined;
 
@@ -161,7 +173,21 @@ async function main(): Promise<void> {
   const model = await llama.loadModel({ modelPath: cfg.model });
   const context = await model.createContext({
     contextSize: Math.min(cfg.ctx, model.trainContextSize), sequences: cfg.sequences, threads: cfg.threads,
+    batching: { dispatchSchedule: (dispatch) => gather(dispatch) },
   });
+  // node-llama-cpp dispatches a batch on the next event-loop turn, or at once when every sequence of
+  // the context has queued a token. Sequences finish sampling at slightly different moments, so the
+  // next turn often sees only some of the generating ones, and each small batch streams all weights
+  // again. Wait (a little, bounded) until every sequence that is generating has queued its token.
+  const queued = (): number => (context as unknown as { _queuedDecodeSequenceIds: Set<number> })._queuedDecodeSequenceIds.size;
+  const gather = (dispatch: () => void): void => {
+    const t0 = performance.now();
+    const check = (): void => {
+      if (queued() >= generating || performance.now() - t0 > GATHER_MS) dispatch();
+      else setImmediate(check);
+    };
+    setImmediate(check);
+  };
   const sequences = Array.from({ length: cfg.sequences }, () => context.getSequence());
   const engine = new Engine(cfg, model, sequences, new GrammarCache(llama));
   // The socket appears only now, fully loaded: a worker that can connect can chat. Owner-only (0600).

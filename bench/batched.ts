@@ -1,0 +1,146 @@
+/**
+ * The batched engine's own benches, one run each, results appended to bench/results/batched.jsonl
+ * with the load average beside them:
+ *   prefix  MODEL   8 agents on one engine, prompts sharing a ~1,500-token prefix and differing in
+ *                   the last ~20 tokens: time to first token cold (first prompt) vs warm (second).
+ *   startup MODEL   `swarm up --agents 25 --engine batched`, then 25 tasks: time from `up` until every
+ *                   agent has answered one.
+ *   memory  MODEL   PSS of the whole swarm (hub, workers, engine) at 5 and 25 agents; per extra agent
+ *                   beyond its KV cache; and what `swarm plan` says for 25.
+ * Run: `npm run build && node dist/bench/batched.js prefix|startup|memory MODEL`.
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { BatchedDriver } from '../drivers/batched/index.js';
+import { machine, quantile } from './proc.js';
+import { mb, processMemory } from './smaps.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const CLI = path.join(ROOT, 'dist/cli/main.js');
+const [what, model = '/work/shared/models/synth-llama-15M-shape-q8_0.gguf'] = process.argv.slice(2);
+
+function swarm(args: string[], input?: string): { code: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', input, timeout: 1_800_000, maxBuffer: 64 * 1024 * 1024 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+function record(o: Record<string, unknown>): void {
+  const out = { bench: what, machine: machine(), date: new Date().toISOString(), load_avg: os.loadavg(), model: path.basename(model), ...o };
+  fs.mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });
+  fs.appendFileSync(path.join(ROOT, 'bench/results/batched.jsonl'), JSON.stringify(out) + '\n');
+  console.log(JSON.stringify(out, null, 2));
+}
+
+async function ttft(d: BatchedDriver, prompt: string): Promise<{ ms: number; cached: number; tokensIn: number }> {
+  const t0 = performance.now();
+  const g = d.chat(prompt, { maxTokens: 4, temperature: 0 });
+  let ms = -1;
+  let r = await g.next();
+  while (!r.done) { if (ms < 0) ms = performance.now() - t0; r = await g.next(); }
+  const st = r.value as { tokensCached: number; tokensIn: number };
+  return { ms: ms < 0 ? performance.now() - t0 : ms, cached: st.tokensCached, tokensIn: st.tokensIn };
+}
+
+async function prefix(): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-prefix-'));
+  const n = 8;
+  const ds = Array.from({ length: n }, () => new BatchedDriver({ name: 'batched', model, options: { dir, sequences: String(n), ctx: '2048', threads: '1' } }));
+  try {
+    await Promise.all(ds.map((d) => d.start()));
+    // ~1,500 tokens of shared document, then ~20 tokens that differ per agent and per round.
+    const doc = Array.from({ length: 104 }, (_, i) => `Line ${i} of the shared input document says the same thing.`).join(' ');
+    const tail = (a: number, round: number) => ` Agent ${a}, round ${round}: answer question ${a * 7 + round * 13} about the document now.`;
+    const load = os.loadavg()[0];
+    const cold = await Promise.all(ds.map((d, a) => ttft(d, doc + tail(a, 0))));
+    const warm = await Promise.all(ds.map((d, a) => ttft(d, doc + tail(a, 1))));
+    const p50 = (xs: { ms: number }[]) => Math.round(quantile(xs.map((x) => x.ms), 0.5));
+    record({
+      agents: n, prompt_tokens: cold[0]!.tokensIn, load_avg_1m_before: load,
+      cold_ttft_p50_ms: p50(cold), warm_ttft_p50_ms: p50(warm), speedup: +(p50(cold) / Math.max(1, p50(warm))).toFixed(1),
+      warm_tokens_cached: warm.map((w) => w.cached), cold_ttft_ms: cold.map((c) => Math.round(c.ms)), warm_ttft_ms: warm.map((w) => Math.round(w.ms)),
+    });
+  } finally {
+    await Promise.all(ds.map((d) => d.stop()));
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function startup(): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-start-'));
+  const n = 25;
+  try {
+    const load = os.loadavg()[0];
+    const t0 = performance.now();
+    const up = swarm(['up', '--agents', String(n), '--engine', 'batched', '--model', model, '--detach', '--json', '--state-dir', dir]);
+    if (up.code !== 0) throw new Error(up.stderr);
+    const readyMs = performance.now() - t0;
+    const lines = Array.from({ length: n }, (_, i) => JSON.stringify({ id: `s-${i}`, prompt: 'Once upon a time', max_tokens: 8, temperature: 0 })).join('\n');
+    const sub = swarm(['submit', '--file', '-', '--wait', '--json', '--state-dir', dir], lines);
+    const allMs = performance.now() - t0;
+    const res = JSON.parse(sub.stdout) as { tasks: { state: string; receipt?: { worker?: string } }[] };
+    record({
+      agents: n, load_avg_1m_before: load, up_ready_ms: Math.round(readyMs), all_answered_ms: Math.round(allMs),
+      done: res.tasks.filter((x) => x.state === 'done').length, distinct_workers: new Set(res.tasks.map((x) => x.receipt?.worker)).size,
+    });
+  } finally {
+    swarm(['down', '--state-dir', dir]);
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** PSS of every process whose command line names `dir` (hub, workers, engine). */
+function swarmPss(dir: string): { total: number; engine: number; workers: number; hub: number } {
+  const o = { total: 0, engine: 0, workers: 0, hub: 0 };
+  for (const p of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(p)) continue;
+    try {
+      const cmd = fs.readFileSync(`/proc/${p}/cmdline`, 'utf8');
+      if (!cmd.includes(dir)) continue;
+      const pss = processMemory(Number(p)).pss;
+      o.total += pss;
+      if (cmd.includes('batched/host')) o.engine += pss; else if (cmd.includes('\0worker\0')) o.workers += pss; else o.hub += pss;
+    } catch { /* gone */ }
+  }
+  return o;
+}
+
+async function memory(): Promise<void> {
+  const ctx = 512;
+  const at = async (n: number) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-mem-'));
+    try {
+      const up = swarm(['up', '--agents', String(n), '--engine', 'batched', '--model', model, '--driver-opt', `ctx=${ctx}`, '--detach', '--json', '--state-dir', dir]);
+      if (up.code !== 0) throw new Error(up.stderr);
+      // Every sequence used once, so its KV cache pages are touched as in real use.
+      const lines = Array.from({ length: n }, (_, i) => JSON.stringify({ id: `m-${i}`, prompt: 'Once upon a time', max_tokens: 16, temperature: 0 })).join('\n');
+      swarm(['submit', '--file', '-', '--wait', '--state-dir', dir], lines);
+      await new Promise((r) => setTimeout(r, 2000));
+      const m = swarmPss(dir);
+      return { agents: n, total_mb: mb(m.total), engine_mb: mb(m.engine), workers_mb: mb(m.workers), hub_mb: mb(m.hub) };
+    } finally {
+      swarm(['down', '--state-dir', dir]);
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  const load = os.loadavg()[0];
+  const small = await at(5);
+  const big = await at(25);
+  const plan = swarm(['plan', '--agents', '25', '--model', model, '--engine', 'batched', '--ctx', String(ctx), '--json']);
+  let planTotal: number | undefined;
+  try { planTotal = (JSON.parse(plan.stdout) as { memory?: { total?: number } }).memory?.total; } catch { /* plan said no */ }
+  const perAgent = (big.total_mb - small.total_mb) / 20;
+  record({
+    ctx_per_agent: ctx, load_avg_1m_before: load, at5: small, at25: big, pss_per_extra_agent_mb: +perAgent.toFixed(1),
+    plan_25_total_mb: planTotal !== undefined ? mb(planTotal) : null, plan_vs_measured: planTotal !== undefined ? +(mb(planTotal) / big.total_mb).toFixed(2) : null,
+    plan_output: planTotal === undefined ? (plan.stdout + plan.stderr).slice(0, 500) : undefined,
+  });
+}
+
+if (what === 'prefix') await prefix();
+else if (what === 'startup') await startup();
+else if (what === 'memory') await memory();
+else { process.stderr.write('usage: batched.js prefix|startup|memory MODEL\n'); process.exit(2); }
+process.exit(0);
