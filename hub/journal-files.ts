@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { decodeRecord, type JournalRecord } from './journal-record.js';
+import { decodeLine, type Decoded, type JournalRecord } from './journal-record.js';
 
 /** The files of a journal in its state directory. */
 export interface JournalPaths {
@@ -36,7 +36,7 @@ const CHUNK = 8 * 1024 * 1024;
  * Every line of a file, read in chunks (a journal can pass V8's largest string). Returns the byte
  * length up to the last newline: anything after it is a torn tail a crash left mid-write.
  */
-export function readLines(file: string, onLine: (line: string, offset: number) => void): { size: number; goodEnd: number } | undefined {
+export function readLines(file: string, onLine: (buf: Buffer, start: number, end: number, offset: number) => void): { size: number; goodEnd: number } | undefined {
   let fd: number;
   try { fd = fs.openSync(file, 'r'); } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
@@ -54,7 +54,7 @@ export function readLines(file: string, onLine: (line: string, offset: number) =
       const data: Buffer = carry.length ? Buffer.concat([carry, buf.subarray(0, n)]) : buf.subarray(0, n);
       let from = 0;
       for (let nl = data.indexOf(10, from); nl >= 0; nl = data.indexOf(10, from)) {
-        if (nl > from) onLine(data.toString('utf8', from, nl), lineStart);
+        if (nl > from) onLine(data, from, nl, lineStart);
         lineStart += nl + 1 - from;
         from = nl + 1;
       }
@@ -71,9 +71,9 @@ export function readJournalFile(file: string): { records: JournalRecord[]; damag
   const damage: Damage[] = [];
   let legacy = 0;
   const name = path.basename(file);
-  const r = readLines(file, (line, offset) => {
-    const d = decodeRecord(line);
-    if (d.ok) { records.push(d.rec); if (d.legacy) legacy++; } else damage.push({ file: name, offset, why: d.why, raw: line });
+  const r = readLines(file, (buf, start, end, offset) => {
+    const d: Decoded = decodeLine(buf, start, end);
+    if (d.ok) { records.push(d.rec); if (d.legacy) legacy++; } else damage.push({ file: name, offset, why: d.why, raw: buf.toString('utf8', start, end) });
   });
   if (!r) return { records, damage, legacy, size: 0, goodEnd: 0 };
   if (r.goodEnd < r.size) {

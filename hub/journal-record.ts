@@ -25,6 +25,27 @@ export function encodeRecord(r: JournalRecord): string {
 
 export type Decoded = { ok: true; rec: JournalRecord; legacy: boolean } | { ok: false; why: string };
 
+const TAIL_BYTES = Buffer.from(TAIL);
+const CLOSE = Buffer.from('}');
+
+/**
+ * decodeRecord on the line's bytes as read (without its newline): the checksum is taken on those
+ * bytes, so replay does not encode each line back to UTF-8 to check it.
+ */
+export function decodeLine(buf: Buffer, start: number, end: number): Decoded {
+  const at = buf.lastIndexOf(TAIL_BYTES, end - 1);
+  if (at <= start || buf[end - 1] !== 0x7d || buf[end - 2] !== 0x22) return decodeRecord(buf.toString('utf8', start, end));
+  const m = /^,"_n":(\d+),"_c":"([0-9a-f]{8})"\}$/.exec(buf.toString('latin1', at, end));
+  if (!m) return { ok: false, why: 'malformed check fields' };
+  const len = at - start + 1;
+  if (len !== Number(m[1])) return { ok: false, why: `length ${len}, expected ${m[1]}` };
+  if (crc32(CLOSE, crc32(buf.subarray(start, at))).toString(16).padStart(8, '0') !== m[2]) return { ok: false, why: 'checksum mismatch' };
+  let v: unknown;
+  try { v = JSON.parse(buf.toString('utf8', start, at) + '}'); } catch { return { ok: false, why: 'not JSON' }; }
+  const why = checkShape(v);
+  return why ? { ok: false, why } : { ok: true, rec: v as JournalRecord, legacy: false };
+}
+
 /** Check and parse one line (without its newline). Lines written before checksums (no `_c`) are accepted when their shape is right. */
 export function decodeRecord(line: string): Decoded {
   let body = line;
