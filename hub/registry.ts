@@ -1,35 +1,6 @@
-import type { Connection } from '../protocol/index.js';
-import type { Answer } from './answer.js';
-import type { PendingRole } from './roles.js';
+import type { WorkerEntry } from './worker-entry.js';
 
-/** Worker state as in the spec, section 6.1, plus slots and in-flight tasks. */
-export interface WorkerEntry {
-  id: string;
-  role: string;
-  status: 'idle' | 'busy' | 'dead';
-  state: string;
-  lastSeen: number;
-  connectedAt: number;
-  driver: string;
-  caps: string[];
-  slots: number;
-  /** Leased tasks: when, the TASK_REQ id (replies name it in `re`), and the answer streamed so far. */
-  inflight: Map<string, { leasedAt: number; reqId: string; answer: Answer }>;
-  conn: Connection;
-  pid?: number;
-  load: number;
-  /** When a slot last became free (for dispatch latency). */
-  freedAt: number;
-  done: number;
-  /** Secret given in HANDSHAKE_ACK: a reconnect that presents it replaces this connection at once. */
-  session: string;
-  /** ASSIGN_ROLE sent, no ACK yet: dispatch still uses `role`. */
-  pendingRole?: PendingRole;
-  /** The role plan gave `role` (so it may move it); false for a worker's own or an operator's choice. */
-  roleFromPlan?: boolean;
-  /** The worker answered ASSIGN_ROLE with ok:false: the plan leaves it alone. */
-  roleRefused?: boolean;
-}
+export { WorkerEntry, type Lease } from './worker-entry.js';
 
 /** The hub's registry of connected workers. */
 export class Registry {

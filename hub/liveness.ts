@@ -1,0 +1,33 @@
+import { Type } from '../protocol/index.js';
+import type { HubContext } from './context.js';
+import type { Dispatcher } from './dispatcher.js';
+import type { Sessions } from './sessions.js';
+import { Watchdog } from './watchdog.js';
+
+/**
+ * The hub's clock tick (every half heartbeat): heartbeats out, silent workers dropped, lapsed leases
+ * back to the queue, and the dispatcher woken for anything that may have become runnable.
+ */
+export class Liveness {
+  private readonly watchdog: Watchdog;
+
+  constructor(private readonly hub: HubContext, private readonly sessions: Sessions, private readonly dispatcher: Dispatcher) {
+    this.watchdog = new Watchdog({ intervalMs: Math.max(100, Math.floor(hub.config.heartbeatMs / 2)), onTick: (now) => this.tick(now) });
+  }
+
+  start(): void { this.watchdog.start(); }
+  stop(): void { this.watchdog.stop(); }
+
+  private tick(now: number): void {
+    const { registry, store, config } = this.hub;
+    for (const w of [...registry.all()]) {
+      if (now - w.lastSeen > config.deadAfterMs) this.sessions.drop(w, `silent for ${now - w.lastSeen} ms`);
+      else w.conn.send(Type.HEARTBEAT, { load: 0, status: 'hub' });
+    }
+    const expired = store.expireLeases();
+    for (const rec of expired) for (const w of registry.all()) if (w.release(rec.id)) this.dispatcher.offer(w);
+    // Also after a journal write failed: leasing was held back for a moment, nothing else wakes it.
+    if (expired.length || store.holding || store.queue.counts().queued) this.dispatcher.schedule();
+    this.dispatcher.armReadyTimer();
+  }
+}

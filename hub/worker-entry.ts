@@ -1,0 +1,85 @@
+import type { Connection } from '../protocol/index.js';
+import { Answer } from './answer.js';
+import type { PendingRole } from './roles.js';
+
+/** One leased task on a worker: when, the TASK_REQ id (replies name it in `re`), the answer so far. */
+export interface Lease { leasedAt: number; reqId: string; answer: Answer }
+
+/** What a HANDSHAKE told the hub about a worker. */
+export interface WorkerJoin {
+  id: string; role: string; driver: string; caps: string[]; slots: number; conn: Connection; pid?: number; session: string;
+}
+
+/**
+ * A connected worker as the hub sees it (the spec's section 6.1, plus slots and in-flight tasks).
+ * It owns its status: `idle`/`busy` follow from its leases and `dead` from `left()`, so no caller
+ * sets one. `state` is what the worker last reported about itself (its own state machine).
+ */
+export class WorkerEntry {
+  readonly id: string;
+  role: string;
+  readonly driver: string;
+  readonly caps: string[];
+  readonly slots: number;
+  readonly conn: Connection;
+  readonly pid?: number;
+  /** Secret given in HANDSHAKE_ACK: a reconnect that presents it replaces this connection at once. */
+  readonly session: string;
+  readonly connectedAt: number;
+  /** The worker's own state (HEARTBEAT `state`, the spec's 5.1), for status output only. */
+  state = 'IDLE';
+  lastSeen: number;
+  load = 0;
+  /** When a slot last became free (performance.now), for dispatch latency. */
+  freedAt = performance.now();
+  done = 0;
+  /** Leased tasks by id. */
+  readonly inflight = new Map<string, Lease>();
+  /** ASSIGN_ROLE sent, no ACK yet: dispatch still uses `role`. */
+  pendingRole?: PendingRole;
+  /** The role plan gave `role` (so it may move it); false for a worker's own or an operator's choice. */
+  roleFromPlan?: boolean;
+  /** The worker answered ASSIGN_ROLE with ok:false: the plan leaves it alone. */
+  roleRefused?: boolean;
+  private gone = false;
+
+  constructor(j: WorkerJoin, now = Date.now()) {
+    this.id = j.id; this.role = j.role; this.driver = j.driver; this.caps = j.caps; this.slots = j.slots;
+    this.conn = j.conn; this.pid = j.pid; this.session = j.session;
+    this.connectedAt = now; this.lastSeen = now;
+  }
+
+  get status(): 'idle' | 'busy' | 'dead' { return this.gone ? 'dead' : this.inflight.size ? 'busy' : 'idle'; }
+  /** A slot is free and the link takes more. */
+  get canTake(): boolean { return !this.gone && this.inflight.size < this.slots && this.conn.writable; }
+
+  /** A frame arrived from it. */
+  heard(now = Date.now()): void { this.lastSeen = now; }
+  /** Its HEARTBEAT. */
+  beat(load: number, state?: string): void { this.load = load; if (state !== undefined) this.state = state; }
+  /** A task leased to it went out as TASK_REQ `reqId`. */
+  leased(taskId: string, reqId: string, now = performance.now()): void { this.inflight.set(taskId, { leasedAt: now, reqId, answer: new Answer() }); }
+  /** A lease ended (answered, failed, expired); true if it held it. */
+  release(taskId: string, now = performance.now()): boolean {
+    if (!this.inflight.delete(taskId)) return false;
+    this.freedAt = now;
+    return true;
+  }
+  /** It left the hub (link closed, silent, replaced). */
+  left(): void { this.gone = true; }
+
+  /** The task it holds whose TASK_REQ had id `re`. */
+  leaseByReq(re: unknown): string | undefined {
+    if (typeof re !== 'string') return undefined;
+    for (const [id, lease] of this.inflight) if (lease.reqId === re) return id;
+    return undefined;
+  }
+
+  /**
+   * The spec's own envelope has no `re`: a frame naming neither task nor request, from a worker that
+   * holds exactly one task, is about that task (there is nothing else it could mean).
+   */
+  soleLease(re: unknown): string | undefined {
+    return re === undefined && this.inflight.size === 1 ? this.inflight.keys().next().value : undefined;
+  }
+}
