@@ -1,3 +1,4 @@
+// Over 300 lines on purpose: SWIM and Lifeguard are one state machine over one member table (probe, suspect, refute, rejoin).
 import type { Logger } from 'pino';
 import { realClock, pick, type Clock, type TimerHandle } from './clock.js';
 import { BroadcastQueue } from './broadcast.js';
