@@ -91,6 +91,7 @@ export class Journal {
     let legacy = 0;
     let snapshotBytes = 0;
     let size = 0;
+    let torn = false;
     for (const file of [p.snapshot, p.old, p.current]) {
       let r;
       try { r = readJournalFile(file); } catch (e) {
@@ -102,16 +103,19 @@ export class Journal {
       if (file === p.snapshot) snapshotBytes = r.size;
       if (file === p.current) {
         size = r.goodEnd;
-        // A torn tail is cut off now, so the next append starts on a clean line.
-        if (r.goodEnd < r.size) fs.truncateSync(file, r.goodEnd);
+        // A torn tail is cut off now, so the next append starts on a clean line (or, if that fails,
+        // before the first append: the writer cuts the file back to `size` first).
+        if (r.goodEnd < r.size) try { fs.truncateSync(file, r.goodEnd); } catch { torn = true; }
       }
     }
-    quarantine(p.quarantine, damage);
+    // The hub starts even if the side file cannot be written (a full disk): the damage is still reported.
+    try { quarantine(p.quarantine, damage); } catch { /* reported in the status and the log */ }
     let fd: number;
     try { fd = fs.openSync(p.current, 'a', 0o600); } catch (e) {
       throw new SwarmError('SWARM_ERR_JOURNAL', `cannot open ${p.current}: ${(e as Error).message}`);
     }
     const journal = new Journal(fd, p, opts, size, snapshotBytes);
+    journal.repair = torn;
     // Damage or an unfinished compaction is cleaned up by compacting as soon as the store has replayed.
     if (damage.some((d) => d.file !== 'journal.ndjson' || d.offset < size) || fs.existsSync(p.old)) journal.wantCompaction = true;
     return { journal, records, damage, legacy };
@@ -207,7 +211,12 @@ export class Journal {
       await this.run(async () => {
         if (this.mode === 'interval') await io.fsync(this.fd);
         fs.renameSync(p.current, p.old);
-        const fd = fs.openSync(p.current, 'a', 0o600);
+        let fd: number;
+        try { fd = fs.openSync(p.current, 'a', 0o600); } catch (e) {
+          // Appends still go to the file under the old name: give it its name back.
+          fs.renameSync(p.old, p.current);
+          throw e;
+        }
         fsyncDir(p.dir);
         fs.closeSync(this.fd);
         this.fd = fd;
