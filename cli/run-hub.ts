@@ -108,7 +108,8 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
       ids, stateDir: o.dir, reconnectGraceMs: 2 * config.deadAfterMs,
       command: (id) => ({
         file: process.execPath,
-        args: [CLI, 'worker', '--id', id, '--state-dir', o.dir, ...workerArgs],
+        // A shared llama-server gives each single-slot worker its own server slot (prompt cache affinity).
+        args: [CLI, 'worker', '--id', id, '--state-dir', o.dir, ...workerArgs, ...(engine && o.sharedEngine?.slotsPerWorker === 1 ? ['--driver-opt', `slot=${ids.indexOf(id)}`] : [])],
         // Each worker gets its own credential, not the swarm token: it can join as its id only.
         env: { ...process.env, ...(config.token ? { SWARM_TOKEN: workerCredential(config.token, id), SWARM_PEER_TOKEN: peerSecret(config.token) } : {}) },
       }),

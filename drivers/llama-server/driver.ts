@@ -109,6 +109,9 @@ export class LlamaServerDriver implements Driver {
 
   private body(prompt: string, opts: ChatOptions): Record<string, unknown> {
     const b: Record<string, unknown> = { prompt, stream: true, cache_prompt: true, n_predict: opts.maxTokens ?? -1 };
+    // One slot per worker: the slot's KV cache holds this worker's last prompt, which the hub's
+    // cache-aware dispatch matches new tasks against.
+    if (this.options.slot !== undefined) b.id_slot = this.options.slot;
     if (opts.stop && opts.stop.length > 0) b.stop = opts.stop;
     if (opts.temperature !== undefined) b.temperature = opts.temperature;
     if (opts.seed !== undefined) b.seed = opts.seed;

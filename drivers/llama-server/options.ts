@@ -18,6 +18,8 @@ export interface LlamaServerOptions {
   bin?: string;
   /** Extra command-line arguments, space separated (e.g. `--no-repack`). */
   args: string[];
+  /** Shared mode: the server slot this worker's requests go to (`id_slot`), so its prompt cache is this worker's last prompt. */
+  slot?: number;
 }
 
 function num(o: Record<string, string>, key: string, def: number | undefined, min: number): number | undefined {
@@ -28,7 +30,7 @@ function num(o: Record<string, string>, key: string, def: number | undefined, mi
   return n;
 }
 
-const KNOWN = new Set(['url', 'slots', 'np', 'ctx', 'threads', 'start_timeout_ms', 'stop_grace_ms', 'bin', 'args']);
+const KNOWN = new Set(['url', 'slots', 'np', 'ctx', 'threads', 'start_timeout_ms', 'stop_grace_ms', 'bin', 'args', 'slot']);
 
 /** Validate the string options of DriverConfig into typed settings. */
 export function parseLlamaServerOptions(o: Record<string, string>): LlamaServerOptions {
@@ -53,5 +55,6 @@ export function parseLlamaServerOptions(o: Record<string, string>): LlamaServerO
     stopGraceMs: num(o, 'stop_grace_ms', 3000, 0)!,
     ...(o.bin ? { bin: o.bin } : {}),
     args: (o.args ?? '').split(/\s+/).filter(Boolean),
+    ...(o.slot !== undefined && o.slot !== '' ? { slot: num(o, 'slot', 0, 0)! } : {}),
   };
 }
