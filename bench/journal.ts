@@ -131,8 +131,8 @@ async function bigRun(n: number) {
 const tasks = arg('--tasks', 10_000);
 const file = path.join(ROOT, 'bench/results/journal.json');
 const command = `node dist/bench/journal.js ${process.argv.slice(2).join(' ')}`.trim();
-// --only-big adds its numbers to the last run's file (the two parts take long; run them apart).
-const out: Record<string, unknown> = process.argv.includes('--only-big') && fs.existsSync(file) ? JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown> : {};
+// Each part replaces its own numbers in the last run's file (the two parts take long; run them apart).
+const out: Record<string, unknown> = fs.existsSync(file) ? JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown> : {};
 out.machine = machine();
 if (!process.argv.includes('--only-big')) {
   out.ack = { at: new Date().toISOString(), command, always: await ackRun('always', tasks), interval: await ackRun('interval', tasks) };
