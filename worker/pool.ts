@@ -1,25 +1,16 @@
 import type { Logger } from 'pino';
 import { createDriver, killAllChildren, type DriverConfig } from '../drivers/index.js';
-import { Agent } from './agent.js';
-import type { HubLocator } from './client.js';
+import { Agent, type AgentOptions } from './agent.js';
 import type { AgentFailoverOptions } from './failover-agent.js';
 import { FailoverStatusWriter } from './failover-status.js';
-import type { WorkerConfig } from './config.js';
 
-export interface PoolOptions {
+/** What every agent of the pool shares (AgentOptions), plus the pool's own settings. */
+export interface PoolOptions extends Pick<AgentOptions, 'locate' | 'token' | 'role' | 'caps' | 'slots' | 'msgpack' | 'config'> {
   /** Worker ids; one agent (one hub connection) per id. */
   ids: string[];
   driver: DriverConfig;
-  locate: HubLocator;
-  token?: string;
-  role?: string;
-  caps?: string[];
-  slots?: number;
-  msgpack?: boolean;
   /** Hybrid star-gossip failover for every agent (each gets its own peer port). */
   failover?: Omit<AgentFailoverOptions, 'advertise'> & { ports?: number[]; advertise?: string[] };
-  /** Validated settings for every agent (worker/config.ts). */
-  config?: WorkerConfig;
   /** With failover: write the agents' failover status here every second (for `swarm status`). */
   statusFile?: string;
 }

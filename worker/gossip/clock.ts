@@ -1,3 +1,5 @@
+import { Heap } from '../../sched/index.js';
+
 /** A timer handle, opaque to callers. */
 export type TimerHandle = { readonly __timer: true } | NodeJS.Timeout;
 
@@ -32,7 +34,7 @@ interface Pending { at: number; seq: number; fn: () => void; dead: boolean }
 export class ManualClock implements Clock {
   private t: number;
   private seq = 0;
-  private heap: Pending[] = [];
+  private readonly heap = new Heap<Pending>((a, b) => a.at < b.at || (a.at === b.at && a.seq < b.seq));
   private live = 0;
 
   constructor(start = 1_000_000) { this.t = start; }
@@ -41,7 +43,7 @@ export class ManualClock implements Clock {
 
   setTimeout(fn: () => void, ms: number): TimerHandle {
     const p: Pending = { at: this.t + Math.max(0, ms), seq: this.seq++, fn, dead: false };
-    this.push(p);
+    this.heap.push(p);
     this.live++;
     return p as unknown as TimerHandle;
   }
@@ -56,8 +58,8 @@ export class ManualClock implements Clock {
   /** Move time forward by `ms`, firing due timers in order. */
   advance(ms: number): void {
     const end = this.t + ms;
-    while (this.heap.length > 0 && this.heap[0]!.at <= end) {
-      const p = this.pop();
+    while (this.heap.size > 0 && this.heap.peek()!.at <= end) {
+      const p = this.heap.pop()!;
       if (p.dead) continue;
       p.dead = true;
       this.live--;
@@ -74,40 +76,6 @@ export class ManualClock implements Clock {
 
   /** Timers still waiting. */
   get size(): number { return this.live; }
-
-  private less(a: Pending, b: Pending): boolean { return a.at < b.at || (a.at === b.at && a.seq < b.seq); }
-
-  private push(p: Pending): void {
-    const h = this.heap;
-    h.push(p);
-    let i = h.length - 1;
-    while (i > 0) {
-      const up = (i - 1) >> 1;
-      if (!this.less(h[i]!, h[up]!)) break;
-      [h[i], h[up]] = [h[up]!, h[i]!];
-      i = up;
-    }
-  }
-
-  private pop(): Pending {
-    const h = this.heap;
-    const top = h[0]!;
-    const last = h.pop()!;
-    if (h.length > 0) {
-      h[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1, r = l + 1;
-        let m = i;
-        if (l < h.length && this.less(h[l]!, h[m]!)) m = l;
-        if (r < h.length && this.less(h[r]!, h[m]!)) m = r;
-        if (m === i) break;
-        [h[i], h[m]] = [h[m]!, h[i]!];
-        i = m;
-      }
-    }
-    return top;
-  }
 }
 
 /** A small seeded PRNG (mulberry32) so simulations replay exactly. */
