@@ -1,0 +1,49 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import t from 'tap';
+import { api, pidsMentioning, swarm, swarmBg, until, tempDir } from './helpers/cli.js';
+import { STORIES, alive } from './helpers/llama.js';
+
+t.test('swarm up --engine batched: kill -9 of the engine mid-generation loses and duplicates nothing', async (t) => {
+  if (!fs.existsSync(STORIES)) {
+    if (process.env.CI === 'true') t.fail(`test model ${STORIES} not found (set SWARM_TEST_MODELS)`);
+    else t.skip(`test model ${STORIES} not found`, () => {});
+    return;
+  }
+  const dir = tempDir(t);
+  const state = path.join(dir, 'state');
+  const model = path.join(dir, 'stories260K.gguf');
+  fs.copyFileSync(STORIES, model);
+  t.teardown(() => { swarm(['down', '--state-dir', state]); });
+  const up = swarm(['up', '--agents', '4', '--engine', 'batched', '--model', model, '--detach', '--json', '--state-dir', state], { timeoutMs: 120_000 });
+  t.equal(up.code, 0, up.stderr);
+  const summary = JSON.parse(up.stdout) as { driver: string; engine: string };
+  t.same([summary.driver, summary.engine], ['batched', 'batched']);
+  const status = await api<{ engine: { mode: string }; workers: { driver: string }[] }>(state, 'GET', '/status');
+  t.equal(status.engine.mode, 'batched', 'status names the engine');
+  const pidFile = fs.readdirSync(path.join(state, 'engines')).find((f) => f.endsWith('.pid'))!;
+  const engine = Number(fs.readFileSync(path.join(state, 'engines', pidFile), 'utf8'));
+  t.ok(alive(engine), 'one engine runs');
+
+  const file = path.join(dir, 'tasks.jsonl');
+  const n = 12;
+  fs.writeFileSync(file, Array.from({ length: n }, (_, i) => JSON.stringify({ id: `k-${i}`, prompt: 'Once upon a time', max_tokens: 300, temperature: 0, seed: i })).join('\n') + '\n');
+  const sub = swarmBg(['submit', '--file', file, '--wait', '--json', '--state-dir', state]);
+  t.ok(await until(async () => (await api<{ tasks: { leased: number } }>(state, 'GET', '/status')).tasks.leased > 0, 60_000), 'tasks running');
+  process.kill(engine, 'SIGKILL');
+  const code = await new Promise<number | null>((r) => sub.child.once('exit', r));
+  t.equal(code, 0, 'submit --wait ended well');
+  const res = JSON.parse(sub.output().split('\n').find((l) => l.startsWith('{"complete"'))!) as { tasks: { id: string; state: string; text: string }[] };
+  t.equal(res.tasks.filter((x) => x.state === 'done').length, n, 'every task done: none lost');
+  t.equal(new Set(res.tasks.map((x) => x.id)).size, n, 'each once');
+  t.equal(new Set(res.tasks.map((x) => x.text)).size, 1, 'temperature 0: retried tasks give the same text');
+  const s = await api<{ tasks: Record<string, number>; metrics: { duplicate_results: number } }>(state, 'GET', '/status');
+  t.same(s.tasks, { queued: 0, leased: 0, done: n, failed: 0 });
+  t.equal(s.metrics.duplicate_results, 0, 'no duplicate results');
+  const now = Number(fs.readFileSync(path.join(state, 'engines', pidFile), 'utf8'));
+  t.not(now, engine, 'a new engine took over');
+
+  const down = swarm(['down', '--state-dir', state, '--json']);
+  t.equal(down.code, 0, down.stderr);
+  t.ok(await until(() => pidsMentioning(dir).length === 0, 60_000), 'no hub, worker or engine left');
+});
