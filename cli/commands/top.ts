@@ -67,6 +67,8 @@ export function registerTop(program: Command): void {
       try {
         const hub = runningHub(stateDir(o.stateDir));
         await top(hub, o.once);
+        // A piped stdin keeps the loop alive after it is paused: leave now that the screen is restored.
+        process.exit(0);
       } catch (err) { fail(err); }
     });
 }

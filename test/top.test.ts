@@ -1,0 +1,40 @@
+import t from 'tap';
+import { spawn } from 'node:child_process';
+import { api, CLI, swarm, tempDir, until } from './helpers/cli.js';
+
+/** `swarm top` under a real pty (util-linux `script`): its keystrokes go in through the pty. */
+function underPty(args: string[]) {
+  const cmd = [process.execPath, CLI, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ');
+  const child = spawn('script', ['-qfec', cmd, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, TERM: 'xterm' } });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  return { child, output: () => out, exited };
+}
+
+t.test('swarm top: draws in place under a pty, updates as tasks finish, quits on q; plain lines without a terminal', async (t) => {
+  const dir = tempDir(t);
+  const up = swarm(['up', '--agents', '3', '--driver', 'echo', '-d', '--state-dir', dir, '--json']);
+  t.equal(up.code, 0, up.stderr);
+
+  const top = underPty(['top', '--state-dir', dir]);
+  t.teardown(() => { if (top.child.exitCode === null) top.child.kill('SIGKILL'); });
+  t.ok(await until(() => /swarm top · hub-/.test(top.output()) && /w-3/.test(top.output()), 30_000), 'it draws the hub and the workers');
+  t.match(top.output(), /\x1b\[\?1049h/, 'on the alternate screen');
+  t.match(top.output(), /\x1b\[H/, 'redrawn in place (cursor home), not scrolled');
+  await api(dir, 'POST', '/tasks', { tasks: Array.from({ length: 5 }, (_, i) => ({ prompt: `t${i}` })) });
+  t.ok(await until(() => /0 queued · 0 running · 5 done/.test(top.output()), 30_000), 'it updates as the tasks finish');
+  top.child.stdin.write('q');
+  const code = await Promise.race([top.exited, new Promise<'hung'>((r) => setTimeout(() => r('hung'), 15_000))]);
+  t.equal(code, 0, 'q quits');
+  t.match(top.output(), /\x1b\[\?1049l/, 'and gives the screen back');
+
+  const plain = spawn(process.execPath, [CLI, 'top', '--state-dir', dir], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  plain.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  t.ok(await until(() => /mode star workers 3 \(0 busy, 0 dead\) queue 0 queued 0 running 5 done/.test(out), 30_000), 'not a terminal: plain lines');
+  t.notMatch(out, /\x1b\[/, 'without escape codes');
+  plain.stdin.write('q\n');
+  t.equal(await new Promise((r) => plain.once('exit', r)), 0, 'q quits there too');
+});
