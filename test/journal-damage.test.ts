@@ -135,6 +135,7 @@ t.test('kill -9 at every compaction step loses nothing and duplicates nothing', 
       const check = new Checker();
       for (const line of r.out.split('\n')) {
         const [kind, ...ids] = line.split(' ');
+        if (kind === 'try') check.pendingIds(ids);
         if (kind === 'acc') check.acceptedIds(ids);
         if (kind === 'done') check.sawDone(ids[0]!, `r ${ids[0]}`);
       }

@@ -14,16 +14,21 @@ export interface Verdict { lost: number; duplicated: number; changed: number; un
  * - lost: accepted but absent, or not finished when it should be, or told done and not done now;
  * - duplicated: more than one result record for a task in the journal;
  * - changed: a final text differs from the text a client saw, or from the expected text;
- * - unexpected: a task in the final state that no client was told was accepted.
+ * - unexpected: a task in the final state that no client was told was accepted (a submit whose answer
+ *   never came, `pendingIds`, may have happened or not: either is allowed, as in Jepsen).
  */
 export class Checker {
   private readonly accepted = new Set<string>();
   private readonly refused = new Map<string, string>();
+  /** Sent, and no answer came (the process died): indeterminate, so either outcome is allowed. */
+  private readonly pending = new Set<string>();
   private readonly seen = new Map<string, string>();
   private readonly seenFailed = new Set<string>();
 
   /** A submit answered 2xx for these ids. */
   acceptedIds(ids: Iterable<string>): void { for (const id of ids) { this.accepted.add(id); this.refused.delete(id); } }
+  /** A submit was sent for these ids and its answer never came (Jepsen's indeterminate `:info`). */
+  pendingIds(ids: Iterable<string>): void { for (const id of ids) this.pending.add(id); }
   /** A submit answered with an error for these ids (a later retry may still accept them). */
   refusedIds(ids: Iterable<string>, code: string): void { for (const id of ids) if (!this.accepted.has(id)) this.refused.set(id, code); }
   /** A client was shown this task as done with this text (/wait, GET /tasks/:id). */
@@ -54,7 +59,7 @@ export class Checker {
       else if (this.seen.has(id) && f.text !== this.seen.get(id)) note('changed', `${id}: final text differs from the text a client saw`);
     }
     for (const [id, f] of byId) {
-      if (this.accepted.has(id)) continue;
+      if (this.accepted.has(id) || (this.pending.has(id) && !this.refused.has(id))) continue;
       note('unexpected', `${id} is ${f.state} but no client was told it was accepted${this.refused.has(id) ? ` (it was refused with ${this.refused.get(id)})` : ''}`);
     }
     for (const [id, n] of o.resultRecords ?? []) if (n > 1) note('duplicated', `${id} has ${n} result records`);
