@@ -6,4 +6,5 @@ export { validate, type Validated } from './validate.js';
 export { LineDecoder, MsgpackDecoder, encodeLine, encodeMsgpack, type FrameSink, type Decoder } from './codec.js';
 export { Connection, type ConnectionStatus, type ConnectionOptions } from './connection.js';
 export { newId, randomId } from './ids.js';
+export { seededRandom } from './random.js';
 export { safeEqual, isPlaceholderToken, workerCredential, peerSecret } from './auth.js';

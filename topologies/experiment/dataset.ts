@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { SwarmError } from '../../protocol/index.js';
+import { SwarmError, seededRandom } from '../../protocol/index.js';
 
 /** One dataset item: its id, the text every role sees as {{input}}, its other fields, the answer wanted. */
 export interface DatasetItem {
@@ -14,17 +14,8 @@ export interface DatasetItem {
 
 const INPUT_KEYS = ['input', 'question', 'prompt', 'text'] as const;
 
-/** Small seeded PRNG (mulberry32): shuffles and bootstraps repeat exactly from their seed. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Seeded PRNG: shuffles and bootstraps repeat exactly from their seed. */
+export const rng = seededRandom;
 
 /** Parse JSONL items; an error names the line. Ids default to the line number and must be unique. */
 export function parseDataset(text: string, source: string): DatasetItem[] {

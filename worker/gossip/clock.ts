@@ -1,4 +1,5 @@
 import { Heap } from '../../sched/index.js';
+export { seededRandom } from '../../protocol/index.js';
 
 /** A timer handle, opaque to callers. */
 export type TimerHandle = { readonly __timer: true } | NodeJS.Timeout;
@@ -78,17 +79,6 @@ export class ManualClock implements Clock {
   get size(): number { return this.live; }
 }
 
-/** A small seeded PRNG (mulberry32) so simulations replay exactly. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** `n` distinct random picks from `xs` (fewer if `xs` is short). */
 export function pick<T>(xs: readonly T[], n: number, rand: () => number): T[] {
