@@ -71,14 +71,17 @@ export function journal(dir: string): { t: string; id?: string; spec?: { id: str
 }
 
 /**
- * A fresh directory for a swarm's state that outlives the test body: on teardown every swarm under it
- * is brought down, then it is removed. (tap's t.testdir() is removed before later teardowns run, and
+ * A fresh directory for a swarm's state that outlives the test body: on teardown every swarm in it or
+ * in a directory directly under it is brought down, then it is removed. (tap's t.testdir() is removed before later teardowns run, and
  * `swarm down` needs the state dir to find what to stop.)
  */
 export function tempDir(t: { teardown(fn: () => void | Promise<void>): void }): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-test-'));
   t.teardown(() => {
-    for (const d of [dir, path.join(dir, 'state')]) if (fs.existsSync(path.join(d, 'hub.json')) || fs.existsSync(path.join(d, 'pids'))) swarm(['down', '--state-dir', d]);
+    // Every state dir directly under it (tests name them state, state2, ...): a swarm left in any of
+    // them would outlive the run.
+    const subdirs = fs.existsSync(dir) ? fs.readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => path.join(dir, e.name)) : [];
+    for (const d of [dir, ...subdirs]) if (fs.existsSync(path.join(d, 'hub.json')) || fs.existsSync(path.join(d, 'pids'))) swarm(['down', '--state-dir', d]);
     fs.rmSync(dir, { recursive: true, force: true });
   });
   return dir;
