@@ -1,4 +1,4 @@
-import { LlamaCompletion, type Llama, type LlamaContextSequence, type LlamaGrammar, type LlamaModel } from 'node-llama-cpp';
+import { LlamaCompletion, type LlamaContextSequence, type LlamaGrammar, type LlamaModel } from 'node-llama-cpp';
 import type { HostChatOptions } from './messages.js';
 
 /** llama.cpp's default sampling (as llama-server uses when a request sets nothing), as in per-worker mode. */
@@ -7,32 +7,6 @@ const SAMPLING = { temperature: 0.8, topK: 40, topP: 0.95, minP: 0.05 } as const
 /** What one generation reports. */
 export interface Generated { tokensIn: number; tokensOut: number; tokensCached: number; reason: string }
 
-/** Grammars compile once per text; a few distinct ones are kept (tasks tend to repeat them). */
-export class GrammarCache {
-  private readonly grammars = new Map<string, Promise<LlamaGrammar>>();
-  constructor(private readonly llama: Llama) {}
-
-  get(opts: HostChatOptions): Promise<LlamaGrammar> | undefined {
-    const key = opts.grammar !== undefined ? 'g:' + opts.grammar : opts.jsonSchema !== undefined ? 'j:' + JSON.stringify(opts.jsonSchema) : undefined;
-    if (key === undefined) return undefined;
-    let g = this.grammars.get(key);
-    if (!g) {
-      g = opts.grammar !== undefined ? this.llama.createGrammar({ grammar: opts.grammar }) : this.jsonGrammar(opts.jsonSchema!);
-      g.catch(() => this.grammars.delete(key));
-      this.grammars.set(key, g);
-      if (this.grammars.size > 16) this.grammars.delete(this.grammars.keys().next().value!);
-    }
-    return g;
-  }
-
-  /** node-llama-cpp's JSON-schema grammar, with integers that may not have an exponent (as llama.cpp's converter). */
-  private async jsonGrammar(schema: Record<string, unknown>): Promise<LlamaGrammar> {
-    const js = await this.llama.createGrammarForJsonSchema(schema as never);
-    const text = js.grammar.replace(/^(integer-number-rule ::= .*?) \(\[eE\].*$/m, '$1');
-    if (text === js.grammar) return js;
-    return this.llama.createGrammar({ grammar: text, stopGenerationTriggers: ['\n'.repeat(4)], trimWhitespaceSuffix: true });
-  }
-}
 
 /** How many leading tokens of `want` the sequence holds already (at least one token is always evaluated). */
 export function cachedPrefix<T>(held: readonly T[], want: readonly T[]): number {

@@ -10,7 +10,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import { LlamaLogLevel, type LlamaContextSequence, type LlamaModel } from 'node-llama-cpp';
 import { loadLlama } from '../embedded/load-llama.js';
-import { GrammarCache, LlamaCompletion, generate } from './generate.js';
+import { LlamaCompletion, generate } from './generate.js';
+import { GrammarCache } from '../embedded/grammar.js';
 import { MAX_LINE, type EngineConfig, type FromEngine, type ToEngine } from './messages.js';
 
 const log = (msg: string): void => { process.stderr.write(`${new Date().toISOString()} ${msg}\n`); };

@@ -7,6 +7,7 @@
 import { LlamaCompletion, LlamaLogLevel, type LlamaGrammar, type LlamaContextSequence, type LlamaModel, type Llama } from 'node-llama-cpp';
 import type { FromHost, HostChatOptions, HostConfig, ToHost } from './messages.js';
 import { loadLlama } from './load-llama.js';
+import { GrammarCache } from './grammar.js';
 
 const send = (m: FromHost): void => { process.stdout.write(JSON.stringify(m) + '\n'); };
 const log = (msg: string): void => { process.stderr.write(msg.endsWith('\n') ? msg : msg + '\n'); };
@@ -18,10 +19,11 @@ class Host {
   private readonly free: LlamaCompletion[] = [];
   private readonly waiting: (() => void)[] = [];
   private readonly running = new Map<number, AbortController>();
-  private readonly grammars = new Map<string, Promise<LlamaGrammar>>();
+  private readonly grammars: GrammarCache;
 
-  constructor(private readonly llama: Llama, private readonly model: LlamaModel, sequences: LlamaContextSequence[]) {
+  constructor(llama: Llama, private readonly model: LlamaModel, sequences: LlamaContextSequence[]) {
     for (const s of sequences) this.free.push(new LlamaCompletion({ contextSequence: s }));
+    this.grammars = new GrammarCache(llama);
   }
 
   private async acquire(): Promise<LlamaCompletion> {
@@ -34,31 +36,6 @@ class Host {
     this.waiting.shift()?.();
   }
 
-  /** Grammars compile once per text; a few distinct ones are kept (tasks tend to repeat them). */
-  private grammar(opts: HostChatOptions): Promise<LlamaGrammar> | undefined {
-    const key = opts.grammar !== undefined ? 'g:' + opts.grammar : opts.jsonSchema !== undefined ? 'j:' + JSON.stringify(opts.jsonSchema) : undefined;
-    if (key === undefined) return undefined;
-    let g = this.grammars.get(key);
-    if (!g) {
-      g = opts.grammar !== undefined ? this.llama.createGrammar({ grammar: opts.grammar }) : this.jsonGrammar(opts.jsonSchema!);
-      g.catch(() => this.grammars.delete(key));
-      this.grammars.set(key, g);
-      if (this.grammars.size > 16) this.grammars.delete(this.grammars.keys().next().value!);
-    }
-    return g;
-  }
-
-  /**
-   * node-llama-cpp's grammar for a JSON schema, except that its integers may not have an exponent
-   * (it allows `-5e-20` for "integer", which parses but is not an integer; llama.cpp's converter does not).
-   */
-  private async jsonGrammar(schema: Record<string, unknown>): Promise<LlamaGrammar> {
-    const js = await this.llama.createGrammarForJsonSchema(schema as never);
-    const text = js.grammar.replace(/^(integer-number-rule ::= .*?) \(\[eE\].*$/m, '$1');
-    if (text === js.grammar) return js;
-    return this.llama.createGrammar({ grammar: text, stopGenerationTriggers: ['\n'.repeat(4)], trimWhitespaceSuffix: true });
-  }
-
   handle(m: ToHost): void {
     if (m.t === 'abort') { this.running.get(m.id)?.abort(); return; }
     if (m.t === 'chat') void this.chat(m.id, m.prompt, m.opts);
@@ -69,7 +46,7 @@ class Host {
     this.running.set(id, ac);
     let grammar: LlamaGrammar | undefined;
     try {
-      grammar = await this.grammar(opts);
+      grammar = await this.grammars.get(opts);
     } catch (err) {
       this.running.delete(id);
       const what = opts.grammar !== undefined ? 'GBNF grammar' : 'JSON schema';
