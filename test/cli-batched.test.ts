@@ -2,14 +2,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { api, pidsMentioning, swarm, swarmBg, until, tempDir } from './helpers/cli.js';
-import { STORIES, alive } from './helpers/llama.js';
+import { STORIES, alive, missingPrereq } from './helpers/llama.js';
 
 t.test('swarm up --engine batched: kill -9 of the engine mid-generation loses and duplicates nothing', async (t) => {
-  if (!fs.existsSync(STORIES)) {
-    if (process.env.CI === 'true') t.fail(`test model ${STORIES} not found (set SWARM_TEST_MODELS)`);
-    else t.skip(`test model ${STORIES} not found`, () => {});
-    return;
-  }
+  if (missingPrereq(t, fs.existsSync(STORIES) ? {} : { missing: `test model ${STORIES} not found (set SWARM_TEST_MODELS)` })) return;
   const dir = tempDir(t);
   const state = path.join(dir, 'state');
   const model = path.join(dir, 'stories260K.gguf');

@@ -2,14 +2,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { api, pidsMentioning, swarm, until, tempDir } from './helpers/cli.js';
-import { STORIES } from './helpers/llama.js';
+import { STORIES, missingPrereq } from './helpers/llama.js';
 
 t.test('swarm up --agents 25 on stories260K (embedded) answers 100 tasks and comes down clean', async (t) => {
-  if (!fs.existsSync(STORIES)) {
-    if (process.env.CI === 'true') t.fail(`test model ${STORIES} not found (set SWARM_TEST_MODELS)`);
-    else t.skip(`test model ${STORIES} not found`, () => {});
-    return;
-  }
+  if (missingPrereq(t, fs.existsSync(STORIES) ? {} : { missing: `test model ${STORIES} not found (set SWARM_TEST_MODELS)` })) return;
   const dir = tempDir(t);
   const state = path.join(dir, 'state');
   // A private copy, so that "no process mentions it" is not confused by other tests on the same model.
