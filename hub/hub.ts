@@ -112,10 +112,13 @@ export class Hub implements HubContext {
     for (const id of ids) {
       const rec = this.store.queue.get(id);
       if (!rec || rec.state === 'done' || rec.state === 'failed') continue;
-      const holder = rec.state === 'leased' ? this.registry.get(rec.worker ?? '') : undefined;
       if (!(await this.store.cancel(id, reason))) continue;
       this.dispatcher.forgetTask(id);
-      if (holder?.inflight.has(id)) { holder.conn.sendError('SWARM_ERR_CANCELLED', reason.slice(0, 4000), { task_id: id }); running++; }
+      // The holder is looked up after the journal write: while it waited, a worker freed by an
+      // earlier cancel may have been given this (then still queued) task.
+      for (const w of this.registry.all()) {
+        if (w.inflight.has(id)) { w.conn.sendError('SWARM_ERR_CANCELLED', reason.slice(0, 4000), { task_id: id }); running++; }
+      }
       cancelled.push(id);
     }
     this.failover.flush();
