@@ -1,12 +1,13 @@
 import { Type } from '../protocol/index.js';
-import { pickByPrefix } from '../sched/index.js';
+import { pickByPrefix, promptKey, type PromptKey } from '../sched/index.js';
 import type { HubContext } from './context.js';
 import type { WorkerEntry } from './registry.js';
 import type { TaskRecord } from './task.js';
 
 /**
  * Leases ready tasks to workers with free slots: which task is sched's rule (the store's queue);
- * which of several equal free workers gets it is cache affinity (the longest shared prompt start).
+ * which of several equal free workers whose engines keep their last prompt (the prompt-cache cap)
+ * gets it is cache affinity (the longest shared prompt start), chosen before the one lease.
  * Runs once per event-loop turn however many events asked for it.
  */
 export class Dispatcher {
@@ -14,8 +15,10 @@ export class Dispatcher {
   private readonly free = new Set<WorkerEntry>();
   /** When each newly accepted task became ready to run (performance.now), for dispatch latency. */
   private readonly readyAt = new Map<string, number>();
-  /** Each worker's last prompt (its start), for cache-aware dispatch (sched/affinity.ts). */
-  private readonly lastPrompt = new Map<string, string>();
+  /** Each prompt-keeping worker's last prompt (its start, keyed), for cache-aware dispatch (sched/affinity.ts). */
+  private readonly lastPrompt = new Map<string, PromptKey>();
+  /** The key affine() computed for the task it picked a worker for (send() keeps it as that worker's last prompt). */
+  private keyed?: { id: string; key: PromptKey };
   private scheduled = false;
   private readyTimer?: NodeJS.Timeout;
 
@@ -57,11 +60,9 @@ export class Dispatcher {
       progress = false;
       for (const w of this.free) {
         if (!w.canTake) { this.free.delete(w); continue; }
-        let rec = store.lease({ id: w.id, role: w.role || undefined, caps: w.caps });
-        if (!rec) continue;
-        // Cache-aware: an equal free worker whose last prompt starts like this one gets it instead.
-        const to = this.affine(w, rec.spec.prompt);
-        if (to !== w && store.unlease(rec.id, w.id)) rec = store.lease({ id: to.id, role: to.role || undefined, caps: to.caps });
+        const to = w.keepsPrompts ? this.affine(w) : w;
+        if (!to) continue;
+        const rec = store.lease(to);
         if (!rec) continue;
         this.send(to, rec);
         progress = true;
@@ -69,19 +70,28 @@ export class Dispatcher {
     }
   }
 
-  /** Of the free workers that could run what `w` was given, the one whose last prompt shares the longest start with `prompt`. */
-  private affine(w: WorkerEntry, prompt: string): WorkerEntry {
-    if (this.free.size < 2) return w;
-    const same = [w];
+  /**
+   * For a prompt-keeping worker: the task it would get, and of the free prompt-keeping workers that
+   * route alike (so would get the same task), the one whose last prompt shares the longest start with
+   * it; `w` on a tie. Undefined when there is nothing for `w` to run.
+   */
+  private affine(w: WorkerEntry): WorkerEntry | undefined {
+    let same: WorkerEntry[] | undefined;
     for (const o of this.free) {
-      if (o !== w && o.role === w.role && o.canTake && o.caps.length === w.caps.length && o.caps.every((c) => w.caps.includes(c))) same.push(o);
+      if (o !== w && o.keepsPrompts && o.canTake && o.role === w.role && sameCaps(o.caps, w.caps)) (same ??= [w]).push(o);
     }
-    return same.length < 2 ? w : same[pickByPrefix(prompt, same.map((o) => this.lastPrompt.get(o.id)))]!;
+    if (!same) return w;
+    const rec = this.hub.store.peek(w);
+    if (!rec) return undefined;
+    const key = promptKey(rec.spec.prompt);
+    this.keyed = { id: rec.id, key };
+    return same[pickByPrefix(key, same.map((o) => this.lastPrompt.get(o.id)))];
   }
 
   private send(w: WorkerEntry, rec: TaskRecord): void {
     const s = rec.spec;
-    this.lastPrompt.set(w.id, s.prompt.length > 65_536 ? s.prompt.slice(0, 65_536) : s.prompt);
+    if (w.keepsPrompts) this.lastPrompt.set(w.id, this.keyed?.id === rec.id ? this.keyed.key : promptKey(s.prompt));
+    this.keyed = undefined;
     const now = performance.now();
     const reqId = w.conn.send(Type.TASK_REQ, {
       task_id: rec.id, prompt: s.prompt, stop: s.stop ?? [], attempt: rec.attempts, role: s.role,
@@ -94,4 +104,8 @@ export class Dispatcher {
     this.readyAt.delete(rec.id);
     this.hub.metrics.dispatched(now - Math.max(w.freedAt, readyAt));
   }
+}
+
+function sameCaps(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((c) => b.includes(c));
 }

@@ -65,6 +65,9 @@ export class TaskQueue {
     return item ? this.lease(item.value, w.id) : undefined;
   }
 
+  /** The task `next(w)` would lease now, not leased. */
+  peek(w: WorkerView): TaskRecord | undefined { return this.ready.peek(w)?.value; }
+
   /** Record a result. The first result of a task wins; any later one is a duplicate. */
   complete(id: string, result: TaskResult): 'recorded' | 'duplicate' | 'unknown' {
     const rec = this.records.get(id);

@@ -158,6 +158,9 @@ export class TaskStore {
     return rec;
   }
 
+  /** The task `lease(w)` would take now, not leased (a worker like `w` may take it instead). */
+  peek(w: WorkerView): TaskRecord | undefined { return this.holding ? undefined : this.q.peek(w); }
+
   /** True while leasing is held back after a journal write failed (the dispatcher tries again later). */
   get holding(): boolean { return this.holdUntil > Date.now(); }
 

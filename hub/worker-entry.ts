@@ -1,4 +1,4 @@
-import type { Connection } from '../protocol/index.js';
+import { PROMPT_CACHE_CAP, type Connection } from '../protocol/index.js';
 import { Answer } from './answer.js';
 import type { PendingRole } from './roles.js';
 
@@ -20,6 +20,8 @@ export class WorkerEntry {
   role: string;
   readonly driver: string;
   readonly caps: string[];
+  /** Its engine keeps its last prompt (the prompt-cache cap): cache-aware dispatch considers it. */
+  readonly keepsPrompts: boolean;
   readonly slots: number;
   readonly conn: Connection;
   readonly pid?: number;
@@ -45,6 +47,7 @@ export class WorkerEntry {
 
   constructor(j: WorkerJoin, now = Date.now()) {
     this.id = j.id; this.role = j.role; this.driver = j.driver; this.caps = j.caps; this.slots = j.slots;
+    this.keepsPrompts = j.caps.includes(PROMPT_CACHE_CAP);
     this.conn = j.conn; this.pid = j.pid; this.session = j.session;
     this.connectedAt = now; this.lastSeen = now;
   }

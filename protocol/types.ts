@@ -27,3 +27,9 @@ export const DEFAULT_MAX_LINE = 1024 * 1024;
 /** Codecs a connection may negotiate in HANDSHAKE. NDJSON is the default. */
 export const Codec = { NDJSON: 'ndjson', MSGPACK: 'msgpack' } as const;
 export type Codec = (typeof Codec)[keyof typeof Codec];
+
+/**
+ * The HANDSHAKE cap of a worker whose engine keeps its last prompt's evaluated tokens: the hub then
+ * prefers it for a task that starts like its last prompt (cache-aware dispatch).
+ */
+export const PROMPT_CACHE_CAP = 'prompt-cache';

@@ -14,4 +14,4 @@ export { DEFAULT_LEASE_MS, LEASE_GRACE_MS, leaseUntil, lapsed } from './lease.js
 export { ReadySet, type ReadyItem } from './ready.js';
 export { Heap } from './heap.js';
 export { mergeHandback, type HandbackSink, type HandbackReport } from './handback.js';
-export { pickByPrefix, sharedPrefix, MIN_AFFINITY_CHARS } from './affinity.js';
+export { pickByPrefix, sharedPrefix, sharedKeyPrefix, promptKey, MIN_AFFINITY_CHARS, CHUNK_CHARS, MAX_COMPARE, type PromptKey } from './affinity.js';

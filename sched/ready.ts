@@ -44,20 +44,15 @@ export class ReadySet<T> {
 
   /** The best task this worker ('any': one that may run anything) may run now, taken out of the set. */
   next(w: Offers | 'any'): ReadyItem<T> | undefined {
-    this.promote();
-    let best: Bucket<T> | undefined;
-    let bestTop: Slot<T> | undefined;
-    for (const [key, b] of this.buckets) {
-      if (w !== 'any' && !canRun(w, b)) continue;
-      const top = this.cleanTop(b);
-      if (!top) { this.buckets.delete(key); continue; }
-      if (!bestTop || slotBefore(top, bestTop)) { best = b; bestTop = top; }
-    }
-    if (!best || !bestTop) return undefined;
+    const best = this.best(w);
+    if (!best) return undefined;
     best.heap.pop();
-    this.live.delete(bestTop.item.id);
-    return bestTop.item;
+    this.live.delete(best.top.item.id);
+    return best.top.item;
   }
+
+  /** The task `next(w)` would take now, left in the set. */
+  peek(w: Offers | 'any'): ReadyItem<T> | undefined { return this.best(w)?.top.item; }
 
   /** When the earliest backed-off task becomes ready (epoch ms), if any. */
   nextReadyAt(): number | undefined {
@@ -67,6 +62,19 @@ export class ReadySet<T> {
       if (this.isLive(top)) return top.readyAt;
       this.delayed.pop();
     }
+  }
+
+  private best(w: Offers | 'any'): { heap: Heap<Slot<T>>; top: Slot<T> } | undefined {
+    this.promote();
+    let best: Bucket<T> | undefined;
+    let bestTop: Slot<T> | undefined;
+    for (const [key, b] of this.buckets) {
+      if (w !== 'any' && !canRun(w, b)) continue;
+      const top = this.cleanTop(b);
+      if (!top) { this.buckets.delete(key); continue; }
+      if (!bestTop || slotBefore(top, bestTop)) { best = b; bestTop = top; }
+    }
+    return best && bestTop ? { heap: best.heap, top: bestTop } : undefined;
   }
 
   private bucket(needs: Needs): Bucket<T> {

@@ -3,6 +3,7 @@ import { createDriver, killAllChildren, type DriverConfig } from '../drivers/ind
 import { Agent, type AgentOptions } from './agent.js';
 import type { AgentFailoverOptions } from './failover-agent.js';
 import { FailoverStatusWriter } from './failover-status.js';
+import { handshakeCaps } from './prompt-cache.js';
 
 /** What every agent of the pool shares (AgentOptions), plus the pool's own settings. */
 export interface PoolOptions extends Pick<AgentOptions, 'locate' | 'token' | 'role' | 'caps' | 'slots' | 'msgpack' | 'config'> {
@@ -26,12 +27,13 @@ export class WorkerPool {
 
   constructor(opts: PoolOptions, log: Logger) {
     const stopped: Promise<string>[] = [];
+    const caps = handshakeCaps(opts.caps, opts.driver);
     this.agents = opts.ids.map((id, i) => {
       let resolve!: (reason: string) => void;
       stopped.push(new Promise<string>((r) => (resolve = r)));
       return new Agent({
         id, driver: createDriver(opts.driver), locate: opts.locate, token: opts.token, role: opts.role,
-        caps: opts.caps, slots: opts.slots, msgpack: opts.msgpack, config: opts.config, onStopped: resolve,
+        caps, slots: opts.slots, msgpack: opts.msgpack, config: opts.config, onStopped: resolve,
         failover: opts.failover && {
           ...opts.failover,
           port: opts.failover.ports?.[i] ?? (opts.failover.port ? opts.failover.port + i : 0),

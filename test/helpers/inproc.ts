@@ -12,11 +12,11 @@ export async function startHub(over: Partial<Parameters<typeof hubConfig>[0]> = 
 }
 
 /** K agents in this process connected to `addr`. */
-export function startPool(addr: { host: string; port: number }, k: number, o: { driver?: string; options?: Record<string, string>; token?: string; slots?: number; prefix?: string; role?: string } = {}) {
+export function startPool(addr: { host: string; port: number }, k: number, o: { driver?: string; options?: Record<string, string>; token?: string; slots?: number; prefix?: string; role?: string; caps?: string[] } = {}) {
   const pool = new WorkerPool({
     ids: Array.from({ length: k }, (_, i) => `${o.prefix ?? 'w'}-${i + 1}`),
     driver: { name: o.driver ?? 'echo', options: o.options ?? {} },
-    locate: async () => addr, token: o.token, slots: o.slots, role: o.role,
+    locate: async () => addr, token: o.token, slots: o.slots, role: o.role, caps: o.caps,
   }, quiet);
   const done = pool.run();
   return { pool, done, stop: () => pool.stop('test over') };
