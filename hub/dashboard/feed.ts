@@ -2,13 +2,18 @@ import type http from 'node:http';
 import type { Logger } from 'pino';
 import type { Answer } from '../answer.js';
 import { isFinal } from '../task.js';
-import type { Collector } from './state.js';
+import type { Collector, Section } from './state.js';
 import { SseClient, frame, type SseLimits } from './sse.js';
 import type { Sample } from './types.js';
 
 export interface FeedOptions extends SseLimits {
   /** How often changes go out (they are batched: one message per tick, only the sections that changed). */
   tickMs: number;
+  /**
+   * Task events mark sections changed as they happen; everything is also read this often, for what
+   * the store does not see (heartbeats, workers joining and dropping, roles, the hub's mode).
+   */
+  refreshMs: number;
   /** How often the queue chart gets a sample. */
   sampleMs: number;
   /** A message at least this often, so a page can tell the hub is alive. */
@@ -21,19 +26,21 @@ export interface FeedOptions extends SseLimits {
 }
 
 export const FEED_DEFAULTS: FeedOptions = {
-  tickMs: 250, sampleMs: 1000, pingMs: 5000, maxBufferedBytes: 256 * 1024, stallMs: 15_000,
+  tickMs: 250, refreshMs: 1000, sampleMs: 1000, pingMs: 5000, maxBufferedBytes: 256 * 1024, stallMs: 15_000,
   maxClients: 64, maxTaskStreams: 64, maxTaskBytes: 256 * 1024,
 };
 
-const SECTIONS = ['hub', 'workers', 'queue', 'runs'] as const;
+const SECTIONS: readonly Section[] = ['hub', 'workers', 'queue', 'runs'];
 const MAX_PROMPT = 64 * 1024;
 
 interface TaskStream { client: SseClient; id: string; answer?: Answer; next: number; bytes: number }
 
 /**
- * Fans the hub's state out to dashboards: each tick it reads the state once, serialises each section
- * once, and sends the same `patch` text (the sections that changed) to every client. Nothing runs
- * while no dashboard is open except the once-a-second chart sample.
+ * Fans the hub's state out to dashboards, driven by the store's event stream: a task event marks the
+ * sections it touched, and each tick reads only those (all of them once per `refreshMs`), serialises
+ * each once, and sends the same `patch` text (the sections whose text changed) to every client, so
+ * a burst of events costs one message per tick. Nothing runs while no dashboard is open except the
+ * once-a-second chart sample.
  */
 export class Feed {
   private readonly clients = new Set<SseClient>();
@@ -42,13 +49,18 @@ export class Feed {
   private samples: Sample[] = [];
   private seq = 0;
   private lastSentAt = 0;
+  private lastFullAt = 0;
+  private readonly dirty = new Set<Section>();
   private tickTimer?: NodeJS.Timeout;
   private readonly sampleTimer: NodeJS.Timeout;
-  readonly stats = { connected: 0, dropped: 0, skipped: 0, messages: 0, bytes: 0 };
+  /** Section reads count the state actually read (a tick with nothing marked reads none). */
+  readonly stats = { connected: 0, dropped: 0, skipped: 0, messages: 0, bytes: 0, reads: 0, maxMessage: 0 };
 
   constructor(private readonly c: Collector, private readonly o: FeedOptions, private readonly log: Logger) {
     this.c.sample();
-    this.sampleTimer = setInterval(() => this.samples.push(this.c.sample()), o.sampleMs);
+    this.c.changed = (sections) => { if (this.tickTimer) for (const k of sections) this.dirty.add(k); };
+    // The collector keeps the chart (bounded) for snapshots; samples wait for a tick only while one runs.
+    this.sampleTimer = setInterval(() => { const x = this.c.sample(); if (this.tickTimer) this.samples.push(x); }, o.sampleMs);
     this.sampleTimer.unref();
   }
 
@@ -59,7 +71,7 @@ export class Feed {
   /** A dashboard's event stream: a snapshot now, then patches. */
   addClient(res: http.ServerResponse): void {
     if (this.clients.size >= this.o.maxClients) { res.writeHead(503, { 'retry-after': '5' }).end(); return; }
-    this.tick();
+    this.tick(true);
     const client = new SseClient(res, this.o, () => this.snapshot(), (c, why) => {
       this.clients.delete(c);
       this.stats.skipped += c.skipped;
@@ -112,26 +124,41 @@ export class Feed {
     return `event: snapshot\nid: ${this.seq}\ndata: {${parts.join(',')},"history":${JSON.stringify(this.c.history())}}\n\n`;
   }
 
-  /** Read the state once; send what changed to everyone. */
-  tick(): void {
-    const sections = { hub: this.c.hubView(), workers: this.c.workers(), queue: this.c.queue(), runs: this.c.runs() };
+  /** Read the sections marked changed (all of them when `full` or due); send what changed to everyone. */
+  tick(full = false): void {
+    const now = Date.now();
+    if (full || now - this.lastFullAt >= this.o.refreshMs) { this.lastFullAt = now; for (const k of SECTIONS) this.dirty.add(k); }
+    // A new chart sample carries the queue's tokens/s and latency.
+    if (this.samples.length) this.dirty.add('queue');
     const changed: string[] = [];
     for (const k of SECTIONS) {
-      const json = JSON.stringify(sections[k]);
+      if (!this.dirty.has(k)) continue;
+      this.stats.reads++;
+      const json = JSON.stringify(this.read(k));
       if (this.last.get(k) !== json) { this.last.set(k, json); changed.push(`"${k}":${json}`); }
     }
+    this.dirty.clear();
     if (this.samples.length) { changed.push(`"samples":${JSON.stringify(this.samples)}`); this.samples = []; }
-    const now = Date.now();
     let msg: string | undefined;
     if (changed.length) msg = `event: patch\nid: ${++this.seq}\ndata: {${changed.join(',')}}\n\n`;
     else if (now - this.lastSentAt >= this.o.pingMs) msg = frame('ping', { t: now });
     if (msg) {
       this.lastSentAt = now;
+      if (msg.length > this.stats.maxMessage) this.stats.maxMessage = msg.length;
       for (const c of this.clients) {
         if (c.offer(msg) === 'sent') { this.stats.messages++; this.stats.bytes += msg.length; }
       }
     }
     for (const t of this.tasks) this.pumpTask(t);
+  }
+
+  private read(k: Section): unknown {
+    switch (k) {
+      case 'hub': return this.c.hubView();
+      case 'workers': return this.c.workers();
+      case 'queue': return this.c.queue();
+      case 'runs': return this.c.runs();
+    }
   }
 
   private pumpTask(t: TaskStream): void {

@@ -4,6 +4,7 @@ import type { Answer } from '../answer.js';
 import type { Hub } from '../hub.js';
 import type { WorkerEntry } from '../registry.js';
 import type { RunManager } from '../runs.js';
+import type { StoreEvent } from '../store-events.js';
 import type { TaskRecord } from '../task.js';
 import type { DashState, HubView, NodeRow, QueueView, RunRow, Sample, WorkerRow } from './types.js';
 
@@ -15,17 +16,23 @@ export interface DashSource {
 }
 
 const TPS_WINDOW_MS = 10_000;
+const TASK_ONLY: readonly Section[] = ['queue', 'workers'];
+const TASK_AND_RUN: readonly Section[] = ['queue', 'workers', 'runs'];
 const MAX_RUNS = 8;
 const MAX_NODES = 200;
 /** Dead workers are shown this long, then forgotten (a supervised one is back well before). */
 const FORGET_DEAD_MS = 10 * 60_000;
 const MAX_KNOWN = 5000;
 
+/** The sections of the dashboard's state that change on their own (see `Feed`). */
+export type Section = 'hub' | 'workers' | 'queue' | 'runs';
+
 interface Known { entry?: WorkerEntry; row?: WorkerRow; respawns: number; deadSince?: number; finished: { at: number; tokens: number }[] }
 
 /**
  * Reads the hub's state into the dashboard's sections. Workers that drop out stay listed as dead
- * until they come back (counted as a respawn), since the registry forgets them at once.
+ * until they come back (counted as a respawn), since the registry forgets them at once. Follows the
+ * store's event stream and tells `changed` which sections a task event touched.
  */
 export class Collector {
   private readonly known = new Map<string, Known>();
@@ -37,13 +44,22 @@ export class Collector {
   private readonly reports = new Set<string>();
   private readonly off: () => void;
 
+  /** Called on every store event with the sections it changed (the feed batches them per tick). */
+  changed: (sections: readonly Section[]) => void = () => {};
+
   constructor(private readonly src: DashSource, private readonly historyLen = 300, private readonly now: () => number = Date.now) {
     this.lastTokens = src.hub.metrics.tokensOut;
     this.lastSampleAt = now();
-    this.off = src.hub.store.onChange((rec) => this.finished(rec));
+    this.off = src.hub.store.subscribe((e) => this.event(e));
   }
 
   close(): void { this.off(); }
+
+  private event(e: StoreEvent): void {
+    if (e.type === 'done' || e.type === 'failed') this.finished(e.rec);
+    // A lease or a result changes the counts, the worker holding it, and its run's node if it has one.
+    this.changed(e.rec.id.includes(':') && this.src.runs() ? TASK_AND_RUN : TASK_ONLY);
+  }
 
   private finished(rec: TaskRecord): void {
     const r = rec.result;
