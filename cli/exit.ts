@@ -9,6 +9,8 @@ export const Exit = {
   TASKS_FAILED: 4,
   TIMEOUT: 5,
   ALREADY_RUNNING: 6,
+  /** Refused: a wrong token, or a certificate the other side does not accept. */
+  AUTH: 7,
   INTERRUPTED: 130,
 } as const;
 
@@ -19,6 +21,7 @@ const byCode: Partial<Record<SwarmError['code'], number>> = {
   SWARM_ERR_UNKNOWN_RUN: Exit.USAGE, // a run id on the command line that names no run
   SWARM_ERR_TIMEOUT: Exit.TIMEOUT,
   SWARM_ERR_ALREADY_RUNNING: Exit.ALREADY_RUNNING,
+  SWARM_ERR_AUTH: Exit.AUTH,
 };
 
 /** Print an error as `swarm: CODE: message` (or JSON) and exit with its documented code. */

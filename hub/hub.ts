@@ -61,8 +61,11 @@ export class Hub implements HubContext {
     const onSocket = (s: net.Socket) => this.sessions.accept(s);
     this.server = this.config.tlsCert && this.config.tlsKey
       ? tls.createServer({ cert: fs.readFileSync(this.config.tlsCert), key: fs.readFileSync(this.config.tlsKey),
-        // With a CA, a worker without a certificate it signed is refused in the TLS handshake.
-        ...(this.config.tlsCa ? { ca: fs.readFileSync(this.config.tlsCa), requestCert: true, rejectUnauthorized: true } : {}) }, onSocket)
+        // With a CA, a worker must present a certificate it signed. The handshake lets others through
+        // (rejectUnauthorized off) only so that Sessions can refuse them with an ERROR frame saying why:
+        // a bare close (TLS 1.3 checks the client's certificate after the client is done) looks like a
+        // hub restarting, which a worker retries forever.
+        ...(this.config.tlsCa ? { ca: fs.readFileSync(this.config.tlsCa), requestCert: true, rejectUnauthorized: false } : {}) }, onSocket)
       : net.createServer(onSocket);
     this.server.maxConnections = 20_000;
     // A worker that does not trust our certificate (or presents none we trust) fails in the handshake: log it here too.

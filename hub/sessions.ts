@@ -1,3 +1,4 @@
+import type { TLSSocket } from 'node:tls';
 import type net from 'node:net';
 import { Connection, Type, safeEqual, randomId, workerCredential, type AnyMessage, type Message } from '../protocol/index.js';
 import type { HubContext } from './context.js';
@@ -23,6 +24,14 @@ export class Sessions {
   accept(socket: net.Socket): void {
     const { config, metrics, registry } = this.hub;
     const conn = new Connection(socket, { name: this.hub.name, maxLine: config.maxLine });
+    // Mutual TLS (hub.ts): a certificate the CA did not sign is refused here, before any frame is read.
+    const peerTls = socket as Partial<Pick<TLSSocket, 'authorized' | 'authorizationError'>>;
+    if (config.tlsCa && peerTls.authorized === false) {
+      const why = String(peerTls.authorizationError ?? 'no certificate');
+      this.hub.log.warn({ remote: socket.remoteAddress, err: why }, 'worker link refused in the TLS handshake: its certificate is not accepted');
+      conn.sendError('SWARM_ERR_AUTH', `this worker's certificate is not accepted (${why}): --tls-cert/--tls-key, signed by the hub's --tls-ca`);
+      return;
+    }
     const timer = setTimeout(() => conn.sendError('SWARM_ERR_HANDSHAKE_TIMEOUT', `no HANDSHAKE within ${config.handshakeTimeoutMs} ms`), config.handshakeTimeoutMs);
     timer.unref();
     let worker: WorkerEntry | undefined;

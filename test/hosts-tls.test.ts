@@ -54,8 +54,12 @@ t.test('across hosts over TLS with a token: 300 tasks complete; status --hub-url
     '--state-dir', sw.state.c!, '--tls-cert', path.join(other, 'c.crt'), '--tls-key', path.join(other, 'c.key'), '--log-file', path.join(sw.state.c!, 'x-ca.log')], { env: { SWARM_TOKEN: sw.token } });
   const wrongTok = c.swarmBg(['worker', '--hub', `${a.addr}:${HUB_PORT}`, '--tls-ca', path.join(sw.certs, 'ca.crt'), '--id', 'x-tok', '--driver', 'echo',
     '--state-dir', sw.state.c!, '--tls-cert', path.join(sw.certs, 'c.crt'), '--tls-key', path.join(sw.certs, 'c.key'), '--log-file', path.join(sw.state.c!, 'x-tok.log')], { env: { SWARM_TOKEN: 'wrong-token-123' } });
-  t.ok(await until(() => /not trusted/.test(logOf(sw.state.c!, 'x-ca')), 20_000, 250), 'the worker with another CA says the hub\'s certificate is not trusted');
-  t.ok(await until(() => /SWARM_ERR_AUTH/.test(logOf(sw.state.c!, 'x-tok')), 20_000, 250), 'the worker with a wrong token says SWARM_ERR_AUTH');
+  // A refusal is not retried: each exits 7 (SWARM_ERR_AUTH) and says why.
+  const exited = (p: typeof wrongCa) => until(() => p.child.exitCode !== null, 30_000, 100).then(() => p.child.exitCode);
+  t.equal(await exited(wrongCa), 7, 'the worker with another CA exits 7');
+  t.match(wrongCa.output() + logOf(sw.state.c!, 'x-ca'), /SWARM_ERR_AUTH: the hub's certificate is not trusted/, 'and says the hub\'s certificate is not trusted');
+  t.equal(await exited(wrongTok), 7, 'the worker with a wrong token exits 7');
+  t.match(wrongTok.output() + logOf(sw.state.c!, 'x-tok'), /SWARM_ERR_AUTH: .*wrong or missing token/, 'and says SWARM_ERR_AUTH: wrong or missing token');
   t.ok(await until(() => /refused in the TLS handshake/.test(logOf(sw.state.a!, 'hub-')) && /bad token/.test(logOf(sw.state.a!, 'hub-')), 20_000, 250),
     'the hub logs both refusals: the TLS handshake and the bad token');
   t.equal(sw.status()?.workers.length, 6, 'neither joined');

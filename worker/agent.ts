@@ -45,6 +45,8 @@ interface TaskParams {
 export class Agent {
   state: AgentState = AgentState.INIT;
   readonly client: WorkerClient;
+  /** Why the hub refused this agent (wrong token or certificate), when that ended it. */
+  refused?: SwarmError;
   private readonly running = new Map<string, Running>();
   private readonly slots: number;
   private readonly cfg: WorkerConfig;
@@ -77,6 +79,7 @@ export class Agent {
     this.client.onMessage((m, conn) => this.onMessage(m, conn));
     this.client.onStatus((s) => {
       if (s.type === 'killed') void this.stop(`KILL: ${s.reason}`);
+      if (s.type === 'refused') { this.refused = s.error; void this.stop(`refused by the hub: ${s.error.message}`); }
       if (s.type === 'disconnected' && this.failover) {
         // Failover: tasks keep running; their results go to the replica and, later, to a hub.
         this.failover.disconnected();

@@ -2,7 +2,8 @@ import { WORKER_DEFAULTS } from './config.js';
 import net from 'node:net';
 import pRetry from 'p-retry';
 import type { Logger } from 'pino';
-import { Connection, Type, type AnyMessage, type Message, type Payload } from '../protocol/index.js';
+import { Connection, SwarmError, Type, type AnyMessage, type Message, type Payload } from '../protocol/index.js';
+import { refusal } from './refusal.js';
 
 /** Where the hub is; called before every (re)connect so a restarted hub on a new port is found. */
 export type HubLocator = () => Promise<{ host: string; port: number; tls?: boolean; ca?: string; cert?: string; key?: string }>;
@@ -11,7 +12,9 @@ export type ClientStatus =
   | { type: 'connected'; workerId: string }
   | { type: 'disconnected'; reason: string }
   | { type: 'reconnecting'; attempt: number; error: string }
-  | { type: 'killed'; reason: string };
+  | { type: 'killed'; reason: string }
+  /** Refused (wrong token or certificate) before ever joining: the loop has ended. */
+  | { type: 'refused'; error: SwarmError };
 
 export interface ClientOptions {
   id: string;
@@ -35,6 +38,8 @@ export class WorkerClient {
   conn?: Connection;
   config = { heartbeat_ms: 2000, dead_after_ms: 10000 };
   private stopped = false;
+  /** Joined a hub at least once: a refusal after that may be a hub restarting misconfigured, and is retried. */
+  private joined = false;
   private hbTimer?: NodeJS.Timeout;
   private lastHeard = 0;
   /** The session of the last HANDSHAKE_ACK: a reconnect presents it, so a half-open old link does not block it. */
@@ -63,7 +68,7 @@ export class WorkerClient {
           maxTimeout: this.opts.maxBackoffMs ?? WORKER_DEFAULTS.client.maxBackoffMs,
           factor: 2,
           randomize: true,
-          shouldRetry: () => !this.stopped,
+          shouldRetry: (ctx) => !this.stopped && (this.joined || !refusal(ctx.error)),
           onFailedAttempt: (ctx) => {
             attempt++;
             const error = (ctx as unknown as { error?: Error }).error ?? (ctx as unknown as Error);
@@ -74,6 +79,12 @@ export class WorkerClient {
         this.emit({ type: 'disconnected', reason });
       } catch (err) {
         if (this.stopped) break;
+        const refused = this.joined ? undefined : refusal(err);
+        if (refused) {
+          this.stopped = true;
+          this.emit({ type: 'refused', error: refused });
+          break;
+        }
         this.log.warn({ err }, 'connect loop failed');
       }
     }
@@ -99,11 +110,15 @@ export class WorkerClient {
         : net.connect({ host: where.host, port: where.port }, () => resolve(s));
       s.once('error', reject);
     });
+    // A hub refusing this worker's certificate under TLS 1.3 does so after our side finished the
+    // handshake: the alert arrives as a socket error, whose code tells a refusal from a reset.
+    let socketError: NodeJS.ErrnoException | undefined;
+    socket.on('error', (err: NodeJS.ErrnoException) => { socketError = err; });
     const conn = new Connection(socket, { name: this.opts.id, maxLine: this.opts.maxLine });
     const hs = this.opts.handshake();
     const ack = await new Promise<Message<'HANDSHAKE_ACK'>>((resolve, reject) => {
       const t = setTimeout(() => { conn.destroy('handshake timeout'); reject(new Error('handshake timeout')); }, this.opts.handshakeTimeoutMs ?? WORKER_DEFAULTS.client.handshakeTimeoutMs);
-      conn.onStatus((s) => { if (s.type === 'close') { clearTimeout(t); reject(new Error(`closed during handshake: ${s.reason}`)); } });
+      conn.onStatus((s) => { if (s.type === 'close') { clearTimeout(t); reject(Object.assign(new Error(`closed during handshake: ${s.reason}`), { code: socketError?.code })); } });
       conn.onMessage((m) => {
         if (m.type === Type.HANDSHAKE_ACK) {
           clearTimeout(t);
@@ -113,7 +128,7 @@ export class WorkerClient {
           conn.setCodec(m.payload.codec);
           resolve(m);
         }
-        else if (m.type === Type.ERROR) { clearTimeout(t); reject(new Error(`${m.payload.code}: ${m.payload.msg}`)); }
+        else if (m.type === Type.ERROR) { clearTimeout(t); reject(new SwarmError(m.payload.code, `${m.payload.code}: ${m.payload.msg}`)); }
       });
       conn.send(Type.HANDSHAKE, { ...hs, token: this.opts.token, session: this.session, codecs: this.opts.msgpack === false ? ['ndjson'] : ['msgpack', 'ndjson'] });
     });
@@ -125,6 +140,7 @@ export class WorkerClient {
 
   private serve(conn: Connection): Promise<string> {
     this.conn = conn;
+    this.joined = true;
     this.lastHeard = Date.now();
     this.emit({ type: 'connected', workerId: this.opts.id });
     return new Promise((resolve) => {

@@ -104,7 +104,11 @@ export function registerWorker(program: Command): void {
         process.once('exit', () => killAllChildren());
         await pool.run();
         await loadLogger();
+        // Refused (wrong token or certificate): retrying would present the same credentials again.
+        const refused = pool.agents.find((a) => a.refused)?.refused;
+        if (refused) log.error({ code: refused.code, error: refused.message }, 'the hub refused this worker; exiting');
         log.flush?.();
+        if (refused) fail(refused);
         process.exit(0);
       } catch (err) { fail(err); }
     });
