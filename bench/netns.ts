@@ -22,6 +22,14 @@ export interface Host {
   readonly addr: string;
   /** Run a command in this host to completion. */
   exec(cmd: string[], opts?: { input?: string; timeoutMs?: number; env?: NodeJS.ProcessEnv }): { code: number | null; stdout: string; stderr: string };
+  /**
+   * Run a command with only this host's network (`nsenter --net`), keeping the root namespace's
+   * mounts: what Podman needs, whose storage mounts `ip netns exec`'s private mount namespace would
+   * hide from later podman commands. A container in the host network of a pod started this way
+   * lives in this host's network namespace; `podman exec` into it must run here too (a host-network
+   * container has no namespace of its own to join: the exec'd process keeps its caller's network).
+   */
+  netExec(cmd: string[], opts?: { timeoutMs?: number; input?: string }): { code: number | null; stdout: string; stderr: string };
   /** Run `swarm …` in this host to completion. */
   swarm(args: string[], opts?: { timeoutMs?: number; env?: NodeJS.ProcessEnv }): { code: number | null; stdout: string; stderr: string };
   /** Start `swarm …` in this host in the background (its own process group). */
@@ -36,7 +44,12 @@ export interface Host {
   heal(): void;
 }
 
-export interface HostBed { hosts: Host[]; cleanup(): Promise<void> }
+export interface HostBed {
+  hosts: Host[];
+  cleanup(): Promise<void>;
+  /** Run `fn` first on cleanup, while the namespaces still exist (e.g. remove pods living in them). */
+  onCleanup(fn: () => void | Promise<void>): void;
+}
 
 const sh = (args: string[], input?: string) => spawnSync(args[0]!, args.slice(1), { encoding: 'utf8', input, timeout: 20_000 });
 
@@ -84,17 +97,27 @@ export function makeHosts(t: { teardown(fn: () => void | Promise<void>): void },
   const tag = `${process.pid % 100000}${crypto.randomBytes(2).toString('hex')}`;
   const sw = `swsw${tag}`;
   const made: string[] = [];
+  const first: (() => void | Promise<void>)[] = [];
   let cleaned = false;
   const cleanup = async () => {
     if (cleaned) return;
     cleaned = true;
+    for (const fn of first) { try { await fn(); } catch { /* the namespaces go regardless */ } }
     for (const ns of made) await killNs(ns);
     // Deleting a namespace destroys its interfaces: each veth pair and the bridge go with them.
     for (const ns of made.reverse()) sh(['ip', 'netns', 'del', ns]);
   };
   t.teardown(cleanup);
-  // A test killed by tap's timeout still runs teardowns; an exiting process gets this last try.
-  process.once('exit', () => { if (!cleaned) for (const ns of made) { for (const p of pidsOf(ns)) { try { process.kill(p, 'SIGKILL'); } catch { /* gone */ } } sh(['ip', 'netns', 'del', ns]); } });
+  // A test killed by tap's timeout still runs teardowns; an exiting process gets this last try, and
+  // so does one ended by SIGTERM (which skips 'exit' handlers). Only synchronous hooks finish here.
+  const lastTry = () => {
+    if (cleaned) return;
+    cleaned = true;
+    for (const fn of first) { try { void fn(); } catch { /* go on */ } }
+    for (const ns of made) { for (const p of pidsOf(ns)) { try { process.kill(p, 'SIGKILL'); } catch { /* gone */ } } sh(['ip', 'netns', 'del', ns]); }
+  };
+  process.once('exit', lastTry);
+  process.once('SIGTERM', () => { lastTry(); process.exit(143); });
   try {
     must(['ip', 'netns', 'add', sw]);
     made.push(sw);
@@ -124,6 +147,10 @@ export function makeHosts(t: { teardown(fn: () => void | Promise<void>): void },
         const r = spawnSync('ip', inNs(cmd), { encoding: 'utf8', input: o.input, timeout: o.timeoutMs ?? 60_000, env: { ...process.env, ...o.env } });
         return { code: r.status, stdout: r.stdout ?? '', stderr: (r.stderr ?? '') + (r.error ? String(r.error) : '') };
       },
+      netExec(cmd, o = {}) {
+        const r = spawnSync('nsenter', [`--net=/run/netns/${ns}`, ...cmd], { encoding: 'utf8', input: o.input, timeout: o.timeoutMs ?? 120_000, maxBuffer: 64 << 20 });
+        return { code: r.status, stdout: r.stdout ?? '', stderr: (r.stderr ?? '') + (r.error ? String(r.error) : '') };
+      },
       swarm(args, o = {}) { return this.exec([process.execPath, CLI, ...args], o); },
       swarmBg(args, o = {}) {
         // `ip netns exec` execs the command: the child's pid is node's own.
@@ -139,5 +166,5 @@ export function makeHosts(t: { teardown(fn: () => void | Promise<void>): void },
       heal: () => { must(['ip', '-n', sw, 'link', 'set', port, 'up']); },
     };
   });
-  return { hosts, cleanup };
+  return { hosts, cleanup, onCleanup: (fn) => { first.push(fn); } };
 }

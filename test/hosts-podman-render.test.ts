@@ -35,9 +35,9 @@ t.test('podman across hosts: one pod per host, host network, peers on host addre
 
 t.test('the rendered commands run on three hosts: workers join over mutual TLS, peers on host addresses, tasks complete', async (t) => {
   if (!requireNamespaces(t)) return;
+  const dir = tempDir(t); // before the hosts: their teardown (last registered, first run) ends every process first
   const bed = makeHosts(t, ['a', 'b', 'c']);
   const [a, b, c] = bed.hosts as [Host, Host, Host];
-  const dir = tempDir(t);
   const certs = path.join(dir, 'certs');
   t.equal(spawnSync(process.execPath, [CLI, 'certs', '--dir', certs, '--host', `hub=${a.addr}`, '--host', `w1=${b.addr}`, '--host', `w2=${c.addr}`]).status, 0, 'swarm certs');
   const token = fs.readFileSync(path.join(certs, 'token'), 'utf8').trim();

@@ -11,6 +11,7 @@ interface RenderFlags {
   driverOpt: Record<string, string>; token?: string; workers: 'deployment' | 'daemonset'; hostNetwork: boolean;
   hubPort: number; controlPort: number; ctx: number; ubatch: number; cpus: number; engine: 'per-worker' | 'shared'; repack: boolean;
   failover: boolean; peerPort: number; name: string; stateSize: string; storageClass?: string; hosts?: DeployHost[]; certsDir: string;
+  stateDir?: string; workerStateDir?: string;
 }
 
 const oneOf = <T extends string>(name: string, values: readonly T[]) => (v: string): T => {
@@ -49,6 +50,8 @@ export function registerDeploy(program: Command): void {
     .option('--name <name>', 'podman: pod names <name>-hub and <name>-workers', 'swarm')
     .option('--hosts <list>', 'podman across machines: hub=ADDR,w1=ADDR,… (the hub\'s host first): one pod per host in the host\'s network, peers on host addresses, mutual TLS', hostsOption)
     .option('--certs-dir <dir>', 'podman --hosts: where `swarm certs` output is on every host', '/etc/swarm/certs')
+    .option('--state-dir <dir>', 'podman: host folder of the hub\'s journal, owned by uid 10001 (default /var/lib/swarm/hub)')
+    .option('--worker-state-dir <dir>', 'podman with failover: host folder of the workers\' status files, owned by uid 10001 (default /var/lib/swarm/workers)')
     .option('--state-size <size>', 'k3s: the hub journal\'s PersistentVolumeClaim size', '1Gi')
     .option('--storage-class <name>', 'k3s: storage class of that claim (default: the cluster\'s; local-path on k3s)')
     .action(async (o: RenderFlags) => {
@@ -61,7 +64,8 @@ export function registerDeploy(program: Command): void {
           target: o.target, agents: o.agents, model: o.model, image: o.image, driver: o.driver, driverOpts: o.driverOpt,
           token: o.token ?? process.env.SWARM_TOKEN, workers: o.workers, hostNetwork: o.hostNetwork,
           hubPort: o.hubPort, controlPort: o.controlPort, plan: p, failover: o.failover, peerPort: o.peerPort, name: o.name,
-          stateSize: o.stateSize, ...(o.storageClass ? { storageClass: o.storageClass } : {}),
+          stateSize: o.stateSize, ...(o.stateDir ? { stateDir: o.stateDir } : {}), ...(o.workerStateDir ? { workerStateDir: o.workerStateDir } : {}),
+          ...(o.storageClass ? { storageClass: o.storageClass } : {}),
           ...(o.hosts ? { hosts: o.hosts, certsDir: o.certsDir } : {}),
         });
         if (!o.out) {

@@ -37,9 +37,12 @@ export const HUB_PORT = 7070;
 export const CONTROL_PORT = 7071;
 
 export function hostsSwarm(t: Parameters<typeof tempDir>[0], opts: { latencyMs: number; hubArgs?: string[] }): HostsSwarm {
+  // The folder first: teardowns run last-registered first, so the namespaces (and every process in
+  // them) are gone before tempDir's teardown looks for a hub to stop (it would dial A's address from
+  // the root namespace).
+  const dir = tempDir(t);
   const bed = makeHosts(t, ['a', 'b', 'c']);
   const [a, b, c] = bed.hosts as [Host, Host, Host];
-  const dir = tempDir(t);
   const certs = path.join(dir, 'certs');
   // Certificates are files: made in the root namespace with openssl, no network involved.
   const made = spawnSync(process.execPath, [CLI, 'certs', '--dir', certs, '--host', `a=${a.addr}`, '--host', `b=${b.addr}`, '--host', `c=${c.addr}`], { encoding: 'utf8' });
@@ -84,4 +87,21 @@ export function taskFile(dir: string, n: number, prefix = 't'): { file: string; 
   const file = path.join(dir, `${prefix}-tasks.jsonl`);
   fs.writeFileSync(file, ids.map((id) => JSON.stringify({ id, prompt: `task ${id}` })).join('\n') + '\n');
   return { file, ids };
+}
+
+/** One pino line of a host's log files. */
+export interface LogEvent { time: number; msg: string; worker?: string; reason?: string }
+
+/**
+ * The log lines of the files in `dir` whose names start with `prefix` (pino JSON, one per line), in
+ * time order: the processes' own clock readings of when something happened, finer than polling.
+ */
+export function logEvents(dir: string, prefix: string): LogEvent[] {
+  const out: LogEvent[] = [];
+  for (const f of fs.readdirSync(dir).filter((n) => n.startsWith(prefix) && n.endsWith('.log'))) {
+    for (const line of fs.readFileSync(path.join(dir, f), 'utf8').split('\n')) {
+      try { const e = JSON.parse(line) as LogEvent; if (typeof e.time === 'number' && typeof e.msg === 'string') out.push(e); } catch { /* not JSON */ }
+    }
+  }
+  return out.sort((x, y) => x.time - y.time);
 }

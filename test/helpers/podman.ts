@@ -6,9 +6,9 @@ import { fileURLToPath } from 'node:url';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-/** Run `podman ARGS`; output is stdout and stderr together. Never throws. */
-export function podman(args: string[], timeoutMs = 120_000): { code: number | null; out: string } {
-  const r = spawnSync('podman', args, { encoding: 'utf8', timeout: timeoutMs, cwd: ROOT, maxBuffer: 64 << 20 });
+/** Run `podman ARGS` (with `input` on its stdin); output is stdout and stderr together. Never throws. */
+export function podman(args: string[], timeoutMs = 120_000, input?: string): { code: number | null; out: string } {
+  const r = spawnSync('podman', args, { encoding: 'utf8', timeout: timeoutMs, cwd: ROOT, maxBuffer: 64 << 20, input });
   return { code: r.status, out: (r.stdout ?? '') + (r.stderr ?? '') };
 }
 
@@ -22,4 +22,15 @@ export function removeAll(o: { pods?: string[]; images?: string[] }): void {
   for (const pod of o.pods ?? []) podman(['pod', 'rm', '-f', '--ignore', pod]);
   if (o.images?.length) podman(['rmi', '-f', ...o.images]);
   podman(['image', 'prune', '-f', '--filter', 'label=io.swarm.stage']);
+}
+
+/**
+ * Build the swarm image from this checkout without a registry: a base image made from the host's
+ * node (`podman import`), then the Containerfile with `--layers=false` (nothing untagged left) and
+ * no network. Returns the build's exit code and output.
+ */
+export function buildImage(image: string, base: string): { code: number | null; out: string } {
+  const made = spawnSync(path.join(ROOT, 'deploy/container/make-base-image.sh'), [base], { encoding: 'utf8', timeout: 120_000 });
+  if (made.status !== 0) return { code: made.status, out: `make-base-image.sh: ${made.stderr}` };
+  return podman(['build', '--layers=false', '--format', 'docker', '--network', 'none', '--build-arg', `BASE_IMAGE=${base}`, '-t', image, '.'], 900_000);
 }
