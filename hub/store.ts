@@ -141,8 +141,9 @@ export class TaskStore {
       added.add(spec.id);
       this.events.emit({ type: 'accepted', rec });
     }
-    return ids.map((id, i) => {
-      const first = added.has(id) && ids.indexOf(id) === i;
+    // The first occurrence of an id added now is new; any other is a duplicate (a Set, not indexOf: 5,000 ids is 12.5M compares).
+    return ids.map((id) => {
+      const first = added.delete(id);
       return { record: this.q.get(id)!, duplicate: !first };
     });
   }

@@ -49,11 +49,24 @@ function leaseWins(a: Lease, b: Lease): boolean {
   return (a.unrun ?? 0) < (b.unrun ?? 0);
 }
 
-/** FNV-1a, 32 bit: a short fingerprint of an entry's merge-relevant fields. */
-function fnv(s: string): number {
-  let h = 0x811c9dc5;
+/** FNV-1a, 32 bit, of a string, continuing from `h`. */
+function fnvStr(s: string, h = 0x811c9dc5): number {
   for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 0x01000193); }
-  return h >>> 0;
+  return h;
+}
+/** FNV-1a step over a number (its low and high 32 bits), continuing from `h`. */
+function fnvNum(n: number, h: number): number {
+  h = Math.imul(h ^ (n | 0), 0x01000193);
+  return Math.imul(h ^ ((n / 4294967296) | 0), 0x01000193);
+}
+const fnv = (s: string): number => fnvStr(s) >>> 0;
+
+/** An entry's fingerprint in its bucket: its id's hash and its merge hash mixed (murmur3's finalizer), no strings built. */
+function pairHash(idh: number, h: number): number {
+  let x = (idh ^ Math.imul(h, 0x9e3779b1)) >>> 0;
+  x = Math.imul(x ^ (x >>> 16), 0x85ebca6b);
+  x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35);
+  return (x ^ (x >>> 16)) >>> 0;
 }
 
 function stateOf(e: Entry): EntryState {
@@ -177,10 +190,11 @@ export class Replica {
     this.entries.set(d.id, e);
     const h = this.hash(e);
     const old = this.hashes.get(d.id);
-    const b = bucketOf(d.id);
+    const idh = fnv(d.id);
+    const b = idh % BUCKETS;
     let bh = this.bucketHash[b]!;
-    if (old !== undefined) bh ^= fnv(`${d.id}:${old}`);
-    this.bucketHash[b] = (bh ^ fnv(`${d.id}:${h}`)) >>> 0;
+    if (old !== undefined) bh ^= pairHash(idh, old);
+    this.bucketHash[b] = (bh ^ pairHash(idh, h)) >>> 0;
     this.hashes.set(d.id, h);
     for (const fn of this.listeners) fn(e, d);
     return true;
@@ -188,8 +202,14 @@ export class Replica {
 
   /** Fingerprint of what merge compares; equal fingerprints mean nothing to exchange. */
   hash(e: Entry): number {
+    // Field by field into one FNV state (a merge is the holder's hot path: no string is built).
     const l = e.lease, r = e.result, f = e.failure;
-    return fnv(`${e.spec ? 1 : 0}|${e.seq ?? ''}|${l ? `${l.attempt}/${l.epoch}/${l.worker}/${l.revoked ? 1 : 0}/${l.unrun ?? 0}` : ''}|${r ? `${r.attempt}/${r.worker}` : ''}|${f ? `${f.attempt}/${f.worker}` : ''}`);
+    let h = fnvNum(e.spec ? 1 : 0, 0x811c9dc5);
+    h = fnvNum(e.seq ?? -1, h);
+    if (l) h = fnvNum(l.unrun ?? 0, fnvNum(l.revoked ? 1 : 0, fnvStr(l.worker, fnvNum(l.epoch, fnvNum(l.attempt, fnvNum(2, h))))));
+    if (r) h = fnvStr(r.worker, fnvNum(r.attempt, fnvNum(3, h)));
+    if (f) h = fnvStr(f.worker, fnvNum(f.attempt, fnvNum(4, h)));
+    return h >>> 0;
   }
 
   /** Digest of the whole replica, in chunks of at most `perChunk` ids covering disjoint id ranges. */
