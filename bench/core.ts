@@ -89,7 +89,11 @@ async function upReady(agents = 25) {
     const r = spawnSync(process.execPath, [CLI, 'up', '--agents', String(agents), '--driver', 'echo', '--detach', '--json', '--state-dir', dir], { encoding: 'utf8' });
     const wall = performance.now() - t0;
     const summary = JSON.parse(r.stdout) as { ready_ms: number; hub_pid: number };
-    const pids = fs.readdirSync(path.join(dir, 'pids')).map((f) => Number(fs.readFileSync(path.join(dir, 'pids', f), 'utf8')));
+    // A pid file holds {pid, start, cmd} (hub/proc-id.ts); an older one, the bare pid.
+    const pids = fs.readdirSync(path.join(dir, 'pids')).map((f) => {
+      const txt = fs.readFileSync(path.join(dir, 'pids', f), 'utf8').trim();
+      return txt.startsWith('{') ? (JSON.parse(txt) as { pid: number }).pid : Number(txt);
+    });
     // CPU spent to get there: on 2 shared cores the wall time follows the load average, this does less.
     const cpu = pids.reduce((a, p) => a + cpuSeconds(p), 0) + cpuSeconds(summary.hub_pid);
     await new Promise((res) => setTimeout(res, 1000));

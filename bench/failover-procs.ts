@@ -5,7 +5,7 @@ import { CLI } from './args.js';
 
 /** Shared by the failover benches: `swarm` processes in the background, the hub file, the control API, agents' status files. */
 
-export interface HubFile { pid: number; control: { host: string; port: number } }
+export interface HubFile { pid: number; control: { host: string; port: number }; token?: string }
 /** One agent as its worker process's failover status file shows it. */
 export interface FailoverAgent { id: string; mode: string; coordinating: boolean; gossip_since?: number; last_final_at?: number; replica: { done: number; failed: number; size: number } }
 
@@ -36,7 +36,9 @@ export async function api<T>(dir: string, method: string, p: string, body?: unkn
   const h = hubFile(dir);
   if (!h) return undefined;
   try {
-    const res = await fetch(`http://${h.control.host}:${h.control.port}${p}`, { method, body: body === undefined ? undefined : JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+    // A hub keeps a token in its state dir (generated when none is given): the control API wants it.
+    const headers = { 'content-type': 'application/json', ...(h.token ? { authorization: `Bearer ${h.token}` } : {}) };
+    const res = await fetch(`http://${h.control.host}:${h.control.port}${p}`, { method, body: body === undefined ? undefined : JSON.stringify(body), headers });
     return (await res.json()) as T;
   } catch { return undefined; }
 }

@@ -1,0 +1,106 @@
+/**
+ * End-to-end submit throughput: `swarm up -n 25 --driver echo --detach` (failover on, as `up` starts
+ * it; and with --no-failover, the cheaper baseline, alternating), one warm-up batch, then
+ * `swarm submit --file F --wait --json` of 5,000 tasks, timed two ways: the whole command's wall time
+ * (CLI start, upload, journal, dispatch, /wait, output) and hub-side (the journal's first accepted
+ * task to its last durable result). CPU of the CLI, the hub and the 25 workers beside: on two shared
+ * cores the wall time follows the load, the CPU much less.
+ *
+ * Run: `node dist/bench/submit.js [--tasks 5000] [--workers 25] [--rounds 2] [--out FILE]`.
+ * Appends one line per run to bench/results/submit.jsonl (or --out).
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ROOT, CLI, arg } from './args.js';
+import { cpuSeconds, machine } from './proc.js';
+
+const TASKS = Number(arg('tasks', '5000'));
+const WORKERS = Number(arg('workers', '25'));
+const ROUNDS = Number(arg('rounds', '2'));
+const OUT = arg('out', path.join(ROOT, 'bench/results/submit.jsonl'));
+
+/** CPU seconds of this process's waited-for children so far (fields cutime, cstime of /proc/self/stat). */
+function childrenCpu(): number {
+  const s = fs.readFileSync('/proc/self/stat', 'utf8');
+  const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[13]) + Number(f[14])) / 100;
+}
+
+function swarm(args: string[], dir: string): { stdout: string; ms: number; cliCpu: number } {
+  const c0 = childrenCpu();
+  const t0 = performance.now();
+  const r = spawnSync(process.execPath, [CLI, ...args, '--state-dir', dir], { encoding: 'utf8', maxBuffer: 1 << 30 });
+  const ms = performance.now() - t0;
+  if (r.status !== 0) throw new Error(`swarm ${args[0]}: exit ${r.status}: ${r.stderr.slice(-2000)}`);
+  return { stdout: r.stdout, ms, cliCpu: childrenCpu() - c0 };
+}
+
+function pids(dir: string): { hub: number; workers: number[] } {
+  const hub = (JSON.parse(fs.readFileSync(path.join(dir, 'hub.json'), 'utf8')) as { pid: number }).pid;
+  const workers = fs.readdirSync(path.join(dir, 'pids')).map((f) => {
+    const txt = fs.readFileSync(path.join(dir, 'pids', f), 'utf8');
+    return txt.trim().startsWith('{') ? (JSON.parse(txt) as { pid: number }).pid : Number(txt);
+  });
+  return { hub, workers };
+}
+const cpuOf = (ps: number[]) => ps.reduce((a, p) => { try { return a + cpuSeconds(p); } catch { return a; } }, 0);
+
+/** Hub-side time of one batch: the first 'task' record's time to the last 'result' record's, from the journal. */
+function hubSideMs(dir: string, ids: Set<string>): number {
+  let first = Infinity, last = 0;
+  for (const line of fs.readFileSync(path.join(dir, 'journal.ndjson'), 'utf8').split('\n')) {
+    if (!line) continue;
+    const r = JSON.parse(line) as { t: string; at: number; id?: string; spec?: { id: string } };
+    if (r.t === 'task' && ids.has(r.spec!.id)) first = Math.min(first, r.at);
+    if (r.t === 'result' && ids.has(r.id!)) last = Math.max(last, r.at);
+  }
+  return last - first;
+}
+
+function writeTasks(file: string, n: number, tag: string): Set<string> {
+  const ids = new Set<string>();
+  const lines: string[] = [];
+  for (let i = 0; i < n; i++) { const id = `${tag}-${i}`; ids.add(id); lines.push(JSON.stringify({ id, prompt: `task ${i}` })); }
+  fs.writeFileSync(file, lines.join('\n') + '\n');
+  return ids;
+}
+
+async function once(failover: boolean, round: number) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-submit-'));
+  try {
+    const up = swarm(['up', '-n', String(WORKERS), '--driver', 'echo', '--detach', '--json', ...(failover ? [] : ['--no-failover'])], dir);
+    const warmFile = path.join(dir, 'warm.jsonl');
+    writeTasks(warmFile, 1000, `warm${round}`);
+    swarm(['submit', '--file', warmFile, '--wait', '--json'], dir);
+    const file = path.join(dir, 'tasks.jsonl');
+    const ids = writeTasks(file, TASKS, `t${round}`);
+    const p = pids(dir);
+    const h0 = cpuOf([p.hub]), w0 = cpuOf(p.workers);
+    const load = os.loadavg()[0]!;
+    const r = swarm(['submit', '--file', file, '--wait', '--json'], dir);
+    const hubCpu = cpuOf([p.hub]) - h0, workerCpu = cpuOf(p.workers) - w0;
+    const out = JSON.parse(r.stdout) as { complete: boolean; tasks: { state: string }[] };
+    const hubMs = hubSideMs(dir, ids);
+    return {
+      date: new Date().toISOString(), machine: machine(), failover, tasks: TASKS, workers: WORKERS, round,
+      done: out.tasks.filter((t) => t.state === 'done').length, complete: out.complete, up_ms: Math.round(up.ms),
+      command_ms: Math.round(r.ms), command_tasks_per_s: Math.round(TASKS / (r.ms / 1000)),
+      hub_side_ms: hubMs, hub_side_tasks_per_s: Math.round(TASKS / (hubMs / 1000)),
+      cli_cpu_s: +r.cliCpu.toFixed(2), hub_cpu_s: +hubCpu.toFixed(2), workers_cpu_s: +workerCpu.toFixed(2),
+      load_avg_1m_before: +load.toFixed(1), load_avg_1m_after: +os.loadavg()[0]!.toFixed(1),
+    };
+  } finally {
+    spawnSync(process.execPath, [CLI, 'down', '--state-dir', dir]);
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+for (let round = 0; round < ROUNDS; round++) {
+  for (const failover of [true, false]) {
+    const r = await once(failover, round);
+    fs.appendFileSync(OUT, JSON.stringify(r) + '\n');
+    console.log(JSON.stringify(r));
+  }
+}
