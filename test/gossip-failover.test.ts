@@ -1,5 +1,5 @@
 import t from 'tap';
-import { simSwarm, audit } from './helpers/gossip-sim.js';
+import { simSwarm } from './helpers/gossip-sim.js';
 
 t.test('hub silent: every node fails over, one coordinator runs the queue, every result once', async (t) => {
   const sw = simSwarm(25, { seed: 3, taskMs: 200 });
@@ -8,40 +8,36 @@ t.test('hub silent: every node fails over, one coordinator runs the queue, every
   await sw.runUntil(() => false, 5000, 100, () => { if (sw.clock.now() % 1000 < 100) sw.hubBeat(); });
   t.ok(sw.nodes.every((n) => n.mode === 'star'), 'star mode while the hub beats');
   // The hub dies: no more heartbeats.
-  const ms = await sw.runUntil(() => sw.nodes.every((n) => n.mode === 'gossip'), 20_000);
+  const ms = await sw.inGossip();
   t.ok(ms !== undefined && ms > 3000, `every node in gossip mode after ${ms} simulated ms`);
   const leaders = new Set(sw.nodes.map((n) => n.status().coordinator));
   t.same([...leaders], ['w-000'], 'one coordinator: the lowest id');
-  const done = await sw.runUntil(() => sw.nodes.every((n) => n.replica.counts().done === 500), 120_000, 50);
+  const done = await sw.allDone(500, 120_000);
   t.ok(done !== undefined, `all 500 done in every replica (${done} ms)`);
-  await sw.runUntil(() => audit(sw.nodes, specs).disagree === 0, 60_000, 100);
-  t.same(audit(sw.nodes, specs), { lost: 0, disagree: 0 }, 'no lost or duplicated results');
-  for (const n of sw.nodes) n.stop();
+  await sw.agreed(t, specs);
 });
 
 t.test('workers killed in gossip mode: their tasks are taken over, nothing lost', async (t) => {
   const sw = simSwarm(25, { seed: 5, taskMs: 300 });
   const specs = sw.seedTasks(500);
-  await sw.runUntil(() => sw.nodes.every((n) => n.mode === 'gossip'), 20_000);
+  await sw.inGossip();
   await sw.runUntil(() => sw.nodes[0]!.replica.counts().done > 100, 60_000, 50);
   // Kill three non-coordinators and, later, the coordinator itself.
   for (const i of [4, 11, 17]) sw.kill(sw.nodes[i]!);
   await sw.runUntil(() => sw.nodes[1]!.replica.counts().done > 250, 120_000, 50);
   sw.kill(sw.nodes[0]!);
-  const done = await sw.runUntil(() => sw.live().every((n) => n.replica.counts().done === 500), 300_000, 50);
+  const done = await sw.allDone(500, 300_000, () => sw.live());
   t.ok(done !== undefined, `finished after the kills (${done} ms)`);
   t.ok(sw.live().every((n) => n.status().coordinator === 'w-001'), 'w-001 took over coordinating');
-  await sw.runUntil(() => audit(sw.live(), specs).disagree === 0, 60_000, 100);
-  t.same(audit(sw.live(), specs), { lost: 0, disagree: 0 }, 'no lost or duplicated results');
+  await sw.agreed(t, specs);
   const reruns = [...sw.executions.values()].filter((c) => c > 1).length;
   t.ok(reruns >= 1, `${reruns} tasks ran again after their worker died (at-least-once execution)`);
-  for (const n of sw.live()) n.stop();
 });
 
 t.test('a worker cut off in gossip mode rejoins and no result is duplicated', async (t) => {
   const sw = simSwarm(25, { seed: 9, taskMs: 300 });
   const specs = sw.seedTasks(500);
-  await sw.runUntil(() => sw.nodes.every((n) => n.mode === 'gossip'), 20_000);
+  await sw.inGossip();
   await sw.runUntil(() => sw.nodes[0]!.replica.counts().done > 50, 60_000, 50);
   const cut = sw.nodes[7]!;
   sw.net.isolate(cut.id);
@@ -53,9 +49,7 @@ t.test('a worker cut off in gossip mode rejoins and no result is duplicated', as
   const done = await sw.runUntil(() => sw.nodes.every((n) => n.replica.counts().done === 500 && n.membership.live().length === 25), 300_000, 50);
   t.ok(done !== undefined, `rejoined and finished (${done} ms)`);
   t.ok(sw.nodes.every((n) => n.status().coordinator === 'w-000'), 'one coordinator again');
-  await sw.runUntil(() => audit(sw.nodes, specs).disagree === 0, 60_000, 100);
-  t.same(audit(sw.nodes, specs), { lost: 0, disagree: 0 }, 'no lost or duplicated results');
-  for (const n of sw.nodes) n.stop();
+  await sw.agreed(t, specs);
 });
 
 t.test('a hub stalled for less than lapse + suspicion causes no failover', async (t) => {
@@ -90,7 +84,7 @@ t.test('handing results back to a hub twice records each once', async (t) => {
   const { handBack } = await import('../worker/gossip/handback.js');
   const sw = simSwarm(10, { seed: 21, taskMs: 20 });
   const specs = sw.seedTasks(100);
-  await sw.runUntil(() => sw.nodes.every((n) => n.replica.counts().done === 100), 120_000, 50);
+  await sw.allDone(100, 120_000);
   // A new hub with an empty store (exactly-once by task id, as the hub's TaskStore does).
   const tasks = new Set<string>();
   const results = new Map<string, string>();
@@ -133,7 +127,7 @@ t.test('hub returns: each worker hands back, the coordinator steps down, results
       return { recorded, duplicate };
     },
   }));
-  await sw.runUntil(() => sw.nodes.every((n) => n.mode === 'gossip'), 20_000);
+  await sw.inGossip();
   await sw.runUntil(() => sw.nodes[0]!.replica.counts().done >= 200, 60_000, 50);
   t.ok(sw.nodes[0]!.coordinator.isCoordinating, 'w-000 coordinates in gossip mode');
   // A hub comes back mid-run: workers reconnect, hand back, return to star mode.
@@ -154,8 +148,8 @@ t.test('ids-first handback: only what the hub lacks is sent; a hub that dies mid
   const { FailoverController } = await import('../worker/gossip/failover.js');
   const sw = simSwarm(10, { seed: 29, taskMs: 50 });
   sw.seedTasks(200);
-  await sw.runUntil(() => sw.nodes.every((n) => n.mode === 'gossip'), 20_000);
-  await sw.runUntil(() => sw.nodes.every((n) => n.replica.counts().done === 200), 120_000, 50);
+  await sw.inGossip();
+  await sw.allDone(200, 120_000);
   // The restarted hub journaled the first 150 before it died (star-mode history); it lacks 50.
   const hubResults = new Map<string, string>();
   for (const id of sw.nodes[0]!.replica.ids().slice(0, 150)) hubResults.set(id, sw.nodes[0]!.replica.get(id)!.result!.text!);
@@ -206,8 +200,8 @@ t.test('a hub that does not take offers (no `want` in its ACK) gets every entry,
   const { FailoverController } = await import('../worker/gossip/failover.js');
   const sw = simSwarm(5, { seed: 31, taskMs: 50 });
   sw.seedTasks(40);
-  await sw.runUntil(() => sw.nodes.every((n) => n.mode === 'gossip'), 20_000);
-  await sw.runUntil(() => sw.nodes.every((n) => n.replica.counts().done === 40), 120_000, 50);
+  await sw.inGossip();
+  await sw.allDone(40, 120_000);
   let sent = 0;
   const c = new FailoverController(sw.nodes[2]!, {
     offer: async () => undefined,

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { simSwarm, audit } from './helpers/gossip-sim.js';
+import { simSwarm } from './helpers/gossip-sim.js';
 
 /**
  * Leases across terms in gossip mode: a lease the new coordinator inherits, a term it never
@@ -8,7 +8,7 @@ import { simSwarm, audit } from './helpers/gossip-sim.js';
  * them); every replica must finish every task, with none lost or recorded twice.
  */
 
-const hubSilent = (sw: ReturnType<typeof simSwarm>) => sw.runUntil(() => sw.nodes.every((n) => n.mode === 'gossip'), 20_000);
+const hubSilent = (sw: ReturnType<typeof simSwarm>) => sw.inGossip();
 
 t.test('leases inherited from the hub that never reached their holder are renewed and run', async (t) => {
   const sw = simSwarm(25, { seed: 31, taskMs: 200 });
@@ -18,14 +18,12 @@ t.test('leases inherited from the hub that never reached their holder are renewe
   const lost = ['t-0000', 't-0001', 't-0002'];
   for (const n of sw.nodes) for (const id of lost) n.replica.merge({ id, lease: { worker: 'w-005', attempt: 1, epoch: 0, until } });
   await hubSilent(sw);
-  const done = await sw.runUntil(() => sw.nodes.every((n) => n.replica.counts().done === 500), 60_000, 50);
+  const done = await sw.allDone(500, 60_000);
   t.ok(done !== undefined, `all 500 done in every replica (${done} simulated ms; the hub's leases ran 600 s)`);
   for (const id of lost) t.equal(sw.executions.get(id), 1, `${id} ran once, on its inherited lease`);
   t.equal(sw.nodes[0]!.replica.get('t-0000')?.result?.worker, 'w-005', 'by the member that held the lease');
   t.ok(sw.nodes[0]!.coordinator.stats.renewed >= 3, `the coordinator renewed ${sw.nodes[0]!.coordinator.stats.renewed} inherited leases`);
-  await sw.runUntil(() => audit(sw.nodes, specs).disagree === 0, 60_000, 100);
-  t.same(audit(sw.nodes, specs), { lost: 0, disagree: 0 }, 'no lost or duplicated results');
-  for (const n of sw.nodes) n.stop();
+  await sw.agreed(t, specs);
 });
 
 t.test('a term newer than the coordinator\'s, known to the members, does not fence the run off', async (t) => {
@@ -40,14 +38,12 @@ t.test('a term newer than the coordinator\'s, known to the members, does not fen
   const id = sw.nodes[7]!.replica.openIds().at(-1)!;
   const attempt = (sw.nodes[7]!.replica.get(id)?.lease?.attempt ?? 0) + 1;
   sw.nodes[7]!.replica.merge({ id, lease: { worker: 'w-007', attempt, epoch: 9, until: sw.clock.now() + 600_000 } });
-  const done = await sw.runUntil(() => sw.nodes.every((n) => n.replica.counts().done === 500), 120_000, 50);
+  const done = await sw.allDone(500, 120_000);
   t.ok(done !== undefined, `all 500 done in every replica (${done} simulated ms)`, { counts: sw.nodes[0]!.replica.counts(), entry: sw.nodes[0]!.replica.get(id) });
   t.ok(c.isCoordinating && c.currentEpoch > 9, `w-000 claimed a term above it (epoch ${c.currentEpoch})`);
   t.ok(c.stats.fenced > 0, `members fenced ${c.stats.fenced} assignments and said so`);
   t.ok(sw.nodes[0]!.replica.get(id)?.result, 'the task leased under term 9 is done');
-  await sw.runUntil(() => audit(sw.nodes, specs).disagree === 0, 60_000, 100);
-  t.same(audit(sw.nodes, specs), { lost: 0, disagree: 0 }, 'no lost or duplicated results');
-  for (const n of sw.nodes) n.stop();
+  await sw.agreed(t, specs);
 });
 
 t.test('an assignment lost on the way is sent again, not left to its lease', async (t) => {
@@ -64,14 +60,12 @@ t.test('an assignment lost on the way is sent again, not left to its lease', asy
     return true;
   };
   await hubSilent(sw);
-  const done = await sw.runUntil(() => sw.nodes.every((n) => n.replica.counts().done === 500), 60_000, 50);
+  const done = await sw.allDone(500, 60_000);
   t.ok(seen.size > 0, `${seen.size} assignments lost`);
   t.ok(done !== undefined && done < 60_000, `all 500 done in every replica (${done} simulated ms; a lease lapses after 65 s)`);
   t.ok(sw.nodes[0]!.coordinator.stats.resent >= seen.size, `${sw.nodes[0]!.coordinator.stats.resent} assignments sent again`);
   t.equal([...sw.executions.values()].filter((x) => x > 1).length, 0, 'no task ran twice');
-  await sw.runUntil(() => audit(sw.nodes, specs).disagree === 0, 60_000, 100);
-  t.same(audit(sw.nodes, specs), { lost: 0, disagree: 0 }, 'no lost or duplicated results');
-  for (const n of sw.nodes) n.stop();
+  await sw.agreed(t, specs);
 });
 
 t.test('leases handed back unrun are not attempts; a lease that may have run is', async (t) => {
@@ -98,13 +92,12 @@ t.test('in gossip mode a task with caps runs only on members that have them', as
   const specs = Array.from({ length: 200 }, (_, i) => ({ id: `t-${String(i).padStart(4, '0')}`, prompt: `task ${i}`, ...(i % 2 ? { caps: ['pool:b'] } : {}) }));
   for (const n of sw.nodes) n.replica.addTasks(specs);
   await hubSilent(sw);
-  const done = await sw.runUntil(() => sw.nodes.every((n) => n.replica.counts().done === 200), 120_000, 50);
+  const done = await sw.allDone(200, 120_000);
   t.ok(done !== undefined, `all 200 done in every replica (${done} simulated ms)`);
   const r = sw.nodes[0]!.replica;
   const wrong = specs.filter((s) => s.caps && !pool.has(r.get(s.id)?.result?.worker ?? '')).length;
   t.equal(wrong, 0, 'every task with caps ran on a member of its pool');
   const spread = new Set(specs.filter((s) => !s.caps).map((s) => r.get(s.id)?.result?.worker));
   t.ok(spread.size > 10, `tasks without caps ran on ${spread.size} members`);
-  t.same(audit(sw.nodes, specs), { lost: 0, disagree: 0 }, 'no lost or duplicated results');
-  for (const n of sw.nodes) n.stop();
+  await sw.agreed(t, specs);
 });

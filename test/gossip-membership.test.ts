@@ -26,12 +26,9 @@ for (const n of [25, 100]) {
 }
 
 t.test('a killed member is detected as dead by every other member; nobody else is', async (t) => {
-  const { clock, net, nodes, ids } = cluster(25, 7);
+  const { clock, ids, kill } = cluster(25, 7);
   clock.run(3000);
-  const victim = nodes[5]!;
-  victim.stop();
-  net.isolate(victim.id);
-  const rest = nodes.filter((m) => m !== victim);
+  const { victim, rest } = kill(5);
   const ms = runUntil(clock, () => converged(rest, ids.filter((i) => i !== victim.id)), 60_000);
   t.ok(ms !== undefined, `detected in simulated ${ms} ms`);
   t.ok(rest.every((m) => m.get(victim.id)?.state === 'dead'), 'every survivor marks it dead');

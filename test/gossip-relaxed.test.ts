@@ -25,12 +25,9 @@ t.test('a relaxed cluster sends far fewer messages when nothing happens', async 
 });
 
 t.test('a relaxed cluster still detects a killed member; nobody else is declared dead', async (t) => {
-  const { clock, net, nodes, ids } = cluster(10, 5, { relaxed: true });
+  const { clock, nodes, ids, kill } = cluster(10, 5, { relaxed: true });
   clock.run(5000);
-  const victim = nodes[4]!;
-  victim.stop();
-  net.isolate(victim.id);
-  const rest = nodes.filter((m) => m !== victim);
+  const { victim, rest } = kill(4);
   const ms = runUntil(clock, () => rest.every((m) => m.get(victim.id)?.state === 'dead'), 300_000);
   t.ok(ms !== undefined, `dead in every view after simulated ${ms} ms`);
   const others = ids.filter((i) => i !== victim.id);
@@ -39,12 +36,9 @@ t.test('a relaxed cluster still detects a killed member; nobody else is declared
 });
 
 t.test('un-relaxing (a failover) probes at once and detects a death at the normal pace', async (t) => {
-  const { clock, net, nodes, ids } = cluster(10, 9, { relaxed: true });
+  const { clock, net, nodes, ids, kill } = cluster(10, 9, { relaxed: true });
   clock.run(5000);
-  const victim = nodes[2]!;
-  victim.stop();
-  net.isolate(victim.id);
-  const rest = nodes.filter((m) => m !== victim);
+  const { victim, rest } = kill(2);
   const before = net.stats.delivered + net.stats.dropped;
   for (const m of rest) m.setRelaxed(false);
   clock.advance(5);

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { startHub } from './helpers/inproc.js';
 import { RawWorker, type Frame } from './helpers/raw-worker.js';
 import { until } from './helpers/wait.js';
@@ -17,12 +17,17 @@ async function joined(addr: { host: string; port: number }, id: string, codecs =
   return { w, take };
 }
 
-t.test('an ERROR that fails validation still releases the task it names (task_id or re)', async (t) => {
+/** A hub and one raw worker `id` (both gone after the test), the worker given task `taskId`: its TASK_REQ. */
+async function withTask(t: Test, id: string, task: { id: string; prompt: string; max_attempts?: number }) {
   const { hub, addr, stop } = await startHub();
-  const { w, take } = await joined(addr, 'bad-errors');
+  const { w, take } = await joined(addr, id);
   t.teardown(async () => { w.destroy(); await stop(); });
-  await hub.submit([{ id: 'e-1', prompt: 'one', max_attempts: 5 }]);
-  const req1 = await take();
+  await hub.submit([task]);
+  return { hub, w, take, req: await take() };
+}
+
+t.test('an ERROR that fails validation still releases the task it names (task_id or re)', async (t) => {
+  const { hub, w, take, req: req1 } = await withTask(t, 'bad-errors', { id: 'e-1', prompt: 'one', max_attempts: 5 });
   t.equal(req1?.payload.task_id, 'e-1', 'leased');
   // A code outside the catalogue, with the task id: BAD_PAYLOAD back, and the task is retried.
   const bad1 = w.send('ERROR', { code: 'MY_OWN_CODE', msg: 'boom', task_id: 'e-1' }, { re: req1.id });
@@ -59,11 +64,7 @@ t.test('an ERROR that fails validation still releases the task it names (task_id
 });
 
 t.test('streamed pieces are put together by seq: out of order and duplicated pieces give the right text', async (t) => {
-  const { hub, addr, stop } = await startHub();
-  const { w, take } = await joined(addr, 'shuffler');
-  t.teardown(async () => { w.destroy(); await stop(); });
-  await hub.submit([{ id: 's-1', prompt: 'p' }]);
-  const req = await take();
+  const { hub, w, take, req } = await withTask(t, 'shuffler', { id: 's-1', prompt: 'p' });
   const piece = (seq: number, text: string) => w.send('TASK_RES', { task_id: 's-1', text, done: false, seq }, { re: req.id });
   piece(2, 'C'); piece(0, 'A'); piece(0, 'A'); piece(3, 'D'); piece(1, 'B'); piece(2, 'C');
   w.send('TASK_RES', { task_id: 's-1', text: 'E', done: true, seq: 4, receipt: { duration_ms: 2 } }, { re: req.id });
@@ -81,11 +82,7 @@ t.test('streamed pieces are put together by seq: out of order and duplicated pie
 });
 
 t.test('a final frame with pieces missing fails that attempt with SWARM_ERR_STREAM_GAP; the retry is recorded', async (t) => {
-  const { hub, addr, stop } = await startHub();
-  const { w, take } = await joined(addr, 'gappy');
-  t.teardown(async () => { w.destroy(); await stop(); });
-  await hub.submit([{ id: 'g-1', prompt: 'p' }]);
-  const req = await take();
+  const { hub, w, take, req } = await withTask(t, 'gappy', { id: 'g-1', prompt: 'p' });
   w.send('TASK_RES', { task_id: 'g-1', text: 'A', done: false, seq: 0 }, { re: req.id });
   w.send('TASK_RES', { task_id: 'g-1', text: 'C', done: false, seq: 2 }, { re: req.id });
   const fin = w.send('TASK_RES', { task_id: 'g-1', text: 'D', done: true, seq: 3 }, { re: req.id });

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { TaskQueue } from '../hub/index.js';
-import { simSwarm, audit } from './helpers/gossip-sim.js';
+import { simSwarm } from './helpers/gossip-sim.js';
 import type { ReplicaSpec } from '../worker/gossip/index.js';
 
 /**
@@ -8,7 +8,7 @@ import type { ReplicaSpec } from '../worker/gossip/index.js';
  * same order whichever of them dispatches, and gossip mode keeps priority and backoff.
  */
 
-const hubSilent = (sw: ReturnType<typeof simSwarm>) => sw.runUntil(() => sw.nodes.every((n) => n.mode === 'gossip'), 20_000);
+const hubSilent = (sw: ReturnType<typeof simSwarm>) => sw.inGossip();
 
 /** 60 tasks, mixed priorities, some needing a cap only two of three workers have. */
 function taskSet(): ReplicaSpec[] {
@@ -53,8 +53,7 @@ t.test('the hub and an acting coordinator dispatch the same task set in the same
   t.same(byKey(gossipOrder, specs), byKey(hubOrder, specs), 'the coordinator: the same order as the hub');
   const r = sw.nodes[0]!.replica;
   t.equal(specs.filter((s) => s.caps && r.get(s.id)?.result?.worker === 'w-002').length, 0, 'no gpu task ran on the worker without the cap');
-  t.same(audit(sw.nodes, specs), { lost: 0, disagree: 0 }, 'no lost or duplicated results');
-  for (const n of sw.nodes) n.stop();
+  await sw.agreed(t, specs);
 });
 
 t.test('in gossip mode a failed task backs off before its next attempt, and its attempts run out', async (t) => {

@@ -1,3 +1,4 @@
+import type { Test } from 'tap';
 import { ManualClock, seededRandom } from '../../worker/gossip/clock.js';
 import { MemNetwork } from '../../worker/gossip/mem-transport.js';
 import { GossipNode, type GossipNodeOptions } from '../../worker/gossip/node.js';
@@ -36,6 +37,19 @@ export function simSwarm(n: number, opts: { seed?: number; latencyMs?: number; t
     hubBeat(): void { for (const nd of nodes) if (!dead.has(nd.id)) nd.hub.heard(); },
     kill(nd: GossipNode): void { dead.add(nd.id); nd.stop(); net.isolate(nd.id); },
     live(): GossipNode[] { return nodes.filter((x) => !dead.has(x.id)); },
+    /** Time until every node is in gossip mode (the hub went silent), bounded at 20 simulated s. */
+    inGossip(): Promise<number | undefined> { return this.runUntil(() => nodes.every((n) => n.mode === 'gossip'), 20_000); },
+    /** Time until every node (or every live one) holds `count` done tasks, or undefined past `maxMs`. */
+    allDone(count: number, maxMs: number, among: () => GossipNode[] = () => nodes): Promise<number | undefined> {
+      return this.runUntil(() => among().every((n) => n.replica.counts().done === count), maxMs, 50);
+    },
+    /** Let the replicas converge, count lost and disagreeing results (both must be 0), and stop every node. */
+    async agreed(t: Test, specs: ReplicaSpec[]): Promise<void> {
+      const live = nodes.filter((x) => !dead.has(x.id));
+      await this.runUntil(() => audit(live, specs).disagree === 0, 60_000, 100);
+      t.same(audit(live, specs), { lost: 0, disagree: 0 }, 'no lost or duplicated results');
+      for (const n of nodes) n.stop();
+    },
     /** Advance simulated time in steps, letting promise continuations run between steps. */
     async runUntil(cond: () => boolean, maxMs: number, step = 20, each?: () => void): Promise<number | undefined> {
       const start = clock.now();

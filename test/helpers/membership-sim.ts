@@ -15,7 +15,14 @@ export function cluster(n: number, seed = 1, opts: { seedOnly?: boolean; relaxed
     if (opts.relaxed !== undefined) m.setRelaxed(opts.relaxed);
     m.start();
   }
-  return { clock, net, ids, nodes };
+  /** Stop member `i` and cut it off the network (kill -9); the others. */
+  const kill = (i: number) => {
+    const victim = nodes[i]!;
+    victim.stop();
+    net.isolate(victim.id);
+    return { victim, rest: nodes.filter((m) => m !== victim) };
+  };
+  return { clock, net, ids, nodes, kill };
 }
 
 /** Advance the clock in steps until `cond` holds; the simulated ms it took, or undefined past `maxMs`. */
