@@ -1,6 +1,9 @@
+import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
 import type { DashPatch, DashState } from '../hub/dashboard/types.js';
-import type { HubFile } from './state.js';
+import type { ControlTarget } from './http.js';
 
 /** One server-sent event. */
 export interface SseEvent { event: string; id?: string; data: string }
@@ -54,15 +57,20 @@ export function applyEvent(s: DashState | undefined, e: SseEvent): DashState | u
  * Follow the hub's dashboard event stream with the bearer token; reconnects (fresh snapshot) after
  * a drop until `stop()` is called. `onState` gets the state after every message; `onLink` the link state.
  */
-export function follow(hub: HubFile, onState: (s: DashState) => void, onLink: (up: boolean, why?: string) => void): { stop(): void } {
+export function follow(hub: ControlTarget, onState: (s: DashState) => void, onLink: (up: boolean, why?: string) => void): { stop(): void } {
+  const c = hub.control;
+  let ca = c.ca;
+  if (c.tls && ca === undefined && c.ca_file) { try { ca = fs.readFileSync(c.ca_file, 'utf8'); } catch { /* then the system's CAs */ } }
+  // Over TLS the certificate is checked as `swarm status` checks it (cli/http.ts).
+  const tls = c.tls ? { ca, servername: net.isIP(c.host) ? undefined : c.host } : {};
   let state: DashState | undefined;
   let req: http.ClientRequest | undefined;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   const connect = () => {
     if (stopped) return;
-    req = http.get({
-      host: hub.control.host, port: hub.control.port, path: '/dashboard/events',
+    req = (c.tls ? https : http).get({
+      host: c.host, port: c.port, path: '/dashboard/events', ...tls,
       headers: { accept: 'text/event-stream', ...(hub.token ? { authorization: `Bearer ${hub.token}` } : {}) },
     }, (res) => {
       if (res.statusCode !== 200) { res.resume(); retry(`HTTP ${res.statusCode}`); return; }

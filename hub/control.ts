@@ -88,7 +88,7 @@ export class ControlServer {
     this.dashLoading ??= import('./dashboard/index.js').then(({ Dashboard }) => {
       void this.loadRuns().catch(() => {});
       const port = (this.server?.address() as { port?: number } | null)?.port ?? this.opts.port;
-      this.dash = new Dashboard({ hub: this.hub, runs: () => this.runs, supervised: () => Number(this.opts.status?.().agents_wanted ?? 0) }, port, this.log.child({ part: 'dashboard' }), this.opts.dashboard);
+      this.dash = new Dashboard({ hub: this.hub, runs: () => this.runs, supervised: () => Number(this.opts.status?.().agents_wanted ?? 0) }, port, this.log.child({ part: 'dashboard' }), this.opts.dashboard, Boolean(this.opts.tls));
       return this.dash;
     });
     return this.dashLoading;

@@ -3,8 +3,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { fail } from '../exit.js';
-import { call } from '../http.js';
-import { stateDir, type HubFile } from '../state.js';
+import { call, remoteOptions, remoteTarget, type ControlTarget, type RemoteOptions } from '../http.js';
+import { stateDir } from '../state.js';
 import { runningHub } from '../running.js';
 
 /**
@@ -12,10 +12,11 @@ import { runningHub } from '../running.js';
  * the browser trades it for a session cookie (the bearer token itself never goes to the browser).
  * Opens it with xdg-open when there is one and a display; returns the link.
  */
-export async function openDashboard(hub: HubFile, o: { open: boolean; json?: boolean }): Promise<string> {
+export async function openDashboard(hub: ControlTarget, o: { open: boolean; json?: boolean }): Promise<string> {
   const t = await call<{ path: string; expires_in_ms: number }>(hub, 'POST', '/dashboard/ticket');
   const host = hub.control.host.includes(':') ? `[${hub.control.host}]` : hub.control.host;
-  const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host === '[::]' ? '[::1]' : host}:${hub.control.port}${t.path}`;
+  // Over TLS, the name we reached it by (the one its certificate serves), so the browser accepts it too.
+  const url = `${hub.control.tls ? 'https' : 'http'}://${host === '0.0.0.0' ? '127.0.0.1' : host === '[::]' ? '[::1]' : host}:${hub.control.port}${t.path}`;
   const opener = o.open ? findOpener() : undefined;
   if (opener) {
     try {
@@ -40,12 +41,12 @@ function findOpener(): string | undefined {
 }
 
 export function registerDashboard(program: Command): void {
-  program.command('dashboard')
+  remoteOptions(program.command('dashboard')
     .description('open the live dashboard of the running swarm (prints a one-time link; opens it with xdg-open if it can)')
     .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
     .option('--no-open', 'only print the link')
-    .option('--json', 'print {url, expires_in_ms, opened}', false)
-    .action(async (o: { stateDir?: string; open: boolean; json: boolean }) => {
-      try { await openDashboard(runningHub(stateDir(o.stateDir)), o); } catch (err) { fail(err, o.json); }
+    .option('--json', 'print {url, expires_in_ms, opened}', false))
+    .action(async (o: RemoteOptions & { stateDir?: string; open: boolean; json: boolean }) => {
+      try { await openDashboard(remoteTarget(o) ?? runningHub(stateDir(o.stateDir)), o); } catch (err) { fail(err, o.json); }
     });
 }

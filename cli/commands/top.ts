@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { DashState, RunRow, WorkerRow } from '../../hub/dashboard/types.js';
 import { fail } from '../exit.js';
+import { remoteOptions, remoteTarget, type RemoteOptions } from '../http.js';
 import { follow } from '../events.js';
 import { stateDir } from '../state.js';
 import { runningHub } from '../running.js';
@@ -59,13 +60,13 @@ export function plainLine(s: DashState): string {
 }
 
 export function registerTop(program: Command): void {
-  program.command('top')
+  remoteOptions(program.command('top')
     .description('live terminal view of the running swarm: workers, queue, runs (q quits; plain lines when not a terminal)')
     .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
-    .option('--once', 'print the current state once and exit', false)
-    .action(async (o: { stateDir?: string; once: boolean }) => {
+    .option('--once', 'print the current state once and exit', false))
+    .action(async (o: RemoteOptions & { stateDir?: string; once: boolean }) => {
       try {
-        const hub = runningHub(stateDir(o.stateDir));
+        const hub = remoteTarget(o) ?? runningHub(stateDir(o.stateDir));
         await top(hub, o.once);
         // A piped stdin keeps the loop alive after it is paused: leave now that the screen is restored.
         process.exit(0);

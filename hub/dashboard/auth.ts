@@ -17,6 +17,9 @@ const secret = (): string => crypto.randomBytes(24).toString('base64url');
  * SameSite=Strict session cookie. Cookie-borne requests must also come from the page itself (Host
  * and Origin checks against DNS rebinding and other local pages) and carry `x-swarm-dashboard` when
  * they change anything (a header no other site can add without a preflight this server refuses).
+ * Over plain HTTP (loopback only) the Host must name this machine; over HTTPS the certificate does
+ * that (a rebound name fails the browser's check), so any Host the certificate serves is fine, and
+ * the cookie is `Secure`.
  */
 export class DashboardAuth {
   private readonly tickets = new Map<string, number>();
@@ -24,7 +27,7 @@ export class DashboardAuth {
   /** Cookies are not kept apart by port: two hubs on one host need two names. */
   readonly cookie: string;
 
-  constructor(port: number, private readonly now: () => number = Date.now) {
+  constructor(port: number, private readonly secure = false, private readonly now: () => number = Date.now) {
     this.cookie = `swarm_dash_${port}`;
   }
 
@@ -46,7 +49,7 @@ export class DashboardAuth {
     if (this.sessions.size >= MAX_SESSIONS) this.sessions.delete(this.sessions.keys().next().value!);
     const sid = secret();
     this.sessions.set(sid, this.now() + SESSION_MS);
-    return `${this.cookie}=${sid}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${Math.floor(SESSION_MS / 1000)}`;
+    return `${this.cookie}=${sid}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${Math.floor(SESSION_MS / 1000)}${this.secure ? '; Secure' : ''}`;
   }
 
   /** True when the request carries a live session cookie and comes from the dashboard's own page. */
@@ -55,9 +58,9 @@ export class DashboardAuth {
     if (!sid) return false;
     const until = this.sessions.get(sid);
     if (until === undefined || until < this.now()) return false;
-    if (!loopbackHost(req.headers.host)) return false;
+    if (!req.headers.host || (!this.secure && !loopbackHost(req.headers.host))) return false;
     const origin = req.headers.origin;
-    if (origin !== undefined && origin !== `http://${req.headers.host}`) return false;
+    if (origin !== undefined && origin !== `${this.secure ? 'https' : 'http'}://${req.headers.host}`) return false;
     const safe = req.method === 'GET' || req.method === 'HEAD';
     return safe || req.headers['x-swarm-dashboard'] === '1';
   }

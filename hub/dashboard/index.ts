@@ -33,8 +33,9 @@ export class Dashboard {
   readonly feed: Feed;
   private readonly collector: Collector;
 
-  constructor(src: DashSource, port: number, log: Logger, opts: Partial<FeedOptions> = {}) {
-    this.auth = new DashboardAuth(port);
+  /** `secure`: the control API serves HTTPS (the session cookie is then Secure; see DashboardAuth). */
+  constructor(src: DashSource, port: number, log: Logger, opts: Partial<FeedOptions> = {}, secure = false) {
+    this.auth = new DashboardAuth(port, secure);
     this.collector = new Collector(src);
     this.feed = new Feed(this.collector, { ...FEED_DEFAULTS, ...opts }, log);
   }

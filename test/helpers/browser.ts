@@ -8,7 +8,7 @@ export const CHROMIUM = process.env.SWARM_CHROMIUM ?? '/usr/bin/chromium';
  * Headless chromium for the dashboard tests, or why not. Under CI=true a missing browser is an
  * error, never a skip. Playwright gives each launch a fresh profile directory.
  */
-export async function launchChromium(): Promise<{ browser?: Browser; skip?: string }> {
+export async function launchChromium(extraArgs: string[] = []): Promise<{ browser?: Browser; skip?: string }> {
   if (!fs.existsSync(CHROMIUM)) {
     const why = `no chromium at ${CHROMIUM} (apt-get install chromium, or set SWARM_CHROMIUM)`;
     if (process.env.CI === 'true') throw new Error(why);
@@ -17,7 +17,7 @@ export async function launchChromium(): Promise<{ browser?: Browser; skip?: stri
   const { chromium } = await import('playwright-core');
   const browser = await chromium.launch({
     executablePath: CHROMIUM, headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage', ...extraArgs],
   });
   return { browser };
 }
