@@ -1,6 +1,6 @@
 import t from 'tap';
 import { swarm, tempDir, until } from './helpers/cli.js';
-import { agents, allInMode, hubDone, hubStatus, killGroup, procs, startHub, startWorkers, submit, tally, expectExactlyOnce, expectReplicasDone } from './helpers/failover.js';
+import { agents, allInMode, hubDone, hubStatus, killGroup, runUnderWay, startHub, tally, expectExactlyOnce, expectReplicasDone } from './helpers/failover.js';
 
 /**
  * Chaos tests of hybrid star-gossip failover with real processes: `swarm hub` and one
@@ -13,12 +13,9 @@ const TASKS = 500;
 
 t.test('kill -9 of the hub mid-run: the workers finish in gossip mode, a restarted hub gets every result once', async (t) => {
   const dir = tempDir(t);
-  const ps = procs(t);
-  let hub = ps.add(await startHub(dir));
-  ps.add(startWorkers(dir, N));
-  t.ok(await until(async () => (await hubStatus(dir))?.failover?.workers.length === N, 20_000, 100), 'all workers joined with a peer port');
-  const ids = await submit(dir, TASKS);
-  t.ok(await until(async () => ((await hubStatus(dir))?.tasks.done ?? 0) >= 60, 20_000, 10), 'the run is under way');
+  const run = await runUnderWay(t, dir, { n: N, tasks: TASKS, underWay: 60 });
+  const { ps, ids } = run;
+  let hub = run.hub;
   const before = await hubStatus(dir);
   killGroup(hub, 'SIGKILL');
   const killedAt = Date.now();
@@ -49,12 +46,7 @@ t.test('kill -9 of the hub mid-run: the workers finish in gossip mode, a restart
 
 t.test('a hub stopped (SIGSTOP) for 2 s, less than lapse + suspicion, causes no failover', async (t) => {
   const dir = tempDir(t);
-  const ps = procs(t);
-  const hub = ps.add(await startHub(dir));
-  ps.add(startWorkers(dir, N));
-  t.ok(await until(async () => (await hubStatus(dir))?.failover?.workers.length === N, 20_000, 100), 'all workers joined with a peer port');
-  const ids = await submit(dir, TASKS);
-  t.ok(await until(async () => ((await hubStatus(dir))?.tasks.done ?? 0) >= 60, 20_000, 10), 'the run is under way');
+  const { hub, ids } = await runUnderWay(t, dir, { n: N, tasks: TASKS, underWay: 60 });
   killGroup(hub, 'SIGSTOP');
   const stoppedAt = Date.now();
   const modes = new Set<string>();
@@ -74,12 +66,9 @@ t.test('a hub stopped (SIGSTOP) for 2 s, less than lapse + suspicion, causes no 
 
 t.test('the hub restarted in the middle of gossip mode: workers hand back and the run completes once', async (t) => {
   const dir = tempDir(t);
-  const ps = procs(t);
-  let hub = ps.add(await startHub(dir));
-  ps.add(startWorkers(dir, N, 'w', ['--driver-opt', 'latency_ms=150']));
-  t.ok(await until(async () => (await hubStatus(dir))?.failover?.workers.length === N, 20_000, 100), 'all workers joined with a peer port');
-  const ids = await submit(dir, TASKS);
-  t.ok(await until(async () => ((await hubStatus(dir))?.tasks.done ?? 0) >= 30, 20_000, 10), 'the run is under way');
+  const run = await runUnderWay(t, dir, { n: N, tasks: TASKS, underWay: 30, workerArgs: ['--driver-opt', 'latency_ms=150'] });
+  const { ps, ids } = run;
+  let hub = run.hub;
   killGroup(hub, 'SIGKILL');
   t.ok(await allInMode(dir, 'gossip', N, 15_000), 'every worker went to gossip mode');
   // Let the acting coordinator dispatch some, then bring the hub back while the queue is not empty.
@@ -96,12 +85,7 @@ t.test('the hub restarted in the middle of gossip mode: workers hand back and th
 
 t.test('a hub stopped (SIGSTOP) past the suspicion time and resumed: workers fail over, then hand back on the same links', async (t) => {
   const dir = tempDir(t);
-  const ps = procs(t);
-  const hub = ps.add(await startHub(dir));
-  ps.add(startWorkers(dir, N, 'w', ['--driver-opt', 'latency_ms=100']));
-  t.ok(await until(async () => (await hubStatus(dir))?.failover?.workers.length === N, 20_000, 100), 'all workers joined with a peer port');
-  const ids = await submit(dir, TASKS);
-  t.ok(await until(async () => ((await hubStatus(dir))?.tasks.done ?? 0) >= 30, 20_000, 10), 'the run is under way');
+  const { hub, ids } = await runUnderWay(t, dir, { n: N, tasks: TASKS, underWay: 30, workerArgs: ['--driver-opt', 'latency_ms=100'] });
   killGroup(hub, 'SIGSTOP');
   t.ok(await allInMode(dir, 'gossip', N, 15_000), 'every worker went to gossip mode while the hub was stopped');
   killGroup(hub, 'SIGCONT');

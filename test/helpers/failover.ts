@@ -137,6 +137,21 @@ export async function expectReplicasDone(t: Asserts, dir: string, n: number, ms:
   t.ok(done, msg);
 }
 
+/**
+ * A hub and `n` failover workers (`swarm worker --count n`, echo driver) on `dir`, killed on the
+ * test's teardown; `tasks` submitted and the run under way (`underWay` done). The hub's process is returned
+ * to be killed, stopped or replaced.
+ */
+export async function runUnderWay(t: Asserts & { teardown(fn: () => void): void }, dir: string, o: { n: number; tasks: number; underWay: number; workerArgs?: string[] }) {
+  const ps = procs(t);
+  const hub = ps.add(await startHub(dir));
+  ps.add(startWorkers(dir, o.n, 'w', o.workerArgs ?? []));
+  t.ok(await until(async () => (await hubStatus(dir))?.failover?.workers.length === o.n, 20_000, 100), 'all workers joined with a peer port');
+  const ids = await submit(dir, o.tasks);
+  t.ok(await until(async () => ((await hubStatus(dir))?.tasks.done ?? 0) >= o.underWay, 20_000, 10), 'the run is under way');
+  return { ps, hub, ids };
+}
+
 /** A topology run as the control API shows it. */
 export interface RunView { run: string; state: string; outcome?: { output: string; verdict?: string }; progress?: { done: number } }
 
