@@ -1,5 +1,5 @@
 import t from 'tap';
-import { simSwarm } from './helpers/gossip-sim.js';
+import { ranInGossip, simSwarm } from './helpers/gossip-sim.js';
 
 t.test('hub silent: every node fails over, one coordinator runs the queue, every result once', async (t) => {
   const sw = simSwarm(25, { seed: 3, taskMs: 200 });
@@ -146,10 +146,7 @@ t.test('hub returns: each worker hands back, the coordinator steps down, results
 
 t.test('ids-first handback: only what the hub lacks is sent; a hub that dies mid-handback leaves the worker reconciling until a retry', async (t) => {
   const { FailoverController } = await import('../worker/gossip/failover.js');
-  const sw = simSwarm(10, { seed: 29, taskMs: 50 });
-  sw.seedTasks(200);
-  await sw.inGossip();
-  await sw.allDone(200, 120_000);
+  const { sw } = await ranInGossip(10, 29, 200);
   // The restarted hub journaled the first 150 before it died (star-mode history); it lacks 50.
   const hubResults = new Map<string, string>();
   for (const id of sw.nodes[0]!.replica.ids().slice(0, 150)) hubResults.set(id, sw.nodes[0]!.replica.get(id)!.result!.text!);
@@ -198,10 +195,7 @@ t.test('ids-first handback: only what the hub lacks is sent; a hub that dies mid
 
 t.test('a hub that does not take offers (no `want` in its ACK) gets every entry, as before', async (t) => {
   const { FailoverController } = await import('../worker/gossip/failover.js');
-  const sw = simSwarm(5, { seed: 31, taskMs: 50 });
-  sw.seedTasks(40);
-  await sw.inGossip();
-  await sw.allDone(40, 120_000);
+  const { sw } = await ranInGossip(5, 31, 40);
   let sent = 0;
   const c = new FailoverController(sw.nodes[2]!, {
     offer: async () => undefined,

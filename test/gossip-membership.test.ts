@@ -36,11 +36,10 @@ t.test('a killed member is detected as dead by every other member; nobody else i
 });
 
 t.test('a suspected member that is alive refutes with a higher incarnation', async (t) => {
-  const { clock, net, nodes, ids } = cluster(10, 3);
+  const { clock, net, nodes, ids, isolate } = cluster(10, 3);
   clock.run(2000);
-  const slow = nodes[2]!;
   // Cut it off long enough to be suspected, not long enough to be declared dead.
-  net.isolate(slow.id);
+  const { victim: slow } = isolate(2);
   const suspected = runUntil(clock, () => nodes.some((m) => m.get(slow.id)?.state === 'suspect'), 20_000, 10);
   t.ok(suspected !== undefined, 'became suspect');
   net.restore(slow.id);
@@ -52,11 +51,9 @@ t.test('a suspected member that is alive refutes with a higher incarnation', asy
 });
 
 t.test('a partitioned member is declared dead, then rejoins when the partition heals', async (t) => {
-  const { clock, net, nodes, ids } = cluster(25, 11);
+  const { clock, net, nodes, ids, isolate } = cluster(25, 11);
   clock.run(3000);
-  const cut = nodes[9]!;
-  net.isolate(cut.id);
-  const rest = nodes.filter((m) => m !== cut);
+  const { victim: cut, rest } = isolate(9);
   t.ok(runUntil(clock, () => converged(rest, ids.filter((i) => i !== cut.id)), 60_000) !== undefined, 'declared dead');
   t.ok(runUntil(clock, () => cut.live().length === 1, 600_000, 200) !== undefined, 'the cut member sees everyone dead');
   net.restore(cut.id);

@@ -79,3 +79,12 @@ export function audit(nodes: GossipNode[], specs: ReplicaSpec[]) {
   }
   return { lost, disagree };
 }
+
+/** `n` nodes (50 ms tasks) that ran `tasks` tasks to the end in gossip mode, the hub having gone silent: a handback's starting point. */
+export async function ranInGossip(n: number, seed: number, tasks: number) {
+  const sw = simSwarm(n, { seed, taskMs: 50 });
+  const specs = sw.seedTasks(tasks);
+  await sw.inGossip();
+  await sw.allDone(tasks, 120_000);
+  return { sw, specs };
+}

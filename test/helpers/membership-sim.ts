@@ -15,14 +15,15 @@ export function cluster(n: number, seed = 1, opts: { seedOnly?: boolean; relaxed
     if (opts.relaxed !== undefined) m.setRelaxed(opts.relaxed);
     m.start();
   }
-  /** Stop member `i` and cut it off the network (kill -9); the others. */
-  const kill = (i: number) => {
+  /** Cut member `i` off the network (it keeps running); it and the others. */
+  const isolate = (i: number) => {
     const victim = nodes[i]!;
-    victim.stop();
     net.isolate(victim.id);
     return { victim, rest: nodes.filter((m) => m !== victim) };
   };
-  return { clock, net, ids, nodes, kill };
+  /** Stop member `i` and cut it off (kill -9); it and the others. */
+  const kill = (i: number) => { nodes[i]!.stop(); return isolate(i); };
+  return { clock, net, ids, nodes, kill, isolate };
 }
 
 /** Advance the clock in steps until `cond` holds; the simulated ms it took, or undefined past `maxMs`. */
