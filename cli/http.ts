@@ -43,6 +43,11 @@ export function remoteOptions<C extends { option(flags: string, description: str
     .option('--tls-ca <file>', 'CA certificate that signed the remote control API\'s certificate (env SWARM_TLS_CA)');
 }
 
+/** The options of a command that talks to a swarm: its state directory's hub, or a remote one (remoteOptions). */
+export function swarmOptions<C extends { option(flags: string, description: string): C }>(cmd: C): C {
+  return remoteOptions(cmd).option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)');
+}
+
 /** Methods that may be sent twice: a retry cannot do anything twice. */
 const IDEMPOTENT = new Set(['GET', 'HEAD']);
 

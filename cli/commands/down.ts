@@ -1,15 +1,14 @@
 import type { Command } from 'commander';
 import { alive, isSameProcess, killGroup, readPidFile, type ProcId } from '../../hub/index.js';
 import { fail } from '../exit.js';
-import { call, remoteOptions, remoteTarget, type RemoteOptions } from '../http.js';
+import { call, swarmOptions, remoteTarget, type RemoteOptions } from '../http.js';
 import { int } from '../options.js';
 import { hubIsOurs } from '../running.js';
 import { pidFiles, readHubFile, stateDir } from '../state.js';
 
 export function registerDown(program: Command): void {
-  remoteOptions(program.command('down')
+  swarmOptions(program.command('down')
     .description('stop the swarm of this state directory; no process of it is left behind')
-    .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
     .option('--timeout <ms>', 'wait this long for a clean stop before killing', int('--timeout', 1), 10_000)
     .option('--json', 'print JSON', false))
     .action(async (o: RemoteOptions & { stateDir?: string; timeout: number; json: boolean }) => {

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import { SwarmError } from '../../protocol/index.js';
 import { fail } from '../exit.js';
-import { call, remoteOptions, remoteTarget, type RemoteOptions } from '../http.js';
+import { call, remoteOptions, swarmOptions, remoteTarget, type RemoteOptions } from '../http.js';
 import { stateDir } from '../state.js';
 import { runningHub } from '../running.js';
 
@@ -80,9 +80,8 @@ function delta(v: number, base: number): string {
 
 export function registerRuns(program: Command): void {
   const runs = program.command('runs').description('list, show and compare recorded runs (read from the state directory)');
-  remoteOptions(runs.command('ls')
+  swarmOptions(runs.command('ls')
     .description('list runs, newest first')
-    .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
     .option('--json', 'print JSON', false))
     .action(async (o: RemoteOptions & { stateDir?: string; json: boolean }) => {
       try {

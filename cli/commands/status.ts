@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { fail } from '../exit.js';
-import { call, remoteOptions, remoteTarget, type RemoteOptions } from '../http.js';
+import { call, swarmOptions, remoteTarget, type RemoteOptions } from '../http.js';
 import { stateDir } from '../state.js';
 import { runningHub } from '../running.js';
 import { readFailoverStatus, type FailoverStatusFile } from '../../worker/index.js';
@@ -40,9 +40,8 @@ export function gossipStatus(files: FailoverStatusFile[]): Record<string, unknow
 }
 
 export function registerStatus(program: Command): void {
-  remoteOptions(program.command('status')
+  swarmOptions(program.command('status')
     .description('show the running swarm: hub, workers, tasks (and, if the hub is down, the failover mode)')
-    .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
     .option('--json', 'print one JSON object', false))
     .action(async (o: RemoteOptions & { stateDir?: string; json: boolean }) => {
       try {

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import type { Command } from 'commander';
 import { SwarmError, randomId } from '../../protocol/index.js';
 import { Exit, fail } from '../exit.js';
-import { remoteOptions, remoteTarget, type RemoteOptions, call } from '../http.js';
+import { swarmOptions, remoteTarget, type RemoteOptions, call } from '../http.js';
 import { int } from '../options.js';
 import { Progress } from '../progress.js';
 import { stateDir } from '../state.js';
@@ -15,7 +15,7 @@ interface Waited { complete: boolean; tasks: { id: string; state: string; text?:
 const BATCH = 5000;
 
 export function registerSubmit(program: Command): void {
-  remoteOptions(program.command('submit')
+  swarmOptions(program.command('submit')
     .description('submit a task (TEXT) or many (--file tasks.jsonl: one JSON task per line, or plain text lines)')
     .argument('[text]', 'the prompt')
     .option('-f, --file <file>', 'JSONL file of tasks ({"prompt":…, "id":…, "role":…, …}); "-" reads stdin')
@@ -26,7 +26,6 @@ export function registerSubmit(program: Command): void {
     .option('--wait', 'wait until every task is done or failed, and print the results', false)
     .option('--timeout <ms>', 'give up waiting after this long', int('--timeout', 1), 600_000)
     .option('--retry-for <ms>', 'retry a failed upload or wait (hub unreachable or restarting) for this long; every task has an id first, so a retry never submits one twice', int('--retry-for', 0), 120_000)
-    .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
     .option('--json', 'print JSON', false))
     .action(async (text: string | undefined, o: RemoteOptions & { file?: string; id?: string; role?: string; priority?: number; maxTokens?: number; wait: boolean; timeout: number; retryFor: number; stateDir?: string; json: boolean }) => {
       try {
