@@ -1,7 +1,7 @@
 import os from 'node:os';
 import type { Logger } from 'pino';
 import { SwarmError, Type, isErrorCode, type Connection, type Message, type AnyMessage } from '../protocol/index.js';
-import { isRetryable } from '../sched/index.js';
+import { isRetryable } from '../sched/retry.js';
 import { LoopGuard, type Driver } from '../drivers/index.js';
 import { WorkerClient, type HubLocator } from './client.js';
 import { WORKER_DEFAULTS, type WorkerConfig } from './config.js';

@@ -1,4 +1,4 @@
-import { Heap } from '../../sched/index.js';
+import { Heap } from '../../sched/heap.js';
 export { seededRandom } from '../../protocol/index.js';
 
 /** A timer handle, opaque to callers. */

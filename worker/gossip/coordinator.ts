@@ -1,6 +1,10 @@
 import { WORKER_DEFAULTS, withDefaults } from '../config.js';
 import type { Logger } from 'pino';
-import { ReadySet, afterFailure, leaseUntil, maxAttemptsOf, needsOf, type Offers, type ReadyItem } from '../../sched/index.js';
+// sched's modules one by one, not its index: a worker process loads only what it runs (25 start at once).
+import { ReadySet, type ReadyItem } from '../../sched/ready.js';
+import { afterFailure, maxAttemptsOf } from '../../sched/retry.js';
+import { leaseUntil } from '../../sched/lease.js';
+import { needsOf, type Offers } from '../../sched/route.js';
 import { realClock, type Clock, type TimerHandle } from './clock.js';
 import type { Membership } from './membership.js';
 import type { Entry, Replica, ReplicaSpec } from './replica.js';

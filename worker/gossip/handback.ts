@@ -1,4 +1,4 @@
-import { mergeHandback, type HandbackReport, type HandbackSink } from '../../sched/index.js';
+import { mergeHandback, type HandbackReport, type HandbackSink } from '../../sched/handback.js';
 import type { Replica } from './replica.js';
 
 export type { HandbackSink, HandbackReport };
