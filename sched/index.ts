@@ -2,6 +2,8 @@
  * The scheduling rules as pure functions and one data structure: task states, priority then FIFO,
  * routing by role and caps, attempts, retry with backoff, leases. No I/O and no timers: callers pass
  * the clock. The hub runs it over its journal-backed store, the acting coordinator over its replica.
+ * Worker code imports the modules one by one, not this index: 25 worker processes start at once and
+ * each loads only what it runs.
  */
 export { TaskState, TRANSITIONS, isFinalState, canMove } from './state.js';
 export { runsBefore, compareRanked, type Ranked } from './order.js';

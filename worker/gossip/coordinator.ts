@@ -1,6 +1,5 @@
 import { WORKER_DEFAULTS, withDefaults } from '../config.js';
 import type { Logger } from 'pino';
-// sched's modules one by one, not its index: a worker process loads only what it runs (25 start at once).
 import { ReadySet, type ReadyItem } from '../../sched/ready.js';
 import { afterFailure, maxAttemptsOf } from '../../sched/retry.js';
 import { leaseUntil } from '../../sched/lease.js';

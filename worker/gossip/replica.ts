@@ -6,6 +6,7 @@
  */
 
 import type { ReplicaEntry, WireLease, WireOutcome, WireSpec } from '../../protocol/index.js';
+import { fnv, fnvNum, fnvStr, pairHash } from './fingerprint.js';
 
 /** A task spec as replicated: the hub's TaskSpec, carried whole (the wire type names what scheduling reads). */
 export type ReplicaSpec = WireSpec;
@@ -47,26 +48,6 @@ function leaseWins(a: Lease, b: Lease): boolean {
   if (!!a.revoked !== !!b.revoked) return !!a.revoked;
   // Two revocations of one lease: the one that counts it as run (fewer unrun) wins, the safe side.
   return (a.unrun ?? 0) < (b.unrun ?? 0);
-}
-
-/** FNV-1a, 32 bit, of a string, continuing from `h`. */
-function fnvStr(s: string, h = 0x811c9dc5): number {
-  for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 0x01000193); }
-  return h;
-}
-/** FNV-1a step over a number (its low and high 32 bits), continuing from `h`. */
-function fnvNum(n: number, h: number): number {
-  h = Math.imul(h ^ (n | 0), 0x01000193);
-  return Math.imul(h ^ ((n / 4294967296) | 0), 0x01000193);
-}
-const fnv = (s: string): number => fnvStr(s) >>> 0;
-
-/** An entry's fingerprint in its bucket: its id's hash and its merge hash mixed (murmur3's finalizer), no strings built. */
-function pairHash(idh: number, h: number): number {
-  let x = (idh ^ Math.imul(h, 0x9e3779b1)) >>> 0;
-  x = Math.imul(x ^ (x >>> 16), 0x85ebca6b);
-  x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35);
-  return (x ^ (x >>> 16)) >>> 0;
 }
 
 function stateOf(e: Entry): EntryState {
