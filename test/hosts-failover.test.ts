@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import { until } from './helpers/cli.js';
 import { expectExactlyOnce } from './helpers/failover.js';
 import { requireNamespaces } from './helpers/netns.js';
-import { hostsSwarm, taskFile, type HostsSwarm } from './helpers/hosts-swarm.js';
+import { hostsSwarm, logEvents, taskFile, type HostsSwarm } from './helpers/hosts-swarm.js';
 
 /**
  * Faults between hosts (network namespaces on a bridge): the hub's whole host dies, or one worker
@@ -11,7 +11,11 @@ import { hostsSwarm, taskFile, type HostsSwarm } from './helpers/hosts-swarm.js'
 
 const N = 300;
 // Fast failure detection so the test stays short: the hub declares a silent worker dead after 3 s.
-const hubArgs = ['--heartbeat-ms', '500', '--dead-after-ms', '3000'];
+// It checks every half heartbeat and a worker's last frame is at most a heartbeat old when the link
+// goes, so the hub drops a cut-off worker 2.5-3.25 s after the cut (dead-after - heartbeat to
+// dead-after + heartbeat/2), plus whatever the load delays its timers by.
+const HEARTBEAT_MS = 500, DEAD_AFTER_MS = 3000;
+const hubArgs = ['--heartbeat-ms', String(HEARTBEAT_MS), '--dead-after-ms', String(DEAD_AFTER_MS)];
 
 async function upWithTasks(t: Test, latencyMs: number): Promise<{ sw: HostsSwarm; ids: string[] }> {
   const sw = hostsSwarm(t, { latencyMs, hubArgs });
@@ -63,6 +67,17 @@ t.test('C is cut off from A and B mid-run, then plugged back in: nothing lost, n
   const rejoined = Date.now() - healAt;
   t.ok(await until(() => (sw.status()?.tasks.done ?? 0) === N, 120_000, 500), 'every task done');
   t.ok(await until(() => sw.agents().every((x) => x.mode === 'star'), 30_000, 200), 'every agent, C\'s too, is back in star mode');
-  t.comment(`partition detected by the hub in ${detected} ms (dead-after 3000 ms); C's agents meanwhile: ${cMode}; rejoined ${rejoined} ms after the heal`);
+  // From the processes' own logs (one clock: every host is a namespace of this machine), finer than
+  // the polls above, which each start a CLI process.
+  const isC = (e: { worker?: string }) => e.worker?.startsWith('c-') ?? false;
+  const hubLog = logEvents(sw.state.a!, 'hub-');
+  const dropped = hubLog.filter((e) => e.msg === 'worker left' && isC(e) && e.time >= cutAt && e.time < healAt).map((e) => e.time - cutAt);
+  const joined = hubLog.filter((e) => e.msg === 'worker joined' && isC(e) && e.time >= healAt).map((e) => e.time - healAt);
+  const cLost = logEvents(sw.state.c!, 'c-').filter((e) => e.msg === 'disconnected from hub' && e.time >= cutAt && e.time < healAt).map((e) => e.time - cutAt);
+  const span = (xs: number[]) => xs.length ? `${Math.min(...xs)}-${Math.max(...xs)} ms` : 'none logged';
+  t.equal(dropped.length, 3, 'the hub logged dropping each of C\'s workers');
+  t.comment(`detection: the hub dropped C's workers ${span(dropped)} after the cut (logged; heartbeat ${HEARTBEAT_MS} ms, dead-after ${DEAD_AFTER_MS} ms: ` +
+    `${DEAD_AFTER_MS - HEARTBEAT_MS}-${DEAD_AFTER_MS + HEARTBEAT_MS / 2} ms expected), ${detected} ms by polling swarm status; C's agents dropped their hub link ${span(cLost)} after the cut, then: ${cMode}`);
+  t.comment(`rejoin: C's workers joined the hub again ${span(joined)} after the heal (logged; reconnect backoff at most 2000 ms, randomised), ${rejoined} ms by polling`);
   expectExactlyOnce(t, sw.state.a!, ids);
 });
