@@ -3,7 +3,9 @@
  * 25 echo workers with the hub's link through the bridge (workers on hosts A, B and C, all dialing A's
  * bridge address) against the same swarm on A's loopback; then failover detection across hosts (the
  * hub killed, time until every worker is in gossip mode). TLS and a token in both, as deployed.
- *   sudo node dist/bench/hosts.js [--tasks 3000] [--workers 25]
+ *   sudo node dist/bench/hosts.js [--tasks 3000] [--workers 25] [--rounds 1]
+ * Each round runs loopback (the baseline: no bridge) then bridge, so a drift in the machine's load
+ * shows as a spread between rounds rather than as a difference between the modes.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -14,9 +16,10 @@ import { makeHosts, namespacesUnavailable, type Host, type HostProc } from './ne
 
 const TASKS = Number(arg('tasks', '3000'));
 const WORKERS = Number(arg('workers', '25'));
+const ROUNDS = Number(arg('rounds', '1'));
 const HUB_PORT = 7070, CONTROL_PORT = 7071;
 
-interface Result { mode: string; wallMs: number; tasksPerS: number; p50: number; p99: number; detectMs?: number; load: string }
+interface Result { round: number; mode: string; wallMs: number; tasksPerS: number; p50: number; p99: number; detectMs?: number; load: string }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const load = () => os.loadavg().map((x) => x.toFixed(2)).join(' ');
@@ -27,7 +30,7 @@ async function until(cond: () => boolean, ms: number, every = 200): Promise<bool
   return cond();
 }
 
-async function run(mode: 'bridge' | 'loopback'): Promise<Result> {
+async function run(mode: 'bridge' | 'loopback', round: number): Promise<Result> {
   const cleanups: (() => void | Promise<void>)[] = [];
   const bed = makeHosts({ teardown: (fn) => { cleanups.push(fn); } }, ['a', 'b', 'c']);
   const [a, b, c] = bed.hosts as [Host, Host, Host];
@@ -77,7 +80,7 @@ async function run(mode: 'bridge' | 'loopback'): Promise<Result> {
     });
     const all = await until(() => { const s = since(); return s.length === WORKERS && s.every((x) => x > 0); }, 60_000, 100);
     const detectMs = all ? Math.max(...since()) - killedAt : undefined;
-    return { mode, wallMs, tasksPerS: TASKS / (wallMs / 1000), p50: m.dispatch_p50_ms, p99: m.dispatch_p99_ms, detectMs, load: loadAt };
+    return { round, mode, wallMs, tasksPerS: TASKS / (wallMs / 1000), p50: m.dispatch_p50_ms, p99: m.dispatch_p99_ms, detectMs, load: loadAt };
   } finally {
     for (const fn of cleanups) await fn();
     fs.rmSync(dir, { recursive: true, force: true });
@@ -87,10 +90,10 @@ async function run(mode: 'bridge' | 'loopback'): Promise<Result> {
 const why = namespacesUnavailable();
 if (why) { process.stderr.write(`bench/hosts: ${why}\n`); process.exit(1); }
 const results: Result[] = [];
-for (const mode of ['loopback', 'bridge'] as const) {
-  const r = await run(mode);
+for (let round = 1; round <= ROUNDS; round++) for (const mode of ['loopback', 'bridge'] as const) {
+  const r = await run(mode, round);
   results.push(r);
-  process.stdout.write(`${mode.padEnd(9)} ${TASKS} tasks in ${r.wallMs} ms (${r.tasksPerS.toFixed(0)} tasks/s incl. CLI start), dispatch p50 ${r.p50.toFixed(3)} ms p99 ${r.p99.toFixed(3)} ms; failover: all ${WORKERS} in gossip ${r.detectMs ?? 'n/a'} ms after the hub's kill; load ${r.load}\n`);
+  process.stdout.write(`round ${round} ${mode.padEnd(9)} ${TASKS} tasks in ${r.wallMs} ms (${r.tasksPerS.toFixed(0)} tasks/s incl. CLI start), dispatch p50 ${r.p50.toFixed(3)} ms p99 ${r.p99.toFixed(3)} ms; failover: all ${WORKERS} in gossip ${r.detectMs ?? 'n/a'} ms after the hub's kill; load ${r.load}\n`);
 }
 process.stdout.write(JSON.stringify({ tasks: TASKS, workers: WORKERS, cpus: os.cpus().length, results }) + '\n');
 process.exit(0);

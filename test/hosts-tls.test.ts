@@ -19,7 +19,7 @@ t.test('across hosts over TLS with a token: 300 tasks complete; status --hub-url
   if (!requireNamespaces(t)) return;
   const sw = hostsSwarm(t, { latencyMs: 5 });
   const { a, b, c } = sw;
-  await sw.startHub();
+  const hub = await sw.startHub();
   sw.startWorkers(b, 3);
   sw.startWorkers(c, 3);
   t.ok(await until(() => sw.status()?.workers.length === 6, 60_000, 500), 'six workers on B and C joined the hub on A over TLS');
@@ -38,6 +38,15 @@ t.test('across hosts over TLS with a token: 300 tasks complete; status --hub-url
   const sub = sw.remote(['submit', '--file', file, '--wait', '--json', '--timeout', '120000'], 150_000);
   t.equal(sub.code, 0, `swarm submit --hub-url --wait: 300 tasks done (${sub.stderr.slice(-300)})`);
   expectExactlyOnce(t, sw.state.a!, ids);
+
+  // A topology run and the run list, from host A through the control API.
+  const spec = path.join(sw.dir, 'star.yaml');
+  fs.writeFileSync(spec, 'name: star-hosts\ntopology: star\nseed: 1\ninputs:\n  items: [one, two, three, four]\nroles:\n  agent: {agents: 4, prompt: "{{item}}"}\n');
+  const run = sw.remote(['run', spec, '--json'], 120_000);
+  const view = (() => { try { return JSON.parse(run.stdout.trim().split('\n').pop()!) as { run: string; state: string; outcome?: { output: string } }; } catch { return undefined; } })();
+  t.equal(view?.state, 'done', `swarm run --hub-url: the star run is done (${run.stderr.slice(-200)})`);
+  t.match(view?.outcome?.output ?? '', /echo: one[\s\S]*echo: four/, 'with every item\'s answer');
+  t.match(sw.remote(['runs', 'ls']).stdout, new RegExp(`${view?.run ?? 'no run'}\\s+star\\s+done`), 'swarm runs ls --hub-url lists it');
 
   // A CLI without the CA does not trust the control API: a clear refusal, not a hang.
   const noCa = a.swarm(['status', '--hub-url', sw.hubUrl, '--token', sw.token], { timeoutMs: 20_000, env: { SWARM_TLS_CA: '' } });
@@ -64,4 +73,8 @@ t.test('across hosts over TLS with a token: 300 tasks complete; status --hub-url
     'the hub logs both refusals: the TLS handshake and the bad token');
   t.equal(sw.status()?.workers.length, 6, 'neither joined');
   for (const p of [wrongCa, wrongTok]) try { process.kill(-p.child.pid!, 'SIGKILL'); } catch { /* gone */ }
+
+  // The operator stops the remote swarm's hub.
+  t.equal(sw.remote(['down']).code, 0, 'swarm down --hub-url');
+  t.ok(await until(() => hub.child.exitCode !== null, 30_000, 200), 'the hub on A exits');
 });
