@@ -8,10 +8,13 @@ export const DEFAULT_LEASE_MS = 10 * 60_000;
 /** Slack on top of a task's own timeout, for its result to travel back. */
 export const LEASE_GRACE_MS = 30_000;
 
-/** When a lease taken at `now` lapses: at least `leaseMs`, and a task's own timeout plus slack. */
+/**
+ * When a lease taken at `now` lapses: a task that names its own timeout is over by then (its worker
+ * stops it and reports), so its timeout plus slack; otherwise `leaseMs`. Flooring a short timeout at
+ * the default kept a task with a 10 s timeout on a hung member for 10 minutes.
+ */
 export function leaseUntil(now: number, timeoutMs: unknown, leaseMs = DEFAULT_LEASE_MS): number {
-  const own = typeof timeoutMs === 'number' && timeoutMs > 0 ? timeoutMs + LEASE_GRACE_MS : 0;
-  return now + Math.max(leaseMs, own);
+  return now + (typeof timeoutMs === 'number' && timeoutMs > 0 ? timeoutMs + LEASE_GRACE_MS : leaseMs);
 }
 
 /** Has a lease that lapses at `until` lapsed at `now`? */

@@ -45,9 +45,9 @@ t.test('retry: one set of errors not worth retrying, backoff doubles up to a cap
   t.same(afterFailure(1, 3, { code: 'SWARM_ERR_LOOP_DETECTED', msg: 'l' }), { kind: 'failed', error: { code: 'SWARM_ERR_LOOP_DETECTED', msg: 'l' } });
 });
 
-t.test('lease: one default, a task\'s own timeout plus slack when longer', async (t) => {
+t.test('lease: one default; a task that names a timeout, that timeout plus slack', async (t) => {
   t.equal(leaseUntil(0, undefined), DEFAULT_LEASE_MS);
-  t.equal(leaseUntil(0, 1000), DEFAULT_LEASE_MS);
+  t.equal(leaseUntil(0, 1000), 1000 + LEASE_GRACE_MS, 'a task\'s own timeout decides, even below the default');
   t.equal(leaseUntil(0, 3_600_000), 3_600_000 + LEASE_GRACE_MS);
   t.equal(leaseUntil(10, 1000, 50), 10 + 1000 + LEASE_GRACE_MS);
 });
