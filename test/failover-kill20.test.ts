@@ -68,7 +68,10 @@ t.test(`kill -9 of the hub at a random moment, ${TRIALS} trials: every result on
     const star = await allInMode(dir, 'star', N, 60_000);
     const starMs = Date.now() - k;
     const r = tallyRun(dir, run);
-    const wrong = [...want.texts].filter(([node, text]) => r.texts.has(node) && r.texts.get(node) !== text).length;
+    const differ = [...want.texts].filter(([node, text]) => r.texts.has(node) && r.texts.get(node) !== text);
+    const wrong = differ.length;
+    // What changed, so a failure says how (first differing node, both texts cut short).
+    for (const [node, text] of differ.slice(0, 2)) t.comment(`trial ${trial}: node ${node} differs: want ${JSON.stringify(text.slice(0, 300))} got ${JSON.stringify(r.texts.get(node)?.slice(0, 300))}`);
     const same = got?.outcome?.output === ref?.outcome?.output && got?.outcome?.verdict === ref?.outcome?.verdict;
     lostAll += r.lost + Math.max(0, TASKS - r.tasks); dupAll += r.duplicated; wrongAll += wrong; if (!same) outputsDiffer++;
     t.comment(`trial ${trial}: killed ${killAfter} ms after the start; tasks=${r.tasks} lost=${r.lost} duplicated=${r.duplicated} wrong=${wrong} output ${same ? 'same' : 'DIFFERENT'}${onHub ? ' (the run had ended on the hub)' : ''}; ms after the kill: gossip ${gossipMs}, finished ${finishedMs}, hub up ${hubMs}, star ${starMs}`);
