@@ -66,6 +66,8 @@ export class Replica {
   private readonly hashes = new Map<string, number>();
   /** Per bucket, the XOR of its entries' (id, hash) fingerprints: kept on merge, compared first in a sync round. */
   private readonly bucketHash = new Uint32Array(BUCKETS);
+  /** Per bucket, its ids: a sync round reads the differing buckets, not the whole history. */
+  private readonly inBucket: Set<string>[] = Array.from({ length: BUCKETS }, () => new Set<string>());
   /** Ids of entries not final yet: what a coordinator dispatches from (a run's history can be long). */
   private readonly open = new Set<string>();
   /** Entries per state, kept on merge (status is written every second). */
@@ -175,6 +177,7 @@ export class Replica {
     const b = idh % BUCKETS;
     let bh = this.bucketHash[b]!;
     if (old !== undefined) bh ^= pairHash(idh, old);
+    else this.inBucket[b]!.add(d.id);
     this.bucketHash[b] = (bh ^ pairHash(idh, h)) >>> 0;
     this.hashes.set(d.id, h);
     for (const fn of this.listeners) fn(e, d);
@@ -224,8 +227,8 @@ export class Replica {
    * group holds whole buckets and at most about `maxPairs` pairs (a bucket larger than that goes alone).
    */
   bucketDigest(bs: number[], maxPairs = 5000): { bs: number[]; d: [string, number][] }[] {
-    const per = new Map<number, [string, number][]>(bs.map((b) => [b, []]));
-    for (const [id, h] of this.hashes) per.get(bucketOf(id))?.push([id, h]);
+    const per = new Map<number, [string, number][]>();
+    for (const b of bs) per.set(b, [...this.inBucket[b] ?? []].map((id): [string, number] => [id, this.hashes.get(id)!]));
     const out: { bs: number[]; d: [string, number][] }[] = [];
     let cur: { bs: number[]; d: [string, number][] } = { bs: [], d: [] };
     for (const [b, pairs] of per) {
@@ -239,13 +242,11 @@ export class Replica {
 
   /** Like `diff`, within the given buckets. */
   diffBuckets(bs: number[], theirs: [string, number][]): { send: string[]; want: string[] } {
-    const inB = new Set(bs);
     const t = new Map(theirs);
     const send: string[] = [];
     const want: string[] = [];
-    for (const [id, mine] of this.hashes) {
-      if (!inB.has(bucketOf(id))) continue;
-      if (t.get(id) !== mine) send.push(id);
+    for (const b of new Set(bs)) {
+      for (const id of this.inBucket[b] ?? []) if (t.get(id) !== this.hashes.get(id)) send.push(id);
     }
     for (const [id, h] of theirs) if (this.hashes.get(id) !== h) want.push(id);
     return { send, want };
