@@ -4,7 +4,7 @@ import { resolveModel } from '../embedded/model-uri.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
 import { SeqConn, type ChatEvent } from './conn.js';
 import { connectSocket, enginePaths, enginePid, ensureEngine, type EnginePaths } from './engine-start.js';
-import type { HostChatOptions } from './messages.js';
+import { hostChatOptions } from '../embedded/completion.js';
 import { parseBatchedOptions, type BatchedOptions } from './options.js';
 
 /** Stats of a chat on the batched engine: the per-worker ones plus the prompt tokens the sequence held. */
@@ -105,14 +105,7 @@ export class BatchedDriver implements Driver {
     };
     opts.signal?.addEventListener('abort', abort, { once: true });
     const release = c.hold();
-    const hostOpts: HostChatOptions = {
-      ...(opts.maxTokens !== undefined ? { maxTokens: opts.maxTokens } : {}),
-      ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
-      ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
-      ...(opts.stop?.length ? { stop: opts.stop } : {}),
-      ...(opts.grammar !== undefined ? { grammar: opts.grammar } : {}),
-      ...(opts.jsonSchema !== undefined ? { jsonSchema: opts.jsonSchema } : {}),
-    };
+    const hostOpts = hostChatOptions(opts);
     try {
       if (!c.send({ t: 'chat', id, prompt, opts: hostOpts })) queue.push({ t: 'gone' });
       for (;;) {

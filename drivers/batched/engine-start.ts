@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SwarmError } from '../../protocol/index.js';
+import { killGroup } from '../lifecycle.js';
 import type { EngineConfig } from './messages.js';
 
 const HERE = fileURLToPath(import.meta.url);
@@ -97,7 +98,7 @@ async function startEngine(paths: EnginePaths, cfg: Omit<EngineConfig, 'socket'>
     try { (await connectSocket(paths.socket)).destroy(); return; } catch { /* loading */ }
     if (exited) throw new SwarmError('SWARM_ERR_ENGINE_START', `batched engine ${exited} before it was ready\n${tail(paths.log)}`.trim());
     if (Date.now() > deadline) {
-      try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* gone */ }
+      if (child.pid) killGroup(child.pid, 'SIGKILL');
       throw new SwarmError('SWARM_ERR_ENGINE_START', `batched engine was not ready in time\n${tail(paths.log)}`.trim());
     }
     await sleep(30);

@@ -1,4 +1,5 @@
 import { SwarmError } from '../../protocol/index.js';
+import { intOption } from '../options.js';
 
 /** Settings of the batched driver, from `--driver-opt k=v` (DriverConfig.options). */
 export interface BatchedOptions {
@@ -18,13 +19,7 @@ export interface BatchedOptions {
   idleMs: number;
 }
 
-function num(o: Record<string, string>, key: string, def: number, min: number): number {
-  const v = o[key];
-  if (v === undefined || v === '') return def;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min) throw new SwarmError('SWARM_ERR_CONFIG', `batched option ${key} must be an integer >= ${min}, got "${v}"`);
-  return n;
-}
+const num = (o: Record<string, string>, key: string, def: number, min: number): number => intOption('batched', o, key, def, min);
 
 const KNOWN = new Set(['threads', 'ctx', 'sequences', 'dir', 'start_timeout_ms', 'idle_ms']);
 /** Options of the per-worker embedded driver that mean nothing here: accepted, so `--engine` can switch freely. */

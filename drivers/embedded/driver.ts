@@ -4,7 +4,8 @@ import { SwarmError, isErrorCode } from '../../protocol/index.js';
 import { StopFilter } from '../stop-filter.js';
 import { EngineProcess, type EngineExit } from '../llama-server/index.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
-import type { FromHost, HostConfig, HostChatOptions, ToHost } from './messages.js';
+import type { FromHost, HostConfig, ToHost } from './messages.js';
+import { hostChatOptions } from './completion.js';
 import { resolveModel } from './model-uri.js';
 import { parseEmbeddedOptions, type EmbeddedOptions } from './options.js';
 
@@ -173,14 +174,7 @@ export class EmbeddedDriver implements Driver {
     };
     opts.signal?.addEventListener('abort', abort, { once: true });
     const release = this.hold(proc);
-    const hostOpts: HostChatOptions = {
-      ...(opts.maxTokens !== undefined ? { maxTokens: opts.maxTokens } : {}),
-      ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
-      ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
-      ...(opts.stop?.length ? { stop: opts.stop } : {}),
-      ...(opts.grammar !== undefined ? { grammar: opts.grammar } : {}),
-      ...(opts.jsonSchema !== undefined ? { jsonSchema: opts.jsonSchema } : {}),
-    };
+    const hostOpts = hostChatOptions(opts);
     try {
       if (!this.send(proc, { t: 'chat', id, prompt, opts: hostOpts }) && !proc.alive) queue.push({ t: 'exit' });
       for (;;) {

@@ -8,12 +8,11 @@ import { LlamaCompletion, LlamaLogLevel, type LlamaGrammar, type LlamaContextSeq
 import type { FromHost, HostChatOptions, HostConfig, ToHost } from './messages.js';
 import { loadLlama } from './load-llama.js';
 import { GrammarCache } from './grammar.js';
+import { completionOptions } from './completion.js';
 
 const send = (m: FromHost): void => { process.stdout.write(JSON.stringify(m) + '\n'); };
 const log = (msg: string): void => { process.stderr.write(msg.endsWith('\n') ? msg : msg + '\n'); };
 
-/** llama.cpp's default sampling (as llama-server uses when a request sets nothing). */
-const SAMPLING = { temperature: 0.8, topK: 40, topP: 0.95, minP: 0.05 } as const;
 
 class Host {
   private readonly free: LlamaCompletion[] = [];
@@ -61,21 +60,9 @@ class Host {
       const input = this.model.tokenize(prompt);
       const tokensIn = input.length + (this.model.tokens.shouldPrependBosToken ? 1 : 0);
       if (ac.signal.aborted) { send({ t: 'done', id, tokensIn: 0, tokensOut: 0, reason: 'abort' }); return; }
-      const temperature = opts.temperature ?? SAMPLING.temperature;
-      const r = await completion.generateCompletionWithMeta(input, {
-        onTextChunk: (text) => { if (text) send({ t: 'chunk', id, text }); },
-        onToken: (tokens) => { tokensOut += tokens.length; },
-        signal: ac.signal,
-        stopOnAbortSignal: true,
-        // Unbounded, a chat ends at the latest when the context is full (no endless context shifting).
-        ...(opts.maxTokens !== undefined ? { maxTokens: opts.maxTokens } : { disableContextShift: true }),
-        temperature,
-        ...(temperature > 0 ? { topK: SAMPLING.topK, topP: SAMPLING.topP, minP: SAMPLING.minP } : {}),
-        ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
-        repeatPenalty: false,
-        ...(grammar ? { grammar } : {}),
-        ...(opts.stop && opts.stop.length > 0 ? { customStopTriggers: opts.stop.filter(Boolean) } : {}),
-      });
+      const r = await completion.generateCompletionWithMeta(input, completionOptions(opts, grammar, {
+        signal: ac.signal, onText: (text) => send({ t: 'chunk', id, text }), onTokens: (n) => { tokensOut += n; },
+      }));
       send({ t: 'done', id, tokensIn, tokensOut, reason: r.metadata.stopReason });
     } catch (err) {
       send({ t: 'error', id, code: 'SWARM_ERR_TASK_FAILED', message: err instanceof Error ? err.message : String(err) });

@@ -1,4 +1,5 @@
 import { SwarmError } from '../../protocol/index.js';
+import { intOption } from '../options.js';
 
 /** Settings of the embedded driver, from `--driver-opt k=v` (DriverConfig.options). */
 export interface EmbeddedOptions {
@@ -16,13 +17,7 @@ export interface EmbeddedOptions {
   downloadStallMs: number;
 }
 
-function num(o: Record<string, string>, key: string, def: number, min: number): number {
-  const v = o[key];
-  if (v === undefined || v === '') return def;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min) throw new SwarmError('SWARM_ERR_CONFIG', `embedded option ${key} must be an integer >= ${min}, got "${v}"`);
-  return n;
-}
+const num = (o: Record<string, string>, key: string, def: number, min: number): number => intOption('embedded', o, key, def, min);
 
 const KNOWN = new Set(['threads', 'ctx', 'slots', 'start_timeout_ms', 'stop_grace_ms', 'download_stall_ms']);
 
