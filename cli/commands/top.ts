@@ -8,6 +8,8 @@ import { runningHub } from '../running.js';
 
 const BARS = '▁▂▃▄▅▆▇█';
 const pad = (s: string | number, n: number): string => { const t = String(s); return t.length >= n ? `${t.slice(0, n - 1)} ` : t.padEnd(n); };
+/** The end of a long id: a run's task ids differ in their last part (the node). */
+const tail = (s: string, n: number): string => (s.length > n ? `…${s.slice(s.length - n + 1)}` : s);
 const ago = (ms: number): string => (ms < 120_000 ? `${Math.max(0, Math.round(ms / 1000))}s` : `${Math.round(ms / 60_000)}m`);
 
 /** A sparkline of one chart column (the last `width` samples). */
@@ -23,7 +25,7 @@ function runLine(r: RunRow): string {
   const states = new Map<string, number>();
   for (const n of r.nodes) states.set(n.state, (states.get(n.state) ?? 0) + 1);
   const nodes = [...states].map(([k, v]) => `${v} ${k}`).join(', ');
-  return `${pad(r.run, 24)}${pad(r.topology, 16)}${pad(r.state === 'running' ? 'running' : r.verdict ?? 'done', 11)}${r.done}/${r.submitted} nodes (${nodes || 'none'}) ${r.tokens_per_s} tok/s ${(r.elapsed_ms / 1000).toFixed(1)}s`;
+  return `${pad(r.run, 24)}${pad(r.topology, 16)}${pad(r.state === 'running' ? 'running' : r.verdict ?? 'done', 14)}${r.done}/${r.submitted} nodes (${nodes || 'none'}) ${r.tokens_per_s} tok/s ${(r.elapsed_ms / 1000).toFixed(1)}s`;
 }
 
 /** The full-screen view: header, queue, workers (as many as fit), runs. */
@@ -43,7 +45,7 @@ export function screen(s: DashState, cols: number, rows: number, now = Date.now(
   out.push(pad('WORKER', 14) + pad('STATE', 9) + pad('ROLE', 12) + pad('DRIVER', 10) + pad('HOST', 10) + pad('TASK', 28) + pad('TOK/S', 7) + pad('DONE', 6) + 'HEARD');
   for (const w of s.workers.slice(0, room)) {
     out.push(pad(w.id + (w.respawns ? `+${w.respawns}` : ''), 14) + pad(workerState(w), 9) + pad(w.role || '-', 12) + pad(w.driver, 10) + pad(w.host, 10)
-      + pad(w.tasks[0] ?? '', 28) + pad(w.tps, 7) + pad(w.done, 6) + ago(now - (w.dead_since ?? w.last_seen)));
+      + pad(tail(w.tasks[0] ?? '', 27), 28) + pad(w.tps, 7) + pad(w.done, 6) + ago(now - (w.dead_since ?? w.last_seen)));
   }
   if (s.workers.length > room) out.push(`… ${s.workers.length - room} more workers`);
   if (runs.length) { out.push('', 'RUNS'); for (const r of runs) out.push(runLine(r)); }

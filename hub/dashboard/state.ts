@@ -16,6 +16,8 @@ export interface DashSource {
 }
 
 const TPS_WINDOW_MS = 10_000;
+/** The queue's tokens/s spans this many chart samples. */
+const TPS_SAMPLES = 5;
 const TASK_ONLY: readonly Section[] = ['queue', 'workers'];
 const TASK_AND_RUN: readonly Section[] = ['queue', 'workers', 'runs'];
 const MAX_RUNS = 8;
@@ -37,8 +39,8 @@ interface Known { entry?: WorkerEntry; row?: WorkerRow; respawns: number; deadSi
 export class Collector {
   private readonly known = new Map<string, Known>();
   private readonly chart: Sample[] = [];
-  private lastTokens = 0;
-  private lastSampleAt = 0;
+  /** [epoch ms, tokens out] at the last few samples: tokens/s over a few seconds, not one (receipts come in bursts). */
+  private readonly tokenMarks: [number, number][] = [];
   private tps = 0;
   private latency = { p50: 0, p99: 0 };
   private readonly reports = new Set<string>();
@@ -48,8 +50,7 @@ export class Collector {
   changed: (sections: readonly Section[]) => void = () => {};
 
   constructor(private readonly src: DashSource, private readonly historyLen = 300, private readonly now: () => number = Date.now) {
-    this.lastTokens = src.hub.metrics.tokensOut;
-    this.lastSampleAt = now();
+    this.tokenMarks.push([now(), src.hub.metrics.tokensOut]);
     this.off = src.hub.store.subscribe((e) => this.event(e));
   }
 
@@ -82,10 +83,10 @@ export class Collector {
   /** Take one chart sample (once a second); returns it. */
   sample(): Sample {
     const h = this.src.hub, c = h.store.queue.counts(), now = this.now();
-    const dt = Math.max(1, now - this.lastSampleAt) / 1000;
-    this.tps = Math.max(0, h.metrics.tokensOut - this.lastTokens) / dt;
-    this.lastTokens = h.metrics.tokensOut;
-    this.lastSampleAt = now;
+    this.tokenMarks.push([now, h.metrics.tokensOut]);
+    if (this.tokenMarks.length > TPS_SAMPLES + 1) this.tokenMarks.shift();
+    const [t0, n0] = this.tokenMarks[0]!;
+    this.tps = Math.max(0, h.metrics.tokensOut - n0) / (Math.max(1, now - t0) / 1000);
     // Quantiles sort a reservoir: once a second, not on every message.
     this.latency = { p50: h.metrics.dispatchLatency.quantile(0.5), p99: h.metrics.dispatchLatency.quantile(0.99) };
     const s: Sample = [Math.round(now / 1000), c.queued, c.leased, c.done, c.failed, Math.round(this.tps * 10) / 10];
@@ -121,7 +122,8 @@ export class Collector {
       while (k.finished.length && k.finished[0]!.at < now - TPS_WINDOW_MS) k.finished.shift();
       const tokens = k.finished.reduce((s, f) => s + f.tokens, 0);
       k.row = {
-        id: w.id, state: w.state, role: w.role, ...(w.pendingRole ? { role_pending: w.pendingRole.role } : {}), driver: w.driver,
+        // The hub's own view (idle/busy from its leases), not the worker's last heartbeat, which lags.
+        id: w.id, state: w.status, agent_state: w.state, role: w.role, ...(w.pendingRole ? { role_pending: w.pendingRole.role } : {}), driver: w.driver,
         host: hostOf(w), ...(w.pid !== undefined ? { pid: w.pid } : {}), tasks: [...w.inflight.keys()], slots: w.slots,
         tps: Math.round((tokens / (TPS_WINDOW_MS / 1000)) * 10) / 10, done: w.done, last_seen: Math.round(w.lastSeen / 1000) * 1000,
         respawns: k.respawns, supervised,
@@ -146,7 +148,8 @@ export class Collector {
     const live = rm.live();
     const running = live.filter((r) => r.view.state === 'running');
     const ended = live.filter((r) => r.view.state !== 'running').slice(-Math.max(0, MAX_RUNS - running.length));
-    return [...running, ...ended].slice(0, MAX_RUNS).reverse().map(({ view, nodes }) => {
+    // Running runs first, then finished ones; newest first within each.
+    return [...running.reverse(), ...ended.reverse()].slice(0, MAX_RUNS).map(({ view, nodes }) => {
       const p = view.progress;
       const rows: NodeRow[] = [];
       for (const n of nodes.values()) {

@@ -1,9 +1,11 @@
 /** What the dashboard's event stream carries (the page and `swarm top` read it). */
 
-/** One worker row. `state` is `dead` from its link dropping until it is back. */
+/** One worker row. `state` is the hub's view: `idle`, `busy` (holds a task), or `dead` from its link dropping until it is back. */
 export interface WorkerRow {
   id: string;
   state: string;
+  /** What the worker last said of itself in a heartbeat (IDLE, BUSY, …); it lags the hub's view. */
+  agent_state: string;
   role: string;
   role_pending?: string;
   driver: string;
@@ -31,7 +33,7 @@ export type Sample = [number, number, number, number, number, number];
 export interface QueueView {
   queued: number; leased: number; done: number; failed: number;
   dispatch_p50_ms: number; dispatch_p99_ms: number;
-  /** Tokens out per second over the last sample interval. */
+  /** Tokens out per second over the last few chart samples. */
   tps: number;
   submitted: number;
 }

@@ -80,8 +80,9 @@ export const APP_JS = String.raw`'use strict';
         out += '<polyline fill="none" stroke="' + series[s][1] + '" stroke-width="1.6" vector-effect="non-scaling-stroke" points="' + pts.join(' ') + '"/>';
       }
     }
-    out += '<text x="4" y="11" font-size="9" fill="#6b7280">' + esc(fmtNum(max)) + '</text>';
     svg.innerHTML = out;
+    // The scale as text beside the chart: text inside a stretched SVG is stretched too.
+    var m = svg.parentNode.querySelector('.max'); if (m) m.textContent = n > 1 ? 'max ' + fmtNum(max) : '';
   }
   function fmtNum(n) { return n >= 10000 ? Math.round(n / 1000) + 'k' : String(Math.round(n * 10) / 10); }
 
@@ -92,14 +93,15 @@ export const APP_JS = String.raw`'use strict';
       var w = ws[i];
       var state = w.state === 'dead' ? (w.supervised ? 'dead · respawning' : 'dead') : w.state;
       if (w.state === 'dead') dead++; else { live++; if (w.tasks.length) busy++; }
-      var task = w.tasks.length ? '<a href="#" data-task="' + esc(w.tasks[0]) + '">' + esc(w.tasks[0]) + '</a>' + (w.tasks.length > 1 ? ' +' + (w.tasks.length - 1) : '') : '';
+      // A run's task ids differ at their end (the node): show that end.
+      var task = w.tasks.length ? '<a href="#" data-task="' + esc(w.tasks[0]) + '" title="' + esc(w.tasks[0]) + '">' + esc(w.tasks[0].length > 26 ? '…' + w.tasks[0].slice(-25) : w.tasks[0]) + '</a>' + (w.tasks.length > 1 ? ' +' + (w.tasks.length - 1) : '') : '';
       var tr = rowsById[w.id];
       if (!tr) { tr = rowsById[w.id] = document.createElement('tr'); tr.dataset.worker = w.id; }
       if (tb.children[i] !== tr) tb.insertBefore(tr, tb.children[i] || null);
       seen[w.id] = true;
       tr.dataset.state = w.state; tr.dataset.respawns = w.respawns; tr.dataset.seen = w.state === 'dead' ? w.dead_since : w.last_seen;
       set(tr, '<td>' + esc(w.id) + (w.respawns ? '<span class="tag" title="came back after dropping out">respawned ×' + w.respawns + '</span>' : '') + '</td>'
-        + '<td><span class="state ' + esc(w.state.split(' ')[0]) + '">' + esc(state) + '</span></td>'
+        + '<td><span class="state ' + esc(w.state) + '" title="the worker says: ' + esc(w.agent_state) + '">' + esc(state) + '</span></td>'
         + '<td>' + esc(w.role || '-') + (w.role_pending ? ' <span class="muted">→ ' + esc(w.role_pending) + '</span>' : '') + '</td>'
         + '<td>' + esc(w.driver) + '</td><td>' + esc(w.host) + (w.pid ? ' <span class="muted">' + w.pid + '</span>' : '') + '</td>'
         + '<td>' + task + '</td><td>' + w.tps + '</td><td>' + w.done + '</td><td class="heard"></td>');
@@ -116,6 +118,8 @@ export const APP_JS = String.raw`'use strict';
     tick();
   }
 
+  // A run's verdict as a colour: good, bad, stopped by someone; anything else (no consensus, …) amber.
+  var VERDICT = { done: 'done', approved: 'done', passed: 'done', winner: 'done', scored: 'done', failed: 'failed', fail: 'failed', aborted: 'failed', rejected: 'failed', cancelled: 'cancelled', stopped: 'cancelled' };
   var COLOR = { queued: '#cfd8dc', running: '#64b5f6', done: '#66bb6a', failed: '#ef5350', cancelled: '#90a4ae' };
   // Each run's head and graph are replaced only when their text changed: a node keeps its element
   // (and a click on it lands) while nothing about it changes.
@@ -142,7 +146,7 @@ export const APP_JS = String.raw`'use strict';
   function set(node, html) { if (node._html !== html) { node.innerHTML = html; node._html = html; } }
   function cssEsc(s) { return String(s).replace(/["\\]/g, '\\$&'); }
   function runHead(r) {
-    var badge = r.state === 'running' ? '<span class="state running">running</span>' : '<span class="state ' + (r.verdict === 'cancelled' ? 'cancelled' : r.verdict === 'failed' || r.verdict === 'aborted' ? 'failed' : 'done') + '">' + esc(r.verdict || 'done') + '</span>';
+    var badge = r.state === 'running' ? '<span class="state running">running</span>' : '<span class="state ' + (VERDICT[r.verdict || 'done'] || 'warn') + '">' + esc(r.verdict || 'done') + '</span>';
     return '<b>' + esc(r.experiment) + '</b><span class="muted">' + esc(r.topology) + ' · ' + esc(r.run) + '</span>' + badge
       + '<span class="grow muted">' + r.done + '/' + r.submitted + ' nodes' + (r.failed ? ', ' + r.failed + ' failed' : '') + ' · ' + r.tokens_out + ' tokens · ' + r.tokens_per_s + ' tok/s · ' + (r.elapsed_ms / 1000).toFixed(1) + ' s' + (r.reason ? ' · ' + esc(r.reason) : '') + '</span>';
   }

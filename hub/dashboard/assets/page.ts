@@ -22,14 +22,14 @@ export function pageHtml(): string {
       <div><b id="q-leased">0</b><span>running</span></div>
       <div><b id="q-done">0</b><span>done</span></div>
       <div><b id="q-failed">0</b><span>failed</span></div>
-      <div><b id="q-p50">0</b><span>dispatch p50 ms</span></div>
-      <div><b id="q-p99">0</b><span>dispatch p99 ms</span></div>
+      <div><b id="q-p50">0</b><span>dispatch p50, ms</span></div>
+      <div><b id="q-p99">0</b><span>dispatch p99, ms</span></div>
       <div><b id="q-tps">0</b><span>tokens/s</span></div>
     </div>
     <div class="charts">
-      <figure><figcaption>waiting &amp; running <i class="k queued"></i>queued <i class="k leased"></i>running</figcaption><svg id="chart-depth" viewBox="0 0 300 80" preserveAspectRatio="none"></svg></figure>
-      <figure><figcaption>finished <i class="k done"></i>done <i class="k failed"></i>failed</figcaption><svg id="chart-done" viewBox="0 0 300 80" preserveAspectRatio="none"></svg></figure>
-      <figure><figcaption>tokens/s <i class="k tps"></i></figcaption><svg id="chart-tps" viewBox="0 0 300 80" preserveAspectRatio="none"></svg></figure>
+      <figure><figcaption>waiting &amp; running <i class="k queued"></i>queued <i class="k leased"></i>running<span class="max"></span></figcaption><svg id="chart-depth" viewBox="0 0 300 80" preserveAspectRatio="none"></svg></figure>
+      <figure><figcaption>finished <i class="k done"></i>done <i class="k failed"></i>failed<span class="max"></span></figcaption><svg id="chart-done" viewBox="0 0 300 80" preserveAspectRatio="none"></svg></figure>
+      <figure><figcaption>tokens/s <i class="k tps"></i><span class="max"></span></figcaption><svg id="chart-tps" viewBox="0 0 300 80" preserveAspectRatio="none"></svg></figure>
     </div>
     <form id="submit-form" autocomplete="off">
       <textarea id="submit-prompt" rows="2" placeholder="a prompt for one task" required maxlength="100000"></textarea>
@@ -78,11 +78,12 @@ main{display:grid;grid-template-columns:minmax(360px,1fr) minmax(520px,1.5fr);ga
 #runs-panel{grid-column:1/-1}
 h2{font-size:14px;margin:0 0 10px}h3{font-size:13px;margin:14px 0 6px}
 .muted{color:var(--muted);font-weight:normal}
-.stats{display:grid;grid-template-columns:repeat(auto-fill,minmax(82px,1fr));gap:8px;margin-bottom:10px}
-.stats div{background:var(--bg);border-radius:6px;padding:6px 8px}.stats b{display:block;font-size:17px}.stats span{color:var(--muted);font-size:11px}
-.charts{display:grid;grid-template-columns:repeat(3,1fr);gap:8px}
-figure{margin:0}figcaption{font-size:11px;color:var(--muted);margin-bottom:2px}
-.charts svg{width:100%;height:80px;background:var(--bg);border-radius:4px;display:block}
+.stats{display:grid;grid-template-columns:repeat(4,1fr);gap:8px;margin-bottom:12px}
+.stats div{background:var(--bg);border-radius:6px;padding:6px 8px;min-width:0}.stats b{display:block;font-size:17px}.stats span{color:var(--muted);font-size:11px;white-space:nowrap}
+.charts{display:grid;grid-template-columns:1fr;gap:10px}
+figure{margin:0}figcaption{display:flex;align-items:center;font-size:11px;color:var(--muted);margin-bottom:3px;white-space:nowrap}
+figcaption .max{margin-left:auto;font-variant-numeric:tabular-nums}
+.charts svg{width:100%;height:64px;background:var(--bg);border-radius:4px;display:block}
 i.k{display:inline-block;width:9px;height:9px;border-radius:2px;margin:0 3px 0 6px;vertical-align:-1px}
 i.k.queued{background:var(--queued)}i.k.leased{background:var(--running)}i.k.done{background:var(--done)}i.k.failed{background:var(--failed)}i.k.tps{background:var(--tps)}
 form{display:flex;gap:6px;align-items:center;margin:12px 0 6px;flex-wrap:wrap}
@@ -100,7 +101,7 @@ tr[data-state=dead] td{color:var(--dead);background:#fff5f5}
 .state{display:inline-block;padding:0 7px;border-radius:8px;font-size:11px;font-weight:600;background:#eceff1;color:#37474f}
 .state.IDLE,.state.idle{background:#e8f5e9;color:#2e7d32}.state.BUSY,.state.busy,.state.running,.state.leased{background:#e3f2fd;color:#1565c0}
 .state.dead,.state.failed{background:#ffebee;color:#c62828}.state.done{background:#e8f5e9;color:#2e7d32}.state.queued{background:#eceff1;color:#455a64}
-.state.cancelled{background:#eceff1;color:#546e7a}
+.state.cancelled{background:#eceff1;color:#546e7a}.state.warn{background:#fff3e0;color:#e65100}
 .tag{font-size:10px;color:#6a1b9a;margin-left:4px}
 .run{border:1px solid var(--line);border-radius:6px;padding:10px;margin-bottom:10px}
 .run-head{display:flex;gap:10px;align-items:center;flex-wrap:wrap;margin-bottom:6px}
@@ -116,5 +117,5 @@ a{color:#1e63d6}
 pre{background:var(--bg);border-radius:5px;padding:8px;white-space:pre-wrap;word-break:break-word;max-height:38vh;overflow:auto;margin:0;font-size:12px}
 #toast{position:fixed;bottom:16px;left:50%;transform:translateX(-50%);background:#1d2330;color:#fff;padding:8px 14px;border-radius:6px;z-index:6}
 #toast.error{background:#b71c1c}
-@media (max-width:980px){main{grid-template-columns:1fr}.charts{grid-template-columns:1fr}}
+@media (max-width:980px){main{grid-template-columns:1fr}}
 `;
