@@ -144,7 +144,7 @@ export function makeHosts(t: { teardown(fn: () => void | Promise<void>): void },
     return {
       name, ns, addr,
       exec(cmd, o = {}) {
-        const r = spawnSync('ip', inNs(cmd), { encoding: 'utf8', input: o.input, timeout: o.timeoutMs ?? 60_000, env: { ...process.env, ...o.env } });
+        const r = spawnSync('ip', inNs(cmd), { encoding: 'utf8', input: o.input, timeout: o.timeoutMs ?? 60_000, env: { ...process.env, ...o.env }, maxBuffer: 256 << 20 });
         return { code: r.status, stdout: r.stdout ?? '', stderr: (r.stderr ?? '') + (r.error ? String(r.error) : '') };
       },
       netExec(cmd, o = {}) {
