@@ -77,7 +77,10 @@ export class ControlServer {
   private loadRuns(): Promise<void> {
     if (!this.hub.config.stateDir) return Promise.resolve();
     this.runsLoading ??= import('./runs.js').then(({ RunManager, swarmVersion }) => {
-      this.runs ??= new RunManager(this.hub, { dir: this.runsDir(), version: swarmVersion(), log: this.log.child({ part: 'runs' }) });
+      this.runs ??= new RunManager(this.hub, {
+        dir: this.runsDir(), version: swarmVersion(), log: this.log.child({ part: 'runs' }),
+        engine: () => ((this.opts.status?.() as { engine?: { mode?: string } } | undefined)?.engine?.mode),
+      });
       this.runs.resumeAll().catch((err: unknown) => this.log.error({ err }, 'resuming runs failed'));
     }, (err: unknown) => { this.log.error({ err }, 'loading runs failed'); throw err; });
     return this.runsLoading;

@@ -59,6 +59,8 @@ export interface RunManagerOptions {
   dir: string;
   version: string;
   log: Logger;
+  /** How this swarm runs its model (batched, per-worker, shared): the passport names it. */
+  engine?: () => string | undefined;
 }
 
 /**
@@ -84,7 +86,7 @@ export class RunManager {
     const run = newRunId();
     const passport = await makePassport({
       run, experiment, swarmVersion: this.o.version, baseDir, defaultDriver: body.driver, defaultModel: body.model,
-      replayOf: body.replay_of,
+      replayOf: body.replay_of, engines: ((mode): Record<string, string> => (mode ? { swarm_engine: mode } : {}))(this.o.engine?.()),
     });
     await this.hub.store.appendMeta('run', { run, spec, passport });
     await this.launch(run, spec, passport, false);

@@ -30,6 +30,8 @@ t.test('swarm run starts a swarm, runs, replays; swarm runs ls/show/compare read
   t.equal(va.outcome.output, 'echo: say alpha\n\necho: say beta\n\necho: say gamma');
   t.ok(hubFile(state), 'a swarm was started for the run and keeps running');
   for (const f of ['passport.json', 'events.jsonl', 'nodes.jsonl', 'report.md', 'report.html', 'result.json']) t.ok(fs.existsSync(path.join(va.dir, f)), f);
+  const pass = JSON.parse(fs.readFileSync(path.join(va.dir, 'passport.json'), 'utf8')) as { engines: Record<string, string> };
+  t.equal(pass.engines.swarm_engine, 'per-worker', 'the passport names the engine mode, as swarm status does (echo workers: one driver each)');
 
   const b = swarm(['run', '--replay', va.run, '--state-dir', state, '--json']);
   t.equal(b.code, 0, b.stderr);
