@@ -4,7 +4,8 @@
  * driven directly at -t 1 and -t 2 (the faster is the bar), same model, same load (N concurrent
  * streams, R requests each, T tokens per request), in one run. The batched engine runs at 1 and 2 threads.
  * Run: `npm run build && node dist/bench/swarm-vs-server.js [MODEL] [N] [R] [modes,...]`;
- * appends to bench/results/swarm-vs-server.jsonl (one line per run, with the load average).
+ * appends to bench/results/swarm-vs-server.jsonl (one line per run, with the load average and which
+ * mode `swarm up` uses by default).
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -13,6 +14,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cpuSeconds, machine } from './proc.js';
 import { runLoad, sharedServer } from './engine-load.js';
+import { DEFAULT_ENGINE } from '../cli/shared-engine.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const CLI = path.join(ROOT, 'dist/cli/main.js');
@@ -87,7 +89,7 @@ for (const m of modes) {
 const bares = rows.filter((r) => r.mode.startsWith('bare'));
 const best = bares.reduce((a, r) => (r.tokens_per_s > a.tokens_per_s ? r : a), bares[0] ?? { mode: 'none', tokens_per_s: NaN, tokens_per_cpu_s: NaN });
 const out = { machine: machine(), date: new Date().toISOString(), load_avg: os.loadavg(), model: path.basename(model), agents: n, requests_per_agent: reqs, tokens_per_request: TOKENS, ctx_per_agent: CTX,
-  best_bare: best.mode, rows: rows.map((r) => ({ ...r, vs_best_bare: +(r.tokens_per_s / best.tokens_per_s).toFixed(2), cpu_vs_best_bare: +(r.tokens_per_cpu_s / best.tokens_per_cpu_s).toFixed(2) })) };
+  best_bare: best.mode, default_engine: DEFAULT_ENGINE, rows: rows.map((r) => ({ ...r, vs_best_bare: +(r.tokens_per_s / best.tokens_per_s).toFixed(2), cpu_vs_best_bare: +(r.tokens_per_cpu_s / best.tokens_per_cpu_s).toFixed(2) })) };
 fs.mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });
 fs.appendFileSync(path.join(ROOT, 'bench/results/swarm-vs-server.jsonl'), JSON.stringify(out) + '\n');
 console.log(JSON.stringify(out, null, 2));
