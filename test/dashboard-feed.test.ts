@@ -82,3 +82,17 @@ t.test('a dashboard that never reads, with tasks flowing: the hub holds at most 
   stuck.resume();
   t.ok(await closed, 'the hub closed the stuck connection');
 });
+
+t.test('dashboards beyond the limit are refused with 503 and a retry hint; the open ones keep their streams', async (t) => {
+  const { port, dash } = await rig(t, { tickMs: 20, maxClients: 2 });
+  const a = reader(port), b = reader(port);
+  t.teardown(() => { a.close(); b.close(); });
+  t.ok(await until(() => dash.feed.clientCount === 2 && a.state() !== undefined && b.state() !== undefined), 'two open');
+  const third = await new Promise<{ status?: number; retry?: string }>((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port, path: '/dashboard/events', headers: bearer }, (res) => { res.resume(); resolve({ status: res.statusCode, retry: res.headers['retry-after'] }); }).on('error', reject);
+  });
+  t.same(third, { status: 503, retry: '5' }, 'the third is refused');
+  t.equal(dash.feed.clientCount, 2, 'still two');
+  a.close();
+  t.ok(await until(() => dash.feed.clientCount === 1), 'a closed dashboard frees its place');
+});
