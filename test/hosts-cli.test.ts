@@ -42,3 +42,12 @@ t.test('--hub-url: https to a remote control API; plain http only to loopback; t
   t.equal(r.code, 3, 'nothing listening: exit 3 (no swarm)');
   t.match(r.stderr, /cannot reach the hub's control API at 127\.0\.0\.1:1/);
 });
+
+t.test('the control API binds loopback unless given an address, a token and TLS', async (t) => {
+  const { hubConfig } = await import('../hub/index.js');
+  const token = 'a-long-random-token-0123456789abcdef';
+  t.equal(hubConfig({ token }).controlHost, '127.0.0.1', 'loopback by default');
+  t.throws(() => hubConfig({ controlHost: '10.0.0.1' }), { code: 'SWARM_ERR_INSECURE_BIND' }, 'an address without a token is refused');
+  t.throws(() => hubConfig({ controlHost: '10.0.0.1', token }), { code: 'SWARM_ERR_INSECURE_BIND' }, 'an address with a token but no TLS is refused (the token would cross in clear)');
+  t.equal(hubConfig({ controlHost: '10.0.0.1', token, tlsCert: '/c.crt', tlsKey: '/c.key' }).controlHost, '10.0.0.1', 'an address with a token and TLS is served');
+});
