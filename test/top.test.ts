@@ -15,8 +15,15 @@ function underPty(args: string[]) {
 
 t.test('swarm top: draws in place under a pty, updates as tasks finish, quits on q; plain lines without a terminal', async (t) => {
   const dir = tempDir(t);
-  const up = swarm(['up', '--agents', '3', '--driver', 'echo', '-d', '--state-dir', dir, '--json']);
+  // `up --dashboard` prints a one-time link once ready (no display here: nothing to open it with).
+  const up = swarm(['up', '--agents', '3', '--driver', 'echo', '-d', '--dashboard', '--state-dir', dir, '--json'], { env: { DISPLAY: '', WAYLAND_DISPLAY: '' } });
   t.equal(up.code, 0, up.stderr);
+  const link = up.stdout.trim().split('\n').map((l) => JSON.parse(l) as { url?: string; opened?: boolean }).find((j) => j.url);
+  t.match(link?.url, /^http:\/\/127\.0\.0\.1:\d+\/dashboard\?ticket=[\w-]{20,}$/, '`up --dashboard` prints the link');
+  t.equal(link?.opened, false);
+  const redeemed = await fetch(link!.url!, { redirect: 'manual' });
+  t.equal(redeemed.status, 303, 'and it lets a browser in');
+  t.match(redeemed.headers.get('set-cookie') ?? '', /HttpOnly/);
 
   const top = underPty(['top', '--state-dir', dir]);
   t.teardown(() => { if (top.child.exitCode === null) top.child.kill('SIGKILL'); });
