@@ -1,16 +1,16 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
+import pty from 'node-pty';
 import { api, CLI, swarm, tempDir, until } from './helpers/cli.js';
 
-/** `swarm top` under a real pty (util-linux `script`): its keystrokes go in through the pty. */
+/** `swarm top` under a real pty (node-pty): its keystrokes go in through the pty. */
 function underPty(args: string[]) {
-  const cmd = [process.execPath, CLI, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ');
-  const child = spawn('script', ['-qfec', cmd, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, TERM: 'xterm' } });
+  const term = pty.spawn(process.execPath, [CLI, ...args], { name: 'xterm', cols: 120, rows: 40, env: { ...process.env, TERM: 'xterm' } as Record<string, string> });
   let out = '';
-  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (out += c.toString()));
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  return { child, output: () => out, exited };
+  term.onData((d) => (out += d));
+  let code: number | null = null;
+  const exited = new Promise<number | null>((r) => term.onExit((e) => { code = e.exitCode; r(e.exitCode); }));
+  return { term, output: () => out, exited, running: () => code === null };
 }
 
 t.test('swarm top: draws in place under a pty, updates as tasks finish, quits on q; plain lines without a terminal', async (t) => {
@@ -26,13 +26,13 @@ t.test('swarm top: draws in place under a pty, updates as tasks finish, quits on
   t.match(redeemed.headers.get('set-cookie') ?? '', /HttpOnly/);
 
   const top = underPty(['top', '--state-dir', dir]);
-  t.teardown(() => { if (top.child.exitCode === null) top.child.kill('SIGKILL'); });
+  t.teardown(() => { if (top.running()) top.term.kill('SIGKILL'); });
   t.ok(await until(() => /swarm top · hub-/.test(top.output()) && /w-3/.test(top.output()), 30_000), 'it draws the hub and the workers');
   t.match(top.output(), /\x1b\[\?1049h/, 'on the alternate screen');
   t.match(top.output(), /\x1b\[H/, 'redrawn in place (cursor home), not scrolled');
   await api(dir, 'POST', '/tasks', { tasks: Array.from({ length: 5 }, (_, i) => ({ prompt: `t${i}` })) });
   t.ok(await until(() => /0 queued · 0 running · 5 done/.test(top.output()), 30_000), 'it updates as the tasks finish');
-  top.child.stdin.write('q');
+  top.term.write('q');
   const code = await Promise.race([top.exited, new Promise<'hung'>((r) => setTimeout(() => r('hung'), 15_000))]);
   t.equal(code, 0, 'q quits');
   t.match(top.output(), /\x1b\[\?1049l/, 'and gives the screen back');
