@@ -128,7 +128,7 @@ async function memory(): Promise<void> {
   const load = os.loadavg()[0];
   const small = await at(5);
   const big = await at(25);
-  const plan = swarm(['plan', '--agents', '25', '--model', model, '--engine', 'batched', '--ctx', String(ctx), '--json']);
+  const plan = swarm(['plan', '--agents', '25', '--model', model, '--engine', 'batched', '--ctx', String(ctx), '--reserve', '0', '--json']);
   let planTotal: number | undefined;
   try { planTotal = (JSON.parse(plan.stdout) as { memory?: { total?: number } }).memory?.total; } catch { /* plan said no */ }
   const perAgent = (big.total_mb - small.total_mb) / 20;

@@ -35,7 +35,7 @@ export interface PlanOptions {
 }
 
 /** One Node worker process of the batched engine (its driver is a socket client). */
-const BATCHED_WORKER_BYTES = 44 * 1024 ** 2;
+const BATCHED_WORKER_BYTES = 18 * 1024 ** 2;
 
 /** Plan defaults (see PlanOptions for where each comes from). */
 export const PLAN_DEFAULTS = {
@@ -99,7 +99,7 @@ export function plan(m: ModelShape, opts: PlanOptions, nested = false): Plan {
   const repacked = o.repack ? m.repackableBytes : 0;
   const perWorker = o.engine === 'per-worker';
   const pa = {
-    // A batched engine's worker loads no llama.cpp: measured 44 MiB PSS per worker at 25 agents (bench/batched.ts memory).
+    // A batched engine's worker loads no llama.cpp: measured 18 MiB PSS per worker at 25 agents (bench/batched.ts memory; 44 while it loaded node-llama-cpp).
     kv, output, worker: o.engine === 'batched' ? Math.min(o.workerRssBytes, BATCHED_WORKER_BYTES) : o.workerRssBytes,
     compute: perWorker ? compute : 0,
     engine: perWorker ? o.engineBaseBytes : 0,
