@@ -10,13 +10,11 @@ import { SwarmError } from '../protocol/index.js';
 export type EngineMode = 'batched' | 'per-worker' | 'shared';
 
 /**
- * The engine of `swarm up`, `swarm hub --supervise` and `swarm run` when none is given. Batched, by
- * measurement (README, Engines): on the 110M shape it gave 1.94x (8 agents) and 1.10x (25 agents) the
- * best bare llama-server of the same bench run, 19 MB per extra agent beyond its KV cache, 14x lower
- * warm time to first token.
- * It applies to the llama.cpp driver only (`embedded`); echo, exec and the other drivers keep a worker each.
+ * The engine of `swarm up`, `swarm hub --supervise` and `swarm run` when none is given. Not batched yet:
+ * at 8 agents on the 110M shape it measured 0.87x-1.94x the best bare llama-server (README, Engines),
+ * short of a reliable 0.95x.
  */
-export const DEFAULT_ENGINE: EngineMode = 'batched';
+export const DEFAULT_ENGINE: EngineMode = 'per-worker';
 
 /** commander parser for `--engine`. */
 export function parseEngineMode(v: string): EngineMode {
