@@ -1,4 +1,4 @@
-import { SwarmError } from '../protocol/index.js';
+import { SwarmError } from '../protocol/errors.js';
 
 /** Documented exit codes of the `swarm` command. */
 export const Exit = {

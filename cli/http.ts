@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
-import { SwarmError, isErrorCode } from '../protocol/index.js';
+import { SwarmError, isErrorCode } from '../protocol/errors.js';
 
 /**
  * Where a control API is and how to reach it: a local hub's hub.json, or a remote swarm named by

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { SwarmError } from '../protocol/index.js';
+import { SwarmError } from '../protocol/errors.js';
 // The model helpers load on demand: an echo or exec worker needs neither (startup cost of 25 workers).
 const demo = () => import('../drivers/demo-model/index.js');
 const embedded = () => import('../drivers/embedded/index.js');

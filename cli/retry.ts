@@ -1,5 +1,5 @@
 import pRetry from 'p-retry';
-import { SwarmError } from '../protocol/index.js';
+import { SwarmError } from '../protocol/errors.js';
 
 /** Codes after which sending the same request again may succeed: the hub was unreachable, restarting or could not write. */
 const TRANSIENT = new Set<string>(['SWARM_ERR_NO_SWARM', 'SWARM_ERR_TIMEOUT', 'SWARM_ERR_SHUTDOWN', 'SWARM_ERR_JOURNAL', 'SWARM_ERR_DISK_FULL']);

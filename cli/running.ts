@@ -1,5 +1,5 @@
-import { SwarmError } from '../protocol/index.js';
-import { isSameProcess } from '../hub/index.js';
+import { SwarmError } from '../protocol/errors.js';
+import { isSameProcess } from '../hub/proc-id.js';
 import { readHubFile, type HubFile } from './state.js';
 
 /**

@@ -1,6 +1,6 @@
 import os from 'node:os';
 import { InvalidArgumentError } from 'commander';
-import { SwarmError } from '../protocol/index.js';
+import { SwarmError } from '../protocol/errors.js';
 
 /**
  * How the workers of one host run their model: `batched`, one node-llama-cpp engine per (host, model)

@@ -1,7 +1,7 @@
 // Loads no part of the hub: every command, the worker too, imports this (cli/running.ts checks a hub is alive).
 import fs from 'node:fs';
 import path from 'node:path';
-import { randomId } from '../protocol/index.js';
+import { randomId } from '../protocol/ids.js';
 
 /** What a running hub writes to `<state-dir>/hub.json` so the CLI and workers can find it. */
 export interface HubFile {

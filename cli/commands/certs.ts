@@ -3,7 +3,7 @@ import net from 'node:net';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import { InvalidArgumentError, type Command } from 'commander';
-import { SwarmError } from '../../protocol/index.js';
+import { SwarmError } from '../../protocol/errors.js';
 import { fail } from '../exit.js';
 import { int } from '../options.js';
 

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { SwarmError, peerSecret, workerCredential } from '../../protocol/index.js';
+import { SwarmError } from '../../protocol/errors.js';
+import { peerSecret, workerCredential } from '../../protocol/auth.js';
 import { fail } from '../exit.js';
 import { readHubFile, stateDir, tokenPath } from '../state.js';
 import fs from 'node:fs';

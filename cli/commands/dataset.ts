@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { SwarmError } from '../../protocol/index.js';
+import { SwarmError } from '../../protocol/errors.js';
 import { makeArithmetic } from '../../topologies/experiment/index.js';
 import { fail } from '../exit.js';
 import { int } from '../options.js';

@@ -1,5 +1,7 @@
 import type { Command } from 'commander';
-import { alive, isSameProcess, killGroup, readPidFile, type ProcId } from '../../hub/index.js';
+import { alive } from '../../hub/supervisor.js';
+import { isSameProcess, readPidFile, type ProcId } from '../../hub/proc-id.js';
+import { killGroup } from '../../drivers/lifecycle.js';
 import { fail } from '../exit.js';
 import { call, swarmOptions, remoteTarget, type RemoteOptions } from '../http.js';
 import { int } from '../options.js';

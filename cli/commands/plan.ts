@@ -1,5 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { SwarmError } from '../../protocol/index.js';
+import { SwarmError } from '../../protocol/errors.js';
 import { formatPlan, parseSize, plan, readModelShape, type EngineMode } from '../../deploy/plan/index.js';
 import { fail } from '../exit.js';
 import { int } from '../options.js';

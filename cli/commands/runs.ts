@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { SwarmError } from '../../protocol/index.js';
+import { SwarmError } from '../../protocol/errors.js';
 import { fail } from '../exit.js';
 import { call, remoteOptions, swarmOptions, remoteTarget, type RemoteOptions } from '../http.js';
 import { stateDir } from '../state.js';

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { SwarmError, randomId } from '../../protocol/index.js';
+import { SwarmError } from '../../protocol/errors.js';
+import { randomId } from '../../protocol/ids.js';
 import { Exit, fail } from '../exit.js';
 import { swarmOptions, remoteTarget, type RemoteOptions, call } from '../http.js';
 import { int } from '../options.js';

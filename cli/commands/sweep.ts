@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { SwarmError } from '../../protocol/index.js';
+import { SwarmError } from '../../protocol/errors.js';
 import { loadExperiment, resolveInputs, type Experiment } from '../../topologies/index.js';
 import type { ExperimentResult } from '../../topologies/experiment/index.js';
 import { cellSets, cells, groups, parseAxis, type Cell, type SweepFile } from '../../topologies/experiment/sweep.js';

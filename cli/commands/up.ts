@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
-import { SwarmError } from '../../protocol/index.js';
+import { SwarmError } from '../../protocol/errors.js';
 import { Exit, fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
 import { Progress } from '../progress.js';

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import type { Command } from 'commander';
-import { SwarmError } from '../../protocol/index.js';
+import { SwarmError } from '../../protocol/errors.js';
 import type { HubLocator } from '../../worker/index.js';
 import { fail } from '../exit.js';
 import { hostPort, int, keyValue } from '../options.js';
