@@ -7,6 +7,7 @@ import { hubIsOurs } from './running.js';
 import { VERSION, readHubFile, removeHubFile, writeHubFile, type HubFile } from './state.js';
 export { logPath, newToken } from './state.js';
 import { sharedWorkerArgs, startSharedEngine, type SharedEngine } from './shared-engine.js';
+import { StateDirGuard } from './state-guard.js';
 
 export interface RunHubOptions {
   dir: string;
@@ -58,8 +59,10 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
   let stopping: Promise<void> | undefined;
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((r) => (resolveStopped = r));
+  let guard: StateDirGuard | undefined;
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
+      guard?.stop();
       o.log.info('hub shutting down');
       await Promise.all([hub.stop({ killWorkers: true, graceMs: 3000 }), supervisor?.stop()]);
       await engine?.stop();
@@ -94,6 +97,11 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
     tls: Boolean(config.tlsCert), started_at: Date.now(), version: VERSION, agents: o.agents, proc_start: procStart(process.pid),
   };
   writeHubFile(o.dir, file);
+  guard = new StateDirGuard(o.dir, (why) => {
+    o.log.error({ state_dir: o.dir }, `${why}: stopping this swarm (its journal is no longer where a restart reads it, and no CLI can find it)`);
+    void stop();
+  });
+  guard.start();
   let workerArgs = o.workerArgs ?? [];
   if (o.sharedEngine && o.agents && o.agents > 0) {
     try {

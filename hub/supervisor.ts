@@ -36,6 +36,8 @@ interface Slot {
  */
 export class Supervisor {
   private readonly slots = new Map<string, Slot>();
+  /** Pids this supervisor started or adopted: the only ones whose pid files it removes. */
+  private readonly ours = new Set<number>();
   private stopping = false;
   private poll?: NodeJS.Timeout;
 
@@ -50,6 +52,7 @@ export class Supervisor {
       const adopted = this.readPid(id);
       if (adopted && alive(adopted)) {
         slot.pid = adopted;
+        this.ours.add(adopted);
         this.log.info({ worker: id, pid: adopted }, 'adopted running worker');
       } else this.spawn(slot);
     }
@@ -117,7 +120,7 @@ export class Supervisor {
     slot.child = child;
     slot.pid = child.pid;
     slot.lastStart = Date.now();
-    if (child.pid) this.writePid(slot.id, child.pid, [file, ...args]);
+    if (child.pid) { this.ours.add(child.pid); this.writePid(slot.id, child.pid, [file, ...args]); }
     child.once('exit', (code, signal) => {
       if (slot.child === child) { slot.child = undefined; this.exited(slot, `exit code ${code} signal ${signal}`); }
     });
@@ -152,9 +155,15 @@ export class Supervisor {
     const f = this.pidFile(id);
     if (f) writePidFile(f, pid, cmd);
   }
+  /**
+   * Only a file that names a process this supervisor started (or nothing readable): the state
+   * directory may have been replaced under a running hub, and the new swarm's files are not ours.
+   */
   private removePid(id: string): void {
     const f = this.pidFile(id);
-    if (f) fs.rmSync(f, { force: true });
+    if (!f) return;
+    const rec = readPidFile(f);
+    if (!rec || this.ours.has(rec.pid)) fs.rmSync(f, { force: true });
   }
 }
 
