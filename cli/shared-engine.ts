@@ -10,11 +10,14 @@ import { SwarmError } from '../protocol/errors.js';
 export type EngineMode = 'batched' | 'per-worker' | 'shared';
 
 /**
- * The engine of `swarm up`, `swarm hub --supervise` and `swarm run` when none is given. Not batched yet:
- * at 8 agents on the 110M shape it measured 0.87x-1.94x the best bare llama-server (README, Engines),
- * short of a reliable 0.95x.
+ * The engine of `swarm up`, `swarm hub --supervise` and `swarm run` when none is given. Batched, by
+ * measurement against the per-worker engines (README, Engines; quiet machine, 110M shape, each as a
+ * fraction of the best bare llama-server of the same run): 0.72-0.75x against 0.54-0.65x at 8 agents,
+ * 0.95x against 0.44x at 25; 19 MB per extra agent beyond its KV cache against ~60; 25 agents all
+ * answering 3.5-3.8 s after `swarm up` against 11-12 s. Per-worker keeps full isolation (`--engine per-worker`).
+ * It applies to the llama.cpp driver only (`embedded`); echo, exec and the other drivers keep a worker each.
  */
-export const DEFAULT_ENGINE: EngineMode = 'per-worker';
+export const DEFAULT_ENGINE: EngineMode = 'batched';
 
 /** commander parser for `--engine`. */
 export function parseEngineMode(v: string): EngineMode {

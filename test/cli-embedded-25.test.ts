@@ -4,7 +4,7 @@ import t from 'tap';
 import { api, pidsMentioning, swarm, until, tempDir } from './helpers/cli.js';
 import { STORIES, missingPrereq } from './helpers/llama.js';
 
-t.test('swarm up --agents 25 on stories260K (embedded) answers 100 tasks and comes down clean', async (t) => {
+t.test('swarm up --agents 25 on stories260K (the default batched engine) answers 100 tasks and comes down clean', async (t) => {
   if (missingPrereq(t, fs.existsSync(STORIES) ? {} : { missing: `test model ${STORIES} not found (set SWARM_TEST_MODELS)` })) return;
   const dir = tempDir(t);
   const state = path.join(dir, 'state');
@@ -15,7 +15,7 @@ t.test('swarm up --agents 25 on stories260K (embedded) answers 100 tasks and com
   const up = swarm(['up', '--agents', '25', '--model', model, '--detach', '--json', '--state-dir', state], { timeoutMs: 240_000 });
   t.equal(up.code, 0, up.stderr);
   const summary = JSON.parse(up.stdout) as { agents: number; driver: string; ready_ms: number };
-  t.equal(summary.driver, 'embedded');
+  t.equal(summary.driver, 'batched', 'the default engine: one batched engine, a sequence per agent');
   t.comment(`25 agents ready in ${summary.ready_ms} ms`);
 
   const file = path.join(dir, 'tasks.jsonl');

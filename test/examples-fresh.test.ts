@@ -48,6 +48,6 @@ t.test('examples run from a fresh clone on the default model; with --model the p
   t.equal(vc.outcome.verdict, 'scored');
   t.same(vc.outcome.details.experiment.conditions.map((x) => [x.name, x.n]), [['diamond-debate', 3], ['single', 3], ['majority_vote', 3]]);
   t.ok(passport(vc.dir).models.every((m) => m.sha256 === STORIES_SHA), 'the experiment\'s passport names stories260K for every role');
-  t.match(fs.readFileSync(path.join(vc.dir, 'experiment.html'), 'utf8'), /driver embedded on stories260K\.gguf \(sha256 270cba1bd510/);
+  t.match(fs.readFileSync(path.join(vc.dir, 'experiment.html'), 'utf8'), /driver batched on stories260K\.gguf \(sha256 270cba1bd510/);
   t.notMatch(fs.readFileSync(path.join(vc.dir, 'experiment.html'), 'utf8'), /SIMULATED/);
 });

@@ -1,3 +1,4 @@
+import { DEFAULT_ENGINE } from '../shared-engine.js';
 import { InvalidArgumentError, type Command } from 'commander';
 import { SwarmError } from '../../protocol/errors.js';
 import { formatPlan, parseSize, plan, readModelShape, type EngineMode } from '../../deploy/plan/index.js';
@@ -27,7 +28,7 @@ export function registerPlan(program: Command): void {
     .option('--engine <mode>', 'per-worker (an engine per agent), batched or shared (one batched engine for all)', (v: string) => {
       if (v !== 'per-worker' && v !== 'shared' && v !== 'batched') throw new InvalidArgumentError('--engine must be per-worker, batched or shared');
       return v;
-    }, 'per-worker')
+    }, DEFAULT_ENGINE)
     .option('--ubatch <n>', 'llama.cpp micro-batch (-ub)', int('--ubatch', 1), 512)
     .option('--no-repack', 'plan for llama-server --no-repack (Q4 weights stay shared)')
     .option('--reserve <size>', 'memory for the OS, runtime and k3s', size('--reserve'), 2 * 1024 ** 3)
