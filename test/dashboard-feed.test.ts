@@ -50,6 +50,18 @@ t.test('the feed follows the store\'s events: a task shows up and finishes on th
   t.ok(dash.feed.stats.reads > before, 'read because of the events');
 });
 
+t.test('workers joining and leaving reach the stream at the next tick, not at the next full read', async (t) => {
+  // A full read every ten minutes: only the registry's join and leave events can show these.
+  const { h, port } = await rig(t, { tickMs: 20, refreshMs: 600_000, sampleMs: 600_000 });
+  const r = reader(port);
+  t.teardown(r.close);
+  t.ok(await until(() => r.state() !== undefined), 'snapshot');
+  const extra = startPool(h.addr, 1, { token: TOKEN, prefix: 'x' });
+  t.ok(await until(() => r.state()!.workers.some((w) => w.id === 'x-1'), 5_000), 'a joining worker is shown');
+  await extra.stop();
+  t.ok(await until(() => r.state()!.workers.some((w) => w.id === 'x-1' && w.state === 'dead'), 5_000), 'a leaving one is shown dead');
+});
+
 t.test('a dashboard that never reads, with tasks flowing: the hub holds at most its buffer bound for it, drops it, and the reading one goes on', async (t) => {
   const LIMIT = 16 * 1024;
   const { h, port, dash } = await rig(t, { tickMs: 10, refreshMs: 10, maxBufferedBytes: LIMIT, stallMs: 2000 }, 25);

@@ -11,7 +11,7 @@ export interface FeedOptions extends SseLimits {
   tickMs: number;
   /**
    * Task events mark sections changed as they happen; everything is also read this often, for what
-   * the store does not see (heartbeats, workers joining and dropping, roles, the hub's mode).
+   * the store does not see (heartbeats, roles, the hub's mode; joins and leaves come as events).
    */
   refreshMs: number;
   /** How often the queue chart gets a sample. */

@@ -19,6 +19,7 @@ const TPS_WINDOW_MS = 10_000;
 /** The queue's tokens/s spans this many chart samples. */
 const TPS_SAMPLES = 5;
 const TASK_ONLY: readonly Section[] = ['queue', 'workers'];
+const WORKERS: readonly Section[] = ['workers'];
 const TASK_AND_RUN: readonly Section[] = ['queue', 'workers', 'runs'];
 const MAX_RUNS = 8;
 const MAX_NODES = 200;
@@ -51,7 +52,9 @@ export class Collector {
 
   constructor(private readonly src: DashSource, private readonly historyLen = 300, private readonly now: () => number = Date.now) {
     this.tokenMarks.push([now(), src.hub.metrics.tokensOut]);
-    this.off = src.hub.store.subscribe((e) => this.event(e));
+    const offStore = src.hub.store.subscribe((e) => this.event(e));
+    const offWorkers = src.hub.registry.subscribe(() => this.changed(WORKERS));
+    this.off = () => { offStore(); offWorkers(); };
   }
 
   close(): void { this.off(); }
