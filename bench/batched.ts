@@ -7,7 +7,10 @@
  *                   agent has answered one.
  *   memory  MODEL   PSS of the whole swarm (hub, workers, engine) at 5 and 25 agents; per extra agent
  *                   beyond its KV cache; and what `swarm plan` says for 25.
- * Run: `npm run build && node dist/bench/batched.js prefix|startup|memory MODEL`.
+ *   debate  MODEL   topologies/examples/diamond-debate.yaml on a long input (the debate's prompts all
+ *                   start with it), with the prefix cache and without (`--driver-opt prefix_cache=0`),
+ *                   alternating, two runs each: total tokens/s, and prompt tokens evaluated vs reused.
+ * Run: `npm run build && node dist/bench/batched.js prefix|startup|memory|debate MODEL`.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -139,8 +142,46 @@ async function memory(): Promise<void> {
   });
 }
 
+/** One diamond-debate run on a fresh swarm; its tokens from the nodes' receipts. */
+function debateOnce(cache: boolean, input: string) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-debate-'));
+  try {
+    const load = os.loadavg()[0];
+    const r = swarm(['run', path.join(ROOT, 'topologies/examples/diamond-debate.yaml'), '--model', model, '--json', '--state-dir', dir,
+      '--driver-opt', `prefix_cache=${cache ? 1 : 0}`, '--set', `inputs.text=${JSON.stringify(input)}`]);
+    if (r.code !== 0) throw new Error(r.stderr.slice(-2000));
+    const out = JSON.parse(r.stdout) as { state: string; dir: string; progress: { elapsed_ms: number; tokens_out: number } };
+    let tokensIn = 0, cached = 0, tokensOut = 0;
+    for (const line of fs.readFileSync(path.join(out.dir, 'nodes.jsonl'), 'utf8').split('\n')) {
+      if (!line) continue;
+      const rc = (JSON.parse(line) as { metrics?: { receipt?: { tokens_in?: number; tokens_cached?: number; tokens_out?: number } } }).metrics?.receipt;
+      tokensIn += rc?.tokens_in ?? 0; cached += rc?.tokens_cached ?? 0; tokensOut += rc?.tokens_out ?? 0;
+    }
+    const s = out.progress.elapsed_ms / 1000;
+    return {
+      prefix_cache: cache, state: out.state, load_avg_1m_before: load, elapsed_s: +s.toFixed(2), tokens_out: tokensOut,
+      prompt_tokens: tokensIn, prompt_tokens_reused: cached, prompt_tokens_evaluated: tokensIn - cached,
+      tokens_per_s: +((tokensIn - cached + tokensOut) / s).toFixed(1), generated_tokens_per_s: +(tokensOut / s).toFixed(1),
+    };
+  } finally {
+    swarm(['down', '--state-dir', dir]);
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function debate(): Promise<void> {
+  // A long shared start: the story file four times over (~1,100 tokens), as a document under debate would be.
+  const story = fs.readFileSync(path.join(ROOT, 'topologies/examples/stories.txt'), 'utf8').replace(/\s+/g, ' ');
+  const input = `${story} ${story} ${story} ${story} How should the little bird get home before the rain?`;
+  const runs = [true, false, true, false].map((cache) => debateOnce(cache, input));
+  const mean = (cache: boolean, k: 'tokens_per_s' | 'elapsed_s') => runs.filter((x) => x.prefix_cache === cache).reduce((a, x) => a + x[k], 0) / 2;
+  record({ what: 'diamond-debate with and without the prefix cache', runs, elapsed_s_with: +mean(true, 'elapsed_s').toFixed(2), elapsed_s_without: +mean(false, 'elapsed_s').toFixed(2),
+    speedup: +(mean(false, 'elapsed_s') / mean(true, 'elapsed_s')).toFixed(2) });
+}
+
 if (what === 'prefix') await prefix();
+else if (what === 'debate') await debate();
 else if (what === 'startup') await startup();
 else if (what === 'memory') await memory();
-else { process.stderr.write('usage: batched.js prefix|startup|memory MODEL\n'); process.exit(2); }
+else { process.stderr.write('usage: batched.js prefix|startup|memory|debate MODEL\n'); process.exit(2); }
 process.exit(0);

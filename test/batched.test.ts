@@ -108,6 +108,22 @@ t.test('a prefix-cache hit shows in the stats and gives the same text as a miss'
   t.equal(b.text, miss.text, 'hit and miss give the same text');
 });
 
+t.test('prefix_cache=0: no prompt is reused, on an engine of its own, and the text is the same', async (t) => {
+  if (missingPrereq(t, model)) return;
+  const dir = tempDir(t);
+  const cached = driver(dir, { sequences: '1' });
+  const plain = driver(dir, { sequences: '1', prefix_cache: '0' });
+  cleanup(t, dir, [cached, plain]);
+  const prefix = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends. ';
+  const want = await collect(cached.chat(prefix + 'One day, she saw a cat.', { maxTokens: 24, temperature: 0 }));
+  await collect(plain.chat(prefix + 'One day, she saw a cat.', { maxTokens: 24, temperature: 0 }));
+  const again = await collect(plain.chat(prefix + 'One day, she saw a cat.', { maxTokens: 24, temperature: 0 }));
+  t.not(plain.enginePid(), cached.enginePid(), 'an engine of its own (the setting is part of the engine key)');
+  t.equal((again.stats as Stats).tokensCached, 0, 'the same prompt twice: nothing cached');
+  t.equal(again.text, want.text, 'the same text as with the cache');
+  t.throws(() => driver(dir, { prefix_cache: 'maybe' }), { code: 'SWARM_ERR_CONFIG' });
+});
+
 t.test('25 workers on one engine all answer', async (t) => {
   if (missingPrereq(t, model)) return;
   const dir = tempDir(t);

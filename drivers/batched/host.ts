@@ -120,6 +120,8 @@ class Engine {
       return;
     }
     try {
+      // Without the prefix cache every chat starts from an empty sequence, so all of its prompt is evaluated.
+      if (this.cfg.prefixCache === false) await this.sequences[seq]!.clearHistory();
       const r = await generate({
         model: this.model, sequence: this.sequences[seq]!, completion: this.completions[seq]!, prompt, opts, grammar, signal,
         onText: (text) => this.send(c, { t: 'chunk', id, text }),

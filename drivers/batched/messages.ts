@@ -20,6 +20,8 @@ export interface EngineConfig {
   idleMs: number;
   /** Most connections waiting for a sequence; more are refused (bounded). */
   maxWaiting: number;
+  /** false: every chat starts from an empty sequence (no prefix reuse). */
+  prefixCache?: boolean;
 }
 
 /** Worker to engine. */

@@ -20,11 +20,24 @@ export interface BatchedOptions {
   startTimeoutMs: number;
   /** The engine exits this long after its last worker left. */
   idleMs: number;
+  /**
+   * Keep a sequence's tokens between chats, so a prompt that starts like the last one evaluates only
+   * the rest (default). `prefix_cache=0` evaluates every prompt whole: the baseline of the reuse bench.
+   */
+  prefixCache: boolean;
 }
 
 const num = (o: Record<string, string>, key: string, def: number, min: number): number => intOption('batched', o, key, def, min);
 
-const KNOWN = new Set(['threads', 'ctx', 'sequences', 'dir', 'start_timeout_ms', 'idle_ms']);
+function flag(o: Record<string, string>, key: string, def: boolean): boolean {
+  const v = o[key];
+  if (v === undefined || v === '') return def;
+  if (v === '1' || v === 'true') return true;
+  if (v === '0' || v === 'false') return false;
+  throw new SwarmError('SWARM_ERR_CONFIG', `batched option ${key} must be 0 or 1, got "${v}"`);
+}
+
+const KNOWN = new Set(['threads', 'ctx', 'sequences', 'dir', 'start_timeout_ms', 'idle_ms', 'prefix_cache']);
 /** Options of the per-worker embedded driver that mean nothing here: accepted, so `--engine` can switch freely. */
 const IGNORED = new Set(['slots', 'stop_grace_ms', 'download_stall_ms']);
 
@@ -38,5 +51,6 @@ export function parseBatchedOptions(o: Record<string, string>): BatchedOptions {
     dir: o.dir || process.env.SWARM_ENGINE_DIR || undefined,
     startTimeoutMs: num(o, 'start_timeout_ms', 120_000, 100),
     idleMs: num(o, 'idle_ms', 2000, 0),
+    prefixCache: flag(o, 'prefix_cache', true),
   };
 }
