@@ -78,9 +78,12 @@ async function once(failover: boolean, round: number) {
     const ids = writeTasks(file, TASKS, `t${round}`);
     const p = pids(dir);
     const h0 = cpuOf([p.hub]), w0 = cpuOf(p.workers);
+    const each0 = p.workers.map((w) => cpuOf([w]));
     const load = os.loadavg()[0]!;
     const r = swarm(['submit', '--file', file, '--wait', '--json'], dir);
     const hubCpu = cpuOf([p.hub]) - h0, workerCpu = cpuOf(p.workers) - w0;
+    // Per worker, highest first: the failover state holders stand out from the rest.
+    const each = p.workers.map((w, i) => +(cpuOf([w]) - each0[i]!).toFixed(2)).sort((a, b) => b - a);
     const out = JSON.parse(r.stdout) as { complete: boolean; tasks: { state: string }[] };
     const hubMs = hubSideMs(dir, ids);
     return {
@@ -89,6 +92,7 @@ async function once(failover: boolean, round: number) {
       command_ms: Math.round(r.ms), command_tasks_per_s: Math.round(TASKS / (r.ms / 1000)),
       hub_side_ms: hubMs, hub_side_tasks_per_s: Math.round(TASKS / (hubMs / 1000)),
       cli_cpu_s: +r.cliCpu.toFixed(2), hub_cpu_s: +hubCpu.toFixed(2), workers_cpu_s: +workerCpu.toFixed(2),
+      workers_cpu_top: each.slice(0, 5), workers_cpu_median: each[each.length >> 1],
       load_avg_1m_before: +load.toFixed(1), load_avg_1m_after: +os.loadavg()[0]!.toFixed(1),
     };
   } finally {

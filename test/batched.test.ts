@@ -56,6 +56,9 @@ t.test('batched answers equal per-worker answers at temperature 0 with the same 
   await Promise.all(ds.map((d) => d.start()));
   t.ok(ds.every((d) => d.enginePid() === ds[0]!.enginePid()), 'one engine for all three');
   t.same(ds[0]!.pids(), [], 'the engine is not a child of any one worker');
+  // Decodes and samplings queue on one libuv thread (faster on few cores: drivers/batched/engine-start.ts).
+  const environ = fs.readFileSync(`/proc/${ds[0]!.enginePid()}/environ`, 'utf8').split('\0');
+  t.ok(environ.includes('UV_THREADPOOL_SIZE=1'), 'the engine runs with one libuv pool thread');
   // At once: the engine batches the three sequences' evaluations.
   const got = await Promise.all(ds.map((d, i) => collect(d.chat(prompts[i]!, { maxTokens: 48, temperature: 0, seed: 7 }))));
   for (const [i, p] of prompts.entries()) {

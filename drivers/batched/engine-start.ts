@@ -87,7 +87,12 @@ export async function ensureEngine(paths: EnginePaths, cfg: Omit<EngineConfig, '
 async function startEngine(paths: EnginePaths, cfg: Omit<EngineConfig, 'socket'>, deadline: number): Promise<void> {
   const full: EngineConfig = { ...cfg, socket: paths.socket };
   const out = fs.openSync(paths.log, 'a', 0o600);
-  const child = spawn(process.execPath, [...hostExecArgv(), HOST_SCRIPT, JSON.stringify(full)], { detached: true, stdio: ['ignore', out, out] });
+  // One libuv pool thread: node-llama-cpp runs each decode and each sequence's sampling as a pool job,
+  // and with the default four threads on a 2-core host the eight samplings of a step ran side by side
+  // with one another and the llama.cpp threads (110M shape, 8 sequences: 175-189 tok/s with four,
+  // 209-227 with one; notes/PERF.md). In one queue they run back to back, which is all a step needs.
+  const env = { ...process.env, UV_THREADPOOL_SIZE: '1' };
+  const child = spawn(process.execPath, [...hostExecArgv(), HOST_SCRIPT, JSON.stringify(full)], { detached: true, stdio: ['ignore', out, out], env });
   fs.closeSync(out);
   let exited: string | undefined;
   child.once('exit', (code, signal) => { exited = signal ? `was killed by ${signal}` : `exited with code ${code}`; });
