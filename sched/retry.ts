@@ -13,7 +13,7 @@ export const BACKOFF_CAP_MS = 30_000;
 export const RELEASE_FACTOR = 3;
 
 /** Errors after which a task is not worth running again: the input or the output is at fault. */
-export const NOT_RETRYABLE: ReadonlySet<string> = new Set<ErrorCode>(['SWARM_ERR_BAD_PAYLOAD', 'SWARM_ERR_LOOP_DETECTED']);
+export const NOT_RETRYABLE: ReadonlySet<string> = new Set<ErrorCode>(['SWARM_ERR_BAD_PAYLOAD', 'SWARM_ERR_LOOP_DETECTED', 'SWARM_ERR_CONTEXT_EXCEEDED']);
 
 /** Is a failure with this code worth another attempt? */
 export function isRetryable(code: string): boolean { return !NOT_RETRYABLE.has(code); }

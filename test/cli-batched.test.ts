@@ -43,3 +43,28 @@ t.test('swarm up --engine batched: kill -9 of the engine mid-generation loses an
   t.equal(down.code, 0, down.stderr);
   t.ok(await until(() => pidsMentioning(dir).length === 0, 60_000), 'no hub, worker or engine left');
 });
+
+t.test('a prompt longer than the context fails at once with CONTEXT_EXCEEDED; the engine answers the next task', async (t) => {
+  if (missingPrereq(t, fs.existsSync(STORIES) ? {} : { missing: `test model ${STORIES} not found (set SWARM_TEST_MODELS)` })) return;
+  const dir = tempDir(t);
+  const state = path.join(dir, 'state');
+  t.teardown(() => { swarm(['down', '--state-dir', state]); });
+  const up = swarm(['up', '--agents', '2', '--model', STORIES, '--driver-opt', 'ctx=64', '--detach', '--state-dir', state], { timeoutMs: 120_000 });
+  t.equal(up.code, 0, up.stderr);
+  const file = path.join(dir, 'tasks.jsonl');
+  // Far past 64 tokens: node-llama-cpp alone would cut the start and answer from the end.
+  const tasks = [{ id: 'long', prompt: 'Once upon a time there was a little dog. '.repeat(40) }, { id: 'short', prompt: 'Once upon a time', max_tokens: 8 }];
+  fs.writeFileSync(file, tasks.map((x) => JSON.stringify(x)).join('\n') + '\n');
+  const sub = swarm(['submit', '--file', file, '--wait', '--json', '--state-dir', state], { timeoutMs: 120_000 });
+  const res = JSON.parse(sub.stdout) as { tasks: { id: string; state: string; text?: string; error?: { code: string; msg: string } }[] };
+  const long = res.tasks.find((x) => x.id === 'long')!;
+  const short = res.tasks.find((x) => x.id === 'short')!;
+  t.equal(long.state, 'failed', 'the long prompt failed');
+  t.equal(long.error?.code, 'SWARM_ERR_CONTEXT_EXCEEDED', long.error?.msg ?? '');
+  // node-llama-cpp rounds a context up (64 became 256 here): the message gives the size in force.
+  t.match(long.error?.msg ?? '', /prompt is \d+ tokens and the engine's context \d+ tokens per sequence/, 'the message names both sizes');
+  t.equal(short.state, 'done', 'the next task is answered');
+  t.ok((short.text ?? '').length > 0, 'with text');
+  const rec = await api<{ attempts: number }>(state, 'GET', '/tasks/long');
+  t.equal(rec.attempts, 1, 'not retried: another attempt would fail the same way');
+});

@@ -174,3 +174,14 @@ t.test('no orphan engine after its worker is killed with SIGKILL', async (t) => 
   child.kill('SIGKILL');
   t.ok(await until(() => !alive(enginePid)), 'the engine exits after its worker died');
 });
+
+t.test('a prompt longer than the context is refused with CONTEXT_EXCEEDED, not cut; the engine answers the next chat', async (t) => {
+  if (missingPrereq(t, fs.existsSync(STORIES) ? {} : { missing: `test model ${STORIES} not found (set SWARM_TEST_MODELS)` })) return;
+  const d = new EmbeddedDriver({ name: 'embedded', model: STORIES, options: { ctx: '128', threads: '1' } });
+  t.teardown(() => d.stop());
+  await d.start();
+  await t.rejects(collect(d.chat('Once upon a time there was a little dog. '.repeat(40), { maxTokens: 8 })),
+    { code: 'SWARM_ERR_CONTEXT_EXCEEDED', message: /prompt is \d+ tokens and the engine's context \d+ tokens per sequence/ });
+  const next = await collect(d.chat('Once upon a time', { maxTokens: 8, temperature: 0 }));
+  t.ok(next.text.length > 0, 'the next chat is answered');
+});

@@ -52,6 +52,13 @@ t.test('llama-server driver on stories260K', async (t) => {
     t.equal(r.text, full.text.slice(0, full.text.indexOf('.')), 'the answer up to the stop string');
   });
 
+  await t.test('a prompt past the slot context is CONTEXT_EXCEEDED (not retried), and the slot answers next', async (t) => {
+    // 2,048 tokens a slot (ctx 4,096 over 2 slots); this prompt is about 2,750.
+    await t.rejects(collect(d.chat('Once upon a time there was a little dog. '.repeat(250), { maxTokens: 8 })), { code: 'SWARM_ERR_CONTEXT_EXCEEDED' });
+    const r = await collect(d.chat('Once upon a time', { maxTokens: 8, temperature: 0 }));
+    t.ok(r.text.length > 0, 'answered');
+  });
+
   await t.test('JSON schema output parses', async (t) => {
     const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 12 }, age: { type: 'integer' } }, required: ['name', 'age'], additionalProperties: false };
     const r = await collect(d.chat('{', { maxTokens: 120, seed: 3, jsonSchema: schema }));

@@ -31,6 +31,7 @@ t.test('routing: role must match, caps must be a subset', async (t) => {
 t.test('retry: one set of errors not worth retrying, backoff doubles up to a cap', async (t) => {
   t.notOk(isRetryable('SWARM_ERR_BAD_PAYLOAD'));
   t.notOk(isRetryable('SWARM_ERR_LOOP_DETECTED'));
+  t.notOk(isRetryable('SWARM_ERR_CONTEXT_EXCEEDED'));
   t.ok(isRetryable('SWARM_ERR_TASK_FAILED'));
   const one = () => 1;
   t.equal(backoffMs(1, one, 100), 100);

@@ -1,6 +1,6 @@
 import { LlamaCompletion, type LlamaContextSequence, type LlamaGrammar, type LlamaModel } from 'node-llama-cpp';
 import type { HostChatOptions } from './messages.js';
-import { completionOptions } from '../embedded/completion.js';
+import { checkFits, completionOptions } from '../embedded/completion.js';
 import { cachedPrefix } from './prefix.js';
 
 
@@ -24,6 +24,7 @@ export async function generate(o: {
   const input = o.model.tokenize(o.prompt);
   const bos = model.tokens.shouldPrependBosToken ? model.tokens.bos : null;
   const full = bos !== null ? [bos, ...input] : input;
+  checkFits(full.length, o.sequence.contextSize);
   const tokensCached = cachedPrefix(o.sequence.contextTokens, full);
   let tokensOut = 0;
   // The same sampling, stops and limits as the per-worker engine, so that both answer alike.

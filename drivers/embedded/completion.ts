@@ -4,6 +4,7 @@
  * endless context shifting. Also the chat options a driver sends to its host.
  */
 import type { LlamaCompletionGenerationOptions, LlamaGrammar } from 'node-llama-cpp';
+import { SwarmError } from '../../protocol/errors.js';
 import type { ChatOptions } from '../types.js';
 import type { HostChatOptions } from './messages.js';
 
@@ -29,6 +30,22 @@ export function completionOptions(opts: HostChatOptions, grammar: LlamaGrammar |
     ...(grammar ? { grammar } : {}),
     ...(opts.stop && opts.stop.length > 0 ? { customStopTriggers: opts.stop.filter(Boolean) } : {}),
   };
+}
+
+/**
+ * A prompt must fit in the sequence's context with room for one token of answer. node-llama-cpp would
+ * otherwise drop the prompt's start to make it fit, and the answer would rest on its end alone while
+ * the receipt counted every token in; llama-server refuses such a request too.
+ */
+export function checkFits(tokensIn: number, contextSize: number): void {
+  if (tokensIn < contextSize) return;
+  throw new SwarmError('SWARM_ERR_CONTEXT_EXCEEDED',
+    `the prompt is ${tokensIn} tokens and the engine's context ${contextSize} tokens per sequence (one more is needed for the answer): shorten the prompt or raise --driver-opt ctx=N`);
+}
+
+/** The code a host reports for a failed chat: a catalogue code it threw, else TASK_FAILED. */
+export function failureCode(err: unknown): string {
+  return err instanceof SwarmError ? err.code : 'SWARM_ERR_TASK_FAILED';
 }
 
 /** The part of a driver's ChatOptions that travels to its engine host. */

@@ -8,7 +8,7 @@ import { LlamaCompletion, LlamaLogLevel, type LlamaGrammar, type LlamaContextSeq
 import type { FromHost, HostChatOptions, HostConfig, ToHost } from './messages.js';
 import { loadLlama } from './load-llama.js';
 import { GrammarCache } from './grammar.js';
-import { completionOptions } from './completion.js';
+import { checkFits, completionOptions, failureCode } from './completion.js';
 
 const send = (m: FromHost): void => { process.stdout.write(JSON.stringify(m) + '\n'); };
 const log = (msg: string): void => { process.stderr.write(msg.endsWith('\n') ? msg : msg + '\n'); };
@@ -19,9 +19,12 @@ class Host {
   private readonly waiting: (() => void)[] = [];
   private readonly running = new Map<number, AbortController>();
   private readonly grammars: GrammarCache;
+  /** Tokens one sequence holds (every sequence of the context has the same). */
+  private readonly contextSize: number;
 
   constructor(llama: Llama, private readonly model: LlamaModel, sequences: LlamaContextSequence[]) {
     for (const s of sequences) this.free.push(new LlamaCompletion({ contextSequence: s }));
+    this.contextSize = sequences[0]!.contextSize;
     this.grammars = new GrammarCache(llama);
   }
 
@@ -59,13 +62,14 @@ class Host {
       // string prompt, which splits the first word differently from llama-server and llama-cli.
       const input = this.model.tokenize(prompt);
       const tokensIn = input.length + (this.model.tokens.shouldPrependBosToken ? 1 : 0);
+      checkFits(tokensIn, this.contextSize);
       if (ac.signal.aborted) { send({ t: 'done', id, tokensIn: 0, tokensOut: 0, reason: 'abort' }); return; }
       const r = await completion.generateCompletionWithMeta(input, completionOptions(opts, grammar, {
         signal: ac.signal, onText: (text) => send({ t: 'chunk', id, text }), onTokens: (n) => { tokensOut += n; },
       }));
       send({ t: 'done', id, tokensIn, tokensOut, reason: r.metadata.stopReason });
     } catch (err) {
-      send({ t: 'error', id, code: 'SWARM_ERR_TASK_FAILED', message: err instanceof Error ? err.message : String(err) });
+      send({ t: 'error', id, code: failureCode(err), message: err instanceof Error ? err.message : String(err) });
     } finally {
       this.running.delete(id);
       this.release(completion);
