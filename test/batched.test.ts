@@ -191,3 +191,22 @@ t.test('the engine exits once its last worker has gone', async (t) => {
   await d.stop();
   t.ok(await until(() => !alive(pid), 15_000), 'engine exited after idle_ms');
 });
+
+t.test('a damaged lock file, or one naming a live process that is not ours, does not hold the engine off', async (t) => {
+  if (missingPrereq(t, model)) return;
+  for (const [what, content] of [['garbage', 'xx\n'], ['a live pid not of node', '1']] as const) {
+    const dir = tempDir(t);
+    const paths = enginePaths(dir, { model: STORIES, ctx: 2048, threads: 1 });
+    fs.mkdirSync(path.dirname(paths.lock), { recursive: true });
+    fs.writeFileSync(paths.lock, content);
+    const old = new Date(Date.now() - 10_000);
+    fs.utimesSync(paths.lock, old, old);
+    // Short start timeout: a lock taken for real would make this start fail.
+    const d = driver(dir, { start_timeout_ms: '20000' });
+    cleanup(t, dir, [d]);
+    await d.start();
+    const r = await collect(d.chat('Once upon a time', { maxTokens: 8, temperature: 0 }));
+    t.ok(r.text.length > 0, `${what}: the engine started and answered`);
+    t.notOk(fs.existsSync(paths.lock), `${what}: the lock is gone once the engine runs`);
+  }
+});

@@ -45,6 +45,25 @@ export function connectSocket(socket: string): Promise<net.Socket> {
 }
 
 const alive = (pid: number): boolean => { try { process.kill(pid, 0); return true; } catch (e) { return (e as NodeJS.ErrnoException).code === 'EPERM'; } };
+
+/** How long a lock may stay empty or unreadable before it counts as damage, not as being written. */
+const LOCK_GRACE_MS = 1000;
+
+/**
+ * Is the lock file free to take over? Its holder (a worker starting the engine) writes its pid just
+ * after creating it. Free when that pid is dead or is not a process of our runtime (a pid reused after
+ * a crash), or when the file holds no pid past a short grace (damaged: it would otherwise hold every
+ * worker off until the start timeout).
+ */
+function staleLock(lock: string): boolean {
+  let text: string, age: number;
+  try { text = fs.readFileSync(lock, 'utf8'); age = Date.now() - fs.statSync(lock).mtimeMs; } catch { return false; }
+  const holder = /^\d+$/.test(text.trim()) ? Number(text.trim()) : NaN;
+  if (!(holder > 0)) return age > LOCK_GRACE_MS;
+  if (!alive(holder)) return true;
+  // The command name, readable for any process (its executable's link often is not): ours is `node`.
+  try { return fs.readFileSync(`/proc/${holder}/comm`, 'utf8') !== fs.readFileSync('/proc/self/comm', 'utf8'); } catch { return false; }
+}
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 function tail(file: string, n = 12): string {
@@ -54,7 +73,7 @@ function tail(file: string, n = 12): string {
 /**
  * Make sure an engine answers on `paths.socket`, starting one if none does. Of the workers that find
  * none at once, the one that takes the lock file (O_EXCL) starts it, detached from its own process
- * group so that it outlives that worker; the others wait for the socket. A lock whose holder is dead
+ * group so that it outlives that worker; the others wait for the socket. A stale lock (see staleLock)
  * is taken over. Errors are SWARM_ERR_ENGINE_START with the engine's log tail.
  */
 export async function ensureEngine(paths: EnginePaths, cfg: Omit<EngineConfig, 'socket'>, timeoutMs: number): Promise<void> {
@@ -66,9 +85,7 @@ export async function ensureEngine(paths: EnginePaths, cfg: Omit<EngineConfig, '
     let fd: number;
     try { fd = fs.openSync(paths.lock, 'wx', 0o600); } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      const holder = Number.parseInt((() => { try { return fs.readFileSync(paths.lock, 'utf8'); } catch { return ''; } })(), 10);
-      // An empty lock is one being written; a dead holder's lock is free.
-      if (Number.isFinite(holder) && !alive(holder)) fs.rmSync(paths.lock, { force: true });
+      if (staleLock(paths.lock)) fs.rmSync(paths.lock, { force: true });
       else await sleep(50);
       continue;
     }
