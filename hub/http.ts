@@ -1,5 +1,5 @@
 import type http from 'node:http';
-import { SwarmError, isErrorCode } from '../protocol/index.js';
+import { SwarmError, errorCodeOf } from '../protocol/index.js';
 
 /** Read a request body up to `max` bytes; past it the request is cut off with SWARM_ERR_LINE_TOO_LONG. */
 export function readBody(req: http.IncomingMessage, max: number): Promise<string> {
@@ -28,6 +28,5 @@ export function send(res: http.ServerResponse, status: number, body: unknown): v
 export function sendError(res: http.ServerResponse, err: unknown): void {
   if (err instanceof SwarmError) return send(res, err.status, { code: err.code, msg: err.message });
   if (err instanceof SyntaxError) return send(res, 400, { code: 'SWARM_ERR_BAD_JSON', msg: err.message });
-  const code = err && typeof err === 'object' && 'code' in err && isErrorCode((err as { code: unknown }).code) ? (err as { code: string }).code : 'SWARM_ERR_INTERNAL';
-  send(res, 500, { code, msg: (err as Error)?.message ?? String(err) });
+  send(res, 500, { code: errorCodeOf(err, 'SWARM_ERR_INTERNAL'), msg: (err as Error)?.message ?? String(err) });
 }

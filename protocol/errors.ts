@@ -62,3 +62,10 @@ export class SwarmError extends Error {
 export function isErrorCode(x: unknown): x is ErrorCode {
   return typeof x === 'string' && Object.prototype.hasOwnProperty.call(ErrorCode, x);
 }
+
+/** The catalogue code an error carries (a SwarmError's, or a `code` field that is one), else `fallback`. */
+export function errorCodeOf(err: unknown, fallback: ErrorCode = 'SWARM_ERR_TASK_FAILED'): ErrorCode {
+  if (err instanceof SwarmError) return err.code;
+  const code = (err as { code?: unknown } | null | undefined)?.code;
+  return isErrorCode(code) ? code : fallback;
+}

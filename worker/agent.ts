@@ -1,6 +1,6 @@
 import os from 'node:os';
 import type { Logger } from 'pino';
-import { SwarmError, Type, isErrorCode, type Connection, type Message, type AnyMessage } from '../protocol/index.js';
+import { SwarmError, Type, errorCodeOf, type Connection, type Message, type AnyMessage } from '../protocol/index.js';
 import { isRetryable } from '../sched/retry.js';
 import { LoopGuard, type Driver } from '../drivers/index.js';
 import { WorkerClient, type HubLocator } from './client.js';
@@ -180,7 +180,7 @@ export class Agent {
       // A result for a connection that has gone is handed back from the replica instead.
       if (!conn.isClosed) conn.send(Type.TASK_RES, { task_id: p.task_id, text: out.last, done: true, seq, receipt: out.receipt }, { re: m.id });
     } catch (err) {
-      const code = errorCode(err);
+      const code = errorCodeOf(err);
       const msg = (err as Error)?.message ?? String(err);
       this.log.warn({ task: p.task_id, code, msg }, 'task failed');
       conn.sendError(code, msg.slice(0, 4000), { re: m.id, task_id: p.task_id });
@@ -209,7 +209,7 @@ export class Agent {
       }, abort);
       return { text: out.full, receipt: out.receipt };
     } catch (err) {
-      const code = errorCode(err);
+      const code = errorCodeOf(err);
       return { error: { code, msg: ((err as Error)?.message ?? String(err)).slice(0, 4000) }, final: !isRetryable(code) };
     } finally {
       if (this.running.get(id) === mine) this.running.delete(id);
@@ -275,10 +275,6 @@ export class Agent {
       if (timer) clearTimeout(timer);
     }
   }
-}
-
-function errorCode(err: unknown): SwarmError['code'] {
-  return err instanceof SwarmError ? err.code : isErrorCode((err as { code?: unknown })?.code) ? (err as { code: SwarmError['code'] }).code : 'SWARM_ERR_TASK_FAILED';
 }
 
 function round(x: number): number { return Math.round(x * 100) / 100; }

@@ -12,7 +12,7 @@ import { LlamaLogLevel, type LlamaContextSequence, type LlamaModel } from 'node-
 import { loadLlama } from '../embedded/load-llama.js';
 import { LlamaCompletion, generate } from './generate.js';
 import { GrammarCache } from '../embedded/grammar.js';
-import { failureCode } from '../embedded/completion.js';
+import { errorCodeOf } from '../../protocol/errors.js';
 import { installBatchGate, type BatchGate } from './batch-gate.js';
 import { MAX_LINE, type EngineConfig, type FromEngine, type ToEngine } from './messages.js';
 
@@ -129,7 +129,7 @@ class Engine {
       });
       this.send(c, { t: 'done', id, ...r });
     } catch (err) {
-      this.send(c, { t: 'error', id, code: failureCode(err), message: err instanceof Error ? err.message : String(err) });
+      this.send(c, { t: 'error', id, code: errorCodeOf(err), message: err instanceof Error ? err.message : String(err) });
     } finally {
       this.gate?.end(this.sequences[seq]!);
     }

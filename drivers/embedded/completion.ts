@@ -43,11 +43,6 @@ export function checkFits(tokensIn: number, contextSize: number): void {
     `the prompt is ${tokensIn} tokens and the engine's context ${contextSize} tokens per sequence (one more is needed for the answer): shorten the prompt or raise --driver-opt ctx=N`);
 }
 
-/** The code a host reports for a failed chat: a catalogue code it threw, else TASK_FAILED. */
-export function failureCode(err: unknown): string {
-  return err instanceof SwarmError ? err.code : 'SWARM_ERR_TASK_FAILED';
-}
-
 /** The part of a driver's ChatOptions that travels to its engine host. */
 export function hostChatOptions(opts: ChatOptions): HostChatOptions {
   return {

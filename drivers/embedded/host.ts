@@ -8,7 +8,8 @@ import { LlamaCompletion, LlamaLogLevel, type LlamaGrammar, type LlamaContextSeq
 import type { FromHost, HostChatOptions, HostConfig, ToHost } from './messages.js';
 import { loadLlama } from './load-llama.js';
 import { GrammarCache } from './grammar.js';
-import { checkFits, completionOptions, failureCode } from './completion.js';
+import { checkFits, completionOptions } from './completion.js';
+import { errorCodeOf } from '../../protocol/errors.js';
 
 const send = (m: FromHost): void => { process.stdout.write(JSON.stringify(m) + '\n'); };
 const log = (msg: string): void => { process.stderr.write(msg.endsWith('\n') ? msg : msg + '\n'); };
@@ -69,7 +70,7 @@ class Host {
       }));
       send({ t: 'done', id, tokensIn, tokensOut, reason: r.metadata.stopReason });
     } catch (err) {
-      send({ t: 'error', id, code: failureCode(err), message: err instanceof Error ? err.message : String(err) });
+      send({ t: 'error', id, code: errorCodeOf(err), message: err instanceof Error ? err.message : String(err) });
     } finally {
       this.running.delete(id);
       this.release(completion);

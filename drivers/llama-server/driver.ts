@@ -160,7 +160,7 @@ export class LlamaServerDriver implements Driver {
         let msg = text.slice(0, 500);
         let type: string | undefined;
         try { const e = (JSON.parse(text) as { error?: { message?: string; type?: string } }).error; msg = e?.message ?? msg; type = e?.type; } catch { /* not JSON */ }
-        throw new SwarmError(failureCode(type), `llama-server rejected the request (HTTP ${res.status}): ${msg}`);
+        throw new SwarmError(serverErrorCode(type), `llama-server rejected the request (HTTP ${res.status}): ${msg}`);
       }
       const dec = new SseDecoder();
       const handle = (c: CompletionChunk): string | undefined => {
@@ -174,7 +174,7 @@ export class LlamaServerDriver implements Driver {
       };
       for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
         for (const ev of dec.push(chunk)) {
-          if (ev.kind === 'error') throw new SwarmError(failureCode(ev.data.type), `llama-server: ${ev.data.message ?? JSON.stringify(ev.data)}`);
+          if (ev.kind === 'error') throw new SwarmError(serverErrorCode(ev.data.type), `llama-server: ${ev.data.message ?? JSON.stringify(ev.data)}`);
           const text = handle(ev.data);
           if (text) yield text;
         }
@@ -201,6 +201,6 @@ export function llamaServerFactory(config: DriverConfig): Driver {
 }
 
 /** A prompt past the slot's context is the prompt's fault (not retried), as in the embedded engines. */
-function failureCode(type: string | undefined): 'SWARM_ERR_CONTEXT_EXCEEDED' | 'SWARM_ERR_TASK_FAILED' {
+function serverErrorCode(type: string | undefined): 'SWARM_ERR_CONTEXT_EXCEEDED' | 'SWARM_ERR_TASK_FAILED' {
   return type === 'exceed_context_size_error' ? 'SWARM_ERR_CONTEXT_EXCEEDED' : 'SWARM_ERR_TASK_FAILED';
 }
