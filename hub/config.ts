@@ -30,6 +30,12 @@ export const HubConfigSchema = z.object({
   fsyncMs: z.number().int().min(0).default(1000),
   /** Compact the journal (snapshot + fresh segment) once its live segment passes this size. */
   compactBytes: z.number().int().min(4096).default(64 * 1024 * 1024),
+  /**
+   * Lease a worker its HANDSHAKE `queue` of tasks beyond its slots while the mean run time of its
+   * recent tasks is under this many ms (0: never). Short tasks then cost one wake per batch of
+   * frames instead of one per task; LLM tasks (seconds) never qualify.
+   */
+  prefetchBelowMs: z.number().min(0).max(60_000).default(5),
   /** Offer msgpack to workers. Off by default: NDJSON (the spec's codec) measured faster for our frames. */
   msgpack: z.boolean().default(false),
   /** Role plan: how many workers should hold each role (hub/roles.ts); handed out with ASSIGN_ROLE. */

@@ -30,7 +30,7 @@ export class Dispatcher {
   forgetTask(id: string): void { this.readyAt.delete(id); }
 
   /** A worker may take work (joined, a slot freed, its socket drained). */
-  offer(w: WorkerEntry): void { if (w.inflight.size < w.slots) this.free.add(w); this.schedule(); }
+  offer(w: WorkerEntry): void { if (w.inflight.size < w.capacity) this.free.add(w); this.schedule(); }
   /** A worker takes no work for now (its engine cools down). */
   withdraw(w: WorkerEntry): void { this.free.delete(w); }
   /** A worker left the hub. */

@@ -45,6 +45,8 @@ export class Results {
         return;
       }
       full = whole.text;
+      // Its run time first: it decides how many leases the freed worker may hold (its queue or not).
+      w.ran(receipt?.duration_ms ?? performance.now() - lease.leasedAt);
       this.freeSlot(w, taskId);
     }
     const store = this.hub.store;
@@ -103,7 +105,7 @@ export class Results {
     if (!w.inflight.has(taskId)) return;
     const store = this.hub.store;
     this.freeSlot(w, taskId);
-    if (code === 'SWARM_ERR_SLOTS_FULL') { store.unlease(taskId, w.id); this.dispatcher.schedule(); return; }
+    if (code === 'SWARM_ERR_SLOTS_FULL') { w.refusedQueued(); store.unlease(taskId, w.id); this.dispatcher.schedule(); return; }
     if (code === 'SWARM_ERR_ENGINE_START') {
       // Not the task's fault: it goes back without using an attempt, and this worker gets no task
       // for a while (its engine retries) so the task finds another worker meanwhile.

@@ -8,7 +8,14 @@ export interface Lease { leasedAt: number; reqId: string; answer: Answer }
 /** What a HANDSHAKE told the hub about a worker. */
 export interface WorkerJoin {
   id: string; role: string; driver: string; caps: string[]; slots: number; conn: Connection; pid?: number; session: string;
+  /** HANDSHAKE `queue`: leases it holds queued beyond its slots. */
+  queue?: number;
+  /** Its queue is used while its recent tasks' mean run time is under this (ms; 0: never). */
+  prefetchBelowMs?: number;
 }
+
+/** Weight of the newest run time in the mean that decides prefetch (about the last ten tasks). */
+const RUN_EWMA = 0.2;
 
 /**
  * A connected worker as the hub sees it (the spec's section 6.1, plus slots and in-flight tasks).
@@ -23,6 +30,8 @@ export class WorkerEntry {
   /** Its engine keeps its last prompt (the prompt-cache cap): cache-aware dispatch considers it. */
   readonly keepsPrompts: boolean;
   readonly slots: number;
+  /** Leases it may hold beyond its slots, queued in the worker, while its tasks are short. */
+  readonly queue: number;
   readonly conn: Connection;
   readonly pid?: number;
   /** Secret given in HANDSHAKE_ACK: a reconnect that presents it replaces this connection at once. */
@@ -44,17 +53,39 @@ export class WorkerEntry {
   /** The worker answered ASSIGN_ROLE with ok:false: the plan leaves it alone. */
   roleRefused?: boolean;
   private gone = false;
+  private readonly prefetchBelowMs: number;
+  /** Mean run time of its recent tasks (ms, from their receipts); undefined before the first. */
+  private meanRunMs?: number;
+  /** It gave a queued task back (a long task was ahead of it): slots only until it finishes one. */
+  private queueRefused = false;
 
   constructor(j: WorkerJoin, now = Date.now()) {
     this.id = j.id; this.role = j.role; this.driver = j.driver; this.caps = j.caps; this.slots = j.slots;
+    this.queue = j.queue ?? 0; this.prefetchBelowMs = j.prefetchBelowMs ?? 0;
     this.keepsPrompts = j.caps.includes(PROMPT_CACHE_CAP);
     this.conn = j.conn; this.pid = j.pid; this.session = j.session;
     this.connectedAt = now; this.lastSeen = now;
   }
 
   get status(): 'idle' | 'busy' | 'dead' { return this.gone ? 'dead' : this.inflight.size ? 'busy' : 'idle'; }
-  /** A slot is free and the link takes more. */
-  get canTake(): boolean { return !this.gone && this.inflight.size < this.slots && this.conn.writable; }
+  /** A slot (or, while its tasks are short, a queue place) is free and the link takes more. */
+  get canTake(): boolean { return !this.gone && this.inflight.size < this.capacity && this.conn.writable; }
+
+  /** Leases it may hold now: its slots, plus its queue while its recent tasks are short. */
+  get capacity(): number {
+    const short = !this.queueRefused && this.meanRunMs !== undefined && this.meanRunMs < this.prefetchBelowMs;
+    return short ? this.slots + this.queue : this.slots;
+  }
+
+  /** It finished a task that ran `ms` (its receipt's duration). */
+  ran(ms: number): void {
+    if (!Number.isFinite(ms) || ms < 0) return;
+    this.meanRunMs = this.meanRunMs === undefined ? ms : this.meanRunMs + RUN_EWMA * (ms - this.meanRunMs);
+    this.queueRefused = false;
+  }
+
+  /** It gave back a task it could not start (SLOTS_FULL): lease it no more than its slots for now. */
+  refusedQueued(): void { this.queueRefused = true; }
 
   /** A frame arrived from it. */
   heard(now = Date.now()): void { this.lastSeen = now; }

@@ -85,6 +85,12 @@ export const Payloads = {
     worker_id: id.optional(),
     role: shortText.optional(),
     slots: z.number().int().min(1).max(1024).default(1),
+    /**
+     * TASK_REQs the worker will hold queued beyond its slots, run in arrival order. The hub leases
+     * that many more only while the worker's tasks are short (the round trip then costs more than the
+     * task); a queued task not started soon is given back with SWARM_ERR_SLOTS_FULL.
+     */
+    queue: z.number().int().min(0).max(64).default(0),
     codecs: z.array(z.string().max(32)).max(8).default([Codec.NDJSON]),
     pid: z.number().int().optional(),
     version: shortText.optional(),

@@ -31,6 +31,8 @@ export interface AgentOptions {
 }
 
 interface Running { abort: AbortController; }
+/** A TASK_REQ held until a slot frees (the hub leases the queue only while tasks are short). */
+interface Queued { m: Message<'TASK_REQ'>; conn: Connection; at: number }
 
 /** What one driver run needs (a TASK_REQ's payload, or a replicated spec in gossip mode). */
 interface TaskParams {
@@ -49,6 +51,10 @@ export class Agent {
   refused?: SwarmError;
   private readonly running = new Map<string, Running>();
   private readonly slots: number;
+  /** TASK_REQs beyond the slots, in arrival order; started as slots free, given back if held too long. */
+  private readonly queued: Queued[] = [];
+  private readonly queueMax: number;
+  private holdTimer?: NodeJS.Timeout;
   private readonly cfg: WorkerConfig;
   private stopping = false;
   private driverReady?: Promise<void>;
@@ -63,16 +69,17 @@ export class Agent {
   constructor(private readonly opts: AgentOptions, private readonly log: Logger) {
     this.cfg = opts.config ?? WORKER_DEFAULTS;
     this.slots = opts.slots ?? this.cfg.agent.slots;
+    this.queueMax = this.cfg.agent.queue;
     this.role = opts.role;
     this.client = new WorkerClient({
       id: opts.id, locate: opts.locate, token: opts.token, msgpack: opts.msgpack, maxLine: this.cfg.agent.maxLine, ...this.cfg.client,
-      handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: this.role, slots: this.slots, pid: process.pid, peer_addr: this.peerAddr }),
+      handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: this.role, slots: this.slots, queue: this.queueMax, pid: process.pid, peer_addr: this.peerAddr }),
     }, log);
     this.client.heartbeatPayload = () => {
       const fo = this.failover?.status();
       return {
         load: Math.min(1, this.running.size / this.slots), status: this.running.size ? 'busy' : 'idle',
-        inflight: this.running.size, state: this.state,
+        inflight: this.running.size + this.queued.length, state: this.state,
         ...(fo ? { mode: fo.mode, coordinator: fo.coordinator, epoch: fo.epoch } : {}),
       };
     };
@@ -89,6 +96,7 @@ export class Agent {
         // Free the slots at once: a reconnect brings new leases before the aborted runs unwind.
         for (const r of this.running.values()) r.abort.abort(new SwarmError('SWARM_ERR_SHUTDOWN', 'hub connection lost'));
         this.running.clear();
+        this.dropQueued();
         log.info({ reason: s.reason }, 'disconnected from hub');
       }
       if (s.type === 'connected') {
@@ -126,6 +134,7 @@ export class Agent {
     this.stopping = true;
     this.log.info({ reason }, 'agent stopping');
     for (const r of this.running.values()) r.abort.abort(new SwarmError('SWARM_ERR_SHUTDOWN', reason));
+    this.dropQueued();
     this.state = AgentState.STOPPED;
     this.client.stop();
     this.failover?.stop();
@@ -142,11 +151,9 @@ export class Agent {
         conn.send(Type.TASK_RES, { task_id: m.payload.task_id, text: done.text, done: true, seq: 0, receipt: done.receipt }, { re: m.id });
         return;
       }
-      if (this.running.size >= this.slots) {
-        conn.sendError('SWARM_ERR_SLOTS_FULL', `worker has ${this.slots} slot(s)`, { re: m.id, task_id: m.payload.task_id });
-        return;
-      }
-      void this.runTask(m, conn);
+      if (this.running.size < this.slots && !this.queued.length) { void this.runTask(m, conn); return; }
+      if (this.queued.length < this.queueMax && !this.stopping) { this.enqueue(m, conn); return; }
+      conn.sendError('SWARM_ERR_SLOTS_FULL', `worker has ${this.slots} slot(s) and ${this.queueMax} queue place(s)`, { re: m.id, task_id: m.payload.task_id });
     } else if (m.type === Type.ASSIGN_ROLE) {
       // Take the role, so the HANDSHAKE of a reconnect carries it, then acknowledge.
       this.role = m.payload.role || undefined;
@@ -154,6 +161,13 @@ export class Agent {
       conn.send(Type.ACK, { ok: true }, { re: m.id });
     } else if (m.type === Type.ERROR && m.payload.code === 'SWARM_ERR_CANCELLED' && m.payload.task_id) {
       // The hub cancelled the task (its run was cancelled): stop spending the engine on it.
+      const q = this.queued.findIndex((x) => x.m.payload.task_id === m.payload.task_id);
+      if (q >= 0) {
+        const [gone] = this.queued.splice(q, 1);
+        this.failover?.release(gone!.m.payload.task_id);
+        gone!.conn.sendError('SWARM_ERR_CANCELLED', m.payload.msg || 'cancelled', { re: gone!.m.id, task_id: gone!.m.payload.task_id });
+        this.armHold();
+      }
       this.running.get(m.payload.task_id)?.abort.abort(new SwarmError('SWARM_ERR_CANCELLED', m.payload.msg || 'cancelled'));
       this.log.info({ task: m.payload.task_id }, 'task cancelled by the hub');
     } else if (m.type === Type.ERROR) {
@@ -190,7 +204,57 @@ export class Agent {
       if (this.running.size === 0 && !this.stopping) {
         this.state = AgentState.IDLE;
       }
+      this.pump();
     }
+  }
+
+  private enqueue(m: Message<'TASK_REQ'>, conn: Connection): void {
+    this.queued.push({ m, conn, at: performance.now() });
+    // Leased to this worker: in gossip mode its executor must not start it a second time.
+    this.failover?.adopt(m.payload.task_id);
+    this.armHold();
+  }
+
+  /** Start queued tasks while slots are free. */
+  private pump(): void {
+    while (this.running.size < this.slots && this.queued.length && !this.stopping) {
+      const q = this.queued.shift()!;
+      void this.runTask(q.m, q.conn);
+    }
+    this.armHold();
+  }
+
+  /**
+   * One timer for the oldest queued task. A task that waited out the hold time is behind a long
+   * one: it and everything behind it go back to the hub (SLOTS_FULL), which runs them elsewhere
+   * and leases this worker only its slots until it finishes a task. Tasks of a link that has gone
+   * stay: the hub has re-queued them, and with failover their results still reach the replica.
+   */
+  private armHold(): void {
+    if (this.holdTimer) { clearTimeout(this.holdTimer); this.holdTimer = undefined; }
+    const first = this.queued.find((q) => !q.conn.isClosed);
+    if (!first) return;
+    const hold = this.cfg.agent.queueHoldMs;
+    this.holdTimer = setTimeout(() => {
+      this.holdTimer = undefined;
+      if (performance.now() - (this.queued.find((q) => !q.conn.isClosed)?.at ?? Infinity) < hold - 1) { this.armHold(); return; }
+      const back = this.queued.filter((q) => !q.conn.isClosed);
+      this.queued.splice(0, this.queued.length, ...this.queued.filter((q) => q.conn.isClosed));
+      for (const q of back) {
+        this.failover?.release(q.m.payload.task_id);
+        q.conn.sendError('SWARM_ERR_SLOTS_FULL', `not started within ${hold} ms (a long task is ahead of it); given back`, { re: q.m.id, task_id: q.m.payload.task_id });
+      }
+      if (back.length) this.log.info({ tasks: back.length }, 'queued tasks given back: a long task is ahead of them');
+      this.armHold();
+    }, Math.max(0, hold - (performance.now() - first.at)));
+    this.holdTimer.unref();
+  }
+
+  /** The hub re-queues what this worker held (its link closed, or the agent stops): nothing queued runs. */
+  private dropQueued(): void {
+    for (const q of this.queued) this.failover?.release(q.m.payload.task_id);
+    this.queued.length = 0;
+    this.armHold();
   }
 
   /** Gossip mode: run a task the acting coordinator assigned (a replicated spec). */
@@ -214,6 +278,7 @@ export class Agent {
     } finally {
       if (this.running.get(id) === mine) this.running.delete(id);
       if (this.running.size === 0 && !this.stopping) this.state = AgentState.IDLE;
+      this.pump();
     }
   }
 

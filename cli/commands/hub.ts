@@ -28,6 +28,7 @@ export function hubOptions(cmd: Command): Command {
     .option('--max-line <bytes>', 'maximum protocol line length', int('--max-line', 1024), 1024 * 1024)
     .option('--max-attempts <n>', 'attempts per task before it fails', int('--max-attempts', 1), 3)
     .option('--max-tokens <n>', 'max_tokens of a task that gives none (a bound on every generation; a task may ask for more)', int('--max-tokens', 1), 512)
+    .option('--prefetch-below-ms <ms>', 'lease a worker its queue (beyond its slots) while its tasks run under this long on average; 0: never', int('--prefetch-below-ms', 0), 5)
     .option('--no-journal', 'keep tasks in memory only (nothing survives a restart)')
     .option('--fsync <mode>', 'always: acknowledge tasks and show results only once fsynced (group commit); interval: fsync once a second (a power loss can lose up to 1 s of acknowledged work)', fsyncMode, 'always')
     .option('--msgpack', 'offer msgpack to workers (NDJSON is the default: measured faster for these small frames)', false)
@@ -37,7 +38,7 @@ export function hubOptions(cmd: Command): Command {
 
 export interface HubCliOptions {
   host: string; port: number; controlPort: number; controlHost?: string; token?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string;
-  stateDir?: string; heartbeatMs: number; deadAfterMs: number; maxLine: number; maxAttempts: number; maxTokens: number;
+  stateDir?: string; heartbeatMs: number; deadAfterMs: number; maxLine: number; maxAttempts: number; maxTokens: number; prefetchBelowMs: number;
   journal: boolean; msgpack: boolean; roles?: RolePlan; insecureNoAuth: boolean; fsync: 'always' | 'interval';
 }
 
@@ -67,7 +68,7 @@ export function hubConfigFrom(o: HubCliOptions, token: string | undefined) {
     host: o.host, port: o.port, controlPort: o.controlPort, token,
     ...(o.controlHost ? { controlHost: o.controlHost } : {}), ...(o.tlsCa ? { tlsCa: o.tlsCa } : {}),
     tlsCert: o.tlsCert, tlsKey: o.tlsKey, heartbeatMs: o.heartbeatMs, deadAfterMs: o.deadAfterMs,
-    maxLine: o.maxLine, maxAttempts: o.maxAttempts, defaultMaxTokens: o.maxTokens, msgpack: o.msgpack, roles: o.roles, fsync: o.fsync,
+    maxLine: o.maxLine, maxAttempts: o.maxAttempts, defaultMaxTokens: o.maxTokens, prefetchBelowMs: o.prefetchBelowMs, msgpack: o.msgpack, roles: o.roles, fsync: o.fsync,
   };
 }
 

@@ -91,7 +91,7 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   const hubArgs = [CLI, 'hub', '--state-dir', dir, '--supervise', String(o.agents), '--log-file', logPath(dir, 'hub'),
     '--host', o.host, '--port', String(o.port), '--control-port', String(o.controlPort),
     '--heartbeat-ms', String(o.heartbeatMs), '--dead-after-ms', String(o.deadAfterMs), '--max-line', String(o.maxLine),
-    '--max-attempts', String(o.maxAttempts), '--max-tokens', String(o.maxTokens), '--fsync', o.fsync, '--ready-fd', '3', ...args(o, model)];
+    '--max-attempts', String(o.maxAttempts), '--max-tokens', String(o.maxTokens), '--prefetch-below-ms', String(o.prefetchBelowMs), '--fsync', o.fsync, '--ready-fd', '3', ...args(o, model)];
   if (o.tlsCert) hubArgs.push('--tls-cert', o.tlsCert);
   if (o.tlsKey) hubArgs.push('--tls-key', o.tlsKey);
   if (o.tlsCa) hubArgs.push('--tls-ca', o.tlsCa);

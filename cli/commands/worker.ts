@@ -22,7 +22,7 @@ export function workerArgs(o: { driver: string; driverOpt: Record<string, string
 
 interface WorkerCliOptions {
   hub?: { host: string; port: number }; stateDir?: string; id?: string; count: number; driver: string;
-  driverOpt: Record<string, string>; model?: string; role?: string; caps?: string; slots: number; token?: string;
+  driverOpt: Record<string, string>; model?: string; role?: string; caps?: string; slots: number; queue: number; token?: string;
   peerToken?: string; tls: boolean; tlsCa?: string; tlsCert?: string; tlsKey?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost?: string; advertise?: string; peerPort: number; peerPorts?: string; peerAdvertise?: string; hubLapseMs?: number;
   peerTlsCert?: string; peerTlsKey?: string; peerTlsCa?: string;
 }
@@ -40,6 +40,7 @@ export function registerWorker(program: Command): void {
     .option('--role <role>', 'role this worker takes tasks for')
     .option('--caps <list>', 'comma-separated capabilities')
     .option('--slots <n>', 'tasks in flight at once', int('--slots', 1), 1)
+    .option('--queue <n>', 'tasks held queued beyond the slots; the hub fills them only while tasks are short (under its prefetch bound, 5 ms)', int('--queue', 0), 4)
     .option('--token <secret>', 'hub token, or this worker\'s own credential (`swarm credential <id>`) (env SWARM_TOKEN, or the state directory)')
     .option('--peer-token <secret>', 'failover: secret of the peer links when --token is a worker credential (env SWARM_PEER_TOKEN; `swarm credential --peers`)')
     .option('--tls', 'connect with TLS')
@@ -88,7 +89,7 @@ export function registerWorker(program: Command): void {
         const pool = new WorkerPool({
           ids, locate, token, role: o.role, slots: o.slots, msgpack: o.msgpack,
           // The veto window and the handback frame bound are derived there (from the lapse, the line limit).
-          config: workerConfig({ agent: { slots: o.slots }, ...(o.hubLapseMs !== undefined ? { hubMonitor: { lapseMs: o.hubLapseMs } } : {}) }),
+          config: workerConfig({ agent: { slots: o.slots, queue: o.queue }, ...(o.hubLapseMs !== undefined ? { hubMonitor: { lapseMs: o.hubLapseMs } } : {}) }),
           ...(o.failover ? { failover: { ...failoverOptions(o), ...(await peerAddress(o, fixed)) }, statusFile: failoverStatusPath(dir) } : {}),
           caps: o.caps ? o.caps.split(',').map((c) => c.trim()).filter(Boolean) : [],
           driver: { name: o.driver, ...(model.path ? { model: model.path } : {}), options: o.driverOpt },
