@@ -54,19 +54,26 @@ export class Dispatcher {
 
   private dispatch(): void {
     this.scheduled = false;
+    // Free slots first, then queue places (short tasks only, see WorkerEntry.capacity): a task waits
+    // in one worker's queue only when no worker has a slot free for it.
+    this.fill((w) => w.inflight.size < w.slots);
+    this.fill(() => true);
+  }
+
+  private fill(eligible: (w: WorkerEntry) => boolean): void {
     const store = this.hub.store;
-    let progress = true;
-    while (progress && this.free.size > 0) {
-      progress = false;
-      for (const w of this.free) {
-        if (!w.canTake) { this.free.delete(w); continue; }
-        const to = w.keepsPrompts ? this.affine(w) : w;
-        if (!to) continue;
-        const rec = store.lease(to);
-        if (!rec) continue;
-        this.send(to, rec);
-        progress = true;
-      }
+    // A worker that took a task and can take more goes behind the others (Set order: re-added
+    // entries are visited again in this same loop), so tasks go round the workers.
+    for (const w of this.free) {
+      if (!w.canTake) { this.free.delete(w); continue; }
+      if (!eligible(w)) continue;
+      const to = w.keepsPrompts ? this.affine(w, eligible) : w;
+      if (!to) continue;
+      const rec = store.lease(to);
+      if (!rec) continue;
+      this.send(to, rec);
+      this.free.delete(to);
+      this.free.add(to);
     }
   }
 
@@ -75,10 +82,10 @@ export class Dispatcher {
    * route alike (so would get the same task), the one whose last prompt shares the longest start with
    * it; `w` on a tie. Undefined when there is nothing for `w` to run.
    */
-  private affine(w: WorkerEntry): WorkerEntry | undefined {
+  private affine(w: WorkerEntry, eligible: (w: WorkerEntry) => boolean): WorkerEntry | undefined {
     let same: WorkerEntry[] | undefined;
     for (const o of this.free) {
-      if (o !== w && o.keepsPrompts && o.canTake && o.role === w.role && sameCaps(o.caps, w.caps)) (same ??= [w]).push(o);
+      if (o !== w && o.keepsPrompts && o.canTake && eligible(o) && o.role === w.role && sameCaps(o.caps, w.caps)) (same ??= [w]).push(o);
     }
     if (!same) return w;
     const rec = this.hub.store.peek(w);

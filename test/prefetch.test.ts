@@ -192,3 +192,31 @@ t.test('the hub runs what a worker gave back on another worker, without using an
   t.equal(mostAfterRefusal, 0, 'after giving back, a got no new task: it is held to its slot, which its long task fills');
   t.equal(hub.metrics.duplicateResults, 0);
 });
+
+t.test('a task goes to a free slot before any worker\'s queue', async (t) => {
+  const { hub, addr, stop } = await startHub();
+  t.teardown(stop);
+  const a = await RawWorker.connect(addr);
+  t.equal((await a.handshake({ worker_id: 'a', slots: 1, queue: 4, driver: 'echo' }))?.type, 'HANDSHAKE_ACK');
+  // a proves its tasks short, then keeps the next one: busy, with four queue places the hub may fill.
+  let hold = false;
+  let seen = 0;
+  const poll = setInterval(() => {
+    for (; seen < a.frames.length; seen++) {
+      const f = a.frames[seen]!;
+      if (f.type === 'TASK_REQ' && !hold) a.send('TASK_RES', { task_id: f.payload.task_id, text: 'a', done: true, seq: 0, receipt: { duration_ms: 0.1 } }, { re: f.id });
+    }
+  }, 1);
+  t.teardown(() => { clearInterval(poll); a.destroy(); });
+  await hub.submit(Array.from({ length: 5 }, (_, i) => ({ prompt: 'w', id: `warm-${i}` })));
+  t.ok(await waitTasks(hub, 5, 5000));
+  hold = true;
+  await hub.submit([{ prompt: 'long', id: 'long' }]);
+  t.ok(await until(() => hub.store.queue.get('long')?.state === 'leased', 5000));
+  const b = await RawWorker.connect(addr);
+  t.equal((await b.handshake({ worker_id: 'b', slots: 1, queue: 4, driver: 'echo' }))?.type, 'HANDSHAKE_ACK');
+  t.teardown(() => b.destroy());
+  await hub.submit([{ prompt: 'next', id: 'next' }]);
+  t.ok(await until(() => hub.store.queue.get('next')?.state === 'leased', 5000));
+  t.equal(hub.store.queue.get('next')!.worker, 'b', 'the idle worker got it, not the busy one\'s queue');
+});
