@@ -22,7 +22,7 @@ async function upWithTasks(t: Test, latencyMs: number): Promise<{ sw: HostsSwarm
   await sw.startHub();
   sw.startWorkers(sw.b, 3);
   sw.startWorkers(sw.c, 3);
-  t.ok(await until(() => sw.status()?.workers.length === 6, 60_000, 500), 'six workers on B and C joined the hub on A');
+  t.ok(await until(() => sw.status()?.workers?.length === 6, 60_000, 500), 'six workers on B and C joined the hub on A');
   t.ok(await until(() => sw.agents().length === 6, 30_000, 200), 'every worker writes its failover status');
   const { file, ids } = taskFile(sw.dir, N);
   const sub = sw.remote(['submit', '--file', file, '--json']);
@@ -33,7 +33,7 @@ async function upWithTasks(t: Test, latencyMs: number): Promise<{ sw: HostsSwarm
 t.test('the hub\'s host dies mid-run: B and C finish by gossip and hand back to a hub restarted on A: lost 0, twice 0', async (t) => {
   if (!requireNamespaces(t)) return;
   const { sw, ids } = await upWithTasks(t, 100);
-  t.ok(await until(() => (sw.status()?.tasks.done ?? 0) >= 30, 60_000, 300), 'the run is under way');
+  t.ok(await until(() => (sw.status()?.tasks?.done ?? 0) >= 30, 60_000, 300), 'the run is under way');
   const killedAt = Date.now();
   await sw.a.killAll();
   t.same(sw.a.pids(), [], 'every process of host A is gone');
@@ -43,7 +43,7 @@ t.test('the hub\'s host dies mid-run: B and C finish by gossip and hand back to 
   const finishedAt = Date.now();
   await sw.startHub();
   const restartedAt = Date.now();
-  t.ok(await until(() => (sw.status()?.tasks.done ?? 0) === N, 120_000, 500), 'the restarted hub on A has every task done (handed back)');
+  t.ok(await until(() => (sw.status()?.tasks?.done ?? 0) === N, 120_000, 500), 'the restarted hub on A has every task done (handed back)');
   t.ok(await until(() => sw.agents().every((x) => x.mode === 'star'), 30_000, 200), 'B and C are back in star mode under the new hub');
   t.comment(`gossip after ${gossipAt - killedAt} ms; all done in gossip ${finishedAt - killedAt} ms after the kill; handback ${Date.now() - restartedAt} ms after the restart`);
   expectExactlyOnce(t, sw.state.a!, ids);
@@ -53,7 +53,7 @@ t.test('C is cut off from A and B mid-run, then plugged back in: nothing lost, n
   if (!requireNamespaces(t)) return;
   const { sw, ids } = await upWithTasks(t, 150);
   const cWorkers = () => (sw.status()?.workers ?? []).filter((w) => w.id.startsWith('c-')).length;
-  t.ok(await until(() => (sw.status()?.tasks.done ?? 0) >= 30, 60_000, 300), 'the run is under way');
+  t.ok(await until(() => (sw.status()?.tasks?.done ?? 0) >= 30, 60_000, 300), 'the run is under way');
   const cutAt = Date.now();
   sw.c.partition();
   t.ok(await until(() => cWorkers() === 0, 30_000, 200), 'the hub drops C\'s workers');
@@ -65,7 +65,7 @@ t.test('C is cut off from A and B mid-run, then plugged back in: nothing lost, n
   sw.c.heal();
   t.ok(await until(() => cWorkers() === 3, 60_000, 300), 'C\'s workers rejoin the hub');
   const rejoined = Date.now() - healAt;
-  t.ok(await until(() => (sw.status()?.tasks.done ?? 0) === N, 120_000, 500), 'every task done');
+  t.ok(await until(() => (sw.status()?.tasks?.done ?? 0) === N, 120_000, 500), 'every task done');
   t.ok(await until(() => sw.agents().every((x) => x.mode === 'star'), 30_000, 200), 'every agent, C\'s too, is back in star mode');
   // From the processes' own logs (one clock: every host is a namespace of this machine), finer than
   // the polls above, which each start a CLI process.

@@ -103,7 +103,7 @@ t.test('podman on two hosts: the rendered pods run in two namespaces; the hub\'s
   t.equal(accepted.length, TASKS, `${TASKS} tasks accepted (swarm submit in the hub's pod)`);
 
   const views = (): AgentView[] => Array.from({ length: AGENTS }, (_, i) => agents(path.join(workerState, `w1-${i + 1}`))).flat();
-  t.ok(await until(() => (status()?.tasks.done ?? 0) >= 6, 60_000, 250), 'the run is under way');
+  t.ok(await until(() => (status()?.tasks?.done ?? 0) >= 6, 60_000, 250), 'the run is under way');
   t.equal(podman(['pod', 'kill', hubPod]).code, 0, 'the hub\'s pod is killed (SIGKILL)');
   const killedAt = Date.now();
   t.ok(await until(() => { const v = views(); return v.length === AGENTS && v.every((x) => x.mode === 'gossip'); }, 60_000, 200), 'every worker went to gossip mode');
@@ -115,7 +115,7 @@ t.test('podman on two hosts: the rendered pods run in two namespaces; the hub\'s
   const start = a.netExec(['podman', 'pod', 'start', hubPod]);
   t.equal(start.code, 0, `the hub's pod starts again on host A (${start.stderr.trim().slice(-300)})`);
   t.equal(nsOf(hubC), netOf(a), 'in host A\'s namespace again');
-  t.ok(await until(() => (status()?.tasks.done ?? 0) === TASKS, 90_000, 500), 'the restarted hub has every task done (replayed and handed back)');
+  t.ok(await until(() => (status()?.tasks?.done ?? 0) === TASKS, 90_000, 500), 'the restarted hub has every task done (replayed and handed back)');
   t.ok(await until(() => views().every((x) => x.mode === 'star'), 60_000, 250), 'every worker is back in star mode');
 
   // The final read: the same tasks submitted again (idempotent by id) and waited for, from a worker's pod.
