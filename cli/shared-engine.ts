@@ -27,13 +27,20 @@ export function parseEngineMode(v: string): EngineMode {
 }
 
 /**
- * The driver supervised workers run for an engine mode. Only the default llama.cpp driver
- * (`embedded`) changes: batched mode gives its workers the batched driver, with a sequence for
- * every slot of every supervised worker. Another driver (echo, exec, …) is left as given.
+ * The driver supervised workers run for an engine mode. The default llama.cpp driver (`embedded`)
+ * becomes the batched driver in batched mode, and the batched driver, asked for by name, keeps it:
+ * either way its one engine gets a sequence for every slot of every supervised worker. A connection
+ * holds its sequence for life and one past them waits for a free one, so with fewer sequences the
+ * extra workers would hold their first task forever: that is refused here. Another driver (echo,
+ * exec, …) is left as given.
  */
 export function engineDriver(mode: EngineMode, driver: string, driverOpt: Record<string, string>, agents: number, slots: number): { driver: string; driverOpt: Record<string, string> } {
-  if (mode !== 'batched' || driver !== 'embedded') return { driver, driverOpt };
-  return { driver: 'batched', driverOpt: { sequences: String(Math.max(1, agents * slots)), ...driverOpt } };
+  if (driver !== 'batched' && (mode !== 'batched' || driver !== 'embedded')) return { driver, driverOpt };
+  const need = Math.max(1, agents * slots);
+  if (driverOpt.sequences !== undefined && Number(driverOpt.sequences) < need) {
+    throw new SwarmError('SWARM_ERR_CONFIG', `--driver-opt sequences=${driverOpt.sequences} is fewer than the ${agents} worker(s) x ${slots} slot(s) sharing the batched engine (${need}); each worker holds a sequence, so the rest would wait for one forever`);
+  }
+  return { driver: 'batched', driverOpt: { sequences: String(need), ...driverOpt } };
 }
 
 /** One llama-server the hub owns, with a slot per worker slot (continuous batching). */

@@ -68,3 +68,28 @@ t.test('a prompt longer than the context fails at once with CONTEXT_EXCEEDED; th
   const rec = await api<{ attempts: number }>(state, 'GET', '/tasks/long');
   t.equal(rec.attempts, 1, 'not retried: another attempt would fail the same way');
 });
+
+t.test('swarm up --driver batched: every worker gets a sequence (more workers than the default 8); too few sequences is refused at once', async (t) => {
+  if (missingPrereq(t, fs.existsSync(STORIES) ? {} : { missing: `test model ${STORIES} not found (set SWARM_TEST_MODELS)` })) return;
+  const dir = tempDir(t);
+  const model = path.join(dir, 'stories260K.gguf');
+  fs.copyFileSync(STORIES, model);
+  const few = swarm(['up', '--agents', '10', '--driver', 'batched', '--driver-opt', 'sequences=4', '--model', model, '--detach', '--json', '--state-dir', path.join(dir, 'few')]);
+  t.equal(few.code, 2, 'exit 2: a configuration error');
+  t.match(JSON.parse(few.stdout).error, { code: 'SWARM_ERR_CONFIG', msg: /sequences=4 is fewer than the 10 worker/ });
+  t.same(pidsMentioning(path.join(dir, 'few')), [], 'nothing started');
+
+  const state = path.join(dir, 'state');
+  t.teardown(() => { swarm(['down', '--state-dir', state]); });
+  const up = swarm(['up', '--agents', '10', '--driver', 'batched', '--model', model, '--detach', '--json', '--state-dir', state], { timeoutMs: 120_000 });
+  t.equal(up.code, 0, up.stderr);
+  t.equal((JSON.parse(up.stdout) as { engine: string }).engine, 'batched', 'up names the engine it runs');
+  const file = path.join(dir, 'tasks.jsonl');
+  // One task each, all at once: before, workers 9 and 10 waited for a sequence for ever, holding theirs.
+  fs.writeFileSync(file, Array.from({ length: 10 }, (_, i) => JSON.stringify({ id: `s-${i}`, prompt: 'Once upon a time', max_tokens: 1, temperature: 0 })).join('\n') + '\n');
+  const sub = swarm(['submit', '--file', file, '--wait', '--json', '--timeout', '60000', '--state-dir', state], { timeoutMs: 90_000 });
+  t.equal(sub.code, 0, sub.stderr);
+  const res = JSON.parse(sub.stdout) as { complete: boolean; tasks: { state: string; worker?: string }[] };
+  t.equal(res.tasks.filter((x) => x.state === 'done').length, 10, 'all ten answered');
+  t.equal(new Set(res.tasks.map((x) => x.worker)).size, 10, 'each by its own worker: all ten hold a sequence');
+});

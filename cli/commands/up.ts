@@ -173,6 +173,7 @@ function summary(o: UpOptions, model: ChosenModel, hub: HubFile, dir: string, ms
 
 /** The engine the workers really run: batched applies to the default llama.cpp driver only. */
 function effectiveEngine(o: UpOptions): EngineMode {
+  if (o.driver === 'batched') return 'batched';
   return o.engine === 'batched' && o.driver !== 'embedded' ? 'per-worker' : o.engine;
 }
 
