@@ -35,7 +35,8 @@ export function parseEngineMode(v: string): EngineMode {
  * exec, …) is left as given.
  */
 export function engineDriver(mode: EngineMode, driver: string, driverOpt: Record<string, string>, agents: number, slots: number): { driver: string; driverOpt: Record<string, string> } {
-  if (driver !== 'batched' && (mode !== 'batched' || driver !== 'embedded')) return { driver, driverOpt };
+  const batched = driver === 'batched' || (mode === 'batched' && driver === 'embedded');
+  if (!batched) return { driver, driverOpt };
   const need = Math.max(1, agents * slots);
   if (driverOpt.sequences !== undefined && Number(driverOpt.sequences) < need) {
     throw new SwarmError('SWARM_ERR_CONFIG', `--driver-opt sequences=${driverOpt.sequences} is fewer than the ${agents} worker(s) x ${slots} slot(s) sharing the batched engine (${need}); each worker holds a sequence, so the rest would wait for one forever`);

@@ -162,12 +162,7 @@ export class Agent {
     } else if (m.type === Type.ERROR && m.payload.code === 'SWARM_ERR_CANCELLED' && m.payload.task_id) {
       // The hub cancelled the task (its run was cancelled): stop spending the engine on it.
       const q = this.queued.findIndex((x) => x.m.payload.task_id === m.payload.task_id);
-      if (q >= 0) {
-        const [gone] = this.queued.splice(q, 1);
-        this.failover?.release(gone!.m.payload.task_id);
-        gone!.conn.sendError('SWARM_ERR_CANCELLED', m.payload.msg || 'cancelled', { re: gone!.m.id, task_id: gone!.m.payload.task_id });
-        this.armHold();
-      }
+      if (q >= 0) this.answerQueued(this.queued.splice(q, 1)[0]!, 'SWARM_ERR_CANCELLED', m.payload.msg || 'cancelled');
       this.running.get(m.payload.task_id)?.abort.abort(new SwarmError('SWARM_ERR_CANCELLED', m.payload.msg || 'cancelled'));
       this.log.info({ task: m.payload.task_id }, 'task cancelled by the hub');
     } else if (m.type === Type.ERROR) {
@@ -212,7 +207,7 @@ export class Agent {
     this.queued.push({ m, conn, at: performance.now() });
     // Leased to this worker: in gossip mode its executor must not start it a second time.
     this.failover?.adopt(m.payload.task_id);
-    this.armHold();
+    if (!this.holdTimer) this.armHold(this.cfg.agent.queueHoldMs);
   }
 
   /** Start queued tasks while slots are free. */
@@ -221,40 +216,40 @@ export class Agent {
       const q = this.queued.shift()!;
       void this.runTask(q.m, q.conn);
     }
-    this.armHold();
   }
 
   /**
-   * One timer for the oldest queued task. A task that waited out the hold time is behind a long
-   * one: it and everything behind it go back to the hub (SLOTS_FULL), which runs them elsewhere
-   * and leases this worker only its slots until it finishes a task. Tasks of a link that has gone
-   * stay: the hub has re-queued them, and with failover their results still reach the replica.
+   * One timer while tasks are queued, not one per task: when it fires, a queued task that waited out
+   * the hold time is behind a long one, so it and everything behind it go back to the hub
+   * (SLOTS_FULL), which runs them elsewhere and leases this worker only its slots until it finishes
+   * a task. Otherwise it waits for the oldest one's turn. Tasks of a link that has gone stay: the hub
+   * has re-queued them, and with failover their results still reach the replica.
    */
-  private armHold(): void {
-    if (this.holdTimer) { clearTimeout(this.holdTimer); this.holdTimer = undefined; }
-    const first = this.queued.find((q) => !q.conn.isClosed);
-    if (!first) return;
-    const hold = this.cfg.agent.queueHoldMs;
+  private armHold(ms: number): void {
     this.holdTimer = setTimeout(() => {
       this.holdTimer = undefined;
-      if (performance.now() - (this.queued.find((q) => !q.conn.isClosed)?.at ?? Infinity) < hold - 1) { this.armHold(); return; }
-      const back = this.queued.filter((q) => !q.conn.isClosed);
+      const hold = this.cfg.agent.queueHoldMs;
+      const open = this.queued.filter((q) => !q.conn.isClosed);
+      if (!open.length) return;
+      const waited = performance.now() - open[0]!.at;
+      if (waited < hold) { this.armHold(hold - waited); return; }
       this.queued.splice(0, this.queued.length, ...this.queued.filter((q) => q.conn.isClosed));
-      for (const q of back) {
-        this.failover?.release(q.m.payload.task_id);
-        q.conn.sendError('SWARM_ERR_SLOTS_FULL', `not started within ${hold} ms (a long task is ahead of it); given back`, { re: q.m.id, task_id: q.m.payload.task_id });
-      }
-      if (back.length) this.log.info({ tasks: back.length }, 'queued tasks given back: a long task is ahead of them');
-      this.armHold();
-    }, Math.max(0, hold - (performance.now() - first.at)));
+      for (const q of open) this.answerQueued(q, 'SWARM_ERR_SLOTS_FULL', `not started within ${hold} ms (a long task is ahead of it); given back`);
+      this.log.info({ tasks: open.length }, 'queued tasks given back: a long task is ahead of them');
+    }, ms);
     this.holdTimer.unref();
+  }
+
+  /** A queued task leaves without running: the hub hears why, and the executor may take it again. */
+  private answerQueued(q: Queued, code: 'SWARM_ERR_SLOTS_FULL' | 'SWARM_ERR_CANCELLED', msg: string): void {
+    this.failover?.release(q.m.payload.task_id);
+    q.conn.sendError(code, msg, { re: q.m.id, task_id: q.m.payload.task_id });
   }
 
   /** The hub re-queues what this worker held (its link closed, or the agent stops): nothing queued runs. */
   private dropQueued(): void {
     for (const q of this.queued) this.failover?.release(q.m.payload.task_id);
     this.queued.length = 0;
-    this.armHold();
   }
 
   /** Gossip mode: run a task the acting coordinator assigned (a replicated spec). */

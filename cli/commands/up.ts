@@ -173,8 +173,8 @@ function summary(o: UpOptions, model: ChosenModel, hub: HubFile, dir: string, ms
 
 /** The engine the workers really run: batched applies to the default llama.cpp driver only. */
 function effectiveEngine(o: UpOptions): EngineMode {
-  if (o.driver === 'batched') return 'batched';
-  return o.engine === 'batched' && o.driver !== 'embedded' ? 'per-worker' : o.engine;
+  if (o.engine === 'shared') return 'shared';
+  return engineDriver(o.engine, o.driver, {}, 1, 1).driver === 'batched' ? 'batched' : 'per-worker';
 }
 
 function readTail(file: string): string {
