@@ -78,6 +78,7 @@ t.test('swarm up --driver batched: every worker gets a sequence (more workers th
   t.equal(few.code, 2, 'exit 2: a configuration error');
   t.match(JSON.parse(few.stdout).error, { code: 'SWARM_ERR_CONFIG', msg: /sequences=4 is fewer than the 10 worker/ });
   t.same(pidsMentioning(path.join(dir, 'few')), [], 'nothing started');
+  t.notOk(fs.existsSync(path.join(dir, 'few')), 'nothing written: no state directory');
 
   const state = path.join(dir, 'state');
   t.teardown(() => { swarm(['down', '--state-dir', state]); });

@@ -60,9 +60,10 @@ async function upForeground(o: UpOptions, model: ChosenModel): Promise<void> {
   const t0 = performance.now();
   const [{ makeLogger }, { runHub }] = await Promise.all([import('../log.js'), import('../run-hub.js')]);
   const dir = stateDir(o.stateDir);
+  const supervised = args(o, model, true); // refused settings before anything is written
   const log = makeLogger('hub', logPath(dir, 'hub'));
   const token = hubToken(o, dir);
-  const running = await runHub({ dir, log, config: hubConfigFrom(o, token), agents: o.agents, workerArgs: args(o, model, true), journal: o.journal,
+  const running = await runHub({ dir, log, config: hubConfigFrom(o, token), agents: o.agents, workerArgs: supervised, journal: o.journal,
     sharedEngine: o.engine === 'shared' ? { model: model.path, slotsPerWorker: o.slots } : undefined });
   let interrupted = false;
   const onSignal = () => { interrupted = true; if (!o.json) process.stderr.write('\nstopping swarm…\n'); void running.stop(); };
@@ -84,6 +85,8 @@ async function upForeground(o: UpOptions, model: ChosenModel): Promise<void> {
 async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   const t0 = performance.now();
   const dir = stateDir(o.stateDir);
+  // Settings refused (too few engine sequences) before anything is written to the state directory.
+  const supervised = args(o, model);
   const prev = readHubFile(dir);
   if (prev && (await import('../running.js')).hubIsOurs(prev, dir)) throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a swarm (hub pid ${prev.pid}) is already running in ${dir}`);
   fs.mkdirSync(path.join(dir, 'logs'), { recursive: true, mode: 0o700 });
@@ -91,7 +94,7 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   const hubArgs = [CLI, 'hub', '--state-dir', dir, '--supervise', String(o.agents), '--log-file', logPath(dir, 'hub'),
     '--host', o.host, '--port', String(o.port), '--control-port', String(o.controlPort),
     '--heartbeat-ms', String(o.heartbeatMs), '--dead-after-ms', String(o.deadAfterMs), '--max-line', String(o.maxLine),
-    '--max-attempts', String(o.maxAttempts), '--max-tokens', String(o.maxTokens), '--prefetch-below-ms', String(o.prefetchBelowMs), '--fsync', o.fsync, '--ready-fd', '3', ...args(o, model)];
+    '--max-attempts', String(o.maxAttempts), '--max-tokens', String(o.maxTokens), '--prefetch-below-ms', String(o.prefetchBelowMs), '--fsync', o.fsync, '--ready-fd', '3', ...supervised];
   if (o.tlsCert) hubArgs.push('--tls-cert', o.tlsCert);
   if (o.tlsKey) hubArgs.push('--tls-key', o.tlsKey);
   if (o.tlsCa) hubArgs.push('--tls-ca', o.tlsCa);
