@@ -80,7 +80,11 @@ export class Connection {
     if (rest.length) this.decoder.push(rest);
   }
 
-  /** Queue a message; returns its id. Writes are batched and flushed on the next microtask. */
+  /**
+   * Queue a message; returns its id. Writes are batched and flushed once per event-loop turn
+   * (setImmediate, not a microtask): a worker that finishes several short tasks in one turn, each
+   * after its own awaits, sends their results in one write, so the peer wakes once for all of them.
+   */
   send<T extends Type>(type: T, payload: Payload<T>, opts: { re?: string; dst?: string; id?: string } = {}): string {
     const id = opts.id ?? newId();
     if (this.closed) return id;
@@ -96,7 +100,7 @@ export class Connection {
       return id;
     }
     if (this.outBytes >= FLUSH_BYTES) this.flush();
-    else if (!this.flushScheduled) { this.flushScheduled = true; queueMicrotask(() => this.flush()); }
+    else if (!this.flushScheduled) { this.flushScheduled = true; setImmediate(() => this.flush()); }
     return id;
   }
 

@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap';
 import { WorkerEntry } from '../hub/worker-entry.js';
+import { workerConfig } from '../worker/config.js';
 import type { Connection } from '../protocol/index.js';
 import { RawWorker, type Frame } from './helpers/raw-worker.js';
 import { startHub, startPool, waitTasks, waitWorkers } from './helpers/inproc.js';
@@ -125,8 +126,9 @@ t.test('an agent runs queued tasks in arrival order on its one slot', async (t) 
 
 t.test('behind a long task: queued tasks go back (SLOTS_FULL), the one past the queue at once, a cancelled one is dropped', async (t) => {
   const hub = await rawHub(t);
-  // 100 ms a word: the first task runs ~0.9 s, far past the 50 ms a queued task may wait.
-  const pool = startPool({ host: '127.0.0.1', port: hub.port }, 1, { driver: 'echo', options: { token_ms: '100' } });
+  // 200 ms a word: the first task runs ~1.4 s, far past the 400 ms a queued task may wait here (the
+  // default 50 ms left too little time to cancel one before the give-back on a loaded machine).
+  const pool = startPool({ host: '127.0.0.1', port: hub.port }, 1, { driver: 'echo', options: { token_ms: '200' }, config: workerConfig({ agent: { queueHoldMs: 400 } }) });
   t.teardown(() => pool.stop());
   t.ok(await until(() => hub.frames.some((f) => f.type === 'HANDSHAKE'), 5000));
   const t0 = performance.now();
@@ -138,7 +140,7 @@ t.test('behind a long task: queued tasks go back (SLOTS_FULL), the one past the 
   t.ok(await until(() => hub.errors('SWARM_ERR_SLOTS_FULL').length === 4, 2000));
   const backAt = performance.now() - t0;
   t.same(hub.errors('SWARM_ERR_SLOTS_FULL').sort(), ['past', 'q1', 'q3', 'q4'], 'given back: the three still queued and the one past the queue');
-  t.ok(backAt >= 45, `given back after the hold time (${backAt.toFixed(0)} ms)`);
+  t.ok(backAt >= 395, `given back after the hold time (${backAt.toFixed(0)} ms)`);
   t.ok(await until(() => hub.results().length >= 1, 5000));
   await new Promise((r) => setTimeout(r, 300));
   t.same(hub.results(), ['long'], 'only the long task ran: nothing given back runs here too');
@@ -219,4 +221,32 @@ t.test('a task goes to a free slot before any worker\'s queue', async (t) => {
   await hub.submit([{ prompt: 'next', id: 'next' }]);
   t.ok(await until(() => hub.store.queue.get('next')?.state === 'leased', 5000));
   t.equal(hub.store.queue.get('next')!.worker, 'b', 'the idle worker got it, not the busy one\'s queue');
+});
+
+t.test('the hub tops a worker\'s queue up in batches: nothing after one answer, the missing places after half the queue', async (t) => {
+  const { hub, addr, stop } = await startHub();
+  t.teardown(stop);
+  const a = await RawWorker.connect(addr);
+  t.teardown(() => a.destroy());
+  t.equal((await a.handshake({ worker_id: 'a', slots: 1, queue: 4, driver: 'echo' }))?.type, 'HANDSHAKE_ACK');
+  const reqs = () => a.frames.filter((f) => f.type === 'TASK_REQ');
+  const answer = (f: Frame) => a.send('TASK_RES', { task_id: f.payload.task_id, text: 'a', done: true, seq: 0, receipt: { duration_ms: 0.1 } }, { re: f.id });
+  const settle = () => new Promise((r) => setTimeout(r, 100));
+  await hub.submit(Array.from({ length: 40 }, (_, i) => ({ prompt: 'x', id: `t-${i}` })));
+  t.ok(await until(() => reqs().length === 1, 5000), 'no run time known yet: one task, for its one slot');
+  answer(reqs()[0]!);
+  t.ok(await until(() => reqs().length === 6, 5000), 'short: its slot and its four queue places are filled at once');
+  await settle();
+  t.equal(reqs().length, 6, 'and no more');
+  answer(reqs()[1]!);
+  await settle();
+  t.equal(reqs().length, 6, 'one answer (4 of 5 held): no task sent yet');
+  answer(reqs()[2]!);
+  t.ok(await until(() => reqs().length === 8, 5000), 'two answers (3 of 5 held, half the queue): the two missing places are filled together');
+  await settle();
+  t.equal(reqs().length, 8, 'and no more');
+  for (const f of reqs().slice(3)) answer(f);
+  t.ok(await until(() => reqs().length === 13, 5000), 'all five answered: five more');
+  t.equal(hub.metrics.duplicateResults, 0);
+  t.equal(hub.store.queue.counts().done, 8, 'each answer recorded once');
 });

@@ -1,6 +1,7 @@
 import pino from 'pino';
 import { Hub, hubConfig } from '../../hub/index.js';
 import { WorkerPool } from '../../worker/index.js';
+import type { WorkerConfig } from '../../worker/config.js';
 
 export const quiet = pino({ level: process.env.SWARM_TEST_LOG ?? 'silent' });
 
@@ -12,11 +13,11 @@ export async function startHub(over: Partial<Parameters<typeof hubConfig>[0]> = 
 }
 
 /** K agents in this process connected to `addr`. */
-export function startPool(addr: { host: string; port: number }, k: number, o: { driver?: string; options?: Record<string, string>; token?: string; slots?: number; prefix?: string; role?: string; caps?: string[] } = {}) {
+export function startPool(addr: { host: string; port: number }, k: number, o: { driver?: string; options?: Record<string, string>; token?: string; slots?: number; prefix?: string; role?: string; caps?: string[]; config?: WorkerConfig } = {}) {
   const pool = new WorkerPool({
     ids: Array.from({ length: k }, (_, i) => `${o.prefix ?? 'w'}-${i + 1}`),
     driver: { name: o.driver ?? 'echo', options: o.options ?? {} },
-    locate: async () => addr, token: o.token, slots: o.slots, role: o.role, caps: o.caps,
+    locate: async () => addr, token: o.token, slots: o.slots, role: o.role, caps: o.caps, config: o.config,
   }, quiet);
   const done = pool.run();
   return { pool, done, stop: () => pool.stop('test over') };
