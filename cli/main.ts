@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import v8 from 'node:v8';
 import { Command } from 'commander';
 import { VERSION } from './state.js';
 
@@ -42,13 +41,6 @@ State lives in ./.swarm (--state-dir or SWARM_STATE_DIR). Docs: README.md, proto
 program.exitOverride((err) => process.exit(err.exitCode === 1 ? 2 : err.exitCode));
 
 const first = process.argv[2];
-// A worker's own JavaScript is light per task (its engine does the work), and 25 workers each ran
-// V8's optimising compiler on the same warm functions: in the submit bench (5,000 echo tasks after a
-// warm-up) 42% of the workers' CPU went to compiling. Eight times the default interrupt budget
-// (67,584) keeps baseline code for warm functions and still optimises those that stay hot, such as an
-// acting coordinator's dispatch loop; the workers' CPU fell by half. Set here, before the worker's
-// modules load, so it holds however the worker was started (`up`, by hand, in a container).
-if (first === 'worker') v8.setFlagsFromString('--interrupt-budget=540672');
 const wanted = first !== undefined && Object.hasOwn(COMMANDS, first) ? [first] : Object.keys(COMMANDS);
 for (const name of wanted) (await COMMANDS[name]!())(program);
 
