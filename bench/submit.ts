@@ -6,7 +6,10 @@
  * task to its last durable result). CPU of the CLI, the hub and the 25 workers beside: on two shared
  * cores the wall time follows the load, the CPU much less.
  *
- * Run: `node dist/bench/submit.js [--tasks 5000] [--workers 25] [--rounds 2] [--slots 1] [--out FILE]`.
+ * `--warm N` sets the warm-up batch (1,000) and `--idle-ms N` waits that long after it, as a swarm
+ * that ran a batch and sat idle before the next.
+ *
+ * Run: `node dist/bench/submit.js [--tasks 5000] [--workers 25] [--rounds 2] [--slots 1] [--warm 1000] [--idle-ms 0] [--out FILE]`.
  * Appends one line per run to bench/results/submit.jsonl (or --out).
  */
 import { spawnSync } from 'node:child_process';
@@ -21,6 +24,8 @@ const WORKERS = Number(arg('workers', '25'));
 const ROUNDS = Number(arg('rounds', '2'));
 /** Tasks in flight per worker (`swarm up --slots`); 1 is what `up` starts. */
 const SLOTS = Number(arg('slots', '1'));
+const WARM = Number(arg('warm', '1000'));
+const IDLE_MS = Number(arg('idle-ms', '0'));
 const OUT = arg('out', path.join(ROOT, 'bench/results/submit.jsonl'));
 
 /** CPU seconds of this process's waited-for children so far (fields cutime, cstime of /proc/self/stat). */
@@ -74,8 +79,9 @@ async function once(failover: boolean, round: number) {
   try {
     const up = swarm(['up', '-n', String(WORKERS), '--driver', 'echo', '--detach', '--json', '--slots', String(SLOTS), ...(failover ? [] : ['--no-failover'])], dir);
     const warmFile = path.join(dir, 'warm.jsonl');
-    writeTasks(warmFile, 1000, `warm${round}`);
+    writeTasks(warmFile, WARM, `warm${round}`);
     swarm(['submit', '--file', warmFile, '--wait', '--json'], dir);
+    if (IDLE_MS > 0) await new Promise((r) => setTimeout(r, IDLE_MS));
     const file = path.join(dir, 'tasks.jsonl');
     const ids = writeTasks(file, TASKS, `t${round}`);
     const p = pids(dir);
@@ -89,7 +95,7 @@ async function once(failover: boolean, round: number) {
     const out = JSON.parse(r.stdout) as { complete: boolean; tasks: { state: string }[] };
     const hubMs = hubSideMs(dir, ids);
     return {
-      date: new Date().toISOString(), machine: machine(), failover, tasks: TASKS, workers: WORKERS, slots: SLOTS, round,
+      date: new Date().toISOString(), machine: machine(), failover, tasks: TASKS, workers: WORKERS, slots: SLOTS, warm: WARM, idle_ms: IDLE_MS, round,
       done: out.tasks.filter((t) => t.state === 'done').length, complete: out.complete, up_ms: Math.round(up.ms),
       command_ms: Math.round(r.ms), command_tasks_per_s: Math.round(TASKS / (r.ms / 1000)),
       hub_side_ms: hubMs, hub_side_tasks_per_s: Math.round(TASKS / (hubMs / 1000)),
