@@ -60,10 +60,10 @@ export class WorkerEntry {
   private queueRefused = false;
   /**
    * Its queue places are being filled: set when its leases fall to half its queue beyond its slots,
-   * cleared when they reach its capacity. Topping the queue up one task per finished task would send
-   * each short task in its own write and wake the worker once per task; in batches the hub, the
-   * worker and the kernel do a few times less work per task (the submit bench: about 4x fewer
-   * reads and writes on both sides).
+   * cleared when they reach its capacity. Topped up on every answer, a worker whose answers arrive
+   * one per read (few workers, tasks of a few ms) would get each task in its own write and wake once
+   * per task. With 25 workers the dispatch pass already gathers several answers, so the submit bench
+   * barely moves (workers' reads 1,245 -> 1,166 per 5,000 tasks).
    */
   private refill = true;
 

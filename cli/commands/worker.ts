@@ -28,6 +28,17 @@ interface WorkerCliOptions {
   peerTlsCert?: string; peerTlsKey?: string; peerTlsCa?: string;
 }
 
+/**
+ * V8's interrupt budget for a one-agent worker process, 8x the default (67,584). A worker's own
+ * JavaScript is light per task (its engine does the work), and 25 one-agent processes each ran V8's
+ * optimising compiler on the same warm functions, again after each idle spell: 42% of the workers'
+ * CPU under `perf`. With this budget warm functions keep baseline code and those that stay hot are
+ * still optimised. Not for `--count K`: its K agents share one compiler, and there the later
+ * optimisation made the failover bench ~4% slower. Set in the action, before the worker's modules
+ * load, so their functions get it however the worker was started.
+ */
+const ONE_AGENT_JIT_BUDGET = 8 * 67_584;
+
 export function registerWorker(program: Command): void {
   program.command('worker')
     .description('run one or more workers that join a hub')
@@ -61,14 +72,7 @@ export function registerWorker(program: Command): void {
     .option('--peer-tls-ca <file>', 'failover: verify peers\' certificates against this CA (without it, peer links are encrypted, not verified)')
     .option('--hub-lapse-ms <ms>', 'failover: hub silence before peers are asked (default 3000, the spec\'s); peers that heard the hub within half of it veto', int('--hub-lapse-ms', 200))
     .action(async (o: WorkerCliOptions) => {
-        // A worker's own JavaScript is light per task (its engine does the work), and 25 one-agent
-        // processes each ran V8's optimising compiler on the same warm functions: in the submit bench
-        // (5,000 echo tasks after a warm-up) 42% of the workers' CPU went to compiling. Eight times the
-        // default interrupt budget (67,584) keeps baseline code for warm functions and still optimises
-        // those that stay hot; the workers' CPU fell by half. Not for `--count K`: K agents in one
-        // process share one compiler, and there the later optimisation cost ~4% in the failover bench.
-        // Set before the worker's modules load, so their functions get the budget.
-        if (o.count === 1) v8.setFlagsFromString('--interrupt-budget=540672');
+      if (o.count === 1) v8.setFlagsFromString(`--interrupt-budget=${ONE_AGENT_JIT_BUDGET}`);
       try {
         // Loaded here, not at the top: `swarm up` and `swarm hub` import this file for workerArgs() only.
         const [{ deferredLogger }, { WorkerPool, failoverStatusPath, workerConfig }, { killAllChildren, loadDriver }] = await Promise.all([
