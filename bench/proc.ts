@@ -8,6 +8,12 @@ export function cpuSeconds(pid: number): number {
   return ticks / 100; // USER_HZ is 100 on Linux
 }
 
+/** Read and write system calls a process has made (syscr, syscw of /proc/PID/io): wakes and writes per task. */
+export function syscalls(pid: number): { reads: number; writes: number } {
+  const t = fs.readFileSync(`/proc/${pid}/io`, 'utf8');
+  return { reads: Number(/^syscr:\s+(\d+)/m.exec(t)?.[1] ?? 0), writes: Number(/^syscw:\s+(\d+)/m.exec(t)?.[1] ?? 0) };
+}
+
 /** Resident set size in MB, from /proc/PID/status. */
 export function rssMb(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));

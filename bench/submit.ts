@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ROOT, CLI, arg } from './args.js';
-import { cpuSeconds, machine } from './proc.js';
+import { cpuSeconds, machine, syscalls } from './proc.js';
 
 const TASKS = Number(arg('tasks', '5000'));
 const WORKERS = Number(arg('workers', '25'));
@@ -53,6 +53,8 @@ function pids(dir: string): { hub: number; workers: number[] } {
   return { hub, workers };
 }
 const cpuOf = (ps: number[]) => ps.reduce((a, p) => { try { return a + cpuSeconds(p); } catch { return a; } }, 0);
+/** Read and write system calls of these processes together (a process gone counts 0). */
+const callsOf = (ps: number[]) => ps.reduce((a, p) => { try { const c = syscalls(p); return { reads: a.reads + c.reads, writes: a.writes + c.writes }; } catch { return a; } }, { reads: 0, writes: 0 });
 
 /** Hub-side time of one batch: the first 'task' record's time to the last 'result' record's, from the journal. */
 function hubSideMs(dir: string, ids: Set<string>): number {
@@ -87,9 +89,11 @@ async function once(failover: boolean, round: number) {
     const p = pids(dir);
     const h0 = cpuOf([p.hub]), w0 = cpuOf(p.workers);
     const each0 = p.workers.map((w) => cpuOf([w]));
+    const hc0 = callsOf([p.hub]), wc0 = callsOf(p.workers);
     const load = os.loadavg()[0]!;
     const r = swarm(['submit', '--file', file, '--wait', '--json'], dir);
     const hubCpu = cpuOf([p.hub]) - h0, workerCpu = cpuOf(p.workers) - w0;
+    const hc = callsOf([p.hub]), wc = callsOf(p.workers);
     // Per worker, highest first: the failover state holders stand out from the rest.
     const each = p.workers.map((w, i) => +(cpuOf([w]) - each0[i]!).toFixed(2)).sort((a, b) => b - a);
     const out = JSON.parse(r.stdout) as { complete: boolean; tasks: { state: string }[] };
@@ -101,6 +105,7 @@ async function once(failover: boolean, round: number) {
       hub_side_ms: hubMs, hub_side_tasks_per_s: Math.round(TASKS / (hubMs / 1000)),
       cli_cpu_s: +r.cliCpu.toFixed(2), hub_cpu_s: +hubCpu.toFixed(2), workers_cpu_s: +workerCpu.toFixed(2),
       workers_cpu_top: each.slice(0, 5), workers_cpu_median: each[each.length >> 1],
+      hub_reads: hc.reads - hc0.reads, hub_writes: hc.writes - hc0.writes, workers_reads: wc.reads - wc0.reads, workers_writes: wc.writes - wc0.writes,
       load_avg_1m_before: +load.toFixed(1), load_avg_1m_after: +os.loadavg()[0]!.toFixed(1),
     };
   } finally {
