@@ -65,12 +65,21 @@ export async function call<T>(hub: ControlTarget, method: string, path: string, 
   }
 }
 
+/**
+ * Like `call`, for an answer that may come as NDJSON (`application/x-ndjson`): each line is parsed
+ * and given to `onLine` as it arrives, and this resolves with undefined at the end. Any other answer
+ * resolves as `call` would (a hub that predates the streamed form answers in one piece).
+ */
+export function callLines<T>(hub: ControlTarget, method: string, path: string, body: unknown, onLine: (v: unknown) => void, timeoutMs = 30_000): Promise<T | undefined> {
+  return attempt<T>(hub, method, path, body, timeoutMs, onLine).catch((e: unknown) => { throw e instanceof StaleSocket ? e.error : e; });
+}
+
 /** A reset on a reused socket: the request may not have reached the hub at all. */
 class StaleSocket extends Error {
   constructor(readonly error: SwarmError) { super(error.message); }
 }
 
-function attempt<T>(hub: ControlTarget, method: string, path: string, body: unknown, timeoutMs: number): Promise<T> {
+function attempt<T>(hub: ControlTarget, method: string, path: string, body: unknown, timeoutMs: number, onLine?: (v: unknown) => void): Promise<T> {
   const data = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const c = hub.control;
@@ -86,6 +95,7 @@ function attempt<T>(hub: ControlTarget, method: string, path: string, body: unkn
         ...(hub.token ? { authorization: `Bearer ${hub.token}` } : {}),
       },
     }, (res) => {
+      if (onLine && (res.statusCode ?? 500) < 400 && res.headers['content-type']?.includes('ndjson')) { readLines(res, onLine, resolve as (v: undefined) => void, reject); return; }
       const parts: Buffer[] = [];
       res.on('data', (c: Buffer) => parts.push(c));
       res.on('end', () => {
@@ -113,4 +123,26 @@ function attempt<T>(hub: ControlTarget, method: string, path: string, body: unkn
     if (data !== undefined) req.write(data);
     req.end();
   });
+}
+
+/** Split a streamed answer into JSON lines; a line that is not JSON, or an answer cut short, rejects. */
+function readLines(res: http.IncomingMessage, onLine: (v: unknown) => void, resolve: (v: undefined) => void, reject: (e: unknown) => void): void {
+  let rest = '';
+  let failed = false;
+  res.setEncoding('utf8');
+  res.on('data', (text: string) => {
+    if (failed) return;
+    rest += text;
+    const end = rest.lastIndexOf('\n');
+    if (end < 0) return;
+    const lines = rest.slice(0, end).split('\n').filter((l) => l.trim());
+    rest = rest.slice(end + 1);
+    // The lines of a chunk as one JSON array: one parse per chunk, not per line.
+    let values: unknown[];
+    try { values = JSON.parse(`[${lines.join(',')}]`) as unknown[]; } catch (e) { failed = true; res.destroy(); reject(e); return; }
+    for (const v of values) onLine(v);
+  });
+  res.on('end', () => { if (!failed) resolve(undefined); });
+  res.on('aborted', () => { if (!failed) { failed = true; reject(new SwarmError('SWARM_ERR_NO_SWARM', 'the hub closed the answer before its end')); } });
+  res.on('error', (err) => { if (!failed) { failed = true; reject(err); } });
 }

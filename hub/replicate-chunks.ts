@@ -3,34 +3,29 @@ import type { ReplicaEntry } from '../protocol/index.js';
 
 type ReplEntry = ReplicaEntry;
 
-/**
- * An entry's JSON length, or a little more: the strings that can be long (spec, text, error, receipt)
- * measured exactly, the rest bounded. Serialising every entry only to measure it was a third of the
- * hub's replication cost.
- */
-function entryBytes(e: ReplEntry): number {
-  let n = 200 + e.id.length;
-  if (e.spec) n += JSON.stringify(e.spec).length;
-  if (e.lease) n += e.lease.worker.length;
-  const o = e.result ?? e.failure;
-  if (o) n += o.worker.length;
-  if (e.result?.text !== undefined) n += JSON.stringify(e.result.text).length;
-  if (e.result?.receipt !== undefined) n += JSON.stringify(e.result.receipt).length;
-  if (e.failure) n += JSON.stringify(e.failure.error).length;
-  return n;
-}
+/** One STATE frame's entries, and the same entries as JSON text (the array's inside, without brackets). */
+export interface Chunk { entries: ReplEntry[]; json: string }
 
-/** Split entries into groups of at most `max` bytes (JSON length); an entry over 900 KiB is dropped (frames are bounded at 1 MiB). */
-export function chunks(entries: ReplEntry[], max: number, log: Logger): ReplEntry[][] {
-  const out: ReplEntry[][] = [];
+/** Longest entry replicated, JSON characters: frames are bounded at 1 MiB. */
+const MAX_ENTRY = 900 * 1024;
+
+/**
+ * Split entries into groups of at most `max` JSON characters; an entry over 900 KiB is dropped.
+ * Each entry is serialised once, here: the text both sizes the groups and is the frame's payload,
+ * sent as it is to every holder (three holders used to cost three encodings of every delta, plus
+ * one more of each spec to measure it).
+ */
+export function chunks(entries: readonly ReplEntry[], max: number, log: Logger): Chunk[] {
+  const out: Chunk[] = [];
   let cur: ReplEntry[] = [];
+  let parts: string[] = [];
   let size = 0;
   for (const e of entries) {
-    const s = entryBytes(e);
-    if (s > 900 * 1024) { log.warn({ task: e.id, bytes: s }, 'task too large to replicate'); continue; }
-    if (cur.length && size + s > max) { out.push(cur); cur = []; size = 0; }
-    cur.push(e); size += s;
+    const text = JSON.stringify(e);
+    if (text.length > MAX_ENTRY) { log.warn({ task: e.id, bytes: text.length }, 'task too large to replicate'); continue; }
+    if (cur.length && size + text.length > max) { out.push({ entries: cur, json: parts.join(',') }); cur = []; parts = []; size = 0; }
+    cur.push(e); parts.push(text); size += text.length + 1;
   }
-  if (cur.length) out.push(cur);
+  if (cur.length) out.push({ entries: cur, json: parts.join(',') });
   return out;
 }

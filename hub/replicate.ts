@@ -184,8 +184,9 @@ export class HubReplicator {
     this.pending = new Map();
     if (!entries.length) return;
     this.stats.deltas += entries.length;
-    for (const chunk of chunks(entries, this.opts.chunkBytes ?? 256 * 1024, this.log)) {
-      for (const w of this.holding) { w.conn.send(Type.STATE, { full: false, entries: chunk }); this.stats.stateFrames++; }
+    for (const c of chunks(entries, this.opts.chunkBytes ?? 256 * 1024, this.log)) {
+      const payloadJson = `{"full":false,"entries":[${c.json}]}`;
+      for (const w of this.holding) { w.conn.send(Type.STATE, { full: false, entries: c.entries }, { payloadJson }); this.stats.stateFrames++; }
     }
   }
 
@@ -229,7 +230,10 @@ export class HubReplicator {
 
   private sendFull(w: WorkerEntry, all: ReplEntry[]): void {
     const parts = chunks(all, this.opts.chunkBytes ?? 256 * 1024, this.log);
-    parts.forEach((entries, part) => { w.conn.send(Type.STATE, { full: true, part, parts: parts.length, entries }); this.stats.stateFrames++; });
+    parts.forEach((c, part) => {
+      w.conn.send(Type.STATE, { full: true, part, parts: parts.length, entries: c.entries }, { payloadJson: `{"full":true,"part":${part},"parts":${parts.length},"entries":[${c.json}]}` });
+      this.stats.stateFrames++;
+    });
   }
 
   /**

@@ -34,7 +34,7 @@ export class Waits {
   /** Waits being held now. */
   get count(): number { return this.active; }
 
-  async handle(body: { ids?: unknown; timeout_ms?: unknown }, res: http.ServerResponse): Promise<void> {
+  async handle(body: { ids?: unknown; timeout_ms?: unknown; stream?: unknown }, res: http.ServerResponse): Promise<void> {
     if (!Array.isArray(body.ids) || !body.ids.every((x) => typeof x === 'string')) throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', 'ids must be a list of task ids');
     const ids = body.ids as string[];
     const q = this.store().queue;
@@ -43,6 +43,7 @@ export class Waits {
     const timeout = Math.max(0, Math.min(this.opts.maxWaitMs, typeof body.timeout_ms === 'number' ? body.timeout_ms : this.opts.maxWaitMs));
     this.active++;
     try {
+      if (body.stream === true) { await this.live(ids, timeout, res); return; }
       const pending = new Set(ids.filter((id) => !isFinal(q.get(id)!)));
       if (pending.size > 0) await this.until(pending, timeout, res);
       if (res.destroyed) return;
@@ -75,6 +76,62 @@ export class Waits {
     }
     chunk += ']}';
     if (await this.write(res, chunk)) res.end();
+  }
+
+  /**
+   * `stream: true`: NDJSON, one task per line as it becomes final (those final already first), then
+   * at the end (all final, or the timeout) the tasks still open as they stand, and a last line
+   * `{"complete":…,"final":n}`. The client reads results while the rest run, and needs no second
+   * pass over a whole answer at the end. Lines written in one event-loop turn go out as one chunk;
+   * a client that does not read holds the writer (ids wait, the store has the results).
+   */
+  private async live(ids: string[], timeout: number, res: http.ServerResponse): Promise<void> {
+    const q = this.store().queue;
+    const open = new Set<string>();
+    const ready: string[] = [];
+    for (const id of ids) if (isFinal(q.get(id)!)) ready.push(id); else open.add(id);
+    let wake: (() => void) | undefined;
+    let soon = false;
+    const kick = (): void => {
+      if (soon) return;
+      soon = true;
+      setImmediate(() => { soon = false; wake?.(); });
+    };
+    const off = this.store().subscribe((e) => {
+      if ((e.type === 'done' || e.type === 'failed') && open.delete(e.rec.id)) { ready.push(e.rec.id); kick(); }
+    });
+    let timer: NodeJS.Timeout | undefined;
+    let timedOut = false;
+    const onClose = (): void => wake?.();
+    res.once('close', onClose);
+    const deadline = Date.now() + timeout;
+    try {
+      res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+      let sent = 0;
+      for (;;) {
+        let chunk = '';
+        for (; sent < ready.length; sent++) {
+          chunk += `${JSON.stringify(taskView(q.get(ready[sent]!)!))}\n`;
+          if (chunk.length >= this.opts.chunkBytes) { if (!(await this.write(res, chunk))) return; chunk = ''; }
+        }
+        if (chunk && !(await this.write(res, chunk))) return;
+        if (res.destroyed) return;
+        if (open.size === 0 || timedOut) break;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          timer = setTimeout(() => { timedOut = true; resolve(); }, Math.max(0, deadline - Date.now()));
+        });
+        wake = undefined;
+        clearTimeout(timer);
+      }
+      let tail = '';
+      for (const id of open) tail += `${JSON.stringify(taskView(q.get(id)!))}\n`;
+      if (await this.write(res, `${tail}${JSON.stringify({ complete: open.size === 0, final: ids.length - open.size })}\n`)) res.end();
+    } finally {
+      off();
+      clearTimeout(timer);
+      res.off('close', onClose);
+    }
   }
 
   /** Write one chunk; if the socket's buffer is full, wait until the client reads. False: the client is gone (or stalled and cut off). */

@@ -222,6 +222,15 @@ export function encodeLine(msg: unknown): Buffer {
   return Buffer.from(JSON.stringify(msg) + '\n', 'utf8');
 }
 
+/**
+ * Encode an NDJSON line whose payload is already JSON text (`payloadJson`, the encoding of a plain
+ * value): the hub sends one STATE delta to several holders, and serialising it once for all of them
+ * is what this is for. `envelope` is the message without its payload.
+ */
+export function encodeLineWithPayload(envelope: Record<string, unknown>, payloadJson: string): Buffer {
+  return Buffer.from(`${JSON.stringify(envelope).slice(0, -1)},"payload":${payloadJson}}\n`, 'utf8');
+}
+
 /** Encode one message as a length-prefixed msgpack frame. */
 export function encodeMsgpack(msg: unknown): Buffer {
   const body = packr.pack(msg);

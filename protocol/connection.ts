@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import { LineDecoder, MsgpackDecoder, encodeLine, encodeMsgpack, type Decoder, type FrameSink } from './codec.js';
+import { LineDecoder, MsgpackDecoder, encodeLine, encodeLineWithPayload, encodeMsgpack, type Decoder, type FrameSink } from './codec.js';
 import { ErrorCode, type ErrorCode as Code } from './errors.js';
 import type { AnyMessage, Payload } from './schemas.js';
 import { validate } from './validate.js';
@@ -84,13 +84,23 @@ export class Connection {
    * Queue a message; returns its id. Writes are batched and flushed once per event-loop turn
    * (setImmediate, not a microtask): a worker that finishes several short tasks in one turn, each
    * after its own awaits, sends their results in one write, so the peer wakes once for all of them.
+   * `payloadJson`, when given, must be `JSON.stringify(payload)`: an NDJSON link sends it as it is
+   * (one encoding shared by several links); a msgpack link encodes `payload`.
    */
-  send<T extends Type>(type: T, payload: Payload<T>, opts: { re?: string; dst?: string; id?: string } = {}): string {
+  send<T extends Type>(type: T, payload: Payload<T>, opts: { re?: string; dst?: string; id?: string; payloadJson?: string } = {}): string {
     const id = opts.id ?? newId();
     if (this.closed) return id;
-    const msg: Record<string, unknown> = { ver: PROTOCOL_VERSION, id, type, src: this.name, dst: opts.dst ?? this.peer, payload };
-    if (opts.re !== undefined) msg.re = opts.re;
-    const buf = this.codec === Codec.MSGPACK ? encodeMsgpack(msg) : encodeLine(msg);
+    const dst = opts.dst ?? this.peer;
+    let buf: Buffer;
+    if (opts.payloadJson !== undefined && this.codec !== Codec.MSGPACK) {
+      const env: Record<string, unknown> = { ver: PROTOCOL_VERSION, id, type, src: this.name, dst };
+      if (opts.re !== undefined) env.re = opts.re;
+      buf = encodeLineWithPayload(env, opts.payloadJson);
+    } else {
+      const msg: Record<string, unknown> = { ver: PROTOCOL_VERSION, id, type, src: this.name, dst, payload };
+      if (opts.re !== undefined) msg.re = opts.re;
+      buf = this.codec === Codec.MSGPACK ? encodeMsgpack(msg) : encodeLine(msg);
+    }
     this.out.push(buf);
     this.outBytes += buf.length;
     if (this.socket.writableLength + this.outBytes > this.maxOutbound) {

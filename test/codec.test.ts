@@ -1,5 +1,5 @@
 import t from 'tap';
-import { LineDecoder, MsgpackDecoder, encodeLine, encodeMsgpack, type FrameSink } from '../protocol/index.js';
+import { LineDecoder, MsgpackDecoder, encodeLine, encodeLineWithPayload, encodeMsgpack, type FrameSink } from '../protocol/index.js';
 
 function sink() {
   const frames: unknown[] = [];
@@ -16,6 +16,19 @@ t.test('NDJSON fed one byte at a time gives the same frames', async (t) => {
   for (let i = 0; i < bytes.length; i++) dec.push(bytes.subarray(i, i + 1));
   t.same(frames, msgs);
   t.same(errors, []);
+});
+
+t.test('a line built around payload JSON encoded once decodes to the same message as encodeLine', async (t) => {
+  const { s, frames, errors } = sink();
+  const dec = new LineDecoder(s);
+  const payload = { full: false, entries: [{ id: 'a', spec: { id: 'a', prompt: 'ünï "q" \n 🐝' }, seq: 0 }, { id: 'b', result: { worker: 'w-1', attempt: 1, text: '' } }] };
+  const env = { ver: 1, id: 'm1', type: 'STATE', src: 'hub', dst: 'w-1' };
+  const shared = JSON.stringify(payload);
+  dec.push(encodeLineWithPayload(env, shared));
+  dec.push(encodeLineWithPayload({ ...env, id: 'm2', dst: 'w-2', re: 'r' }, shared));
+  t.same(frames, [{ ...env, payload }, { ...env, id: 'm2', dst: 'w-2', re: 'r', payload }]);
+  t.same(errors, []);
+  t.same(JSON.parse(encodeLineWithPayload(env, shared).toString()), JSON.parse(encodeLine({ ...env, payload }).toString()));
 });
 
 t.test('a multi-byte UTF-8 character split across chunks is decoded whole', async (t) => {

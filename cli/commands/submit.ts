@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { SwarmError } from '../../protocol/errors.js';
 import { randomId } from '../../protocol/ids.js';
 import { Exit, fail } from '../exit.js';
-import { swarmOptions, remoteTarget, type RemoteOptions, call } from '../http.js';
+import { swarmOptions, remoteTarget, type RemoteOptions, type ControlTarget, call, callLines } from '../http.js';
 import { int } from '../options.js';
 import { Progress } from '../progress.js';
 import { stateDir } from '../state.js';
@@ -63,7 +63,7 @@ export function registerSubmit(program: Command): void {
           else for (const a of accepted) process.stdout.write(`${a.id}${a.duplicate ? ' (duplicate: already submitted)' : ''}\n`);
           return;
         }
-        const waited = await withRetry(() => call<Waited>(hub(), 'POST', '/wait', { ids: accepted.map((a) => a.id), timeout_ms: o.timeout }, o.timeout + 10_000), o.retryFor, retried('wait'));
+        const waited = await withRetry(() => waitFor(hub(), accepted.map((a) => a.id), o.timeout, new Progress(o.json || tasks.length < BATCH)), o.retryFor, retried('wait'));
         const failed = waited.tasks.filter((t) => t.state === 'failed').length;
         if (o.json) process.stdout.write(JSON.stringify({ complete: waited.complete, failed, tasks: waited.tasks }) + '\n');
         else for (const t of waited.tasks) {
@@ -74,6 +74,32 @@ export function registerSubmit(program: Command): void {
         if (failed) process.exit(Exit.TASKS_FAILED);
       } catch (err) { fail(err, o.json); }
     });
+}
+
+type TaskView = Waited['tasks'][number];
+
+/**
+ * POST /wait, streamed: results arrive as tasks finish (progress shows them), and the answer is put
+ * together here in the order of `ids`, as the one-piece answer of a hub that predates streaming is.
+ */
+async function waitFor(hub: ControlTarget, ids: string[], timeoutMs: number, progress: Progress): Promise<Waited> {
+  const views = new Map<string, TaskView>();
+  let end: { complete?: unknown } | undefined;
+  let final = 0;
+  let shownAt = 0;
+  const whole = await callLines<Waited>(hub, 'POST', '/wait', { ids, timeout_ms: timeoutMs, stream: true }, (v) => {
+    const x = v as TaskView & { complete?: unknown };
+    if (typeof x.id !== 'string') { end = x; return; }
+    if ((x.state === 'done' || x.state === 'failed') && !views.has(x.id)) final++;
+    views.set(x.id, x);
+    const now = Date.now();
+    if (now - shownAt >= 250) { shownAt = now; progress.update(`finished ${final}/${ids.length}`); }
+  }, timeoutMs + 10_000);
+  progress.done();
+  if (whole) return whole;
+  const tasks = ids.map((id) => views.get(id));
+  if (!end || tasks.some((t) => t === undefined)) throw new SwarmError('SWARM_ERR_NO_SWARM', 'the hub ended its answer before every task was in it');
+  return { complete: end.complete === true, tasks: tasks as TaskView[] };
 }
 
 type TaskInput = { prompt: string; id?: string; role?: string; priority?: number; max_tokens?: number } & Record<string, unknown>;
