@@ -98,3 +98,23 @@ t.test('bucket summaries: equal replicas agree on every bucket; a sync round tou
   t.equal(b.get('t-5')!.result!.text, 'better');
   t.ok(a.get('new-1'), 'a got the task only b had');
 });
+
+t.test('fingerprints read after every merge and read once at the end agree', async (t) => {
+  const rand = seededRandom(7);
+  const deltas: Entry[] = [];
+  for (let i = 0; i < 500; i++) {
+    deltas.push({ id: `t-${i}`, spec: spec(`t-${i}`), seq: i });
+    deltas.push({ id: `t-${i}`, lease: { worker: `w-${i % 7}`, attempt: 1, epoch: 0, until: 10 } });
+    if (i % 3) deltas.push({ id: `t-${i}`, result: { worker: `w-${i % 7}`, attempt: 1, text: `r${i}` } });
+  }
+  const eager = new Replica();
+  const lazy = new Replica();
+  for (const d of pick(deltas, deltas.length, rand)) {
+    eager.merge(d);
+    eager.buckets(); // read at every step: each merge is fingerprinted before the next
+    lazy.merge(d);
+  }
+  t.same(lazy.buckets(), eager.buckets(), 'every bucket sum agrees');
+  t.same(lazy.digest(100), eager.digest(100), 'every entry hash agrees');
+  t.same(lazy.diff(eager.digest(100)[0]!), { send: [], want: [] }, 'nothing to exchange');
+});

@@ -68,6 +68,12 @@ export class Replica {
   private readonly bucketHash = new Uint32Array(BUCKETS);
   /** Per bucket, its ids: a sync round reads the differing buckets, not the whole history. */
   private readonly inBucket: Set<string>[] = Array.from({ length: BUCKETS }, () => new Set<string>());
+  /**
+   * Ids merged since their fingerprints were last brought up to date. In star mode a holder merges
+   * every delta the hub sends and nobody asks for a digest until a failover: fingerprinting each merge
+   * was about half of a holder's merge time, so it waits here until a digest is asked for (`settle`).
+   */
+  private readonly unhashed = new Set<string>();
   /** Ids of entries not final yet: what a coordinator dispatches from (a run's history can be long). */
   private readonly open = new Set<string>();
   /** Entries per state, kept on merge (status is written every second). */
@@ -171,17 +177,27 @@ export class Replica {
     this.byState[stateOf(e)]++;
     if (e.result || e.failure) this.open.delete(d.id); else this.open.add(d.id);
     this.entries.set(d.id, e);
-    const h = this.hash(e);
-    const old = this.hashes.get(d.id);
-    const idh = fnv(d.id);
-    const b = idh % BUCKETS;
-    let bh = this.bucketHash[b]!;
-    if (old !== undefined) bh ^= pairHash(idh, old);
-    else this.inBucket[b]!.add(d.id);
-    this.bucketHash[b] = (bh ^ pairHash(idh, h)) >>> 0;
-    this.hashes.set(d.id, h);
+    this.unhashed.add(d.id);
     for (const fn of this.listeners) fn(e, d);
     return true;
+  }
+
+  /** Bring the fingerprints (entry hashes, bucket sums) up to date with the merges since the last call. */
+  private settle(): void {
+    if (this.unhashed.size === 0) return;
+    for (const id of this.unhashed) {
+      const h = this.hash(this.entries.get(id)!);
+      const old = this.hashes.get(id);
+      if (old === h) continue;
+      const idh = fnv(id);
+      const b = idh % BUCKETS;
+      let bh = this.bucketHash[b]!;
+      if (old !== undefined) bh ^= pairHash(idh, old);
+      else this.inBucket[b]!.add(id);
+      this.bucketHash[b] = (bh ^ pairHash(idh, h)) >>> 0;
+      this.hashes.set(id, h);
+    }
+    this.unhashed.clear();
   }
 
   /** Fingerprint of what merge compares; equal fingerprints mean nothing to exchange. */
@@ -198,6 +214,7 @@ export class Replica {
 
   /** Digest of the whole replica, in chunks of at most `perChunk` ids covering disjoint id ranges. */
   digest(perChunk = 2000): DigestChunk[] {
+    this.settle();
     const ids = [...this.entries.keys()].sort(cmpStr);
     const out: DigestChunk[] = [];
     for (let i = 0; i < ids.length || out.length === 0; i += perChunk) {
@@ -213,10 +230,11 @@ export class Replica {
   }
 
   /** The summary digest: one fingerprint per bucket of ids. Equal buckets hold the same entries. */
-  buckets(): number[] { return Array.from(this.bucketHash); }
+  buckets(): number[] { this.settle(); return Array.from(this.bucketHash); }
 
   /** Buckets whose fingerprint differs from a peer's summary. */
   differingBuckets(theirs: number[]): number[] {
+    this.settle();
     const out: number[] = [];
     for (let b = 0; b < BUCKETS; b++) if (this.bucketHash[b] !== (theirs[b] ?? 0) >>> 0) out.push(b);
     return out;
@@ -227,6 +245,7 @@ export class Replica {
    * group holds whole buckets and at most about `maxPairs` pairs (a bucket larger than that goes alone).
    */
   bucketDigest(bs: number[], maxPairs = 5000): { bs: number[]; d: [string, number][] }[] {
+    this.settle();
     const per = new Map<number, [string, number][]>();
     for (const b of bs) per.set(b, [...this.inBucket[b] ?? []].map((id): [string, number] => [id, this.hashes.get(id)!]));
     const out: { bs: number[]; d: [string, number][] }[] = [];
@@ -242,6 +261,7 @@ export class Replica {
 
   /** Like `diff`, within the given buckets. */
   diffBuckets(bs: number[], theirs: [string, number][]): { send: string[]; want: string[] } {
+    this.settle();
     const t = new Map(theirs);
     const send: string[] = [];
     const want: string[] = [];
@@ -254,6 +274,7 @@ export class Replica {
 
   /** Compare a peer's digest chunk with ours: what to send them, and what to ask them for. */
   diff(c: DigestChunk): { send: string[]; want: string[] } {
+    this.settle();
     const theirs = new Map(c.d);
     const send: string[] = [];
     const want: string[] = [];
