@@ -52,6 +52,21 @@ export class Dispatcher {
 
   stop(): void { if (this.readyTimer) clearTimeout(this.readyTimer); }
 
+  /**
+   * Dispatch now, and put the TASK_REQs on the wire at once: for a batch just accepted, whose
+   * replication and answer to the submitter (the encoding of thousands of entries) would otherwise
+   * go first, with the workers idle meanwhile.
+   */
+  dispatchNow(): void {
+    if (this.hub.isStopping) return;
+    const sent = new Set<WorkerEntry>();
+    this.onSend = (w) => sent.add(w);
+    try { this.dispatch(); } finally { this.onSend = undefined; }
+    for (const w of sent) w.conn.flush();
+  }
+
+  private onSend?: (w: WorkerEntry) => void;
+
   private dispatch(): void {
     this.scheduled = false;
     // Free slots first, then queue places (short tasks only, see WorkerEntry.capacity): a task waits
@@ -106,6 +121,7 @@ export class Dispatcher {
       json_schema: s.json_schema, timeout_ms: s.timeout_ms,
     });
     w.leased(rec.id, reqId, now);
+    this.onSend?.(w);
     this.hub.failover.changed(rec);
     const readyAt = this.readyAt.get(rec.id) ?? 0;
     this.readyAt.delete(rec.id);

@@ -98,6 +98,8 @@ export class Hub implements HubContext {
     const fresh = out.filter((r) => !r.duplicate);
     this.dispatcher.accepted(fresh.map((r) => r.record.id));
     for (const r of fresh) { this.metrics.submitted++; this.failover.changed(r.record, true); }
+    // The workers start before the holders' copy is encoded; both go before the submitter's answer.
+    if (fresh.length) this.dispatcher.dispatchNow();
     this.failover.flush();
     this.scheduleDispatch();
     return out;

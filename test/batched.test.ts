@@ -161,6 +161,25 @@ t.test('a killed worker frees its sequence and the next worker gets it', async (
   t.ok(r.text.length > 0);
 });
 
+t.test('a worker that finds every sequence taken gives up after seq_wait_ms with ENGINE_START, and gets one once it is free', async (t) => {
+  if (missingPrereq(t, model)) return;
+  const dir = tempDir(t);
+  const child = spawn(process.execPath, [...tsNodeArgs(), path.join(HERE, 'fixtures/batched-holder.ts'), STORIES, dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+  t.teardown(() => { try { child.kill('SIGKILL'); } catch { /* gone */ } });
+  await new Promise<string>((resolve) => { let b = ''; child.stdout!.on('data', (x: Buffer) => { b += x; if (b.includes('\n')) resolve(b); }); });
+  const late = driver(dir, { sequences: '1', seq_wait_ms: '400' });
+  cleanup(t, dir, [late]);
+  const t0 = performance.now();
+  const err = await late.start().then(() => undefined, (e: unknown) => e);
+  const waited = performance.now() - t0;
+  t.ok(err instanceof SwarmError && err.code === 'SWARM_ERR_ENGINE_START', `refused with ENGINE_START: ${(err as Error)?.message}`);
+  t.ok(waited >= 350 && waited < 5000, `after about seq_wait_ms (${waited.toFixed(0)} ms)`);
+  child.kill('SIGKILL');
+  await late.start();
+  const r = await collect(late.chat('Once upon a time', { maxTokens: 4, temperature: 0 }));
+  t.ok(r.text.length > 0, 'the freed sequence serves it');
+});
+
 t.test('kill -9 of the engine mid-generation fails the chat with ENGINE_DIED; the next chat starts a new engine', async (t) => {
   if (missingPrereq(t, model)) return;
   const dir = tempDir(t);

@@ -75,7 +75,16 @@ export class BatchedDriver implements Driver {
     }
     const c = new SeqConn(sock);
     const release = c.hold();
-    try { await c.ready(); } finally { release(); }
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const waited = o.seqWaitMs > 0 ? new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          c.close();
+          reject(new SwarmError('SWARM_ERR_ENGINE_START', `batched engine: all its sequences are taken (waited ${o.seqWaitMs} ms for one); start it with more (--driver-opt sequences=N; swarm up gives it one per agent slot) or stop a worker`));
+        }, o.seqWaitMs);
+      }) : undefined;
+      await (waited ? Promise.race([c.ready(), waited]) : c.ready());
+    } finally { clearTimeout(timer); release(); }
     return c;
   }
 

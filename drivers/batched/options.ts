@@ -21,6 +21,12 @@ export interface BatchedOptions {
   /** The engine exits this long after its last worker left. */
   idleMs: number;
   /**
+   * How long a worker waits for a sequence when all are taken (0: for ever). After it, starting the
+   * driver fails with ENGINE_START, which hands a task back without using an attempt: a worker
+   * started beside a full engine must not sit on a task until its lease runs out.
+   */
+  seqWaitMs: number;
+  /**
    * Keep a sequence's tokens between chats, so a prompt that starts like the last one evaluates only
    * the rest (default). `prefix_cache=0` evaluates every prompt whole: the baseline of the reuse bench.
    */
@@ -37,7 +43,7 @@ function flag(o: Record<string, string>, key: string, def: boolean): boolean {
   throw new SwarmError('SWARM_ERR_CONFIG', `batched option ${key} must be 0 or 1, got "${v}"`);
 }
 
-const KNOWN = new Set(['threads', 'ctx', 'sequences', 'dir', 'start_timeout_ms', 'idle_ms', 'prefix_cache']);
+const KNOWN = new Set(['threads', 'ctx', 'sequences', 'dir', 'start_timeout_ms', 'idle_ms', 'seq_wait_ms', 'prefix_cache']);
 /** Options of the per-worker embedded driver that mean nothing here: accepted, so `--engine` can switch freely. */
 const IGNORED = new Set(['slots', 'stop_grace_ms', 'download_stall_ms']);
 
@@ -51,6 +57,7 @@ export function parseBatchedOptions(o: Record<string, string>): BatchedOptions {
     dir: o.dir || process.env.SWARM_ENGINE_DIR || undefined,
     startTimeoutMs: num(o, 'start_timeout_ms', 120_000, 100),
     idleMs: num(o, 'idle_ms', 2000, 0),
+    seqWaitMs: num(o, 'seq_wait_ms', 10_000, 0),
     prefixCache: flag(o, 'prefix_cache', true),
   };
 }
