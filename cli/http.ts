@@ -1,6 +1,5 @@
 import fs from 'node:fs';
 import http from 'node:http';
-import https from 'node:https';
 import net from 'node:net';
 import { SwarmError, isErrorCode } from '../protocol/errors.js';
 
@@ -79,15 +78,17 @@ class StaleSocket extends Error {
   constructor(readonly error: SwarmError) { super(error.message); }
 }
 
-function attempt<T>(hub: ControlTarget, method: string, path: string, body: unknown, timeoutMs: number, onLine?: (v: unknown) => void): Promise<T> {
+async function attempt<T>(hub: ControlTarget, method: string, path: string, body: unknown, timeoutMs: number, onLine?: (v: unknown) => void): Promise<T> {
   const data = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
+  // TLS loads only for a remote hub: every local `swarm submit` would pay for it at start.
+  const https = hub.control.tls ? (await import('node:https')).default : undefined;
   return new Promise((resolve, reject) => {
     const c = hub.control;
     let ca = c.ca;
     if (c.tls && ca === undefined && c.ca_file) { try { ca = fs.readFileSync(c.ca_file, 'utf8'); } catch { /* then the system's CAs */ } }
     // Over TLS the certificate is checked against the given CA (else the system's); an IP is checked
     // against the certificate's IP names, a name against its DNS names.
-    const req = (c.tls ? https : http).request({
+    const req = (https ?? http).request({
       host: c.host, port: c.port, method, path, timeout: timeoutMs,
       ...(c.tls ? { ca, servername: net.isIP(c.host) ? undefined : c.host } : {}),
       headers: {
