@@ -14,6 +14,17 @@ export function syscalls(pid: number): { reads: number; writes: number } {
   return { reads: Number(/^syscr:\s+(\d+)/m.exec(t)?.[1] ?? 0), writes: Number(/^syscw:\s+(\d+)/m.exec(t)?.[1] ?? 0) };
 }
 
+/**
+ * The machine's CPU seconds so far by kind, from /proc/stat: `idle` (with iowait) is capacity nobody
+ * used, `steal` what the hypervisor gave to other guests. Differences around a run tell a run that
+ * left cores idle from one that lost them to the host.
+ */
+export function machineCpu(): { busy: number; idle: number; steal: number } {
+  const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = f;
+  return { busy: (user + nice + system + irq + softirq) / 100, idle: (idle + iowait) / 100, steal: steal / 100 };
+}
+
 /** Resident set size in MB, from /proc/PID/status. */
 export function rssMb(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));

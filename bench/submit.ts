@@ -7,7 +7,8 @@
  * cores the wall time follows the load, the CPU much less.
  *
  * `--warm N` sets the warm-up batch (1,000) and `--idle-ms N` waits that long after it, as a swarm
- * that ran a batch and sat idle before the next.
+ * that ran a batch and sat idle before the next. `machine_*` are /proc/stat over the command: CPU-s
+ * used by everything, left idle, and stolen by the hypervisor (this VM's host is shared).
  *
  * Run: `node dist/bench/submit.js [--tasks 5000] [--workers 25] [--rounds 2] [--slots 1] [--warm 1000] [--idle-ms 0] [--out FILE]`.
  * Appends one line per run to bench/results/submit.jsonl (or --out).
@@ -17,7 +18,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ROOT, CLI, arg } from './args.js';
-import { cpuSeconds, machine, syscalls } from './proc.js';
+import { cpuSeconds, machine, machineCpu, syscalls } from './proc.js';
 
 const TASKS = Number(arg('tasks', '5000'));
 const WORKERS = Number(arg('workers', '25'));
@@ -91,7 +92,9 @@ async function once(failover: boolean, round: number) {
     const each0 = p.workers.map((w) => cpuOf([w]));
     const hc0 = callsOf([p.hub]), wc0 = callsOf(p.workers);
     const load = os.loadavg()[0]!;
+    const m0 = machineCpu();
     const r = swarm(['submit', '--file', file, '--wait', '--json'], dir);
+    const m1 = machineCpu();
     const hubCpu = cpuOf([p.hub]) - h0, workerCpu = cpuOf(p.workers) - w0;
     const hc = callsOf([p.hub]), wc = callsOf(p.workers);
     // Per worker, highest first: the failover state holders stand out from the rest.
@@ -107,6 +110,8 @@ async function once(failover: boolean, round: number) {
       workers_cpu_top: each.slice(0, 5), workers_cpu_median: each[each.length >> 1],
       hub_reads: hc.reads - hc0.reads, hub_writes: hc.writes - hc0.writes, workers_reads: wc.reads - wc0.reads, workers_writes: wc.writes - wc0.writes,
       load_avg_1m_before: +load.toFixed(1), load_avg_1m_after: +os.loadavg()[0]!.toFixed(1),
+      // The whole machine over the command: CPU-s used (all processes), left idle, and stolen by the host.
+      machine_busy_s: +(m1.busy - m0.busy).toFixed(2), machine_idle_s: +(m1.idle - m0.idle).toFixed(2), machine_steal_s: +(m1.steal - m0.steal).toFixed(2),
     };
   } finally {
     spawnSync(process.execPath, [CLI, 'down', '--state-dir', dir]);
