@@ -10,7 +10,9 @@
  * that ran a batch and sat idle before the next. `machine_*` are /proc/stat over the command: CPU-s
  * used by everything, left idle, and stolen by the hypervisor (this VM's host is shared).
  *
- * Run: `node dist/bench/submit.js [--tasks 5000] [--workers 25] [--rounds 2] [--slots 1] [--warm 1000] [--idle-ms 0] [--out FILE]`.
+ * `--batches N` measures N batches one after another on the same swarm (a record each, `batch` 0..N-1).
+ *
+ * Run: `node dist/bench/submit.js [--tasks 5000] [--workers 25] [--rounds 2] [--slots 1] [--warm 1000] [--idle-ms 0] [--batches 1] [--out FILE]`.
  * Appends one line per run to bench/results/submit.jsonl (or --out).
  */
 import { spawnSync } from 'node:child_process';
@@ -27,6 +29,8 @@ const ROUNDS = Number(arg('rounds', '2'));
 const SLOTS = Number(arg('slots', '1'));
 const WARM = Number(arg('warm', '1000'));
 const IDLE_MS = Number(arg('idle-ms', '0'));
+/** Measured batches on each swarm, one after another: the first shows a cold start, the later ones a warm swarm. */
+const BATCHES = Number(arg('batches', '1'));
 const OUT = arg('out', path.join(ROOT, 'bench/results/submit.jsonl'));
 
 /** CPU seconds of this process's waited-for children so far (fields cutime, cstime of /proc/self/stat). */
@@ -77,7 +81,8 @@ function writeTasks(file: string, n: number, tag: string): Set<string> {
   return ids;
 }
 
-async function once(failover: boolean, round: number) {
+/** One swarm: up, the warm-up, then BATCHES measured batches one after another (a record each). */
+async function once(failover: boolean, round: number): Promise<Record<string, unknown>[]> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-submit-'));
   try {
     const up = swarm(['up', '-n', String(WORKERS), '--driver', 'echo', '--detach', '--json', '--slots', String(SLOTS), ...(failover ? [] : ['--no-failover'])], dir);
@@ -85,44 +90,51 @@ async function once(failover: boolean, round: number) {
     writeTasks(warmFile, WARM, `warm${round}`);
     swarm(['submit', '--file', warmFile, '--wait', '--json'], dir);
     if (IDLE_MS > 0) await new Promise((r) => setTimeout(r, IDLE_MS));
-    const file = path.join(dir, 'tasks.jsonl');
-    const ids = writeTasks(file, TASKS, `t${round}`);
-    const p = pids(dir);
-    const h0 = cpuOf([p.hub]), w0 = cpuOf(p.workers);
-    const each0 = p.workers.map((w) => cpuOf([w]));
-    const hc0 = callsOf([p.hub]), wc0 = callsOf(p.workers);
-    const load = os.loadavg()[0]!;
-    const m0 = machineCpu();
-    const r = swarm(['submit', '--file', file, '--wait', '--json'], dir);
-    const m1 = machineCpu();
-    const hubCpu = cpuOf([p.hub]) - h0, workerCpu = cpuOf(p.workers) - w0;
-    const hc = callsOf([p.hub]), wc = callsOf(p.workers);
-    // Per worker, highest first: the failover state holders stand out from the rest.
-    const each = p.workers.map((w, i) => +(cpuOf([w]) - each0[i]!).toFixed(2)).sort((a, b) => b - a);
-    const out = JSON.parse(r.stdout) as { complete: boolean; tasks: { state: string }[] };
-    const hubMs = hubSideMs(dir, ids);
-    return {
-      date: new Date().toISOString(), machine: machine(), failover, tasks: TASKS, workers: WORKERS, slots: SLOTS, warm: WARM, idle_ms: IDLE_MS, round,
-      done: out.tasks.filter((t) => t.state === 'done').length, complete: out.complete, up_ms: Math.round(up.ms),
-      command_ms: Math.round(r.ms), command_tasks_per_s: Math.round(TASKS / (r.ms / 1000)),
-      hub_side_ms: hubMs, hub_side_tasks_per_s: Math.round(TASKS / (hubMs / 1000)),
-      cli_cpu_s: +r.cliCpu.toFixed(2), hub_cpu_s: +hubCpu.toFixed(2), workers_cpu_s: +workerCpu.toFixed(2),
-      workers_cpu_top: each.slice(0, 5), workers_cpu_median: each[each.length >> 1],
-      hub_reads: hc.reads - hc0.reads, hub_writes: hc.writes - hc0.writes, workers_reads: wc.reads - wc0.reads, workers_writes: wc.writes - wc0.writes,
-      load_avg_1m_before: +load.toFixed(1), load_avg_1m_after: +os.loadavg()[0]!.toFixed(1),
-      // The whole machine over the command: CPU-s used (all processes), left idle, and stolen by the host.
-      machine_busy_s: +(m1.busy - m0.busy).toFixed(2), machine_idle_s: +(m1.idle - m0.idle).toFixed(2), machine_steal_s: +(m1.steal - m0.steal).toFixed(2),
-    };
+    const out: Record<string, unknown>[] = [];
+    for (let batch = 0; batch < BATCHES; batch++) out.push(measure(dir, failover, round, batch, up.ms));
+    return out;
   } finally {
     spawnSync(process.execPath, [CLI, 'down', '--state-dir', dir]);
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
 
+function measure(dir: string, failover: boolean, round: number, batch: number, upMs: number): Record<string, unknown> {
+  const file = path.join(dir, `tasks-${batch}.jsonl`);
+  const ids = writeTasks(file, TASKS, `t${round}-${batch}`);
+  const p = pids(dir);
+  const h0 = cpuOf([p.hub]), w0 = cpuOf(p.workers);
+  const each0 = p.workers.map((w) => cpuOf([w]));
+  const hc0 = callsOf([p.hub]), wc0 = callsOf(p.workers);
+  const load = os.loadavg()[0]!;
+  const m0 = machineCpu();
+  const r = swarm(['submit', '--file', file, '--wait', '--json'], dir);
+  const m1 = machineCpu();
+  const hubCpu = cpuOf([p.hub]) - h0, workerCpu = cpuOf(p.workers) - w0;
+  const hc = callsOf([p.hub]), wc = callsOf(p.workers);
+  // Per worker, highest first: the failover state holders stand out from the rest.
+  const each = p.workers.map((w, i) => +(cpuOf([w]) - each0[i]!).toFixed(2)).sort((a, b) => b - a);
+  const out = JSON.parse(r.stdout) as { complete: boolean; tasks: { state: string }[] };
+  const hubMs = hubSideMs(dir, ids);
+  return {
+    date: new Date().toISOString(), machine: machine(), failover, tasks: TASKS, workers: WORKERS, slots: SLOTS, warm: WARM, idle_ms: IDLE_MS, round, batch,
+    done: out.tasks.filter((t) => t.state === 'done').length, complete: out.complete, up_ms: Math.round(upMs),
+    command_ms: Math.round(r.ms), command_tasks_per_s: Math.round(TASKS / (r.ms / 1000)),
+    hub_side_ms: hubMs, hub_side_tasks_per_s: Math.round(TASKS / (hubMs / 1000)),
+    cli_cpu_s: +r.cliCpu.toFixed(2), hub_cpu_s: +hubCpu.toFixed(2), workers_cpu_s: +workerCpu.toFixed(2),
+    workers_cpu_top: each.slice(0, 5), workers_cpu_median: each[each.length >> 1],
+    hub_reads: hc.reads - hc0.reads, hub_writes: hc.writes - hc0.writes, workers_reads: wc.reads - wc0.reads, workers_writes: wc.writes - wc0.writes,
+    load_avg_1m_before: +load.toFixed(1), load_avg_1m_after: +os.loadavg()[0]!.toFixed(1),
+    // The whole machine over the command: CPU-s used (all processes), left idle, and stolen by the host.
+    machine_busy_s: +(m1.busy - m0.busy).toFixed(2), machine_idle_s: +(m1.idle - m0.idle).toFixed(2), machine_steal_s: +(m1.steal - m0.steal).toFixed(2),
+  };
+}
+
 for (let round = 0; round < ROUNDS; round++) {
   for (const failover of [true, false]) {
-    const r = await once(failover, round);
-    fs.appendFileSync(OUT, JSON.stringify(r) + '\n');
-    console.log(JSON.stringify(r));
+    for (const r of await once(failover, round)) {
+      fs.appendFileSync(OUT, JSON.stringify(r) + '\n');
+      console.log(JSON.stringify(r));
+    }
   }
 }
