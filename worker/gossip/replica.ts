@@ -1,3 +1,4 @@
+// Over 300 lines on purpose: the merge, its deferred fingerprints and the digests that read them share one set of maps.
 /**
  * The replicated run state: every task's spec, lease and result, keyed by task id. Merging is a
  * join over a total order per field, so it is commutative, associative and idempotent: replicas
