@@ -1,3 +1,4 @@
+// Over 300 lines on purpose: a task's life on the agent (run, queue, give back, run for a gossip coordinator) is one state machine over its running and queued tasks.
 import os from 'node:os';
 import type { Logger } from 'pino';
 import { SwarmError, Type, errorCodeOf, type Connection, type Message, type AnyMessage } from '../protocol/index.js';
