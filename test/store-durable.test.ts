@@ -3,8 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import http from 'node:http';
-import { ControlServer, TaskStore } from '../hub/index.js';
-import { quiet, startHub, startPool, waitTasks, waitWorkers } from './helpers/inproc.js';
+import { TaskStore } from '../hub/index.js';
+import { startControlled, startHub, startPool, waitTasks, waitWorkers } from './helpers/inproc.js';
 
 const opts = { maxDepth: 100_000, leaseMs: 60_000, defaultMaxAttempts: 3 };
 const w = { id: 'w', caps: [] as string[] };
@@ -92,10 +92,7 @@ function post(agent: http.Agent, port: number, body: unknown): Promise<{ status:
 }
 
 t.test('10,000 /wait calls leave no listener behind', async (t) => {
-  const { hub, stop } = await startHub();
-  const control = new ControlServer(hub, { host: '127.0.0.1', port: 0 }, quiet);
-  const { port } = await control.start();
-  t.teardown(async () => { await control.stop(); await stop(); });
+  const { hub, control, port } = await startControlled(t);
   await hub.submit([{ id: 'never', prompt: 'no worker runs this' }]);
   const base = hub.store.events.size;
   const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });

@@ -1,8 +1,7 @@
 import t from 'tap';
 import http from 'node:http';
-import { ControlServer } from '../hub/index.js';
 import { callLines } from '../cli/http.js';
-import { quiet, startHub, startPool, waitWorkers } from './helpers/inproc.js';
+import { startControlled, startPool, waitWorkers } from './helpers/inproc.js';
 
 interface Line { id?: string; state?: string; text?: string; complete?: boolean; final?: number }
 
@@ -30,12 +29,10 @@ function streamed(port: number, body: unknown): Promise<{ status: number; type: 
 }
 
 t.test('a streamed /wait sends each result as its task finishes, every task once, then the end line', async (t) => {
-  const { hub, addr, stop } = await startHub();
-  const control = new ControlServer(hub, { host: '127.0.0.1', port: 0 }, quiet);
-  const { port } = await control.start();
+  const { hub, addr, control, port } = await startControlled(t);
   // Two agents, 150 ms a task, six tasks: three waves, the last ~450 ms after the first.
   const pool = startPool(addr, 2, { options: { latency_ms: '150' } });
-  t.teardown(async () => { await pool.stop(); await control.stop(); await stop(); });
+  t.teardown(() => pool.stop());
   t.ok(await waitWorkers(hub, 2), 'two agents joined');
   const ids = Array.from({ length: 6 }, (_, i) => `s-${i}`);
   await hub.submit(ids.map((id) => ({ id, prompt: id })));
@@ -52,10 +49,7 @@ t.test('a streamed /wait sends each result as its task finishes, every task once
 });
 
 t.test('a streamed /wait that times out lists the open tasks as they stand; 1,000 of them leave no listener', async (t) => {
-  const { hub, stop } = await startHub();
-  const control = new ControlServer(hub, { host: '127.0.0.1', port: 0 }, quiet);
-  const { port } = await control.start();
-  t.teardown(async () => { await control.stop(); await stop(); });
+  const { hub, control, port } = await startControlled(t);
   await hub.submit([{ id: 'never', prompt: 'no worker runs this' }]);
   const base = hub.store.events.size;
   const one = await streamed(port, { ids: ['never'], timeout_ms: 50, stream: true });
@@ -71,10 +65,7 @@ t.test('a streamed /wait that times out lists the open tasks as they stand; 1,00
 });
 
 t.test('a client that leaves a streamed /wait releases it; callLines gives the lines, or the whole answer of a one-piece /wait', async (t) => {
-  const { hub, stop } = await startHub();
-  const control = new ControlServer(hub, { host: '127.0.0.1', port: 0 }, quiet);
-  const { port } = await control.start();
-  t.teardown(async () => { await control.stop(); await stop(); });
+  const { hub, control, port } = await startControlled(t);
   await hub.submit([{ id: 'open', prompt: 'no worker runs this' }]);
   const base = hub.store.events.size;
   const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: '/wait', headers: { 'content-type': 'application/json' } });

@@ -1,5 +1,5 @@
 import pino from 'pino';
-import { Hub, hubConfig } from '../../hub/index.js';
+import { ControlServer, Hub, hubConfig } from '../../hub/index.js';
 import { WorkerPool } from '../../worker/index.js';
 import type { WorkerConfig } from '../../worker/config.js';
 
@@ -10,6 +10,15 @@ export async function startHub(over: Partial<Parameters<typeof hubConfig>[0]> = 
   const hub = new Hub(hubConfig({ port: 0, fsyncMs: 0, ...over }), quiet);
   const addr = await hub.start();
   return { hub, addr, stop: () => hub.stop({ killWorkers: true, graceMs: 1000 }) };
+}
+
+/** A hub in this process with its control API on 127.0.0.1:0; both stop at the test's end. */
+export async function startControlled(t: { teardown(fn: () => Promise<void>): void }, over: Partial<Parameters<typeof hubConfig>[0]> = {}) {
+  const h = await startHub(over);
+  const control = new ControlServer(h.hub, { host: '127.0.0.1', port: 0 }, quiet);
+  const { port } = await control.start();
+  t.teardown(async () => { await control.stop(); await h.stop(); });
+  return { ...h, control, port };
 }
 
 /** K agents in this process connected to `addr`. */
