@@ -55,12 +55,12 @@ const IDEMPOTENT = new Set(['GET', 'HEAD']);
  * request that fails because a pooled keep-alive socket was closed under it (the server closed the
  * idle connection as we reused it) is sent once more on a fresh socket.
  */
-export async function call<T>(hub: ControlTarget, method: string, path: string, body?: unknown, timeoutMs = 30_000): Promise<T> {
+export async function call<T>(hub: ControlTarget, method: string, path: string, body?: unknown, timeoutMs = 30_000, onLine?: (v: unknown) => void): Promise<T> {
   try {
-    return await attempt<T>(hub, method, path, body, timeoutMs);
+    return await attempt<T>(hub, method, path, body, timeoutMs, onLine);
   } catch (err) {
     if (!(err instanceof StaleSocket) || !IDEMPOTENT.has(method.toUpperCase())) throw err instanceof StaleSocket ? err.error : err;
-    return attempt<T>(hub, method, path, body, timeoutMs).catch((e: unknown) => { throw e instanceof StaleSocket ? e.error : e; });
+    return attempt<T>(hub, method, path, body, timeoutMs, onLine).catch((e: unknown) => { throw e instanceof StaleSocket ? e.error : e; });
   }
 }
 
@@ -70,8 +70,11 @@ export async function call<T>(hub: ControlTarget, method: string, path: string, 
  * resolves as `call` would (a hub that predates the streamed form answers in one piece).
  */
 export function callLines<T>(hub: ControlTarget, method: string, path: string, body: unknown, onLine: (v: unknown) => void, timeoutMs = 30_000): Promise<T | undefined> {
-  return attempt<T>(hub, method, path, body, timeoutMs, onLine).catch((e: unknown) => { throw e instanceof StaleSocket ? e.error : e; });
+  return call<T | undefined>(hub, method, path, body, timeoutMs, onLine);
 }
+
+/** Longest line of a streamed answer: a task's answer may be 16 MiB, JSON-escaped. */
+const MAX_STREAM_LINE = 64 * 1024 * 1024;
 
 /** A reset on a reused socket: the request may not have reached the hub at all. */
 class StaleSocket extends Error {
@@ -82,6 +85,8 @@ async function attempt<T>(hub: ControlTarget, method: string, path: string, body
   const data = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
   // TLS loads only for a remote hub: every local `swarm submit` would pay for it at start.
   const https = hub.control.tls ? (await import('node:https')).default : undefined;
+  // The protocol's line decoder (bounded lines, UTF-8 checked) for a streamed answer; it loads msgpackr, so only then.
+  const codec = onLine ? await import('../protocol/codec.js') : undefined;
   return new Promise((resolve, reject) => {
     const c = hub.control;
     let ca = c.ca;
@@ -96,7 +101,13 @@ async function attempt<T>(hub: ControlTarget, method: string, path: string, body
         ...(hub.token ? { authorization: `Bearer ${hub.token}` } : {}),
       },
     }, (res) => {
-      if (onLine && (res.statusCode ?? 500) < 400 && res.headers['content-type']?.includes('ndjson')) { readLines(res, onLine, resolve as (v: undefined) => void, reject); return; }
+      if (onLine && codec && (res.statusCode ?? 500) < 400 && res.headers['content-type']?.includes('ndjson')) {
+        readLines(res, new codec.LineDecoder({
+          frame: onLine,
+          error: (code, msg) => { reject(new SwarmError(code, `streamed answer: ${msg}`)); res.destroy(); },
+        }, MAX_STREAM_LINE), resolve as (v: undefined) => void, reject);
+        return;
+      }
       const parts: Buffer[] = [];
       res.on('data', (c: Buffer) => parts.push(c));
       res.on('end', () => {
@@ -126,24 +137,11 @@ async function attempt<T>(hub: ControlTarget, method: string, path: string, body
   });
 }
 
-/** Split a streamed answer into JSON lines; a line that is not JSON, or an answer cut short, rejects. */
-function readLines(res: http.IncomingMessage, onLine: (v: unknown) => void, resolve: (v: undefined) => void, reject: (e: unknown) => void): void {
-  let rest = '';
-  let failed = false;
-  res.setEncoding('utf8');
-  res.on('data', (text: string) => {
-    if (failed) return;
-    rest += text;
-    const end = rest.lastIndexOf('\n');
-    if (end < 0) return;
-    const lines = rest.slice(0, end).split('\n').filter((l) => l.trim());
-    rest = rest.slice(end + 1);
-    // The lines of a chunk as one JSON array: one parse per chunk, not per line.
-    let values: unknown[];
-    try { values = JSON.parse(`[${lines.join(',')}]`) as unknown[]; } catch (e) { failed = true; res.destroy(); reject(e); return; }
-    for (const v of values) onLine(v);
-  });
-  res.on('end', () => { if (!failed) resolve(undefined); });
-  res.on('aborted', () => { if (!failed) { failed = true; reject(new SwarmError('SWARM_ERR_NO_SWARM', 'the hub closed the answer before its end')); } });
-  res.on('error', (err) => { if (!failed) { failed = true; reject(err); } });
+/** Feed a streamed answer to `lines`; an answer cut short rejects (so does a bad line: the decoder's sink). */
+function readLines(res: http.IncomingMessage, lines: { push(chunk: Buffer): void }, resolve: (v: undefined) => void, reject: (e: unknown) => void): void {
+  let cut = false;
+  res.on('data', (chunk: Buffer) => lines.push(chunk));
+  res.on('end', () => { if (!cut) resolve(undefined); });
+  res.on('aborted', () => { cut = true; reject(new SwarmError('SWARM_ERR_NO_SWARM', 'the hub closed the answer before its end')); });
+  res.on('error', (err) => { cut = true; reject(err); });
 }

@@ -87,3 +87,22 @@ t.test('a client that leaves a streamed /wait releases it; callLines gives the l
   const whole = await callLines<{ complete: boolean }>(target, 'POST', '/wait', { ids: ['open'], timeout_ms: 1 }, () => t.fail('no lines from a one-piece answer'));
   t.equal(whole?.complete, false, 'a one-piece answer comes back whole');
 });
+
+t.test('callLines refuses a streamed answer with a bad line, and one cut short', async (t) => {
+  const answers = ['{"id":"a","state":"done"}\nnot json\n', '{"id":"a","state":"done"}\n{"id":"b"'];
+  const server = http.createServer((_req, res) => {
+    const body = answers.shift()!;
+    res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+    res.write(body);
+    if (body.endsWith('\n')) res.end(); else setTimeout(() => res.socket?.destroy(), 50);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => server.close());
+  const target = { control: { host: '127.0.0.1', port: (server.address() as { port: number }).port } };
+  const seen: unknown[] = [];
+  const bad = await callLines(target, 'POST', '/wait', {}, (v) => seen.push(v)).then(() => undefined, (e: unknown) => e as { code?: string });
+  t.equal(bad?.code, 'SWARM_ERR_BAD_JSON', 'a line that is not JSON rejects');
+  t.same(seen, [{ id: 'a', state: 'done' }], 'the good line before it was delivered');
+  const cut = await callLines(target, 'POST', '/wait', {}, () => {}).then(() => 'resolved', (e: unknown) => e as Error);
+  t.not(cut, 'resolved', 'an answer cut mid-line rejects');
+});

@@ -88,8 +88,9 @@ async function waitFor(hub: ControlTarget, ids: string[], timeoutMs: number, pro
   let final = 0;
   let shownAt = 0;
   const whole = await callLines<Waited>(hub, 'POST', '/wait', { ids, timeout_ms: timeoutMs, stream: true }, (v) => {
+    if (!v || typeof v !== 'object') return;
     const x = v as TaskView & { complete?: unknown };
-    if (typeof x.id !== 'string') { end = x; return; }
+    if (typeof x.id !== 'string') { if ('complete' in x) end = x; return; }
     if ((x.state === 'done' || x.state === 'failed') && !views.has(x.id)) final++;
     views.set(x.id, x);
     const now = Date.now();
