@@ -59,13 +59,10 @@ export class Dispatcher {
    */
   dispatchNow(): void {
     if (this.hub.isStopping) return;
-    const sent = new Set<WorkerEntry>();
-    this.onSend = (w) => sent.add(w);
-    try { this.dispatch(); } finally { this.onSend = undefined; }
-    for (const w of sent) w.conn.flush();
+    this.dispatch();
+    // A link with nothing queued writes nothing.
+    for (const w of this.hub.registry.all()) w.conn.flush();
   }
-
-  private onSend?: (w: WorkerEntry) => void;
 
   private dispatch(): void {
     this.scheduled = false;
@@ -121,7 +118,6 @@ export class Dispatcher {
       json_schema: s.json_schema, timeout_ms: s.timeout_ms,
     });
     w.leased(rec.id, reqId, now);
-    this.onSend?.(w);
     this.hub.failover.changed(rec);
     const readyAt = this.readyAt.get(rec.id) ?? 0;
     this.readyAt.delete(rec.id);

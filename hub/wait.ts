@@ -66,16 +66,12 @@ export class Waits {
     const q = this.store().queue;
     const complete = ids.every((id) => isFinal(q.get(id)!));
     res.writeHead(200, { 'content-type': 'application/json' });
-    let chunk = `{"complete":${complete},"tasks":[`;
-    for (let i = 0; i < ids.length; i++) {
-      chunk += (i ? ',' : '') + JSON.stringify(taskView(q.get(ids[i]!)!));
-      if (chunk.length >= this.opts.chunkBytes) {
-        if (!(await this.write(res, chunk))) return;
-        chunk = '';
-      }
-    }
-    chunk += ']}';
-    if (await this.write(res, chunk)) res.end();
+    const parts = function* (): Generator<string> {
+      yield `{"complete":${complete},"tasks":[`;
+      for (let i = 0; i < ids.length; i++) yield (i ? ',' : '') + JSON.stringify(taskView(q.get(ids[i]!)!));
+      yield ']}';
+    };
+    if (await this.writeAll(res, parts())) res.end();
   }
 
   /**
@@ -107,15 +103,11 @@ export class Waits {
     const deadline = Date.now() + timeout;
     try {
       res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+      const line = (id: string): string => `${JSON.stringify(taskView(q.get(id)!))}\n`;
       let sent = 0;
+      const fresh = function* (): Generator<string> { while (sent < ready.length) yield line(ready[sent++]!); };
       for (;;) {
-        let chunk = '';
-        for (; sent < ready.length; sent++) {
-          chunk += `${JSON.stringify(taskView(q.get(ready[sent]!)!))}\n`;
-          if (chunk.length >= this.opts.chunkBytes) { if (!(await this.write(res, chunk))) return; chunk = ''; }
-        }
-        if (chunk && !(await this.write(res, chunk))) return;
-        if (res.destroyed) return;
+        if (!(await this.writeAll(res, fresh())) || res.destroyed) return;
         if (open.size === 0 || timedOut) break;
         await new Promise<void>((resolve) => {
           wake = resolve;
@@ -124,14 +116,26 @@ export class Waits {
         wake = undefined;
         clearTimeout(timer);
       }
-      let tail = '';
-      for (const id of open) tail += `${JSON.stringify(taskView(q.get(id)!))}\n`;
-      if (await this.write(res, `${tail}${JSON.stringify({ complete: open.size === 0, final: ids.length - open.size })}\n`)) res.end();
+      const end = function* (): Generator<string> {
+        for (const id of open) yield line(id);
+        yield `${JSON.stringify({ complete: open.size === 0, final: ids.length - open.size })}\n`;
+      };
+      if (await this.writeAll(res, end())) res.end();
     } finally {
       off();
       clearTimeout(timer);
       res.off('close', onClose);
     }
+  }
+
+  /** Write `parts` in chunks of about `chunkBytes`, each waiting for the client as `write` does. False: the client is gone. */
+  private async writeAll(res: http.ServerResponse, parts: Iterable<string>): Promise<boolean> {
+    let chunk = '';
+    for (const p of parts) {
+      chunk += p;
+      if (chunk.length >= this.opts.chunkBytes) { if (!(await this.write(res, chunk))) return false; chunk = ''; }
+    }
+    return chunk ? this.write(res, chunk) : !res.destroyed;
   }
 
   /** Write one chunk; if the socket's buffer is full, wait until the client reads. False: the client is gone (or stalled and cut off). */

@@ -225,7 +225,7 @@ export function encodeLine(msg: unknown): Buffer {
 /**
  * Encode an NDJSON line whose payload is already JSON text (`payloadJson`, the encoding of a plain
  * value): the hub sends one STATE delta to several holders, and serialising it once for all of them
- * is what this is for. `envelope` is the message without its payload.
+ * is what this is for. `envelope` is the message without its payload (or with it undefined).
  */
 export function encodeLineWithPayload(envelope: Record<string, unknown>, payloadJson: string): Buffer {
   return Buffer.from(`${JSON.stringify(envelope).slice(0, -1)},"payload":${payloadJson}}\n`, 'utf8');

@@ -90,17 +90,13 @@ export class Connection {
   send<T extends Type>(type: T, payload: Payload<T>, opts: { re?: string; dst?: string; id?: string; payloadJson?: string } = {}): string {
     const id = opts.id ?? newId();
     if (this.closed) return id;
-    const dst = opts.dst ?? this.peer;
+    const msg: Record<string, unknown> = { ver: PROTOCOL_VERSION, id, type, src: this.name, dst: opts.dst ?? this.peer, payload };
+    if (opts.re !== undefined) msg.re = opts.re;
     let buf: Buffer;
-    if (opts.payloadJson !== undefined && this.codec !== Codec.MSGPACK) {
-      const env: Record<string, unknown> = { ver: PROTOCOL_VERSION, id, type, src: this.name, dst };
-      if (opts.re !== undefined) env.re = opts.re;
-      buf = encodeLineWithPayload(env, opts.payloadJson);
-    } else {
-      const msg: Record<string, unknown> = { ver: PROTOCOL_VERSION, id, type, src: this.name, dst, payload };
-      if (opts.re !== undefined) msg.re = opts.re;
-      buf = this.codec === Codec.MSGPACK ? encodeMsgpack(msg) : encodeLine(msg);
-    }
+    if (this.codec === Codec.MSGPACK) buf = encodeMsgpack(msg);
+    else if (opts.payloadJson === undefined) buf = encodeLine(msg);
+    // JSON.stringify leaves out an undefined field: the envelope, with the payload's text after it.
+    else { msg.payload = undefined; buf = encodeLineWithPayload(msg, opts.payloadJson); }
     this.out.push(buf);
     this.outBytes += buf.length;
     if (this.socket.writableLength + this.outBytes > this.maxOutbound) {
