@@ -105,14 +105,18 @@ function arrayCheck(s: JsonSchema): Check {
     if (!Array.isArray(v)) return fail(issues, expected('array', v));
     if (v.length < min) return fail(issues, `too small: expected at least ${min} items`);
     if (v.length > max) return fail(issues, `too big: expected at most ${max} items`);
-    const out = new Array<unknown>(v.length);
+    // Copied only once an item comes out different (a default filled in, a key dropped): a frame that
+    // is already in shape is returned as it came, with nothing allocated for it.
+    let out: unknown[] | undefined;
     let ok = true;
     for (let i = 0; i < v.length; i++) {
       const n = issues.length;
-      const r = item(v[i], issues);
-      if (r === FAIL) { ok = false; under(issues, n, i); } else out[i] = r;
+      const x: unknown = v[i];
+      const r = item(x, issues);
+      if (r === FAIL) { ok = false; under(issues, n, i); } else if (out) out[i] = r; else if (!Object.is(r, x)) { out = v.slice(0, i); out[i] = r; }
     }
-    return ok ? out : FAIL;
+    if (!ok) return FAIL;
+    return out ?? v;
   };
 }
 
@@ -129,36 +133,64 @@ function objectCheck(s: JsonSchema): Check {
   if (extra === false) throw new Error('json-schema: additionalProperties false (strict objects) is not implemented');
   // Unknown keys: dropped (zod's default), kept as they are ({} or true: passthrough), or checked (a record).
   const rest = extra === undefined ? undefined : extra === true || Object.keys(extra).length === 0 ? 'keep' : compile(extra);
+  // The input object itself is the result when nothing in it changes (no default to fill, no key to
+  // drop, no nested value replaced): the usual frame costs a walk, not a copy. The copy, once needed,
+  // holds what the walk has passed so far; its key order may differ from the input's, which no reader
+  // of a parsed frame depends on.
   return (v, issues) => {
     if (typeof v !== 'object' || v === null || Array.isArray(v)) return fail(issues, expected('object', v));
     const input = v as Record<string, unknown>;
-    const out: Record<string, unknown> = {};
+    let out: Record<string, unknown> | undefined;
     let ok = true;
-    for (const p of props) {
-      const present = Object.hasOwn(input, p.key);
-      const x = present ? input[p.key] : undefined;
+    let present = 0;
+    for (let i = 0; i < props.length; i++) {
+      const p = props[i]!;
+      const has = Object.hasOwn(input, p.key);
+      if (has) present++;
+      const x = has ? input[p.key] : undefined;
       if (x === undefined) {
-        if (p.hasDefault) out[p.key] = copy(p.def);
+        if (p.hasDefault) { out ??= copyUpTo(input, props, i); out[p.key] = copy(p.def); }
         else if (p.required) { issues.push({ path: [p.key], message: 'required' }); ok = false; }
-        else if (present) out[p.key] = undefined; // as zod: a key given as undefined (msgpack can) stays
+        else if (has && out) out[p.key] = undefined; // as zod: a key given as undefined (msgpack can) stays
         continue;
       }
       const n = issues.length;
       const r = p.check(x, issues);
-      if (r === FAIL) { ok = false; under(issues, n, p.key); } else out[p.key] = r;
+      if (r === FAIL) { ok = false; under(issues, n, p.key); } else if (out) out[p.key] = r; else if (!Object.is(r, x)) { out = copyUpTo(input, props, i); out[p.key] = r; }
     }
-    if (rest !== undefined) {
+    if (rest === undefined) {
+      // Unknown keys are dropped: there are some exactly when the input has more keys than it has known ones.
+      if (ok && !out && Object.keys(input).length > present) out = copyUpTo(input, props, props.length);
+    } else {
+      // `__proto__` is dropped, as zod drops it: copied, it would set the result's prototype.
+      if (ok && !out && Object.hasOwn(input, '__proto__')) out = copyUpTo(input, props, props.length);
       for (const key of Object.keys(input)) {
-        // `__proto__` is dropped, as zod drops it: copied, it would set the result's prototype.
         if (known.has(key) || key === '__proto__') continue;
-        if (rest === 'keep') { out[key] = input[key]; continue; }
+        if (rest === 'keep') { if (out) out[key] = input[key]; continue; }
+        const x = input[key];
         const n = issues.length;
-        const r = rest(input[key], issues);
-        if (r === FAIL) { ok = false; under(issues, n, key); } else out[key] = r;
+        const r = rest(x, issues);
+        if (r === FAIL) { ok = false; under(issues, n, key); } else if (out) out[key] = r; else if (!Object.is(r, x)) { out = copyUpTo(input, props, props.length); copyExtras(input, out, known, key); out[key] = r; }
       }
     }
-    return ok ? out : FAIL;
+    if (!ok) return FAIL;
+    return out ?? input;
   };
+}
+
+/** The known keys of `input` among the first `end` properties, as they are. */
+function copyUpTo(input: Record<string, unknown>, props: readonly Prop[], end: number): Record<string, unknown> {
+  const o: Record<string, unknown> = {};
+  for (let j = 0; j < end; j++) { const k = props[j]!.key; if (Object.hasOwn(input, k)) o[k] = input[k]; }
+  return o;
+}
+
+/** The unknown keys of `input` before `until`, into a copy made partway through them. */
+function copyExtras(input: Record<string, unknown>, out: Record<string, unknown>, known: Set<string>, until: string): void {
+  for (const key of Object.keys(input)) {
+    if (key === until) return;
+    if (!known.has(key) && key !== '__proto__') out[key] = input[key];
+  }
 }
 
 /** Defaults are handed out as copies, so no parsed message shares (and mutates) another's array. */

@@ -53,14 +53,30 @@ function mutate(base: Record<string, unknown>, keys: string[], r: () => number):
   return o;
 }
 
+/** Every own key and value, nested, as text (keys sorted: order is not content): what a check must leave as it found it. */
+function sig(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(sig).join(',')}]`;
+  if (v && typeof v === 'object') return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${sig((v as Record<string, unknown>)[k])}`).join(',')}}`;
+  return typeof v === 'number' ? String(v) + (Object.is(v, -0) ? '-0' : '') : typeof v === 'string' ? JSON.stringify(v) : String(v);
+}
+
 t.test('the generated checker accepts, fills and drops exactly what zod does', async (t) => {
   const r = rng(42);
   let compared = 0;
+  let same = 0;
   const agree = (what: string, zod: { safeParse(v: unknown): { success: boolean; data?: unknown } }, check: ReturnType<typeof compile>, v: unknown) => {
     const z = zod.safeParse(v);
     const issues: Issue[] = [];
+    const before = sig(v);
     const out = check(v, issues);
     compared++;
+    if (sig(v) !== before) t.fail(`${what}: the checker changed its input`, { value: v });
+    // A value already in shape comes back as the same object; anything zod changed comes back as a copy.
+    if (z.success && out !== FAIL && typeof v === 'object' && v !== null) {
+      const unchanged = sig(z.data) === before;
+      if (unchanged !== (out === v)) t.fail(`${what}: ${unchanged ? 'an in-shape value was copied' : 'a changed value was not copied'}`, { value: v });
+      if (unchanged) same++;
+    }
     if (z.success !== (out !== FAIL)) t.fail(`${what}: zod ${z.success ? 'accepts' : 'refuses'}, the checker ${out !== FAIL ? 'accepts' : 'refuses'}`, { value: v, issues });
     else if (z.success) t.strictSame(out, z.data, `${what}: same parsed value`, { value: v, skip: false });
     else t.ok(issues.length > 0, `${what}: a refusal says why`);
@@ -76,6 +92,7 @@ t.test('the generated checker accepts, fills and drops exactly what zod does', a
     for (let i = 0; i < 50; i++) agree('envelope', Envelope, envelope, mutate(ex, ['ver', 'id', 'type', 'src', 'dst', 're', 'payload'], r));
   }
   t.ok(compared > 1000, `${compared} values compared`);
+  t.ok(same > 100, `${same} in-shape values returned as they came`);
 });
 
 t.test('validate() never lets __proto__ through and fills defaults', async (t) => {

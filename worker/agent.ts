@@ -6,6 +6,7 @@ import { isRetryable } from '../sched/retry.js';
 import { LoopGuard, type Driver } from '../drivers/index.js';
 import { WorkerClient, type HubLocator } from './client.js';
 import { WORKER_DEFAULTS, type WorkerConfig } from './config.js';
+import { LazyAbort } from './lazy-abort.js';
 import type { AgentFailover, AgentFailoverOptions } from './failover-agent.js';
 import type { ExecOutcome, ReplicaSpec } from './gossip/index.js';
 
@@ -31,7 +32,7 @@ export interface AgentOptions {
   onStopped?: (reason: string) => void;
 }
 
-interface Running { abort: AbortController; }
+interface Running { abort: LazyAbort; }
 /** A TASK_REQ held until a slot frees (the hub leases the queue only while tasks are short). */
 interface Queued { m: Message<'TASK_REQ'>; conn: Connection; at: number }
 
@@ -173,7 +174,7 @@ export class Agent {
 
   private async runTask(m: Message<'TASK_REQ'>, conn: Connection): Promise<void> {
     const p = m.payload;
-    const abort = new AbortController();
+    const abort = new LazyAbort();
     const mine: Running = { abort };
     const fo = this.failover;
     this.running.set(p.task_id, mine);
@@ -255,7 +256,7 @@ export class Agent {
 
   /** Gossip mode: run a task the acting coordinator assigned (a replicated spec). */
   private async execute(spec: ReplicaSpec, attempt: number): Promise<ExecOutcome> {
-    const abort = new AbortController();
+    const abort = new LazyAbort();
     const mine: Running = { abort };
     const id = spec.id;
     this.running.set(id, mine);
@@ -282,7 +283,7 @@ export class Agent {
    * One driver run with the task's timeout and the loop guard. `onChunk` gets every chunk but the
    * last (held back so a one-chunk answer is one message); the result has the last and the whole.
    */
-  private async drive(p: TaskParams, abort: AbortController, onChunk?: (text: string) => void): Promise<{ full: string; last: string; receipt: NonNullable<Message<'TASK_RES'>['payload']['receipt']> }> {
+  private async drive(p: TaskParams, abort: LazyAbort, onChunk?: (text: string) => void): Promise<{ full: string; last: string; receipt: NonNullable<Message<'TASK_RES'>['payload']['receipt']> }> {
     const timer = p.timeout_ms ? setTimeout(() => abort.abort(new SwarmError('SWARM_ERR_TASK_TIMEOUT', `task ran past ${p.timeout_ms} ms`)), p.timeout_ms) : undefined;
     const started = performance.now();
     const startedAt = Date.now();
@@ -301,13 +302,15 @@ export class Agent {
       }
       const gen = this.opts.driver.chat(p.prompt, {
         stop: p.stop, maxTokens: p.max_tokens, temperature: p.temperature, seed: p.seed,
-        grammar: p.grammar, jsonSchema: p.json_schema, signal: abort.signal,
+        grammar: p.grammar, jsonSchema: p.json_schema,
+        // Made when the driver first reads it: a driver that answers at once never does.
+        get signal() { return abort.signal; },
       });
       let stats: { tokensIn?: number; tokensOut?: number; tokensCached?: number } | void;
       for (;;) {
         const r = await gen.next();
         if (r.done) { stats = r.value; break; }
-        if (abort.signal.aborted) { await gen.return(undefined); throw abort.signal.reason; }
+        if (abort.aborted) { await gen.return(undefined); throw abort.reason; }
         const chunk = r.value;
         ttft ??= performance.now() - started;
         if (guard.push(chunk)) {
@@ -320,7 +323,7 @@ export class Agent {
         pending = chunk;
         parts.push(chunk);
       }
-      if (abort.signal.aborted) throw abort.signal.reason;
+      if (abort.aborted) throw abort.reason;
       const duration = performance.now() - started;
       const tokensOut = stats?.tokensOut;
       return {

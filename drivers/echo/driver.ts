@@ -45,10 +45,11 @@ export class EchoDriver implements Driver {
 
   async *chat(prompt: string, opts: ChatOptions = {}): AsyncGenerator<string, ChatStats | void, void> {
     const o = this.options;
-    if (!(await sleep(o.latencyMs, opts.signal))) return {};
+    // The signal is read only when there is something to wait for: an answer sent at once needs none.
+    if (o.latencyMs > 0 && !(await sleep(o.latencyMs, opts.signal))) return {};
     if (o.fail) throw new SwarmError('SWARM_ERR_TASK_FAILED', 'echo driver set to fail');
     const answer = o.reply !== undefined ? o.reply.split('{prompt}').join(prompt) : `echo: ${prompt}`;
-    const tokensIn = words(prompt).length;
+    const tokensIn = countWords(prompt);
     if (o.loop) {
       for (let n = 0; n < 10_000 && !opts.signal?.aborted; n++) {
         yield `${answer}\n`;
@@ -57,13 +58,13 @@ export class EchoDriver implements Driver {
       return { tokensIn, tokensOut: 0 };
     }
     let pieces = o.tokenMs > 0 ? answer.split(/(?<=\s)/) : [answer];
-    if (opts.maxTokens !== undefined) pieces = limitWords(pieces, answer, opts.maxTokens, o.tokenMs > 0);
+    if (opts.maxTokens !== undefined && countWords(answer) > opts.maxTokens) pieces = limitWords(pieces, answer, opts.maxTokens, o.tokenMs > 0);
     const filter = new StopFilter(opts.stop ?? []);
     let out = 0;
     for (const p of pieces) {
-      if (opts.signal?.aborted) return { tokensIn, tokensOut: out };
+      if (o.tokenMs > 0 && opts.signal?.aborted) return { tokensIn, tokensOut: out };
       const text = filter.push(p);
-      out += words(p).length;
+      out += countWords(p);
       if (text) yield text;
       if (filter.stopped) break;
       if (o.tokenMs > 0 && !(await sleep(o.tokenMs, opts.signal))) return { tokensIn, tokensOut: out };
@@ -74,7 +75,23 @@ export class EchoDriver implements Driver {
   }
 }
 
-function words(s: string): string[] { return s.split(/\s+/).filter(Boolean); }
+/** What `\s` matches in a regular expression, one UTF-16 unit at a time. */
+function isSpace(c: number): boolean {
+  return (c >= 9 && c <= 13) || c === 32 || c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a)
+    || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff;
+}
+
+/** Words (runs of non-space) in `s`, counted without building them. */
+function countWords(s: string): number {
+  let n = 0;
+  let inWord = false;
+  for (let i = 0; i < s.length; i++) {
+    const space = isSpace(s.charCodeAt(i));
+    if (!space && !inWord) n++;
+    inWord = !space;
+  }
+  return n;
+}
 
 /** The first `max` words of the answer, as stream pieces. */
 function limitWords(pieces: string[], answer: string, max: number, streamed: boolean): string[] {
