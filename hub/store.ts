@@ -3,6 +3,7 @@ import { SwarmError, randomId, type ErrorCode } from '../protocol/index.js';
 import { Journal, type JournalOptions, type JournalRecord, type JournalStats } from './journal.js';
 import type { Damage } from './journal-files.js';
 import { TaskQueue, type QueueOptions, type WorkerView } from './queue.js';
+import { fastTaskSpec } from './task-check.js';
 import { StoreEvents, type StoreEvent } from './store-events.js';
 import { TaskSpecSchema, isFinal, type TaskInput, type TaskRecord, type TaskResult, type TaskSpec } from './task.js';
 export type { StoreEvent } from './store-events.js';
@@ -102,6 +103,8 @@ export class TaskStore {
 
   /** Validate one task; the error names its position in the batch. */
   static parse(input: unknown, index = 0): TaskSpec {
+    const fast = fastTaskSpec(input);
+    if (fast) return fast;
     const r = TaskSpecSchema.safeParse(input);
     if (r.success) return r.data;
     const is = r.error.issues[0]!;

@@ -10,7 +10,10 @@
 /** A JSON Schema node as z.toJSONSchema() writes it (the keywords compile() understands). */
 export interface JsonSchema {
   $schema?: string;
-  type?: 'object' | 'array' | 'string' | 'number' | 'integer' | 'boolean';
+  /** One type, or a list of scalar types of which the value must be one. */
+  type?: 'object' | 'array' | 'string' | 'number' | 'integer' | 'boolean' | readonly ('string' | 'number' | 'integer' | 'boolean')[];
+  /** A regular expression (JavaScript's dialect, as zod's `.regex()` writes it) a string must match. */
+  pattern?: string;
   const?: unknown;
   enum?: readonly unknown[];
   default?: unknown;
@@ -41,7 +44,7 @@ export const FAIL: unique symbol = Symbol('fail');
 
 const KNOWN = new Set(['$schema', 'type', 'const', 'enum', 'default', 'minLength', 'maxLength', 'minimum', 'maximum',
   'exclusiveMinimum', 'exclusiveMaximum', 'minItems', 'maxItems', 'items', 'properties', 'required', 'additionalProperties',
-  'propertyNames', 'description']);
+  'propertyNames', 'description', 'pattern']);
 
 /** Compile a schema into a Check; throws on a keyword or type this checker does not implement. */
 export function compile(s: JsonSchema): Check {
@@ -60,6 +63,17 @@ export function compile(s: JsonSchema): Check {
 }
 
 function compileType(s: JsonSchema): Check {
+  if (Array.isArray(s.type)) {
+    const alts = (s.type as readonly string[]).map((type) => {
+      if (type !== 'string' && type !== 'number' && type !== 'integer' && type !== 'boolean') throw new Error(`json-schema: a list of types may hold scalar types only, not ${type}`);
+      return compileType({ ...s, type });
+    });
+    // Scalars come out as they went in, so the first alternative that takes the value is the answer.
+    return (v, issues) => {
+      for (const alt of alts) if (alt(v, []) !== FAIL) return v;
+      return fail(issues, expected((s.type as readonly string[]).join(' | '), v));
+    };
+  }
   switch (s.type) {
     case undefined:
       if (s.properties || s.items) throw new Error('json-schema: properties or items without a type');
@@ -76,10 +90,12 @@ function compileType(s: JsonSchema): Check {
 function stringCheck(s: JsonSchema): Check {
   const min = s.minLength ?? 0;
   const max = s.maxLength ?? Infinity;
+  const pattern = s.pattern !== undefined ? new RegExp(s.pattern) : undefined;
   return (v, issues) => {
     if (typeof v !== 'string') return fail(issues, expected('string', v));
     if (v.length < min) return fail(issues, `too small: expected at least ${min} characters`);
     if (v.length > max) return fail(issues, `too big: expected at most ${max} characters`);
+    if (pattern && !pattern.test(v)) return fail(issues, `invalid string: must match ${s.pattern}`);
     return v;
   };
 }
@@ -130,9 +146,8 @@ function objectCheck(s: JsonSchema): Check {
   const known = new Set(props.map((p) => p.key));
   if (s.propertyNames && s.propertyNames.type !== 'string') throw new Error('json-schema: propertyNames other than strings');
   const extra = s.additionalProperties;
-  if (extra === false) throw new Error('json-schema: additionalProperties false (strict objects) is not implemented');
-  // Unknown keys: dropped (zod's default), kept as they are ({} or true: passthrough), or checked (a record).
-  const rest = extra === undefined ? undefined : extra === true || Object.keys(extra).length === 0 ? 'keep' : compile(extra);
+  // Unknown keys: dropped (zod's default), refused (strict), kept as they are ({} or true: passthrough), or checked (a record).
+  const rest = extra === undefined ? undefined : extra === false ? 'refuse' : extra === true || Object.keys(extra).length === 0 ? 'keep' : compile(extra);
   // The input object itself is the result when nothing in it changes (no default to fill, no key to
   // drop, no nested value replaced): the usual frame costs a walk, not a copy. The copy, once needed,
   // holds what the walk has passed so far; its key order may differ from the input's, which no reader
@@ -165,7 +180,9 @@ function objectCheck(s: JsonSchema): Check {
       // `__proto__` is dropped, as zod drops it: copied, it would set the result's prototype.
       if (ok && !out && Object.hasOwn(input, '__proto__')) out = copyUpTo(input, props, props.length);
       for (const key of Object.keys(input)) {
-        if (known.has(key) || key === '__proto__') continue;
+        if (known.has(key)) continue;
+        if (rest === 'refuse') { issues.push({ path: [], message: `unrecognized key: ${JSON.stringify(key)}` }); ok = false; continue; }
+        if (key === '__proto__') continue;
         if (rest === 'keep') { if (out) out[key] = input[key]; continue; }
         const x = input[key];
         const n = issues.length;
