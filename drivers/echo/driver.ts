@@ -75,23 +75,9 @@ export class EchoDriver implements Driver {
   }
 }
 
-/** What `\s` matches in a regular expression, one UTF-16 unit at a time. */
-function isSpace(c: number): boolean {
-  return (c >= 9 && c <= 13) || c === 32 || c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a)
-    || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff;
-}
-
-/** Words (runs of non-space) in `s`, counted without building them. */
-function countWords(s: string): number {
-  let n = 0;
-  let inWord = false;
-  for (let i = 0; i < s.length; i++) {
-    const space = isSpace(s.charCodeAt(i));
-    if (!space && !inWord) n++;
-    inWord = !space;
-  }
-  return n;
-}
+/** Words (runs of non-space) in `s`. A regular expression, not a loop over characters: a worker's
+ * code is mostly not yet compiled when a batch starts, and the builtin is fast from the first call. */
+function countWords(s: string): number { return s.match(/\S+/g)?.length ?? 0; }
 
 /** The first `max` words of the answer, as stream pieces. */
 function limitWords(pieces: string[], answer: string, max: number, streamed: boolean): string[] {
