@@ -61,6 +61,14 @@ const cpuOf = (ps: number[]) => ps.reduce((a, p) => { try { return a + cpuSecond
 /** Read and write system calls of these processes together (a process gone counts 0). */
 const callsOf = (ps: number[]) => ps.reduce((a, p) => { try { const c = syscalls(p); return { reads: a.reads + c.reads, writes: a.writes + c.writes }; } catch { return a; } }, { reads: 0, writes: 0 });
 
+/** Run and run-queue wait of a process's main thread, ms (/proc/PID/task/PID/schedstat; zeros if unreadable). */
+function mainThreadSched(pid: number): { run: number; wait: number } {
+  try {
+    const [run, wait] = fs.readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').trim().split(' ').map(Number);
+    return { run: run! / 1e6, wait: wait! / 1e6 };
+  } catch { return { run: 0, wait: 0 }; }
+}
+
 /** Hub-side time of one batch: the first 'task' record's time to the last 'result' record's, from the journal. */
 function hubSideMs(dir: string, ids: Set<string>): number {
   let first = Infinity, last = 0;
@@ -108,8 +116,10 @@ function measure(dir: string, failover: boolean, round: number, batch: number, u
   const hc0 = callsOf([p.hub]), wc0 = callsOf(p.workers);
   const load = os.loadavg()[0]!;
   const m0 = machineCpu();
+  const s0 = mainThreadSched(p.hub);
   const r = swarm(['submit', '--file', file, '--wait', '--json'], dir);
   const m1 = machineCpu();
+  const s1 = mainThreadSched(p.hub);
   const hubCpu = cpuOf([p.hub]) - h0, workerCpu = cpuOf(p.workers) - w0;
   const hc = callsOf([p.hub]), wc = callsOf(p.workers);
   // Per worker, highest first: the failover state holders stand out from the rest.
@@ -126,6 +136,8 @@ function measure(dir: string, failover: boolean, round: number, batch: number, u
     hub_reads: hc.reads - hc0.reads, hub_writes: hc.writes - hc0.writes, workers_reads: wc.reads - wc0.reads, workers_writes: wc.writes - wc0.writes,
     load_avg_1m_before: +load.toFixed(1), load_avg_1m_after: +os.loadavg()[0]!.toFixed(1),
     // The whole machine over the command: CPU-s used (all processes), left idle, and stolen by the host.
+    // The hub's main thread: time it ran, and time it was ready to run but waited for a core.
+    hub_main_run_ms: Math.round(s1.run - s0.run), hub_main_wait_ms: Math.round(s1.wait - s0.wait),
     machine_busy_s: +(m1.busy - m0.busy).toFixed(2), machine_idle_s: +(m1.idle - m0.idle).toFixed(2), machine_steal_s: +(m1.steal - m0.steal).toFixed(2),
   };
 }

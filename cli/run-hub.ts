@@ -8,6 +8,7 @@ import { VERSION, readHubFile, removeHubFile, writeHubFile, type HubFile } from 
 export { logPath, newToken } from './state.js';
 import { sharedWorkerArgs, startSharedEngine, type SharedEngine } from './shared-engine.js';
 import { StateDirGuard } from './state-guard.js';
+import { nodeArgs } from './node-args.js';
 
 export interface RunHubOptions {
   dir: string;
@@ -117,7 +118,7 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
       command: (id) => ({
         file: process.execPath,
         // A shared llama-server gives each single-slot worker its own server slot (prompt cache affinity).
-        args: [CLI, 'worker', '--id', id, '--state-dir', o.dir, ...workerArgs, ...(engine && o.sharedEngine?.slotsPerWorker === 1 ? ['--driver-opt', `slot=${ids.indexOf(id)}`] : [])],
+        args: [...nodeArgs(), CLI, 'worker', '--id', id, '--state-dir', o.dir, ...workerArgs, ...(engine && o.sharedEngine?.slotsPerWorker === 1 ? ['--driver-opt', `slot=${ids.indexOf(id)}`] : [])],
         // Each worker gets its own credential, not the swarm token: it can join as its id only.
         env: { ...process.env, ...(config.token ? { SWARM_TOKEN: workerCredential(config.token, id), SWARM_PEER_TOKEN: peerSecret(config.token) } : {}) },
       }),

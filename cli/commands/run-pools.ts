@@ -8,6 +8,7 @@ import type { Experiment } from '../../topologies/index.js';
 import { call } from '../http.js';
 import { logPath } from '../run-hub.js';
 import { Progress } from '../progress.js';
+import { nodeArgs } from '../node-args.js';
 import type { HubFile } from '../state.js';
 
 const CLI = fileURLToPath(new URL('../main.js', import.meta.url));
@@ -94,7 +95,7 @@ export async function startPools(dir: string, hub: HubFile, pools: Pool[], o: { 
       // As the first pool (swarm up's default): in gossip mode the coordinator routes a role to its pool.
       '--failover'];
     if (!o.json) process.stderr.write(`starting ${p.agents} worker(s) for ${p.roles.join(', ')}: ${p.driver}${p.model ? ` ${p.model}` : ''} (caps ${p.caps.join(',')})\n`);
-    const argv = [...process.execArgv, ...args];
+    const argv = [...process.execArgv, ...nodeArgs(), ...args];
     const child = spawn(process.execPath, argv, { detached: true, stdio: 'ignore' });
     child.unref();
     if (child.pid) writePidFile(path.join(dir, 'pids', `${name}.pid`), child.pid, [process.execPath, ...argv]);

@@ -10,6 +10,7 @@ import { int, keyValue } from '../options.js';
 import { Progress } from '../progress.js';
 import { readyCounter } from '../ready.js';
 import { logPath, readHubFile, stateDir, type HubFile } from '../state.js';
+import { nodeArgs } from '../node-args.js';
 import { hubConfigFrom, hubOptions, hubToken, type HubCliOptions } from './hub.js';
 import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
@@ -107,7 +108,7 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   if (o.roles) hubArgs.push('--roles', Object.entries(o.roles).map(([role, n]) => `${role}=${n}`).join(','));
   const out = fs.openSync(logPath(dir, 'hub.stderr'), 'a');
   // fd 3: the hub reports connected workers there (cli/ready.ts), so nothing polls it while they start.
-  const child = spawn(process.execPath, hubArgs, { detached: true, stdio: ['ignore', out, out, 'pipe'], env: { ...process.env, ...(token ? { SWARM_TOKEN: token } : {}) } });
+  const child = spawn(process.execPath, [...nodeArgs(), ...hubArgs], { detached: true, stdio: ['ignore', out, out, 'pipe'], env: { ...process.env, ...(token ? { SWARM_TOKEN: token } : {}) } });
   const joined = readyCounter(child.stdio[3] as Readable);
   fs.closeSync(out);
   let exited: string | undefined;
