@@ -43,7 +43,7 @@ export function alive(pid: number): boolean {
 import { until as untilDefault } from './wait.js';
 
 /** Poll until `cond` holds or `ms` pass (a bound, not a timing assertion); engines get 15 s by default. */
-export const until = (cond: () => boolean, ms = 15_000): Promise<boolean> => untilDefault(cond, ms, 50);
+export const until = (cond: () => boolean | Promise<boolean>, ms = 15_000): Promise<boolean> => untilDefault(cond, ms, 50);
 
 /** Drain a chat into one string and its stats. */
 export async function collect(g: AsyncGenerator<string, unknown, void>): Promise<{ text: string; stats: unknown; chunks: number }> {
