@@ -2,16 +2,7 @@ import t from 'tap';
 import { ErrorCode, Type } from '../protocol/index.js';
 import { startHub, startPool, waitTasks, waitWorkers } from './helpers/inproc.js';
 import { RawWorker, type Frame } from './helpers/raw-worker.js';
-
-/** Small seeded PRNG (mulberry32): a failing case can be replayed. */
-function rng(seed: number) {
-  return () => {
-    seed |= 0; seed = (seed + 0x6d2b79f5) | 0;
-    let x = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from './helpers/rng.js';
 
 /**
  * Frames a confused or hostile worker might send after its handshake: every message type (and some

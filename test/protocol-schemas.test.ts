@@ -7,6 +7,7 @@ import { schemasSource } from '../protocol/gen-schemas.js';
 import { ENVELOPE_SCHEMA, PAYLOAD_SCHEMAS } from '../protocol/schemas.gen.js';
 import { FAIL, compile, type Issue } from '../protocol/json-schema.js';
 import { Type, validate } from '../protocol/index.js';
+import { rng } from './helpers/rng.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const doc = fs.readFileSync(path.join(here, '..', 'protocol', 'PROTOCOL.md'), 'utf8');
@@ -15,16 +16,6 @@ t.test('schemas.gen.ts is generated from the zod schemas as they are now', async
   const current = fs.readFileSync(path.join(here, '..', 'protocol', 'schemas.gen.ts'), 'utf8');
   t.equal(current, schemasSource(), 'stale: run `npx tsc -p . && node dist/protocol/gen-schemas.js && npx tsc -p .`');
 });
-
-/** A small deterministic PRNG (mulberry32), so a failure reproduces. */
-function rng(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let x = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const POOL: unknown[] = [
   undefined, null, true, false, 0, -0, -1, 1, 2, 1.5, 10, 10.5, 1024, 1025, 2 ** 53, -(2 ** 53), 1e308, Infinity, -Infinity, NaN,

@@ -2,16 +2,7 @@ import t from 'tap';
 import { TaskSpecSchema } from '../hub/task.js';
 import { fastTaskSpec } from '../hub/task-check.js';
 import { TaskStore } from '../hub/store.js';
-
-/** A small deterministic PRNG (mulberry32), so a failure reproduces. */
-function rng(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let x = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from './helpers/rng.js';
 
 const KEYS = ['id', 'prompt', 'role', 'caps', 'priority', 'max_tokens', 'stop', 'temperature', 'seed', 'grammar', 'json_schema', 'timeout_ms', 'max_attempts', 'meta', 'extra', '__proto__'];
 const POOL: unknown[] = [
