@@ -26,6 +26,14 @@ export function machineCpu(): { busy: number; idle: number; steal: number } {
 }
 
 /** Resident set size in MB, from /proc/PID/status. */
+/** Run and run-queue wait of a process's main thread, ms (/proc/PID/task/PID/schedstat; zeros if unreadable). */
+export function mainThreadSched(pid: number): { run: number; wait: number } {
+  try {
+    const [run, wait] = fs.readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').trim().split(' ').map(Number);
+    return { run: run! / 1e6, wait: wait! / 1e6 };
+  } catch { return { run: 0, wait: 0 }; }
+}
+
 export function rssMb(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) / 1024 : 0;

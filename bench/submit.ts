@@ -20,7 +20,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ROOT, CLI, arg } from './args.js';
-import { cpuSeconds, machine, machineCpu, syscalls } from './proc.js';
+import { cpuSeconds, machine, machineCpu, mainThreadSched, syscalls } from './proc.js';
 
 const TASKS = Number(arg('tasks', '5000'));
 const WORKERS = Number(arg('workers', '25'));
@@ -60,14 +60,6 @@ function pids(dir: string): { hub: number; workers: number[] } {
 const cpuOf = (ps: number[]) => ps.reduce((a, p) => { try { return a + cpuSeconds(p); } catch { return a; } }, 0);
 /** Read and write system calls of these processes together (a process gone counts 0). */
 const callsOf = (ps: number[]) => ps.reduce((a, p) => { try { const c = syscalls(p); return { reads: a.reads + c.reads, writes: a.writes + c.writes }; } catch { return a; } }, { reads: 0, writes: 0 });
-
-/** Run and run-queue wait of a process's main thread, ms (/proc/PID/task/PID/schedstat; zeros if unreadable). */
-function mainThreadSched(pid: number): { run: number; wait: number } {
-  try {
-    const [run, wait] = fs.readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').trim().split(' ').map(Number);
-    return { run: run! / 1e6, wait: wait! / 1e6 };
-  } catch { return { run: 0, wait: 0 }; }
-}
 
 /** Hub-side time of one batch: the first 'task' record's time to the last 'result' record's, from the journal. */
 function hubSideMs(dir: string, ids: Set<string>): number {
