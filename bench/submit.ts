@@ -12,7 +12,10 @@
  *
  * `--batches N` measures N batches one after another on the same swarm (a record each, `batch` 0..N-1).
  *
- * Run: `node dist/bench/submit.js [--tasks 5000] [--workers 25] [--rounds 2] [--slots 1] [--warm 1000] [--idle-ms 0] [--batches 1] [--out FILE]`.
+ * `--procs auto,25` compares the worker processes `up` starts for echo agents (auto: one per core
+ * less one) with a process per agent, alternating in each round.
+ *
+ * Run: `node dist/bench/submit.js [--tasks 5000] [--workers 25] [--rounds 2] [--slots 1] [--procs auto] [--warm 1000] [--idle-ms 0] [--batches 1] [--out FILE]`.
  * Appends one line per run to bench/results/submit.jsonl (or --out).
  */
 import { spawnSync } from 'node:child_process';
@@ -27,6 +30,11 @@ const WORKERS = Number(arg('workers', '25'));
 const ROUNDS = Number(arg('rounds', '2'));
 /** Tasks in flight per worker (`swarm up --slots`); 1 is what `up` starts. */
 const SLOTS = Number(arg('slots', '1'));
+/**
+ * Worker processes (`swarm up --procs`): `auto`, what `up` starts, or a number (25 = a process per
+ * agent, as `up` started echo agents before `--procs`); a comma list alternates them in each round.
+ */
+const PROCS = arg('procs', 'auto').split(',');
 const WARM = Number(arg('warm', '1000'));
 const IDLE_MS = Number(arg('idle-ms', '0'));
 /** Measured batches on each swarm, one after another: the first shows a cold start, the later ones a warm swarm. */
@@ -51,11 +59,12 @@ function swarm(args: string[], dir: string): { stdout: string; ms: number; cliCp
 
 function pids(dir: string): { hub: number; workers: number[] } {
   const hub = (JSON.parse(fs.readFileSync(path.join(dir, 'hub.json'), 'utf8')) as { pid: number }).pid;
-  const workers = fs.readdirSync(path.join(dir, 'pids')).map((f) => {
+  // A pid file per worker id; a process of several workers is named by each of theirs.
+  const workers = new Set(fs.readdirSync(path.join(dir, 'pids')).map((f) => {
     const txt = fs.readFileSync(path.join(dir, 'pids', f), 'utf8');
     return txt.trim().startsWith('{') ? (JSON.parse(txt) as { pid: number }).pid : Number(txt);
-  });
-  return { hub, workers };
+  }));
+  return { hub, workers: [...workers] };
 }
 const cpuOf = (ps: number[]) => ps.reduce((a, p) => { try { return a + cpuSeconds(p); } catch { return a; } }, 0);
 /** Read and write system calls of these processes together (a process gone counts 0). */
@@ -82,10 +91,10 @@ function writeTasks(file: string, n: number, tag: string): Set<string> {
 }
 
 /** One swarm: up, the warm-up, then BATCHES measured batches one after another (a record each). */
-async function once(failover: boolean, round: number): Promise<Record<string, unknown>[]> {
+async function once(failover: boolean, round: number, procs: string): Promise<Record<string, unknown>[]> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-submit-'));
   try {
-    const up = swarm(['up', '-n', String(WORKERS), '--driver', 'echo', '--detach', '--json', '--slots', String(SLOTS), ...(failover ? [] : ['--no-failover'])], dir);
+    const up = swarm(['up', '-n', String(WORKERS), '--driver', 'echo', '--detach', '--json', '--slots', String(SLOTS), '--procs', procs, ...(failover ? [] : ['--no-failover'])], dir);
     const warmFile = path.join(dir, 'warm.jsonl');
     writeTasks(warmFile, WARM, `warm${round}`);
     swarm(['submit', '--file', warmFile, '--wait', '--json'], dir);
@@ -119,7 +128,7 @@ function measure(dir: string, failover: boolean, round: number, batch: number, u
   const out = JSON.parse(r.stdout) as { complete: boolean; tasks: { state: string }[] };
   const hubMs = hubSideMs(dir, ids);
   return {
-    date: new Date().toISOString(), machine: machine(), failover, tasks: TASKS, workers: WORKERS, slots: SLOTS, warm: WARM, idle_ms: IDLE_MS, round, batch,
+    date: new Date().toISOString(), machine: machine(), failover, tasks: TASKS, workers: WORKERS, worker_processes: p.workers.length, slots: SLOTS, warm: WARM, idle_ms: IDLE_MS, round, batch,
     done: out.tasks.filter((t) => t.state === 'done').length, complete: out.complete, up_ms: Math.round(upMs),
     command_ms: Math.round(r.ms), command_tasks_per_s: Math.round(TASKS / (r.ms / 1000)),
     hub_side_ms: hubMs, hub_side_tasks_per_s: Math.round(TASKS / (hubMs / 1000)),
@@ -135,10 +144,13 @@ function measure(dir: string, failover: boolean, round: number, batch: number, u
 }
 
 for (let round = 0; round < ROUNDS; round++) {
-  for (const failover of [true, false]) {
-    for (const r of await once(failover, round)) {
-      fs.appendFileSync(OUT, JSON.stringify(r) + '\n');
-      console.log(JSON.stringify(r));
+  for (const procs of PROCS) {
+    for (const failover of [true, false]) {
+      for (const r of await once(failover, round, procs)) {
+        const rec = { procs, ...r };
+        fs.appendFileSync(OUT, JSON.stringify(rec) + '\n');
+        console.log(JSON.stringify(rec));
+      }
     }
   }
 }

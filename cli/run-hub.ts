@@ -9,13 +9,16 @@ export { logPath, newToken } from './state.js';
 import { sharedWorkerArgs, startSharedEngine, type SharedEngine } from './shared-engine.js';
 import { StateDirGuard } from './state-guard.js';
 import { nodeArgs } from './node-args.js';
+import { groupIds, workerProcesses, type Procs } from './procs.js';
 
 export interface RunHubOptions {
   dir: string;
   log: Logger;
   config: Omit<Parameters<typeof hubConfig>[0], 'stateDir'>;
-  /** Supervise this many worker processes. */
+  /** Supervise this many workers (agents). */
   agents?: number;
+  /** In how many processes (cli/procs.ts; default auto: by driver). */
+  procs?: Procs;
   workerArgs?: string[];
   journal?: boolean;
   /** Run one shared llama-server for the supervised workers instead of an engine each. */
@@ -113,14 +116,17 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
   }
   if (o.agents && o.agents > 0) {
     const ids = Array.from({ length: o.agents }, (_, i) => `w-${i + 1}`);
+    // A shared llama-server gives each agent its own server slot by argument: a process each.
+    const groups = groupIds(ids, engine ? ids.length : workerProcesses(ids.length, argValue(workerArgs, '--driver'), o.procs));
     supervisor = new Supervisor({
-      ids, stateDir: o.dir, reconnectGraceMs: 2 * config.deadAfterMs,
-      command: (id) => ({
+      groups, stateDir: o.dir, reconnectGraceMs: 2 * config.deadAfterMs,
+      command: (group) => ({
         file: process.execPath,
         // A shared llama-server gives each single-slot worker its own server slot (prompt cache affinity).
-        args: [...nodeArgs(), CLI, 'worker', '--id', id, '--state-dir', o.dir, ...workerArgs, ...(engine && o.sharedEngine?.slotsPerWorker === 1 ? ['--driver-opt', `slot=${ids.indexOf(id)}`] : [])],
+        args: [...nodeArgs(), CLI, 'worker', ...(group.length === 1 ? ['--id', group[0]!] : ['--ids', group.join(',')]), '--state-dir', o.dir, ...workerArgs,
+          ...(engine && o.sharedEngine?.slotsPerWorker === 1 ? ['--driver-opt', `slot=${ids.indexOf(group[0]!)}`] : [])],
         // Each worker gets its own credential, not the swarm token: it can join as its id only.
-        env: { ...process.env, ...(config.token ? { SWARM_TOKEN: workerCredential(config.token, id), SWARM_PEER_TOKEN: peerSecret(config.token) } : {}) },
+        env: config.token ? workerEnv(config.token, group) : process.env,
       }),
     }, o.log.child({ part: 'supervisor' }));
     supervisor.start();
@@ -128,10 +134,29 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
   return { hub, control, supervisor, file, stop, stopped };
 }
 
+/**
+ * A process's credentials: SWARM_TOKEN for a process of one worker (as a worker started by hand
+ * takes it), SWARM_CREDENTIALS (a JSON object, id to credential) for several: each still admits
+ * its own id only, so one process's workers cannot join as another process's.
+ */
+function workerEnv(token: string, ids: string[]): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, SWARM_PEER_TOKEN: peerSecret(token) };
+  // Never the swarm token itself, which the operator's environment may hold.
+  delete env.SWARM_TOKEN;
+  delete env.SWARM_CREDENTIALS;
+  if (ids.length === 1) env.SWARM_TOKEN = workerCredential(token, ids[0]!);
+  else env.SWARM_CREDENTIALS = JSON.stringify(Object.fromEntries(ids.map((id) => [id, workerCredential(token, id)])));
+  return env;
+}
+
+function argValue(args: string[], name: string): string | undefined {
+  const i = args.lastIndexOf(name);
+  return i >= 0 ? args[i + 1] : undefined;
+}
+
 /** What the supervised workers' arguments say about their engine. */
 function engineMode(args: string[]): 'batched' | 'per-worker' {
-  const i = args.indexOf('--driver');
-  return i >= 0 && args[i + 1] === 'batched' ? 'batched' : 'per-worker';
+  return argValue(args, '--driver') === 'batched' ? 'batched' : 'per-worker';
 }
 
 function wrapListen(err: unknown, host: string, port: number): Error {

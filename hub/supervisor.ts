@@ -6,10 +6,10 @@ import { killGroup } from '../drivers/lifecycle.js';
 import { isSameProcess, readPidFile, writePidFile } from './proc-id.js';
 
 export interface SupervisorOptions {
-  /** Worker ids to keep alive, one process each. */
-  ids: string[];
-  /** The command line that runs worker `id`. */
-  command: (id: string) => { file: string; args: string[]; env?: NodeJS.ProcessEnv };
+  /** Worker ids to keep alive, grouped by process: each inner list runs in one process. */
+  groups: string[][];
+  /** The command line that runs the workers `ids` in one process. */
+  command: (ids: string[]) => { file: string; args: string[]; env?: NodeJS.ProcessEnv };
   /** Pid files and logs live here; omitted = no adoption across hub restarts, logs discarded. */
   stateDir?: string;
   /** Wait before respawning a worker that exited, growing to a cap for a crash loop. */
@@ -24,18 +24,23 @@ export interface SupervisorOptions {
 }
 
 interface Slot {
-  id: string; pid?: number; child?: ChildProcess; restarts: number; lastStart: number; timer?: NodeJS.Timeout;
-  /** Armed while the worker is disconnected and its process alive: kills it if it does not reconnect. */
-  grace?: NodeJS.Timeout;
+  /** The worker ids this process runs (its first names it in logs). */
+  ids: string[]; id: string; pid?: number; child?: ChildProcess; restarts: number; lastStart: number; timer?: NodeJS.Timeout;
+  /** Armed per worker while it is disconnected and its process alive: kills the process if it does not reconnect. */
+  graces: Map<string, NodeJS.Timeout>;
 }
 
 /**
- * Keeps one process per worker id alive: spawns each in its own process group, respawns it when it
- * exits, or when it has been disconnected longer than the reconnect grace, and adopts workers still
- * running from a previous hub (pid files), so a restarted hub does not double the swarm.
+ * Keeps the worker processes alive, each running one or more worker ids: spawns each in its own
+ * process group, respawns it when it exits, or when one of its workers has been disconnected longer
+ * than the reconnect grace, and adopts processes still running from a previous hub (pid files, one
+ * per worker id, all naming their process), so a restarted hub does not double the swarm.
  */
 export class Supervisor {
-  private readonly slots = new Map<string, Slot>();
+  /** One slot per process, in start order. */
+  private readonly slots: Slot[] = [];
+  /** Each worker id's process. */
+  private readonly byId = new Map<string, Slot>();
   /** Pids this supervisor started or adopted: the only ones whose pid files it removes. */
   private readonly ours = new Set<number>();
   private stopping = false;
@@ -44,27 +49,29 @@ export class Supervisor {
   constructor(private readonly opts: SupervisorOptions, private readonly log: Logger) {}
 
   start(): void {
-    for (const id of this.opts.ids) {
-      const slot: Slot = { id, restarts: 0, lastStart: 0 };
-      this.slots.set(id, slot);
-      // Only a process this swarm started (same start time and command) is adopted: a stale pid
-      // file may name a pid the system has since given to something else.
-      const adopted = this.readPid(id);
-      if (adopted && alive(adopted)) {
+    for (const ids of this.opts.groups) {
+      if (ids.length === 0) continue;
+      const slot: Slot = { ids, id: ids[0]!, restarts: 0, lastStart: 0, graces: new Map() };
+      this.slots.push(slot);
+      for (const id of ids) this.byId.set(id, slot);
+      // Only a process this swarm started (same start time and command, so the same ids) is
+      // adopted: a stale pid file may name a pid the system has since given to something else.
+      const adopted = this.readPid(slot.id);
+      if (adopted && alive(adopted) && ids.every((id) => this.readPid(id) === adopted)) {
         slot.pid = adopted;
         this.ours.add(adopted);
-        this.log.info({ worker: id, pid: adopted }, 'adopted running worker');
+        this.log.info({ workers: ids, pid: adopted }, 'adopted running worker process');
       } else this.spawn(slot);
     }
     // Adopted workers are not our children: poll them.
     this.poll = setInterval(() => {
-      for (const s of this.slots.values()) if (!s.child && s.pid && !alive(s.pid)) this.exited(s, 'adopted worker gone');
+      for (const s of this.slots) if (!s.child && s.pid && !alive(s.pid)) this.exited(s, 'adopted worker gone');
     }, 1000);
     this.poll.unref();
   }
 
   /** Pids of the worker processes. */
-  pids(): number[] { return [...this.slots.values()].flatMap((s) => (s.pid ? [s.pid] : [])); }
+  pids(): number[] { return this.slots.flatMap((s) => (s.pid ? [s.pid] : [])); }
 
   /**
    * The hub lost a worker's link (closed, or silent past dead_after). A link drop is not a process
@@ -72,27 +79,30 @@ export class Supervisor {
    * only if it has not reconnected by then is it killed (a hung process), and so respawned.
    */
   declareDead(id: string): void {
-    const s = this.slots.get(id);
-    if (!s?.pid || this.stopping || s.grace) return;
+    const s = this.byId.get(id);
+    if (!s?.pid || this.stopping || s.graces.has(id)) return;
     if (!alive(s.pid)) return;
     const pid = s.pid;
     const graceMs = this.opts.reconnectGraceMs ?? 20_000;
     this.log.info({ worker: id, pid, graceMs }, 'worker link dropped; waiting for it to reconnect');
-    s.grace = setTimeout(() => {
-      s.grace = undefined;
+    const t = setTimeout(() => {
+      s.graces.delete(id);
       if (this.stopping || s.pid !== pid || !alive(pid)) return;
-      this.log.warn({ worker: id, pid, graceMs }, 'worker did not reconnect in time; killing it');
+      // A process's workers share it: one hung worker takes the others with it, and they come back together.
+      this.log.warn({ worker: id, workers: s.ids, pid, graceMs }, 'worker did not reconnect in time; killing its process');
       killGroup(pid, 'SIGKILL');
     }, graceMs);
-    s.grace.unref();
+    t.unref();
+    s.graces.set(id, t);
   }
 
   /** The worker joined the hub (again): a pending kill for its dropped link is called off. */
   connected(id: string): void {
-    const s = this.slots.get(id);
-    if (!s?.grace) return;
-    clearTimeout(s.grace);
-    s.grace = undefined;
+    const s = this.byId.get(id);
+    const t = s?.graces.get(id);
+    if (!s || !t) return;
+    clearTimeout(t);
+    s.graces.delete(id);
     this.log.info({ worker: id, pid: s.pid }, 'worker reconnected');
   }
 
@@ -100,16 +110,16 @@ export class Supervisor {
   async stop(): Promise<void> {
     this.stopping = true;
     if (this.poll) clearInterval(this.poll);
-    for (const s of this.slots.values()) { if (s.timer) clearTimeout(s.timer); if (s.grace) clearTimeout(s.grace); if (s.pid) killGroup(s.pid, 'SIGTERM'); }
+    for (const s of this.slots) { if (s.timer) clearTimeout(s.timer); this.clearGraces(s); if (s.pid) killGroup(s.pid, 'SIGTERM'); }
     const deadline = Date.now() + (this.opts.killGraceMs ?? 3000);
     while (Date.now() < deadline && this.pids().some(alive)) await sleep(25);
     for (const pid of this.pids()) if (alive(pid)) killGroup(pid, 'SIGKILL');
     while (this.pids().some(alive) && Date.now() < deadline + 2000) await sleep(25);
-    for (const s of this.slots.values()) this.removePid(s.id);
+    for (const s of this.slots) this.removePids(s);
   }
 
   private spawn(slot: Slot): void {
-    const { file, args, env } = this.opts.command(slot.id);
+    const { file, args, env } = this.opts.command(slot.ids);
     let out: number | 'ignore' = 'ignore';
     if (this.opts.stateDir) {
       fs.mkdirSync(path.join(this.opts.stateDir, 'logs'), { recursive: true });
@@ -120,25 +130,32 @@ export class Supervisor {
     slot.child = child;
     slot.pid = child.pid;
     slot.lastStart = Date.now();
-    if (child.pid) { this.ours.add(child.pid); this.writePid(slot.id, child.pid, [file, ...args]); }
+    if (child.pid) { this.ours.add(child.pid); for (const id of slot.ids) this.writePid(id, child.pid, [file, ...args]); }
     child.once('exit', (code, signal) => {
       if (slot.child === child) { slot.child = undefined; this.exited(slot, `exit code ${code} signal ${signal}`); }
     });
-    child.once('error', (err) => this.log.error({ worker: slot.id, err }, 'worker spawn failed'));
+    child.once('error', (err) => this.log.error({ workers: slot.ids, err }, 'worker spawn failed'));
   }
 
   private exited(slot: Slot, why: string): void {
     slot.pid = undefined;
-    if (slot.grace) { clearTimeout(slot.grace); slot.grace = undefined; }
-    this.removePid(slot.id);
+    this.clearGraces(slot);
+    this.removePids(slot);
     if (this.stopping) return;
     // Back off a worker that keeps crashing right after start.
     const quick = Date.now() - slot.lastStart < 5000;
     slot.restarts = quick ? slot.restarts + 1 : 0;
     const delay = Math.min(10_000, (this.opts.respawnDelayMs ?? 200) * 2 ** Math.min(slot.restarts, 6));
-    this.log.warn({ worker: slot.id, why, respawnInMs: delay }, 'worker exited; respawning');
+    this.log.warn({ workers: slot.ids, why, respawnInMs: delay }, 'worker process exited; respawning');
     slot.timer = setTimeout(() => { if (!this.stopping) this.spawn(slot); }, delay);
   }
+
+  private clearGraces(s: Slot): void {
+    for (const t of s.graces.values()) clearTimeout(t);
+    s.graces.clear();
+  }
+
+  private removePids(s: Slot): void { for (const id of s.ids) this.removePid(id); }
 
   private pidFile(id: string): string | undefined {
     return this.opts.stateDir ? path.join(this.opts.stateDir, 'pids', `${id}.pid`) : undefined;

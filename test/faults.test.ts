@@ -8,7 +8,8 @@ interface Status { workers: { id: string; pid?: number; inflight: number }[]; ta
 t.test('kill -9 of a worker mid-task: the task completes on another worker, recorded once', async (t) => {
   const state = tempDir(t);
   t.teardown(() => { swarm(['down', '--state-dir', state]); });
-  const up = swarm(['up', '--agents', '3', '--detach', '--state-dir', state, '--driver', 'echo', '--driver-opt', 'latency_ms=1500', '--dead-after-ms', '2000', '--heartbeat-ms', '200']);
+  // A process per agent: the others live on (test/procs.test.ts kills a process of several).
+  const up = swarm(['up', '--agents', '3', '--procs', '3', '--detach', '--state-dir', state, '--driver', 'echo', '--driver-opt', 'latency_ms=1500', '--dead-after-ms', '2000', '--heartbeat-ms', '200']);
   t.equal(up.code, 0, up.stderr);
   await api(state, 'POST', '/tasks', { id: 'victim', prompt: 'survive' });
   let holder: { id: string; pid?: number } | undefined;

@@ -9,7 +9,7 @@ t.test('SWARM_NODE_ARGS reaches the hub and every worker: --cpu-prof leaves one 
   const prof = path.join(dir, 'prof');
   const env = { SWARM_NODE_ARGS: ` --cpu-prof  --cpu-prof-dir=${prof} ` };
   t.teardown(() => { swarm(['down', '--state-dir', state]); });
-  const up = swarm(['up', '-n', '2', '--driver', 'echo', '--no-failover', '--detach', '--json', '--state-dir', state], { env });
+  const up = swarm(['up', '-n', '2', '--procs', '2', '--driver', 'echo', '--no-failover', '--detach', '--json', '--state-dir', state], { env });
   t.equal(up.code, 0, up.stderr);
   const sub = swarm(['submit', 'hello', '--wait', '--state-dir', state]);
   t.equal(sub.stdout, 'echo: hello\n', sub.stderr);

@@ -35,7 +35,7 @@ async function cutter(target: () => number | undefined) {
 }
 
 /** A hub with `agents` supervised echo workers (the compiled CLI, as `swarm up` runs them) behind a cutter. */
-async function swarmBehindCutter(t: Tap, config: { heartbeatMs?: number; deadAfterMs?: number }) {
+async function swarmBehindCutter(t: Tap, config: { heartbeatMs?: number; deadAfterMs?: number }, procs = 2) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-sup-'));
   // The compiled run-hub: it spawns workers from dist/cli/main.js, its sibling.
   const { runHub } = await import(pathToFileURL(path.join(ROOT, 'dist/cli/run-hub.js')).href) as { runHub: typeof RunHub };
@@ -43,7 +43,7 @@ async function swarmBehindCutter(t: Tap, config: { heartbeatMs?: number; deadAft
   const proxy = await cutter(() => running?.hub.address?.port ?? readPort(dir));
   t.teardown(async () => { await running?.stop(); await proxy.close(); fs.rmSync(dir, { recursive: true, force: true }); });
   running = await runHub({
-    dir, log: pino({ level: process.env.SWARM_TEST_LOG ?? 'silent' }), agents: 2,
+    dir, log: pino({ level: process.env.SWARM_TEST_LOG ?? 'silent' }), agents: 2, procs,
     config: { host: '127.0.0.1', port: 0, controlPort: 0, fsyncMs: 0, ...config },
     workerArgs: ['--hub', proxy.addr, '--driver', 'echo', '--driver-opt', 'latency_ms=1500', '--slots', '1'],
   });
@@ -99,6 +99,26 @@ t.test('a supervised worker that stays disconnected past the grace is killed and
   proxy.refuse(false);
   t.ok(await until(() => hub.registry.size === 2, 60_000), 'the new workers joined');
   const ids = ['late-0', 'late-1'];
+  await hub.submit(ids.map((id) => ({ id, prompt: id })));
+  t.ok(await until(() => ids.every((id) => hub.store.queue.get(id)?.state === 'done'), 60_000), 'and run tasks');
+  t.same(tally(dir, ids), { lost: 0, duplicated: 0 });
+});
+
+t.test('two workers in one process: one that stays disconnected past the grace takes the process, and both come back', async (t) => {
+  const { dir, running, proxy } = await swarmBehindCutter(t, { heartbeatMs: 300, deadAfterMs: 1500 }, 1);
+  const { hub, supervisor } = running;
+  t.ok(await until(() => hub.registry.size === 2, 60_000), 'both workers joined');
+  const pids = supervisor!.pids();
+  t.equal(pids.length, 1, 'one process');
+  t.same([...hub.registry.all()].map((w) => w.pid), [pids[0], pids[0]], 'both workers live in it');
+  proxy.refuse(true);
+  proxy.cut();
+  t.ok(await until(() => { const now = supervisor!.pids(); return now.length === 1 && now[0] !== pids[0]; }, 60_000, 100), 'the process was replaced');
+  t.notOk(alive(pids[0]!), 'the old process is gone');
+  proxy.refuse(false);
+  t.ok(await until(() => hub.registry.size === 2, 60_000), 'both workers joined again');
+  t.same([...hub.registry.all()].map((w) => w.pid), supervisor!.pids().concat(supervisor!.pids()), 'from the new process');
+  const ids = ['late-0', 'late-1', 'late-2'];
   await hub.submit(ids.map((id) => ({ id, prompt: id })));
   t.ok(await until(() => ids.every((id) => hub.store.queue.get(id)?.state === 'done'), 60_000), 'and run tasks');
   t.same(tally(dir, ids), { lost: 0, duplicated: 0 });

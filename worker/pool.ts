@@ -9,6 +9,8 @@ import { handshakeCaps } from './prompt-cache.js';
 export interface PoolOptions extends Pick<AgentOptions, 'locate' | 'token' | 'role' | 'caps' | 'slots' | 'msgpack' | 'config'> {
   /** Worker ids; one agent (one hub connection) per id. */
   ids: string[];
+  /** Each id's own credential (`swarm credential ID`), where it is not `token`. */
+  tokens?: Record<string, string>;
   driver: DriverConfig;
   /** Hybrid star-gossip failover for every agent (each gets its own peer port). */
   failover?: Omit<AgentFailoverOptions, 'advertise'> & { ports?: number[]; advertise?: string[] };
@@ -32,7 +34,7 @@ export class WorkerPool {
       let resolve!: (reason: string) => void;
       stopped.push(new Promise<string>((r) => (resolve = r)));
       return new Agent({
-        id, driver: createDriver(opts.driver), locate: opts.locate, token: opts.token, role: opts.role,
+        id, driver: createDriver(opts.driver), locate: opts.locate, token: opts.tokens && Object.hasOwn(opts.tokens, id) ? opts.tokens[id] : opts.token, role: opts.role,
         caps, slots: opts.slots, msgpack: opts.msgpack, config: opts.config, onStopped: resolve,
         failover: opts.failover && {
           ...opts.failover,

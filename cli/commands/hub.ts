@@ -8,6 +8,10 @@ import { stateDir, swarmToken } from '../state.js';
 import { reportReady } from '../ready.js';
 import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
+import { parseProcs, type Procs } from '../procs.js';
+
+/** `--procs`, for `swarm hub --supervise` and `swarm up`. */
+export const PROCS_HELP = 'worker processes the agents run in: auto = one per agent for engines held in the worker (embedded, per-worker), else one per core less one; N = N processes (a process\'s agents share its crashes)';
 import { DEFAULT_ENGINE, engineDriver, parseEngineMode, type EngineMode } from '../shared-engine.js';
 
 /** Options shared by `swarm hub` and `swarm up`. */
@@ -75,7 +79,8 @@ export function hubConfigFrom(o: HubCliOptions, token: string | undefined) {
 export function registerHub(program: Command): void {
   const cmd = program.command('hub').description('run the hub alone (workers join with `swarm worker`)');
   hubOptions(cmd)
-    .option('--supervise <n>', 'also start and supervise N local worker processes', int('--supervise'), 0)
+    .option('--supervise <n>', 'also start and supervise N local workers', int('--supervise'), 0)
+    .option('--procs <n>', PROCS_HELP, parseProcs, 'auto')
     .option('--driver <name>', 'driver for supervised workers', DEFAULT_DRIVER)
     .option('--driver-opt <key=value>', 'driver option for supervised workers (repeatable)', keyValue, {})
     .option('--model <path>', 'model for supervised workers: GGUF file or hf: URI (env SWARM_MODEL; default: the random-weight demo model)')
@@ -85,7 +90,7 @@ export function registerHub(program: Command): void {
     .option('--failover', 'supervised workers keep a replica and finish the run by gossip if the hub dies', false)
     .option('--log-file <file>', 'write logs here instead of stderr')
     .addOption(new Option('--ready-fd <fd>', 'report the number of connected workers on this fd (used by `swarm up --detach`)').argParser(int('--ready-fd')).hideHelp())
-    .action(async (o: HubCliOptions & { supervise: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; caps?: string; logFile?: string; engine: EngineMode; failover: boolean; readyFd?: number }) => {
+    .action(async (o: HubCliOptions & { supervise: number; procs: Procs; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; caps?: string; logFile?: string; engine: EngineMode; failover: boolean; readyFd?: number }) => {
       try {
         // Loaded here, not at the top: `swarm up` imports this file for its options only.
         const [{ makeLogger }, { runHub }] = await Promise.all([import('../log.js'), import('../run-hub.js')]);
@@ -95,7 +100,7 @@ export function registerHub(program: Command): void {
         // Resolved once for all supervised workers (none when the hub supervises none).
         const model = o.supervise > 0 ? await chooseModel(o.driver, o.model) : { path: o.model };
         const running = await runHub({
-          dir, log, config: hubConfigFrom(o, token), agents: o.supervise, journal: o.journal,
+          dir, log, config: hubConfigFrom(o, token), agents: o.supervise, procs: o.procs, journal: o.journal,
           workerArgs: workerArgs({ ...engineDriver(o.engine, o.driver, o.driverOpt, o.supervise, o.slots), model: model.path, slots: o.slots, failover: o.failover, caps: o.caps, tlsCert: o.tlsCert, tlsKey: o.tlsKey }),
           sharedEngine: o.engine === 'shared' ? { model: model.path, slotsPerWorker: o.slots } : undefined,
         });

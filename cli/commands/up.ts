@@ -11,13 +11,14 @@ import { Progress } from '../progress.js';
 import { readyCounter } from '../ready.js';
 import { logPath, readHubFile, stateDir, type HubFile } from '../state.js';
 import { nodeArgs } from '../node-args.js';
-import { hubConfigFrom, hubOptions, hubToken, type HubCliOptions } from './hub.js';
+import { PROCS_HELP, hubConfigFrom, hubOptions, hubToken, type HubCliOptions } from './hub.js';
+import { parseProcs, workerProcesses, type Procs } from '../procs.js';
 import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
 import { DEFAULT_ENGINE, engineDriver, parseEngineMode, type EngineMode } from '../shared-engine.js';
 
 interface UpOptions extends HubCliOptions {
-  agents: number; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; engine: EngineMode; failover: boolean; caps?: string;
+  agents: number; procs: Procs; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; engine: EngineMode; failover: boolean; caps?: string;
   detach: boolean; json: boolean; readyTimeout: number; dashboard: boolean;
 }
 
@@ -26,7 +27,8 @@ const CLI = fileURLToPath(new URL('../main.js', import.meta.url));
 export function registerUp(program: Command): void {
   const cmd = program.command('up').description('start a hub and N workers as one supervised swarm');
   hubOptions(cmd)
-    .option('-n, --agents <n>', 'number of worker processes', int('--agents', 1), 4)
+    .option('-n, --agents <n>', 'number of agents (workers)', int('--agents', 1), 4)
+    .option('--procs <n>', PROCS_HELP, parseProcs, 'auto')
     .option('--driver <name>', 'engine driver: embedded (llama.cpp in-process), llama-server, llama-cli, echo, exec, …', DEFAULT_DRIVER)
     .option('--driver-opt <key=value>', 'driver option (repeatable)', keyValue, {})
     .option('--model <path>', 'GGUF model file or hf: URI (env SWARM_MODEL; default: a built-in random-weight demo model)')
@@ -64,7 +66,7 @@ async function upForeground(o: UpOptions, model: ChosenModel): Promise<void> {
   const supervised = args(o, model, true); // refused settings before anything is written
   const log = makeLogger('hub', logPath(dir, 'hub'));
   const token = hubToken(o, dir);
-  const running = await runHub({ dir, log, config: hubConfigFrom(o, token), agents: o.agents, workerArgs: supervised, journal: o.journal,
+  const running = await runHub({ dir, log, config: hubConfigFrom(o, token), agents: o.agents, procs: o.procs, workerArgs: supervised, journal: o.journal,
     sharedEngine: o.engine === 'shared' ? { model: model.path, slotsPerWorker: o.slots } : undefined });
   let interrupted = false;
   const onSignal = () => { interrupted = true; if (!o.json) process.stderr.write('\nstopping swarm…\n'); void running.stop(); };
@@ -92,7 +94,7 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   if (prev && (await import('../running.js')).hubIsOurs(prev, dir)) throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a swarm (hub pid ${prev.pid}) is already running in ${dir}`);
   fs.mkdirSync(path.join(dir, 'logs'), { recursive: true, mode: 0o700 });
   const token = hubToken(o, dir);
-  const hubArgs = [CLI, 'hub', '--state-dir', dir, '--supervise', String(o.agents), '--log-file', logPath(dir, 'hub'),
+  const hubArgs = [CLI, 'hub', '--state-dir', dir, '--supervise', String(o.agents), '--procs', String(o.procs), '--log-file', logPath(dir, 'hub'),
     '--host', o.host, '--port', String(o.port), '--control-port', String(o.controlPort),
     '--heartbeat-ms', String(o.heartbeatMs), '--dead-after-ms', String(o.deadAfterMs), '--max-line', String(o.maxLine),
     '--max-attempts', String(o.maxAttempts), '--max-tokens', String(o.maxTokens), '--prefetch-below-ms', String(o.prefetchBelowMs), '--fsync', o.fsync, '--ready-fd', '3', ...supervised];
@@ -156,17 +158,19 @@ async function waitFor(count: () => number | Promise<number>, want: number, time
 }
 
 function summary(o: UpOptions, model: ChosenModel, hub: HubFile, dir: string, ms: number, detached: boolean): void {
+  const driver = o.engine === 'shared' ? 'llama-server' : engineDriver(o.engine, o.driver, {}, 1, 1).driver;
+  const procs = o.engine === 'shared' ? o.agents : workerProcesses(o.agents, driver, o.procs);
   const s = {
-    ready: true, agents: o.agents, ready_ms: Math.round(ms), driver: o.engine === 'shared' ? 'llama-server' : engineDriver(o.engine, o.driver, {}, 1, 1).driver, engine: effectiveEngine(o), failover: o.failover, model: model.path ?? null, demo_model: model.demo, detached,
+    ready: true, agents: o.agents, worker_processes: procs, ready_ms: Math.round(ms), driver, engine: effectiveEngine(o), failover: o.failover, model: model.path ?? null, demo_model: model.demo, detached,
     hub: `${hub.host}:${hub.port}`, hub_pid: hub.pid, control: `http://${hub.control.host}:${hub.control.port}`, state_dir: dir,
   };
   if (o.json) { process.stdout.write(JSON.stringify(s) + '\n'); return; }
   process.stdout.write([
-    `swarm up: ${o.agents} agent(s) ready in ${(ms / 1000).toFixed(2)} s`,
+    `swarm up: ${o.agents} agent(s) in ${procs} worker process(es) ready in ${(ms / 1000).toFixed(2)} s`,
     `  hub      ${s.hub} (pid ${hub.pid})`,
     `  control  ${s.control}`,
     o.engine === 'shared' ? `  engine   shared: one llama-server with ${o.agents * o.slots} slots`
-      : s.driver === 'batched' ? `  engine   batched: one llama.cpp engine, a sequence for each of ${o.agents * o.slots} slots` : `  driver   ${o.driver} (an engine per worker)`,
+      : s.driver === 'batched' ? `  engine   batched: one llama.cpp engine, a sequence for each of ${o.agents * o.slots} slots` : `  driver   ${o.driver}${procs === o.agents && o.agents > 1 ? ' (a process per agent)' : ''}`,
     ...(model.path ? [`  model    ${model.path}${model.demo ? ' (demo: random weights, its text is noise)' : ''}`] : []),
     `  failover ${o.failover ? 'on: if the hub dies, the workers finish the run by gossip (--no-failover to turn off)' : 'off'}`,
     `  state    ${dir}`,

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import v8 from 'node:v8';
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { SwarmError } from '../../protocol/errors.js';
 import type { HubLocator } from '../../worker/index.js';
 import { fail } from '../exit.js';
@@ -22,7 +22,7 @@ export function workerArgs(o: { driver: string; driverOpt: Record<string, string
 }
 
 interface WorkerCliOptions {
-  hub?: { host: string; port: number }; stateDir?: string; id?: string; count: number; driver: string;
+  hub?: { host: string; port: number }; stateDir?: string; id?: string; ids?: string[]; count: number; driver: string;
   driverOpt: Record<string, string>; model?: string; role?: string; caps?: string; slots: number; queue: number; token?: string;
   peerToken?: string; tls: boolean; tlsCa?: string; tlsCert?: string; tlsKey?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost?: string; advertise?: string; peerPort: number; peerPorts?: string; peerAdvertise?: string; hubLapseMs?: number;
   peerTlsCert?: string; peerTlsKey?: string; peerTlsCa?: string;
@@ -46,6 +46,7 @@ export function registerWorker(program: Command): void {
     .option('--state-dir <dir>', 'find the hub through this state directory (env SWARM_STATE_DIR)')
     .option('--id <id>', 'worker id (with --count K: id-1 … id-K)')
     .option('--count <k>', 'run K worker connections in this one process', int('--count', 1), 1)
+    .option('--ids <list>', 'run these workers (comma-separated ids) in this one process; credentials per id in env SWARM_CREDENTIALS (a JSON object, id to credential)', idList)
     .option('--driver <name>', 'engine driver: embedded, llama-server, llama-cli, echo, exec, …', DEFAULT_DRIVER)
     .option('--driver-opt <key=value>', 'driver option (repeatable), e.g. latency_ms=50', keyValue, {})
     .option('--model <path>', 'GGUF model file or hf: URI (env SWARM_MODEL; default: the random-weight demo model)')
@@ -72,6 +73,8 @@ export function registerWorker(program: Command): void {
     .option('--peer-tls-ca <file>', 'failover: verify peers\' certificates against this CA (without it, peer links are encrypted, not verified)')
     .option('--hub-lapse-ms <ms>', 'failover: hub silence before peers are asked (default 3000, the spec\'s); peers that heard the hub within half of it veto', int('--hub-lapse-ms', 200))
     .action(async (o: WorkerCliOptions) => {
+      if (o.ids && (o.id !== undefined || o.count !== 1)) fail(new SwarmError('SWARM_ERR_CONFIG', '--ids names every worker: not with --id or --count'));
+      if (o.ids) o.count = o.ids.length;
       if (o.count === 1) v8.setFlagsFromString(`--interrupt-budget=${ONE_AGENT_JIT_BUDGET}`);
       try {
         // Loaded here, not at the top: `swarm up` and `swarm hub` import this file for workerArgs() only.
@@ -98,9 +101,9 @@ export function registerWorker(program: Command): void {
         await loadDriver(o.driver); // only this worker's driver: its options are checked before we connect
         const token = o.token ?? process.env.SWARM_TOKEN ?? (fixed ? undefined : readHubFile(dir)?.token);
         const base = o.id ?? `w-${os.hostname().split('.')[0]}-${process.pid}`;
-        const ids = o.count === 1 ? [base] : Array.from({ length: o.count }, (_, i) => `${base}-${i + 1}`);
+        const ids = o.ids ?? (o.count === 1 ? [base] : Array.from({ length: o.count }, (_, i) => `${base}-${i + 1}`));
         const pool = new WorkerPool({
-          ids, locate, token, role: o.role, slots: o.slots, msgpack: o.msgpack,
+          ids, locate, token, tokens: credentials(process.env.SWARM_CREDENTIALS), role: o.role, slots: o.slots, msgpack: o.msgpack,
           // The veto window and the handback frame bound are derived there (from the lapse, the line limit).
           config: workerConfig({ agent: { slots: o.slots, queue: o.queue }, ...(o.hubLapseMs !== undefined ? { hubMonitor: { lapseMs: o.hubLapseMs } } : {}) }),
           ...(o.failover ? { failover: { ...failoverOptions(o), ...(await peerAddress(o, fixed)) }, statusFile: failoverStatusPath(dir) } : {}),
@@ -126,6 +129,24 @@ export function registerWorker(program: Command): void {
         process.exit(0);
       } catch (err) { fail(err); }
     });
+}
+
+function idList(v: string): string[] {
+  const ids = v.split(',').map((x) => x.trim());
+  if (ids.some((id) => id === '')) throw new InvalidArgumentError(`--ids: an empty id in "${v}"`);
+  if (new Set(ids).size !== ids.length) throw new InvalidArgumentError(`--ids: an id given twice in "${v}"`);
+  return ids;
+}
+
+/** SWARM_CREDENTIALS: a JSON object of worker id to credential, for a process of several workers. */
+function credentials(env: string | undefined): Record<string, string> | undefined {
+  if (env === undefined || env === '') return undefined;
+  let v: unknown;
+  try { v = JSON.parse(env); } catch { v = undefined; }
+  if (!v || typeof v !== 'object' || Array.isArray(v) || Object.values(v).some((c) => typeof c !== 'string')) {
+    throw new SwarmError('SWARM_ERR_CONFIG', 'SWARM_CREDENTIALS must be a JSON object of worker id to credential');
+  }
+  return v as Record<string, string>;
 }
 
 /** Peer port settings from the command line; a list must name one entry per worker. */

@@ -1,0 +1,47 @@
+import os from 'node:os';
+import { InvalidArgumentError } from 'commander';
+
+/** `--procs`: how many processes the supervised agents run in; `auto` decides by driver (workerProcesses). */
+export type Procs = number | 'auto';
+
+export function parseProcs(v: string): Procs {
+  if (v === 'auto') return 'auto';
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`--procs must be auto or an integer >= 1, got "${v}"`);
+  return n;
+}
+
+/**
+ * Drivers whose agents hold no model in the worker process: each agent is a thin client (of the
+ * batched engine's process, of Ollama, of a command it runs per task, or of nothing). For these a
+ * process per agent buys no isolation worth its price: on 2 cores, 25 echo agents in one process ran
+ * 5,000 tasks 30-45% faster than in 25 processes, with 0.9 CPU-s less (notes/PERF.md, "Fewer
+ * processes, measured"), and each process costs ~40 MB. The embedded and per-worker engines hold
+ * a model, and a shared llama-server gives each agent its own server slot by argument: one process each.
+ */
+const THIN = new Set(['echo', 'simulated', 'batched', 'exec', 'ollama']);
+
+/**
+ * How many worker processes run `agents` supervised agents. `auto`: one per agent for drivers that
+ * hold a model; for thin ones, one per core less one (the hub and its clients want a core), at least
+ * one, never more than the agents.
+ */
+export function workerProcesses(agents: number, driver: string | undefined, procs: Procs = 'auto', cores = os.availableParallelism()): number {
+  if (agents <= 0) return 0;
+  if (procs !== 'auto') return Math.min(agents, procs);
+  if (!driver || !THIN.has(driver)) return agents;
+  return Math.max(1, Math.min(agents, cores - 1));
+}
+
+/** Split ids over `n` processes in order, as evenly as possible (the first ones one larger). */
+export function groupIds(ids: string[], n: number): string[][] {
+  const k = Math.max(1, Math.min(n, ids.length));
+  const out: string[][] = [];
+  let at = 0;
+  for (let g = 0; g < k; g++) {
+    const size = Math.floor(ids.length / k) + (g < ids.length % k ? 1 : 0);
+    out.push(ids.slice(at, at + size));
+    at += size;
+  }
+  return out;
+}

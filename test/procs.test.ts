@@ -1,0 +1,104 @@
+import t from 'tap';
+import fs from 'node:fs';
+import path from 'node:path';
+import { groupIds, workerProcesses } from '../cli/procs.js';
+import { workerCredential } from '../protocol/auth.js';
+import { alive, api, hubFile, journal, pidsMentioning, swarm, swarmBg, until, tempDir } from './helpers/cli.js';
+
+t.test('workerProcesses: a process per agent for drivers that hold a model, cores less one for thin ones', async (t) => {
+  t.equal(workerProcesses(25, 'embedded', 'auto', 2), 25, 'embedded: a process per agent');
+  t.equal(workerProcesses(25, 'llama-server', 'auto', 4), 25, 'its own llama-server each');
+  t.equal(workerProcesses(25, 'echo', 'auto', 2), 1, 'two cores: one process');
+  t.equal(workerProcesses(25, 'batched', 'auto', 4), 3, 'four cores: three');
+  t.equal(workerProcesses(2, 'echo', 'auto', 16), 2, 'never more than the agents');
+  t.equal(workerProcesses(25, 'echo', 'auto', 1), 1, 'at least one');
+  t.equal(workerProcesses(25, 'embedded', 5, 2), 5, 'a number given is kept');
+  t.equal(workerProcesses(3, 'echo', 10, 2), 3, 'capped by the agents');
+  t.equal(workerProcesses(0, 'echo', 'auto', 2), 0);
+});
+
+t.test('groupIds splits in order, as evenly as possible, losing and repeating none', async (t) => {
+  for (let n = 1; n <= 12; n++) {
+    for (let p = 1; p <= 14; p++) {
+      const ids = Array.from({ length: n }, (_, i) => `w-${i + 1}`);
+      const g = groupIds(ids, p);
+      t.equal(g.length, Math.min(n, p), '', { diagnostic: false });
+      t.same(g.flat(), ids, '', { diagnostic: false });
+      const sizes = g.map((x) => x.length);
+      t.ok(Math.max(...sizes) - Math.min(...sizes) <= 1, `${n} over ${p}: ${sizes.join('+')}`, { diagnostic: false });
+    }
+  }
+});
+
+t.test('swarm up --procs 2: six agents in two processes; one killed -9 mid-batch loses and repeats nothing and comes back', async (t) => {
+  const dir = tempDir(t);
+  const state = path.join(dir, 'state');
+  const up = swarm(['up', '--agents', '6', '--procs', '2', '--driver', 'echo', '--driver-opt', 'latency_ms=5', '--detach', '--json', '--state-dir', state]);
+  t.equal(up.code, 0, up.stderr);
+  t.equal(JSON.parse(up.stdout).worker_processes, 2);
+  const pidOf = (id: string) => (JSON.parse(fs.readFileSync(path.join(state, 'pids', `${id}.pid`), 'utf8')) as { pid: number }).pid;
+  const ids = Array.from({ length: 6 }, (_, i) => `w-${i + 1}`);
+  const before = ids.map(pidOf);
+  t.equal(new Set(before).size, 2, 'two processes');
+  t.same(before.slice(0, 3).every((p) => p === before[0]) && before.slice(3).every((p) => p === before[3]), true, 'w-1..3 share one, w-4..6 the other');
+  t.same(pidsMentioning(state).filter((p) => before.includes(p)).sort(), [...new Set(before)].sort(), 'the pid files name live processes');
+
+  // The process's environment holds its workers' own credentials, never the swarm token.
+  const token = hubFile(state)!.token!;
+  const env = fs.readFileSync(`/proc/${before[0]}/environ`, 'utf8').split('\0');
+  t.notOk(env.some((e) => e.includes(token)), 'no swarm token in a worker process');
+  const creds = JSON.parse(env.find((e) => e.startsWith('SWARM_CREDENTIALS='))!.slice('SWARM_CREDENTIALS='.length)) as Record<string, string>;
+  t.same(creds, Object.fromEntries(ids.slice(0, 3).map((id) => [id, workerCredential(token, id)])), 'a credential for each of its workers');
+
+  const n = 600;
+  const file = path.join(dir, 'tasks.jsonl');
+  fs.writeFileSync(file, Array.from({ length: n }, (_, i) => JSON.stringify({ id: `t-${i}`, prompt: `p ${i}` })).join('\n') + '\n');
+  const sub = swarmBg(['submit', '--file', file, '--wait', '--json', '--state-dir', state]);
+  t.ok(await until(() => journal(state).filter((r) => r.t === 'result').length >= 40, 30_000), 'results flowing');
+  process.kill(before[3]!, 'SIGKILL');
+  const code = await new Promise<number | null>((r) => sub.child.once('exit', (c) => r(c)));
+  t.equal(code, 0, sub.output().slice(-2000));
+  const out = JSON.parse(sub.output().trim().split('\n').pop()!) as { complete: boolean; tasks: { id: string; state: string; text: string }[] };
+  t.equal(out.complete, true);
+  t.equal(out.tasks.length, n);
+  t.equal(out.tasks.filter((x) => x.state === 'done' && x.text === `echo: p ${x.id.slice(2)}`).length, n, 'every task done with its own answer');
+  const results = journal(state).filter((r) => r.t === 'result').map((r) => r.id!);
+  t.equal(new Set(results).size, n, 'lost 0');
+  t.equal(results.length, n, 'duplicated 0');
+
+  t.ok(await until(() => { try { const p = pidOf('w-4'); return p !== before[3] && alive(p) && ids.slice(3).every((id) => pidOf(id) === p); } catch { return false; } }, 30_000), 'the killed process respawned with its three workers');
+  t.ok(await until(async () => (await api<{ workers: unknown[] }>(state, 'GET', '/status')).workers.length === 6, 30_000), 'all six joined again');
+  t.equal(pidOf('w-1'), before[0], 'the other process was left alone');
+});
+
+t.test('a process of several workers: each id needs its own credential; bad SWARM_CREDENTIALS and --ids are refused', async (t) => {
+  const dir = tempDir(t);
+  const state = path.join(dir, 'state');
+  const up = swarm(['up', '--agents', '1', '--driver', 'echo', '--no-failover', '--detach', '--state-dir', state]);
+  t.equal(up.code, 0, up.stderr);
+  const token = hubFile(state)!.token!;
+  const h = hubFile(state)!;
+  const hub = `127.0.0.1:${h.port}`;
+  // x-2 is given x-1's credential: x-1 joins, x-2 is refused.
+  const w = swarmBg(['worker', '--hub', hub, '--ids', 'x-1,x-2', '--driver', 'echo'], {
+    env: { SWARM_TOKEN: '', SWARM_CREDENTIALS: JSON.stringify({ 'x-1': workerCredential(token, 'x-1'), 'x-2': workerCredential(token, 'x-1') }) },
+  });
+  t.teardown(() => { try { process.kill(-w.child.pid!, 'SIGKILL'); } catch { /* gone */ } });
+  t.ok(await until(async () => (await api<{ workers: { id: string }[] }>(state, 'GET', '/status')).workers.some((x) => x.id === 'x-1'), 20_000), 'x-1 joined with its credential');
+  t.ok(await until(() => /SWARM_ERR_AUTH/.test(w.output()), 20_000), 'x-2 refused');
+  const ws = (await api<{ workers: { id: string }[] }>(state, 'GET', '/status')).workers.map((x) => x.id);
+  t.notOk(ws.includes('x-2'), 'x-2 never joined');
+
+  const bad = swarm(['worker', '--hub', hub, '--ids', 'y-1,y-2', '--driver', 'echo'], { env: { SWARM_CREDENTIALS: '["no"]' }, timeoutMs: 20_000 });
+  t.equal(bad.code, 2, 'a configuration error');
+  t.match(bad.stderr, /SWARM_CREDENTIALS must be a JSON object/);
+  const both = swarm(['worker', '--hub', hub, '--ids', 'y-1', '--id', 'y', '--driver', 'echo'], { timeoutMs: 20_000 });
+  t.equal(both.code, 2);
+  t.match(both.stderr, /--ids names every worker/);
+  const twice = swarm(['worker', '--hub', hub, '--ids', 'y-1,y-1'], { timeoutMs: 20_000 });
+  t.equal(twice.code, 2);
+  t.match(twice.stderr, /an id given twice/);
+  const zero = swarm(['up', '--procs', '0', '--state-dir', path.join(dir, 'other')]);
+  t.equal(zero.code, 2);
+  t.match(zero.stderr, /--procs must be auto or an integer >= 1/);
+});
