@@ -38,9 +38,9 @@ export function isSameProcess(id: ProcId, mention?: string): boolean {
 }
 
 /** Record a process we started: pid, start time and the command line it was given. */
-export function writePidFile(file: string, pid: number, cmd: string[]): void {
+export function writePidFile(file: string, pid: number, cmd: string[], start = procStart(pid)): void {
   fs.mkdirSync(path.dirname(file), { recursive: true });
-  const rec: ProcId = { pid, start: procStart(pid), cmd: cmd.join(' ') };
+  const rec: ProcId = { pid, start, cmd: cmd.join(' ') };
   const tmp = `${file}.${process.pid}.tmp`;
   fs.writeFileSync(tmp, JSON.stringify(rec) + '\n', { mode: 0o600 });
   fs.renameSync(tmp, file);

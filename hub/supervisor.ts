@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { killGroup } from '../drivers/lifecycle.js';
-import { isSameProcess, readPidFile, writePidFile } from './proc-id.js';
+import { isSameProcess, readPidFile, writePidFile, type ProcId } from './proc-id.js';
 
 export interface SupervisorOptions {
   /** Worker ids to keep alive, grouped by process: each inner list runs in one process. */
@@ -54,15 +54,33 @@ export class Supervisor {
       const slot: Slot = { ids, id: ids[0]!, restarts: 0, lastStart: 0, graces: new Map() };
       this.slots.push(slot);
       for (const id of ids) this.byId.set(id, slot);
-      // Only a process this swarm started (same start time and command, so the same ids) is
-      // adopted: a stale pid file may name a pid the system has since given to something else.
-      const adopted = this.readPid(slot.id);
-      if (adopted && alive(adopted) && ids.every((id) => this.readPid(id) === adopted)) {
-        slot.pid = adopted;
-        this.ours.add(adopted);
-        this.log.info({ workers: ids, pid: adopted }, 'adopted running worker process');
-      } else this.spawn(slot);
     }
+    // Only a process this swarm started (same start time and command) is adopted: a stale pid file
+    // may name a pid the system has since given to something else. And only for the ids it runs: a
+    // swarm started again with another --procs, or with a pid file damaged, finds processes of ours
+    // that run another set of ids; those are stopped (their tasks go back to the queue), not doubled.
+    const adopted = new Set<number>();
+    const foreign = new Set<number>();
+    for (const slot of this.slots) {
+      const named = new Map<number, ProcId>();
+      for (const id of slot.ids) { const rec = this.ourProcess(id); if (rec) named.set(rec.pid, rec); }
+      for (const rec of named.values()) {
+        if (slot.pid === undefined && !adopted.has(rec.pid) && sameIds(runsIds(rec), slot.ids)) {
+          slot.pid = rec.pid;
+          adopted.add(rec.pid);
+          this.ours.add(rec.pid);
+          // Every id's pid file names it again (one may have been damaged or missing).
+          for (const id of slot.ids) if (rec.cmd) this.writePid(id, rec.pid, rec.cmd.split(' '), rec.start);
+          this.log.info({ workers: slot.ids, pid: rec.pid }, 'adopted running worker process');
+        } else foreign.add(rec.pid);
+      }
+    }
+    for (const pid of foreign) {
+      if (adopted.has(pid)) continue;
+      this.log.warn({ pid }, 'a worker process of this swarm runs other worker ids than wanted now; stopping it');
+      killGroup(pid, 'SIGKILL');
+    }
+    for (const slot of this.slots) if (slot.pid === undefined) this.spawn(slot);
     // Adopted workers are not our children: poll them.
     this.poll = setInterval(() => {
       for (const s of this.slots) if (!s.child && s.pid && !alive(s.pid)) this.exited(s, 'adopted worker gone');
@@ -160,17 +178,18 @@ export class Supervisor {
   private pidFile(id: string): string | undefined {
     return this.opts.stateDir ? path.join(this.opts.stateDir, 'pids', `${id}.pid`) : undefined;
   }
-  private readPid(id: string): number | undefined {
+  /** The live process of ours that `id`'s pid file names, with what was recorded of it. */
+  private ourProcess(id: string): ProcId | undefined {
     const f = this.pidFile(id);
     const rec = f ? readPidFile(f) : undefined;
-    if (!rec) return undefined;
-    if (isSameProcess(rec, this.opts.stateDir)) return rec.pid;
-    if (alive(rec.pid)) this.log.warn({ worker: id, pid: rec.pid }, 'pid file names a process this swarm did not start; not adopting it');
+    if (!rec || !alive(rec.pid)) return undefined;
+    if (isSameProcess(rec, this.opts.stateDir)) return rec;
+    this.log.warn({ worker: id, pid: rec.pid }, 'pid file names a process this swarm did not start; not adopting it');
     return undefined;
   }
-  private writePid(id: string, pid: number, cmd: string[]): void {
+  private writePid(id: string, pid: number, cmd: string[], start?: string): void {
     const f = this.pidFile(id);
-    if (f) writePidFile(f, pid, cmd);
+    if (f) writePidFile(f, pid, cmd, start);
   }
   /**
    * Only a file that names a process this supervisor started (or nothing readable): the state
@@ -182,6 +201,24 @@ export class Supervisor {
     const rec = readPidFile(f);
     if (!rec || this.ours.has(rec.pid)) fs.rmSync(f, { force: true });
   }
+}
+
+/**
+ * The worker ids a recorded worker command runs (`--ids A,B` or `--id A`); undefined when the record
+ * has no command (a pid file from before commands were recorded: one worker each then).
+ */
+function runsIds(rec: ProcId): string[] | undefined {
+  if (rec.cmd === undefined) return undefined;
+  const words = rec.cmd.split(' ');
+  const many = words.indexOf('--ids');
+  if (many >= 0) return words[many + 1]?.split(',');
+  const one = words.indexOf('--id');
+  return one >= 0 && words[one + 1] !== undefined ? [words[one + 1]!] : undefined;
+}
+
+function sameIds(a: string[] | undefined, want: string[]): boolean {
+  if (a === undefined) return want.length === 1;
+  return a.length === want.length && a.every((id, i) => id === want[i]);
 }
 
 /** True if a process with this pid exists (and is not a zombie we could reap). */
