@@ -143,3 +143,19 @@ t.test('swarm up after a hub crash adopts its worker processes, mends a damaged 
   const st = await api<{ workers: { id: string }[] }>(state, 'GET', '/status');
   t.same(st.workers.map((w) => w.id).sort(), [...ids].sort(), 'six workers, each once');
 });
+
+t.test('what a worker runs does not inherit its secrets: an exec command sees no credential or peer secret', async (t) => {
+  const dir = tempDir(t);
+  const state = path.join(dir, 'state');
+  for (const procs of ['auto', '2']) {
+    const up = swarm(['up', '--agents', '2', '--procs', procs, '--driver', 'exec', '--driver-opt', 'cmd=env', '--detach', '--state-dir', state]);
+    t.equal(up.code, 0, `up --procs ${procs}`);
+    const token = hubFile(state)!.token!;
+    const sub = swarm(['submit', 'hello', '--wait', '--state-dir', state]);
+    t.equal(sub.code, 0);
+    t.match(sub.stdout, /SWARM_PROMPT=hello/, 'the command ran and printed its environment');
+    t.notMatch(sub.stdout, /SWARM_TOKEN|SWARM_CREDENTIALS|SWARM_PEER_TOKEN|wc1\.|wp1\./, 'no secret in it');
+    t.notOk(sub.stdout.includes(token), 'nor the swarm token');
+    t.equal(swarm(['down', '--state-dir', state]).code, 0);
+  }
+});

@@ -110,6 +110,9 @@ export function registerWorker(program: Command): void {
           caps: o.caps ? o.caps.split(',').map((c) => c.trim()).filter(Boolean) : [],
           driver: { name: o.driver, ...(model.path ? { model: model.path } : {}), options: o.driverOpt },
         }, log);
+        // Read once: the commands, engines and servers the drivers start inherit this environment,
+        // and none of them needs a worker's secrets.
+        for (const k of ['SWARM_TOKEN', 'SWARM_CREDENTIALS', 'SWARM_PEER_TOKEN']) delete process.env[k];
         for (const a of pool.agents) a.client.onStatus((s) => {
           void loadLogger();
           // A refused join says why, once and then now and then (the loop retries: a hub may be restarting).
