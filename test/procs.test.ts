@@ -43,6 +43,9 @@ t.test('swarm up --procs 2: six agents in two processes; one killed -9 mid-batch
   t.equal(new Set(before).size, 2, 'two processes');
   t.same(before.slice(0, 3).every((p) => p === before[0]) && before.slice(3).every((p) => p === before[3]), true, 'w-1..3 share one, w-4..6 the other');
   t.same(pidsMentioning(state).filter((p) => before.includes(p)).sort(), [...new Set(before)].sort(), 'the pid files name live processes');
+  const shown = swarm(['status', '--state-dir', state]).stdout;
+  t.match(shown, /workers +6 \(6 IDLE\) in 2 processes/, 'status says how many processes');
+  t.match(shown, new RegExp(`w-4 .* ${before[3]} `), 'and which process each worker is in');
 
   // The process's environment holds its workers' own credentials, never the swarm token.
   const token = hubFile(state)!.token!;

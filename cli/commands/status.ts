@@ -7,7 +7,7 @@ import { readFailoverStatus, type FailoverStatusFile } from '../../worker/index.
 
 interface Status {
   hub: { pid: number; address?: { host: string; port: number }; uptime_s: number; mode: string; coordinator?: string };
-  workers: { id: string; state: string; status: string; role: string; driver: string; inflight: number; done: number; addr?: string }[];
+  workers: { id: string; state: string; status: string; role: string; driver: string; inflight: number; done: number; addr?: string; pid?: number }[];
   engine?: { mode: string; pid?: number };
   tasks: { queued: number; leased: number; done: number; failed: number };
   metrics: { dispatch_p50_ms: number; dispatch_p99_ms: number; tokens_out: number };
@@ -68,17 +68,19 @@ export function registerStatus(program: Command): void {
         const byState = new Map<string, number>();
         for (const w of s.workers) byState.set(w.state, (byState.get(w.state) ?? 0) + 1);
         const fo = s.failover?.workers ?? [];
+        // Agents that share a process go down and come back together (`swarm up --procs`).
+        const procs = new Set(s.workers.flatMap((w) => (w.pid ? [`${w.addr ?? ''}/${w.pid}`] : []))).size;
         const lines = [
           `hub      ${s.hub.address?.host}:${s.hub.address?.port} pid ${s.hub.pid} up ${s.hub.uptime_s}s mode ${s.hub.mode}${fo.length ? ` (${fo.length} failover workers)` : ''}`,
-          `workers  ${s.workers.length} (${[...byState].map(([k, v]) => `${v} ${k}`).join(', ') || 'none'})`,
+          `workers  ${s.workers.length} (${[...byState].map(([k, v]) => `${v} ${k}`).join(', ') || 'none'})${procs ? ` in ${procs} process${procs === 1 ? '' : 'es'}` : ''}`,
           ...(s.engine ? [`engine   ${s.engine.mode}`] : []),
           `tasks    ${s.tasks.queued} queued, ${s.tasks.leased} running, ${s.tasks.done} done, ${s.tasks.failed} failed`,
           `dispatch p50 ${s.metrics.dispatch_p50_ms.toFixed(3)} ms, p99 ${s.metrics.dispatch_p99_ms.toFixed(3)} ms; tokens out ${s.metrics.tokens_out}`,
           ...(s.journal ? [`journal  fsync ${s.journal.fsync}${s.journal.disk_full ? '; DISK FULL: new work is refused until space frees' : ''}${s.journal.damaged_records ? `; ${s.journal.damaged_records} damaged records set aside in ${s.journal.quarantine}` : ''}`] : []),
         ];
         if (s.workers.length <= 40) {
-          lines.push('', 'ID'.padEnd(24) + 'STATE'.padEnd(10) + 'ROLE'.padEnd(12) + 'DRIVER'.padEnd(12) + 'INFLIGHT  DONE  ADDRESS');
-          for (const w of s.workers) lines.push(w.id.padEnd(24) + w.state.padEnd(10) + (w.role || '-').padEnd(12) + w.driver.padEnd(12) + String(w.inflight).padEnd(10) + String(w.done).padEnd(6) + (w.addr ?? '-'));
+          lines.push('', 'ID'.padEnd(24) + 'STATE'.padEnd(10) + 'ROLE'.padEnd(12) + 'DRIVER'.padEnd(12) + 'INFLIGHT  DONE  PID       ADDRESS');
+          for (const w of s.workers) lines.push(w.id.padEnd(24) + w.state.padEnd(10) + (w.role || '-').padEnd(12) + w.driver.padEnd(12) + String(w.inflight).padEnd(10) + String(w.done).padEnd(6) + String(w.pid ?? '-').padEnd(10) + (w.addr ?? '-'));
         }
         process.stdout.write(lines.join('\n') + '\n');
       } catch (err) { fail(err, o.json); }
