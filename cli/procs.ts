@@ -25,14 +25,22 @@ const THIN = new Set(['echo', 'simulated', 'batched', 'exec', 'ollama']);
 /**
  * How many worker processes run `agents` supervised agents. `auto`: one per agent for drivers that
  * hold a model; for thin ones, one per core less one (the hub and its clients want a core), at least
- * one, never more than the agents.
+ * one, never more than the agents, and never more than MAX_PER_PROCESS agents in one.
  */
 export function workerProcesses(agents: number, driver: string | undefined, procs: Procs = 'auto', cores = os.availableParallelism()): number {
   if (agents <= 0) return 0;
-  if (procs !== 'auto') return Math.min(agents, procs);
+  const least = Math.ceil(agents / MAX_PER_PROCESS);
+  if (procs !== 'auto') return Math.min(agents, Math.max(least, procs));
   if (!driver || !THIN.has(driver)) return agents;
-  return Math.max(1, Math.min(agents, cores - 1));
+  return Math.max(least, Math.min(agents, cores - 1));
 }
+
+/**
+ * Agents in one process at most, whatever `--procs` says: a process's ids (its command line) and
+ * credentials (its environment, ~85 bytes an id) must fit the kernel's 128 KiB bound on one argument
+ * or variable, else it cannot be started at all (E2BIG).
+ */
+export const MAX_PER_PROCESS = 1000;
 
 /** Split ids over `n` processes in order, as evenly as possible (the first ones one larger). */
 export function groupIds(ids: string[], n: number): string[][] {

@@ -119,11 +119,12 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
     // A shared llama-server gives each agent its own server slot by argument: a process each.
     const groups = groupIds(ids, engine ? ids.length : workerProcesses(ids.length, argValue(workerArgs, '--driver'), o.procs));
     supervisor = new Supervisor({
-      groups, stateDir: o.dir, reconnectGraceMs: 2 * config.deadAfterMs,
+      groups, stateDir: o.dir, reconnectGraceMs: 2 * config.deadAfterMs, isConnected: (id) => hub.registry.get(id) !== undefined,
       command: (group) => ({
         file: process.execPath,
         // A shared llama-server gives each single-slot worker its own server slot (prompt cache affinity).
-        args: [...nodeArgs(), CLI, 'worker', ...(group.length === 1 ? ['--id', group[0]!] : ['--ids', group.join(',')]), '--state-dir', o.dir, ...workerArgs,
+        // Several in one process: one the hub KILLs starts again in it, as a process of one is respawned.
+        args: [...nodeArgs(), CLI, 'worker', ...(group.length === 1 ? ['--id', group[0]!] : ['--ids', group.join(','), '--restart-killed-ms', '200']), '--state-dir', o.dir, ...workerArgs,
           ...(engine && o.sharedEngine?.slotsPerWorker === 1 ? ['--driver-opt', `slot=${ids.indexOf(group[0]!)}`] : [])],
         // Each worker gets its own credential, not the swarm token: it can join as its id only.
         env: config.token ? workerEnv(config.token, group) : process.env,

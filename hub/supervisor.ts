@@ -21,6 +21,8 @@ export interface SupervisorOptions {
    * reconnects by itself with backoff; killing it would throw away its engine and its work.
    */
   reconnectGraceMs?: number;
+  /** Whether the hub has a live link from this worker now (a grace that ends finds it back: no kill). */
+  isConnected?: (id: string) => boolean;
 }
 
 interface Slot {
@@ -71,9 +73,21 @@ export class Supervisor {
           this.ours.add(rec.pid);
           // Every id's pid file names it again (one may have been damaged or missing).
           for (const id of slot.ids) if (rec.cmd) this.writePid(id, rec.pid, rec.cmd.split(' '), rec.start);
+          // An adopted process must bring every worker back: one it runs no more (stopped by a KILL
+          // before the hub died) would otherwise never join, and nothing would notice.
+          for (const id of slot.ids) this.armGrace(slot, id);
           this.log.info({ workers: slot.ids, pid: rec.pid }, 'adopted running worker process');
         } else foreign.add(rec.pid);
       }
+    }
+    // Pid files of ids not wanted now (`up` again with fewer agents): a process of ours they name
+    // is stopped like any other of another layout, and the files go.
+    for (const id of this.pidFileIds()) {
+      if (this.byId.has(id)) continue;
+      const rec = this.ourProcess(id);
+      if (rec) foreign.add(rec.pid);
+      const f = this.pidFile(id);
+      if (f) fs.rmSync(f, { force: true });
     }
     for (const pid of foreign) {
       if (adopted.has(pid)) continue;
@@ -100,16 +114,22 @@ export class Supervisor {
     const s = this.byId.get(id);
     if (!s?.pid || this.stopping || s.graces.has(id)) return;
     if (!alive(s.pid)) return;
+    this.log.info({ worker: id, pid: s.pid, graceMs: this.graceMs }, 'worker link dropped; waiting for it to reconnect');
+    this.armGrace(s, id);
+  }
+
+  private get graceMs(): number { return this.opts.reconnectGraceMs ?? 20_000; }
+
+  /** Kill the process of `id` if `id` has not (re)joined the hub within the grace. */
+  private armGrace(s: Slot, id: string): void {
     const pid = s.pid;
-    const graceMs = this.opts.reconnectGraceMs ?? 20_000;
-    this.log.info({ worker: id, pid, graceMs }, 'worker link dropped; waiting for it to reconnect');
     const t = setTimeout(() => {
       s.graces.delete(id);
-      if (this.stopping || s.pid !== pid || !alive(pid)) return;
+      if (this.stopping || pid === undefined || s.pid !== pid || !alive(pid) || this.opts.isConnected?.(id)) return;
       // A process's workers share it: one hung worker takes the others with it, and they come back together.
-      this.log.warn({ worker: id, workers: s.ids, pid, graceMs }, 'worker did not reconnect in time; killing its process');
+      this.log.warn({ worker: id, workers: s.ids, pid, graceMs: this.graceMs }, 'worker did not reconnect in time; killing its process');
       killGroup(pid, 'SIGKILL');
-    }, graceMs);
+    }, this.graceMs);
     t.unref();
     s.graces.set(id, t);
   }
@@ -143,8 +163,17 @@ export class Supervisor {
       fs.mkdirSync(path.join(this.opts.stateDir, 'logs'), { recursive: true });
       out = fs.openSync(path.join(this.opts.stateDir, 'logs', `${slot.id}.log`), 'a');
     }
-    const child = spawn(file, args, { detached: true, stdio: ['ignore', out, out], env: env ?? process.env });
-    if (typeof out === 'number') fs.closeSync(out);
+    let child: ChildProcess;
+    try {
+      child = spawn(file, args, { detached: true, stdio: ['ignore', out, out], env: env ?? process.env });
+    } catch (err) {
+      // Thrown, not emitted (E2BIG: arguments or environment past the kernel's bound): a supervisor
+      // that cannot start a worker says so and tries again later; the hub goes on.
+      this.log.error({ workers: slot.ids, err }, 'worker spawn failed');
+      slot.lastStart = Date.now();
+      this.exited(slot, `spawn failed: ${(err as Error).message}`);
+      return;
+    } finally { if (typeof out === 'number') fs.closeSync(out); }
     slot.child = child;
     slot.pid = child.pid;
     slot.lastStart = Date.now();
@@ -171,6 +200,12 @@ export class Supervisor {
   private clearGraces(s: Slot): void {
     for (const t of s.graces.values()) clearTimeout(t);
     s.graces.clear();
+  }
+
+  /** Worker ids that have a pid file. */
+  private pidFileIds(): string[] {
+    if (!this.opts.stateDir) return [];
+    try { return fs.readdirSync(path.join(this.opts.stateDir, 'pids')).filter((f) => f.endsWith('.pid')).map((f) => f.slice(0, -4)); } catch { return []; }
   }
 
   private removePids(s: Slot): void { for (const id of s.ids) this.removePid(id); }

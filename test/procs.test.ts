@@ -15,6 +15,8 @@ t.test('workerProcesses: a process per agent for drivers that hold a model, core
   t.equal(workerProcesses(25, 'embedded', 5, 2), 5, 'a number given is kept');
   t.equal(workerProcesses(3, 'echo', 10, 2), 3, 'capped by the agents');
   t.equal(workerProcesses(0, 'echo', 'auto', 2), 0);
+  t.equal(workerProcesses(2000, 'echo', 1, 2), 2, 'at most 1,000 agents in a process, whatever --procs says');
+  t.equal(workerProcesses(2500, 'batched', 'auto', 2), 3);
 });
 
 t.test('groupIds splits in order, as evenly as possible, losing and repeating none', async (t) => {
@@ -145,6 +147,39 @@ t.test('swarm up after a hub crash adopts its worker processes, mends a damaged 
   t.equal(sub.stdout, 'echo: after\n', sub.stderr);
   const st = await api<{ workers: { id: string }[] }>(state, 'GET', '/status');
   t.same(st.workers.map((w) => w.id).sort(), [...ids].sort(), 'six workers, each once');
+
+  // Fewer agents than before: the processes of the ids not wanted now are stopped too.
+  await crash();
+  const fewer = swarm(['up', '--procs', '1', ...common.map((a) => (a === '6' ? '2' : a))]);
+  t.equal(fewer.code, 0, fewer.stderr);
+  t.ok(await until(() => now.slice(1).every((p) => !alive(p!)), 10_000), 'the processes of w-3..w-6 were stopped');
+  t.ok(alive(now[0]!), 'the one of w-1 and w-2 (what is wanted now) adopted');
+  t.ok(await until(async () => (await api<{ workers: { id: string }[] }>(state, 'GET', '/status').catch(() => ({ workers: [] }))).workers.length === 2, 10_000), 'two workers');
+  t.ok(alive(hubFile(state)!.pid), 'the hub lives');
+  t.equal(pidsMentioning(state).filter((p) => p !== hubFile(state)!.pid).length, 1, 'in one process, and no other left');
+  t.same(fs.readdirSync(path.join(state, 'pids')).sort(), ['w-1.pid', 'w-2.pid'], 'the pid files of the ids not wanted are gone');
+});
+
+t.test('POST /workers/ID/kill on one worker of a shared process: it starts again in it, the others are not touched', async (t) => {
+  const dir = tempDir(t);
+  const state = path.join(dir, 'state');
+  const up = swarm(['up', '--agents', '3', '--procs', '1', '--driver', 'echo', '--no-failover', '--dead-after-ms', '1000', '--heartbeat-ms', '200', '--detach', '--state-dir', state]);
+  t.equal(up.code, 0, 'up');
+  const pid = (JSON.parse(fs.readFileSync(path.join(state, 'pids', 'w-1.pid'), 'utf8')) as { pid: number }).pid;
+  const hub = hubFile(state)!;
+  const logs = () => fs.readFileSync(path.join(state, 'logs', 'w-1.log'), 'utf8');
+  t.same(await api(state, 'POST', '/workers/w-2/kill'), { ok: true });
+  t.ok(await until(() => /agent killed by the hub; starting it again/.test(logs()), 10_000), 'the process starts w-2 again');
+  t.ok(await until(async () => (await api<{ workers: { id: string; pid: number }[] }>(state, 'GET', '/status')).workers.length === 3, 10_000), 'w-2 rejoined');
+  // Past the reconnect grace (2 x dead_after): the process was not killed for w-2's dropped link.
+  await new Promise((r) => setTimeout(r, 3000));
+  t.ok(alive(pid), 'the process lives');
+  const st = await api<{ workers: { id: string; pid: number }[] }>(state, 'GET', '/status');
+  t.same(st.workers.map((w) => w.pid), [pid, pid, pid], 'all three in the same process');
+  t.notMatch(fs.readFileSync(path.join(state, 'logs', 'hub.log'), 'utf8'), /killing its process/, 'the supervisor killed nothing');
+  const sub = swarm(['submit', 'still here', '--wait', '--state-dir', state]);
+  t.equal(sub.stdout, 'echo: still here\n');
+  t.equal(hubFile(state)!.pid, hub.pid);
 });
 
 t.test('what a worker runs does not inherit its secrets: an exec command sees no credential or peer secret', async (t) => {

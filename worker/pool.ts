@@ -16,6 +16,11 @@ export interface PoolOptions extends Pick<AgentOptions, 'locate' | 'token' | 'ro
   failover?: Omit<AgentFailoverOptions, 'advertise'> & { ports?: number[]; advertise?: string[] };
   /** With failover: write the agents' failover status here every second (for `swarm status`). */
   statusFile?: string;
+  /**
+   * Start an agent the hub sent KILL again after this long, as a supervisor respawns a process of
+   * one agent that exits: for a supervised process of several, whose other agents keep it alive.
+   */
+  restartKilledMs?: number;
 }
 
 /**
@@ -23,43 +28,61 @@ export interface PoolOptions extends Pick<AgentOptions, 'locate' | 'token' | 'ro
  * has stopped (KILL from the hub, or stop()).
  */
 export class WorkerPool {
+  /** The agents, by position of their id (an agent started again takes its predecessor's place). */
   readonly agents: Agent[];
-  private readonly done: Promise<string[]>;
+  private readonly stoppedBy: Promise<string>[] = [];
+  private readonly caps: string[];
   private readonly status?: FailoverStatusWriter;
+  private stopping = false;
 
-  constructor(opts: PoolOptions, log: Logger) {
-    const stopped: Promise<string>[] = [];
-    const caps = handshakeCaps(opts.caps, opts.driver);
-    this.agents = opts.ids.map((id, i) => {
-      let resolve!: (reason: string) => void;
-      stopped.push(new Promise<string>((r) => (resolve = r)));
-      return new Agent({
-        id, driver: createDriver(opts.driver), locate: opts.locate, token: opts.tokens && Object.hasOwn(opts.tokens, id) ? opts.tokens[id] : opts.token, role: opts.role,
-        caps, slots: opts.slots, msgpack: opts.msgpack, config: opts.config, onStopped: resolve,
-        failover: opts.failover && {
-          ...opts.failover,
-          port: opts.failover.ports?.[i] ?? (opts.failover.port ? opts.failover.port + i : 0),
-          advertise: opts.failover.advertise?.[i],
-        },
-      }, log.child({ worker: id }));
-    });
-    this.done = Promise.all(stopped);
+  constructor(private readonly opts: PoolOptions, private readonly log: Logger) {
+    this.caps = handshakeCaps(opts.caps, opts.driver);
+    this.agents = opts.ids.map((id, i) => this.make(id, i));
     if (opts.failover && opts.statusFile) this.status = new FailoverStatusWriter(opts.statusFile, this.agents, log);
   }
 
   /** Start all agents; resolves with their stop reasons when all have stopped. */
   async run(): Promise<string[]> {
-    for (const a of this.agents) void a.run();
     this.status?.start();
-    const reasons = await this.done;
+    const reasons = await Promise.all(this.agents.map((_, i) => this.keep(i)));
     this.status?.stop();
     killAllChildren();
     return reasons;
   }
 
   async stop(reason: string): Promise<void> {
+    this.stopping = true;
     await Promise.all(this.agents.map((a) => a.stop(reason)));
     this.status?.stop();
     killAllChildren();
+  }
+
+  /** Run the agent at `i` (again, after a KILL, when asked to) until it stops for good. */
+  private async keep(i: number): Promise<string> {
+    for (;;) {
+      const a = this.agents[i]!;
+      void a.run();
+      const reason = await this.stoppedBy[i]!;
+      if (this.stopping || this.opts.restartKilledMs === undefined || !reason.startsWith('KILL')) return reason;
+      this.log.info({ worker: this.opts.ids[i], reason, inMs: this.opts.restartKilledMs }, 'agent killed by the hub; starting it again');
+      await new Promise((r) => setTimeout(r, this.opts.restartKilledMs));
+      if (this.stopping) return reason;
+      this.agents[i] = this.make(this.opts.ids[i]!, i);
+    }
+  }
+
+  private make(id: string, i: number): Agent {
+    const o = this.opts;
+    let resolve!: (reason: string) => void;
+    this.stoppedBy[i] = new Promise<string>((r) => (resolve = r));
+    return new Agent({
+      id, driver: createDriver(o.driver), locate: o.locate, token: o.tokens && Object.hasOwn(o.tokens, id) ? o.tokens[id] : o.token, role: o.role,
+      caps: this.caps, slots: o.slots, msgpack: o.msgpack, config: o.config, onStopped: resolve,
+      failover: o.failover && {
+        ...o.failover,
+        port: o.failover.ports?.[i] ?? (o.failover.port ? o.failover.port + i : 0),
+        advertise: o.failover.advertise?.[i],
+      },
+    }, this.log.child({ worker: id }));
   }
 }

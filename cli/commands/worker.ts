@@ -25,7 +25,7 @@ interface WorkerCliOptions {
   hub?: { host: string; port: number }; stateDir?: string; id?: string; ids?: string[]; count: number; driver: string;
   driverOpt: Record<string, string>; model?: string; role?: string; caps?: string; slots: number; queue: number; token?: string;
   peerToken?: string; tls: boolean; tlsCa?: string; tlsCert?: string; tlsKey?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost?: string; advertise?: string; peerPort: number; peerPorts?: string; peerAdvertise?: string; hubLapseMs?: number;
-  peerTlsCert?: string; peerTlsKey?: string; peerTlsCa?: string;
+  peerTlsCert?: string; peerTlsKey?: string; peerTlsCa?: string; restartKilledMs?: number;
 }
 
 /**
@@ -71,6 +71,7 @@ export function registerWorker(program: Command): void {
     .option('--peer-tls-cert <file>', 'failover: TLS certificate for the peer ports (with --peer-tls-key; then every peer must use TLS)')
     .option('--peer-tls-key <file>', 'failover: TLS key for the peer ports')
     .option('--peer-tls-ca <file>', 'failover: verify peers\' certificates against this CA (without it, peer links are encrypted, not verified)')
+    .option('--restart-killed-ms <ms>', 'start a worker the hub sends KILL again after this long (a supervised process of several)', int('--restart-killed-ms'))
     .option('--hub-lapse-ms <ms>', 'failover: hub silence before peers are asked (default 3000, the spec\'s); peers that heard the hub within half of it veto', int('--hub-lapse-ms', 200))
     .action(async (o: WorkerCliOptions) => {
       if (o.ids && (o.id !== undefined || o.count !== 1)) fail(new SwarmError('SWARM_ERR_CONFIG', '--ids names every worker: not with --id or --count'));
@@ -103,7 +104,7 @@ export function registerWorker(program: Command): void {
         const base = o.id ?? `w-${os.hostname().split('.')[0]}-${process.pid}`;
         const ids = o.ids ?? (o.count === 1 ? [base] : Array.from({ length: o.count }, (_, i) => `${base}-${i + 1}`));
         const pool = new WorkerPool({
-          ids, locate, token, tokens: credentials(process.env.SWARM_CREDENTIALS), role: o.role, slots: o.slots, msgpack: o.msgpack,
+          ids, locate, token, tokens: credentials(process.env.SWARM_CREDENTIALS), role: o.role, slots: o.slots, msgpack: o.msgpack, restartKilledMs: o.restartKilledMs,
           // The veto window and the handback frame bound are derived there (from the lapse, the line limit).
           config: workerConfig({ agent: { slots: o.slots, queue: o.queue }, ...(o.hubLapseMs !== undefined ? { hubMonitor: { lapseMs: o.hubLapseMs } } : {}) }),
           ...(o.failover ? { failover: { ...failoverOptions(o), ...(await peerAddress(o, fixed)) }, statusFile: failoverStatusPath(dir) } : {}),
