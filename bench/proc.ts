@@ -25,7 +25,6 @@ export function machineCpu(): { busy: number; idle: number; steal: number } {
   return { busy: (user + nice + system + irq + softirq) / 100, idle: (idle + iowait) / 100, steal: steal / 100 };
 }
 
-/** Resident set size in MB, from /proc/PID/status. */
 /** Run and run-queue wait of a process's main thread, ms (/proc/PID/task/PID/schedstat; zeros if unreadable). */
 export function mainThreadSched(pid: number): { run: number; wait: number } {
   try {
@@ -34,6 +33,7 @@ export function mainThreadSched(pid: number): { run: number; wait: number } {
   } catch { return { run: 0, wait: 0 }; }
 }
 
+/** Resident set size in MB, from /proc/PID/status. */
 export function rssMb(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) / 1024 : 0;

@@ -4,6 +4,9 @@ import { InvalidArgumentError } from 'commander';
 /** `--procs`: how many processes the supervised agents run in; `auto` decides by driver (workerProcesses). */
 export type Procs = number | 'auto';
 
+/** `--procs`'s help, for `swarm up` and `swarm hub --supervise`. */
+export const PROCS_HELP = 'worker processes: auto = agents that hold no model in their worker (the batched engine\'s, echo, exec, ollama) share one per core less one, and per-worker engines, llama-server and llama-cli get one each; N = N processes (a process\'s agents share its crashes)';
+
 export function parseProcs(v: string): Procs {
   if (v === 'auto') return 'auto';
   const n = Number(v);
@@ -33,6 +36,14 @@ export function workerProcesses(agents: number, driver: string | undefined, proc
   if (procs !== 'auto') return Math.min(agents, Math.max(least, procs));
   if (!driver || !THIN.has(driver)) return agents;
   return Math.max(least, Math.min(agents, cores - 1));
+}
+
+/**
+ * The processes `swarm up` / `swarm hub --supervise` start: a shared llama-server gives each agent its
+ * own server slot by argument, so a process each; otherwise workerProcesses.
+ */
+export function supervisedProcesses(agents: number, driver: string | undefined, procs: Procs, sharedEngine: boolean): number {
+  return sharedEngine ? agents : workerProcesses(agents, driver, procs);
 }
 
 /**

@@ -2,14 +2,14 @@ import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { SwarmError, peerSecret, workerCredential } from '../protocol/index.js';
-import { ControlServer, Hub, Supervisor, hubConfig, isLoopback, procStart, type HubConfig } from '../hub/index.js';
+import { ControlServer, Hub, RESPAWN_DELAY_MS, Supervisor, hubConfig, isLoopback, procStart, type HubConfig } from '../hub/index.js';
 import { hubIsOurs } from './running.js';
 import { VERSION, readHubFile, removeHubFile, writeHubFile, type HubFile } from './state.js';
 export { logPath, newToken } from './state.js';
 import { sharedWorkerArgs, startSharedEngine, type SharedEngine } from './shared-engine.js';
 import { StateDirGuard } from './state-guard.js';
 import { nodeArgs } from './node-args.js';
-import { groupIds, workerProcesses, type Procs } from './procs.js';
+import { groupIds, supervisedProcesses, type Procs } from './procs.js';
 
 export interface RunHubOptions {
   dir: string;
@@ -116,15 +116,14 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
   }
   if (o.agents && o.agents > 0) {
     const ids = Array.from({ length: o.agents }, (_, i) => `w-${i + 1}`);
-    // A shared llama-server gives each agent its own server slot by argument: a process each.
-    const groups = groupIds(ids, engine ? ids.length : workerProcesses(ids.length, argValue(workerArgs, '--driver'), o.procs));
+    const groups = groupIds(ids, supervisedProcesses(ids.length, argValue(workerArgs, '--driver'), o.procs ?? 'auto', engine !== undefined));
     supervisor = new Supervisor({
       groups, stateDir: o.dir, reconnectGraceMs: 2 * config.deadAfterMs, isConnected: (id) => hub.registry.get(id) !== undefined,
       command: (group) => ({
         file: process.execPath,
         // A shared llama-server gives each single-slot worker its own server slot (prompt cache affinity).
         // Several in one process: one the hub KILLs starts again in it, as a process of one is respawned.
-        args: [...nodeArgs(), CLI, 'worker', ...(group.length === 1 ? ['--id', group[0]!] : ['--ids', group.join(','), '--restart-killed-ms', '200']), '--state-dir', o.dir, ...workerArgs,
+        args: [...nodeArgs(), CLI, 'worker', ...(group.length === 1 ? ['--id', group[0]!] : ['--ids', group.join(','), '--restart-killed-ms', String(RESPAWN_DELAY_MS)]), '--state-dir', o.dir, ...workerArgs,
           ...(engine && o.sharedEngine?.slotsPerWorker === 1 ? ['--driver-opt', `slot=${ids.indexOf(group[0]!)}`] : [])],
         // Each worker gets its own credential, not the swarm token: it can join as its id only.
         env: config.token ? workerEnv(config.token, group) : process.env,

@@ -5,6 +5,9 @@ import type { Logger } from 'pino';
 import { killGroup } from '../drivers/lifecycle.js';
 import { isSameProcess, readPidFile, writePidFile, type ProcId } from './proc-id.js';
 
+/** A worker process that exited is started again after this long (growing for a crash loop). */
+export const RESPAWN_DELAY_MS = 200;
+
 export interface SupervisorOptions {
   /** Worker ids to keep alive, grouped by process: each inner list runs in one process. */
   groups: string[][];
@@ -26,8 +29,8 @@ export interface SupervisorOptions {
 }
 
 interface Slot {
-  /** The worker ids this process runs (its first names it in logs). */
-  ids: string[]; id: string; pid?: number; child?: ChildProcess; restarts: number; lastStart: number; timer?: NodeJS.Timeout;
+  /** The worker ids this process runs (its first names its log file). */
+  ids: string[]; pid?: number; child?: ChildProcess; restarts: number; lastStart: number; timer?: NodeJS.Timeout;
   /** Armed per worker while it is disconnected and its process alive: kills the process if it does not reconnect. */
   graces: Map<string, NodeJS.Timeout>;
 }
@@ -53,53 +56,58 @@ export class Supervisor {
   start(): void {
     for (const ids of this.opts.groups) {
       if (ids.length === 0) continue;
-      const slot: Slot = { ids, id: ids[0]!, restarts: 0, lastStart: 0, graces: new Map() };
+      const slot: Slot = { ids, restarts: 0, lastStart: 0, graces: new Map() };
       this.slots.push(slot);
       for (const id of ids) this.byId.set(id, slot);
     }
-    // Only a process this swarm started (same start time and command) is adopted: a stale pid file
-    // may name a pid the system has since given to something else. And only for the ids it runs: a
-    // swarm started again with another --procs, or with a pid file damaged, finds processes of ours
-    // that run another set of ids; those are stopped (their tasks go back to the queue), not doubled.
-    const adopted = new Set<number>();
-    const foreign = new Set<number>();
-    for (const slot of this.slots) {
-      const named = new Map<number, ProcId>();
-      for (const id of slot.ids) { const rec = this.ourProcess(id); if (rec) named.set(rec.pid, rec); }
-      for (const rec of named.values()) {
-        if (slot.pid === undefined && !adopted.has(rec.pid) && sameIds(runsIds(rec), slot.ids)) {
-          slot.pid = rec.pid;
-          adopted.add(rec.pid);
-          this.ours.add(rec.pid);
-          // Every id's pid file names it again (one may have been damaged or missing).
-          for (const id of slot.ids) if (rec.cmd) this.writePid(id, rec.pid, rec.cmd.split(' '), rec.start);
-          // An adopted process must bring every worker back: one it runs no more (stopped by a KILL
-          // before the hub died) would otherwise never join, and nothing would notice.
-          for (const id of slot.ids) this.armGrace(slot, id);
-          this.log.info({ workers: slot.ids, pid: rec.pid }, 'adopted running worker process');
-        } else foreign.add(rec.pid);
-      }
-    }
-    // Pid files of ids not wanted now (`up` again with fewer agents): a process of ours they name
-    // is stopped like any other of another layout, and the files go.
-    for (const id of this.pidFileIds()) {
-      if (this.byId.has(id)) continue;
-      const rec = this.ourProcess(id);
-      if (rec) foreign.add(rec.pid);
-      const f = this.pidFile(id);
-      if (f) fs.rmSync(f, { force: true });
-    }
-    for (const pid of foreign) {
-      if (adopted.has(pid)) continue;
-      this.log.warn({ pid }, 'a worker process of this swarm runs other worker ids than wanted now; stopping it');
-      killGroup(pid, 'SIGKILL');
-    }
+    this.adoptOrStop();
     for (const slot of this.slots) if (slot.pid === undefined) this.spawn(slot);
     // Adopted workers are not our children: poll them.
     this.poll = setInterval(() => {
       for (const s of this.slots) if (!s.child && s.pid && !alive(s.pid)) this.exited(s, 'adopted worker gone');
     }, 1000);
     this.poll.unref();
+  }
+
+  /**
+   * Only a process this swarm started (same start time and command) is adopted: a stale pid file may
+   * name a pid the system has since given to something else. And only for the ids it runs: a swarm
+   * started again with another --procs or --agents, or with a pid file damaged, finds processes of
+   * ours that run another set of ids; those are stopped (their tasks go back to the queue), not doubled.
+   */
+  private adoptOrStop(): void {
+    const adopted = new Set<number>();
+    const named = new Set<number>();
+    for (const slot of this.slots) {
+      const recs = slot.ids.flatMap((id) => this.ourProcess(id) ?? []);
+      for (const r of recs) named.add(r.pid);
+      const rec = recs.find((r) => !adopted.has(r.pid) && sameIds(runsIds(r), slot.ids));
+      if (rec) { adopted.add(rec.pid); this.adopt(slot, rec); }
+    }
+    // Pid files of ids not wanted now (fewer agents): their processes of ours go, and the files too.
+    for (const id of this.pidFileIds()) {
+      if (this.byId.has(id)) continue;
+      const rec = this.ourProcess(id);
+      if (rec) named.add(rec.pid);
+      const f = this.pidFile(id);
+      if (f) fs.rmSync(f, { force: true });
+    }
+    for (const pid of named) {
+      if (adopted.has(pid)) continue;
+      this.log.warn({ pid }, 'a worker process of this swarm runs other worker ids than wanted now; stopping it');
+      killGroup(pid, 'SIGKILL');
+    }
+  }
+
+  private adopt(slot: Slot, rec: ProcId): void {
+    slot.pid = rec.pid;
+    this.ours.add(rec.pid);
+    // Every id's pid file names it again (one may have been damaged or missing).
+    for (const id of slot.ids) if (rec.cmd) this.writePid(id, rec.pid, rec.cmd.split(' '), rec.start);
+    // It must bring every worker back: one it runs no more (stopped before the hub died) would
+    // otherwise never join, and nothing would notice.
+    for (const id of slot.ids) this.armGrace(slot, id);
+    this.log.info({ workers: slot.ids, pid: rec.pid }, 'adopted running worker process');
   }
 
   /** Pids of the worker processes. */
@@ -161,7 +169,7 @@ export class Supervisor {
     let out: number | 'ignore' = 'ignore';
     if (this.opts.stateDir) {
       fs.mkdirSync(path.join(this.opts.stateDir, 'logs'), { recursive: true });
-      out = fs.openSync(path.join(this.opts.stateDir, 'logs', `${slot.id}.log`), 'a');
+      out = fs.openSync(path.join(this.opts.stateDir, 'logs', `${slot.ids[0]}.log`), 'a');
     }
     let child: ChildProcess;
     try {
@@ -192,7 +200,7 @@ export class Supervisor {
     // Back off a worker that keeps crashing right after start.
     const quick = Date.now() - slot.lastStart < 5000;
     slot.restarts = quick ? slot.restarts + 1 : 0;
-    const delay = Math.min(10_000, (this.opts.respawnDelayMs ?? 200) * 2 ** Math.min(slot.restarts, 6));
+    const delay = Math.min(10_000, (this.opts.respawnDelayMs ?? RESPAWN_DELAY_MS) * 2 ** Math.min(slot.restarts, 6));
     this.log.warn({ workers: slot.ids, why, respawnInMs: delay }, 'worker process exited; respawning');
     slot.timer = setTimeout(() => { if (!this.stopping) this.spawn(slot); }, delay);
   }

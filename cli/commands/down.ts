@@ -36,9 +36,10 @@ export function registerDown(program: Command): void {
         // Whatever survived (a killed hub leaves its workers): stop by pid files, but only the
         // processes they name that are still the ones this swarm started.
         // A process of several workers is named by each one's pid file: count and signal it once.
-        const ours = (): ProcId[] => [...new Map(pidFiles(dir).flatMap((p): [number, ProcId][] => { const r = readPidFile(p.file); return r && isSameProcess(r, dir) ? [[r.pid, r]] : []; })).values()];
+        const named = (): ProcId[] => [...new Map(pidFiles(dir).flatMap((p): [number, ProcId][] => { const r = readPidFile(p.file); return r ? [[r.pid, r]] : []; })).values()];
+        const ours = (): ProcId[] => named().filter((r) => isSameProcess(r, dir));
         const left = ours();
-        const foreign = [...new Set(pidFiles(dir).flatMap((p) => { const r = readPidFile(p.file); return r && alive(r.pid) && !isSameProcess(r, dir) ? [r.pid] : []; }))];
+        const foreign = named().filter((r) => alive(r.pid) && !isSameProcess(r, dir)).map((r) => r.pid);
         for (const p of left) killGroup(p.pid, 'SIGTERM');
         await until(() => left.every((p) => !isSameProcess(p, dir)), 3000);
         for (const p of left) if (isSameProcess(p, dir)) killGroup(p.pid, 'SIGKILL');

@@ -8,10 +8,7 @@ import { stateDir, swarmToken } from '../state.js';
 import { reportReady } from '../ready.js';
 import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
-import { parseProcs, type Procs } from '../procs.js';
-
-/** `--procs`, for `swarm hub --supervise` and `swarm up`. */
-export const PROCS_HELP = 'worker processes: auto = agents that hold no model in their worker (the batched engine\'s, echo, exec, ollama) share one per core less one, and per-worker engines, llama-server and llama-cli get one each; N = N processes (a process\'s agents share its crashes)';
+import { PROCS_HELP, parseProcs, type Procs } from '../procs.js';
 import { DEFAULT_ENGINE, engineDriver, parseEngineMode, type EngineMode } from '../shared-engine.js';
 
 /** Options shared by `swarm hub` and `swarm up`. */

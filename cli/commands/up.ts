@@ -11,8 +11,8 @@ import { Progress } from '../progress.js';
 import { readyCounter } from '../ready.js';
 import { logPath, readHubFile, stateDir, type HubFile } from '../state.js';
 import { nodeArgs } from '../node-args.js';
-import { PROCS_HELP, hubConfigFrom, hubOptions, hubToken, type HubCliOptions } from './hub.js';
-import { parseProcs, workerProcesses, type Procs } from '../procs.js';
+import { hubConfigFrom, hubOptions, hubToken, type HubCliOptions } from './hub.js';
+import { PROCS_HELP, parseProcs, supervisedProcesses, type Procs } from '../procs.js';
 import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
 import { DEFAULT_ENGINE, engineDriver, parseEngineMode, type EngineMode } from '../shared-engine.js';
@@ -159,7 +159,7 @@ async function waitFor(count: () => number | Promise<number>, want: number, time
 
 function summary(o: UpOptions, model: ChosenModel, hub: HubFile, dir: string, ms: number, detached: boolean): void {
   const driver = o.engine === 'shared' ? 'llama-server' : engineDriver(o.engine, o.driver, {}, 1, 1).driver;
-  const procs = o.engine === 'shared' ? o.agents : workerProcesses(o.agents, driver, o.procs);
+  const procs = supervisedProcesses(o.agents, driver, o.procs, o.engine === 'shared');
   const s = {
     ready: true, agents: o.agents, worker_processes: procs, ready_ms: Math.round(ms), driver, engine: effectiveEngine(o), failover: o.failover, model: model.path ?? null, demo_model: model.demo, detached,
     hub: `${hub.host}:${hub.port}`, hub_pid: hub.pid, control: `http://${hub.control.host}:${hub.control.port}`, state_dir: dir,
