@@ -13,7 +13,8 @@
  * `--batches N` measures N batches one after another on the same swarm (a record each, `batch` 0..N-1).
  *
  * `--procs auto,25` compares the worker processes `up` starts for echo agents (auto: one per core
- * less one) with a process per agent, alternating in each round.
+ * less one) with a process per agent, alternating in each round. `workers_rss_mb` and
+ * `workers_pss_mb` are their memory, idle after `up`.
  *
  * Run: `node dist/bench/submit.js [--tasks 5000] [--workers 25] [--rounds 2] [--slots 1] [--procs auto] [--warm 1000] [--idle-ms 0] [--batches 1] [--out FILE]`.
  * Appends one line per run to bench/results/submit.jsonl (or --out).
@@ -23,7 +24,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ROOT, CLI, arg } from './args.js';
-import { cpuSeconds, machine, machineCpu, mainThreadSched, syscalls } from './proc.js';
+import { cpuSeconds, machine, machineCpu, mainThreadSched, pssMb, rssMb, syscalls } from './proc.js';
 
 const TASKS = Number(arg('tasks', '5000'));
 const WORKERS = Number(arg('workers', '25'));
@@ -66,6 +67,7 @@ function pids(dir: string): { hub: number; workers: number[] } {
   }));
   return { hub, workers: [...workers] };
 }
+const memOf = (ps: number[], mb: (pid: number) => number) => ps.reduce((a, p) => { try { return a + mb(p); } catch { return a; } }, 0);
 const cpuOf = (ps: number[]) => ps.reduce((a, p) => { try { return a + cpuSeconds(p); } catch { return a; } }, 0);
 /** Read and write system calls of these processes together (a process gone counts 0). */
 const callsOf = (ps: number[]) => ps.reduce((a, p) => { try { const c = syscalls(p); return { reads: a.reads + c.reads, writes: a.writes + c.writes }; } catch { return a; } }, { reads: 0, writes: 0 });
@@ -95,12 +97,15 @@ async function once(failover: boolean, round: number, procs: string): Promise<Re
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-submit-'));
   try {
     const up = swarm(['up', '-n', String(WORKERS), '--driver', 'echo', '--detach', '--json', '--slots', String(SLOTS), '--procs', procs, ...(failover ? [] : ['--no-failover'])], dir);
+    // The worker processes' memory, idle after up, before any task (summed; RSS counts shared pages once per process, PSS shares them out).
+    const ws = pids(dir).workers;
+    const mem = { workers_rss_mb: Math.round(memOf(ws, rssMb)), workers_pss_mb: Math.round(memOf(ws, pssMb)) };
     const warmFile = path.join(dir, 'warm.jsonl');
     writeTasks(warmFile, WARM, `warm${round}`);
     swarm(['submit', '--file', warmFile, '--wait', '--json'], dir);
     if (IDLE_MS > 0) await new Promise((r) => setTimeout(r, IDLE_MS));
     const out: Record<string, unknown>[] = [];
-    for (let batch = 0; batch < BATCHES; batch++) out.push(measure(dir, failover, round, batch, up.ms));
+    for (let batch = 0; batch < BATCHES; batch++) out.push({ ...measure(dir, failover, round, batch, up.ms), ...mem });
     return out;
   } finally {
     spawnSync(process.execPath, [CLI, 'down', '--state-dir', dir]);
