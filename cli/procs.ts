@@ -18,9 +18,9 @@ export function parseProcs(v: string): Procs {
  * Drivers whose agents hold no model in the worker process: each agent is a thin client (of the
  * batched engine's process, of Ollama, of a command it runs per task, or of nothing). For these a
  * process per agent buys no isolation worth its price: on 2 cores, 25 echo agents in one process ran
- * a 5,000-task batch at 4,517-5,287 tasks/s against 2,767-3,430 in 25 processes, the workers using
- * 0.8-1.2 CPU-s less (`node dist/bench/submit.js --procs auto,2,25`), and each process costs ~17 MB
- * PSS. The embedded and per-worker engines hold a model, and a shared llama-server gives each agent
+ * a 5,000-task batch at a median 4,250 tasks/s against 3,185 in 25 processes (13 rounds of
+ * `node dist/bench/submit.js --procs auto,25`), the machine busy 0.5-1.3 CPU-s less, and each
+ * process costs ~16 MB PSS. The embedded and per-worker engines hold a model, and a shared llama-server gives each agent
  * its own server slot by argument: one process each.
  */
 const THIN = new Set(['echo', 'simulated', 'batched', 'exec', 'ollama']);
