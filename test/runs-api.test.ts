@@ -14,11 +14,13 @@ interface View { run: string; state: string; progress?: { done: number }; outcom
 
 t.test('control API: POST /runs starts a run, GET /runs/:id reports it, and a restarted hub resumes it', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-runs-api-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   let h = await startHub({ stateDir: dir });
   let control = new ControlServer(h.hub, { host: '127.0.0.1', port: 0 }, quiet);
   let c = await control.start();
   let p = startPool(h.addr, 2, { options: { latency_ms: '25' } });
+  // One teardown, in order: the current pool, control server and hub stop before their directory
+  // goes (removing it first raced with a hub still writing the run's files: ENOTEMPTY).
+  t.teardown(async () => { await p.stop(); await control.stop(); await h.stop(); fs.rmSync(dir, { recursive: true, force: true }); });
   t.ok(await waitWorkers(h.hub, 2));
 
   const bad = await http<{ code: string; msg: string }>(c, 'POST', '/runs', { experiment: 'topology: star\ninputs: {items: [a]}\nlimitz: {}\n' });
@@ -49,7 +51,6 @@ t.test('control API: POST /runs starts a run, GET /runs/:id reports it, and a re
   control = new ControlServer(h.hub, { host: '127.0.0.1', port: 0 }, quiet);
   c = await control.start();
   p = startPool(h.addr, 2);
-  t.teardown(async () => { await p.stop(); await control.stop(); await h.stop(); });
   let v: View | undefined;
   for (let i = 0; i < 200 && v?.state !== 'done'; i++) v = (await http<View>(c, 'POST', `/runs/${run}/wait`, { timeout_ms: 200 })).body;
   t.equal(v?.state, 'done');
