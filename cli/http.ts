@@ -55,7 +55,7 @@ const IDEMPOTENT = new Set(['GET', 'HEAD']);
  * request that fails because a pooled keep-alive socket was closed under it (the server closed the
  * idle connection as we reused it) is sent once more on a fresh socket.
  */
-export async function call<T>(hub: ControlTarget, method: string, path: string, body?: unknown, timeoutMs = 30_000, onLine?: (v: unknown) => void): Promise<T> {
+export async function call<T>(hub: ControlTarget, method: string, path: string, body?: unknown, timeoutMs = 30_000, onLine?: (v: unknown, raw?: string) => void): Promise<T> {
   try {
     return await attempt<T>(hub, method, path, body, timeoutMs, onLine);
   } catch (err) {
@@ -69,7 +69,7 @@ export async function call<T>(hub: ControlTarget, method: string, path: string, 
  * and given to `onLine` as it arrives, and this resolves with undefined at the end. Any other answer
  * resolves as `call` would (a hub that predates the streamed form answers in one piece).
  */
-export function callLines<T>(hub: ControlTarget, method: string, path: string, body: unknown, onLine: (v: unknown) => void, timeoutMs = 30_000): Promise<T | undefined> {
+export function callLines<T>(hub: ControlTarget, method: string, path: string, body: unknown, onLine: (v: unknown, raw?: string) => void, timeoutMs = 30_000): Promise<T | undefined> {
   return call<T | undefined>(hub, method, path, body, timeoutMs, onLine);
 }
 
@@ -81,12 +81,12 @@ class StaleSocket extends Error {
   constructor(readonly error: SwarmError) { super(error.message); }
 }
 
-async function attempt<T>(hub: ControlTarget, method: string, path: string, body: unknown, timeoutMs: number, onLine?: (v: unknown) => void): Promise<T> {
+async function attempt<T>(hub: ControlTarget, method: string, path: string, body: unknown, timeoutMs: number, onLine?: (v: unknown, raw?: string) => void): Promise<T> {
   const data = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
   // TLS loads only for a remote hub: every local `swarm submit` would pay for it at start.
   const https = hub.control.tls ? (await import('node:https')).default : undefined;
-  // The protocol's line decoder (bounded lines, UTF-8 checked) for a streamed answer; it loads msgpackr, so only then.
-  const codec = onLine ? await import('../protocol/codec.js') : undefined;
+  // The protocol's line decoder (bounded lines, UTF-8 checked) for a streamed answer, only then.
+  const codec = onLine ? await import('../protocol/line-decoder.js') : undefined;
   return new Promise((resolve, reject) => {
     const c = hub.control;
     let ca = c.ca;

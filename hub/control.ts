@@ -189,25 +189,44 @@ export class ControlServer {
     };
   }
 
-  /** Body: one task object, {tasks:[…]}, or NDJSON (one task per line). Journaled before the reply. */
+  /**
+   * Body: one task object, {tasks:[…]}, or NDJSON (one task per line). Journaled before the reply.
+   * `{tasks:[…], wait:{timeout_ms}}` submits and waits in one request: the answer is the streamed
+   * /wait of those tasks after a first line `{"accepted":n,"duplicates":[ids]}`. That spares the
+   * submitter a second request naming every id, and the gap between the two, while its tasks run.
+   */
   private async submit(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const body = await readBody(req);
-    const items = parseTasks(body);
-    const out = await this.hub.submit(items as TaskInput[]);
-    send(res, 202, { accepted: out.map((o) => ({ id: o.record.id, duplicate: o.duplicate, state: o.record.state })) });
+    const { tasks, wait } = parseTasks(await readBody(req));
+    // Refused before anything is journaled: a submitter told "too many waits" has submitted nothing.
+    const held = wait ? this.waits.hold(wait) : undefined;
+    try {
+      const out = await this.hub.submit(tasks as TaskInput[]);
+      if (!held) {
+        send(res, 202, { accepted: out.map((o) => ({ id: o.record.id, duplicate: o.duplicate, state: o.record.state })) });
+        return;
+      }
+      const head = { accepted: out.length, duplicates: out.filter((o) => o.duplicate).map((o) => o.record.id) };
+      await held.live(out.map((o) => o.record.id), res, `${JSON.stringify(head)}\n`);
+    } finally { held?.release(); }
   }
 }
 
-function parseTasks(body: string): unknown[] {
+function parseTasks(body: string): { tasks: unknown[]; wait?: { timeout_ms?: unknown } } {
   const trimmed = body.trim();
   if (!trimmed) throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', 'empty body');
-  try {
-    const v = JSON.parse(trimmed) as unknown;
-    if (v && typeof v === 'object' && !Array.isArray(v) && Array.isArray((v as { tasks?: unknown }).tasks)) return (v as { tasks: unknown[] }).tasks;
-    return Array.isArray(v) ? v : [v];
-  } catch {
-    return trimmed.split('\n').filter((l) => l.trim()).map((line, i) => {
-      try { return JSON.parse(line) as unknown; } catch { throw new SwarmError('SWARM_ERR_BAD_JSON', `line ${i + 1} is not valid JSON`); }
-    });
+  let v: unknown;
+  try { v = JSON.parse(trimmed); } catch {
+    return {
+      tasks: trimmed.split('\n').filter((l) => l.trim()).map((line, i) => {
+        try { return JSON.parse(line) as unknown; } catch { throw new SwarmError('SWARM_ERR_BAD_JSON', `line ${i + 1} is not valid JSON`); }
+      }),
+    };
   }
+  if (v && typeof v === 'object' && !Array.isArray(v) && Array.isArray((v as { tasks?: unknown }).tasks)) {
+    const { tasks, wait } = v as { tasks: unknown[]; wait?: unknown };
+    if (wait === undefined) return { tasks };
+    if (!wait || typeof wait !== 'object' || Array.isArray(wait)) throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', 'wait must be an object, {"timeout_ms":n}');
+    return { tasks, wait: wait as { timeout_ms?: unknown } };
+  }
+  return { tasks: Array.isArray(v) ? v : [v] };
 }

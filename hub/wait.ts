@@ -39,16 +39,31 @@ export class Waits {
     const ids = body.ids as string[];
     const q = this.store().queue;
     for (const id of ids) if (!q.has(id)) throw new SwarmError('SWARM_ERR_UNKNOWN_TASK', `unknown task ${id}`);
-    if (this.active >= this.opts.maxWaits) throw new SwarmError('SWARM_ERR_TOO_MANY_WAITS', `${this.active} waits are held already (at most ${this.opts.maxWaits})`);
-    const timeout = Math.max(0, Math.min(this.opts.maxWaitMs, typeof body.timeout_ms === 'number' ? body.timeout_ms : this.opts.maxWaitMs));
-    this.active++;
+    const held = this.hold(body);
     try {
-      if (body.stream === true) { await this.live(ids, timeout, res); return; }
+      if (body.stream === true) { await held.live(ids, res); return; }
       const pending = new Set(ids.filter((id) => !isFinal(q.get(id)!)));
-      if (pending.size > 0) await this.until(pending, timeout, res);
+      if (pending.size > 0) await this.until(pending, held.timeout, res);
       if (res.destroyed) return;
       await this.stream(ids, res);
-    } finally { this.active--; }
+    } finally { held.release(); }
+  }
+
+  /**
+   * Take one of the `maxWaits` places (SWARM_ERR_TOO_MANY_WAITS when none is left) for a wait of
+   * `timeout_ms` (bounded by `maxWaitMs`); `release` gives it back. POST /tasks with `wait` takes
+   * its place before it journals anything.
+   */
+  hold(o: { timeout_ms?: unknown }): { timeout: number; live(ids: string[], res: http.ServerResponse, head?: string): Promise<void>; release(): void } {
+    if (this.active >= this.opts.maxWaits) throw new SwarmError('SWARM_ERR_TOO_MANY_WAITS', `${this.active} waits are held already (at most ${this.opts.maxWaits})`);
+    const timeout = Math.max(0, Math.min(this.opts.maxWaitMs, typeof o.timeout_ms === 'number' ? o.timeout_ms : this.opts.maxWaitMs));
+    this.active++;
+    let held = true;
+    return {
+      timeout,
+      live: (ids, res, head) => this.live(ids, timeout, res, head),
+      release: () => { if (held) { held = false; this.active--; } },
+    };
   }
 
   private until(pending: Set<string>, timeout: number, res: http.ServerResponse): Promise<void> {
@@ -79,9 +94,10 @@ export class Waits {
    * at the end (all final, or the timeout) the tasks still open as they stand, and a last line
    * `{"complete":…,"final":n}`. The client reads results while the rest run, and needs no second
    * pass over a whole answer at the end. Lines written in one event-loop turn go out as one chunk;
-   * a client that does not read holds the writer (ids wait, the store has the results).
+   * a client that does not read holds the writer (ids wait, the store has the results). `head`, a
+   * line, goes first.
    */
-  private async live(ids: string[], timeout: number, res: http.ServerResponse): Promise<void> {
+  private async live(ids: string[], timeout: number, res: http.ServerResponse, head = ''): Promise<void> {
     const q = this.store().queue;
     const open = new Set<string>();
     const ready: string[] = [];
@@ -105,7 +121,11 @@ export class Waits {
       res.writeHead(200, { 'content-type': 'application/x-ndjson' });
       const line = (id: string): string => `${JSON.stringify(taskView(q.get(id)!))}\n`;
       let sent = 0;
-      const fresh = function* (): Generator<string> { while (sent < ready.length) yield line(ready[sent++]!); };
+      let first = head;
+      const fresh = function* (): Generator<string> {
+        if (first) { yield first; first = ''; }
+        while (sent < ready.length) yield line(ready[sent++]!);
+      };
       for (;;) {
         if (!(await this.writeAll(res, fresh())) || res.destroyed) return;
         if (open.size === 0 || timedOut) break;

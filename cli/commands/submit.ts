@@ -11,7 +11,12 @@ import { runningHub } from '../running.js';
 import { withRetry } from '../retry.js';
 
 interface Accepted { accepted: { id: string; duplicate: boolean; state: string }[] }
-interface Waited { complete: boolean; tasks: { id: string; state: string; text?: string; error?: { code: string; msg: string }; receipt?: unknown }[] }
+interface Waited {
+  complete: boolean;
+  /** Each task's line as the hub sent it (a streamed answer), for output without encoding it again. */
+  raw?: string[];
+  tasks: { id: string; state: string; text?: string; error?: { code: string; msg: string }; receipt?: unknown }[];
+}
 
 const BATCH = 5000;
 
@@ -48,24 +53,41 @@ export function registerSubmit(program: Command): void {
         const retried = (what: string) => (err: unknown, n: number) => {
           process.stderr.write(`swarm submit: ${what} failed (${(err as Error).message}); retrying (${n})\n`);
         };
-        const progress = new Progress(o.json || tasks.length < BATCH);
-        const accepted: Accepted['accepted'] = [];
-        for (let i = 0; i < tasks.length; i += BATCH) {
-          let sent = 0;
-          const r = await withRetry(() => { sent++; return call<Accepted>(hub(), 'POST', '/tasks', { tasks: tasks.slice(i, i + BATCH) }); }, o.retryFor, retried('upload'));
-          // After a retry, "duplicate" may be this command's own earlier attempt: not the user's resubmission.
-          accepted.push(...(sent > 1 ? r.accepted.map((a) => ({ ...a, duplicate: false })) : r.accepted));
-          progress.update(`submitted ${accepted.length}/${tasks.length}`);
+        const quiet = o.json || tasks.length < BATCH;
+        let waited: Waited;
+        if (o.wait && tasks.length <= BATCH) {
+          // One request submits and streams the results; once the hub has said "accepted", a retry
+          // (a hub restarted under us) asks for the results alone.
+          const ids = tasks.map((t) => t.id!);
+          let accepted = false;
+          waited = await withRetry(async () => {
+            const r = accepted ? await waitFor(hub(), ids, o.timeout, new Progress(quiet))
+              : await waitFor(hub(), ids, o.timeout, new Progress(quiet), { tasks, onAccepted: () => { accepted = true; } });
+            if (r) return r;
+            accepted = true; // a hub that predates the combined request answered the upload alone
+            return (await waitFor(hub(), ids, o.timeout, new Progress(quiet)))!;
+          }, o.retryFor, (err, n) => retried(accepted ? 'wait' : 'upload')(err, n));
+        } else {
+          const progress = new Progress(quiet);
+          const accepted: Accepted['accepted'] = [];
+          for (let i = 0; i < tasks.length; i += BATCH) {
+            let sent = 0;
+            const r = await withRetry(() => { sent++; return call<Accepted>(hub(), 'POST', '/tasks', { tasks: tasks.slice(i, i + BATCH) }); }, o.retryFor, retried('upload'));
+            // After a retry, "duplicate" may be this command's own earlier attempt: not the user's resubmission.
+            accepted.push(...(sent > 1 ? r.accepted.map((a) => ({ ...a, duplicate: false })) : r.accepted));
+            progress.update(`submitted ${accepted.length}/${tasks.length}`);
+          }
+          progress.done();
+          if (!o.wait) {
+            if (o.json) process.stdout.write(JSON.stringify({ accepted }) + '\n');
+            else for (const a of accepted) process.stdout.write(`${a.id}${a.duplicate ? ' (duplicate: already submitted)' : ''}\n`);
+            return;
+          }
+          waited = (await withRetry(() => waitFor(hub(), accepted.map((a) => a.id), o.timeout, new Progress(quiet)), o.retryFor, retried('wait')))!;
         }
-        progress.done();
-        if (!o.wait) {
-          if (o.json) process.stdout.write(JSON.stringify({ accepted }) + '\n');
-          else for (const a of accepted) process.stdout.write(`${a.id}${a.duplicate ? ' (duplicate: already submitted)' : ''}\n`);
-          return;
-        }
-        const waited = await withRetry(() => waitFor(hub(), accepted.map((a) => a.id), o.timeout, new Progress(o.json || tasks.length < BATCH)), o.retryFor, retried('wait'));
         const failed = waited.tasks.filter((t) => t.state === 'failed').length;
-        if (o.json) process.stdout.write(JSON.stringify({ complete: waited.complete, failed, tasks: waited.tasks }) + '\n');
+        // The lines as the hub sent them, not parsed and encoded again: the same JSON, 10-20 ms sooner.
+        if (o.json) process.stdout.write(`{"complete":${waited.complete},"failed":${failed},"tasks":[${(waited.raw ?? waited.tasks.map((t) => JSON.stringify(t))).join(',')}]}\n`);
         else for (const t of waited.tasks) {
           if (t.state === 'done') process.stdout.write(tasks.length === 1 ? `${t.text}\n` : `${t.id}\t${JSON.stringify(t.text)}\n`);
           else process.stdout.write(`${t.id}\t${t.state}${t.error ? `\t${t.error.code}: ${t.error.msg}` : ''}\n`);
@@ -79,28 +101,40 @@ export function registerSubmit(program: Command): void {
 type TaskView = Waited['tasks'][number];
 
 /**
- * POST /wait, streamed: results arrive as tasks finish (progress shows them), and the answer is put
- * together here in the order of `ids`, as the one-piece answer of a hub that predates streaming is.
+ * The results of `ids`, streamed as tasks finish (progress shows them) and put together here in the
+ * order of `ids`, as the one-piece answer of a hub that predates streaming is. With `upload`, the
+ * tasks go in the same request (POST /tasks with `wait`); undefined then means the hub answered the
+ * upload alone (it predates that form) and the results are still to be asked for.
  */
-async function waitFor(hub: ControlTarget, ids: string[], timeoutMs: number, progress: Progress): Promise<Waited> {
-  const views = new Map<string, TaskView>();
+async function waitFor(hub: ControlTarget, ids: string[], timeoutMs: number, progress: Progress, upload?: { tasks: TaskInput[]; onAccepted(): void }): Promise<Waited | undefined> {
+  const views = new Map<string, { view: TaskView; raw: string }>();
   let end: { complete?: unknown } | undefined;
   let final = 0;
   let shownAt = 0;
-  const whole = await callLines<Waited>(hub, 'POST', '/wait', { ids, timeout_ms: timeoutMs, stream: true }, (v) => {
+  const body = upload ? { tasks: upload.tasks, wait: { timeout_ms: timeoutMs } } : { ids, timeout_ms: timeoutMs, stream: true };
+  const whole = await callLines<Waited | Accepted>(hub, 'POST', upload ? '/tasks' : '/wait', body, (v, raw) => {
     if (!v || typeof v !== 'object') return;
-    const x = v as TaskView & { complete?: unknown };
-    if (typeof x.id !== 'string') { if ('complete' in x) end = x; return; }
+    const x = v as TaskView & { complete?: unknown; accepted?: unknown };
+    if (typeof x.id !== 'string') {
+      if ('complete' in x) end = x;
+      else if (typeof x.accepted === 'number') upload?.onAccepted();
+      return;
+    }
     if ((x.state === 'done' || x.state === 'failed') && !views.has(x.id)) final++;
-    views.set(x.id, x);
+    views.set(x.id, { view: x, raw: raw ?? JSON.stringify(x) });
     const now = Date.now();
     if (now - shownAt >= 250) { shownAt = now; progress.update(`finished ${final}/${ids.length}`); }
   }, timeoutMs + 10_000);
   progress.done();
-  if (whole) return whole;
-  const tasks = ids.map((id) => views.get(id));
-  if (!end || tasks.some((t) => t === undefined)) throw new SwarmError('SWARM_ERR_NO_SWARM', 'the hub ended its answer before every task was in it');
-  return { complete: end.complete === true, tasks: tasks as TaskView[] };
+  if (whole) {
+    if ('tasks' in whole) return whole;
+    if (upload) return undefined;
+    throw new SwarmError('SWARM_ERR_INTERNAL', 'the hub answered /wait without tasks');
+  }
+  const got = ids.map((id) => views.get(id));
+  if (!end || got.some((t) => t === undefined)) throw new SwarmError('SWARM_ERR_NO_SWARM', 'the hub ended its answer before every task was in it');
+  const all = got as { view: TaskView; raw: string }[];
+  return { complete: end.complete === true, tasks: all.map((t) => t.view), raw: all.map((t) => t.raw) };
 }
 
 type TaskInput = { prompt: string; id?: string; role?: string; priority?: number; max_tokens?: number } & Record<string, unknown>;
