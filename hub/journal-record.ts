@@ -19,8 +19,8 @@ const TAIL = ',"_n":';
  */
 export function encodeRecord(r: JournalRecord): string {
   const body = JSON.stringify(r);
-  const buf = Buffer.from(body, 'utf8');
-  return `${body.slice(0, -1)}${TAIL}${buf.length},"_c":"${crc32(buf).toString(16).padStart(8, '0')}"}\n`;
+  // crc32 and byteLength read the string as UTF-8 themselves: no buffer per record (the flush encodes the batch once).
+  return `${body.slice(0, -1)}${TAIL}${Buffer.byteLength(body)},"_c":"${crc32(body).toString(16).padStart(8, '0')}"}\n`;
 }
 
 export type Decoded = { ok: true; rec: JournalRecord; legacy: boolean } | { ok: false; why: string };

@@ -42,6 +42,11 @@ t.test('POST /tasks refuses what cannot be sent to a worker with 400 SWARM_ERR_T
   t.equal(wide.body.code, 'SWARM_ERR_TOO_LARGE', 'and bounded in size');
   const fits = await post({ id: 'fits', prompt: 'x'.repeat(1024 * 1024 - 4096), json_schema: deepSchema(10) });
   t.equal(fits.status, 202, 'a task that fits is accepted');
+  // Near the bound, with nothing but strings and numbers: past the quick bound, measured exactly.
+  const flat = await post({ id: 'flat', prompt: 'x'.repeat(1024 * 1024 - 4096), priority: 1 });
+  t.equal(flat.status, 202, 'a flat task just under the bound is accepted');
+  const flatOver = await post({ id: 'flat-over', prompt: '\u0001'.repeat(200 * 1024) });
+  t.equal(flatOver.body.code, 'SWARM_ERR_TOO_LARGE', 'a flat task whose escapes pass the bound is refused');
 });
 
 t.test('a worker that cannot take a TASK_REQ names the task: that attempt fails at once, not after its lease', async (t) => {
