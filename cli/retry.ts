@@ -15,6 +15,9 @@ export function transient(err: unknown): boolean {
  * tasks all carry ids (the hub keeps the first of each id), a /wait, a GET.
  */
 export function withRetry<T>(fn: (attempt: number) => Promise<T>, forMs: number, onRetry?: (err: unknown, attempt: number) => void): Promise<T> {
+  // No retry asked for: one attempt, and no "retrying" line (p-retry reports a failed attempt before
+  // it finds the time is up).
+  if (forMs <= 0) return fn(1);
   return pRetry(fn, {
     retries: 1000, factor: 2, minTimeout: 100, maxTimeout: 3000, randomize: true, maxRetryTime: forMs,
     shouldRetry: ({ error }) => transient(error),

@@ -122,3 +122,15 @@ for (const mode of ['old', 'cut'] as const) {
     t.same(fake.routes, ['/tasks+wait', '/wait'], 'after "accepted", only the results were asked for again');
   });
 }
+
+t.test('swarm submit --retry-for 0 tries once: no "retrying" line, exit 3 when no hub answers', async (t) => {
+  // A port that was just free: nothing listens on it.
+  const server = http.createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as { port: number }).port;
+  await new Promise<void>((r) => server.close(() => r()));
+  const r = await swarmAsync(['submit', 'hi', '--wait', '--retry-for', '0', '--hub-url', `http://127.0.0.1:${port}`]);
+  t.equal(r.code, 3, 'exit 3: no swarm');
+  t.match(r.stderr, /SWARM_ERR_NO_SWARM/);
+  t.notMatch(r.stderr, /retrying/, 'no retry announced');
+});
