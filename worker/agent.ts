@@ -1,9 +1,9 @@
 // Over 300 lines on purpose: a task's life on the agent (run, queue, give back, run for a gossip coordinator) is one state machine over its running and queued tasks.
 import os from 'node:os';
 import type { Logger } from 'pino';
-import { SwarmError, Type, errorCodeOf, type Connection, type Message, type AnyMessage } from '../protocol/index.js';
+import { SwarmError, Type, errorCodeOf, type Connection, type Message, type AnyMessage, type Receipt } from '../protocol/index.js';
 import { isRetryable } from '../sched/retry.js';
-import { LoopGuard, type Driver } from '../drivers/index.js';
+import { LoopGuard, type ChatOptions, type Driver } from '../drivers/index.js';
 import { WorkerClient, type HubLocator } from './client.js';
 import { WORKER_DEFAULTS, type WorkerConfig } from './config.js';
 import { LazyAbort } from './lazy-abort.js';
@@ -283,7 +283,7 @@ export class Agent {
    * One driver run with the task's timeout and the loop guard. `onChunk` gets every chunk but the
    * last (held back so a one-chunk answer is one message); the result has the last and the whole.
    */
-  private async drive(p: TaskParams, abort: LazyAbort, onChunk?: (text: string) => void): Promise<{ full: string; last: string; receipt: NonNullable<Message<'TASK_RES'>['payload']['receipt']> }> {
+  private async drive(p: TaskParams, abort: LazyAbort, onChunk?: (text: string) => void): Promise<{ full: string; last: string; receipt: Receipt }> {
     const timer = p.timeout_ms ? setTimeout(() => abort.abort(new SwarmError('SWARM_ERR_TASK_TIMEOUT', `task ran past ${p.timeout_ms} ms`)), p.timeout_ms) : undefined;
     const started = performance.now();
     const startedAt = Date.now();
@@ -300,12 +300,7 @@ export class Agent {
         await this.driverReady;
         if (this.engineError !== undefined) throw new SwarmError('SWARM_ERR_ENGINE_START', `engine failed to start: ${(this.engineError as Error)?.message ?? String(this.engineError)}`);
       }
-      const gen = this.opts.driver.chat(p.prompt, {
-        stop: p.stop, maxTokens: p.max_tokens, temperature: p.temperature, seed: p.seed,
-        grammar: p.grammar, jsonSchema: p.json_schema,
-        // Made when the driver first reads it: a driver that answers at once never does.
-        get signal() { return abort.signal; },
-      });
+      const gen = this.opts.driver.chat(p.prompt, new TaskChatOptions(p, abort));
       let stats: { tokensIn?: number; tokensOut?: number; tokensCached?: number } | void;
       for (;;) {
         const r = await gen.next();
@@ -326,19 +321,43 @@ export class Agent {
       if (abort.aborted) throw abort.reason;
       const duration = performance.now() - started;
       const tokensOut = stats?.tokensOut;
-      return {
-        full: parts.join(''), last: pending ?? '',
-        receipt: {
-          started_at: startedAt, finished_at: Date.now(), duration_ms: round(duration), ttft_ms: ttft === undefined ? undefined : round(ttft),
-          tokens_in: stats?.tokensIn, tokens_out: tokensOut, ...(stats?.tokensCached !== undefined ? { tokens_cached: stats.tokensCached } : {}),
-          tokens_per_s: tokensOut !== undefined && duration > 0 ? round(tokensOut / (duration / 1000)) : undefined,
-          worker: this.opts.id, driver: this.opts.driver.name, attempt: p.attempt,
-        },
-      };
+      const finishedAt = Date.now();
+      const ttftMs = ttft === undefined ? undefined : round(ttft);
+      const tokensPerS = tokensOut !== undefined && duration > 0 ? round(tokensOut / (duration / 1000)) : undefined;
+      // Two literals rather than a spread of an optional field: a literal with a spread in it is
+      // built key by key, and this runs once a task. The keys keep the order the hub has always seen.
+      const receipt: Receipt = stats?.tokensCached === undefined
+        ? { started_at: startedAt, finished_at: finishedAt, duration_ms: round(duration), ttft_ms: ttftMs,
+          tokens_in: stats?.tokensIn, tokens_out: tokensOut,
+          tokens_per_s: tokensPerS, worker: this.opts.id, driver: this.opts.driver.name, attempt: p.attempt }
+        : { started_at: startedAt, finished_at: finishedAt, duration_ms: round(duration), ttft_ms: ttftMs,
+          tokens_in: stats.tokensIn, tokens_out: tokensOut, tokens_cached: stats.tokensCached,
+          tokens_per_s: tokensPerS, worker: this.opts.id, driver: this.opts.driver.name, attempt: p.attempt };
+      return { full: parts.length === 1 ? parts[0]! : parts.join(''), last: pending ?? '', receipt };
     } finally {
       if (timer) clearTimeout(timer);
     }
   }
+}
+
+/**
+ * A task's ChatOptions. A class, not an object literal: the lazy `signal` is a getter, and a literal
+ * with a getter in it is built by the runtime, slowly, once a task; here the getter is on the prototype.
+ * No driver copies its options (a spread would leave `signal` behind).
+ */
+class TaskChatOptions implements ChatOptions {
+  readonly stop: string[];
+  readonly maxTokens?: number;
+  readonly temperature?: number;
+  readonly seed?: number;
+  readonly grammar?: string;
+  readonly jsonSchema?: Record<string, unknown>;
+  constructor(p: TaskParams, private readonly abort: LazyAbort) {
+    this.stop = p.stop; this.maxTokens = p.max_tokens; this.temperature = p.temperature; this.seed = p.seed;
+    this.grammar = p.grammar; this.jsonSchema = p.json_schema;
+  }
+  /** Made when the driver first reads it: a driver that answers at once never does. */
+  get signal(): AbortSignal { return this.abort.signal; }
 }
 
 function round(x: number): number { return Math.round(x * 100) / 100; }
