@@ -12,6 +12,12 @@ export class LoopGuard {
   constructor(opts: { maxRepeats?: number } = {}) { this.maxRepeats = opts.maxRepeats ?? 5; }
 
   push(chunk: string): boolean {
+    // No line ends in this chunk: nothing to compare yet (most short answers are one such chunk).
+    if (chunk.indexOf('\n') < 0) {
+      this.partial += chunk;
+      if (this.partial.length > 64 * 1024) this.partial = this.partial.slice(-64 * 1024);
+      return false;
+    }
     const lines = (this.partial + chunk).split('\n');
     this.partial = lines.pop() ?? '';
     // A runaway line with no newline at all is not a repeated line; keep the buffer bounded.
