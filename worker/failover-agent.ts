@@ -78,11 +78,8 @@ export class AgentFailover {
         return (e) => !e.result || e.result.worker === selfId || !live.has(e.result.worker);
       },
     });
-    let finals = 0;
-    this.node.replica.onChange(() => {
-      // A task became final in this replica (the delta passed along may repeat an old result).
-      if (this.node.replica.finalCount !== finals) { finals = this.node.replica.finalCount; this.lastFinalAt = Date.now(); }
-    });
+    // A task became final in this replica (the delta passed along may repeat an old result).
+    this.node.replica.onChange((_e, _d, becameFinal) => { if (becameFinal) this.lastFinalAt = Date.now(); });
     // A task from gossip mode that finishes here after the hub is back: report it like any result.
     // Only this member's own gossip-mode executions: a replica merge (the hub's STATE, a peer's delta)
     // can repeat a result the hub already has, and reporting that would be a duplicate TASK_RES.

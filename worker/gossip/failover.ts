@@ -54,12 +54,13 @@ export class FailoverController {
    * Ids of the replica's final entries, kept on merge: a reconcile walks these instead of sorting the
    * whole replica (25 agents of a process reconciling at once over a long history used to sort it 25 times).
    */
-  private readonly finals = new Set<string>();
+  private readonly finals: string[] = [];
 
   constructor(readonly node: GossipNode, private readonly link: HubLink, private readonly opts: FailoverOptions = {}) {
     const r = node.replica;
-    for (const id of r.ids()) { const e = r.get(id)!; if (e.result || e.failure) this.finals.add(id); }
-    r.onChange((e) => { if (e.result || e.failure) this.finals.add(e.id); });
+    for (const id of r.ids()) { const e = r.get(id)!; if (e.result || e.failure) this.finals.push(id); }
+    // Once per task, when it becomes final (a holder merges every task's result: a push, not a set insertion).
+    r.onChange((e, _d, becameFinal) => { if (becameFinal) this.finals.push(e.id); });
   }
 
   get mode(): Mode { return this.node.mode; }

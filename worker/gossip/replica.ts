@@ -73,13 +73,16 @@ export class Replica {
    * Ids merged since their fingerprints were last brought up to date. In star mode a holder merges
    * every delta the hub sends and nobody asks for a digest until a failover: fingerprinting each merge
    * was about half of a holder's merge time, so it waits here until a digest is asked for (`settle`).
+   * A list, not a set: an id merged twice is hashed once anyway (its hash is unchanged the second
+   * time), and a push costs less than a set insertion into a table as large as the replica's history.
+   * Settled early once it is much longer than the replica, so it stays bounded.
    */
-  private readonly unhashed = new Set<string>();
+  private unhashed: string[] = [];
   /** Ids of entries not final yet: what a coordinator dispatches from (a run's history can be long). */
   private readonly open = new Set<string>();
   /** Entries per state, kept on merge (status is written every second). */
   private readonly byState: Record<EntryState, number> = { queued: 0, leased: 0, done: 0, failed: 0 };
-  private readonly listeners: ((e: Entry, delta: Entry) => void)[] = [];
+  private readonly listeners: ((e: Entry, delta: Entry, becameFinal: boolean) => void)[] = [];
   private nextSeq = 0;
   private finals = 0;
 
@@ -107,8 +110,11 @@ export class Replica {
 
   counts(): Record<EntryState, number> { return { ...this.byState }; }
 
-  /** Called with the merged entry and the delta that changed it (for re-gossip). Returns an unsubscribe. */
-  onChange(fn: (e: Entry, delta: Entry) => void): () => void {
+  /**
+   * Called with the merged entry, the delta that changed it (for re-gossip), and whether this merge
+   * made the task final (once per task: a final entry stays final). Returns an unsubscribe.
+   */
+  onChange(fn: (e: Entry, delta: Entry, becameFinal: boolean) => void): () => void {
     this.listeners.push(fn);
     return () => { const i = this.listeners.indexOf(fn); if (i >= 0) this.listeners.splice(i, 1); };
   }
@@ -172,21 +178,28 @@ export class Replica {
     if (d.result && (!e.result || outcomeWins(d.result, e.result))) { e.result = d.result; changed = true; }
     if (d.failure && (!e.failure || outcomeWins(d.failure, e.failure))) { e.failure = d.failure; changed = true; }
     if (!changed) return false;
-    if (!wasFinal && (e.result || e.failure)) this.finals++;
+    const isFinal = !!(e.result || e.failure);
+    const becameFinal = !wasFinal && isFinal;
+    if (becameFinal) this.finals++;
     if (e.seq !== undefined && e.seq >= this.nextSeq) this.nextSeq = e.seq + 1;
     if (cur) this.byState[stateOf(cur)]--;
     this.byState[stateOf(e)]++;
-    if (e.result || e.failure) this.open.delete(d.id); else this.open.add(d.id);
+    // Every entry not final is in `open` from its first merge, and a final one never leaves that
+    // state: the set changes only when an entry appears open or becomes final.
+    if (isFinal) { if (!wasFinal && cur) this.open.delete(d.id); } else if (!cur) this.open.add(d.id);
     this.entries.set(d.id, e);
-    this.unhashed.add(d.id);
-    for (const fn of this.listeners) fn(e, d);
+    this.unhashed.push(d.id);
+    if (this.unhashed.length > 4 * this.entries.size + 1024) this.settle();
+    for (const fn of this.listeners) fn(e, d, becameFinal);
     return true;
   }
 
   /** Bring the fingerprints (entry hashes, bucket sums) up to date with the merges since the last call. */
   private settle(): void {
-    if (this.unhashed.size === 0) return;
-    for (const id of this.unhashed) {
+    if (this.unhashed.length === 0) return;
+    const ids = this.unhashed;
+    this.unhashed = [];
+    for (const id of ids) {
       const h = this.hash(this.entries.get(id)!);
       const old = this.hashes.get(id);
       if (old === h) continue;
@@ -198,7 +211,6 @@ export class Replica {
       this.bucketHash[b] = (bh ^ pairHash(idh, h)) >>> 0;
       this.hashes.set(id, h);
     }
-    this.unhashed.clear();
   }
 
   /** Fingerprint of what merge compares; equal fingerprints mean nothing to exchange. */
