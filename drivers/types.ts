@@ -28,6 +28,12 @@ export interface Driver {
   /** Start the engine subprocess, if any. Idempotent. */
   start(): Promise<void>;
   chat(prompt: string, opts: ChatOptions): AsyncGenerator<string, ChatStats | void, void>;
+  /**
+   * Optional: the whole answer now, when the driver has it without waiting for anything (no engine,
+   * no delay): the chunks and stats `chat` would give for the same call, or undefined to use `chat`.
+   * A short task then costs no async generator and no awaits per chunk. Throws what `chat` would.
+   */
+  answerNow?(prompt: string, opts: ChatOptions): { chunks: string[]; stats: ChatStats | void } | undefined;
   /** Stop the engine gracefully (SIGTERM, then SIGKILL after a grace period). Idempotent. */
   stop(): Promise<void>;
   /** Pids of engine processes this driver currently runs (for accounting and cleanup). */

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { LoopGuard, createDriver } from '../drivers/index.js';
+import { LoopGuard, StopFilter, createDriver } from '../drivers/index.js';
 import { collect } from './helpers/llama.js';
 import { startHub, startPool, waitTasks, waitWorkers } from './helpers/inproc.js';
 
@@ -15,6 +15,43 @@ t.test('echo: deterministic, streamed, honours stop strings and max tokens', asy
   const slow = createDriver({ name: 'echo', options: { latency_ms: '60000' } });
   setTimeout(() => ac.abort(), 20);
   t.equal((await collect(slow.chat('x', { signal: ac.signal }))).text, '', 'abort ends the wait');
+});
+
+/** The echo driver's unstreamed answer as it was first written: one piece through a StopFilter, words counted per piece. */
+function echoReference(prompt: string, reply: string | undefined, o: { stop?: string[]; maxTokens?: number }): { chunks: string[]; stats: { tokensIn: number; tokensOut: number } } {
+  const words = (s: string) => s.match(/\S+/g)?.length ?? 0;
+  const answer = reply !== undefined ? reply.split('{prompt}').join(prompt) : `echo: ${prompt}`;
+  let piece = answer;
+  if (o.maxTokens !== undefined && words(answer) > o.maxTokens) piece = answer.split(/(?<=\s)/).slice(0, o.maxTokens).join('');
+  const f = new StopFilter(o.stop ?? []);
+  const chunks: string[] = [];
+  const text = f.push(piece);
+  if (text) chunks.push(text);
+  if (!f.stopped) { const rest = f.end(); if (rest) chunks.push(rest); }
+  return { chunks, stats: { tokensIn: words(prompt), tokensOut: words(piece) } };
+}
+
+t.test('echo: an answer given at once is what chat streams, chunk for chunk, and what it always gave', async (t) => {
+  const prompts = ['one two three. four', '', '  lead and trail  ', 'a.b.c ### d', 'x\ny\n'];
+  const optsList = [{}, { stop: ['.'] }, { stop: ['###', 'c'] }, { stop: ['echo'] }, { stop: [''] }, { stop: ['zz'] }, { maxTokens: 2 }, { maxTokens: 0 }, { maxTokens: 2, stop: ['tw'] }];
+  for (const options of [{}, { reply: 'R {prompt} {prompt}' }, { reply: '' }] as Record<string, string>[]) {
+    const d = createDriver({ name: 'echo', options });
+    for (const prompt of prompts) {
+      for (const o of optsList) {
+        const now = d.answerNow!(prompt, o)!;
+        const g = d.chat(prompt, o);
+        const chunks: string[] = [];
+        let r = await g.next();
+        while (!r.done) { chunks.push(r.value); r = await g.next(); }
+        const what = `${JSON.stringify(options)} ${JSON.stringify(prompt)} ${JSON.stringify(o)}`;
+        t.same({ chunks: now.chunks, stats: now.stats }, { chunks, stats: r.value }, what);
+        t.same(now, echoReference(prompt, options.reply, o), what);
+      }
+    }
+  }
+  t.equal(createDriver({ name: 'echo', options: { token_ms: '1' } }).answerNow!('a', {}), undefined, 'streamed: no answer at once');
+  t.equal(createDriver({ name: 'echo', options: { latency_ms: '1' } }).answerNow!('a', {}), undefined, 'delayed: no answer at once');
+  t.throws(() => createDriver({ name: 'echo', options: { fail: '1' } }).answerNow!('a', {}), { code: 'SWARM_ERR_TASK_FAILED' });
 });
 
 t.test('driver options are validated', async (t) => {

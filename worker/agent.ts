@@ -300,16 +300,25 @@ export class Agent {
         await this.driverReady;
         if (this.engineError !== undefined) throw new SwarmError('SWARM_ERR_ENGINE_START', `engine failed to start: ${(this.engineError as Error)?.message ?? String(this.engineError)}`);
       }
-      const gen = this.opts.driver.chat(p.prompt, new TaskChatOptions(p, abort));
+      const chatOpts = new TaskChatOptions(p, abort);
+      // A driver that has the answer at once gives it as a list: no async generator, no await a chunk.
+      const now = this.opts.driver.answerNow?.(p.prompt, chatOpts);
+      const gen = now ? undefined : this.opts.driver.chat(p.prompt, chatOpts);
       let stats: { tokensIn?: number; tokensOut?: number; tokensCached?: number } | void;
-      for (;;) {
-        const r = await gen.next();
-        if (r.done) { stats = r.value; break; }
-        if (abort.aborted) { await gen.return(undefined); throw abort.reason; }
-        const chunk = r.value;
+      for (let i = 0; ; i++) {
+        let chunk: string;
+        if (gen) {
+          const r = await gen.next();
+          if (r.done) { stats = r.value; break; }
+          chunk = r.value;
+        } else {
+          if (i === now!.chunks.length) { stats = now!.stats; break; }
+          chunk = now!.chunks[i]!;
+        }
+        if (abort.aborted) { if (gen) await gen.return(undefined); throw abort.reason; }
         ttft ??= performance.now() - started;
         if (guard.push(chunk)) {
-          await gen.return(undefined);
+          if (gen) await gen.return(undefined);
           await this.opts.driver.stop().catch(() => {}); // SIGTERM the engine (spec 10.2); next task restarts it
           this.driverReady = this.opts.driver.start();
           throw new SwarmError('SWARM_ERR_LOOP_DETECTED', 'the same output line repeated more than the loop guard allows');

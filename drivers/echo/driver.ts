@@ -43,11 +43,24 @@ export class EchoDriver implements Driver {
   async stop(): Promise<void> {}
   pids(): number[] { return []; }
 
+  /** Without latency, streaming or a loop the answer is ready at once: what `chat` yields, as a list. */
+  answerNow(prompt: string, opts: ChatOptions = {}): { chunks: string[]; stats: ChatStats } | undefined {
+    const o = this.options;
+    if (o.latencyMs > 0 || o.tokenMs > 0 || o.loop) return undefined;
+    if (o.fail) throw new SwarmError('SWARM_ERR_TASK_FAILED', 'echo driver set to fail');
+    return whole(prompt, o, opts);
+  }
+
   async *chat(prompt: string, opts: ChatOptions = {}): AsyncGenerator<string, ChatStats | void, void> {
     const o = this.options;
     // The signal is read only when there is something to wait for: an answer sent at once needs none.
     if (o.latencyMs > 0 && !(await sleep(o.latencyMs, opts.signal))) return {};
     if (o.fail) throw new SwarmError('SWARM_ERR_TASK_FAILED', 'echo driver set to fail');
+    if (o.tokenMs <= 0 && !o.loop) {
+      const { chunks, stats } = whole(prompt, o, opts);
+      for (const c of chunks) yield c;
+      return stats;
+    }
     const answer = o.reply !== undefined ? o.reply.split('{prompt}').join(prompt) : `echo: ${prompt}`;
     const tokensIn = countWords(prompt);
     if (o.loop) {
@@ -73,6 +86,31 @@ export class EchoDriver implements Driver {
     if (rest) yield rest;
     return { tokensIn, tokensOut: out };
   }
+}
+
+/**
+ * The answer in one piece (no streaming), cut at `maxTokens` words, through the stop filter: the
+ * chunks to yield and the counts (tokensOut counts the piece's words, as the stream counts each piece's).
+ */
+function whole(prompt: string, o: EchoOptions, opts: ChatOptions): { chunks: string[]; stats: ChatStats } {
+  const answer = o.reply !== undefined ? o.reply.split('{prompt}').join(prompt) : `echo: ${prompt}`;
+  const tokensIn = countWords(prompt);
+  // `echo: ` is one word and ends in a space, so the default answer has one word more than its prompt.
+  const words = o.reply === undefined ? tokensIn + 1 : countWords(answer);
+  let piece = answer;
+  let tokensOut = words;
+  if (opts.maxTokens !== undefined && words > opts.maxTokens) { piece = limitWords([answer], answer, opts.maxTokens, false)[0]!; tokensOut = countWords(piece); }
+  const stats = { tokensIn, tokensOut };
+  // Without stop strings the filter passes the piece through whole: no filter to build.
+  if (!opts.stop?.length) return { chunks: piece ? [piece] : [], stats };
+  // What a stream of this one piece gives: the filter's output, then (unless it stopped) what it held back.
+  const filter = new StopFilter(opts.stop);
+  const chunks: string[] = [];
+  const text = filter.push(piece);
+  if (text) chunks.push(text);
+  const rest = filter.end();
+  if (rest) chunks.push(rest);
+  return { chunks, stats };
 }
 
 /** Words (runs of non-space) in `s`. A regular expression, not a loop over characters: a worker's
