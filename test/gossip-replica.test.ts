@@ -118,3 +118,40 @@ t.test('fingerprints read after every merge and read once at the end agree', asy
   t.same(lazy.digest(100), eager.digest(100), 'every entry hash agrees');
   t.same(lazy.diff(eager.digest(100)[0]!), { send: [], want: [] }, 'nothing to exchange');
 });
+
+t.test('listeners hear once per task that it became final; open ids and counts follow every order', async (t) => {
+  const rand = seededRandom(11);
+  const deltas: Entry[] = [];
+  for (let i = 0; i < 200; i++) {
+    deltas.push({ id: `t-${i}`, spec: spec(`t-${i}`), seq: i });
+    deltas.push({ id: `t-${i}`, lease: { worker: `w-${i % 5}`, attempt: 1, epoch: 0, until: 10 } });
+    if (i % 4 === 0) deltas.push({ id: `t-${i}`, result: { worker: `w-${i % 5}`, attempt: 1, text: `r${i}` } });
+    if (i % 4 === 1) deltas.push({ id: `t-${i}`, result: { worker: 'w-9', attempt: 2, text: 'b' } }, { id: `t-${i}`, result: { worker: 'w-1', attempt: 1, text: 'a' } });
+    if (i % 4 === 2) deltas.push({ id: `t-${i}`, failure: { worker: 'w-1', attempt: 1, error: { code: 'SWARM_ERR_TASK_FAILED', msg: 'x' } } });
+  }
+  for (let round = 0; round < 5; round++) {
+    const r = new Replica();
+    const became: string[] = [];
+    r.onChange((e, _d, becameFinal) => { if (becameFinal) { t.ok(e.result || e.failure); became.push(e.id); } });
+    for (const d of pick(deltas, deltas.length, rand)) r.merge(d);
+    for (const d of deltas) r.merge(d); // again: nothing new becomes final
+    t.equal(new Set(became).size, became.length, 'each task once');
+    t.equal(became.length, 150);
+    t.equal(r.finalCount, 150);
+    t.same(r.openIds(), Array.from({ length: 50 }, (_, k) => `t-${4 * k + 3}`), 'open: the tasks not final, in submission order');
+    t.same(r.counts(), { queued: 0, leased: 50, done: 100, failed: 50 });
+  }
+});
+
+t.test('fingerprints stay right when many merges of a few ids come before a digest', async (t) => {
+  const eager = new Replica();
+  const lazy = new Replica();
+  for (let n = 0; n < 3000; n++) {
+    const id = `t-${n % 3}`;
+    const d: Entry = { id, lease: { worker: 'w-1', attempt: 1, epoch: n, until: n } };
+    eager.merge(d); eager.buckets();
+    lazy.merge(d);
+  }
+  t.same(lazy.buckets(), eager.buckets());
+  t.same(lazy.digest(), eager.digest());
+});
