@@ -78,8 +78,13 @@ export class Replica {
    * Settled early once it is much longer than the replica, so it stays bounded.
    */
   private unhashed: string[] = [];
-  /** Ids of entries not final yet: what a coordinator dispatches from (a run's history can be long). */
-  private readonly open = new Set<string>();
+  /**
+   * Ids of entries not final yet: what a coordinator dispatches from (a run's history can be long).
+   * Made on first use, from the entries in their order (a set kept from the first merge holds them in
+   * that order too), then kept on merge: in star mode nobody reads it, and a holder would pay two set
+   * operations a task for it.
+   */
+  private open?: Set<string>;
   /** Entries per state, kept on merge (status is written every second). */
   private readonly byState: Record<EntryState, number> = { queued: 0, leased: 0, done: 0, failed: 0 };
   private readonly listeners: ((e: Entry, delta: Entry, becameFinal: boolean) => void)[] = [];
@@ -93,11 +98,19 @@ export class Replica {
   /** Ids of tasks not final yet, in submission order: O(open), not O(history). */
   openIds(): string[] {
     const es: Entry[] = [];
-    for (const id of this.open) es.push(this.entries.get(id)!);
+    for (const id of this.openSet()) es.push(this.entries.get(id)!);
     return es.sort((a, b) => (a.seq ?? Infinity) - (b.seq ?? Infinity) || cmpStr(a.id, b.id)).map((e) => e.id);
   }
   /** Entries not final yet, in no particular order (a coordinator orders them itself). */
-  *openEntries(): IterableIterator<Entry> { for (const id of this.open) yield this.entries.get(id)!; }
+  *openEntries(): IterableIterator<Entry> { for (const id of this.openSet()) yield this.entries.get(id)!; }
+  private openSet(): Set<string> {
+    if (!this.open) {
+      const open = new Set<string>();
+      for (const [id, e] of this.entries) if (!e.result && !e.failure) open.add(id);
+      this.open = open;
+    }
+    return this.open;
+  }
   get(id: string): Entry | undefined { return this.entries.get(id); }
   get size(): number { return this.entries.size; }
   /** Count of final tasks: grows monotonically, a cheap measure of how fresh a replica is. */
@@ -186,7 +199,8 @@ export class Replica {
     this.byState[stateOf(e)]++;
     // Every entry not final is in `open` from its first merge, and a final one never leaves that
     // state: the set changes only when an entry appears open or becomes final.
-    if (isFinal) { if (!wasFinal && cur) this.open.delete(d.id); } else if (!cur) this.open.add(d.id);
+    const open = this.open;
+    if (open) { if (isFinal) { if (!wasFinal && cur) open.delete(d.id); } else if (!cur) open.add(d.id); }
     this.entries.set(d.id, e);
     this.unhashed.push(d.id);
     if (this.unhashed.length > 4 * this.entries.size + 1024) this.settle();
