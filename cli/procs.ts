@@ -40,10 +40,11 @@ export function workerProcesses(agents: number, driver: string | undefined, proc
 
 /**
  * The processes `swarm up` / `swarm hub --supervise` start: a shared llama-server gives each agent its
- * own server slot by argument, so a process each; otherwise workerProcesses.
+ * own server slot by argument, so a process each; otherwise workerProcesses. `cores`: of the machine
+ * the swarm runs on (`swarm plan` asks for another machine's).
  */
-export function supervisedProcesses(agents: number, driver: string | undefined, procs: Procs, sharedEngine: boolean): number {
-  return sharedEngine ? agents : workerProcesses(agents, driver, procs);
+export function supervisedProcesses(agents: number, driver: string | undefined, procs: Procs, sharedEngine: boolean, cores?: number): number {
+  return sharedEngine ? agents : workerProcesses(agents, driver, procs, cores);
 }
 
 /**

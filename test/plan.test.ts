@@ -85,6 +85,62 @@ t.test('Llama-3-8B shape (Q4_K_M mix) on 4 vCPU / 16 GB', async (t) => {
   t.match(formatPlan(repack), /at most 3 agents fit/);
 });
 
+t.test('batched engine: its agents share worker processes as `swarm up --procs` lays them out', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-plan-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'llama3-8b-shape.gguf');
+  const s = llama3_8bShape();
+  const size = writeGguf(file, s.meta, s.tensors);
+  const m = await readModelShape(file);
+  const kv = 268_435_456, compute = 279_445_504, out = 513_024;
+  const base = { agents: 25, ramBytes: 16 * GiB, cpus: 4, ctx: 2048, engine: 'batched' as const };
+  // Measured (deploy/plan/estimate.ts): a worker process 80 MiB, each further one 40, an agent in one
+  // 1 MiB; the engine's own Node process 96 MiB besides its 30 MiB heap, and 0.5 MiB a sequence.
+  const procs = (k: number) => 80 * MiB + (k - 1) * 40 * MiB;
+  const perAgent = kv + out + MiB + MiB / 2;
+  const host = 2 * GiB + 100 * MiB + size + 126 * MiB + compute;
+
+  const auto = plan(m, base);
+  t.equal(auto.workerProcesses, 3, 'auto on 4 vCPUs: one worker process per vCPU less one');
+  t.equal(auto.memory.perAgent.worker, MiB);
+  t.equal(auto.memory.perAgent.engine, MiB / 2);
+  t.equal(auto.memory.perAgent.total, perAgent);
+  t.equal(auto.memory.fixed.workerProcesses, procs(3));
+  t.equal(auto.memory.fixed.engine, 126 * MiB);
+  t.equal(auto.memory.fixed.total, host + procs(3));
+  t.equal(auto.memory.total, host + procs(3) + 25 * perAgent);
+  t.ok(auto.memory.fixed.workerProcesses + 25 * auto.memory.perAgent.worker < 25 * 18 * MiB, 'less than the 18 MiB an agent it counted when each had a process');
+  t.equal(auto.maxAgents, Math.floor((16 * GiB - host - procs(3)) / perAgent));
+  t.equal(auto.maxAgents, 33);
+  t.ok(plan(m, { ...base, agents: auto.maxAgents }).fits, 'the most that fit do fit');
+  t.notOk(plan(m, { ...base, agents: auto.maxAgents + 1 }).fits, 'and one more does not');
+  t.match(formatPlan(auto), /worker processes \(Node\)\s+160\.0 MiB: 3 \(--procs auto\)/);
+  t.match(formatPlan(auto), /agent in a worker process\s+1\.0 MiB/);
+
+  const one = plan(m, { ...base, procs: 1 });
+  t.equal(one.workerProcesses, 1);
+  t.equal(one.memory.fixed.workerProcesses, 80 * MiB);
+  const each = plan(m, { ...base, procs: 25 });
+  t.equal(each.workerProcesses, 25);
+  t.equal(each.memory.fixed.workerProcesses, procs(25));
+  t.equal(plan(m, { ...base, cpus: 2 }).workerProcesses, 1, 'auto on 2 vCPUs: one');
+  // The processes grow with the agents: past 1,000 agents a process, more of them.
+  const many = plan(m, { ...base, agents: 2500, ramBytes: 1024 * GiB, procs: 1 });
+  t.equal(many.workerProcesses, 3);
+  const big = plan(m, { ...base, ramBytes: 1024 * GiB, procs: 1 });
+  t.ok(plan(m, { ...base, ramBytes: 1024 * GiB, procs: 1, agents: big.maxAgents }).fits);
+  t.notOk(plan(m, { ...base, ramBytes: 1024 * GiB, procs: 1, agents: big.maxAgents + 1 }).fits);
+  t.equal(big.maxAgents, Math.floor((1024 * GiB - host - procs(Math.ceil(big.maxAgents / 1000))) / perAgent));
+
+  // Per-worker engines and a shared llama-server's clients: still a process per agent counted.
+  const perWorker = plan(m, { ...base, engine: 'per-worker', repack: false });
+  const packed = plan(m, { ...base, engine: 'per-worker', repack: false, procs: 2 });
+  t.equal(packed.workerProcesses, 2);
+  t.same(packed.memory, perWorker.memory, 'engines packed into fewer processes were not measured: counted as before');
+  t.equal(perWorker.memory.fixed.workerProcesses, 0);
+  t.equal(plan(m, { ...base, engine: 'shared', procs: 2 }).workerProcesses, 25, 'a shared llama-server: a process per agent, whatever --procs says');
+});
+
 t.test('parseSize', async (t) => {
   t.equal(parseSize('16G'), 16 * GiB);
   t.equal(parseSize('16GiB'), 16 * GiB);

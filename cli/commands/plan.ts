@@ -4,10 +4,11 @@ import { SwarmError } from '../../protocol/errors.js';
 import { formatPlan, parseSize, plan, readModelShape, type EngineMode } from '../../deploy/plan/index.js';
 import { fail } from '../exit.js';
 import { int } from '../options.js';
+import { PROCS_HELP, parseProcs, type Procs } from '../procs.js';
 
 interface PlanFlags {
   agents: number; model: string; ram: number; cpus: number; ctx: number; engine: EngineMode; ubatch: number;
-  repack: boolean; reserve: number; json: boolean;
+  repack: boolean; reserve: number; json: boolean; procs: Procs;
 }
 
 function size(name: string) {
@@ -29,6 +30,7 @@ export function registerPlan(program: Command): void {
       if (v !== 'per-worker' && v !== 'shared' && v !== 'batched') throw new InvalidArgumentError('--engine must be per-worker, batched or shared');
       return v;
     }, DEFAULT_ENGINE)
+    .option('--procs <n>', `as \`swarm up --procs\` (with --cpus for auto): ${PROCS_HELP}`, parseProcs, 'auto')
     .option('--ubatch <n>', 'llama.cpp micro-batch (-ub)', int('--ubatch', 1), 512)
     .option('--no-repack', 'plan for llama-server --no-repack (Q4 weights stay shared)')
     .option('--reserve <size>', 'memory for the OS, runtime and k3s', size('--reserve'), 2 * 1024 ** 3)
@@ -40,7 +42,7 @@ export function registerPlan(program: Command): void {
         });
         const p = plan(shape, {
           agents: o.agents, ramBytes: o.ram, cpus: o.cpus, ctx: o.ctx, engine: o.engine, ubatch: o.ubatch,
-          repack: o.repack, reserveBytes: o.reserve,
+          repack: o.repack, reserveBytes: o.reserve, procs: o.procs,
         });
         process.stdout.write(o.json ? JSON.stringify(p) + '\n' : formatPlan(p));
       } catch (err) { fail(err, o.json); }

@@ -3,6 +3,7 @@
  * Every default is either measured on this project's machine or taken from llama.cpp's sources;
  * the comments say which. Memory is counted as resident bytes (what the OOM killer and cgroups see).
  */
+import { supervisedProcesses, type Procs } from '../../cli/procs.js';
 import type { ModelShape } from './gguf.js';
 
 /**
@@ -32,16 +33,47 @@ export interface PlanOptions {
   hubRssBytes?: number;
   /** Memory bandwidth used for the token-rate ceiling (assumed; VPS vCPUs typically see 8-20 GB/s). */
   bandwidthGBs?: number;
+  /**
+   * `swarm up --procs`: how many worker processes the agents run in (cli/procs.ts; auto: for the
+   * batched engine one per vCPU less one, else one per agent). Counted for the batched engine,
+   * whose agents are thin clients that share processes.
+   */
+  procs?: Procs;
 }
 
-/** One Node worker process of the batched engine (its driver is a socket client). */
-const BATCHED_WORKER_BYTES = 18 * 1024 ** 2;
+const MiB = 1024 ** 2;
+
+/*
+ * The batched engine's memory besides weights, KV, logits and compute, from `swarm up -n 8|25|100|200
+ * --procs auto|2|N` with the demo model and failover (the defaults) on 2 vCPUs, summing
+ * /proc/PID/smaps_rollup (RSS) over the worker processes, idle and after a batch of 200-5,000 tasks.
+ * RSS, not PSS: a process's share of the Node binary (PSS) depends on how many Node processes run,
+ * while a cgroup is charged for what each faults in.
+ *
+ * Worker processes: one process of 8 agents 58-62 MiB RSS, of 25 62-78, of 100 95-114, of 200
+ * 127-147; after 5,000 tasks 81 (8 agents) and 85 (25). 25 processes of one agent: 1,427-1,485 MiB,
+ * 57-59 each, 18-19 PSS (the 18 MiB each agent was counted at while it had a process of its own),
+ * 16-18 of it anonymous. So a process at 80 MiB, each further one at 40 (what it does not share with
+ * the first, and room for a batch's 20 MiB of heap), and each agent in one 1 MiB more (0.2-1.1
+ * measured; 0.3 from 100 agents to 200).
+ */
+const BATCHED_PROCESS_BYTES = 80 * MiB;
+const BATCHED_MORE_PROCESS_BYTES = 40 * MiB;
+const BATCHED_AGENT_BYTES = 1 * MiB;
+/*
+ * The engine is a Node process of its own (drivers/batched/host.ts): 101-132 MiB RSS with 8
+ * sequences, 150-158 with 25, 248-253 with 100, 369 with 200, where the plan's engine heap, compute,
+ * weights and KV came to 40, 57, 133 and 234. Its runtime (Node and node-llama-cpp) ~90 MiB, and
+ * each sequence 1.2-1.3 MiB against 1.0 of KV and logits: counted as 96 MiB and 0.5 MiB a sequence.
+ */
+const BATCHED_ENGINE_PROCESS_BYTES = 96 * MiB;
+const BATCHED_SEQUENCE_BYTES = MiB / 2;
 
 /** Plan defaults (see PlanOptions for where each comes from). */
 export const PLAN_DEFAULTS = {
   ramBytes: 16 * 1024 ** 3, cpus: 4, ctx: 2048, engine: 'per-worker' as EngineMode, ubatch: 512, repack: true,
   reserveBytes: 2 * 1024 ** 3, workerRssBytes: 60 * 1024 ** 2, engineBaseBytes: 30 * 1024 ** 2,
-  hubRssBytes: 100 * 1024 ** 2, bandwidthGBs: 10,
+  hubRssBytes: 100 * 1024 ** 2, bandwidthGBs: 10, procs: 'auto' as Procs,
 };
 
 /** One warning of a plan, with a stable code for scripts. */
@@ -50,7 +82,8 @@ export interface PlanWarning { code: 'repack' | 'cgroup' | 'cpu' | 'no-fit' | 'c
 /** Bytes of each component; `perAgent` is repeated per agent, `fixed` once per host. */
 export interface PlanMemory {
   perAgent: { kv: number; compute: number; output: number; engine: number; privateWeights: number; worker: number; total: number };
-  fixed: { reserve: number; hub: number; sharedWeights: number; privateWeights: number; engine: number; compute: number; total: number };
+  /** `workerProcesses`: the batched engine's worker processes (their agents are in `perAgent.worker`); 0 for a process per agent. */
+  fixed: { reserve: number; hub: number; workerProcesses: number; sharedWeights: number; privateWeights: number; engine: number; compute: number; total: number };
   total: number;
 }
 
@@ -62,6 +95,8 @@ export interface Plan {
   memory: PlanMemory;
   fits: boolean;
   maxAgents: number;
+  /** Worker processes the agents run in (`options.procs`, cli/procs.ts supervisedProcesses). */
+  workerProcesses: number;
   /** Tokens/s ceilings from memory bandwidth: every decode step streams all weights once per engine. */
   tokensPerSecond: { aggregateCeiling: number; perAgentCeiling: number };
   /** The spec's arithmetic (section 11.2) next to ours. */
@@ -98,27 +133,43 @@ export function plan(m: ModelShape, opts: PlanOptions, nested = false): Plan {
   const output = 4 * m.vocabSize; // llama_context::output_reserve: one row of logits per sequence
   const repacked = o.repack ? m.repackableBytes : 0;
   const perWorker = o.engine === 'per-worker';
+  const batched = o.engine === 'batched';
+  // The worker processes of `n` agents on the planned machine, laid out as `swarm up` does it there.
+  const processes = (n: number): number => supervisedProcesses(n, perWorker ? 'embedded' : batched ? 'batched' : 'llama-server', o.procs, o.engine === 'shared', o.cpus);
+  // The batched engine's worker processes (its agents load no llama.cpp: thin clients, several to a
+  // process). Per-worker engines and a shared llama-server's clients stay at a process per agent:
+  // that is what `swarm up` runs by default, and engines packed into fewer processes were not measured.
+  const processBytes = (n: number): number => {
+    const k = batched ? processes(n) : 0;
+    return k === 0 ? 0 : BATCHED_PROCESS_BYTES + (k - 1) * BATCHED_MORE_PROCESS_BYTES;
+  };
   const pa = {
-    // A batched engine's worker loads no llama.cpp: measured 18 MiB PSS per worker at 25 agents (bench/batched.ts memory; 44 while it loaded node-llama-cpp).
-    kv, output, worker: o.engine === 'batched' ? Math.min(o.workerRssBytes, BATCHED_WORKER_BYTES) : o.workerRssBytes,
+    kv, output, worker: batched ? BATCHED_AGENT_BYTES : o.workerRssBytes,
     compute: perWorker ? compute : 0,
-    engine: perWorker ? o.engineBaseBytes : 0,
+    engine: perWorker ? o.engineBaseBytes : batched ? BATCHED_SEQUENCE_BYTES : 0,
     privateWeights: perWorker ? repacked : 0,
     total: 0,
   };
   pa.total = pa.kv + pa.output + pa.worker + pa.compute + pa.engine + pa.privateWeights;
   const fx = {
-    reserve: o.reserveBytes, hub: o.hubRssBytes,
+    reserve: o.reserveBytes, hub: o.hubRssBytes, workerProcesses: processBytes(o.agents),
     // Repacked tensors are read once from the mmap at load; their page cache is reclaimable afterwards.
     sharedWeights: m.fileBytes - repacked,
     privateWeights: perWorker ? 0 : repacked,
-    engine: perWorker ? 0 : o.engineBaseBytes,
+    engine: perWorker ? 0 : o.engineBaseBytes + (batched ? BATCHED_ENGINE_PROCESS_BYTES : 0),
     compute: perWorker ? 0 : compute,
     total: 0,
   };
-  fx.total = fx.reserve + fx.hub + fx.sharedWeights + fx.privateWeights + fx.engine + fx.compute;
+  const host = fx.reserve + fx.hub + fx.sharedWeights + fx.privateWeights + fx.engine + fx.compute;
+  fx.total = host + fx.workerProcesses;
   const total = fx.total + pa.total * o.agents;
-  const maxAgents = Math.max(0, Math.floor((o.ramBytes - fx.total) / pa.total));
+  // The most agents whose memory, processes included, fits: the processes grow with the agents
+  // (never shrink), so the count that fits is found by bisection under the bound without them.
+  const fitsN = (n: number): boolean => host + processBytes(n) + pa.total * n <= o.ramBytes;
+  let lo = 0;
+  let hi = Math.max(0, Math.floor((o.ramBytes - host) / pa.total));
+  while (lo < hi) { const mid = Math.ceil((lo + hi) / 2); if (fitsN(mid)) lo = mid; else hi = mid - 1; }
+  const maxAgents = lo;
   // Per-worker engines each stream all weights per token; a batched engine streams them once per step
   // for all its sequences (then CPU compute, not bandwidth, is the limit, so this is only a ceiling).
   const aggregate = (o.bandwidthGBs * GB) / m.fileBytes * (perWorker ? 1 : o.agents);
@@ -126,7 +177,7 @@ export function plan(m: ModelShape, opts: PlanOptions, nested = false): Plan {
   const p: Plan = {
     model: pick(m), options: o, kvBytesPerToken: kvpt,
     memory: { perAgent: pa, fixed: fx, total },
-    fits: total <= o.ramBytes, maxAgents, tokensPerSecond: tps,
+    fits: total <= o.ramBytes, maxAgents, workerProcesses: processes(o.agents), tokensPerSecond: tps,
     spec: specComparison(m, o, maxAgents),
     warnings: [],
     alternatives: [],
