@@ -117,10 +117,11 @@ t.test('an agent runs queued tasks in arrival order on its one slot', async (t) 
   const pool = startPool({ host: '127.0.0.1', port: hub.port }, 1, { driver: 'echo' });
   t.teardown(() => pool.stop());
   t.ok(await until(() => hub.frames.some((f) => f.type === 'HANDSHAKE'), 5000));
-  t.equal(hub.frames.find((f) => f.type === 'HANDSHAKE')!.payload.queue, 4, 'HANDSHAKE says how many it queues');
-  hub.tasks(['s1', 's2', 's3', 's4', 's5']);
-  t.ok(await until(() => hub.results().length === 5, 5000));
-  t.same(hub.results(), ['s1', 's2', 's3', 's4', 's5'], 'in order, each once');
+  t.equal(hub.frames.find((f) => f.type === 'HANDSHAKE')!.payload.queue, 8, 'HANDSHAKE says how many it queues');
+  const ids = Array.from({ length: 9 }, (_, i) => `s${i + 1}`);
+  hub.tasks(ids);
+  t.ok(await until(() => hub.results().length === 9, 5000));
+  t.same(hub.results(), ids, 'in order, each once');
   t.equal(hub.frames.filter((f) => f.type === 'ERROR').length, 0, 'nothing refused');
 });
 
@@ -128,7 +129,7 @@ t.test('behind a long task: queued tasks go back (SLOTS_FULL), the one past the 
   const hub = await rawHub(t);
   // 200 ms a word: the first task runs ~1.4 s, far past the 400 ms a queued task may wait here (the
   // default 50 ms left too little time to cancel one before the give-back on a loaded machine).
-  const pool = startPool({ host: '127.0.0.1', port: hub.port }, 1, { driver: 'echo', options: { token_ms: '200' }, config: workerConfig({ agent: { queueHoldMs: 400 } }) });
+  const pool = startPool({ host: '127.0.0.1', port: hub.port }, 1, { driver: 'echo', options: { token_ms: '200' }, config: workerConfig({ agent: { queueHoldMs: 400, queue: 4 } }) });
   t.teardown(() => pool.stop());
   t.ok(await until(() => hub.frames.some((f) => f.type === 'HANDSHAKE'), 5000));
   const t0 = performance.now();

@@ -14,7 +14,7 @@ const TABLE = {
   agent: {
     slots: [1, 1024, 1],
     /** TASK_REQs held queued beyond the slots (HANDSHAKE `queue`); the hub uses them for short tasks only. */
-    queue: [0, 64, 4],
+    queue: [0, 64, 8],
     /** A queued task not started within this long is given back (SLOTS_FULL): a long task is ahead of it. */
     queueHoldMs: [1, 600_000, 50],
     /** The same output line more often than this is a loop (SWARM_ERR_LOOP_DETECTED). */

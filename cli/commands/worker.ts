@@ -53,7 +53,7 @@ export function registerWorker(program: Command): void {
     .option('--role <role>', 'role this worker takes tasks for')
     .option('--caps <list>', 'comma-separated capabilities')
     .option('--slots <n>', 'tasks in flight at once', int('--slots', 1), 1)
-    .option('--queue <n>', 'tasks held queued beyond the slots; the hub fills them only while tasks are short (under its prefetch bound, 5 ms)', int('--queue', 0), 4)
+    .option('--queue <n>', 'tasks held queued beyond the slots; the hub fills them only while tasks are short (under its prefetch bound, 5 ms)', int('--queue', 0), 8)
     .option('--token <secret>', 'hub token, or this worker\'s own credential (`swarm credential <id>`) (env SWARM_TOKEN, or the state directory)')
     .option('--peer-token <secret>', 'failover: secret of the peer links when --token is a worker credential (env SWARM_PEER_TOKEN; `swarm credential --peers`)')
     .option('--tls', 'connect with TLS')
