@@ -28,6 +28,8 @@ export class TaskQueue {
   private readonly ready: ReadySet<TaskRecord>;
   private readonly leased = new Map<string, TaskRecord>();
   private seq = 0;
+  /** Queued tasks kept out of the ready set, with how many holds each has (see `hold`). */
+  private readonly held = new Map<string, number>();
   private readonly n = { queued: 0, leased: 0, done: 0, failed: 0 };
   private readonly clock: () => number;
 
@@ -64,6 +66,35 @@ export class TaskQueue {
     const item = this.ready.next(w);
     return item ? this.lease(item.value, w.id) : undefined;
   }
+
+  /**
+   * Keep a queued task from being leased until every hold on it is dropped (a worker is handing back
+   * its result: leased meanwhile, it would run again). False if it is not queued (leased or final).
+   */
+  hold(id: string): boolean {
+    const rec = this.records.get(id);
+    const n = this.held.get(id);
+    if (n !== undefined) { this.held.set(id, n + 1); return true; }
+    if (!rec || rec.state !== TaskState.QUEUED) return false;
+    this.ready.delete(id);
+    this.held.set(id, 1);
+    return true;
+  }
+
+  /** Drop one hold; the last one puts a task still queued back in the ready set. True if it is ready again. */
+  unhold(id: string): boolean {
+    const n = this.held.get(id);
+    if (n === undefined) return false;
+    if (n > 1) { this.held.set(id, n - 1); return false; }
+    this.held.delete(id);
+    const rec = this.records.get(id);
+    if (!rec || rec.state !== TaskState.QUEUED) return false;
+    this.enqueue(rec);
+    return true;
+  }
+
+  /** Tasks held now. */
+  get heldCount(): number { return this.held.size; }
 
   /** The task `next(w)` would lease now, not leased. */
   peek(w: WorkerView): TaskRecord | undefined { return this.ready.peek(w)?.value; }

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { Type, type Message, type Payload, type ReplicaEntry } from '../protocol/index.js';
 import { DEFAULT_LEASE_MS, mergeHandback } from '../sched/index.js';
 import { chunks } from './replicate-chunks.js';
+import { HandbackHolds } from './handback-holds.js';
 import type { WorkerEntry } from './registry.js';
 import type { TaskStore } from './store.js';
 import { isFinal, type TaskRecord } from './task.js';
@@ -29,6 +30,8 @@ export interface ReplicatorOptions {
   reconcileMs?: number;
   /** Replicate results' receipts too (default off: see `entry`). */
   receipts?: boolean;
+  /** Tasks held for a handback became ready to lease again. */
+  onReady?: () => void;
 }
 
 /**
@@ -51,6 +54,8 @@ export class HubReplicator {
   private rotate = 0;
   private cursor = 0;
   private lastHandback = 0;
+  /** Offered tasks leased to no one until the handback brings them. */
+  readonly holds: HandbackHolds;
   /** Topology runs not ended, with their specs: holders get them, so an acting coordinator can drive them on. */
   private readonly runs = new Map<string, unknown>();
   readonly stats = {
@@ -64,7 +69,7 @@ export class HubReplicator {
     private readonly submit: (specs: readonly unknown[]) => Promise<unknown>,
     private readonly log: Logger,
     private readonly opts: ReplicatorOptions = {},
-  ) {}
+  ) { this.holds = new HandbackHolds(store, log, () => opts.onReady?.()); }
 
   get active(): boolean { return this.peers.size > 0; }
 
@@ -91,6 +96,7 @@ export class HubReplicator {
   stop(): void {
     if (this.fullTimer) clearInterval(this.fullTimer);
     if (this.batchTimer) clearTimeout(this.batchTimer);
+    this.holds.stop();
   }
 
   /** A worker with a peer port joined: tell it everyone, tell everyone about it, send it the state. */
@@ -108,6 +114,7 @@ export class HubReplicator {
   isPeer(w: WorkerEntry): boolean { return this.peers.get(w.id)?.w === w; }
 
   leave(w: WorkerEntry): void {
+    this.holds.release(w);
     if (this.peers.get(w.id)?.w !== w) return;
     this.peers.delete(w.id);
     this.elect();
@@ -136,6 +143,7 @@ export class HubReplicator {
     const e = this.peers.get(w.id);
     if (!e || e.w !== w || p.mode === undefined) return;
     e.view.mode = p.mode;
+    if (p.mode === 'star') this.holds.release(w); // its handback is over: what it did not send is not coming
     e.view.coordinator = p.coordinator ?? e.view.coordinator;
     e.view.epoch = p.epoch ?? e.view.epoch;
   }
@@ -257,12 +265,14 @@ export class HubReplicator {
       this.stats.offers++;
       this.stats.offered += offer.length;
       this.stats.wanted += want.length;
+      this.holds.hold(w, want);
       w.conn.send(Type.ACK, { ok: true, want }, { re: msg.id });
       return;
     }
     this.stats.handbacks++;
     const entries = msg.payload.entries;
     this.stats.entries += entries.length;
+    this.holds.touch(w);
     let recorded = 0, duplicate = 0;
     try {
       const rep = await mergeHandback(entries, {
@@ -277,6 +287,8 @@ export class HubReplicator {
       this.log.warn({ err, worker: w.id }, 'handback failed');
       w.conn.sendError('SWARM_ERR_BAD_PAYLOAD', `handback: ${(err as Error).message}`.slice(0, 4000), { re: msg.id });
       return;
+    } finally {
+      this.holds.release(w, entries.map((e) => e.id)); // recorded now, or (not recorded) to run again
     }
     this.stats.recorded += recorded;
     this.stats.duplicate += duplicate;

@@ -9,7 +9,7 @@ import { TaskSpecSchema, isFinal, type TaskInput, type TaskRecord, type TaskResu
 export type { StoreEvent } from './store-events.js';
 
 /** What of the queue others may read; every change goes through a TaskStore method. */
-export type QueueView = Pick<TaskQueue, 'get' | 'has' | 'all' | 'counts' | 'pending' | 'nextReadyAt' | 'opts'>;
+export type QueueView = Pick<TaskQueue, 'get' | 'has' | 'all' | 'counts' | 'pending' | 'nextReadyAt' | 'opts' | 'heldCount'>;
 
 /** A result or failure whose journal write failed is run again after this long, not at once on a full disk. */
 const RETRY_AFTER_JOURNAL_ERROR_MS = 1000;
@@ -161,6 +161,14 @@ export class TaskStore {
     if (rec) this.events.emit({ type: 'leased', rec });
     return rec;
   }
+
+  /**
+   * Lease a queued task to no one until it is unheld (a worker said it is handing back its result).
+   * Not journaled: a restart starts with no holds. False if it is not queued.
+   */
+  awaitHandback(id: string): boolean { return this.q.hold(id); }
+  /** That hold is over (the result came, or will not); true if the task is ready to lease again. */
+  handbackEnded(id: string): boolean { return this.q.unhold(id); }
 
   /** The task `lease(w)` would take now, not leased (a worker like `w` may take it instead). */
   peek(w: WorkerView): TaskRecord | undefined { return this.holding ? undefined : this.q.peek(w); }
