@@ -24,6 +24,13 @@ export interface AgentFailoverOptions {
   peerToken?: string;
   /** The worker's validated settings (worker/config.ts): timings, bounds, handback sizes. */
   config?: WorkerConfig;
+  /**
+   * The failover agents of this worker process (its pool), this one included once constructed. Each
+   * keeps its own replica, and after a failover the results of gossip mode sit mostly in the acting
+   * coordinator's: a restarted hub leasing one of those tasks to another agent of the process before
+   * the coordinator's handback reaches it would have it run again, so a TASK_REQ is answered from any.
+   */
+  siblings?: Set<AgentFailover>;
 }
 
 /**
@@ -40,6 +47,7 @@ export class AgentFailover {
   private readonly peerInfo = new Map<string, { caps: string[]; role?: string }>();
   private conn?: Connection;
   private readonly cfg: WorkerConfig;
+  private readonly siblings: Set<AgentFailover>;
   private started = false;
   private retry?: NodeJS.Timeout;
   /** Tasks running here under a hub lease (the agent reports those itself). */
@@ -91,6 +99,8 @@ export class AgentFailover {
     });
     this.node.onMode((m) => log.info({ mode: m, coordinator: this.node.status().coordinator }, 'failover mode'));
     this.runs = new GossipRuns(this.node.replica, log.child({ part: 'runs' }));
+    this.siblings = opts.siblings ?? new Set();
+    this.siblings.add(this);
   }
 
   /** Open the peer port; resolves with the address to announce in HANDSHAKE. */
@@ -154,9 +164,10 @@ export class AgentFailover {
     return false;
   }
 
-  /** The replica's final result for a task, if gossip mode (or a peer) already finished it. */
+  /** A final result for a task in this agent's replica or a sibling's, if gossip mode (or a peer) already finished it. */
   finished(id: string): { text: string; attempt: number; receipt?: Receipt } | undefined {
-    const r = this.node.replica.get(id)?.result;
+    let r = this.node.replica.get(id)?.result;
+    for (const o of this.siblings) { if (r && typeof r.text === 'string') break; if (o !== this) r = o.node.replica.get(id)?.result; }
     return r && typeof r.text === 'string' ? { text: r.text, attempt: r.attempt, receipt: r.receipt } : undefined;
   }
 
@@ -170,6 +181,7 @@ export class AgentFailover {
   }
 
   stop(): void {
+    this.siblings.delete(this);
     this.disconnected();
     if (this.retry) clearInterval(this.retry);
     this.runs.stopAll();

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { createDriver, killAllChildren, type DriverConfig } from '../drivers/index.js';
 import { Agent, type AgentOptions } from './agent.js';
-import type { AgentFailoverOptions } from './failover-agent.js';
+import type { AgentFailover, AgentFailoverOptions } from './failover-agent.js';
 import { FailoverStatusWriter } from './failover-status.js';
 import { handshakeCaps } from './prompt-cache.js';
 
@@ -34,6 +34,8 @@ export class WorkerPool {
   private readonly caps: string[];
   private readonly status?: FailoverStatusWriter;
   private stopping = false;
+  /** The agents' failover sides: a TASK_REQ to one is answered from any of their replicas (AgentFailoverOptions.siblings). */
+  private readonly siblings = new Set<AgentFailover>();
 
   constructor(private readonly opts: PoolOptions, private readonly log: Logger) {
     this.caps = handshakeCaps(opts.caps, opts.driver);
@@ -82,6 +84,7 @@ export class WorkerPool {
         ...o.failover,
         port: o.failover.ports?.[i] ?? (o.failover.port ? o.failover.port + i : 0),
         advertise: o.failover.advertise?.[i],
+        siblings: this.siblings,
       },
     }, this.log.child({ worker: id }));
   }
