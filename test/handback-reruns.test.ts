@@ -5,6 +5,7 @@ import { alive, api, hubFile, swarm, tempDir, until } from './helpers/cli.js';
 import { agents, allInMode, expectExactlyOnce, hubDone, hubStatus, submit } from './helpers/failover.js';
 import { startHub as startHubInProc } from './helpers/inproc.js';
 import { RawWorker, type Frame } from './helpers/raw-worker.js';
+import { WORKER_DEFAULTS } from '../worker/index.js';
 
 /**
  * Runs per task, from the exec driver's own log (each run appends its prompt): what a duplicated
@@ -86,7 +87,7 @@ t.test('hub killed -9 mid-run, the workers finish by gossip, swarm up again: eve
   // In flight at the kill: each agent's slot and its queue places (the hub leases the queue only to
   // agents whose tasks are short); the acting coordinator takes those over after its catch-up wait,
   // and a result that reaches it later costs a re-run.
-  const inFlight = N * (1 + 4);
+  const inFlight = N * (WORKER_DEFAULTS.agent.slots + WORKER_DEFAULTS.agent.queue);
   t.comment(`runs=${r.runs} tasks run=${r.tasks} extra runs=${r.extra} duplicate TASK_RES=${st.metrics.duplicate_results} (bound ${inFlight})`);
   t.equal(r.tasks, TASKS, 'every task ran');
   t.ok(r.extra <= inFlight, `tasks run twice: ${r.extra}, at most the ${inFlight} in flight at the kill`);
