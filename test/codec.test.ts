@@ -115,3 +115,67 @@ t.test('msgpack 64-bit integers decode as numbers; extension types other than un
   dec.push(encodeMsgpack({ after: [1, 'x', { y: null }] }));
   t.same(frames[1], { after: [1, 'x', { y: null }] }, 'the stream goes on');
 });
+
+/**
+ * What a stream of bytes must decode to, from the bytes whole (an oracle that shares no code with
+ * LineDecoder): each newline-ended line over the bound is one LINE_TOO_LONG, a blank one nothing,
+ * else its UTF-8 (a byte-order mark at its start dropped) parsed as JSON, or BAD_JSON. A last line
+ * with no newline is one LINE_TOO_LONG if already over the bound, else nothing yet.
+ */
+function oracle(bytes: Buffer, maxLine: number): string[] {
+  const out: string[] = [];
+  let start = 0;
+  for (;;) {
+    const nl = bytes.indexOf(0x0a, start);
+    if (nl === -1) { if (bytes.length - start > maxLine) out.push('E:SWARM_ERR_LINE_TOO_LONG'); return out; }
+    let line = bytes.subarray(start, nl);
+    start = nl + 1;
+    if (line.length > maxLine) { out.push('E:SWARM_ERR_LINE_TOO_LONG'); continue; }
+    if (line.length && line[line.length - 1] === 0x0d) line = line.subarray(0, -1);
+    if (!line.length) continue;
+    let text: string;
+    try { text = new TextDecoder('utf-8', { fatal: true }).decode(line); } catch { out.push('E:SWARM_ERR_BAD_JSON'); continue; }
+    try { out.push(`F:${JSON.stringify(JSON.parse(text))}|${text}`); } catch { out.push('E:SWARM_ERR_BAD_JSON'); }
+  }
+}
+
+t.test('any stream, cut into any chunks, decodes as the whole bytes say (20,000 random cases)', async (t) => {
+  let seed = 12345;
+  const rnd = (n: number) => { seed = (seed * 1103515245 + 12345) >>> 0; return seed % n; };
+  const pieces = [
+    () => encodeLine({ id: `t-${rnd(1000)}`, text: 'ünï 🐝 "q"\\n' }), () => Buffer.from('{"a":1}\r\n'), () => Buffer.from('\n'), () => Buffer.from('\r\n'),
+    () => Buffer.from('{nope\n'), () => Buffer.from([0xff, 0x7b, 0x7d, 0x0a]), () => Buffer.from('\ufeff{"bom":true}\n'), () => Buffer.from(`{"long":"${'x'.repeat(rnd(300))}"}\n`),
+    () => Buffer.from('{"partial":'), () => Buffer.from('🐝'), () => Buffer.from('"}\n'),
+  ];
+  let bad = 0;
+  for (let c = 0; c < 20_000 && bad < 5; c++) {
+    const maxLine = [64, 200, 1 << 20][rnd(3)]!;
+    // A JSON string line of the bound's length, one less or one more (a CR counts, as any byte).
+    const edge = () => Buffer.from(`"${'y'.repeat(Math.min(maxLine, 300) - 3 + rnd(3))}"\n`);
+    const all = [...pieces, edge, edge];
+    const bytes = Buffer.concat(Array.from({ length: 1 + rnd(12) }, () => all[rnd(all.length)]!()));
+    const got: string[] = [];
+    const dec = new LineDecoder({ frame: (v, text) => got.push(`F:${JSON.stringify(v)}|${text}`), error: (code) => got.push(`E:${code}`) }, maxLine);
+    for (let i = 0; i < bytes.length;) { const n = 1 + rnd([8, 40, 600][rnd(3)]!); dec.push(bytes.subarray(i, i + n)); i += n; }
+    const want = oracle(bytes, maxLine);
+    if (JSON.stringify(got) !== JSON.stringify(want)) { bad++; t.same(got, want, `case ${c}: ${JSON.stringify(bytes.toString('latin1'))}`); }
+  }
+  t.equal(bad, 0, 'every case as the oracle says');
+});
+
+t.test('detaching on a line among whole lines of valid UTF-8 hands over the rest, and no line after it is delivered', async (t) => {
+  for (const cut of [0, 5, 12]) {
+    const frames: unknown[] = [];
+    let rest: Buffer | undefined;
+    const dec: LineDecoder = new LineDecoder({
+      frame: (v) => { frames.push(v); if ((v as { ack?: number }).ack) rest = dec.detach(); },
+      error: (c) => t.fail(c),
+    });
+    const bytes = Buffer.from('{"ack":1}\n{"after":2}\n{"x":3}\npart');
+    // As a connection does: once detached, what arrives goes to the next decoder (here: appended).
+    const feed = (b: Buffer) => { if (rest) rest = Buffer.concat([rest, b]); else dec.push(b); };
+    if (cut) { feed(bytes.subarray(0, cut)); feed(bytes.subarray(cut)); } else feed(bytes);
+    t.same(frames, [{ ack: 1 }], `cut at ${cut}: only the line before the switch`);
+    t.equal(rest?.toString(), '{"after":2}\n{"x":3}\npart', `cut at ${cut}: the bytes after it, exactly`);
+  }
+});
