@@ -1,7 +1,7 @@
 /**
  * Core benchmarks: throughput, dispatch latency, 1,000 idle
  * connections, `swarm up` readiness and worker RSS. Run: `npm run bench -- core` (after a build).
- * Prints a table and writes bench/results/core.json.
+ * Prints the results and appends them as one line to bench/results/core.jsonl.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -116,5 +116,5 @@ const results = {
   idle_1000: await idleConnections(),
 };
 fs.mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });
-fs.writeFileSync(path.join(ROOT, 'bench/results/core.json'), JSON.stringify(results, null, 2) + '\n');
+fs.appendFileSync(path.join(ROOT, 'bench/results/core.jsonl'), JSON.stringify(results) + '\n');
 console.log(JSON.stringify(results, null, 2));

@@ -42,7 +42,7 @@ export interface JournalStats {
 const DEFAULT_COMPACT = 64 * 1024 * 1024;
 
 /**
- * The append-only journal, crash-safe and self-checking (notes/JOURNAL.md). Appends made while a
+ * The append-only journal, crash-safe and self-checking (docs/journal.md). Appends made while a
  * write is under way go out together in the next write() and share one fsync (group commit). A write
  * that fails leaves nothing behind: the file is cut back to the last whole record before anything
  * else is written, and the append rejects with SWARM_ERR_DISK_FULL or SWARM_ERR_JOURNAL.
@@ -190,7 +190,7 @@ export class Journal {
   }
 
   /**
-   * Snapshot plus a fresh segment (notes/JOURNAL.md): freeze the live segment and start a new one,
+   * Snapshot plus a fresh segment (docs/journal.md): freeze the live segment and start a new one,
    * write the snapshot to a temporary file, fsync, rename, fsync the directory, then remove the frozen
    * segment. Replay is idempotent, so a crash after any step loses nothing and duplicates nothing.
    */

@@ -43,7 +43,7 @@ t.test('podman on two hosts: the rendered pods run in two namespaces; the hub\'s
   t.equal(build.code, 0, 'image builds (base from the host\'s node, no registry)');
   if (build.code !== 0) { t.comment(build.out.slice(-3000)); return; }
 
-  // Folders as the operator makes them (deploy/README.md): certificates, the hub's journal, the workers' state.
+  // Folders as the operator makes them (docs/deploy.md): certificates, the hub's journal, the workers' state.
   const state = path.join(dir, 'hosts');
   const certs = path.join(state, 'certs'), hubState = path.join(state, 'hub'), workerState = path.join(state, 'workers'), models = path.join(state, 'models');
   for (const d of [hubState, workerState, models]) fs.mkdirSync(d, { recursive: true });

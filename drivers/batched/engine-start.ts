@@ -107,7 +107,7 @@ async function startEngine(paths: EnginePaths, cfg: Omit<EngineConfig, 'socket'>
   // One libuv pool thread: node-llama-cpp runs each decode and each sequence's sampling as a pool job,
   // and with the default four threads on a 2-core host the eight samplings of a step ran side by side
   // with one another and the llama.cpp threads (110M shape, 8 sequences: 175-189 tok/s with four,
-  // 209-227 with one; notes/PERF.md). In one queue they run back to back, which is all a step needs.
+  // 209-227 with one; docs/performance.md). In one queue they run back to back, which is all a step needs.
   const env = { ...process.env, UV_THREADPOOL_SIZE: '1' };
   const child = spawn(process.execPath, [...hostExecArgv(), HOST_SCRIPT, JSON.stringify(full)], { detached: true, stdio: ['ignore', out, out], env });
   fs.closeSync(out);
