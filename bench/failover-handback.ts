@@ -10,7 +10,7 @@
  * -> the hub has every task final. The hub's handback counters (/status `failover`) say how much was
  * offered and sent. Lost and duplicated results of the run are counted in the journal. Each line
  * carries the load average (1 min) at the start and the end of the reconcile.
- * Hub heartbeats 250 ms and `--hub-lapse-ms 1500`, as test/failover-kill20.test.ts, to shorten detection.
+ * Hub heartbeats 250 ms and `--hub-lapse-ms 1500`, as test/failover/failover-kill20.test.ts, to shorten detection.
  */
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';

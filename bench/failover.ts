@@ -31,7 +31,7 @@ function pct(xs: number[], p: number): number {
 const out = (o: object) => process.stdout.write(JSON.stringify(o) + '\n');
 
 async function convergence(n: number): Promise<void> {
-  // The same settings as test/gossip-tcp.test.ts: fast rounds for 25, 1 s probes for the big clusters.
+  // The same settings as test/worker/gossip-tcp.test.ts: fast rounds for 25, 1 s probes for the big clusters.
   const fast = { probeIntervalMs: 300, probeTimeoutMs: 120, gossipIntervalMs: 100, pushPullIntervalMs: 3000, reconnectIntervalMs: 500, suspicionMult: 3 };
   const config = n > 50 ? { ...fast, probeIntervalMs: 2000, probeTimeoutMs: 1000, gossipIntervalMs: 300, suspicionMult: 6 } : fast;
   const ms: { m: Membership; tr: TcpTransport }[] = [];

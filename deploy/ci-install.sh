@@ -1,5 +1,5 @@
 #!/bin/sh
-# What CI needs for test/podman.test.ts: Podman with runc (crun fails on this kind of host), the
+# What CI needs for test/deploy/podman.test.ts: Podman with runc (crun fails on this kind of host), the
 # cgroupfs manager, and default ulimits, as root. Takes about 20-40 s on a Debian 12 host with a
 # reachable apt mirror (measured: apt-get install 19.5 s; update adds a few seconds).
 set -eu

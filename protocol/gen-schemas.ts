@@ -2,7 +2,7 @@
  * Writes protocol/schemas.gen.ts: the zod schemas of protocol/schemas.ts as JSON Schema, which
  * validate.ts checks frames against without loading zod (see json-schema.ts for why).
  * After changing schemas.ts: `npx tsc -p . && node dist/protocol/gen-schemas.js && npx tsc -p .`
- * (test/protocol-schemas.test.ts fails while the generated file is stale).
+ * (test/protocol/protocol-schemas.test.ts fails while the generated file is stale).
  */
 import fs from 'node:fs';
 import path from 'node:path';

@@ -1,0 +1,65 @@
+import t from 'tap';
+import { ControlServer } from '../../hub/index.js';
+import { quiet, startHub, startPool, waitTasks, waitWorkers } from '../helpers/inproc.js';
+
+async function control(over: Parameters<typeof startHub>[0] = {}) {
+  const h = await startHub(over);
+  const c = new ControlServer(h.hub, { host: '127.0.0.1', port: 0 }, quiet);
+  const addr = await c.start();
+  const post = async (body: unknown) => {
+    const res = await fetch(`http://127.0.0.1:${addr.port}/tasks`, { method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+    return { status: res.status, body: await res.json() as { code?: string; msg?: string; accepted?: unknown[] } };
+  };
+  return { ...h, post, stop: async () => { await c.stop(); await h.stop(); } };
+}
+
+function deepSchema(levels: number): Record<string, unknown> {
+  let s: Record<string, unknown> = { type: 'string' };
+  for (let i = 0; i < levels; i++) s = { type: 'object', properties: { a: s } };
+  return s;
+}
+
+t.test('POST /tasks refuses what cannot be sent to a worker with 400 SWARM_ERR_TOO_LARGE naming the limit, and accepts nothing of the batch', async (t) => {
+  const { hub, post, stop } = await control();
+  t.teardown(stop);
+  const big = await post({ tasks: [{ id: 'ok-1', prompt: 'fine' }, { id: 'huge', prompt: 'x'.repeat(2 * 1024 * 1024) }] });
+  t.equal(big.status, 400);
+  t.equal(big.body.code, 'SWARM_ERR_TOO_LARGE');
+  t.match(big.body.msg, /task huge .*prompt.*1048576-byte/, 'names the task, the field and the line limit');
+  t.notOk(hub.store.queue.get('ok-1'), 'nothing of the batch was accepted');
+  // Escapes count: a prompt of newlines doubles as JSON.
+  const escaped = await post({ id: 'nl', prompt: '\n'.repeat(600 * 1024) });
+  t.equal(escaped.body.code, 'SWARM_ERR_TOO_LARGE', 'measured as it goes on the wire (JSON escapes)');
+  const meta = await post({ id: 'm', prompt: 'p', meta: { note: 'y'.repeat(1024 * 1024) } });
+  t.equal(meta.body.code, 'SWARM_ERR_TOO_LARGE', 'every field counts (meta travels to replicas)');
+  // Written as text: JSON.stringify itself overflows the stack on 50,000 levels.
+  const levels = 50_000;
+  const deep = await post(`{"id":"deep","prompt":"p","json_schema":${'{"type":"object","properties":{"a":'.repeat(levels)}{"type":"string"}${'}}'.repeat(levels)}}`);
+  t.equal(deep.status, 400, 'a 50,000-level schema is a 400, not a stack overflow');
+  t.equal(deep.body.code, 'SWARM_ERR_TOO_LARGE');
+  t.match(deep.body.msg, /deeper than 32 levels/);
+  const wide = await post({ id: 'wide', prompt: 'p', json_schema: { enum: Array.from({ length: 30_000 }, (_, i) => i) } });
+  t.equal(wide.body.code, 'SWARM_ERR_TOO_LARGE', 'and bounded in size');
+  const fits = await post({ id: 'fits', prompt: 'x'.repeat(1024 * 1024 - 4096), json_schema: deepSchema(10) });
+  t.equal(fits.status, 202, 'a task that fits is accepted');
+  // Near the bound, with nothing but strings and numbers: past the quick bound, measured exactly.
+  const flat = await post({ id: 'flat', prompt: 'x'.repeat(1024 * 1024 - 4096), priority: 1 });
+  t.equal(flat.status, 202, 'a flat task just under the bound is accepted');
+  const flatOver = await post({ id: 'flat-over', prompt: '\u0001'.repeat(200 * 1024) });
+  t.equal(flatOver.body.code, 'SWARM_ERR_TOO_LARGE', 'a flat task whose escapes pass the bound is refused');
+});
+
+t.test('a worker that cannot take a TASK_REQ names the task: that attempt fails at once, not after its lease', async (t) => {
+  // The hub takes 4 MiB lines; the workers keep the default 1 MiB.
+  const { hub, addr, stop } = await control({ maxLine: 4 * 1024 * 1024, maxAttempts: 2 });
+  const pool = startPool(addr, 1);
+  t.teardown(async () => { await pool.stop(); await stop(); });
+  t.ok(await waitWorkers(hub, 1));
+  await hub.submit([{ id: 'big', prompt: 'x'.repeat(2 * 1024 * 1024) }, { id: 'small', prompt: 'hi' }]);
+  t.ok(await waitTasks(hub, 2, 30_000), 'both final well inside the 10 min lease');
+  const rec = hub.store.queue.get('big')!;
+  t.equal(rec.state, 'failed');
+  t.equal(rec.attempts, 2, 'each attempt failed, none hung');
+  t.match(rec.error?.msg ?? '', /LINE_TOO_LONG|longer than 1048576/, `error: ${JSON.stringify(rec.error)}`);
+  t.equal(hub.store.queue.get('small')!.result?.text, 'echo: hi', 'the worker went on with other work');
+});
