@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { DEFAULT_MAX_LINE, SwarmError, isPlaceholderToken } from '../protocol/index.js';
+import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from '../sched/index.js';
+import { DEFAULT_MAX_LINE, DEFAULT_MAX_OUTBOUND, SwarmError, isPlaceholderToken } from '../protocol/index.js';
 
 /** Hub settings: one strict schema with defaults, validated once, frozen. */
 export const HubConfigSchema = z.object({
@@ -17,9 +18,16 @@ export const HubConfigSchema = z.object({
   deadAfterMs: z.number().int().positive().default(10000),
   handshakeTimeoutMs: z.number().int().positive().default(5000),
   maxLine: z.number().int().min(1024).default(DEFAULT_MAX_LINE),
+  /**
+   * Bound on bytes waiting to go out to one worker; past it the link is cut (a peer that reads
+   * nothing). Replication paces itself under it: large transfers wait for the socket to drain.
+   */
+  maxOutbound: z.number().int().min(64 * 1024).default(DEFAULT_MAX_OUTBOUND),
   maxQueue: z.number().int().positive().default(1_000_000),
-  leaseMs: z.number().int().positive().default(10 * 60_000),
-  maxAttempts: z.number().int().positive().default(3),
+  /** Lease length of a task without its own timeout_ms; the acting coordinator uses it too after a failover. */
+  leaseMs: z.number().int().positive().default(DEFAULT_LEASE_MS),
+  /** Leases of a task without its own max_attempts; the acting coordinator uses it too after a failover. */
+  maxAttempts: z.number().int().positive().default(DEFAULT_MAX_ATTEMPTS),
   /** max_tokens of a task that gives none (set at submit, so replicas and a restarted hub see it too). */
   defaultMaxTokens: z.number().int().positive().max(1_000_000).default(512),
   /**

@@ -11,7 +11,10 @@ export interface HubEvents {
   workerDown?(id: string, reason: string): void;
 }
 
-/** What the hub's parts share: the composition root (hub.ts) is one. */
+/**
+ * What the hub's parts share: the composition root (hub.ts) is one. A part that needs less takes
+ * one of the narrow views below instead, so what it can touch is written in its constructor.
+ */
 export interface HubContext {
   readonly config: HubConfig;
   readonly log: Logger;
@@ -21,6 +24,28 @@ export interface HubContext {
   readonly roles: RoleAssigner;
   readonly events: HubEvents;
   readonly store: TaskStore;
+  readonly name: string;
+  readonly isStopping: boolean;
+}
+
+/** The dispatcher's view: lease from the store, see the workers, time the dispatch. */
+export interface DispatchDeps {
+  readonly store: Pick<TaskStore, 'lease' | 'peek' | 'queue'>;
+  readonly registry: Pick<Registry, 'all'>;
+  readonly metrics: Pick<HubMetrics, 'dispatched'>;
+  readonly isStopping: boolean;
+}
+
+/** The worker links' view: admit and drop workers, route their frames to the parts that own them. */
+export interface SessionDeps {
+  readonly config: Pick<HubConfig, 'maxLine' | 'tlsCa' | 'handshakeTimeoutMs' | 'deadAfterMs' | 'token' | 'heartbeatMs' | 'msgpack' | 'maxOutbound' | 'prefetchBelowMs'>;
+  readonly log: Logger;
+  readonly registry: Registry;
+  readonly metrics: Pick<HubMetrics, 'protocolErrors'>;
+  readonly failover: Pick<HubReplicator, 'join' | 'leave' | 'heartbeat' | 'isPeer' | 'handBack'>;
+  readonly roles: Pick<RoleAssigner, 'joined' | 'left' | 'selfAssigned' | 'onAck'>;
+  readonly events: HubEvents;
+  readonly store: Pick<TaskStore, 'release'>;
   readonly name: string;
   readonly isStopping: boolean;
 }

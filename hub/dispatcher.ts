@@ -1,14 +1,17 @@
 import { Type } from '../protocol/index.js';
 import { pickByPrefix, promptKey, type PromptKey } from '../sched/index.js';
-import type { HubContext } from './context.js';
+import type { DispatchDeps } from './context.js';
 import type { WorkerEntry } from './registry.js';
+import type { StoreEvent } from './store-events.js';
 import type { TaskRecord } from './task.js';
 
 /**
  * Leases ready tasks to workers with free slots: which task is sched's rule (the store's queue);
  * which of several equal free workers whose engines keep their last prompt (the prompt-cache cap)
  * gets it is cache affinity (the longest shared prompt start), chosen before the one lease.
- * Runs once per event-loop turn however many events asked for it.
+ * Runs once per event-loop turn however many events asked for it. It wakes itself from the store's
+ * events (a task accepted, requeued or ready again) and from the workers' (a slot freed, a socket
+ * drained), so no caller has to remember to.
  */
 export class Dispatcher {
   /** Workers that may have a free slot. */
@@ -21,11 +24,20 @@ export class Dispatcher {
   private keyed?: { id: string; key: PromptKey };
   private scheduled = false;
   private readyTimer?: NodeJS.Timeout;
+  /** When the ready timer fires (epoch ms), if armed. */
+  private readyTimerAt?: number;
 
-  constructor(private readonly hub: HubContext) {}
+  constructor(private readonly hub: DispatchDeps) {}
 
-  /** Tasks accepted now (latency is measured from here). */
-  accepted(ids: Iterable<string>, now = performance.now()): void { for (const id of ids) this.readyAt.set(id, now); }
+  /** The store's events: what became runnable wakes a pass; dispatch latency is measured from acceptance. */
+  readonly onStoreEvent = (e: StoreEvent): void => {
+    if (e.type === 'accepted') { this.readyAt.set(e.rec.id, performance.now()); this.schedule(); }
+    else if (e.type === 'requeued' || e.type === 'ready') {
+      // A retry that backs off becomes runnable later than now: the timer wakes the pass then.
+      if (e.rec.readyAt !== undefined && e.rec.readyAt > Date.now()) this.armReadyTimer(); else this.schedule();
+    }
+  };
+
   /** A task left the queue without being dispatched (cancelled). */
   forgetTask(id: string): void { this.readyAt.delete(id); }
 
@@ -46,8 +58,11 @@ export class Dispatcher {
   armReadyTimer(): void {
     const at = this.hub.store.queue.nextReadyAt();
     if (at === undefined || this.hub.isStopping) return;
+    // Already armed for this time or sooner (a burst of retries re-arms it once).
+    if (this.readyTimer && this.readyTimerAt !== undefined && this.readyTimerAt <= at && this.readyTimerAt >= Date.now()) return;
     if (this.readyTimer) clearTimeout(this.readyTimer);
-    this.readyTimer = setTimeout(() => this.schedule(), Math.max(0, at - Date.now()) + 1);
+    this.readyTimerAt = at;
+    this.readyTimer = setTimeout(() => { this.readyTimer = undefined; this.readyTimerAt = undefined; this.schedule(); }, Math.max(0, at - Date.now()) + 1);
   }
 
   stop(): void { if (this.readyTimer) clearTimeout(this.readyTimer); }
@@ -118,7 +133,6 @@ export class Dispatcher {
       json_schema: s.json_schema, timeout_ms: s.timeout_ms,
     });
     w.leased(rec.id, reqId, now);
-    this.hub.failover.changed(rec);
     const readyAt = this.readyAt.get(rec.id) ?? 0;
     this.readyAt.delete(rec.id);
     this.hub.metrics.dispatched(now - Math.max(w.freedAt, readyAt));

@@ -47,7 +47,7 @@ export class Hub implements HubContext {
     this.liveness = new Liveness(this, this.sessions, this.dispatcher);
     this.roles = new RoleAssigner(this.registry, () => this.scheduleDispatch(), log.child({ part: 'roles' }));
     if (config.roles) this.roles.setPlan(checkRolePlan(config.roles));
-    this.failover = new HubReplicator(() => this.store, (specs) => this.submit(specs), log.child({ part: 'failover' }), { onReady: () => this.scheduleDispatch() });
+    this.failover = new HubReplicator(() => this.store, (specs) => this.submit(specs), log.child({ part: 'failover' }));
   }
 
   /** Open the journal and listen. Resolves with the bound address. */
@@ -57,7 +57,8 @@ export class Hub implements HubContext {
     }, { fsync: this.config.fsync, fsyncMs: this.config.fsyncMs, compactBytes: this.config.compactBytes });
     const damage = this.store.damage;
     if (damage.records) this.log.warn({ damaged: damage.records, quarantine: damage.quarantine, samples: damage.samples }, 'journal: damaged records set aside; every intact record was kept');
-    this.store.onChange((rec) => { this.metrics.taskFinished(rec); this.failover.changed(rec); });
+    // The store's events are the spine: counters, replication and dispatch follow them; nobody reports by hand.
+    for (const part of [this.metrics, this.failover, this.dispatcher]) this.store.subscribe(part.onStoreEvent);
     const onSocket = (s: net.Socket) => this.sessions.accept(s);
     this.server = this.config.tlsCert && this.config.tlsKey
       ? tls.createServer({ cert: fs.readFileSync(this.config.tlsCert), key: fs.readFileSync(this.config.tlsKey),
@@ -95,13 +96,10 @@ export class Hub implements HubContext {
     const specs = input.map((s) => (s && typeof s === 'object' && !Array.isArray(s) && (s as TaskInput).max_tokens === undefined ? { ...s, max_tokens: this.config.defaultMaxTokens } : s));
     checkTasksFit(specs, this.config.maxLine);
     const out = await this.store.submitMany(specs);
-    const fresh = out.filter((r) => !r.duplicate);
-    this.dispatcher.accepted(fresh.map((r) => r.record.id));
-    for (const r of fresh) { this.metrics.submitted++; this.failover.changed(r.record, true); }
+    // The store's `accepted` events queued the new tasks for the holders and woke the dispatcher.
     // The workers start before the holders' copy is encoded; both go before the submitter's answer.
-    if (fresh.length) this.dispatcher.dispatchNow();
+    if (out.some((r) => !r.duplicate)) this.dispatcher.dispatchNow();
     this.failover.flush();
-    this.scheduleDispatch();
     return out;
   }
 

@@ -26,8 +26,9 @@ export class Liveness {
     }
     const expired = store.expireLeases();
     for (const rec of expired) for (const w of registry.all()) if (w.release(rec.id)) this.dispatcher.offer(w);
-    // Also after a journal write failed: leasing was held back for a moment, nothing else wakes it.
-    if (expired.length || store.holding || store.queue.counts().queued) this.dispatcher.schedule();
+    // Lapsed leases wake it through the store's `requeued` events. After a journal write failed,
+    // leasing was held back for a moment and nothing else wakes it.
+    if (store.holding || store.queue.counts().queued) this.dispatcher.schedule();
     this.dispatcher.armReadyTimer();
   }
 }

@@ -1,5 +1,5 @@
 import { Histogram } from './histogram.js';
-import type { TaskRecord } from './task.js';
+import type { StoreEvent } from './store-events.js';
 import type { Receipt } from '../protocol/index.js';
 
 const MS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000];
@@ -26,10 +26,12 @@ export class HubMetrics {
     if (r.ttft_ms !== undefined) this.ttft.observe(r.ttft_ms);
   }
 
-  taskFinished(rec: TaskRecord): void {
-    if (rec.state === 'done') this.completed++;
-    else if (rec.state === 'failed') this.failed++;
-  }
+  /** The store's events: tasks accepted and finished are counted as they happen. */
+  readonly onStoreEvent = (e: StoreEvent): void => {
+    if (e.type === 'accepted') this.submitted++;
+    else if (e.type === 'done') this.completed++;
+    else if (e.type === 'failed') this.failed++;
+  };
 
   /** Prometheus text exposition. */
   render(workers: Record<string, number>, tasks: Record<string, number>): string {

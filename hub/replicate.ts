@@ -5,6 +5,7 @@ import { chunks } from './replicate-chunks.js';
 import { HandbackHolds } from './handback-holds.js';
 import type { WorkerEntry } from './registry.js';
 import type { TaskStore } from './store.js';
+import type { StoreEvent } from './store-events.js';
 import { isFinal, type TaskRecord } from './task.js';
 
 /** A replica entry as the workers' gossip layer merges it: the wire type STATE and HANDBACK carry. */
@@ -30,8 +31,6 @@ export interface ReplicatorOptions {
   reconcileMs?: number;
   /** Replicate results' receipts too (default off: see `entry`). */
   receipts?: boolean;
-  /** Tasks held for a handback became ready to lease again. */
-  onReady?: () => void;
 }
 
 /**
@@ -51,6 +50,9 @@ export class HubReplicator {
   private pending = new Map<string, { rec: TaskRecord; spec: boolean }>();
   private batchTimer?: NodeJS.Timeout;
   private fullTimer?: NodeJS.Timeout;
+  /** Attempt number of each task's current lease, and leases taken back unrun (see onStoreEvent). */
+  private readonly leasedAs = new Map<string, number>();
+  private readonly unrun = new Map<string, number>();
   private rotate = 0;
   private cursor = 0;
   private lastHandback = 0;
@@ -69,7 +71,10 @@ export class HubReplicator {
     private readonly submit: (specs: readonly unknown[]) => Promise<unknown>,
     private readonly log: Logger,
     private readonly opts: ReplicatorOptions = {},
-  ) { this.holds = new HandbackHolds(store, log, () => opts.onReady?.()); }
+  ) {
+    // Held tasks that become ready again wake the dispatcher through the store's `ready` event.
+    this.holds = new HandbackHolds(store, log, () => {});
+  }
 
   get active(): boolean { return this.peers.size > 0; }
 
@@ -165,15 +170,35 @@ export class HubReplicator {
       if (this.opts.receipts && rec.result.receipt) e.result.receipt = rec.result.receipt;
     } else if (rec.state === 'failed') {
       e.failure = { worker: rec.worker ?? 'hub', attempt: Math.max(1, rec.attempts), error: rec.error ?? { code: 'SWARM_ERR_TASK_FAILED', msg: 'failed' } };
-    } else if (rec.worker && rec.attempts > 0) {
-      e.lease = { worker: rec.worker, attempt: rec.attempts, epoch: 0, until: rec.leaseUntil ?? Date.now() + DEFAULT_LEASE_MS };
+    } else if (rec.worker && rec.attempts + (this.unrun.get(rec.id) ?? 0) > 0) {
+      const unrun = this.unrun.get(rec.id) ?? 0;
+      e.lease = { worker: rec.worker, attempt: rec.attempts + unrun, epoch: 0, until: rec.leaseUntil ?? Date.now() + DEFAULT_LEASE_MS };
+      if (unrun) e.lease.unrun = unrun;
       if (rec.state === 'queued') e.lease.revoked = true;
     }
     return e;
   }
 
+  /**
+   * The store's events are what the holders get: every change to a task (accepted, leased, requeued
+   * by a worker's exit, a lapsed lease, a refusal or a retry, done, failed) is a delta, batched.
+   */
+  readonly onStoreEvent = (e: StoreEvent): void => {
+    if (e.type === 'ready') return;
+    const id = e.rec.id;
+    if (e.type === 'leased') this.leasedAs.set(id, e.rec.attempts);
+    else if (e.type === 'requeued') {
+      // A lease taken back without using an attempt (refused, engine down): the store counts it
+      // off again, while replica leases only ever grow; it is numbered as "not run" (unrun).
+      const had = this.leasedAs.get(id);
+      if (had !== undefined && e.rec.attempts < had) this.unrun.set(id, (this.unrun.get(id) ?? 0) + had - e.rec.attempts);
+      this.leasedAs.delete(id);
+    } else if (e.type === 'done' || e.type === 'failed') { this.leasedAs.delete(id); this.unrun.delete(id); }
+    if (this.active) this.changed(e.rec, e.type === 'accepted');
+  };
+
   /** A change to replicate: new tasks carry their spec; leases, results and failures do not. */
-  changed(rec: TaskRecord, withSpec = false): void {
+  private changed(rec: TaskRecord, withSpec = false): void {
     if (!this.active) return;
     // A task leased and finished within one batch is built and sent once, as it is at the flush.
     const prev = this.pending.get(rec.id);

@@ -105,7 +105,7 @@ export class Results {
     if (!w.inflight.has(taskId)) return;
     const store = this.hub.store;
     this.freeSlot(w, taskId);
-    if (code === 'SWARM_ERR_SLOTS_FULL') { w.refusedQueued(); store.unlease(taskId, w.id); this.dispatcher.schedule(); return; }
+    if (code === 'SWARM_ERR_SLOTS_FULL') { w.refusedQueued(); store.unlease(taskId, w.id); return; }
     if (code === 'SWARM_ERR_ENGINE_START') {
       // Not the task's fault: it goes back without using an attempt, and this worker gets no task
       // for a while (its engine retries) so the task finds another worker meanwhile.
@@ -113,12 +113,11 @@ export class Results {
       this.dispatcher.withdraw(w);
       setTimeout(() => { if (this.hub.registry.get(w.id) === w) this.dispatcher.offer(w); }, ENGINE_COOLDOWN_MS).unref();
       this.hub.log.warn({ worker: w.id, task: taskId, msg: text }, 'worker engine failed to start; task requeued without using an attempt');
-      this.dispatcher.schedule();
       return;
     }
     this.hub.log.warn({ worker: w.id, task: taskId, code, msg: text }, 'task failed on worker');
+    // A retry wakes the dispatcher through the store's `requeued` event (at its backoff's end).
     void store.fail(taskId, w.id, { code, msg: text }, retryable)
-      .then(() => this.dispatcher.armReadyTimer())
       .catch((err) => this.hub.log.error({ err, task: taskId }, 'journal write failed'));
   }
 

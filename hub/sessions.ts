@@ -1,7 +1,7 @@
 import type { TLSSocket } from 'node:tls';
 import type net from 'node:net';
 import { Connection, Type, safeEqual, randomId, workerCredential, type AnyMessage, type Message } from '../protocol/index.js';
-import type { HubContext } from './context.js';
+import type { SessionDeps } from './context.js';
 import type { Dispatcher } from './dispatcher.js';
 import { WorkerEntry } from './registry.js';
 import type { Results } from './results.js';
@@ -12,7 +12,7 @@ import type { Results } from './results.js';
  * whose link closed or went silent (its leases go back to the queue at once).
  */
 export class Sessions {
-  constructor(private readonly hub: HubContext, private readonly dispatcher: Dispatcher, private readonly results: Results) {}
+  constructor(private readonly hub: SessionDeps, private readonly dispatcher: Dispatcher, private readonly results: Results) {}
 
   /**
    * A connected worker heard from within this long is live: a HANDSHAKE with its id and without its
@@ -23,7 +23,7 @@ export class Sessions {
 
   accept(socket: net.Socket): void {
     const { config, metrics, registry } = this.hub;
-    const conn = new Connection(socket, { name: this.hub.name, maxLine: config.maxLine });
+    const conn = new Connection(socket, { name: this.hub.name, maxLine: config.maxLine, maxOutbound: config.maxOutbound });
     // Mutual TLS (hub.ts): a certificate the CA did not sign is refused here, before any frame is read.
     const peerTls = socket as Partial<Pick<TLSSocket, 'authorized' | 'authorizationError'>>;
     if (config.tlsCa && peerTls.authorized === false) {
@@ -71,13 +71,12 @@ export class Sessions {
     this.dispatcher.left(w);
     w.left();
     failover.leave(w);
+    // Its leases go back to the queue: the store's `requeued` events tell the replicas and wake the dispatcher.
     const back = store.release(w.id);
-    for (const r of back) failover.changed(r);
     if (!w.conn.isClosed) w.conn.destroy(reason);
     log.info({ worker: w.id, reason, requeued: back.length }, 'worker left');
     if (!this.hub.isStopping) this.hub.roles.left();
     if (down) this.hub.events.workerDown?.(w.id, reason);
-    this.dispatcher.schedule();
   }
 
   private handshake(conn: Connection, msg: Message<'HANDSHAKE'>): WorkerEntry | undefined {

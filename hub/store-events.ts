@@ -2,13 +2,15 @@ import type { TaskRecord } from './task.js';
 
 /**
  * What happened to a task, in the order it happened. `accepted`, `done` and `failed` come only once
- * the journal record is durable; `leased` and `requeued` are not journaled (a lease is not durable
+ * the journal record is durable; `leased`, `requeued` and `ready` are not journaled (a lease is not durable
  * state: after a restart every unfinished task is queued).
  */
 export type StoreEvent =
   | { type: 'accepted'; rec: TaskRecord }
   | { type: 'leased'; rec: TaskRecord }
   | { type: 'requeued'; rec: TaskRecord }
+  /** A queued task that was held (awaiting a worker's handback) may be leased again. */
+  | { type: 'ready'; rec: TaskRecord }
   | { type: 'done'; rec: TaskRecord }
   | { type: 'failed'; rec: TaskRecord };
 

@@ -168,7 +168,11 @@ export class TaskStore {
    */
   awaitHandback(id: string): boolean { return this.q.hold(id); }
   /** That hold is over (the result came, or will not); true if the task is ready to lease again. */
-  handbackEnded(id: string): boolean { return this.q.unhold(id); }
+  handbackEnded(id: string): boolean {
+    const ok = this.q.unhold(id);
+    if (ok) this.events.emit({ type: 'ready', rec: this.q.get(id)! });
+    return ok;
+  }
 
   /** The task `lease(w)` would take now, not leased (a worker like `w` may take it instead). */
   peek(w: WorkerView): TaskRecord | undefined { return this.holding ? undefined : this.q.peek(w); }

@@ -3,7 +3,7 @@ import { LineDecoder, MsgpackDecoder, encodeLine, encodeLineWithPayload, encodeM
 import { ErrorCode, type ErrorCode as Code } from './errors.js';
 import type { AnyMessage, Payload } from './schemas.js';
 import { validate } from './validate.js';
-import { Codec, DEFAULT_MAX_LINE, PROTOCOL_VERSION, Type } from './types.js';
+import { Codec, DEFAULT_MAX_LINE, DEFAULT_MAX_OUTBOUND, PROTOCOL_VERSION, Type } from './types.js';
 import { newId } from './ids.js';
 
 /** Connection status, delivered in order to `onStatus` listeners. */
@@ -50,7 +50,7 @@ export class Connection {
     this.socket = socket;
     this.name = opts.name;
     this.maxLine = opts.maxLine ?? DEFAULT_MAX_LINE;
-    this.maxOutbound = opts.maxOutbound ?? 16 * 1024 * 1024;
+    this.maxOutbound = opts.maxOutbound ?? DEFAULT_MAX_OUTBOUND;
     this.maxBadFrames = opts.maxBadFrames ?? 16;
     this.decoder = new LineDecoder(this.sink, this.maxLine);
     socket.setNoDelay(true);

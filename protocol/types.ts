@@ -23,6 +23,8 @@ export const PROTOCOL_VERSION = 1;
 
 /** Default maximum length of one frame (a line for NDJSON), in bytes. */
 export const DEFAULT_MAX_LINE = 1024 * 1024;
+/** Bytes queued to one peer before it is cut off as too slow (it reads nothing). */
+export const DEFAULT_MAX_OUTBOUND = 16 * 1024 * 1024;
 
 /** Codecs a connection may negotiate in HANDSHAKE. NDJSON is the default. */
 export const Codec = { NDJSON: 'ndjson', MSGPACK: 'msgpack' } as const;
