@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { X509Certificate } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { SwarmError, peerSecret, workerCredential } from '../protocol/index.js';
@@ -98,7 +99,7 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
   const file: HubFile = {
     pid: process.pid, host: addr.host, port: addr.port, token: config.token,
     control: controlTls ? { ...caddr, tls: true, ...(config.tlsCa ? { ca_file: config.tlsCa } : { ca_file: config.tlsCert }) } : caddr,
-    tls: Boolean(config.tlsCert), started_at: Date.now(), version: VERSION, agents: o.agents, proc_start: procStart(process.pid),
+    tls: Boolean(config.tlsCert), ...(config.tlsCert ? { tls_fingerprint: new X509Certificate(fs.readFileSync(config.tlsCert)).fingerprint256 } : {}), started_at: Date.now(), version: VERSION, agents: o.agents, proc_start: procStart(process.pid),
   };
   writeHubFile(o.dir, file);
   guard = new StateDirGuard(o.dir, (why) => {

@@ -3,12 +3,11 @@ import { isSameProcess } from '../hub/proc-id.js';
 import { readHubFile, type HubFile } from './state.js';
 
 /**
- * True if the hub a hub.json names is alive and is that hub: same pid and start time (an older
- * hub.json without a start time: a process whose command line names the state directory or the CLI).
+ * True if the hub a hub.json names is alive and is that hub: same pid and start time. An older
+ * hub.json without a start time names no hub of ours (its pid may be anyone's by now).
  */
-export function hubIsOurs(h: HubFile, dir: string): boolean {
-  if (h.proc_start !== undefined) return isSameProcess({ pid: h.pid, start: h.proc_start });
-  return isSameProcess({ pid: h.pid }, dir) || isSameProcess({ pid: h.pid }, 'cli/main.js');
+export function hubIsOurs(h: HubFile, _dir?: string): boolean {
+  return h.proc_start !== undefined && isSameProcess({ pid: h.pid, start: h.proc_start });
 }
 
 /** The running hub of this state directory, or a SWARM_ERR_NO_SWARM error. */

@@ -12,6 +12,8 @@ export interface HubFile {
   control: { host: string; port: number; tls?: boolean; ca_file?: string };
   token?: string;
   tls?: boolean;
+  /** SHA-256 fingerprint of the hub's certificate: local workers pin it (no CA needed on one machine). */
+  tls_fingerprint?: string;
   /** The hub process's start time (/proc/PID/stat): with `pid`, tells it from a later process given the same pid. */
   proc_start?: string;
   started_at: number;

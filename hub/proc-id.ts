@@ -25,17 +25,19 @@ export function procCmd(pid: number): string | undefined {
 
 /**
  * True only if the process `id` names is alive and is the one recorded: same start time, and the
- * same command line when one was recorded. A record without a start time (an older pid file) counts
- * only if the command line mentions `mention` (the state directory), so a reused pid is never ours.
+ * same command line when one was recorded. A record without a start time (an older pid file or
+ * hub.json) is never ours: a command line that merely mentions the state directory or the CLI is
+ * also a `tail -f` of its log, or another swarm's hub. Callers warn about such records (`isOldFormat`).
  */
-export function isSameProcess(id: ProcId, mention?: string): boolean {
+export function isSameProcess(id: ProcId): boolean {
+  if (id.start === undefined) return false;
   const start = procStart(id.pid);
-  if (start === undefined) return false;
-  const cmd = procCmd(id.pid) ?? '';
-  if (id.start === undefined) return mention !== undefined && cmd.includes(mention);
-  if (start !== id.start) return false;
-  return id.cmd === undefined || cmd === id.cmd;
+  if (start === undefined || start !== id.start) return false;
+  return id.cmd === undefined || procCmd(id.pid) === id.cmd;
 }
+
+/** A record from before start times were kept: it cannot tell its process from a later one with the pid. */
+export function isOldFormat(id: ProcId): boolean { return id.start === undefined; }
 
 /** Record a process we started: pid, start time and the command line it was given. */
 export function writePidFile(file: string, pid: number, cmd: string[], start = procStart(pid)): void {

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { killGroup } from '../drivers/lifecycle.js';
-import { isSameProcess, readPidFile, writePidFile, type ProcId } from './proc-id.js';
+import { isOldFormat, isSameProcess, readPidFile, writePidFile, type ProcId } from './proc-id.js';
 
 /** A worker process that exited is started again after this long (growing for a crash loop). */
 export const RESPAWN_DELAY_MS = 200;
@@ -226,8 +226,9 @@ export class Supervisor {
     const f = this.pidFile(id);
     const rec = f ? readPidFile(f) : undefined;
     if (!rec || !alive(rec.pid)) return undefined;
-    if (isSameProcess(rec, this.opts.stateDir)) return rec;
-    this.log.warn({ worker: id, pid: rec.pid }, 'pid file names a process this swarm did not start; not adopting it');
+    if (isSameProcess(rec)) return rec;
+    if (isOldFormat(rec)) this.log.warn({ worker: id, pid: rec.pid }, 'pid file without a start time (older format): it cannot tell its process from a later one given the pid; ignoring it');
+    else this.log.warn({ worker: id, pid: rec.pid }, 'pid file names a process this swarm did not start; not adopting it');
     return undefined;
   }
   private writePid(id: string, pid: number, cmd: string[], start?: string): void {

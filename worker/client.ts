@@ -6,7 +6,17 @@ import { Connection, SwarmError, Type, type AnyMessage, type Message, type Paylo
 import { refusal } from './refusal.js';
 
 /** Where the hub is; called before every (re)connect so a restarted hub on a new port is found. */
-export type HubLocator = () => Promise<{ host: string; port: number; tls?: boolean; ca?: string; cert?: string; key?: string }>;
+export type HubLocator = () => Promise<HubAddress>;
+
+/**
+ * A hub to dial. With `tls`, its certificate is always verified: against `ca` (chain and host name),
+ * or by `pin` (its SHA-256 fingerprint), or both; a TLS link with neither is refused before any
+ * byte of the token is sent, since it would hand the token to whoever answers.
+ */
+export interface HubAddress { host: string; port: number; tls?: boolean; ca?: string; pin?: string; cert?: string; key?: string }
+
+/** A SHA-256 fingerprint as hex without separators, upper case (`AB:CD:…`, `sha256:abcd…` accepted). */
+export function normalizePin(pin: string): string { return pin.replace(/^sha256:/i, '').replace(/[^0-9a-f]/gi, '').toUpperCase(); }
 
 export type ClientStatus =
   | { type: 'connected'; workerId: string }
@@ -103,10 +113,16 @@ export class WorkerClient {
     this.early = [];
     const where = await this.opts.locate();
     const tls = where.tls ? await import('node:tls') : undefined; // only a TLS link pays for loading it
+    if (tls && where.ca === undefined && where.pin === undefined) {
+      throw new SwarmError('SWARM_ERR_CONFIG', `TLS to ${where.host}:${where.port} without --tls-ca or --tls-pin: the hub's certificate could not be verified and the token would go to whoever answers; give the CA that signed it (swarm certs: ca.crt) or its SHA-256 fingerprint`);
+    }
     const socket = await new Promise<net.Socket>((resolve, reject) => {
       const s: net.Socket = tls
         // cert/key: this worker's own certificate, for a hub that asks for one (mutual TLS).
-        ? tls.connect({ host: where.host, port: where.port, ca: where.ca, cert: where.cert, key: where.key, rejectUnauthorized: where.ca !== undefined, servername: net.isIP(where.host) ? undefined : where.host }, () => resolve(s))
+        ? tls.connect({ host: where.host, port: where.port, ca: where.ca, cert: where.cert, key: where.key, rejectUnauthorized: where.ca !== undefined, servername: net.isIP(where.host) ? undefined : where.host }, () => {
+          const bad = where.pin === undefined ? undefined : pinMismatch(s as import('node:tls').TLSSocket, where.pin);
+          if (bad) { s.destroy(); reject(bad); } else resolve(s);
+        })
         : net.connect({ host: where.host, port: where.port }, () => resolve(s));
       s.once('error', reject);
     });
@@ -181,4 +197,11 @@ export class WorkerClient {
   private emit(s: ClientStatus): void {
     for (const fn of this.listeners) fn(s);
   }
+}
+
+/** The error for a hub whose certificate is not the pinned one (undefined: it is). */
+function pinMismatch(s: import('node:tls').TLSSocket, pin: string): NodeJS.ErrnoException | undefined {
+  const got = normalizePin(s.getPeerCertificate()?.fingerprint256 ?? '');
+  if (got !== '' && got === normalizePin(pin)) return undefined;
+  return Object.assign(new Error(`the hub's certificate (SHA-256 ${got || 'none'}) is not the pinned one`), { code: 'CERT_PIN_MISMATCH' });
 }

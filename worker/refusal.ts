@@ -20,10 +20,12 @@ const REJECTED = /^ERR_SSL_(TLSV1|SSLV3|TLSV13)_ALERT_(UNKNOWN_CA|BAD_CERTIFICAT
 
 /** The refusal `err` stands for, or undefined when it is transient. `code` is Node's error code, or the hub's ERROR code. */
 export function refusal(err: unknown): SwarmError | undefined {
-  if (err instanceof SwarmError) return err.code === 'SWARM_ERR_AUTH' ? err : undefined;
+  // A TLS link that cannot be verified (no CA, no pin) is a configuration no retry mends.
+  if (err instanceof SwarmError) return err.code === 'SWARM_ERR_AUTH' || err.code === 'SWARM_ERR_CONFIG' ? err : undefined;
   const code = (err as { code?: unknown } | undefined)?.code;
   if (typeof code !== 'string') return undefined;
   const msg = (err as Error).message;
+  if (code === 'CERT_PIN_MISMATCH') return new SwarmError('SWARM_ERR_AUTH', `${msg}; --tls-pin is the SHA-256 fingerprint of the hub's certificate`, { cause: err });
   if (UNTRUSTED.has(code)) return new SwarmError('SWARM_ERR_AUTH', `the hub's certificate is not trusted: ${msg} (${code}); --tls-ca names the CA that signed it`, { cause: err });
   if (REJECTED.test(code)) return new SwarmError('SWARM_ERR_AUTH', `the hub refused this worker's certificate: ${msg} (${code}); --tls-cert/--tls-key, signed by the hub's --tls-ca`, { cause: err });
   return undefined;

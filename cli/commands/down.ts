@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { alive } from '../../hub/supervisor.js';
-import { isSameProcess, readPidFile, type ProcId } from '../../hub/proc-id.js';
+import { isOldFormat, isSameProcess, readPidFile, type ProcId } from '../../hub/proc-id.js';
 import { killGroup } from '../../drivers/lifecycle.js';
 import { fail } from '../exit.js';
 import { call, swarmOptions, remoteTarget, type RemoteOptions } from '../http.js';
@@ -25,31 +25,39 @@ export function registerDown(program: Command): void {
         }
         const dir = stateDir(o.stateDir);
         const file = readHubFile(dir);
+        // Only a record with a start time names a process: without one (an older format) its pid may
+        // be anyone's by now, a `tail -f` of our log or another swarm's hub. Those are left alone, said.
+        const warnings: string[] = [];
+        if (file && file.proc_start === undefined && alive(file.pid)) warnings.push(`hub.json names pid ${file.pid} without a start time (an older format): left alone; if it is this swarm's hub, stop it yourself`);
         // A hub.json whose pid now belongs to another process is stale: nothing of it is signalled.
-        const hub = file && hubIsOurs(file, dir) ? file : undefined;
+        const hub = file && hubIsOurs(file) ? file : undefined;
         let clean = false;
         if (hub) {
           await call(hub, 'POST', '/shutdown', {}, 5000).catch(() => undefined);
           clean = await until(() => !alive(hub.pid), o.timeout);
-          if (!clean && hubIsOurs(hub, dir)) killGroup(hub.pid, 'SIGKILL');
+          if (!clean && hubIsOurs(hub)) killGroup(hub.pid, 'SIGKILL');
         }
         // Whatever survived (a killed hub leaves its workers): stop by pid files, but only the
         // processes they name that are still the ones this swarm started.
         // A process of several workers is named by each one's pid file: count and signal it once.
         const named = (): ProcId[] => [...new Map(pidFiles(dir).flatMap((p): [number, ProcId][] => { const r = readPidFile(p.file); return r ? [[r.pid, r]] : []; })).values()];
-        const ours = (): ProcId[] => named().filter((r) => isSameProcess(r, dir));
+        const ours = (): ProcId[] => named().filter((r) => isSameProcess(r));
         const left = ours();
-        const foreign = named().filter((r) => alive(r.pid) && !isSameProcess(r, dir)).map((r) => r.pid);
+        const foreignRecs = named().filter((r) => alive(r.pid) && !isSameProcess(r));
+        const foreign = foreignRecs.map((r) => r.pid);
+        const old = foreignRecs.filter(isOldFormat).map((r) => r.pid);
+        if (old.length) warnings.push(`pid file(s) without a start time (an older format) name pid(s) ${old.join(', ')}: left alone`);
         for (const p of left) killGroup(p.pid, 'SIGTERM');
-        await until(() => left.every((p) => !isSameProcess(p, dir)), 3000);
-        for (const p of left) if (isSameProcess(p, dir)) killGroup(p.pid, 'SIGKILL');
-        await until(() => left.every((p) => !isSameProcess(p, dir)), 3000);
-        const remaining = ours().length + (hub && hubIsOurs(hub, dir) ? 1 : 0);
-        const result = { stopped: Boolean(hub), clean, killed_leftovers: left.length, remaining, not_ours: foreign };
+        await until(() => left.every((p) => !isSameProcess(p)), 3000);
+        for (const p of left) if (isSameProcess(p)) killGroup(p.pid, 'SIGKILL');
+        await until(() => left.every((p) => !isSameProcess(p)), 3000);
+        const remaining = ours().length + (hub && hubIsOurs(hub) ? 1 : 0);
+        const result = { stopped: Boolean(hub), clean, killed_leftovers: left.length, remaining, not_ours: foreign, warnings };
+        for (const w of warnings) process.stderr.write(`swarm down: warning: ${w}\n`);
         if (o.json) process.stdout.write(JSON.stringify(result) + '\n');
         else {
           process.stdout.write(hub ? `swarm down: stopped${clean ? '' : ' (forced)'}${left.length ? `, ${left.length} leftover process(es) killed` : ''}\n` : `swarm down: no swarm was running in ${dir}\n`);
-          if (foreign.length) process.stdout.write(`swarm down: left alone pid(s) ${foreign.join(', ')}: stale pid files name processes this swarm did not start\n`);
+          if (foreign.length) process.stdout.write(`swarm down: left alone pid(s) ${foreign.join(', ')}: pid files name processes this swarm cannot prove it started\n`);
         }
         process.exit(remaining ? 1 : 0);
       } catch (err) { fail(err, o.json); }

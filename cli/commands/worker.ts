@@ -24,7 +24,7 @@ export function workerArgs(o: { driver: string; driverOpt: Record<string, string
 interface WorkerCliOptions {
   hub?: { host: string; port: number }; stateDir?: string; id?: string; ids?: string[]; count: number; driver: string;
   driverOpt: Record<string, string>; model?: string; role?: string; caps?: string; slots: number; queue: number; token?: string;
-  peerToken?: string; tls: boolean; tlsCa?: string; tlsCert?: string; tlsKey?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost?: string; advertise?: string; peerPort: number; peerPorts?: string; peerAdvertise?: string; hubLapseMs?: number;
+  peerToken?: string; tls: boolean; tlsCa?: string; tlsPin?: string; tlsCert?: string; tlsKey?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost?: string; advertise?: string; peerPort: number; peerPorts?: string; peerAdvertise?: string; hubLapseMs?: number;
   peerTlsCert?: string; peerTlsKey?: string; peerTlsCa?: string; restartKilledMs?: number;
 }
 
@@ -58,6 +58,7 @@ export function registerWorker(program: Command): void {
     .option('--peer-token <secret>', 'failover: secret of the peer links when --token is a worker credential (env SWARM_PEER_TOKEN; `swarm credential --peers`)')
     .option('--tls', 'connect with TLS')
     .option('--tls-ca <file>', 'CA certificate that signed the hub certificate')
+    .option('--tls-pin <sha256>', 'the hub certificate\'s SHA-256 fingerprint (AB:CD:…; `openssl x509 -noout -fingerprint -sha256`); --tls needs this or --tls-ca')
     .option('--tls-cert <file>', 'this worker\'s certificate, for a hub that asks for one (default: --peer-tls-cert)')
     .option('--tls-key <file>', 'its key (default: --peer-tls-key)')
     .option('--no-msgpack', 'speak NDJSON only')
@@ -92,11 +93,15 @@ export function registerWorker(program: Command): void {
         const ca = o.tlsCa ? fs.readFileSync(o.tlsCa, 'utf8') : undefined;
         const certFile = o.tlsCert ?? o.peerTlsCert, keyFile = o.tlsKey ?? o.peerTlsKey;
         const own = certFile && keyFile ? { cert: fs.readFileSync(certFile, 'utf8'), key: fs.readFileSync(keyFile, 'utf8') } : {};
+        const pin = o.tlsPin;
+        // A TLS link is always verified: an unverified one hands the token to whoever answers.
+        if (fixed && o.tls && !ca && !pin) throw new SwarmError('SWARM_ERR_CONFIG', '--tls needs --tls-ca (the CA that signed the hub\'s certificate, `swarm certs`: ca.crt) or --tls-pin (its SHA-256 fingerprint): without either the token would go to any hub that answers');
         const locate: HubLocator = async () => {
-          if (fixed) return { ...fixed, tls: o.tls || ca !== undefined, ca, ...own };
+          if (fixed) return { ...fixed, tls: o.tls || ca !== undefined || pin !== undefined, ca, pin, ...own };
           const h = readHubFile(dir);
           if (!h) throw new SwarmError('SWARM_ERR_NO_SWARM', `no hub in ${dir}`);
-          return { host: h.host === '0.0.0.0' || h.host === '::' ? '127.0.0.1' : h.host, port: h.port, tls: h.tls || o.tls, ca, ...own };
+          // A hub on this state dir pins its own certificate in hub.json, which only this user reads.
+          return { host: h.host === '0.0.0.0' || h.host === '::' ? '127.0.0.1' : h.host, port: h.port, tls: h.tls || o.tls, ca, pin: pin ?? h.tls_fingerprint, ...own };
         };
         const model = await chooseModel(o.driver, o.model);
         await loadDriver(o.driver); // only this worker's driver: its options are checked before we connect
