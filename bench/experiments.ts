@@ -52,7 +52,7 @@ function scoringAndStats(conditions = 6) {
 function dataset(): { dir: string; yaml: string } {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-exp-'));
   fs.writeFileSync(path.join(dir, 'items.jsonl'), makeArithmetic(N, 1).map((i) => JSON.stringify(i)).join('\n'));
-  const yaml = 'name: bench-exp\ntopology: star\ninputs: {dataset: items.jsonl, concurrency: 64}\nbaselines: [single, majority_vote, self_consistency]\nbaseline: {k: 3}\nscorer: {type: exact, extract: last_number}\nlimits: {max_inflight: 10000}\n';
+  const yaml = 'name: bench-exp\ntopology: star\ninputs: {dataset: items.jsonl, concurrency: 64}\nbaselines: [single, majority_vote, self_consistency]\nbaseline: {k: 3}\nroles: {baseline: {temperature: 0.7}}\nscorer: {type: exact, extract: last_number}\nlimits: {max_inflight: 10000}\n';
   return { dir, yaml };
 }
 

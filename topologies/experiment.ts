@@ -82,9 +82,28 @@ export function parseExperiment(text: string, opts: ParseOptions = {}): Experime
     if (parsed.data.baselines.length) issues.push(locate(['baselines'], 'baselines need inputs.dataset (items with expected answers)'));
     if (parsed.data.scorer) issues.push(locate(['scorer'], 'a scorer needs inputs.dataset (items with expected answers)'));
   }
+  issues.push(...greedyVotes(parsed.data).map((is) => locate(is.path, is.message)));
   if (issues.length) throw new ExperimentError(issues);
   const resolved = topo.resolveRoles(own);
   return deepFreeze({ ...resolved, roles: { ...resolved.roles, ...resolveExtraRoles(parsed.data) } });
+}
+
+/**
+ * Votes need samples that can differ: at temperature 0 (greedy decoding) k agents give k copies of
+ * one answer, and the vote is a single agent at k times the cost. Each vote already gets its own
+ * seed (the node's); a temperature above 0 is what makes the seeds matter.
+ */
+function greedyVotes(e: Experiment): { path: PropertyKey[]; message: string }[] {
+  if (e.baseline.k === 1) return [];
+  const out: { path: PropertyKey[]; message: string }[] = [];
+  const role = e.roles.baseline?.temperature;
+  if (e.baselines.includes('majority_vote') && (role ?? e.temperature) === 0) {
+    out.push({ path: role !== undefined ? ['roles', 'baseline', 'temperature'] : ['baselines'], message: 'majority_vote at temperature 0 votes k identical answers (greedy decoding gives every agent the same one): give the baseline role a temperature above 0 (roles.baseline.temperature: 0.7), or drop majority_vote' });
+  }
+  if (e.baselines.includes('self_consistency') && e.baseline.temperature === 0) {
+    out.push({ path: ['baseline', 'temperature'], message: 'self_consistency at temperature 0 votes k identical samples: set baseline.temperature above 0 (default 0.7)' });
+  }
+  return out;
 }
 
 function hasInput(e: Experiment): boolean {

@@ -74,6 +74,9 @@ const NormaliseFields = {
   after: z.string().min(1).max(256).optional(),
 };
 
+/** Scorers that read no part of the answer themselves (judge, exec) say what a vote compares. */
+const VoteFields = { ...NormaliseFields, extract: z.enum(['whole', 'last_line', 'last_number']).default('last_line') };
+
 /** How an item's answer is scored: a number in [0, 1]. */
 export const ScorerSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('exact'), ...NormaliseFields }).strict(),
@@ -85,6 +88,11 @@ export const ScorerSchema = z.discriminatedUnion('type', [
     /** Matched against the answer; `{{expected}}` inside it stands for the item's expected answer, regex-escaped. */
     pattern: z.string().min(1).max(4096).refine((p) => { try { new RegExp(p.replaceAll('{{expected}}', 'x')); return true; } catch { return false; } }, 'not a valid regular expression'),
     flags: z.string().regex(/^[imsu]*$/, 'flags: any of i, m, s, u').default('i'),
+    /**
+     * What votes compare and reports show: the last match of this pattern in the answer (its first
+     * group, else the whole match). Default: `pattern` with `{{expected}}` read as one word or number.
+     */
+    answer: z.string().min(1).max(4096).refine((p) => { try { new RegExp(p); return true; } catch { return false; } }, 'not a valid regular expression').optional(),
   }).strict(),
   z.object({
     type: z.literal('numeric'),
@@ -103,12 +111,16 @@ export const ScorerSchema = z.discriminatedUnion('type', [
   z.object({
     /** The `grader` role grades each answer against the reference (prompt and schema: roles.grader). */
     type: z.literal('judge'),
+    /** What votes compare (the grader always sees the whole answer): default its last non-empty line. */
+    ...VoteFields,
   }).strict(),
   z.object({
     type: z.literal('exec'),
     /** argv; run in the experiment's folder; reads {"answer", "item"} as JSON on stdin, prints a score in [0, 1]. */
     command: z.array(z.string().min(1)).min(1).max(64),
     timeout_ms: z.number().int().positive().max(600_000).default(10_000),
+    /** What votes compare (the command always gets the whole answer): default its last non-empty line. */
+    ...VoteFields,
   }).strict(),
 ]);
 export type Scorer = z.output<typeof ScorerSchema>;

@@ -23,7 +23,7 @@ export interface NodeResult {
   text: string;
   error?: { code: string; msg: string };
   /** The worker's receipt (timings, tokens). */
-  receipt?: { duration_ms?: number; ttft_ms?: number; tokens_in?: number; tokens_out?: number; tokens_per_s?: number; worker?: string; driver?: string; started_at?: number; finished_at?: number };
+  receipt?: { duration_ms?: number; ttft_ms?: number; tokens_in?: number; tokens_out?: number; tokens_cached?: number; tokens_per_s?: number; worker?: string; driver?: string; started_at?: number; finished_at?: number };
   worker?: string;
 }
 

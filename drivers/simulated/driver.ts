@@ -58,7 +58,8 @@ export function findExpression(prompt: string): { expr: string; value: number } 
 /**
  * A driver for testing experiment machinery, never a model: it finds the arithmetic expression in
  * the prompt and answers it rightly with probability `p`, independently per task seed (each agent,
- * each run seed) unless `dependence` makes agents share one draw per item. A wrong answer is the
+ * each run seed) unless `dependence` makes agents share one draw per item; at temperature 0 the draw
+ * is the prompt's own (greedy: one prompt, one answer, whatever the seed). A wrong answer is the
  * item's one distractor (the right value plus a fixed offset), so wrong votes agree with each other:
  * majority-of-k is then exactly the binomial tail. Prompts without an expression get "no answer".
  * Structured roles get a JSON object shaped by their schema (first enum value, the answer in strings).
@@ -88,7 +89,9 @@ export class SimulatedDriver implements Driver {
 
   async *chat(prompt: string, opts: ChatOptions = {}): AsyncGenerator<string, ChatStats | void, void> {
     if (!(await sleep(this.options.latencyMs, opts.signal))) return {};
-    const text = this.answer(prompt, opts.seed ?? Math.floor(Math.random() * 2 ** 31), opts.jsonSchema);
+    // Temperature 0 is greedy decoding: the same prompt gives the same answer whatever the seed.
+    const seed = opts.temperature === 0 ? Math.floor(uniform(prompt, 0x6e7ed) * 2 ** 31) : opts.seed ?? Math.floor(Math.random() * 2 ** 31);
+    const text = this.answer(prompt, seed, opts.jsonSchema);
     yield text;
     return { tokensIn: prompt.split(/\s+/).filter(Boolean).length, tokensOut: text.split(/\s+/).filter(Boolean).length };
   }

@@ -56,7 +56,7 @@ baselines: [majority_vote, self_consistency]
 baseline: {calibration_items: 4}
 scorer: {type: numeric}
 roles:
-  baseline: {prompt: "Q: {{question}}"}
+  baseline: {prompt: "Q: {{question}}", temperature: 0.7}
 `, dir);
   const ex = new FakeExecutor(sim(1));
   const batches: string[][] = [];
@@ -85,7 +85,7 @@ roles:
 
 t.test('simulated driver: majority-of-5 at p = 0.6 is the binomial 0.683; a dependent setting is not', async (t) => {
   const dir = dataset(t, makeArithmetic(1500, 11));
-  const yaml = 'topology: star\ninputs: {dataset: items.jsonl, concurrency: 2000}\nbaselines: [majority_vote]\nbaseline: {k: 5}\nscorer: {type: exact, extract: last_number}\n';
+  const yaml = 'topology: star\ninputs: {dataset: items.jsonl, concurrency: 2000}\nbaselines: [majority_vote]\nbaseline: {k: 5}\nroles: {baseline: {temperature: 0.7}}\nscorer: {type: exact, extract: last_number}\n';
   // P(X >= 3), X ~ Binomial(5, 0.6) = 10*.6^3*.4^2 + 5*.6^4*.4 + .6^5
   const binom = 10 * 0.6 ** 3 * 0.4 ** 2 + 5 * 0.6 ** 4 * 0.4 + 0.6 ** 5;
   t.equal(binom.toFixed(3), '0.683');

@@ -13,7 +13,7 @@ t.test('swarm sweep: cartesian cells, resumed without rerunning finished cells; 
   fs.writeFileSync(path.join(dir, 'exp.yaml'), [
     'name: sweep-test', 'topology: diamond-debate', 'seed: 1',
     'inputs: {dataset: items.jsonl, concurrency: 8}', 'debate: {stances: [a]}', 'limits: {rounds: 1}',
-    'baselines: [single, majority_vote]', 'baseline: {calibration_items: 3}', 'scorer: {type: exact, extract: last_number}', '',
+    'baselines: [single, majority_vote]', 'baseline: {calibration_items: 3}', 'roles: {baseline: {temperature: 0.7}}', 'scorer: {type: exact, extract: last_number}', '',
   ].join('\n'));
   const runs = () => fs.readdirSync(path.join(state, 'runs')).length;
   const sweep = (grid: string[]) => swarm(['sweep', path.join(dir, 'exp.yaml'), ...grid.flatMap((g) => ['--grid', g]), '--seeds', '2',

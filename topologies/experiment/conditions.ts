@@ -29,7 +29,13 @@ export interface Budget {
   topology_per_item: number;
   single_per_item: number;
   calibration_items: number;
+  /** The k that matching asked for, before the k_max cap (absent when given). */
+  wanted?: number;
+  /** k_max cut the matched k: the votes spend less than the topology. */
+  capped?: boolean;
   text: string;
+  /** What each condition spent over the whole run (set when the run is scored). */
+  spent?: { topology_per_item: number; votes: { condition: string; tokens_per_item: number; vs_topology: number }[] };
 }
 
 /** The conditions of an experiment: its topology first, then the baselines (single is added when k is matched to it). */
@@ -144,7 +150,14 @@ function unitStep(spec: RunSpec, results: Results, skip: { has(n: string): boole
   let tasks: NodeTask[] = [];
   if (cond === e.topology) {
     const step = topology(e.topology).next(itemSpec(spec, i, item), view as unknown as Results, skipView);
-    if (step.done) answer = { answer: step.done.output, verdict: step.done.verdict, reason: step.done.reason, final: lastSeen(view) };
+    if (step.done) {
+      const final = lastSeen(view);
+      const bad = final !== undefined && results.get(final)?.ok === false;
+      // A failed node's error text is no answer: the unit is failed, never scored as if it were one.
+      answer = bad || FAILED_VERDICTS.has(step.done.verdict ?? '')
+        ? { answer: '', verdict: 'failed', reason: step.done.reason ?? (bad ? `${final} failed` : step.done.verdict), final }
+        : { answer: step.done.output, verdict: step.done.verdict, reason: step.done.reason, final };
+    }
     else tasks = step.tasks.map((t) => scope(e, t, prefix, item));
   } else {
     const k = cond === 'single' ? 1 : budget(spec, results)?.k;
@@ -167,7 +180,7 @@ function unitStep(spec: RunSpec, results: Results, skip: { has(n: string): boole
   }
   if (!answer) return { tasks };
   const nodes = [...view.seen];
-  if (e.scorer?.type === 'judge') {
+  if (e.scorer?.type === 'judge' && answer.verdict !== 'failed') {
     const g = view.get('grade');
     if (!g) {
       if (skipView.has('grade')) return { tasks: [] };
@@ -181,6 +194,9 @@ function unitStep(spec: RunSpec, results: Results, skip: { has(n: string): boole
   }
   return { tasks: [], done: { cond, item: i, ...answer, nodes } };
 }
+
+/** Topology verdicts that mean the unit has no answer (a node failed). */
+const FAILED_VERDICTS = new Set(['failed', 'partial']);
 
 /** The last node a finished topology looked at: its final node (merger, guard, last stage). */
 function lastSeen(view: Scoped): string | undefined { return [...view.seen].at(-1); }
@@ -216,10 +232,19 @@ function vote(e: Experiment, got: { node: string; r: NodeResult }[], k: number |
   };
 }
 
-/** Tokens (in + out) the given nodes used, and how many of them reported tokens. */
+/**
+ * A receipt's tokens as compute: prompt tokens the engine evaluated (tokens_in less those its prefix
+ * cache already held), cached prompt tokens, output tokens.
+ */
+export function computedTokens(rc: NonNullable<NodeResult['receipt']>): { prompt: number; cached: number; out: number } {
+  const cached = Math.min(rc.tokens_cached ?? 0, rc.tokens_in ?? 0);
+  return { prompt: (rc.tokens_in ?? 0) - cached, cached, out: rc.tokens_out ?? 0 };
+}
+
+/** Computed tokens (evaluated prompt + output) the given nodes used. */
 function tokensOf(results: Results, nodes: string[]): number {
   let s = 0;
-  for (const n of nodes) { const rc = results.get(n)?.receipt; s += (rc?.tokens_in ?? 0) + (rc?.tokens_out ?? 0); }
+  for (const n of nodes) { const rc = results.get(n)?.receipt; if (rc) { const t = computedTokens(rc); s += t.prompt + t.out; } }
   return s;
 }
 
@@ -250,11 +275,14 @@ export function budget(spec: RunSpec, results: Results): Budget | undefined {
   let method: Budget['method'] = 'tokens';
   let tp = per(topo, (u) => tokensOf(results, u.nodes)), sp = per(single, (u) => tokensOf(results, u.nodes));
   if (!(sp > 0)) { method = 'calls'; tp = per(topo, (u) => u.nodes.length); sp = per(single, (u) => u.nodes.length); }
-  const k = Math.max(1, Math.min(e.baseline.k_max, Math.round(tp / Math.max(sp, 1e-9))));
-  const unit = method === 'tokens' ? 'tokens (prompt + output)' : 'model calls';
+  const wanted = Math.round(tp / Math.max(sp, 1e-9));
+  const k = Math.max(1, Math.min(e.baseline.k_max, wanted));
+  const capped = wanted > e.baseline.k_max;
+  const unit = method === 'tokens' ? 'computed tokens (evaluated prompt + output; prefix-cache hits excluded)' : 'model calls';
   const b: Budget = {
-    k, method, topology_per_item: tp, single_per_item: sp, calibration_items: n,
-    text: `k = round(${tp.toFixed(1)} / ${sp.toFixed(1)}) = ${Math.round(tp / Math.max(sp, 1e-9))}${k !== Math.round(tp / Math.max(sp, 1e-9)) ? `, clamped to ${k}` : ''}: ${e.topology}'s ${unit} per item over a single agent's, measured on the first ${n} item(s)`,
+    k, method, topology_per_item: tp, single_per_item: sp, calibration_items: n, wanted, capped,
+    text: `k = round(${tp.toFixed(1)} / ${sp.toFixed(1)}) = ${wanted}${k !== wanted ? `, clamped to ${k}` : ''}: ${e.topology}'s ${unit} per item over a single agent's, measured on the first ${n} item(s)`
+      + (capped ? `; k_max = ${e.baseline.k_max} caps it, so the votes' budget is about ${Math.round((1 - k / wanted) * 100)}% below the topology's: not equal compute` : ''),
   };
   budgets.set(results, b);
   return b;

@@ -1,7 +1,11 @@
 import { rng } from './dataset.js';
 
-/** Mean, standard error and a seeded 95% percentile-bootstrap interval of per-item scores. */
-export interface Summary { n: number; mean: number; se: number; ci: [number, number]; binary: boolean }
+/**
+ * Mean, standard error and a 95% interval of per-item scores: Clopper-Pearson (exact binomial) when
+ * every score is 0 or 1, which holds its coverage at all-right and all-wrong; else a seeded
+ * percentile bootstrap.
+ */
+export interface Summary { n: number; mean: number; se: number; ci: [number, number]; binary: boolean; ci_method: 'clopper-pearson' | 'bootstrap' }
 
 /** A comparison of two conditions on the same items (a − b). */
 export interface Paired {
@@ -21,6 +25,10 @@ export interface McNemar {
   c: number;
   /** Items compared (concordant ones included): a p-value is never shown without it. */
   n: number;
+  /** Holm-adjusted p over the comparisons of the same run (set by `holm`), beside the raw one. */
+  p_holm?: number;
+  /** How many comparisons the Holm adjustment spans. */
+  family?: number;
   /** exact: two-sided binomial on b + c (used when b + c < 25); chi2: with continuity correction. */
   method: 'exact' | 'chi2';
   statistic?: number;
@@ -119,7 +127,34 @@ export function binomialCdf(m: number, q: number): Float64Array {
 }
 
 export function summarise(xs: readonly number[], seed: number): Summary {
-  return { n: xs.length, mean: mean(xs), se: stderr(xs), ci: bootstrapCi(xs, seed), binary: xs.every((x) => x === 0 || x === 1) };
+  const binary = xs.every((x) => x === 0 || x === 1);
+  if (binary && xs.length) {
+    let k = 0;
+    for (const x of xs) k += x;
+    return { n: xs.length, mean: mean(xs), se: stderr(xs), ci: clopperPearson(k, xs.length), binary, ci_method: 'clopper-pearson' };
+  }
+  return { n: xs.length, mean: mean(xs), se: stderr(xs), ci: bootstrapCi(xs, seed), binary, ci_method: 'bootstrap' };
+}
+
+/**
+ * The exact (Clopper-Pearson) two-sided interval for k successes in n trials at level 1 - alpha:
+ * its coverage is at least the nominal level for every p, including at 0 of n and n of n, where a
+ * percentile bootstrap has zero width. Bounds found by bisection on the binomial tail.
+ */
+export function clopperPearson(k: number, n: number, alpha = 0.05): [number, number] {
+  if (n <= 0) return [NaN, NaN];
+  const tail = alpha / 2;
+  const cdf = (x: number, p: number) => binomialCdf(n, p)[x]!;
+  // The p where an increasing function of p crosses the tail probability.
+  const cross = (g: (p: number) => number): number => {
+    let lo = 0, hi = 1;
+    for (let i = 0; i < 60; i++) { const mid = (lo + hi) / 2; if (g(mid) < tail) lo = mid; else hi = mid; }
+    return (lo + hi) / 2;
+  };
+  // Lower: P(X >= k | p) = tail (it rises with p). Upper: P(X <= k | p) = tail (it falls with p).
+  const lower = k <= 0 ? 0 : cross((p) => 1 - cdf(k - 1, p));
+  const upper = k >= n ? 1 : cross((p) => 2 * tail - cdf(k, p));
+  return [lower, upper];
 }
 
 /** Paired comparison of a and b, item by item (same length, same item order). */
@@ -141,9 +176,25 @@ export function mcnemar(a: readonly number[], b: readonly number[]): McNemar {
     else if (a[i] === 0 && b[i] === 1) nc++;
   }
   const n = a.length, m = nb + nc;
-  if (m < 25) return { b: nb, c: nc, n, method: 'exact', p: binomTwoSided(Math.min(nb, nc), m) };
+  if (m < 25) return { b: nb, c: nc, n, method: 'exact', p: clampP(binomTwoSided(Math.min(nb, nc), m)) };
   const x = (Math.abs(nb - nc) - 1) ** 2 / m;
-  return { b: nb, c: nc, n, method: 'chi2', statistic: x, p: chi2Df1Upper(x) };
+  return { b: nb, c: nc, n, method: 'chi2', statistic: x, p: clampP(chi2Df1Upper(x)) };
+}
+
+/** A p-value in [0, 1]: rounding in the tail sums and the erfc approximation can step just outside. */
+export function clampP(p: number): number { return Number.isNaN(p) ? p : Math.min(1, Math.max(0, p)); }
+
+/**
+ * Holm's step-down adjustment of a family of p-values (controls the family-wise error rate with no
+ * assumption on their dependence): the i-th smallest is multiplied by (m - i), made monotone, capped at 1.
+ */
+export function holm(ps: readonly number[]): number[] {
+  const m = ps.length;
+  const order = ps.map((p, i) => ({ p, i })).sort((a, b) => a.p - b.p);
+  const out = new Array<number>(m);
+  let run = 0;
+  order.forEach(({ p, i }, j) => { run = Math.max(run, Math.min(1, (m - j) * p)); out[i] = clampP(run); });
+  return out;
 }
 
 /** Two-sided exact binomial p for k successes or fewer out of m at 1/2 (doubled, capped at 1). */
@@ -170,6 +221,7 @@ export function erfc(x: number): number {
 
 /** A p-value with its n, as the reports print it: `p = 0.125 (exact McNemar, 7 discordant of n = 40)`. */
 export function formatMcNemar(m: McNemar): string {
-  const p = m.p < 0.001 ? m.p.toExponential(1) : m.p.toFixed(3);
-  return `p = ${p} (${m.method === 'exact' ? 'exact binomial' : `chi-square ${m.statistic!.toFixed(2)}, continuity-corrected`} McNemar; ${m.b}+${m.c} discordant of n = ${m.n})`;
+  const fp = (p: number) => (p < 0.001 ? p.toExponential(1) : p.toFixed(3));
+  const adj = m.p_holm !== undefined && (m.family ?? 1) > 1 ? `, Holm-adjusted p = ${fp(m.p_holm)} over ${m.family} comparisons` : '';
+  return `p = ${fp(m.p)}${adj} (${m.method === 'exact' ? 'exact binomial' : `chi-square ${m.statistic!.toFixed(2)}, continuity-corrected`} McNemar; ${m.b}+${m.c} discordant of n = ${m.n})`;
 }

@@ -28,8 +28,8 @@ export function scorePure(s: Exclude<Scorer, { type: 'judge' | 'exec' }>, answer
     }
     case 'regex': {
       const re = new RegExp(s.pattern.replaceAll('{{expected}}', escapeRe(asText(ref))), s.flags);
-      const m = re.exec(answer);
-      return { score: m ? 1 : 0, ...(m ? { extracted: m[0] } : {}) };
+      const got = regexAnswer(s, answer);
+      return { score: re.test(answer) ? 1 : 0, ...(got !== undefined ? { extracted: got } : { error: 'the answer pattern found nothing' }) };
     }
     case 'numeric': {
       const want = typeof ref === 'number' ? ref : lastNumber(asText(ref));
@@ -74,9 +74,31 @@ function canonical(v: unknown): string {
   return JSON.stringify(v);
 }
 
-/** What votes compare: the scorer's view of an answer (its last number, its normalised text, its field). */
+/** One word or number where a regex scorer's pattern says `{{expected}}`. */
+const ANY_ANSWER = '([\\w]+(?:[.,]\\d+)*)';
+
+/**
+ * A regex scorer's reading of an answer, without the reference: the last match of `answer` (or of
+ * `pattern` with `{{expected}}` read as any one word or number), its first group, else the whole match.
+ */
+export function regexAnswer(s: Extract<Scorer, { type: 'regex' }>, answer: string): string | undefined {
+  const src = s.answer ?? s.pattern.replaceAll('{{expected}}', ANY_ANSWER);
+  const flags = s.answer ? 'g' : `${s.flags.replace('g', '')}g`;
+  let last: RegExpExecArray | undefined;
+  for (const m of answer.matchAll(new RegExp(src, flags))) last = m;
+  if (!last) return undefined;
+  return last.slice(1).find((g) => g !== undefined) ?? last[0];
+}
+
+/**
+ * What votes compare: the scorer's extracted answer, never the whole text (wording differs between
+ * agents). exact, contains: the normalised extract (whole, last line, last number, after a marker);
+ * numeric: the last number; json_field: the field's value; regex: `regexAnswer`; judge and exec: their
+ * own `extract` (default the last non-empty line), normalised. Empty when nothing was extracted.
+ */
 export function voteKey(s: Scorer | undefined, answer: string): string {
-  if (!s || s.type === 'judge' || s.type === 'exec' || s.type === 'regex') return normalise(answer, {});
+  if (!s) return normalise(answer, {});
+  if (s.type === 'regex') { const a = regexAnswer(s, answer); return a === undefined ? '' : normalise(a, {}); }
   if (s.type === 'numeric') { const n = lastNumber(answer); return n === undefined ? '' : String(n); }
   if (s.type === 'json_field') { const o = parseJsonObject(answer); const v = o ? at(o, s.path) : undefined; return v === undefined ? '' : canonical(v); }
   return normalise(extract(answer, s), s);
