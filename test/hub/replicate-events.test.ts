@@ -21,7 +21,7 @@ t.test('every store event reaches the replica holder as a delta', async (t) => {
   // The holder's copy, merged as a worker merges STATE frames.
   const replica = new Replica();
   let seen = 0;
-  const drain = () => { for (; seen < h.frames.length; seen++) { const f: Frame = h.frames[seen]; if (f.type === 'STATE') for (const e of f.payload.entries as Entry[]) replica.merge(e); } };
+  const drain = () => { for (; seen < h.frames.length; seen++) { const f = h.frames[seen] as Frame; if (f.type === 'STATE') for (const e of f.payload.entries as Entry[]) replica.merge(e); } };
   const events: StoreEvent['type'][] = [];
   hub.store.subscribe((e) => events.push(e.type));
   const fullSyncs = hub.failover.stats.fullSyncs;
