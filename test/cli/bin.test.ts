@@ -1,10 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { ROOT } from '../helpers/paths.js';
 
-const main = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist', 'cli', 'main.js');
+const main = path.join(ROOT, 'dist', 'cli', 'main.js');
 
 // `npx swarm` (the README's first command) executes the package's bin itself, so the built file must be
 // executable: tsc writes it 0644, and npm 11 runs the root package's bin without making it so.

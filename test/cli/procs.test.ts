@@ -163,7 +163,7 @@ t.test('swarm up after a hub crash adopts its worker processes, mends a damaged 
 t.test('POST /workers/ID/kill on one worker of a shared process: it starts again in it, the others are not touched', async (t) => {
   const dir = tempDir(t);
   const state = path.join(dir, 'state');
-  const up = swarm(['up', '--agents', '3', '--procs', '1', '--driver', 'echo', '--no-failover', '--dead-after-ms', '1000', '--heartbeat-ms', '200', '--detach', '--state-dir', state]);
+  const up = swarm(['up', '--agents', '3', '--procs', '1', '--driver', 'echo', '--no-failover', '--dead-after-ms', '400', '--heartbeat-ms', '100', '--detach', '--state-dir', state]);
   t.equal(up.code, 0, 'up');
   const pid = (JSON.parse(fs.readFileSync(path.join(state, 'pids', 'w-1.pid'), 'utf8')) as { pid: number }).pid;
   const hub = hubFile(state)!;
@@ -171,8 +171,8 @@ t.test('POST /workers/ID/kill on one worker of a shared process: it starts again
   t.same(await api(state, 'POST', '/workers/w-2/kill'), { ok: true });
   t.ok(await until(() => /agent killed by the hub; starting it again/.test(logs()), 10_000), 'the process starts w-2 again');
   t.ok(await until(async () => (await api<{ workers: { id: string; pid: number }[] }>(state, 'GET', '/status')).workers.length === 3, 10_000), 'w-2 rejoined');
-  // Past the reconnect grace (2 x dead_after): the process was not killed for w-2's dropped link.
-  await new Promise((r) => setTimeout(r, 3000));
+  // Past the reconnect grace (2 x dead_after = 800 ms from the drop): the process was not killed for w-2's dropped link.
+  await new Promise((r) => setTimeout(r, 1000));
   t.ok(alive(pid), 'the process lives');
   const st = await api<{ workers: { id: string; pid: number }[] }>(state, 'GET', '/status');
   t.same(st.workers.map((w) => w.pid), [pid, pid, pid], 'all three in the same process');

@@ -9,6 +9,7 @@ import { pathToFileURL } from 'node:url';
 import pino from 'pino';
 import type { runHub as RunHub, RunningHub } from '../../cli/run-hub.js';
 import { ROOT, alive, api, journal, pidsMentioning, until } from '../helpers/cli.js';
+import { fixtureFile } from '../helpers/paths.js';
 
 /**
  * A loopback proxy between the hub and its supervised workers that can cut every link (both ends
@@ -162,7 +163,7 @@ t.test('after a hub crash, an adopted process one of whose agents had stopped (r
     config: { host: '127.0.0.1', port: 0, controlPort: 0, fsyncMs: 0, heartbeatMs: 300, deadAfterMs: 1500, token: randomBytes(24).toString('hex') },
     workerArgs: ['--hub', proxy.addr, '--driver', 'echo', '--driver-opt', 'latency_ms=200', '--slots', '1'],
   };
-  const first = spawn(process.execPath, [path.join(ROOT, 'test/fixtures/run-hub-child.mjs'), JSON.stringify(opts)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const first = spawn(process.execPath, [fixtureFile('run-hub-child.mjs'), JSON.stringify(opts)], { stdio: ['ignore', 'pipe', 'inherit'] });
   t.teardown(async () => {
     try { first.kill('SIGKILL'); } catch { /* gone */ }
     await second?.stop();

@@ -4,7 +4,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import YAML from 'yaml';
 import { Namespace, PersistentVolumeClaim, Secret, Service } from 'kubernetes-models/v1';
@@ -13,8 +12,8 @@ import { Pod } from 'kubernetes-models/v1';
 import { plan, readModelShape } from '../../deploy/plan/index.js';
 import { renderDeployment, TOKEN_PLACEHOLDER, type DeployOptions } from '../../deploy/render/index.js';
 import { llama3_8bShape, writeGguf } from '../helpers/gguf-writer.js';
+import { ROOT } from '../helpers/paths.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const EXAMPLES = path.join(ROOT, 'deploy/examples');
 const MODEL = '/mnt/models/llama-3-8b-instruct.Q4_K_M.gguf';
 

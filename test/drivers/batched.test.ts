@@ -1,15 +1,14 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { SwarmError } from '../../protocol/index.js';
 import { BatchedDriver, batchedFactory, cachedPrefix, enginePaths } from '../../drivers/batched/index.js';
 import { EmbeddedDriver } from '../../drivers/embedded/index.js';
 import { tempDir } from '../helpers/cli.js';
-import { STORIES, alive, collect, missingPrereq, tsNodeArgs, until } from '../helpers/llama.js';
+import { STORIES, alive, collect, missingPrereq, until } from '../helpers/llama.js';
+import { fixtureNodeArgs } from '../helpers/paths.js';
 
-const HERE = path.dirname(fileURLToPath(import.meta.url));
 const model = fs.existsSync(STORIES) ? { model: STORIES } : { missing: `test model ${STORIES} not found (set SWARM_TEST_MODELS)` };
 
 type Stats = { tokensIn: number; tokensOut: number; tokensCached: number };
@@ -142,7 +141,7 @@ t.test('a killed worker frees its sequence and the next worker gets it', async (
   if (missingPrereq(t, model)) return;
   const dir = tempDir(t);
   // The holder starts the engine with one sequence and keeps it generating.
-  const child = spawn(process.execPath, [...tsNodeArgs(), path.join(HERE, '../fixtures/batched-holder.ts'), STORIES, dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...fixtureNodeArgs('batched-holder.ts'), STORIES, dir], { stdio: ['ignore', 'pipe', 'inherit'] });
   t.teardown(() => { try { child.kill('SIGKILL'); } catch { /* gone */ } });
   const line = await new Promise<string>((resolve) => { let b = ''; child.stdout!.on('data', (x: Buffer) => { b += x; if (b.includes('\n')) resolve(b); }); });
   const { engine } = JSON.parse(line) as { engine: number };
@@ -164,7 +163,7 @@ t.test('a killed worker frees its sequence and the next worker gets it', async (
 t.test('a worker that finds every sequence taken gives up after seq_wait_ms with ENGINE_START, and gets one once it is free', async (t) => {
   if (missingPrereq(t, model)) return;
   const dir = tempDir(t);
-  const child = spawn(process.execPath, [...tsNodeArgs(), path.join(HERE, '../fixtures/batched-holder.ts'), STORIES, dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...fixtureNodeArgs('batched-holder.ts'), STORIES, dir], { stdio: ['ignore', 'pipe', 'inherit'] });
   t.teardown(() => { try { child.kill('SIGKILL'); } catch { /* gone */ } });
   await new Promise<string>((resolve) => { let b = ''; child.stdout!.on('data', (x: Buffer) => { b += x; if (b.includes('\n')) resolve(b); }); });
   const late = driver(dir, { sequences: '1', seq_wait_ms: '400' });

@@ -1,13 +1,12 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { SwarmError } from '../../protocol/index.js';
 import { EmbeddedDriver, embeddedFactory, resolveModel } from '../../drivers/embedded/index.js';
-import { STORIES, alive, collect, missingPrereq, tsNodeArgs, until } from '../helpers/llama.js';
+import { STORIES, alive, collect, missingPrereq, until } from '../helpers/llama.js';
+import { fixtureNodeArgs } from '../helpers/paths.js';
 
-const HERE = path.dirname(fileURLToPath(import.meta.url));
 
 /** The test model, or the reason it is missing (a failure under CI=true). */
 const model = fs.existsSync(STORIES) ? { model: STORIES } : { missing: `test model ${STORIES} not found (set SWARM_TEST_MODELS)` };
@@ -163,7 +162,7 @@ t.test('two chats at once on two slots; stop() during generation ends the chat w
 
 t.test('no orphan engine after its worker is killed with SIGKILL', async (t) => {
   if (missingPrereq(t, model)) return;
-  const child = spawn(process.execPath, [...tsNodeArgs(), path.join(HERE, '../fixtures/llama-engine-owner.ts'), 'embedded', model.model], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...fixtureNodeArgs('llama-engine-owner.ts'), 'embedded', model.model], { stdio: ['ignore', 'pipe', 'inherit'] });
   const line = await new Promise<string>((resolve, reject) => {
     let buf = '';
     child.stdout!.on('data', (c: Buffer) => { buf += c.toString(); const i = buf.indexOf('\n'); if (i >= 0) resolve(buf.slice(0, i)); });

@@ -1,13 +1,12 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { SwarmError } from '../../protocol/index.js';
 import { StopFilter } from '../../drivers/index.js';
 import { TurnReader, encodePrompt, llamaCliFactory, INPUT_MARK, RESET_MARK } from '../../drivers/llama-cli/index.js';
-import { alive, collect, llamaPrereqs, missingPrereq, tsNodeArgs, until } from '../helpers/llama.js';
+import { alive, collect, llamaPrereqs, missingPrereq, until } from '../helpers/llama.js';
+import { fixtureNodeArgs } from '../helpers/paths.js';
 
-const HERE = path.dirname(fileURLToPath(import.meta.url));
 
 t.test('turn reader: text between the input reset and the next input prompt, markers split across chunks', async (t) => {
   const r = new TurnReader();
@@ -89,7 +88,7 @@ t.test('llama-cli driver on stories260K', async (t) => {
 t.test('no orphan CLI after its worker is killed with SIGKILL', async (t) => {
   const p = llamaPrereqs('llama-completion');
   if (missingPrereq(t, p)) return;
-  const child = spawn(process.execPath, [...tsNodeArgs(), path.join(HERE, '../fixtures/llama-engine-owner.ts'), 'llama-cli', p.model], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...fixtureNodeArgs('llama-engine-owner.ts'), 'llama-cli', p.model], { stdio: ['ignore', 'pipe', 'inherit'] });
   const line = await new Promise<string>((resolve, reject) => {
     let buf = '';
     child.stdout!.on('data', (c: Buffer) => { buf += c.toString(); const i = buf.indexOf('\n'); if (i >= 0) resolve(buf.slice(0, i)); });

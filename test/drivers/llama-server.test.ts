@@ -1,12 +1,11 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { SwarmError } from '../../protocol/index.js';
 import { LlamaServerDriver, SseDecoder, llamaServerFactory } from '../../drivers/llama-server/index.js';
-import { alive, collect, llamaPrereqs, missingPrereq, tsNodeArgs, until } from '../helpers/llama.js';
+import { alive, collect, llamaPrereqs, missingPrereq, until } from '../helpers/llama.js';
+import { fixtureNodeArgs } from '../helpers/paths.js';
 
-const HERE = path.dirname(fileURLToPath(import.meta.url));
 
 t.test('SSE decoder: split lines, split UTF-8, comments, error events', async (t) => {
   const dec = new SseDecoder();
@@ -118,7 +117,7 @@ t.test('llama-server driver on stories260K', async (t) => {
 t.test('no orphan engine after its worker is killed with SIGKILL', async (t) => {
   const p = llamaPrereqs('llama-server');
   if (missingPrereq(t, p)) return;
-  const child = spawn(process.execPath, [...tsNodeArgs(), path.join(HERE, '../fixtures/llama-engine-owner.ts'), 'llama-server', p.model], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...fixtureNodeArgs('llama-engine-owner.ts'), 'llama-server', p.model], { stdio: ['ignore', 'pipe', 'inherit'] });
   const line = await new Promise<string>((resolve, reject) => {
     let buf = '';
     child.stdout!.on('data', (c: Buffer) => { buf += c.toString(); const i = buf.indexOf('\n'); if (i >= 0) resolve(buf.slice(0, i)); });

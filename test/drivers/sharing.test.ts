@@ -9,14 +9,13 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { LlamaServerDriver } from '../../drivers/llama-server/index.js';
 import { findLlamaBinary } from '../../drivers/llama-build/index.js';
 import { fileMapping, mb, processMemory, type FileMapping, type ProcessMemory } from '../../bench/smaps.js';
 import { MODELS, collect, llamaPrereqs, missingPrereq } from '../helpers/llama.js';
+import { ROOT } from '../helpers/paths.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const Q8 = path.join(MODELS, 'synth-llama-15M-shape-q8_0.gguf');
 // The shared tools sit beside the test models (../shared/{models,tools}); SWARM_TOOLS overrides.
 const SYNTH = path.join(process.env.SWARM_TOOLS ?? path.resolve(MODELS, '../tools'), 'make-synth-model');

@@ -2,10 +2,10 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
 /** Repo root and the compiled CLI (`npm test` builds first). */
-export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+import { ROOT } from './paths.js';
+export { ROOT };
 export const CLI = path.join(ROOT, 'dist/cli/main.js');
 
 /** Run `swarm …` to completion. */

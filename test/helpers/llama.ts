@@ -1,10 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
 import { findLlamaBinary } from '../../drivers/llama-build/index.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+import { ROOT } from './paths.js';
 
 /** The test model directory: SWARM_TEST_MODELS, default ../shared/models from the repo root. */
 export const MODELS = process.env.SWARM_TEST_MODELS ?? path.resolve(ROOT, '../shared/models');
@@ -29,10 +28,6 @@ export function missingPrereq(t: Test, p: { missing: string } | object): p is { 
   return true;
 }
 
-/** node flags that let a child process import TypeScript the way tap does. */
-export function tsNodeArgs(): string[] {
-  return process.execArgv.filter((a) => a.includes('@tapjs/typescript'));
-}
 
 /** True if the pid exists and is not a zombie. */
 export function alive(pid: number): boolean {

@@ -1,10 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
 /** Podman for the container tests (test/podman*.test.ts): run from the repo root, bounded in time. */
 
-export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+import { ROOT } from './paths.js';
+export { ROOT };
 
 /** Run `podman ARGS` (with `input` on its stdin); output is stdout and stderr together. Never throws. */
 export function podman(args: string[], timeoutMs = 120_000, input?: string): { code: number | null; out: string } {

@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { swarm, swarmBg, tempDir, until } from '../helpers/cli.js';
+import { hubFile, swarm, swarmBg, tempDir, until } from '../helpers/cli.js';
 import { freePorts, killGroup, startHub, type Proc } from '../helpers/failover.js';
 
 const exitOf = (p: Proc, ms: number) => new Promise<number | null | 'running'>((resolve) => {
@@ -18,9 +18,9 @@ const hubLog = (dir: string) => fs.readdirSync(dir).filter((f) => f.startsWith('
 t.test('a wrong token: the worker exits 7 with SWARM_ERR_AUTH; the hub logs the bad token; a right token joins', async (t) => {
   const dir = tempDir(t);
   const state = path.join(dir, 'state');
-  const [port] = await freePorts(1);
-  const hub = await startHub(state, ['--port', String(port), '--token', 'the-right-token-0123456789']);
+  const hub = await startHub(state, ['--token', 'the-right-token-0123456789']);
   t.teardown(() => killGroup(hub));
+  const port = hubFile(state)!.port; // bound at 0 by the hub, read back
   const worker = (token: string, id: string) => swarmBg(['worker', '--hub', `127.0.0.1:${port}`, '--id', id, '--driver', 'echo', '--state-dir', path.join(dir, id)], { env: { SWARM_TOKEN: token } });
   const wrong = worker('a-wrong-token-0123456789', 'wrong');
   t.teardown(() => killGroup(wrong));
@@ -35,10 +35,11 @@ t.test('a wrong token: the worker exits 7 with SWARM_ERR_AUTH; the hub logs the 
 
 t.test('a hub not there yet is retried, not refused', async (t) => {
   const dir = tempDir(t);
+  // The one port here that must be named before anything listens on it: found free, then released.
   const [port] = await freePorts(1);
   const w = swarmBg(['worker', '--hub', `127.0.0.1:${port}`, '--id', 'early', '--driver', 'echo', '--state-dir', path.join(dir, 'early')], { env: { SWARM_TOKEN: 'the-right-token-0123456789' } });
   t.teardown(() => killGroup(w));
-  t.equal(await exitOf(w, 3000), 'running', 'still retrying after 3 s with nothing listening');
+  t.equal(await exitOf(w, 1000), 'running', 'still retrying after 1 s with nothing listening (and it must still be there to join below)');
   const state = path.join(dir, 'state');
   const hub = await startHub(state, ['--port', String(port), '--token', 'the-right-token-0123456789']);
   t.teardown(() => killGroup(hub));
@@ -51,10 +52,10 @@ t.test('mutual TLS: a worker that does not trust the hub, and one whose certific
   t.equal(swarm(['certs', '--dir', certs, '--host', 'hub=127.0.0.1', '--host', 'w=127.0.0.1']).code, 0, 'a CA and certificates');
   t.equal(swarm(['certs', '--dir', other, '--host', 'w=127.0.0.1']).code, 0, 'an unrelated CA');
   const state = path.join(dir, 'state');
-  const [port] = await freePorts(1);
   const token = 'the-right-token-0123456789';
-  const hub = await startHub(state, ['--port', String(port), '--token', token, '--tls-cert', path.join(certs, 'hub.crt'), '--tls-key', path.join(certs, 'hub.key'), '--tls-ca', path.join(certs, 'ca.crt')]);
+  const hub = await startHub(state, ['--token', token, '--tls-cert', path.join(certs, 'hub.crt'), '--tls-key', path.join(certs, 'hub.key'), '--tls-ca', path.join(certs, 'ca.crt')]);
   t.teardown(() => killGroup(hub));
+  const port = hubFile(state)!.port;
   const worker = (id: string, ca: string, own: string) => swarmBg(['worker', '--hub', `127.0.0.1:${port}`, '--id', id, '--driver', 'echo', '--state-dir', path.join(dir, id),
     '--tls-ca', path.join(ca, 'ca.crt'), '--tls-cert', path.join(own, 'w.crt'), '--tls-key', path.join(own, 'w.key')], { env: { SWARM_TOKEN: token } });
 

@@ -3,16 +3,15 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { TaskStore } from '../../hub/index.js';
 import { COMPACT_STEPS } from '../../hub/journal.js';
 import { Checker, journalResults, type FinalTask } from '../helpers/checker.js';
 import { startHub } from '../helpers/inproc.js';
 import { RawWorker } from '../helpers/raw-worker.js';
+import { fixtureFile } from '../helpers/paths.js';
 
 const opts = { maxDepth: 1_000_000, leaseMs: 60_000, defaultMaxAttempts: 3 };
 const w = { id: 'w', caps: [] as string[] };
-const here = path.dirname(fileURLToPath(import.meta.url));
 
 function tmp(t: { teardown(fn: () => void): void }): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-journal-'));
@@ -119,7 +118,7 @@ t.test('compaction by size: the journal stays bounded and a reopen gives the sam
 /** Run the fixture until it dies; what it acknowledged. */
 function runChild(dir: string, step: string, total: number): Promise<{ signal: NodeJS.Signals | null; out: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [path.join(here, '..', 'fixtures', 'journal-crash-child.mjs'), dir, step, String(total)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [fixtureFile('journal-crash-child.mjs'), dir, step, String(total)], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (c: Buffer) => (out += c.toString()));
     child.on('close', (_code, signal) => resolve({ signal, out }));

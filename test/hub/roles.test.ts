@@ -5,6 +5,7 @@ import { ControlServer, parseRolePlan, type Hub } from '../../hub/index.js';
 import { quiet, startHub, startPool, waitTasks, waitWorkers } from '../helpers/inproc.js';
 import { RawWorker } from '../helpers/raw-worker.js';
 import { api, swarm, tempDir, until } from '../helpers/cli.js';
+import { fixtureFile } from '../helpers/paths.js';
 
 /** Confirmed roles by count, once no assignment is pending (bounded). */
 async function settled(hub: Hub, ms = 10_000): Promise<Record<string, number>> {
@@ -124,7 +125,7 @@ t.test('swarm up --roles thinker=2,worker=3: status shows the roles and tasks ru
 t.test('the Python worker written from PROTOCOL.md takes a planned role and runs that role\'s tasks', async (t) => {
   const { spawn } = await import('node:child_process');
   const { hub, addr, stop } = await startHub({ roles: { reviewer: 1 } });
-  const py = spawn('python3', [path.join(import.meta.dirname, '..', 'fixtures', 'py-worker.py'), '--host', addr.host, '--port', String(addr.port), '--id', 'py-role'], { stdio: 'ignore' });
+  const py = spawn('python3', [fixtureFile('py-worker.py'), '--host', addr.host, '--port', String(addr.port), '--id', 'py-role'], { stdio: 'ignore' });
   t.teardown(async () => { if (py.exitCode === null) py.kill('SIGKILL'); await stop(); });
   t.ok(await waitWorkers(hub, 1));
   t.same(await settled(hub), { reviewer: 1 }, 'role acknowledged');

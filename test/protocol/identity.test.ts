@@ -2,6 +2,7 @@ import t from 'tap';
 import { workerCredential } from '../../protocol/index.js';
 import { RawWorker, type Frame } from '../helpers/raw-worker.js';
 import { startHub } from '../helpers/inproc.js';
+import { fixtureFile } from '../helpers/paths.js';
 
 const TOKEN = 'identity-test-token-0123456789';
 
@@ -95,7 +96,7 @@ t.test('a worker that follows the spec\'s section 4 literally (no task_id, no re
   const { spawn } = await import('node:child_process');
   const path = await import('node:path');
   const { hub, addr, stop } = await startHub({ token: TOKEN, maxAttempts: 1 });
-  const py = spawn('python3', [path.join(import.meta.dirname, '..', 'fixtures', 'spec-worker.py'), '--port', String(addr.port), '--host', addr.host, '--token', TOKEN], { stdio: 'ignore' });
+  const py = spawn('python3', [fixtureFile('spec-worker.py'), '--port', String(addr.port), '--host', addr.host, '--token', TOKEN], { stdio: 'ignore' });
   const exited = new Promise<number | null>((r) => py.once('exit', (c) => r(c)));
   t.teardown(async () => { if (py.exitCode === null) py.kill('SIGKILL'); await stop(); });
   t.ok(await waitFor(() => hub.registry.size === 1), 'it joined (named by its src)');

@@ -2,15 +2,14 @@ import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { ErrorCode, Type, DEFAULT_MAX_LINE, isErrorCode, validate } from '../../protocol/index.js';
 import { until as untilMs } from '../helpers/wait.js';
+import { ROOT, fixtureFile } from '../helpers/paths.js';
 
 const until = (cond: () => boolean, ms = 5000) => untilMs(cond, ms, 10);
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const docPath = path.join(here, '..', '..', 'protocol', 'PROTOCOL.md');
-const pyWorker = path.join(here, '..', 'fixtures', 'py-worker.py');
+const docPath = path.join(ROOT, 'protocol', 'PROTOCOL.md');
+const pyWorker = fixtureFile('py-worker.py');
 const doc = fs.readFileSync(docPath, 'utf8');
 
 t.test('PROTOCOL.md lists every error code with its status and fatality, and no stale ones', async (t) => {

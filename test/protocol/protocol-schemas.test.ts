@@ -1,19 +1,18 @@
 import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Envelope, Payloads } from '../../protocol/schemas.js';
 import { schemasSource } from '../../protocol/gen-schemas.js';
 import { ENVELOPE_SCHEMA, PAYLOAD_SCHEMAS } from '../../protocol/schemas.gen.js';
 import { FAIL, compile, type Issue } from '../../protocol/json-schema.js';
 import { Type, validate } from '../../protocol/index.js';
 import { rng } from '../helpers/rng.js';
+import { ROOT } from '../helpers/paths.js';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const doc = fs.readFileSync(path.join(here, '..', '..', 'protocol', 'PROTOCOL.md'), 'utf8');
+const doc = fs.readFileSync(path.join(ROOT, 'protocol', 'PROTOCOL.md'), 'utf8');
 
 t.test('schemas.gen.ts is generated from the zod schemas as they are now', async (t) => {
-  const current = fs.readFileSync(path.join(here, '..', '..', 'protocol', 'schemas.gen.ts'), 'utf8');
+  const current = fs.readFileSync(path.join(ROOT, 'protocol', 'schemas.gen.ts'), 'utf8');
   t.equal(current, schemasSource(), 'stale: run `npx tsc -p . && node dist/protocol/gen-schemas.js && npx tsc -p .`');
 });
 

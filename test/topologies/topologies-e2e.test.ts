@@ -2,15 +2,15 @@ import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { RunManager } from '../../hub/runs.js';
 import { WorkerPool } from '../../worker/index.js';
 import { driverNames } from '../../drivers/index.js';
 import { parseExperiment } from '../../topologies/index.js';
 import { quiet, startHub, waitWorkers } from '../helpers/inproc.js';
 import { STORIES, missingPrereq } from '../helpers/llama.js';
+import { ROOT } from '../helpers/paths.js';
 
-const EXAMPLES = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../topologies/examples');
+const EXAMPLES = path.join(ROOT, 'topologies/examples');
 /** What each example may end in on stories260K (its text is children's stories, not verdicts). */
 const EXPECT: Record<string, RegExp> = {
   'star.yaml': /^(done)$/,
