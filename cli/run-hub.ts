@@ -85,7 +85,7 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
     host: config.controlHost, port: controlPort, token: config.token, tls: controlTls,
     status: () => ({
       state_dir: o.dir, agents_wanted: o.agents ?? 0, supervised_pids: supervisor?.pids() ?? [],
-      engine: engine ? { mode: 'shared', url: engine.url, pid: engine.pid } : { mode: engineMode(o.workerArgs ?? []) },
+      engine: { ...(engine ? { mode: 'shared', url: engine.url, pid: engine.pid } : { mode: engineMode(o.workerArgs ?? []) }), ...engineFailure(hub) },
     }),
     onShutdown: () => void stop(),
   };
@@ -153,6 +153,12 @@ function workerEnv(token: string, ids: string[]): NodeJS.ProcessEnv {
 function argValue(args: string[], name: string): string | undefined {
   const i = args.lastIndexOf(name);
   return i >= 0 ? args[i + 1] : undefined;
+}
+
+/** The first engine failure its workers report, and on how many: what `swarm status` shows. */
+function engineFailure(hub: Hub): { error?: string; failed_workers?: number } {
+  const failed = [...hub.registry.all()].filter((w) => w.engineError !== undefined);
+  return failed.length ? { error: `${failed[0]!.id}: ${failed[0]!.engineError}`, failed_workers: failed.length } : {};
 }
 
 /** What the supervised workers' arguments say about their engine. */

@@ -4,3 +4,4 @@ export { createDriver, driverNames, loadDriver, registerDriver, type DriverFacto
 export { LoopGuard } from './loop-guard.js';
 export { StopFilter } from './stop-filter.js';
 export { killAllChildren, killGroup, keepLoopAlive, stopGracefully, trackChild, untrackChild, ORPHAN_WATCHDOG } from './lifecycle.js';
+export { EngineLoadError, isPermanentEngineError } from './engine-error.js';

@@ -68,7 +68,8 @@ export class Results {
   /** A task ERROR from a worker: the task is named by task_id, or else by `re` naming its TASK_REQ. */
   onError(w: WorkerEntry, msg: Message<'ERROR'>): void {
     const taskId = msg.payload.task_id ?? w.leaseByReq(msg.re) ?? (msg.payload.code === 'SWARM_ERR_TASK_FAILED' ? w.soleLease(msg.re) : undefined);
-    if (taskId) this.onTaskError(w, taskId, msg.payload.code, msg.payload.msg);
+    // A permanent engine failure (its model does not load) fails the task now: every worker loads the same model.
+    if (taskId) this.onTaskError(w, taskId, msg.payload.code, msg.payload.msg, msg.payload.permanent ? false : undefined);
     else this.hub.log.warn({ worker: w.id, code: msg.payload.code, msg: msg.payload.msg }, 'worker reported error');
   }
 
@@ -106,7 +107,7 @@ export class Results {
     const store = this.hub.store;
     this.freeSlot(w, taskId);
     if (code === 'SWARM_ERR_SLOTS_FULL') { w.refusedQueued(); store.unlease(taskId, w.id); return; }
-    if (code === 'SWARM_ERR_ENGINE_START') {
+    if (code === 'SWARM_ERR_ENGINE_START' && retryable) {
       // Not the task's fault: it goes back without using an attempt, and this worker gets no task
       // for a while (its engine retries) so the task finds another worker meanwhile.
       store.unlease(taskId, w.id);

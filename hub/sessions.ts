@@ -108,7 +108,7 @@ export class Sessions {
       // Not "down": the id is back at once, so the supervisor must not kill the process that just reconnected.
       this.drop(old, resumed ? 'replaced by its reconnect' : `replaced by a new connection (old link quiet for ${quietMs} ms)`, false);
     }
-    const w = new WorkerEntry({ id, role: p.role ?? '', driver: p.driver, caps: p.caps, slots: p.slots, queue: p.queue, prefetchBelowMs: config.prefetchBelowMs, conn, pid: p.pid, session: randomId() + randomId() }, now);
+    const w = new WorkerEntry({ id, role: p.role ?? '', driver: p.driver, caps: p.caps, slots: p.slots, queue: p.queue, prefetchBelowMs: config.prefetchBelowMs, conn, pid: p.pid, session: randomId() + randomId(), engine: p.engine }, now);
     conn.peer = id;
     registry.add(w);
     const codec = this.codecFor(p.codecs);
@@ -131,7 +131,7 @@ export class Sessions {
     w.heard();
     switch (msg.type) {
       case Type.HEARTBEAT:
-        w.beat(msg.payload.load, msg.payload.state);
+        w.beat(msg.payload.load, msg.payload.state, msg.payload.engine, msg.payload.engine_error);
         this.hub.failover.heartbeat(w, msg.payload);
         return;
       case Type.HANDBACK:

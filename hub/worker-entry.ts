@@ -12,6 +12,8 @@ export interface WorkerJoin {
   queue?: number;
   /** Its queue is used while its recent tasks' mean run time is under this (ms; 0: never). */
   prefetchBelowMs?: number;
+  /** HANDSHAKE `engine`: its engine's state when it joined. */
+  engine?: 'starting' | 'ready' | 'failed';
 }
 
 /** Weight of the newest run time in the mean that decides prefetch (about the last ten tasks). */
@@ -73,6 +75,7 @@ export class WorkerEntry {
     this.keepsPrompts = j.caps.includes(PROMPT_CACHE_CAP);
     this.conn = j.conn; this.pid = j.pid; this.session = j.session;
     this.connectedAt = now; this.lastSeen = now;
+    this.engine = j.engine;
   }
 
   get status(): 'idle' | 'busy' | 'dead' { return this.gone ? 'dead' : this.inflight.size ? 'busy' : 'idle'; }
@@ -101,8 +104,17 @@ export class WorkerEntry {
 
   /** A frame arrived from it. */
   heard(now = Date.now()): void { this.lastSeen = now; }
+  /** Its engine as its HEARTBEAT reports it (undefined: a worker that does not say); `engineError` while `failed`. */
+  engine?: 'starting' | 'ready' | 'failed';
+  engineError?: string;
   /** Its HEARTBEAT. */
-  beat(load: number, state?: string): void { this.load = load; if (state !== undefined) this.state = state; }
+  beat(load: number, state?: string, engine?: 'starting' | 'ready' | 'failed', engineError?: string): void {
+    this.load = load;
+    if (state !== undefined) this.state = state;
+    if (engine !== undefined) { this.engine = engine; this.engineError = engine === 'failed' ? engineError ?? 'engine failed to start' : undefined; }
+  }
+  /** Ready to run tasks: its engine started (a worker that does not report its engine counts once joined). */
+  get engineReady(): boolean { return this.engine === undefined || this.engine === 'ready'; }
   /** A task leased to it went out as TASK_REQ `reqId`. */
   leased(taskId: string, reqId: string, now = performance.now()): void {
     this.inflight.set(taskId, { leasedAt: now, reqId, answer: new Answer() });

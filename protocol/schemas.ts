@@ -97,6 +97,8 @@ export const Payloads = {
     peer_addr: shortText.optional(),
     /** The `session` of this worker's previous HANDSHAKE_ACK: proves a reconnect is the same worker. */
     session: z.string().max(128).optional(),
+    /** Its engine as HEARTBEAT `engine` reports it; absent: a worker that does not say (counted ready once joined). */
+    engine: z.enum(['starting', 'ready', 'failed']).optional(),
   }),
   [Type.HANDSHAKE_ACK]: z.object({
     status: z.literal('ok'),
@@ -143,6 +145,9 @@ export const Payloads = {
     mode: z.string().max(32).optional(),
     coordinator: z.string().max(128).optional(),
     epoch: z.number().int().nonnegative().optional(),
+    /** The worker's engine: loading, ready to run tasks, or failed to start (`engine_error` says why). */
+    engine: z.enum(['starting', 'ready', 'failed']).optional(),
+    engine_error: z.string().max(4096).optional(),
   }),
   [Type.KILL]: z.object({ reason: z.string().max(1024).default('') }),
   [Type.ERROR]: z.object({
@@ -151,6 +156,8 @@ export const Payloads = {
     status: z.number().int().optional(),
     task_id: id.optional(),
     fatal: z.boolean().optional(),
+    /** A task error no retry cures on any worker (an engine whose model does not load): the task fails at once. */
+    permanent: z.boolean().optional(),
   }),
   [Type.ACK]: z.object({ ok: z.boolean().default(true) }).passthrough(),
   [Type.PEERS]: z.object({

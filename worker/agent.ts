@@ -3,7 +3,7 @@ import os from 'node:os';
 import type { Logger } from 'pino';
 import { SwarmError, Type, errorCodeOf, type Connection, type Message, type AnyMessage, type Receipt } from '../protocol/index.js';
 import { isRetryable } from '../sched/retry.js';
-import { LoopGuard, type ChatOptions, type Driver } from '../drivers/index.js';
+import { LoopGuard, isPermanentEngineError, type ChatOptions, type Driver } from '../drivers/index.js';
 import { WorkerClient, type HubLocator } from './client.js';
 import { WORKER_DEFAULTS, type WorkerConfig } from './config.js';
 import { LazyAbort } from './lazy-abort.js';
@@ -62,6 +62,8 @@ export class Agent {
   private driverReady?: Promise<void>;
   /** Why the engine last failed to start (cleared by a start that succeeds). */
   private engineError?: unknown;
+  /** The engine as HEARTBEAT reports it (`swarm up` waits for `ready`; `swarm status` shows a failure). */
+  private engine: 'starting' | 'ready' | 'failed' = 'starting';
   /** Set with `failover` once run() has begun: the gossip side of this agent. */
   failover?: AgentFailover;
   private peerAddr?: string;
@@ -75,7 +77,7 @@ export class Agent {
     this.role = opts.role;
     this.client = new WorkerClient({
       id: opts.id, locate: opts.locate, token: opts.token, msgpack: opts.msgpack, maxLine: this.cfg.agent.maxLine, ...this.cfg.client,
-      handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: this.role, slots: this.slots, queue: this.queueMax, pid: process.pid, peer_addr: this.peerAddr }),
+      handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: this.role, slots: this.slots, queue: this.queueMax, pid: process.pid, peer_addr: this.peerAddr, engine: this.engine }),
     }, log);
     this.client.heartbeatPayload = () => {
       const fo = this.failover?.status();
@@ -83,6 +85,8 @@ export class Agent {
         load: Math.min(1, this.running.size / this.slots), status: this.running.size ? 'busy' : 'idle',
         inflight: this.running.size + this.queued.length, state: this.state,
         ...(fo ? { mode: fo.mode, coordinator: fo.coordinator, epoch: fo.epoch } : {}),
+        engine: this.engine,
+        ...(this.engine === 'failed' ? { engine_error: engineMessage(this.engineError).slice(0, 4096) } : {}),
       };
     };
     this.client.onMessage((m, conn) => this.onMessage(m, conn));
@@ -126,9 +130,17 @@ export class Agent {
   private startEngine(): Promise<void> {
     this.engineError = undefined;
     return this.opts.driver.start().then(
-      () => { if (this.state === AgentState.SPAWN) this.state = AgentState.IDLE; },
-      (err: unknown) => { this.engineError = err ?? new Error('engine failed to start'); this.log.error({ err }, 'engine failed to start'); if (this.state === AgentState.SPAWN) this.state = AgentState.IDLE; },
+      () => { if (this.state === AgentState.SPAWN) this.state = AgentState.IDLE; this.engineIs('ready'); },
+      (err: unknown) => { this.engineError = err ?? new Error('engine failed to start'); this.log.error({ err }, 'engine failed to start'); if (this.state === AgentState.SPAWN) this.state = AgentState.IDLE; this.engineIs('failed'); },
     );
+  }
+
+  /** The hub hears at once when the engine becomes ready or fails, not at the next heartbeat. */
+  private engineIs(e: 'ready' | 'failed'): void {
+    const changed = e !== this.engine || e === 'failed';
+    this.engine = e;
+    const conn = this.client.conn;
+    if (changed && conn && !conn.isClosed) conn.send(Type.HEARTBEAT, this.client.heartbeatPayload());
   }
 
   async stop(reason: string): Promise<void> {
@@ -194,7 +206,8 @@ export class Agent {
       const code = errorCodeOf(err);
       const msg = (err as Error)?.message ?? String(err);
       this.log.warn({ task: p.task_id, code, msg }, 'task failed');
-      conn.sendError(code, msg.slice(0, 4000), { re: m.id, task_id: p.task_id });
+      if (isPermanentEngineError(err)) conn.send(Type.ERROR, { code, msg: msg.slice(0, 4000), status: 500, task_id: p.task_id, fatal: false, permanent: true }, { re: m.id });
+      else conn.sendError(code, msg.slice(0, 4000), { re: m.id, task_id: p.task_id });
     } finally {
       fo?.release(p.task_id);
       if (this.running.get(p.task_id) === mine) this.running.delete(p.task_id);
@@ -271,7 +284,7 @@ export class Agent {
       return { text: out.full, receipt: out.receipt };
     } catch (err) {
       const code = errorCodeOf(err);
-      return { error: { code, msg: ((err as Error)?.message ?? String(err)).slice(0, 4000) }, final: !isRetryable(code) };
+      return { error: { code, msg: ((err as Error)?.message ?? String(err)).slice(0, 4000) }, final: !isRetryable(code) || isPermanentEngineError(err) };
     } finally {
       if (this.running.get(id) === mine) this.running.delete(id);
       if (this.running.size === 0 && !this.stopping) this.state = AgentState.IDLE;
@@ -296,9 +309,16 @@ export class Agent {
       if (this.engineError !== undefined) {
         // Once more: an engine that failed to start (a port taken, a file not there yet) may start
         // now. If not, the task is not at fault: ENGINE_START gives it back without using an attempt.
-        this.driverReady = this.startEngine();
-        await this.driverReady;
-        if (this.engineError !== undefined) throw new SwarmError('SWARM_ERR_ENGINE_START', `engine failed to start: ${(this.engineError as Error)?.message ?? String(this.engineError)}`);
+        // A model that does not load will not load now either: the task fails with its message.
+        if (!isPermanentEngineError(this.engineError)) {
+          this.driverReady = this.startEngine();
+          await this.driverReady;
+        }
+        const err = this.engineError;
+        if (err !== undefined) {
+          if (isPermanentEngineError(err)) throw err;
+          throw new SwarmError('SWARM_ERR_ENGINE_START', `engine failed to start: ${engineMessage(err)}`);
+        }
       }
       const chatOpts = new TaskChatOptions(p, abort);
       // A driver that has the answer at once gives it as a list: no async generator, no await a chunk.
@@ -370,6 +390,8 @@ class TaskChatOptions implements ChatOptions {
 }
 
 function round(x: number): number { return Math.round(x * 100) / 100; }
+
+function engineMessage(err: unknown): string { return (err as Error)?.message ?? String(err); }
 
 /** The host's load average over one minute divided by cores, for status. */
 export function hostLoad(): number { return os.loadavg()[0]! / Math.max(1, os.cpus().length); }

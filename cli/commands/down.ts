@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { alive } from '../../hub/supervisor.js';
 import { isOldFormat, isSameProcess, readPidFile, type ProcId } from '../../hub/proc-id.js';
 import { killGroup } from '../../drivers/lifecycle.js';
+import { stopEngines } from '../../drivers/batched/engine-stop.js';
 import { fail } from '../exit.js';
 import { call, swarmOptions, remoteTarget, type RemoteOptions } from '../http.js';
 import { int } from '../options.js';
@@ -51,6 +52,8 @@ export function registerDown(program: Command): void {
         await until(() => left.every((p) => !isSameProcess(p)), 3000);
         for (const p of left) if (isSameProcess(p)) killGroup(p.pid, 'SIGKILL');
         await until(() => left.every((p) => !isSameProcess(p)), 3000);
+        // The batched engine would idle out a moment after its workers: down returns once it has exited.
+        await stopEngines(dir);
         const remaining = ours().length + (hub && hubIsOurs(hub) ? 1 : 0);
         const result = { stopped: Boolean(hub), clean, killed_leftovers: left.length, remaining, not_ours: foreign, warnings };
         for (const w of warnings) process.stderr.write(`swarm down: warning: ${w}\n`);

@@ -5,7 +5,7 @@ import { parseRolePlan, type RolePlan } from '../../hub/roles.js';
 import { fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
 import { stateDir, swarmToken } from '../state.js';
-import { reportReady } from '../ready.js';
+import { readiness, reportReady } from '../ready.js';
 import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
 import { PROCS_HELP, parseProcs, type Procs } from '../procs.js';
@@ -101,7 +101,7 @@ export function registerHub(program: Command): void {
           workerArgs: workerArgs({ ...engineDriver(o.engine, o.driver, o.driverOpt, o.supervise, o.slots), model: model.path, slots: o.slots, failover: o.failover, caps: o.caps, tlsCert: o.tlsCert, tlsKey: o.tlsKey }),
           sharedEngine: o.engine === 'shared' ? { model: model.path, slotsPerWorker: o.slots } : undefined,
         });
-        if (o.readyFd !== undefined) reportReady(o.readyFd, () => running.hub.registry.size, o.supervise);
+        if (o.readyFd !== undefined) reportReady(o.readyFd, () => readiness(running.hub.registry.all()), o.supervise);
         const onSignal = () => void running.stop();
         process.once('SIGINT', onSignal);
         process.once('SIGTERM', onSignal);

@@ -6,6 +6,7 @@ import { fail } from '../exit.js';
 import { int } from '../options.js';
 import { PROCS_HELP, parseProcs, type Procs } from '../procs.js';
 
+
 interface PlanFlags {
   agents: number; model: string; ram: number; cpus: number; ctx: number; engine: EngineMode; ubatch: number;
   repack: boolean; reserve: number; json: boolean; procs: Procs;
@@ -48,3 +49,23 @@ export function registerPlan(program: Command): void {
       } catch (err) { fail(err, o.json); }
     });
 }
+
+/** Drivers whose agents hold a model, so that `swarm plan` can say how many fit. */
+const PLANNED_DRIVERS = new Set(['embedded', 'batched', 'llama-server', 'llama-cli']);
+
+/**
+ * `swarm up`'s capacity check: more agents than `swarm plan` says fit on this machine are refused
+ * with the plan's figure (`--force` starts them anyway).
+ */
+export async function refuseBeyondPlan(o: { model?: string; driver: string; engine: EngineMode; agents: number; slots: number; ctx?: string; procs: Procs }): Promise<void> {
+  if (!o.model || (!PLANNED_DRIVERS.has(o.driver) && o.engine !== 'shared')) return;
+  const engine: EngineMode = o.engine === 'shared' ? 'shared' : o.driver === 'batched' ? 'batched' : o.engine === 'batched' && o.driver === 'embedded' ? 'batched' : 'per-worker';
+  const ctx = (o.ctx !== undefined && Number(o.ctx) > 0 ? Number(o.ctx) : PLAN_CTX) * Math.max(1, o.slots);
+  const { beyondPlan, formatBytes } = await import('../../deploy/plan/index.js');
+  const p = await beyondPlan({ model: o.model, agents: o.agents, engine, ctx, procs: o.procs });
+  if (!p) return;
+  throw new SwarmError('SWARM_ERR_CONFIG', `--agents ${o.agents}: at most ${p.maxAgents} agents of this model fit in this machine's ${formatBytes(p.options.ramBytes)} (${engine} engine, ctx ${ctx}; ${o.agents} need ${formatBytes(p.memory.total)}); \`swarm plan --agents ${o.agents} --model ${o.model} --engine ${engine}\` shows the arithmetic. --force starts them anyway`);
+}
+
+/** The context per agent `swarm up` plans for when --driver-opt ctx is not given (the drivers' default). */
+const PLAN_CTX = 2048;

@@ -8,18 +8,19 @@ import { SwarmError } from '../../protocol/errors.js';
 import { Exit, fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
 import { Progress } from '../progress.js';
-import { readyCounter } from '../ready.js';
+import { readiness, readyCounter } from '../ready.js';
 import { logPath, readHubFile, stateDir, type HubFile } from '../state.js';
 import { nodeArgs } from '../node-args.js';
 import { hubConfigFrom, hubOptions, hubToken, type HubCliOptions } from './hub.js';
 import { PROCS_HELP, parseProcs, supervisedProcesses, type Procs } from '../procs.js';
 import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
+import { refuseBeyondPlan } from './plan.js';
 import { DEFAULT_ENGINE, engineDriver, parseEngineMode, type EngineMode } from '../shared-engine.js';
 
 interface UpOptions extends HubCliOptions {
   agents: number; procs: Procs; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; engine: EngineMode; failover: boolean; caps?: string;
-  detach: boolean; json: boolean; readyTimeout: number; dashboard: boolean;
+  detach: boolean; json: boolean; readyTimeout: number; dashboard: boolean; force: boolean;
 }
 
 const CLI = fileURLToPath(new URL('../main.js', import.meta.url));
@@ -40,11 +41,13 @@ export function registerUp(program: Command): void {
     .option('-d, --detach', 'return once ready; the swarm keeps running (stop it with `swarm down`)', false)
     .option('--ready-timeout <ms>', 'give up if the workers are not ready in time', int('--ready-timeout', 1), 120_000)
     .option('--json', 'print the summary as JSON', false)
+    .option('--force', 'start more agents than `swarm plan` says fit in this machine\'s memory', false)
     .option('--dashboard', 'once ready, print a one-time dashboard link and open it (see `swarm dashboard`)', false)
     .action(async (o: UpOptions) => {
       try {
         // Once, here: workers get the resulting path and never make or download a model themselves.
         const model = await chooseModel(o.driver, o.model, { quiet: o.json });
+        if (!o.force) await refuseBeyondPlan({ model: model.path, driver: o.driver, engine: o.engine, agents: o.agents, slots: o.slots, ctx: o.driverOpt.ctx, procs: o.procs });
         if (o.detach) await upDetached(o, model);
         else await upForeground(o, model);
       } catch (err) { fail(err, o.json); }
@@ -73,9 +76,15 @@ async function upForeground(o: UpOptions, model: ChosenModel): Promise<void> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   const progress = new Progress(o.json);
-  const ready = await waitFor(() => running.hub.registry.size, o.agents, o.readyTimeout, progress, () => interrupted);
+  let engineError: string | undefined;
+  const ready = await waitFor(() => {
+    const r = readiness(running.hub.registry.all());
+    engineError = r.error;
+    return r.error === undefined ? r.ready : -1;
+  }, o.agents, o.readyTimeout, progress, () => interrupted);
   if (!ready) {
     await running.stop();
+    if (engineError !== undefined) throw new SwarmError('SWARM_ERR_ENGINE_START', `${engineError}\nsee ${path.join(dir, 'logs')}`);
     throw new SwarmError('SWARM_ERR_TIMEOUT', `only ${running.hub.registry.size}/${o.agents} workers ready after ${o.readyTimeout} ms; see ${path.join(dir, 'logs')}`);
   }
   summary(o, model, running.file, dir, performance.now() - t0, false);
@@ -104,7 +113,8 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   if (o.controlHost) hubArgs.push('--control-host', o.controlHost);
   if (!o.journal) hubArgs.push('--no-journal');
   if (o.insecureNoAuth) hubArgs.push('--insecure-no-auth');
-  if (o.engine === 'shared') hubArgs.push('--engine', 'shared');
+  // Always named: the hub's own default (batched) would otherwise turn per-worker engines into one batched engine.
+  hubArgs.push('--engine', o.engine);
   if (o.failover) hubArgs.push('--failover');
   if (o.msgpack) hubArgs.push('--msgpack');
   if (o.roles) hubArgs.push('--roles', Object.entries(o.roles).map(([role, n]) => `${role}=${n}`).join(','));
@@ -119,11 +129,16 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   const progress = new Progress(o.json);
   let count = 0;
   const ready = await waitFor(() => {
-    if (exited) return -1;
+    if (exited || joined.error() !== undefined) return -1;
     count = joined.count();
     return count;
   }, o.agents, o.readyTimeout, progress, () => exited !== undefined);
   (child.stdio[3] as Readable).destroy();
+  const engineError = joined.error();
+  if (engineError !== undefined) {
+    // Left running: `swarm status` names the error and tasks fail with it; `swarm down` stops it.
+    throw new SwarmError('SWARM_ERR_ENGINE_START', `${engineError}\nthe swarm is not ready; it keeps running so that \`swarm status\` shows this (\`swarm down\` stops it)`);
+  }
   const hub = ((h) => (h && h.pid === child.pid ? h : undefined))(readHubFile(dir));
   if (!ready || !hub) {
     const tail = readTail(logPath(dir, 'hub.stderr'));

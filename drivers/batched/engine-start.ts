@@ -7,7 +7,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SwarmError } from '../../protocol/index.js';
 import { killGroup } from '../lifecycle.js';
-import type { EngineConfig } from './messages.js';
+import { EngineLoadError } from '../engine-error.js';
+import { LOAD_FAILED_EXIT, type EngineConfig } from './messages.js';
 
 const HERE = fileURLToPath(import.meta.url);
 /** The host script next to this file, with our own extension (.ts under tap's loader, .js in dist). */
@@ -15,7 +16,7 @@ const HOST_SCRIPT = path.join(path.dirname(HERE), 'host' + path.extname(HERE));
 const hostExecArgv = (): string[] => process.execArgv.filter((a) => !/^--(inspect|debug)/.test(a));
 
 /** The files of one engine: its socket, the lock its starter holds, its pid and its log. */
-export interface EnginePaths { socket: string; lock: string; pid: string; log: string }
+export interface EnginePaths { socket: string; lock: string; pid: string; log: string; failed: string }
 
 /**
  * Where the engine for (dir, model, ctx, threads) lives. One engine per model and settings in a
@@ -32,7 +33,7 @@ export function enginePaths(dir: string | undefined, key: { model: string; ctx: 
     fs.mkdirSync(short, { recursive: true, mode: 0o700 });
     socket = path.join(short, crypto.createHash('sha256').update(socket).digest('hex').slice(0, 16) + '.sock');
   }
-  return { socket, lock: path.join(root, `${id}.lock`), pid: path.join(root, `${id}.pid`), log: path.join(root, `${id}.log`) };
+  return { socket, lock: path.join(root, `${id}.lock`), pid: path.join(root, `${id}.pid`), log: path.join(root, `${id}.log`), failed: path.join(root, `${id}.failed`) };
 }
 
 /** Connect to the engine's socket; rejects with the system error (ENOENT, ECONNREFUSED: no engine). */
@@ -81,6 +82,8 @@ export async function ensureEngine(paths: EnginePaths, cfg: Omit<EngineConfig, '
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try { (await connectSocket(paths.socket)).destroy(); return; } catch { /* none yet */ }
+    // Another worker may have just seen it fail while this one waited for the lock.
+    failedBefore(paths, cfg.model);
     if (Date.now() > deadline) throw new SwarmError('SWARM_ERR_ENGINE_START', `batched engine not ready after ${timeoutMs} ms\n${tail(paths.log)}`.trim());
     let fd: number;
     try { fd = fs.openSync(paths.lock, 'wx', 0o600); } catch (err) {
@@ -112,12 +115,18 @@ async function startEngine(paths: EnginePaths, cfg: Omit<EngineConfig, 'socket'>
   const child = spawn(process.execPath, [...hostExecArgv(), HOST_SCRIPT, JSON.stringify(full)], { detached: true, stdio: ['ignore', out, out], env });
   fs.closeSync(out);
   let exited: string | undefined;
-  child.once('exit', (code, signal) => { exited = signal ? `was killed by ${signal}` : `exited with code ${code}`; });
+  let loadFailed = false;
+  child.once('exit', (code, signal) => { exited = signal ? `was killed by ${signal}` : `exited with code ${code}`; loadFailed = code === LOAD_FAILED_EXIT; });
   child.once('error', (err) => { exited = `could not be spawned: ${err.message}`; });
   child.unref();
   if (child.pid) fs.writeFileSync(paths.pid, String(child.pid), { mode: 0o600 });
   for (;;) {
     try { (await connectSocket(paths.socket)).destroy(); return; } catch { /* loading */ }
+    if (exited && loadFailed) {
+      const message = `batched engine could not load its model\n${tail(paths.log, 4)}`.trim();
+      recordFailure(paths, cfg.model, message);
+      throw new EngineLoadError(message);
+    }
     if (exited) throw new SwarmError('SWARM_ERR_ENGINE_START', `batched engine ${exited} before it was ready\n${tail(paths.log)}`.trim());
     if (Date.now() > deadline) {
       if (child.pid) killGroup(child.pid, 'SIGKILL');
@@ -125,6 +134,27 @@ async function startEngine(paths: EnginePaths, cfg: Omit<EngineConfig, 'socket'>
     }
     await sleep(30);
   }
+}
+
+/** What identifies one version of the model file: a failure recorded for another version is stale. */
+function modelStamp(model: string): string {
+  try { const st = fs.statSync(model); return `${st.size}:${st.mtimeMs}:${st.ino}`; } catch { return 'missing'; }
+}
+
+/**
+ * The workers of a swarm all start the same engine: once one has seen its model fail to load, the
+ * others fail at once with that message rather than each load it again (25 agents, 25 loads), until
+ * the file changes.
+ */
+function recordFailure(paths: EnginePaths, model: string, message: string): void {
+  try { fs.writeFileSync(paths.failed, JSON.stringify({ stamp: modelStamp(model), message }), { mode: 0o600 }); } catch { /* the next worker loads it again */ }
+}
+
+function failedBefore(paths: EnginePaths, model: string): void {
+  let rec: { stamp?: unknown; message?: unknown };
+  try { rec = JSON.parse(fs.readFileSync(paths.failed, 'utf8')) as typeof rec; } catch { return; }
+  if (rec.stamp === modelStamp(model) && typeof rec.message === 'string') throw new EngineLoadError(rec.message);
+  fs.rmSync(paths.failed, { force: true });
 }
 
 /** The pid of the engine in these paths, if it runs. */

@@ -14,7 +14,7 @@ import { LlamaCompletion, generate } from './generate.js';
 import { GrammarCache } from '../embedded/grammar.js';
 import { errorCodeOf } from '../../protocol/errors.js';
 import { installBatchGate, type BatchGate } from './batch-gate.js';
-import { MAX_LINE, type EngineConfig, type FromEngine, type ToEngine } from './messages.js';
+import { LOAD_FAILED_EXIT, MAX_LINE, type EngineConfig, type FromEngine, type ToEngine } from './messages.js';
 
 const log = (msg: string): void => { process.stderr.write(`${new Date().toISOString()} ${msg}\n`); };
 
@@ -157,7 +157,7 @@ class Engine {
 let server: net.Server | undefined;
 let socketPath: string | undefined;
 
-function shutdown(code: number): void {
+function shutdown(code: number): never {
   try { server?.close(); } catch { /* closing anyway */ }
   if (socketPath) try { fs.rmSync(socketPath, { force: true }); } catch { /* gone */ }
   process.exit(code);
@@ -170,7 +170,12 @@ async function main(): Promise<void> {
     logLevel: LlamaLogLevel.warn, logger: (level, message) => log(`[${level}] ${message}`),
     addonOverride: process.env.SWARM_TEST_EMBEDDED_ADDON || undefined,
   });
-  const model = await llama.loadModel({ modelPath: cfg.model });
+  let model: LlamaModel;
+  try { model = await llama.loadModel({ modelPath: cfg.model }); } catch (err) {
+    // Its own exit code: the workers fail their tasks at once rather than start this engine again.
+    log(`model failed to load: ${cfg.model}: ${err instanceof Error ? err.message : String(err)}`);
+    shutdown(LOAD_FAILED_EXIT);
+  }
   // Flash attention as llama-server decides it ("auto": on, on the CPU); without it attention over
   // the KV cache took an eighth of the time of a batch of 8 on the 110M shape.
   const context = await model.createContext({

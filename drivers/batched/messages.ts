@@ -42,3 +42,6 @@ export type FromEngine =
 
 /** Longest line either side accepts: a prompt travels in one line. */
 export const MAX_LINE = 8 * 1024 * 1024;
+
+/** The engine's exit code when its model (or llama.cpp's binding) does not load: no retry helps. */
+export const LOAD_FAILED_EXIT = 78;

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SwarmError, isErrorCode } from '../../protocol/index.js';
 import { StopFilter } from '../stop-filter.js';
+import { EngineLoadError } from '../engine-error.js';
 import { EngineProcess, type EngineExit } from '../llama-server/index.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
 import type { FromHost, HostConfig, ToHost } from './messages.js';
@@ -136,7 +137,10 @@ export class EmbeddedDriver implements Driver {
         : 't' in first && first.t === 'fatal'
           ? (first.stage === 'binding' ? `could not load node-llama-cpp's llama.cpp binding: ${first.message}` : `could not load ${this.modelPath}: ${first.message}`)
           : `${describeExit(first as EngineExit)} before it was ready`;
-      throw new SwarmError('SWARM_ERR_ENGINE_START', `embedded engine ${reason}\n${proc.outputTail(10)}`.trim());
+      const message = `embedded engine ${reason}\n${proc.outputTail(10)}`.trim();
+      // A model or binding that did not load will not load on the next try either.
+      if (typeof first === 'object' && 't' in first && first.t === 'fatal') throw new EngineLoadError(message);
+      throw new SwarmError('SWARM_ERR_ENGINE_START', message);
     } finally {
       clearTimeout(timer);
       this.readyWaiter = undefined;

@@ -1,0 +1,39 @@
+import fs from 'node:fs';
+import path from 'node:path';
+
+const alive = (pid: number): boolean => { try { process.kill(pid, 0); return true; } catch (e) { return (e as NodeJS.ErrnoException).code === 'EPERM'; } };
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Stop the batched engines of a state directory and wait until they have exited. An engine outlives
+ * its workers by design (it idles out a moment after the last one leaves), so a `swarm down` that
+ * returned when the workers had gone left it running for seconds more. Only a process whose command
+ * line names its own socket is signalled: a pid file whose pid was reused names someone else.
+ * Returns the engines that were still running.
+ */
+export async function stopEngines(stateDir: string, graceMs = 3000): Promise<number> {
+  const root = path.join(stateDir, 'engines');
+  let names: string[];
+  try { names = fs.readdirSync(root).filter((n) => n.endsWith('.pid')); } catch { return 0; }
+  const pids: number[] = [];
+  for (const n of names) {
+    const pid = Number.parseInt(fs.readFileSync(path.join(root, n), 'utf8'), 10);
+    if (!(pid > 0) || !alive(pid) || !isEngine(pid, n.slice(0, -4))) continue;
+    pids.push(pid);
+    // The engine runs in a process group of its own (started detached): the group holds nothing else.
+    try { process.kill(-pid, 'SIGTERM'); } catch { try { process.kill(pid, 'SIGTERM'); } catch { /* gone */ } }
+  }
+  const deadline = Date.now() + graceMs;
+  while (pids.some(alive) && Date.now() < deadline) await sleep(20);
+  for (const pid of pids.filter(alive)) try { process.kill(-pid, 'SIGKILL'); } catch { /* gone */ }
+  while (pids.some(alive) && Date.now() < deadline + 2000) await sleep(20);
+  return pids.length;
+}
+
+/** Is `pid` the engine with this id: its command line carries its config, whose socket is named by the id. */
+function isEngine(pid: number, id: string): boolean {
+  try {
+    const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    return /[\\/]batched[\\/]host\.[jt]s\0/.test(cmd) && (cmd.includes(`${id}.sock`) || cmd.includes('swarm-eng-'));
+  } catch { return false; }
+}
