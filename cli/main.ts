@@ -18,6 +18,7 @@ const COMMANDS: Record<string, () => Promise<Register>> = {
   engine: async () => (await import('./commands/engine.js')).registerEngine,
   run: async () => (await import('./commands/run.js')).registerRun,
   runs: async () => (await import('./commands/runs.js')).registerRuns,
+  results: async () => (await import('./commands/results.js')).registerResults,
   sweep: async () => (await import('./commands/sweep.js')).registerSweep,
   dataset: async () => (await import('./commands/dataset.js')).registerDataset,
   plan: async () => (await import('./commands/plan.js')).registerPlan,

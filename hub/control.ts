@@ -147,7 +147,7 @@ export class ControlServer {
     if (key === 'POST /tasks') return this.submit(req, res);
     if (key === 'POST /wait') return this.waits.handle(JSON.parse((await readBody(req)) || '{}') as { ids?: unknown; timeout_ms?: unknown; stream?: unknown }, res);
     if (req.method === 'GET' && url.pathname.startsWith('/tasks/')) {
-      const rec = this.hub.store.queue.get(decodeURIComponent(url.pathname.slice(7)));
+      const rec = this.hub.store.lookup(decodeURIComponent(url.pathname.slice(7)));
       if (!rec) throw new SwarmError('SWARM_ERR_UNKNOWN_TASK', 'no such task');
       return send(res, 200, view(rec));
     }

@@ -54,7 +54,8 @@ export class Hub implements HubContext {
   async start(): Promise<{ host: string; port: number }> {
     this.store = await TaskStore.open(this.config.stateDir, {
       maxDepth: this.config.maxQueue, leaseMs: this.config.leaseMs, defaultMaxAttempts: this.config.maxAttempts,
-    }, { fsync: this.config.fsync, fsyncMs: this.config.fsyncMs, compactBytes: this.config.compactBytes });
+    }, { fsync: this.config.fsync, fsyncMs: this.config.fsyncMs, compactBytes: this.config.compactBytes },
+    { retain: { ageMs: this.config.retainMs, count: this.config.retainCount } });
     const damage = this.store.damage;
     if (damage.records) this.log.warn({ damaged: damage.records, quarantine: damage.quarantine, samples: damage.samples }, 'journal: damaged records set aside; every intact record was kept');
     // The store's events are the spine: counters, replication and dispatch follow them; nobody reports by hand.

@@ -7,7 +7,13 @@ export type JournalRecord =
   | { t: 'task'; spec: TaskSpec & { id: string }; at: number }
   | { t: 'result'; id: string; text: string; worker: string; attempt: number; receipt?: Receipt; at: number }
   | { t: 'fail'; id: string; error: { code: ErrorCode; msg: string }; attempts: number; at: number }
-  | { t: 'meta'; kind: string; data: unknown; at: number };
+  | { t: 'meta'; kind: string; data: unknown; at: number }
+  /**
+   * Finished tasks that left the hot state for the results archive (hub/archive.ts): their lines are
+   * in archive file `file` at `offsets` (same order as `ids`). Replay drops them and remembers the
+   * ids for the duplicate window (hub/retention.ts).
+   */
+  | { t: 'evict'; ids: string[]; file: number; offsets: number[]; at: number };
 
 /** Where the check fields start: JSON escapes every `"` inside strings, so this suffix cannot come from data. */
 const TAIL = ',"_n":';
@@ -17,7 +23,10 @@ const TAIL = ',"_n":';
  * `{…,"_n":123,"_c":"1a2b3c4d"}\n`. The line stays plain JSON (jq and older readers still parse it);
  * the check covers the record as serialized without those fields.
  */
-export function encodeRecord(r: JournalRecord): string {
+export function encodeRecord(r: JournalRecord): string { return encodeLine(r); }
+
+/** encodeRecord for any JSON object (the results archive uses the same checked lines). */
+export function encodeLine(r: object): string {
   const body = JSON.stringify(r);
   // crc32 and byteLength read the string as UTF-8 themselves: no buffer per record (the flush encodes the batch once).
   return `${body.slice(0, -1)}${TAIL}${Buffer.byteLength(body)},"_c":"${crc32(body).toString(16).padStart(8, '0')}"}\n`;
@@ -33,8 +42,16 @@ const CLOSE = Buffer.from('}');
  * bytes, so replay does not encode each line back to UTF-8 to check it.
  */
 export function decodeLine(buf: Buffer, start: number, end: number): Decoded {
+  return decodeChecked(buf, start, end, checkShape) as Decoded;
+}
+
+/**
+ * One checked line (see encodeLine) with its own shape check. A line without check fields is
+ * `legacy` (decodeRecord); the archive, which never had such lines, refuses them itself.
+ */
+export function decodeChecked(buf: Buffer, start: number, end: number, shape: (v: unknown) => string | undefined): { ok: true; rec: unknown; legacy: boolean } | { ok: false; why: string } {
   const at = buf.lastIndexOf(TAIL_BYTES, end - 1);
-  if (at <= start || buf[end - 1] !== 0x7d || buf[end - 2] !== 0x22) return decodeRecord(buf.toString('utf8', start, end));
+  if (at <= start || buf[end - 1] !== 0x7d || buf[end - 2] !== 0x22) return decodeRecord(buf.toString('utf8', start, end), shape);
   const m = /^,"_n":(\d+),"_c":"([0-9a-f]{8})"\}$/.exec(buf.toString('latin1', at, end));
   if (!m) return { ok: false, why: 'malformed check fields' };
   const len = at - start + 1;
@@ -42,12 +59,12 @@ export function decodeLine(buf: Buffer, start: number, end: number): Decoded {
   if (crc32(CLOSE, crc32(buf.subarray(start, at))).toString(16).padStart(8, '0') !== m[2]) return { ok: false, why: 'checksum mismatch' };
   let v: unknown;
   try { v = JSON.parse(buf.toString('utf8', start, at) + '}'); } catch { return { ok: false, why: 'not JSON' }; }
-  const why = checkShape(v);
-  return why ? { ok: false, why } : { ok: true, rec: v as JournalRecord, legacy: false };
+  const why = shape(v);
+  return why ? { ok: false, why } : { ok: true, rec: v, legacy: false };
 }
 
 /** Check and parse one line (without its newline). Lines written before checksums (no `_c`) are accepted when their shape is right. */
-export function decodeRecord(line: string): Decoded {
+export function decodeRecord(line: string, shape: (v: unknown) => string | undefined = checkShape): Decoded {
   let body = line;
   let legacy = true;
   const at = line.lastIndexOf(TAIL);
@@ -62,7 +79,7 @@ export function decodeRecord(line: string): Decoded {
   }
   let v: unknown;
   try { v = JSON.parse(body); } catch { return { ok: false, why: 'not JSON' }; }
-  const why = checkShape(v);
+  const why = shape(v);
   return why ? { ok: false, why } : { ok: true, rec: v as JournalRecord, legacy };
 }
 
@@ -99,6 +116,9 @@ export function checkShape(v: unknown): string | undefined {
     }
     case 'meta':
       return str(v.kind) ? undefined : 'meta without kind';
+    case 'evict':
+      if (!Array.isArray(v.ids) || !v.ids.every(str) || !num(v.file) || !Array.isArray(v.offsets) || v.offsets.length !== v.ids.length || !v.offsets.every(num)) return 'evict with missing or mistyped fields';
+      return undefined;
     default:
       return `unknown record type ${JSON.stringify(v.t)?.slice(0, 40)}`;
   }

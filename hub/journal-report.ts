@@ -10,6 +10,7 @@ export function journalStatus(store: TaskStore): Record<string, unknown> | undef
     quarantine: store.damage.quarantine,
     damage: store.damage.samples,
     legacy_records: store.legacyRecords,
+    retention: store.retention,
   };
 }
 
@@ -25,5 +26,13 @@ export function journalMetrics(store: TaskStore): string {
   metric('swarm_journal_segment_bytes', 'gauge', 'Bytes in the live journal segment.', s.segment_bytes);
   metric('swarm_journal_snapshot_bytes', 'gauge', 'Bytes in the last snapshot.', s.snapshot_bytes);
   metric('swarm_journal_compactions_total', 'counter', 'Compactions since the hub started.', s.compactions);
+  const r = store.retention;
+  metric('swarm_hot_finished_tasks', 'gauge', 'Finished tasks held in the hot state (memory, journal, replicas).', r.hot_finished);
+  metric('swarm_evicted_tasks_total', 'counter', 'Finished tasks moved to the results archive since the hub started.', r.evicted);
+  if (r.archive) {
+    metric('swarm_archive_bytes', 'gauge', 'Bytes in the results archive.', r.archive.bytes);
+    metric('swarm_archive_write_errors_total', 'counter', 'Results archive writes that failed (the tasks stayed hot).', r.archive.write_errors);
+    metric('swarm_archive_disk_full', 'gauge', '1 while the last results archive write failed for want of space.', r.archive.disk_full ? 1 : 0);
+  }
   return out.join('\n') + '\n';
 }

@@ -1,5 +1,5 @@
 import { SwarmError, type ErrorCode } from '../protocol/index.js';
-import { ReadySet, RELEASE_FACTOR, afterFailure, lapsed, leaseUntil, maxAttemptsOf, type ReadyItem } from '../sched/index.js';
+import { ReadySet, afterFailure, afterLeaseLost, lapsed, leaseUntil, maxAttemptsOf, type FailVerdict, type ReadyItem } from '../sched/index.js';
 import { TaskState, isFinal, type TaskRecord, type TaskResult, type TaskSpec } from './task.js';
 
 export interface QueueOptions {
@@ -100,36 +100,62 @@ export class TaskQueue {
   peek(w: WorkerView): TaskRecord | undefined { return this.ready.peek(w)?.value; }
 
   /** Record a result. The first result of a task wins; any later one is a duplicate. */
-  complete(id: string, result: TaskResult): 'recorded' | 'duplicate' | 'unknown' {
+  complete(id: string, result: TaskResult, at = this.clock()): 'recorded' | 'duplicate' | 'unknown' {
     const rec = this.records.get(id);
     if (!rec) return 'unknown';
     if (isFinal(rec)) return 'duplicate';
     this.leave(rec);
     rec.state = TaskState.DONE;
     rec.result = result;
-    rec.finishedAt = this.clock();
+    rec.finishedAt = at;
     this.n.done++;
     return 'recorded';
   }
 
   /**
-   * A worker reports that its lease failed. Retryable failures go back with backoff until the task's
-   * attempts run out; then it fails for good. A report about a lease the worker no longer holds is ignored.
+   * sched's verdict on a failed lease of `worker` (undefined: it does not hold the lease, the
+   * report is ignored). Nothing changes: the store journals a final failure before `markFailed`,
+   * or puts the task back with `retryAfter`.
+   */
+  verdict(id: string, worker: string, error: { code: ErrorCode; msg: string }, retryable: boolean): FailVerdict | undefined {
+    const rec = this.records.get(id);
+    if (!rec || rec.state !== TaskState.LEASED || rec.worker !== worker) return undefined;
+    return afterFailure(rec.attempts, this.maxAttempts(rec), error, retryable, this.opts.random, this.opts.backoffMs);
+  }
+
+  /** A failed lease goes back to the queue, ready after `delayMs` (sched's retry verdict). */
+  retryAfter(id: string, error: { code: ErrorCode; msg: string }, delayMs: number): void {
+    const rec = this.records.get(id);
+    if (!rec || rec.state !== TaskState.LEASED) return;
+    rec.error = error;
+    this.requeue(rec, this.clock() + delayMs);
+  }
+
+  /**
+   * A worker reports that its lease failed: sched's verdict applied at once (memory only; the store
+   * uses `verdict` so that a final failure is journaled first).
    */
   fail(id: string, worker: string, error: { code: ErrorCode; msg: string }, retryable: boolean): 'retry' | 'failed' | 'ignored' {
-    const rec = this.records.get(id);
-    if (!rec || rec.state !== TaskState.LEASED || rec.worker !== worker) return 'ignored';
-    rec.error = error;
-    const v = afterFailure(rec.attempts, this.maxAttempts(rec), error, retryable, this.opts.random, this.opts.backoffMs);
-    if (v.kind === 'retry') { this.requeue(rec, this.clock() + v.delayMs); return 'retry'; }
-    this.finishFailed(rec, v.error);
+    const v = this.verdict(id, worker, error, retryable);
+    if (!v) return 'ignored';
+    if (v.kind === 'retry') { this.retryAfter(id, error, v.delayMs); return 'retry'; }
+    this.finishFailed(this.records.get(id)!, v.error);
     return 'failed';
   }
 
-  /** Mark a task failed without a lease (journal replay). */
-  markFailed(id: string, error: { code: ErrorCode; msg: string }): void {
+  /** Mark a task failed without a lease (journal replay, or a verdict journaled). */
+  markFailed(id: string, error: { code: ErrorCode; msg: string }, at?: number): void {
     const rec = this.records.get(id);
-    if (rec && !isFinal(rec)) this.finishFailed(rec, error);
+    if (rec && !isFinal(rec)) this.finishFailed(rec, error, at);
+  }
+
+  /** A finished task leaves the hot state (it is archived). False if it is unknown or not final. */
+  remove(id: string): boolean {
+    const rec = this.records.get(id);
+    if (!rec || !isFinal(rec)) return false;
+    this.records.delete(id);
+    if (rec.state === TaskState.DONE) this.n.done--; else this.n.failed--;
+    return true;
   }
 
   /** Take a lease back that the worker refused (its slots were full): no attempt is used up. */
@@ -141,20 +167,31 @@ export class TaskQueue {
     return true;
   }
 
-  /** Every lease of a worker that left goes back to the queue at once. */
-  release(worker: string): TaskRecord[] {
+  /**
+   * Every lease of a worker that left goes back to the queue at once. A lease `forgive` names was
+   * lost to something else than its task (the hub stalled): it uses no attempt.
+   */
+  release(worker: string, forgive?: (rec: TaskRecord) => boolean): TaskRecord[] {
     const out: TaskRecord[] = [];
     for (const rec of this.leased.values()) if (rec.worker === worker) out.push(rec);
-    for (const rec of out) this.requeue(rec);
+    for (const rec of out) this.lost(rec, forgive);
     return out;
   }
 
-  /** Leases past their time go back to the queue. */
-  expireLeases(now = this.clock()): TaskRecord[] {
+  /** Leases past their time go back to the queue (`forgive` as for release). */
+  expireLeases(now = this.clock(), forgive?: (rec: TaskRecord) => boolean): TaskRecord[] {
     const out: TaskRecord[] = [];
     for (const rec of this.leased.values()) if (lapsed(rec.leaseUntil, now)) out.push(rec);
-    for (const rec of out) this.requeue(rec);
+    for (const rec of out) this.lost(rec, forgive);
     return out;
+  }
+
+  private lost(rec: TaskRecord, forgive?: (rec: TaskRecord) => boolean): void {
+    if (forgive?.(rec)) {
+      rec.attempts--;
+      if (rec.worker && !(rec.stallLost ??= []).includes(rec.worker)) rec.stallLost.push(rec.worker);
+    }
+    this.requeue(rec);
   }
 
   /** When the earliest backed-off task becomes ready (epoch ms), if any. */
@@ -180,19 +217,17 @@ export class TaskQueue {
     rec.leaseUntil = undefined;
     rec.readyAt = readyAt;
     this.n.queued++;
-    // A task released again and again (its workers keep dying) must end some time.
-    if (rec.attempts >= this.maxAttempts(rec) * RELEASE_FACTOR) {
-      this.finishFailed(rec, { code: 'SWARM_ERR_RETRIES_EXHAUSTED', msg: `leased ${rec.attempts} times without a result` });
-      return;
-    }
+    // A task released again and again (its workers keep dying) must end some time: sched says when.
+    const v = afterLeaseLost(rec.attempts, this.maxAttempts(rec));
+    if (v?.kind === 'failed') { this.finishFailed(rec, v.error); return; }
     this.enqueue(rec);
   }
 
-  private finishFailed(rec: TaskRecord, error: { code: ErrorCode; msg: string }): void {
+  private finishFailed(rec: TaskRecord, error: { code: ErrorCode; msg: string }, at = this.clock()): void {
     this.leave(rec);
     rec.state = TaskState.FAILED;
     rec.error = error;
-    rec.finishedAt = this.clock();
+    rec.finishedAt = at;
     this.n.failed++;
   }
 

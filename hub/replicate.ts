@@ -184,7 +184,8 @@ export class HubReplicator {
    * by a worker's exit, a lapsed lease, a refusal or a retry, done, failed) is a delta, batched.
    */
   readonly onStoreEvent = (e: StoreEvent): void => {
-    if (e.type === 'ready') return;
+    // Evictions (the retention horizon) are not forwarded yet: holders keep those finished entries.
+    if (e.type === 'ready' || e.type === 'evicted') return;
     const id = e.rec.id;
     if (e.type === 'leased') this.leasedAs.set(id, e.rec.attempts);
     else if (e.type === 'requeued') {

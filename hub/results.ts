@@ -51,7 +51,12 @@ export class Results {
     }
     const store = this.hub.store;
     const rec = store.queue.get(taskId);
-    if (!rec) { w.conn.sendError('SWARM_ERR_UNKNOWN_TASK', `unknown task ${taskId}`, { re: msg.id, task_id: taskId }); return; }
+    if (!rec) {
+      // Finished and archived already (the retention horizon): a late echo, quietly a duplicate.
+      if (store.knows(taskId)) { this.hub.metrics.duplicateResults++; return; }
+      w.conn.sendError('SWARM_ERR_UNKNOWN_TASK', `unknown task ${taskId}`, { re: msg.id, task_id: taskId });
+      return;
+    }
     if (!lease && (seq ?? 0) > 0) {
       // A late final frame (its lease expired or was released): the pieces before it are gone.
       this.hub.log.warn({ worker: w.id, task: taskId, seq }, 'final frame of a streamed answer without its lease dropped');
@@ -92,11 +97,13 @@ export class Results {
    * A final TASK_RES from a worker without the task's lease is recorded by no one: only the worker
    * holding the lease may answer (another worker's "result" would otherwise be kept and the real
    * one dropped as a duplicate). False when it is refused; true for a task already final (counted
-   * as a duplicate below) so late echoes of finished work stay quiet.
+   * as a duplicate below) so late echoes of finished work stay quiet. A worker whose lease was lost
+   * because the hub stalled did run the task: its result is recorded.
    */
   private lateResult(w: WorkerEntry, taskId: string, re: string): boolean {
     const rec = this.hub.store.queue.get(taskId);
     if (!rec || rec.state === 'done' || rec.state === 'failed') return true;
+    if (rec.stallLost?.includes(w.id)) return true;
     this.hub.log.warn({ worker: w.id, task: taskId, holder: rec.state === 'leased' ? rec.worker : undefined }, 'final TASK_RES from a worker that does not hold the lease refused');
     w.conn.sendError('SWARM_ERR_UNKNOWN_TASK', `task ${taskId} is not leased to ${w.id}; its result is not recorded`, { re, task_id: taskId });
     return false;

@@ -1,7 +1,7 @@
 import type { TaskRecord } from './task.js';
 
 /**
- * What happened to a task, in the order it happened. `accepted`, `done` and `failed` come only once
+ * What happened to a task, in the order it happened. `accepted`, `done`, `failed` and `evicted` come only once
  * the journal record is durable; `leased`, `requeued` and `ready` are not journaled (a lease is not durable
  * state: after a restart every unfinished task is queued).
  */
@@ -12,7 +12,12 @@ export type StoreEvent =
   /** A queued task that was held (awaiting a worker's handback) may be leased again. */
   | { type: 'ready'; rec: TaskRecord }
   | { type: 'done'; rec: TaskRecord }
-  | { type: 'failed'; rec: TaskRecord };
+  | { type: 'failed'; rec: TaskRecord }
+  /**
+   * Finished tasks left the hot state for the results archive (the retention horizon), after the
+   * journal says so: replicas drop them too. Their ids stay known for the duplicate window.
+   */
+  | { type: 'evicted'; ids: string[] };
 
 /** A typed event stream: subscribe returns its unsubscribe; a listener that throws does not stop the others. */
 export class StoreEvents {

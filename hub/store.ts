@@ -1,6 +1,10 @@
 import fs from 'node:fs';
 import { SwarmError, randomId, type ErrorCode } from '../protocol/index.js';
+import { StallClock } from '../sched/index.js';
 import { Journal, type JournalOptions, type JournalRecord, type JournalStats } from './journal.js';
+import { ResultsArchive, type ArchiveStats } from './archive.js';
+import { Evictor } from './archive-evict.js';
+import { DEFAULT_RETAIN, type RetainOptions } from './retention.js';
 import type { Damage } from './journal-files.js';
 import { TaskQueue, type QueueOptions, type WorkerView } from './queue.js';
 import { fastTaskSpec } from './task-check.js';
@@ -13,6 +17,18 @@ export type QueueView = Pick<TaskQueue, 'get' | 'has' | 'all' | 'counts' | 'pend
 
 /** A result or failure whose journal write failed is run again after this long, not at once on a full disk. */
 const RETRY_AFTER_JOURNAL_ERROR_MS = 1000;
+
+/** Retention and stall settings (the queue's and the journal's have their own). */
+export interface StoreOptions {
+  /** The horizon for finished tasks (default DEFAULT_RETAIN). */
+  retain?: RetainOptions;
+  /** How often the horizon is applied, ms. */
+  evictEveryMs?: number;
+  /** Rotate an archive file past this many bytes. */
+  archiveRotateBytes?: number;
+  /** How often the store looks at the clock for stalls, ms. */
+  tickMs?: number;
+}
 
 /** Damage found in the journal on open (the records themselves are in the quarantine file). */
 export interface DamageReport { records: number; quarantine?: string; samples: Omit<Damage, 'raw'>[] }
@@ -41,18 +57,52 @@ export class TaskStore {
   private readonly finishing = new Set<string>();
   private holdUntil = 0;
   private readonly q: TaskQueue;
+  /** Finished tasks past the horizon go to the archive. */
+  private readonly evictor: Evictor;
+  /** Leases lost because this process stalled use no attempt. */
+  readonly stall = new StallClock();
+  private readonly timers: NodeJS.Timeout[] = [];
+  private readonly tickMs: number;
 
-  private constructor(queue: TaskQueue, private readonly journal: Journal | undefined) { this.q = queue; }
+  private constructor(queue: TaskQueue, private readonly journal: Journal | undefined, private readonly archive: ResultsArchive | undefined, private readonly opts: StoreOptions) {
+    this.q = queue;
+    this.tickMs = opts.tickMs ?? 500;
+    this.evictor = new Evictor(opts.retain ?? DEFAULT_RETAIN, {
+      get: (id) => this.q.get(id),
+      remove: (id) => this.q.remove(id),
+      append: journal ? (r) => journal.append(r) : undefined,
+      busy: (id) => this.finishing.has(id),
+      evicted: (ids) => this.events.emit({ type: 'evicted', ids }),
+    }, archive);
+  }
+
+  /** Start the store's clocks: retention passes and the stall watch. */
+  private start(): void {
+    const tick = setInterval(() => this.stall.tick(Date.now(), this.tickMs), this.tickMs);
+    const evict = setInterval(() => { void this.evict().catch(() => { /* counted; the tasks stay hot and the next pass retries */ }); }, this.opts.evictEveryMs ?? 1000);
+    tick.unref();
+    evict.unref();
+    this.timers.push(tick, evict);
+  }
 
   /** Read-only view of the queue. */
   get queue(): QueueView { return this.q; }
 
-  static async open(stateDir: string | undefined, q: QueueOptions, j: JournalOptions): Promise<TaskStore> {
+  static async open(stateDir: string | undefined, q: QueueOptions, j: JournalOptions, s: StoreOptions = {}): Promise<TaskStore> {
     const queue = new TaskQueue(q);
-    if (!stateDir) return new TaskStore(queue, undefined);
+    if (!stateDir) {
+      const mem = new TaskStore(queue, undefined, undefined, s);
+      mem.start();
+      return mem;
+    }
     fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
     const { journal, records, damage, legacy } = Journal.open(stateDir, j);
-    const store = new TaskStore(queue, journal);
+    let archive: ResultsArchive;
+    try { archive = ResultsArchive.open(stateDir, s.archiveRotateBytes); } catch (e) {
+      await journal.close();
+      throw new SwarmError('SWARM_ERR_JOURNAL', `cannot open the results archive in ${stateDir}: ${(e as Error).message}`);
+    }
+    const store = new TaskStore(queue, journal, archive, s);
     store.legacyRecords = legacy;
     store.damage = {
       records: damage.length,
@@ -60,7 +110,9 @@ export class TaskStore {
       samples: damage.slice(0, 10).map(({ file, offset, why }) => ({ file, offset, why })),
     };
     store.replay(records);
+    store.evictor.load(queue.all());
     journal.setSnapshotSource(() => store.snapshot());
+    store.start();
     if (journal.wantCompaction) await journal.compact().catch(() => { /* retried when the segment grows */ });
     return store;
   }
@@ -77,8 +129,9 @@ export class TaskStore {
         if (this.q.has(r.spec.id)) continue;
         r.spec.priority ??= 0;
         this.q.add(r.spec, r.at);
-      } else if (r.t === 'result') this.q.complete(r.id, { text: r.text, worker: r.worker, attempt: r.attempt, receipt: r.receipt });
-      else if (r.t === 'fail') this.q.markFailed(r.id, r.error);
+      } else if (r.t === 'result') this.q.complete(r.id, { text: r.text, worker: r.worker, attempt: r.attempt, receipt: r.receipt }, r.at);
+      else if (r.t === 'fail') this.q.markFailed(r.id, r.error, r.at);
+      else if (r.t === 'evict') this.evictor.replay(r);
       else if (r.t === 'meta') { this.meta.push({ kind: r.kind, data: r.data }); this.metas.push({ kind: r.kind, data: r.data, at: r.at }); }
     }
   }
@@ -86,6 +139,8 @@ export class TaskStore {
   /** The records that rebuild the current state: tasks in submission order, their final records, meta. */
   *snapshot(): Iterable<JournalRecord> {
     for (const m of this.metas) yield { t: 'meta', kind: m.kind, data: m.data, at: m.at };
+    // Before the tasks: an id accepted again after its window is hot, and must stay so on replay.
+    yield* this.evictor.snapshot();
     for (const r of this.q.all()) {
       yield { t: 'task', spec: r.spec, at: r.submittedAt };
       if (r.state === 'done' && r.result) yield { t: 'result', id: r.id, text: r.result.text, worker: r.result.worker, attempt: r.result.attempt, receipt: r.result.receipt, at: r.finishedAt ?? 0 };
@@ -124,7 +179,8 @@ export class TaskStore {
     const fresh = new Map<string, TaskSpec & { id: string }>();
     const ids = specs.map((s) => {
       const id = s.id ?? randomId();
-      if (!this.q.has(id) && !fresh.has(id)) fresh.set(id, { ...s, id });
+      // Evicted but inside the duplicate window: a duplicate, answered from the archive.
+      if (!this.q.has(id) && !this.evictor.tombstones.has(id) && !fresh.has(id)) fresh.set(id, { ...s, id });
       return id;
     });
     this.q.checkRoom(fresh.size + this.reserved);
@@ -147,7 +203,7 @@ export class TaskStore {
     // The first occurrence of an id added now is new; any other is a duplicate (a Set, not indexOf: 5,000 ids is 12.5M compares).
     return ids.map((id) => {
       const first = added.delete(id);
-      return { record: this.q.get(id)!, duplicate: !first };
+      return { record: this.q.get(id) ?? this.evictor.archived(id)!, duplicate: !first };
     });
   }
 
@@ -187,7 +243,7 @@ export class TaskStore {
    */
   async complete(id: string, result: TaskResult): Promise<'recorded' | 'duplicate' | 'unknown'> {
     const rec = this.q.get(id);
-    if (!rec) return 'unknown';
+    if (!rec) return this.evictor.tombstones.has(id) ? 'duplicate' : 'unknown';
     if (isFinal(rec) || this.finishing.has(id)) return 'duplicate';
     this.finishing.add(id);
     try {
@@ -199,7 +255,7 @@ export class TaskStore {
     }
     this.finishing.delete(id);
     const outcome = this.q.complete(id, result);
-    if (outcome === 'recorded') this.events.emit({ type: 'done', rec });
+    if (outcome === 'recorded') { this.evictor.finished(rec); this.events.emit({ type: 'done', rec }); }
     return outcome;
   }
 
@@ -209,15 +265,16 @@ export class TaskStore {
    */
   async fail(id: string, worker: string, error: { code: ErrorCode; msg: string }, retryable: boolean): Promise<'retry' | 'failed' | 'ignored'> {
     const rec = this.q.get(id);
-    if (!rec || rec.state !== 'leased' || rec.worker !== worker || this.finishing.has(id)) return 'ignored';
-    const max = rec.spec.max_attempts ?? this.q.opts.defaultMaxAttempts;
-    if (retryable && rec.attempts < max) {
-      const out = this.q.fail(id, worker, error, retryable);
-      if (out === 'retry') this.events.emit({ type: 'requeued', rec });
-      return out;
+    if (!rec || this.finishing.has(id)) return 'ignored';
+    // Decided once, by sched: retry with backoff, or fail for good (journaled before memory changes).
+    const v = this.q.verdict(id, worker, error, retryable);
+    if (!v) return 'ignored';
+    if (v.kind === 'retry') {
+      this.q.retryAfter(id, error, v.delayMs);
+      this.events.emit({ type: 'requeued', rec });
+      return 'retry';
     }
-    const final = retryable ? { code: 'SWARM_ERR_RETRIES_EXHAUSTED' as const, msg: `failed ${rec.attempts} time(s); last: ${error.code}: ${error.msg}` } : error;
-    await this.finish(rec, final);
+    await this.finish(rec, v.error);
     return 'failed';
   }
 
@@ -236,11 +293,21 @@ export class TaskStore {
     return ok;
   }
 
-  /** Every lease of a worker that left goes back to the queue. */
-  release(worker: string): TaskRecord[] { return this.settle(this.q.release(worker)); }
+  /** Every lease of a worker that left goes back to the queue (no attempt used if the hub stalled). */
+  release(worker: string): TaskRecord[] { return this.settle(this.q.release(worker, this.forgiven())); }
 
-  /** Leases past their time go back to the queue. */
-  expireLeases(): TaskRecord[] { return this.settle(this.q.expireLeases()); }
+  /** Leases past their time go back to the queue (no attempt used if the hub stalled). */
+  expireLeases(): TaskRecord[] { return this.settle(this.q.expireLeases(undefined, this.forgiven())); }
+
+  /**
+   * Whether leases lost now are the hub's own fault: a stall just ended. The clock is read here too,
+   * not only on the tick: after a SIGSTOP, the sockets' closes run before the first timer does.
+   */
+  private forgiven(): ((rec: TaskRecord) => boolean) | undefined {
+    const now = Date.now();
+    this.stall.tick(now, this.tickMs);
+    return this.stall.forgives(now) ? () => true : undefined;
+  }
 
   /**
    * Tasks the queue took back; one leased too often failed there and then, and its record is
@@ -250,8 +317,8 @@ export class TaskStore {
     for (const rec of back) {
       if (rec.state !== 'failed') { this.events.emit({ type: 'requeued', rec }); continue; }
       void this.journal?.append({ t: 'fail', id: rec.id, error: rec.error!, attempts: rec.attempts, at: Date.now() })
-        .then(() => this.events.emit({ type: 'failed', rec }), () => { /* replay queues it again: it runs once more */ });
-      if (!this.journal) this.events.emit({ type: 'failed', rec });
+        .then(() => { this.evictor.finished(rec); this.events.emit({ type: 'failed', rec }); }, () => { /* replay queues it again: it runs once more */ });
+      if (!this.journal) { this.evictor.finished(rec); this.events.emit({ type: 'failed', rec }); }
     }
     return back;
   }
@@ -275,6 +342,7 @@ export class TaskStore {
     this.finishing.delete(rec.id);
     if (isFinal(rec)) return;
     this.q.markFailed(rec.id, error);
+    this.evictor.finished(rec);
     this.events.emit({ type: 'failed', rec });
   }
 
@@ -287,5 +355,25 @@ export class TaskStore {
   /** Compact now (tests and benches; the journal also compacts by size on its own). */
   async compact(): Promise<void> { await this.journal?.compact(); }
 
-  async close(): Promise<void> { await this.journal?.close(); }
+  /** Apply the retention horizon now (the store also does it every second); resolves with how many left. */
+  evict(now = Date.now()): Promise<number> { return this.evictor.run(now); }
+
+  /** A task by id: hot, or archived inside the duplicate window (read back from the archive). */
+  lookup(id: string): TaskRecord | undefined { return this.q.get(id) ?? this.evictor.archived(id); }
+
+  /** True while `id` is remembered: hot, or evicted inside the duplicate window. */
+  knows(id: string): boolean { return this.q.has(id) || this.evictor.tombstones.has(id); }
+
+  /** Retention's part of the status: the horizon, what is hot, what left, the archive's files. */
+  get retention(): { retain: RetainOptions; hot_finished: number; evicted: number; remembered_ids: number; last_error?: string; archive?: ArchiveStats } {
+    const e = this.evictor;
+    return { retain: e.opts, hot_finished: e.retention.size, evicted: e.evictedTotal, remembered_ids: e.tombstones.size, ...(e.lastError ? { last_error: e.lastError } : {}), ...(this.archive ? { archive: this.archive.stats } : {}) };
+  }
+
+  async close(): Promise<void> {
+    for (const t of this.timers) clearInterval(t);
+    await this.evictor.idle();
+    await this.journal?.close();
+    this.archive?.close();
+  }
 }

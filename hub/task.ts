@@ -58,6 +58,8 @@ export interface TaskRecord {
   finishedAt?: number;
   /** Submission order, for FIFO within a priority. */
   seq: number;
+  /** Workers whose lease of it was lost while the hub stalled: each may still hand its result in. */
+  stallLost?: string[];
 }
 
 /** True once a task will not change again. */

@@ -10,9 +10,9 @@ export { runsBefore, compareRanked, type Ranked } from './order.js';
 export { canRun, routeKey, needsOf, type Needs, type Offers } from './route.js';
 export {
   DEFAULT_MAX_ATTEMPTS, BACKOFF_BASE_MS, BACKOFF_CAP_MS, RELEASE_FACTOR, NOT_RETRYABLE,
-  isRetryable, maxAttemptsOf, backoffMs, afterFailure, type FailVerdict,
+  isRetryable, maxAttemptsOf, backoffMs, afterFailure, afterLeaseLost, type FailVerdict,
 } from './retry.js';
-export { DEFAULT_LEASE_MS, LEASE_GRACE_MS, leaseUntil, lapsed } from './lease.js';
+export { DEFAULT_LEASE_MS, LEASE_GRACE_MS, STALL_GAP_MS, STALL_AMNESTY_MS, StallClock, leaseUntil, lapsed } from './lease.js';
 export { ReadySet, type ReadyItem } from './ready.js';
 export { Heap } from './heap.js';
 export { mergeHandback, type HandbackSink, type HandbackReport } from './handback.js';

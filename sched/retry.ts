@@ -45,3 +45,12 @@ export function afterFailure(
   if (!retryable) return { kind: 'failed', error };
   return { kind: 'failed', error: { code: 'SWARM_ERR_RETRIES_EXHAUSTED', msg: `failed ${attempts} time(s); last: ${error.code}: ${error.msg}` } };
 }
+
+/**
+ * A lease lost without a verdict (its worker left, or it lapsed): the task runs again, unless it
+ * has been handed out `RELEASE_FACTOR` times its budget without an answer, when it fails for good.
+ */
+export function afterLeaseLost(attempts: number, max: number): FailVerdict | undefined {
+  if (attempts < max * RELEASE_FACTOR) return undefined;
+  return { kind: 'failed', error: { code: 'SWARM_ERR_RETRIES_EXHAUSTED', msg: `leased ${attempts} times without a result` } };
+}

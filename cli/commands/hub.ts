@@ -2,6 +2,7 @@ import { InvalidArgumentError, Option, type Command } from 'commander';
 // roles.ts directly, not hub/index.js: `swarm up` imports this file for its options, and the hub's
 // index loads all of the hub (~170 ms of CPU before `up` can start the hub process).
 import { parseRolePlan, type RolePlan } from '../../hub/roles.js';
+import { DEFAULT_RETAIN, parseRetain, type RetainOptions } from '../../hub/retention.js';
 import { fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
 import { stateDir, swarmToken } from '../state.js';
@@ -34,14 +35,22 @@ export function hubOptions(cmd: Command): Command {
     .option('--fsync <mode>', 'always: acknowledge tasks and show results only once fsynced (group commit); interval: fsync once a second (a power loss can lose up to 1 s of acknowledged work)', fsyncMode, 'always')
     .option('--msgpack', 'offer msgpack to workers (NDJSON is the default: measured faster for these small frames)', false)
     .option('--no-msgpack', 'speak NDJSON only (the default; kept for scripts)')
-    .option('--roles <plan>', 'hand out roles to the workers that join, e.g. thinker=2,worker=3 (ASSIGN_ROLE)', rolePlanOption);
+    .option('--roles <plan>', 'hand out roles to the workers that join, e.g. thinker=2,worker=3 (ASSIGN_ROLE)', rolePlanOption)
+    .option('--retain <age>,<count>', `finished tasks stay in the hot state (memory, journal, replicas) this long and this many, then move to the results archive (swarm results); default ${DEFAULT_RETAIN.ageMs / 3600_000}h,${DEFAULT_RETAIN.count}`, retainOption);
 }
 
 export interface HubCliOptions {
   host: string; port: number; controlPort: number; controlHost?: string; token?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string;
   stateDir?: string; heartbeatMs: number; deadAfterMs: number; maxLine: number; maxAttempts: number; maxTokens: number; prefetchBelowMs: number;
-  journal: boolean; msgpack: boolean; roles?: RolePlan; insecureNoAuth: boolean; fsync: 'always' | 'interval';
+  journal: boolean; msgpack: boolean; roles?: RolePlan; insecureNoAuth: boolean; fsync: 'always' | 'interval'; retain?: RetainOptions;
 }
+
+function retainOption(v: string): RetainOptions {
+  try { return parseRetain(v); } catch (err) { throw new InvalidArgumentError(`${(err as { code?: string }).code ?? 'SWARM_ERR_CONFIG'}: ${(err as Error).message}`); }
+}
+
+/** `--retain` as given to a detached hub. */
+export function retainArg(r: RetainOptions | undefined): string[] { return r ? ['--retain', `${r.ageMs}ms,${r.count}`] : []; }
 
 function fsyncMode(v: string): 'always' | 'interval' {
   if (v !== 'always' && v !== 'interval') throw new InvalidArgumentError('expected always or interval');
@@ -70,6 +79,7 @@ export function hubConfigFrom(o: HubCliOptions, token: string | undefined) {
     ...(o.controlHost ? { controlHost: o.controlHost } : {}), ...(o.tlsCa ? { tlsCa: o.tlsCa } : {}),
     tlsCert: o.tlsCert, tlsKey: o.tlsKey, heartbeatMs: o.heartbeatMs, deadAfterMs: o.deadAfterMs,
     maxLine: o.maxLine, maxAttempts: o.maxAttempts, defaultMaxTokens: o.maxTokens, prefetchBelowMs: o.prefetchBelowMs, msgpack: o.msgpack, roles: o.roles, fsync: o.fsync,
+    ...(o.retain ? { retainMs: o.retain.ageMs, retainCount: o.retain.count } : {}),
   };
 }
 

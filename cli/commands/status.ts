@@ -12,7 +12,7 @@ interface Status {
   tasks: { queued: number; leased: number; done: number; failed: number };
   metrics: { dispatch_p50_ms: number; dispatch_p99_ms: number; tokens_out: number };
   failover?: { workers: { id: string; mode: string; coordinator: string }[] };
-  journal?: { fsync: string; disk_full: boolean; damaged_records: number; quarantine?: string };
+  journal?: { fsync: string; disk_full: boolean; damaged_records: number; quarantine?: string; retention?: { hot_finished: number; evicted: number; archive?: { bytes: number; disk_full: boolean } } };
 }
 
 /**
@@ -77,6 +77,7 @@ export function registerStatus(program: Command): void {
           `tasks    ${s.tasks.queued} queued, ${s.tasks.leased} running, ${s.tasks.done} done, ${s.tasks.failed} failed`,
           `dispatch p50 ${s.metrics.dispatch_p50_ms.toFixed(3)} ms, p99 ${s.metrics.dispatch_p99_ms.toFixed(3)} ms; tokens out ${s.metrics.tokens_out}`,
           ...(s.journal ? [`journal  fsync ${s.journal.fsync}${s.journal.disk_full ? '; DISK FULL: new work is refused until space frees' : ''}${s.journal.damaged_records ? `; ${s.journal.damaged_records} damaged records set aside in ${s.journal.quarantine}` : ''}`] : []),
+          ...(s.journal?.retention ? [`archive  ${s.journal.retention.hot_finished} finished tasks hot, ${s.journal.retention.evicted} archived since start${s.journal.retention.archive?.disk_full ? '; DISK FULL: finished tasks stay hot until space frees (nothing is lost)' : ''} (swarm results)`] : []),
         ];
         if (s.workers.length <= 40) {
           lines.push('', 'ID'.padEnd(24) + 'STATE'.padEnd(10) + 'ROLE'.padEnd(12) + 'DRIVER'.padEnd(12) + 'INFLIGHT  DONE  PID       ADDRESS');

@@ -11,7 +11,7 @@ import { Progress } from '../progress.js';
 import { readiness, readyCounter } from '../ready.js';
 import { logPath, readHubFile, stateDir, type HubFile } from '../state.js';
 import { nodeArgs } from '../node-args.js';
-import { hubConfigFrom, hubOptions, hubToken, type HubCliOptions } from './hub.js';
+import { hubConfigFrom, hubOptions, hubToken, retainArg, type HubCliOptions } from './hub.js';
 import { PROCS_HELP, parseProcs, supervisedProcesses, type Procs } from '../procs.js';
 import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
@@ -106,7 +106,7 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   const hubArgs = [CLI, 'hub', '--state-dir', dir, '--supervise', String(o.agents), '--procs', String(o.procs), '--log-file', logPath(dir, 'hub'),
     '--host', o.host, '--port', String(o.port), '--control-port', String(o.controlPort),
     '--heartbeat-ms', String(o.heartbeatMs), '--dead-after-ms', String(o.deadAfterMs), '--max-line', String(o.maxLine),
-    '--max-attempts', String(o.maxAttempts), '--max-tokens', String(o.maxTokens), '--prefetch-below-ms', String(o.prefetchBelowMs), '--fsync', o.fsync, '--ready-fd', '3', ...supervised];
+    '--max-attempts', String(o.maxAttempts), '--max-tokens', String(o.maxTokens), '--prefetch-below-ms', String(o.prefetchBelowMs), '--fsync', o.fsync, ...retainArg(o.retain), '--ready-fd', '3', ...supervised];
   if (o.tlsCert) hubArgs.push('--tls-cert', o.tlsCert);
   if (o.tlsKey) hubArgs.push('--tls-key', o.tlsKey);
   if (o.tlsCa) hubArgs.push('--tls-ca', o.tlsCa);

@@ -60,6 +60,7 @@ export class Collector {
   close(): void { this.off(); }
 
   private event(e: StoreEvent): void {
+    if (e.type === 'evicted') { this.changed(TASK_ONLY); return; }
     if (e.type === 'done' || e.type === 'failed') this.finished(e.rec);
     // A lease or a result changes the counts, the worker holding it, and its run's node if it has one.
     this.changed(e.rec.id.includes(':') && this.src.runs() ? TASK_AND_RUN : TASK_ONLY);

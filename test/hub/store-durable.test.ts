@@ -61,7 +61,7 @@ t.test('a crash between complete and its journal write: the result was never sho
 t.test('the event stream: typed events in order, unsubscribe stops them', async (t) => {
   const s = await TaskStore.open(undefined, opts, { fsyncMs: 0 });
   const types: string[] = [];
-  const off = s.subscribe((e) => types.push(`${e.type}:${e.rec.id}`));
+  const off = s.subscribe((e) => types.push(e.type === 'evicted' ? `evicted:${e.ids.join(',')}` : `${e.type}:${e.rec.id}`));
   await s.submitMany([{ id: 'a', prompt: 'A', max_attempts: 2 }]);
   s.lease(w);
   await s.fail('a', 'w', { code: 'SWARM_ERR_TASK_FAILED', msg: 'x' }, true);

@@ -1,0 +1,117 @@
+import { ResultsArchive, fromArchived, toArchived } from './archive.js';
+import type { JournalRecord } from './journal-record.js';
+import { Retention, Tombstones, type RetainOptions } from './retention.js';
+import { isFinal, type TaskRecord } from './task.js';
+
+/** What eviction needs of the store: its records, its journal, and its event stream. */
+export interface EvictHost {
+  get(id: string): TaskRecord | undefined;
+  /** Remove a final task from memory. */
+  remove(id: string): boolean;
+  /** Journal a record; resolves once durable (none without a state directory). */
+  append?(rec: JournalRecord): Promise<void>;
+  /** True while a final record for this id is being written. */
+  busy(id: string): boolean;
+  /** Tasks left the hot state (emitted as the store's `evicted` event). */
+  evicted(ids: string[]): void;
+}
+
+/** At most this many tasks leave per archive write (one fsync each). */
+const BATCH = 5000;
+/** Batches per pass: a pass holds no lock, but stays short beside the hub's other work. */
+const ROUNDS = 40;
+
+/**
+ * Moves finished tasks past the retention horizon out of the hot state: archive line (fsynced),
+ * then the journal's evict record (durable), then memory and the `evicted` event. A crash between
+ * the two writes archives those tasks again on the next pass (readers drop the repeat); a failed
+ * archive write (a full disk) leaves them hot, so nothing acknowledged is lost.
+ */
+export class Evictor {
+  readonly retention: Retention;
+  readonly tombstones: Tombstones;
+  /** Tasks evicted since the hub started. */
+  evictedTotal = 0;
+  lastError?: string;
+  private running?: Promise<number>;
+
+  constructor(readonly opts: RetainOptions, private readonly host: EvictHost, private readonly archive?: ResultsArchive) {
+    this.retention = new Retention(opts);
+    this.tombstones = new Tombstones(opts);
+  }
+
+  /** A task became final (after its record is durable). */
+  finished(rec: TaskRecord): void { this.retention.finished(rec.id, rec.finishedAt ?? Date.now()); }
+
+  /** After replay: the finished tasks still hot, in the order they finished. */
+  load(all: Iterable<TaskRecord>): void {
+    const done: { id: string; at: number }[] = [];
+    for (const r of all) if (isFinal(r)) done.push({ id: r.id, at: r.finishedAt ?? 0 });
+    this.retention.load(done);
+  }
+
+  /** Replay one evict record. */
+  replay(r: Extract<JournalRecord, { t: 'evict' }>): void {
+    r.ids.forEach((id, i) => {
+      const rec = this.host.get(id);
+      if (rec && isFinal(rec)) this.host.remove(id);
+      this.tombstones.add(id, { file: r.file, offset: r.offsets[i] ?? -1, at: r.at });
+    });
+  }
+
+  /** The tombstones as evict records, for the snapshot (replayed before the tasks). */
+  *snapshot(): Iterable<JournalRecord> {
+    for (const g of this.tombstones.groups()) yield { t: 'evict', ids: g.ids, file: g.file, offsets: g.offsets, at: g.at };
+  }
+
+  /** An evicted task inside the duplicate window, as archived (a pread), or undefined. */
+  archived(id: string): TaskRecord | undefined {
+    const t = this.tombstones.get(id);
+    if (!t) return undefined;
+    const a = t.offset >= 0 ? this.archive?.read(t.file, t.offset) : undefined;
+    // Unreadable (a memory-only store, a damaged line): still a duplicate, shown without its result.
+    return a && a.id === id ? fromArchived(a) : { id, spec: { id, prompt: '', priority: 0 }, state: 'done', attempts: 0, submittedAt: 0, finishedAt: t.at, seq: -1 };
+  }
+
+  /** Evict what is past the horizon now; resolves with how many left. One pass at a time. */
+  run(now = Date.now()): Promise<number> {
+    this.running ??= this.pass(now).finally(() => { this.running = undefined; });
+    return this.running;
+  }
+
+  /** Wait for a pass under way (close). */
+  async idle(): Promise<void> { await this.running?.catch(() => {}); }
+
+  private async pass(now: number): Promise<number> {
+    this.tombstones.prune(now);
+    let total = 0;
+    for (let round = 0; round < ROUNDS; round++) {
+      const ids = this.retention.due(now, BATCH);
+      if (!ids.length) break;
+      // A task whose final record is still being written is not evicted before it is durable.
+      const n = ids.findIndex((id) => this.host.busy(id));
+      const take = n < 0 ? ids : ids.slice(0, n);
+      if (!take.length) break;
+      const recs = take.map((id) => this.host.get(id)).filter((r): r is TaskRecord => !!r && isFinal(r));
+      let loc: { file: number; offsets: number[] } = { file: 0, offsets: recs.map(() => -1) };
+      try {
+        if (this.archive) loc = await this.archive.append(recs.map((r) => toArchived(r, now)));
+        await this.host.append?.({ t: 'evict', ids: recs.map((r) => r.id), file: loc.file, offsets: loc.offsets, at: now });
+      } catch (e) {
+        this.lastError = (e as Error).message;
+        throw e;
+      }
+      this.lastError = undefined;
+      this.retention.drop(take.length);
+      recs.forEach((r, i) => {
+        this.host.remove(r.id);
+        this.tombstones.add(r.id, { file: loc.file, offset: loc.offsets[i]!, at: now });
+      });
+      this.evictedTotal += recs.length;
+      total += recs.length;
+      if (recs.length) this.host.evicted(recs.map((r) => r.id));
+      if (take.length < BATCH) break;
+    }
+    return total;
+  }
+}

@@ -1,0 +1,194 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { SwarmError, type ErrorCode } from '../protocol/index.js';
+import { decodeChecked, encodeLine } from './journal-record.js';
+import { fsyncDir, io } from './journal-files.js';
+import type { TaskRecord, TaskResult, TaskSpec } from './task.js';
+
+/** One finished task as the archive keeps it: everything `swarm results` shows. */
+export interface ArchivedTask {
+  t: 'archived';
+  id: string;
+  state: 'done' | 'failed';
+  spec: TaskSpec & { id: string };
+  attempts: number;
+  submitted_at: number;
+  finished_at: number;
+  evicted_at: number;
+  result?: TaskResult;
+  error?: { code: ErrorCode; msg: string };
+}
+
+/** Counters for status and /metrics. */
+export interface ArchiveStats {
+  dir: string;
+  files: number;
+  /** Bytes in every archive file. */
+  bytes: number;
+  /** Tasks archived since the hub started. */
+  archived: number;
+  write_errors: number;
+  /** The last write failed for want of space (the tasks stay hot; retried). Cleared by the next good write. */
+  disk_full: boolean;
+  last_error?: string;
+}
+
+const DEFAULT_ROTATE = 64 * 1024 * 1024;
+const NAME = /^results-(\d{6})\.ndjson$/;
+
+export const archiveDir = (stateDir: string): string => path.join(stateDir, 'results');
+const fileName = (n: number): string => `results-${String(n).padStart(6, '0')}.ndjson`;
+
+/** The archive's files in order, as [number, path]. */
+export function archiveFiles(dir: string): [number, string][] {
+  let names: string[];
+  try { names = fs.readdirSync(dir); } catch { return []; }
+  return names.flatMap((n) => { const m = NAME.exec(n); return m ? [[Number(m[1]), path.join(dir, n)] as [number, string]] : []; })
+    .sort((a, b) => a[0] - b[0]);
+}
+
+/** The shape of an archive line (checked by hand: `swarm results` reads millions). */
+export function checkArchived(v: unknown): string | undefined {
+  if (typeof v !== 'object' || v === null) return 'not an object';
+  const r = v as Record<string, unknown>;
+  if (r.t !== 'archived' || typeof r.id !== 'string' || (r.state !== 'done' && r.state !== 'failed')) return 'not an archived task';
+  if (typeof r.spec !== 'object' || r.spec === null || typeof r.finished_at !== 'number') return 'archived task without spec or time';
+  return undefined;
+}
+
+export function toArchived(rec: TaskRecord, now: number): ArchivedTask {
+  const a: ArchivedTask = {
+    t: 'archived', id: rec.id, state: rec.state === 'done' ? 'done' : 'failed', spec: rec.spec, attempts: rec.attempts,
+    submitted_at: rec.submittedAt, finished_at: rec.finishedAt ?? now, evicted_at: now,
+  };
+  if (rec.result) a.result = rec.result;
+  if (rec.error && rec.state !== 'done') a.error = rec.error;
+  return a;
+}
+
+/** The archive line as the hub's view of a task (a duplicate submit answers with it). */
+export function fromArchived(a: ArchivedTask): TaskRecord {
+  return {
+    id: a.id, spec: a.spec, state: a.state, attempts: a.attempts, submittedAt: a.submitted_at, finishedAt: a.finished_at, seq: -1,
+    ...(a.result ? { result: a.result } : {}), ...(a.error ? { error: a.error } : {}),
+  };
+}
+
+/**
+ * The results archive: finished tasks leave the hot state into append-only files in
+ * `<state>/results/`, rotated by size and never rewritten, so nothing finished is lost while the hot
+ * state stays bounded. A write is fsynced before the journal says the tasks left; a write that fails
+ * is cut back and rejects like the journal's (SWARM_ERR_DISK_FULL), and the tasks stay hot.
+ */
+export class ResultsArchive {
+  readonly stats: ArchiveStats;
+  private busy = false;
+
+  private constructor(private readonly dir: string, private file: number, private fd: number, private size: number, bytes: number, files: number, private readonly rotateBytes: number) {
+    this.stats = { dir, files, bytes, archived: 0, write_errors: 0, disk_full: false };
+  }
+
+  static open(stateDir: string, rotateBytes = DEFAULT_ROTATE): ResultsArchive {
+    const dir = archiveDir(stateDir);
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const files = archiveFiles(dir);
+    let bytes = 0;
+    for (const [, f] of files) bytes += fs.statSync(f).size;
+    const [n, last] = files.at(-1) ?? [1, path.join(dir, fileName(1))];
+    const fd = fs.openSync(last, 'a+', 0o600);
+    // A crash mid-write leaves a torn last line: cut it, so the next line starts clean.
+    const size = wholeLines(fd);
+    return new ResultsArchive(dir, n, fd, size, bytes, Math.max(1, files.length), rotateBytes);
+  }
+
+  /** Append finished tasks (one fsync); resolves with where each line went. One append at a time. */
+  async append(recs: readonly ArchivedTask[]): Promise<{ file: number; offsets: number[] }> {
+    if (this.busy) throw new SwarmError('SWARM_ERR_INTERNAL', 'archive append already under way');
+    this.busy = true;
+    try {
+      if (this.size >= this.rotateBytes) this.rotate();
+      const lines = recs.map(encodeLine);
+      const offsets: number[] = [];
+      let at = this.size;
+      for (const l of lines) { offsets.push(at); at += Buffer.byteLength(l); }
+      const buf = Buffer.from(lines.join(''), 'utf8');
+      try {
+        await io.write(this.fd, buf);
+        await io.fsync(this.fd);
+      } catch (e) {
+        try { await io.ftruncate(this.fd, this.size); } catch { /* the next open cuts the torn line */ }
+        const code = (e as NodeJS.ErrnoException).code;
+        const full = code === 'ENOSPC' || code === 'EDQUOT';
+        this.stats.write_errors++;
+        this.stats.disk_full = full;
+        this.stats.last_error = `${code ?? ''} ${(e as Error).message}`.trim();
+        throw full
+          ? new SwarmError('SWARM_ERR_DISK_FULL', `the results archive's disk is full; the finished tasks stay in the hot state (retried when space frees): ${(e as Error).message}`, { cause: e })
+          : new SwarmError('SWARM_ERR_JOURNAL', `results archive write failed; the finished tasks stay in the hot state: ${(e as Error).message}`, { cause: e });
+      }
+      this.size += buf.length;
+      this.stats.bytes += buf.length;
+      this.stats.archived += recs.length;
+      this.stats.disk_full = false;
+      return { file: this.file, offsets };
+    } finally { this.busy = false; }
+  }
+
+  /** The archived task at `file`/`offset`, or undefined if it cannot be read (a cheap pread). */
+  read(file: number, offset: number): ArchivedTask | undefined {
+    return readArchivedAt(path.join(this.dir, fileName(file)), offset);
+  }
+
+  private rotate(): void {
+    const next = this.file + 1;
+    const fd = fs.openSync(path.join(this.dir, fileName(next)), 'a+', 0o600);
+    fsyncDir(this.dir);
+    fs.closeSync(this.fd);
+    this.fd = fd;
+    this.file = next;
+    this.size = 0;
+    this.stats.files++;
+  }
+
+  close(): void { try { fs.closeSync(this.fd); } catch { /* closed */ } }
+}
+
+/** Read one archive line at `offset`. */
+export function readArchivedAt(file: string, offset: number): ArchivedTask | undefined {
+  let fd: number;
+  try { fd = fs.openSync(file, 'r'); } catch { return undefined; }
+  try {
+    let len = 64 * 1024;
+    for (;;) {
+      const buf = Buffer.allocUnsafe(len);
+      const n = fs.readSync(fd, buf, 0, len, offset);
+      const nl = buf.subarray(0, n).indexOf(10);
+      if (nl >= 0) {
+        const d = decodeChecked(buf, 0, nl, checkArchived);
+        return d.ok && !d.legacy ? d.rec as ArchivedTask : undefined;
+      }
+      if (n < len) return undefined;
+      len *= 4;
+    }
+  } finally { fs.closeSync(fd); }
+}
+
+/** Cut a file back to its last newline; returns its size then. */
+function wholeLines(fd: number): number {
+  const size = fs.fstatSync(fd).size;
+  if (size === 0) return 0;
+  const buf = Buffer.allocUnsafe(Math.min(size, 1 << 20));
+  for (let end = size; end > 0;) {
+    const start = Math.max(0, end - buf.length);
+    const n = fs.readSync(fd, buf, 0, end - start, start);
+    const nl = buf.subarray(0, n).lastIndexOf(10);
+    if (nl >= 0) {
+      const good = start + nl + 1;
+      if (good < size) fs.ftruncateSync(fd, good);
+      return good;
+    }
+    end = start;
+  }
+  fs.ftruncateSync(fd, 0);
+  return 0;
+}
