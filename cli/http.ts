@@ -126,7 +126,11 @@ async function attempt<T>(hub: ControlTarget, method: string, path: string, body
     req.on('error', (err: NodeJS.ErrnoException) => {
       if (err instanceof SwarmError) { reject(err); return; }
       const tlsRefused = c.tls && /certificate|self.signed|altnames|SSL|TLS/i.test(`${err.code} ${err.message}`);
-      const e = tlsRefused
+      // The worker port answers an HTTP request with a protocol ERROR line, which no HTTP parser reads.
+      const notHttp = typeof err.code === 'string' && err.code.startsWith('HPE_');
+      const e = notHttp
+        ? new SwarmError('SWARM_ERR_CONFIG', `${c.host}:${c.port} does not answer in HTTP (${err.code}): it looks like the hub's worker port, not its control API; --hub-url takes the control port (\`control\` in hub.json, or "control API" in the hub's log)`)
+        : tlsRefused
         ? new SwarmError('SWARM_ERR_AUTH', `the control API at ${c.host}:${c.port} is not trusted: ${err.message} (${err.code ?? 'TLS'}); give the CA that signed it with --tls-ca`)
         : new SwarmError('SWARM_ERR_NO_SWARM', `cannot reach the hub's control API at ${c.host}:${c.port}: ${err.message}`);
       // Node's own pattern: a reused keep-alive socket that resets before any answer is safe to retry.

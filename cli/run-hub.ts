@@ -31,7 +31,7 @@ export interface RunningHub {
   control: ControlServer;
   supervisor?: Supervisor;
   file: HubFile;
-  stop(): Promise<void>;
+  stop(workers?: 'all' | 'supervised'): Promise<void>;
   stopped: Promise<void>;
 }
 
@@ -65,11 +65,16 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((r) => (resolveStopped = r));
   let guard: StateDirGuard | undefined;
-  const stop = (): Promise<void> => {
+  /**
+   * A signal or a restart stops what this hub supervises here, nothing more: workers started apart
+   * (other hosts, other units) keep running and rejoin the next hub. `swarm down` asks for `all`.
+   */
+  const stop = (workers: 'all' | 'supervised' = 'supervised'): Promise<void> => {
     stopping ??= (async () => {
       guard?.stop();
-      o.log.info('hub shutting down');
-      await Promise.all([hub.stop({ killWorkers: true, graceMs: 3000 }), supervisor?.stop()]);
+      o.log.info({ workers }, 'hub shutting down');
+      const ours = (id: string): boolean => supervisor?.runs(id) ?? false;
+      await Promise.all([hub.stop({ killWorkers: workers === 'all' ? true : ours, graceMs: 3000 }), supervisor?.stop()]);
       await engine?.stop();
       await control.stop();
       removeHubFile(o.dir, process.pid);
@@ -87,7 +92,7 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
       state_dir: o.dir, agents_wanted: o.agents ?? 0, supervised_pids: supervisor?.pids() ?? [],
       engine: { ...(engine ? { mode: 'shared', url: engine.url, pid: engine.pid } : { mode: engineMode(o.workerArgs ?? []) }), ...engineFailure(hub) },
     }),
-    onShutdown: () => void stop(),
+    onShutdown: (workers: 'all' | 'supervised') => void stop(workers),
   };
   let control = new ControlServer(hub, controlOpts, o.log);
   let caddr;

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
+import type net from 'node:net';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { SwarmError, safeEqual } from '../protocol/index.js';
@@ -14,6 +15,7 @@ import { checkRolePlan } from './roles.js';
 import type { Dashboard, FeedOptions } from './dashboard/index.js';
 import { Waits, taskView as view } from './wait.js';
 import { journalMetrics, journalStatus } from './journal-report.js';
+import { handshakeCause, rememberRemotes, remoteOf } from './tls-refusal.js';
 
 const MAX_BODY = 64 * 1024 * 1024;
 const readBody = (req: http.IncomingMessage): Promise<string> => readBodyMax(req, MAX_BODY);
@@ -28,7 +30,8 @@ export interface ControlOptions {
   tls?: { cert: Buffer | string; key: Buffer | string };
   /** Extra fields for /status (supervisor, mode, …). */
   status?: () => Record<string, unknown>;
-  onShutdown?: () => void;
+  /** `all`: KILL every worker (`swarm down`); `supervised`: only the hub's own processes (a signal, a restart). */
+  onShutdown?: (workers: 'all' | 'supervised') => void;
   /** Dashboard stream settings (tests make it tick fast and stall early). */
   dashboard?: Partial<FeedOptions>;
 }
@@ -49,7 +52,8 @@ export class ControlServer {
     const handler = (req: http.IncomingMessage, res: http.ServerResponse) => { this.route(req, res).catch((err) => sendError(res, err)); };
     this.server = this.opts.tls ? https.createServer({ cert: this.opts.tls.cert, key: this.opts.tls.key }, handler) : http.createServer(handler);
     // A client that does not trust the certificate hangs up in the handshake: say so here too.
-    this.server.on('tlsClientError', (err: Error, s: { remoteAddress?: string }) => this.log.warn({ remote: s.remoteAddress, err: err.message }, 'control API: TLS handshake refused'));
+    rememberRemotes(this.server);
+    this.server.on('tlsClientError', (err: NodeJS.ErrnoException, s: net.Socket) => this.log.warn({ remote: remoteOf(s), code: err.code, err: handshakeCause(err) }, 'control API: TLS handshake refused'));
     // Keep idle connections well past the pools of common clients (undici/fetch ~4 s, Node's agent
     // 5 s, proxies 60 s): a server that closes first races a client reusing the socket, and the
     // client gets "other side closed" / ECONNRESET. headersTimeout must stay above it (Node's rule).
@@ -172,8 +176,11 @@ export class ControlServer {
       return send(res, 202, { ok: true, worker: id, role: body.role });
     }
     if (key === 'POST /shutdown') {
-      send(res, 202, { ok: true });
-      setImmediate(() => this.opts.onShutdown?.());
+      const body = JSON.parse((await readBody(req)) || '{}') as { workers?: unknown };
+      if (body?.workers !== undefined && body.workers !== 'all' && body.workers !== 'supervised') throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', 'workers must be "all" or "supervised"');
+      const workers = body?.workers === 'supervised' ? 'supervised' : 'all';
+      send(res, 202, { ok: true, workers });
+      setImmediate(() => this.opts.onShutdown?.(workers));
       return;
     }
     if (url.pathname === '/runs' || url.pathname.startsWith('/runs/')) await this.loadRuns();

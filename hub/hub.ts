@@ -16,6 +16,7 @@ import { Dispatcher } from './dispatcher.js';
 import { Results } from './results.js';
 import { Sessions } from './sessions.js';
 import { Liveness } from './liveness.js';
+import { handshakeCause, rememberRemotes, remoteOf } from './tls-refusal.js';
 
 export type { HubEvents } from './context.js';
 
@@ -71,7 +72,8 @@ export class Hub implements HubContext {
       : net.createServer(onSocket);
     this.server.maxConnections = 20_000;
     // A worker that does not trust our certificate (or presents none we trust) fails in the handshake: log it here too.
-    this.server.on('tlsClientError', (err: Error, s: net.Socket) => this.log.warn({ remote: s.remoteAddress, err: err.message }, 'worker link refused in the TLS handshake'));
+    rememberRemotes(this.server);
+    this.server.on('tlsClientError', (err: NodeJS.ErrnoException, s: net.Socket) => this.log.warn({ remote: remoteOf(s), code: err.code, err: handshakeCause(err) }, 'worker link refused in the TLS handshake'));
     try {
       await listen(this.server, this.config.port, this.config.host);
     } catch (err) {
@@ -156,16 +158,21 @@ export class Hub implements HubContext {
   /** Run a dispatch pass soon (coalesced). */
   scheduleDispatch(): void { this.dispatcher.schedule(); }
 
-  /** Stop accepting, KILL every worker (when asked), flush the journal, close. */
-  async stop(opts: { killWorkers?: boolean; graceMs?: number } = {}): Promise<void> {
+  /**
+   * Stop accepting, KILL the workers asked for (all, or those `killWorkers` picks), flush the
+   * journal, close. Workers not KILLed only lose their link: they reconnect to the next hub.
+   */
+  async stop(opts: { killWorkers?: boolean | ((id: string) => boolean); graceMs?: number } = {}): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
     this.liveness.stop();
     this.failover.stop();
     this.dispatcher.stop();
-    if (opts.killWorkers) for (const w of this.registry.all()) w.conn.send(Type.KILL, { reason: 'shutdown' });
+    const pick = opts.killWorkers;
+    const killed = [...this.registry.all()].filter((w) => (typeof pick === 'function' ? pick(w.id) : pick === true));
+    for (const w of killed) w.conn.send(Type.KILL, { reason: 'shutdown' });
     const deadline = Date.now() + (opts.graceMs ?? 3000);
-    while (opts.killWorkers && this.registry.size > 0 && Date.now() < deadline) await sleep(25);
+    while (killed.some((w) => this.registry.get(w.id) === w) && Date.now() < deadline) await sleep(25);
     for (const w of this.registry.all()) w.conn.destroy('hub stopping');
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
     await this.store?.close();

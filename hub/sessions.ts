@@ -5,6 +5,7 @@ import type { SessionDeps } from './context.js';
 import type { Dispatcher } from './dispatcher.js';
 import { WorkerEntry } from './registry.js';
 import type { Results } from './results.js';
+import { peerCertProblem, remoteOf } from './tls-refusal.js';
 
 /**
  * Worker links: accept, authenticate (HANDSHAKE: the swarm token or the worker's own credential;
@@ -25,11 +26,10 @@ export class Sessions {
     const { config, metrics, registry } = this.hub;
     const conn = new Connection(socket, { name: this.hub.name, maxLine: config.maxLine, maxOutbound: config.maxOutbound });
     // Mutual TLS (hub.ts): a certificate the CA did not sign is refused here, before any frame is read.
-    const peerTls = socket as Partial<Pick<TLSSocket, 'authorized' | 'authorizationError'>>;
-    if (config.tlsCa && peerTls.authorized === false) {
-      const why = String(peerTls.authorizationError ?? 'no certificate');
-      this.hub.log.warn({ remote: socket.remoteAddress, err: why }, 'worker link refused in the TLS handshake: its certificate is not accepted');
-      conn.sendError('SWARM_ERR_AUTH', `this worker's certificate is not accepted (${why}): --tls-cert/--tls-key, signed by the hub's --tls-ca`);
+    const why = config.tlsCa ? peerCertProblem(socket as Partial<TLSSocket>) : undefined;
+    if (why) {
+      this.hub.log.warn({ remote: remoteOf(socket), err: why }, 'worker link refused in the TLS handshake: its certificate is not accepted');
+      conn.sendError('SWARM_ERR_AUTH', `this worker's certificate is not accepted (${why})`);
       return;
     }
     const timer = setTimeout(() => conn.sendError('SWARM_ERR_HANDSHAKE_TIMEOUT', `no HANDSHAKE within ${config.handshakeTimeoutMs} ms`), config.handshakeTimeoutMs);
@@ -86,7 +86,7 @@ export class Sessions {
     // The swarm token admits any id; a worker credential (protocol/auth.ts) only the id it was derived for.
     const token = config.token;
     if (token && !safeEqual(p.token, token) && !(named && safeEqual(p.token, workerCredential(token, named)))) {
-      log.warn({ remote: conn.socket.remoteAddress, worker: named }, 'handshake refused: bad token');
+      log.warn({ remote: remoteOf(conn.socket), worker: named }, 'handshake refused: bad token');
       conn.sendError('SWARM_ERR_AUTH', p.token?.startsWith('wc1.') ? `credential is not the one of worker ${named ?? '(no worker_id)'}` : 'wrong or missing token', { re: msg.id });
       return undefined;
     }
@@ -101,7 +101,7 @@ export class Sessions {
       const quietMs = now - old.lastSeen;
       const resumed = p.session !== undefined && safeEqual(p.session, old.session);
       if (!resumed && !old.conn.isClosed && quietMs <= this.duplicateQuietMs) {
-        log.warn({ worker: id, remote: conn.socket.remoteAddress, quietMs }, 'handshake refused: worker id in use');
+        log.warn({ worker: id, remote: remoteOf(conn.socket), quietMs }, 'handshake refused: worker id in use');
         conn.sendError('SWARM_ERR_DUPLICATE_WORKER', `worker ${id} is connected and was heard ${quietMs} ms ago`, { re: msg.id });
         return undefined;
       }

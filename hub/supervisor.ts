@@ -110,6 +110,9 @@ export class Supervisor {
     this.log.info({ workers: slot.ids, pid: rec.pid }, 'adopted running worker process');
   }
 
+  /** True if worker `id` runs in a process this supervisor keeps. */
+  runs(id: string): boolean { return this.byId.has(id); }
+
   /** Pids of the worker processes. */
   pids(): number[] { return this.slots.flatMap((s) => (s.pid ? [s.pid] : [])); }
 

@@ -134,7 +134,17 @@ export class WorkerClient {
     const hs = this.opts.handshake();
     const ack = await new Promise<Message<'HANDSHAKE_ACK'>>((resolve, reject) => {
       const t = setTimeout(() => { conn.destroy('handshake timeout'); reject(new Error('handshake timeout')); }, this.opts.handshakeTimeoutMs ?? WORKER_DEFAULTS.client.handshakeTimeoutMs);
-      conn.onStatus((s) => { if (s.type === 'close') { clearTimeout(t); reject(Object.assign(new Error(`closed during handshake: ${s.reason}`), { code: socketError?.code })); } });
+      conn.onStatus((s) => {
+        if (s.type !== 'close') return;
+        clearTimeout(t);
+        const closed = Object.assign(new Error(`closed during handshake: ${s.reason}`), { code: socketError?.code });
+        // A TLS hub drops a plain link without a byte: ask it (a bare TLS handshake, no token sent)
+        // whether it speaks TLS, else this worker retries forever what can never work.
+        if (tls || socket.bytesRead > 0) { reject(closed); return; }
+        void speaksTls(where.host, where.port).then((yes) => reject(yes
+          ? new SwarmError('SWARM_ERR_AUTH', `the hub at ${where.host}:${where.port} speaks TLS and this worker connected in plain TCP: give --tls with --tls-ca (or --tls-pin)`)
+          : closed));
+      });
       conn.onMessage((m) => {
         if (m.type === Type.HANDSHAKE_ACK) {
           clearTimeout(t);
@@ -204,4 +214,14 @@ function pinMismatch(s: import('node:tls').TLSSocket, pin: string): NodeJS.Errno
   const got = normalizePin(s.getPeerCertificate()?.fingerprint256 ?? '');
   if (got !== '' && got === normalizePin(pin)) return undefined;
   return Object.assign(new Error(`the hub's certificate (SHA-256 ${got || 'none'}) is not the pinned one`), { code: 'CERT_PIN_MISMATCH' });
+}
+
+/** True if a TLS handshake with host:port completes (nothing is sent over it; the certificate is not judged). */
+async function speaksTls(host: string, port: number, timeoutMs = 2000): Promise<boolean> {
+  const tls = await import('node:tls');
+  return new Promise((resolve) => {
+    const s = tls.connect({ host, port, rejectUnauthorized: false, servername: net.isIP(host) ? undefined : host }, () => { s.end(); resolve(true); });
+    s.setTimeout(timeoutMs, () => { s.destroy(); resolve(false); });
+    s.once('error', () => resolve(false));
+  });
 }

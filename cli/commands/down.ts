@@ -18,8 +18,8 @@ export function registerDown(program: Command): void {
       try {
         const remote = remoteTarget(o);
         if (remote) {
-          // A remote hub stops itself and its supervised workers; workers on other machines are theirs to stop.
-          await call(remote, 'POST', '/shutdown', {}, 5000);
+          // `swarm down` stops the swarm: the hub KILLs every worker, its own and those started apart.
+          await call(remote, 'POST', '/shutdown', { workers: 'all' }, 5000);
           if (o.json) process.stdout.write(JSON.stringify({ stopped: true, remote: `${remote.control.host}:${remote.control.port}` }) + '\n');
           else process.stdout.write(`swarm down: the hub at ${remote.control.host}:${remote.control.port} is shutting down\n`);
           return;
@@ -34,7 +34,7 @@ export function registerDown(program: Command): void {
         const hub = file && hubIsOurs(file) ? file : undefined;
         let clean = false;
         if (hub) {
-          await call(hub, 'POST', '/shutdown', {}, 5000).catch(() => undefined);
+          await call(hub, 'POST', '/shutdown', { workers: 'all' }, 5000).catch(() => undefined);
           clean = await until(() => !alive(hub.pid), o.timeout);
           if (!clean && hubIsOurs(hub)) killGroup(hub.pid, 'SIGKILL');
         }
