@@ -48,7 +48,9 @@ export class Hub implements HubContext {
     this.liveness = new Liveness(this, this.sessions, this.dispatcher);
     this.roles = new RoleAssigner(this.registry, () => this.scheduleDispatch(), log.child({ part: 'roles' }));
     if (config.roles) this.roles.setPlan(checkRolePlan(config.roles));
-    this.failover = new HubReplicator(() => this.store, (specs) => this.submit(specs), log.child({ part: 'failover' }));
+    this.failover = new HubReplicator(() => this.store, (specs) => this.submit(specs), log.child({ part: 'failover' }), {
+      token: config.token, live: (id) => this.registry.get(id) !== undefined,
+    });
   }
 
   /** Open the journal and listen. Resolves with the bound address. */

@@ -3,6 +3,8 @@ import { Type, type Message, type Payload, type ReplicaEntry } from '../protocol
 import { DEFAULT_LEASE_MS, mergeHandback } from '../sched/index.js';
 import { chunks } from './replicate-chunks.js';
 import { HandbackHolds } from './handback-holds.js';
+import { refusalMessage, screenHandback } from './handback-check.js';
+import { EntrySigner } from './entry-signer.js';
 import type { WorkerEntry } from './registry.js';
 import type { TaskStore } from './store.js';
 import type { StoreEvent } from './store-events.js';
@@ -31,6 +33,10 @@ export interface ReplicatorOptions {
   reconcileMs?: number;
   /** Replicate results' receipts too (default off: see `entry`). */
   receipts?: boolean;
+  /** The swarm token: what the hub replicates is signed, what comes back is checked (hub/handback-check.ts). */
+  token?: string;
+  /** True if this worker id is connected now (a handback never records over a live worker's lease). */
+  live?: (worker: string) => boolean;
 }
 
 /**
@@ -64,7 +70,10 @@ export class HubReplicator {
     handbacks: 0, recorded: 0, duplicate: 0, submitted: 0, deltas: 0, fullSyncs: 0, stateFrames: 0,
     /** Ids-first handback: offer frames, ids offered, ids the hub answered it wanted, entries received. */
     offers: 0, offered: 0, wanted: 0, entries: 0,
+    /** Handback entries refused: no valid MAC, over a live lease, or an unknown unverifiable task. */
+    refused: 0,
   };
+  private readonly signer: EntrySigner;
 
   constructor(
     private readonly store: () => TaskStore,
@@ -74,6 +83,7 @@ export class HubReplicator {
   ) {
     // Held tasks that become ready again wake the dispatcher through the store's `ready` event.
     this.holds = new HandbackHolds(store, log, () => {});
+    this.signer = new EntrySigner(opts.token);
   }
 
   get active(): boolean { return this.peers.size > 0; }
@@ -163,10 +173,11 @@ export class HubReplicator {
    */
   entry(rec: TaskRecord, withSpec: boolean): ReplEntry {
     const e: ReplEntry = { id: rec.id };
-    if (withSpec) { e.spec = rec.spec; e.seq = rec.seq; }
+    if (withSpec) { e.spec = rec.spec; e.seq = rec.seq; this.signer.spec(e); }
     if (rec.result) {
       const big = rec.result.text.length > (this.opts.maxText ?? 64 * 1024);
       e.result = { worker: rec.result.worker, attempt: rec.result.attempt, text: big ? undefined : rec.result.text };
+      this.signer.result(e);
       if (this.opts.receipts && rec.result.receipt) e.result.receipt = rec.result.receipt;
     } else if (rec.state === 'failed') {
       e.failure = { worker: rec.worker ?? 'hub', attempt: Math.max(1, rec.attempts), error: rec.error ?? { code: 'SWARM_ERR_TASK_FAILED', msg: 'failed' } };
@@ -300,8 +311,9 @@ export class HubReplicator {
     this.stats.entries += entries.length;
     this.holds.touch(w);
     let recorded = 0, duplicate = 0;
+    const { accept, refused } = screenHandback(entries, { token: this.opts.token, get: (id) => store.queue.get(id), live: (id) => this.opts.live?.(id) ?? false });
     try {
-      const rep = await mergeHandback(entries, {
+      const rep = await mergeHandback(accept, {
         has: (id) => store.queue.has(id),
         submitMany: (specs) => this.submit(specs),
         complete: (id, r) => store.complete(id, r),
@@ -320,6 +332,12 @@ export class HubReplicator {
     this.stats.duplicate += duplicate;
     this.lastHandback = Date.now();
     if (recorded) this.log.info({ worker: w.id, recorded, duplicate }, 'handback merged');
+    if (refused.length) {
+      this.stats.refused += refused.length;
+      this.log.warn({ worker: w.id, remote: w.conn.socket.remoteAddress, refused: refused.length, samples: refused.slice(0, 5) }, 'handback entries refused');
+      w.conn.sendError('SWARM_ERR_HANDBACK_REFUSED', refusalMessage(refused, entries.length, recorded, duplicate), { re: msg.id });
+      return;
+    }
     w.conn.send(Type.ACK, { ok: true, recorded, duplicate }, { re: msg.id });
   }
 }

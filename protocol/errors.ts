@@ -43,6 +43,7 @@ export const ErrorCode = {
   SWARM_ERR_DISK_FULL: { status: 507, fatal: false, doc: 'The disk of the state directory is full: the journal could not record the request, so nothing of it was kept; retry when space frees.' },
   SWARM_ERR_TOO_MANY_WAITS: { status: 429, fatal: false, doc: 'The hub is already holding its maximum of concurrent /wait requests; retry later.' },
   SWARM_ERR_CONTEXT_EXCEEDED: { status: 413, fatal: false, doc: "A task's prompt does not fit in its engine's context (per sequence); the task fails without a retry." },
+  SWARM_ERR_HANDBACK_REFUSED: { status: 403, fatal: false, doc: "HANDBACK entries the hub did not record: a result without a valid MAC of the worker it names, one for a task leased to another live worker, or a task the hub does not know whose spec carries no valid MAC; the message names them, the other entries of the frame were merged." },
 } as const;
 export type ErrorCode = keyof typeof ErrorCode;
 

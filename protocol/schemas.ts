@@ -58,6 +58,8 @@ export const WireOutcome = z.object({
   text: z.string().optional(),
   receipt: Receipt.optional(),
   error: z.object({ code: z.string().max(64), msg: z.string().max(64 * 1024) }).optional(),
+  /** A result's MAC by its producer or by a hub (protocol/result-mac.ts): what a hub checks in a handback. */
+  mac: z.string().max(256).optional(),
 });
 export type WireOutcome = z.infer<typeof WireOutcome>;
 
@@ -68,6 +70,8 @@ export type WireOutcome = z.infer<typeof WireOutcome>;
 export const ReplicaEntry = z.object({
   id,
   spec: WireSpec.optional(),
+  /** The spec's MAC by the hub or the worker that created it (protocol/result-mac.ts). */
+  spec_mac: z.string().max(256).optional(),
   /** Submission order, so every coordinator dispatches in the same order. */
   seq: z.number().int().nonnegative().optional(),
   lease: WireLease.optional(),

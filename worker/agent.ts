@@ -7,6 +7,7 @@ import { LoopGuard, isPermanentEngineError, type ChatOptions, type Driver } from
 import { WorkerClient, type HubLocator } from './client.js';
 import { WORKER_DEFAULTS, type WorkerConfig } from './config.js';
 import { LazyAbort } from './lazy-abort.js';
+import { workerKey } from '../protocol/result-mac.js';
 import type { AgentFailover, AgentFailoverOptions } from './failover-agent.js';
 import type { ExecOutcome, ReplicaSpec } from './gossip/index.js';
 
@@ -120,7 +121,7 @@ export class Agent {
       // The gossip code loads only for a failover worker (17 modules a plain worker does without).
       const { AgentFailover } = await import('./failover-agent.js');
       if (this.stopping) return;
-      this.failover = new AgentFailover(this.opts.id, this.opts.failover.peerToken ?? this.opts.token, this.slots, (spec, attempt) => this.execute(spec, attempt), { config: this.cfg, ...this.opts.failover }, this.log);
+      this.failover = new AgentFailover(this.opts.id, this.opts.failover.peerToken ?? this.opts.token, this.slots, (spec, attempt) => this.execute(spec, attempt), { config: this.cfg, resultKey: this.opts.token ? workerKey(this.opts.token, this.opts.id) : undefined, ...this.opts.failover }, this.log);
       this.client.onFrame = () => this.failover!.heard();
       this.peerAddr = await this.failover.listen();
     }

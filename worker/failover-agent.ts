@@ -24,6 +24,8 @@ export interface AgentFailoverOptions {
   peerToken?: string;
   /** The worker's validated settings (worker/config.ts): timings, bounds, handback sizes. */
   config?: WorkerConfig;
+  /** This worker's credential key (protocol/result-mac.ts `workerKey`): its results carry its MAC. */
+  resultKey?: string;
   /**
    * The failover agents of this worker process (its pool), this one included once constructed. Each
    * keeps its own replica, and after a failover the results of gossip mode sit mostly in the acting
@@ -98,6 +100,7 @@ export class AgentFailover {
       }
     });
     this.node.onMode((m) => log.info({ mode: m, coordinator: this.node.status().coordinator }, 'failover mode'));
+    if (opts.resultKey) this.node.replica.signer = { id: selfId, key: opts.resultKey };
     this.runs = new GossipRuns(this.node.replica, log.child({ part: 'runs' }));
     this.siblings = opts.siblings ?? new Set();
     this.siblings.add(this);
@@ -158,6 +161,8 @@ export class AgentFailover {
       const w = this.waiting.get(m.re)!;
       this.waiting.delete(m.re);
       clearTimeout(w.timer);
+      // Entries the hub refused (no valid MAC, a live lease elsewhere) are its to run again; the rest were merged.
+      if (m.payload.code === 'SWARM_ERR_HANDBACK_REFUSED') { this.log.warn({ msg: m.payload.msg }, 'hub refused handback entries'); w.resolve({}); return true; }
       w.reject(new Error(`${m.payload.code}: ${m.payload.msg}`));
       return true;
     }

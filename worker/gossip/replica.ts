@@ -7,6 +7,7 @@
  */
 
 import type { ReplicaEntry, WireLease, WireOutcome, WireSpec } from '../../protocol/index.js';
+import { signResult, signSpec } from '../../protocol/result-mac.js';
 import { fnv, fnvNum, fnvStr, pairHash } from './fingerprint.js';
 
 /** A task spec as replicated: the hub's TaskSpec, carried whole (the wire type names what scheduling reads). */
@@ -62,6 +63,11 @@ function stateOf(e: Entry): EntryState {
 export function bucketOf(id: string): number { return fnv(id) % BUCKETS; }
 
 export class Replica {
+  /**
+   * This member's id and credential key: the results it records and the specs it creates carry its
+   * MAC (protocol/result-mac.ts), so whoever hands them back, a hub knows who produced them.
+   */
+  signer?: { id: string; key: string };
   private readonly entries = new Map<string, Entry>();
   /** Each entry's `hash`, kept on merge: digests run every sync round and must not rehash everything. */
   private readonly hashes = new Map<string, number>();
@@ -137,6 +143,7 @@ export class Replica {
     const out: Entry[] = [];
     for (const spec of specs) {
       const d: Entry = { id: spec.id, spec, seq: this.nextSeq };
+      if (this.signer) d.spec_mac = signSpec(this.signer.key, this.signer.id, spec);
       if (this.merge(d)) out.push(d);
     }
     return out;
@@ -174,6 +181,8 @@ export class Replica {
 
   /** Record an outcome; returns the delta if it changed the state (i.e. it won). */
   record(id: string, o: Outcome, final = true): Entry | undefined {
+    const s = this.signer;
+    if (s && o.worker === s.id && typeof o.text === 'string' && !o.mac) o = { ...o, mac: signResult(s.key, id, o.attempt, o.text) };
     const d: Entry = o.error ? (final ? { id, failure: o } : { id }) : { id, result: o };
     return this.merge(d) ? d : undefined;
   }
@@ -184,7 +193,7 @@ export class Replica {
     const cur = this.entries.get(d.id);
     const e: Entry = cur ? { ...cur } : { id: d.id };
     let changed = !cur;
-    if (d.spec && !e.spec) { e.spec = d.spec; changed = true; }
+    if (d.spec && !e.spec) { e.spec = d.spec; if (d.spec_mac) e.spec_mac = d.spec_mac; changed = true; }
     if (d.seq !== undefined && (e.seq === undefined || d.seq < e.seq)) { e.seq = d.seq; changed = true; }
     if (d.lease && (!e.lease || leaseWins(d.lease, e.lease))) { e.lease = d.lease; changed = true; }
     const wasFinal = !!(e.result || e.failure);

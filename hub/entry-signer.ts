@@ -1,0 +1,27 @@
+import type { ReplicaEntry } from '../protocol/index.js';
+import { hubKey, hubSignResult, hubSignSpec } from '../protocol/result-mac.js';
+
+/**
+ * Signs what the hub replicates (protocol/result-mac.ts), so a hub of this swarm that lost its
+ * journal can still verify the specs and results a worker hands back. Without a token it does
+ * nothing: no one proves anything then. A spec's MAC is kept per spec object: the periodic repair
+ * sends the same specs again and again.
+ */
+export class EntrySigner {
+  private readonly key?: string;
+  private readonly specs = new WeakMap<object, string>();
+
+  constructor(token: string | undefined) { if (token) this.key = hubKey(token); }
+
+  spec(e: ReplicaEntry): void {
+    if (!this.key || !e.spec) return;
+    let mac = this.specs.get(e.spec);
+    if (!mac) { mac = hubSignSpec(this.key, e.spec); this.specs.set(e.spec, mac); }
+    e.spec_mac = mac;
+  }
+
+  result(e: ReplicaEntry): void {
+    const r = e.result;
+    if (this.key && r && typeof r.text === 'string') r.mac = hubSignResult(this.key, e.id, r.attempt, r.worker, r.text);
+  }
+}

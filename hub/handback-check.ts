@@ -1,0 +1,62 @@
+import type { ReplicaEntry } from '../protocol/index.js';
+import { hubKey, verifyResult, verifySpec } from '../protocol/result-mac.js';
+import { isFinal, type TaskRecord } from './task.js';
+
+/** An entry of a HANDBACK the hub did not take, and why. */
+export interface Refusal { id: string; why: string }
+
+export interface ScreenContext {
+  /** The swarm token: MACs are checked against keys derived from it (none: no worker proves anything). */
+  token?: string;
+  get(id: string): TaskRecord | undefined;
+  /** True if this worker id is connected now. */
+  live(worker: string): boolean;
+}
+
+/**
+ * Which entries of a HANDBACK may be merged. Any survivor hands back the results of dead members,
+ * so the link a result came on says nothing of who produced it: the result's own MAC does
+ * (protocol/result-mac.ts). An entry is refused if
+ *   - its result's MAC is not the one of the worker it names (or of a hub of this swarm);
+ *   - its task is leased to another worker that is connected: that worker's answer is the one to
+ *     record, and the task is held from dispatch only for the worker that offered it;
+ *   - its task is unknown here and its spec carries no valid MAC: a task is created only from what
+ *     the journal or a verifiable replica knows.
+ * A result for a task already final passes unchecked: it records nothing (a duplicate).
+ */
+export function screenHandback(entries: readonly ReplicaEntry[], ctx: ScreenContext): { accept: ReplicaEntry[]; refused: Refusal[] } {
+  const accept: ReplicaEntry[] = [];
+  const refused: Refusal[] = [];
+  const hk = ctx.token ? hubKey(ctx.token) : undefined;
+  for (const e of entries) {
+    const why = check(e, ctx, hk);
+    if (why) refused.push({ id: e.id, why }); else accept.push(e);
+  }
+  return { accept, refused };
+}
+
+function check(e: ReplicaEntry, ctx: ScreenContext, hk: string | undefined): string | undefined {
+  const rec = ctx.get(e.id);
+  if (rec && isFinal(rec)) return undefined;
+  const r = e.result;
+  const text = r && typeof r.text === 'string' ? r.text : undefined;
+  if (!rec) {
+    if (!e.spec) return text !== undefined ? 'unknown task, and the entry has no spec' : undefined;
+    if (e.spec.id !== e.id) return `spec id ${e.spec.id} is not the entry's id`;
+    if (ctx.token && !verifySpec(ctx.token, e.spec, e.spec_mac, hk)) return 'unknown task, and its spec has no valid MAC';
+  }
+  if (!r || text === undefined) return undefined;
+  if (ctx.token && !verifyResult(ctx.token, e.id, { worker: r.worker, attempt: r.attempt, text, mac: r.mac }, hk)) {
+    return `result has no valid MAC of worker ${r.worker}`;
+  }
+  if (rec?.state === 'leased' && rec.worker !== undefined && rec.worker !== r.worker && ctx.live(rec.worker)) {
+    return `leased to ${rec.worker}, which is connected`;
+  }
+  return undefined;
+}
+
+/** The ERROR text for refused entries: counts, then the first few ids with their reasons. */
+export function refusalMessage(refused: readonly Refusal[], of: number, recorded: number, duplicate: number): string {
+  const shown = refused.slice(0, 5).map((r) => `${r.id}: ${r.why}`).join('; ');
+  return `${refused.length} of ${of} handback entries refused, nothing recorded for them (${recorded} recorded, ${duplicate} duplicate): ${shown}${refused.length > 5 ? '; …' : ''}`.slice(0, 4000);
+}

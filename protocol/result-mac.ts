@@ -1,0 +1,81 @@
+import { createHmac } from 'node:crypto';
+import { safeEqual, workerCredential } from './auth.js';
+
+/**
+ * Identity on replicated results and specs. In gossip mode results travel from member to member and
+ * any survivor hands them back to a hub, so the hub cannot tell the producer from the link they came
+ * on. Each result therefore carries a MAC made by its producer with that worker's credential
+ * (protocol/auth.ts `workerCredential`): the hub, which holds the swarm token, derives the same key
+ * from the worker id the result names, and a worker holding only its own credential can sign as
+ * itself and as no one else. What the hub itself replicates it signs with a key of its own, so a hub
+ * that lost its journal can still take back what an earlier hub of this swarm sent out.
+ *
+ *   result: `rw1.` HMAC-SHA256(workerCredential(token, worker), "swarm-result\n" id "\n" attempt "\n" text)
+ *           `rh1.` the same under the hub key, with the worker id after the attempt
+ *   spec:   `sw1.<hex>.<worker>` HMAC-SHA256(workerCredential(token, worker), "swarm-spec\n" canonical JSON)
+ *           `sh1.<hex>` the same under the hub key
+ * The hub key is HMAC-SHA256(token, "swarm-hub-origin"), hex.
+ */
+
+/** The key a worker signs with: its credential, derived from the swarm token if that is what it holds. */
+export function workerKey(tokenOrCredential: string, workerId: string): string {
+  return tokenOrCredential.startsWith('wc1.') ? tokenOrCredential : workerCredential(tokenOrCredential, workerId);
+}
+
+/** The key the hub signs what it replicates with. */
+export function hubKey(token: string): string {
+  return createHmac('sha256', token).update('swarm-hub-origin').digest('hex');
+}
+
+function hmac(key: string, ...parts: (string | number)[]): string {
+  return createHmac('sha256', key).update(parts.join('\n')).digest('hex');
+}
+
+/** A worker's MAC of a result it produced. */
+export function signResult(key: string, id: string, attempt: number, text: string): string {
+  return 'rw1.' + hmac(key, 'swarm-result', id, attempt, text);
+}
+
+/** The hub's MAC of a result it replicates (bound to the worker the hub recorded it from). */
+export function hubSignResult(hk: string, id: string, attempt: number, worker: string, text: string): string {
+  return 'rh1.' + hmac(hk, 'swarm-result', id, attempt, worker, text);
+}
+
+/** True if `mac` is a valid MAC of this result, by the worker it names or by a hub of this swarm. */
+export function verifyResult(token: string, id: string, r: { worker: string; attempt: number; text: string; mac?: string }, hk = hubKey(token)): boolean {
+  const mac = r.mac;
+  if (typeof mac !== 'string') return false;
+  if (mac.startsWith('rw1.')) return safeEqual(mac, signResult(workerCredential(token, r.worker), id, r.attempt, r.text));
+  if (mac.startsWith('rh1.')) return safeEqual(mac, hubSignResult(hk, id, r.attempt, r.worker, r.text));
+  return false;
+}
+
+/** JSON with object keys sorted at every level: the form a spec is signed in (parsers reorder keys). */
+export function canonicalJson(v: unknown): string {
+  if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'null';
+  if (Array.isArray(v)) return '[' + v.map((x) => (x === undefined ? 'null' : canonicalJson(x))).join(',') + ']';
+  const o = v as Record<string, unknown>;
+  const keys = Object.keys(o).filter((k) => o[k] !== undefined).sort();
+  return '{' + keys.map((k) => JSON.stringify(k) + ':' + canonicalJson(o[k])).join(',') + '}';
+}
+
+/** A worker's MAC of a task spec it created (an acting coordinator driving a topology run). */
+export function signSpec(key: string, workerId: string, spec: unknown): string {
+  return 'sw1.' + hmac(key, 'swarm-spec', canonicalJson(spec)) + '.' + workerId;
+}
+
+/** The hub's MAC of a task spec it replicates. */
+export function hubSignSpec(hk: string, spec: unknown): string {
+  return 'sh1.' + hmac(hk, 'swarm-spec', canonicalJson(spec));
+}
+
+/** True if `mac` is a valid MAC of `spec` by a worker of this swarm or by a hub of it. */
+export function verifySpec(token: string, spec: unknown, mac: unknown, hk = hubKey(token)): boolean {
+  if (typeof mac !== 'string') return false;
+  if (mac.startsWith('sh1.')) return safeEqual(mac, hubSignSpec(hk, spec));
+  if (mac.startsWith('sw1.') && mac.length > 4 + 64 + 1 && mac[68] === '.') {
+    const worker = mac.slice(69);
+    return safeEqual(mac, signSpec(workerCredential(token, worker), worker, spec));
+  }
+  return false;
+}
