@@ -3,7 +3,7 @@ import { hubKey, verifyResult, verifySpec } from '../protocol/result-mac.js';
 import { isFinal, type TaskRecord } from './task.js';
 
 /** An entry of a HANDBACK the hub did not take, and why. */
-export interface Refusal { id: string; why: string }
+export interface Refusal { id: string; why: string; /** Genuine, but the task is another live worker's lease. */ leased?: boolean }
 
 export interface ScreenContext {
   /** The swarm token: MACs are checked against keys derived from it (none: no worker proves anything). */
@@ -30,7 +30,7 @@ export function screenHandback(entries: readonly ReplicaEntry[], ctx: ScreenCont
   const hk = ctx.token ? hubKey(ctx.token) : undefined;
   for (const e of entries) {
     const why = check(e, ctx, hk);
-    if (why) refused.push({ id: e.id, why }); else accept.push(e);
+    if (why) refused.push({ id: e.id, why, ...(why.startsWith('leased to ') ? { leased: true } : {}) }); else accept.push(e);
   }
   return { accept, refused };
 }

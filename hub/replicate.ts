@@ -70,8 +70,10 @@ export class HubReplicator {
     handbacks: 0, recorded: 0, duplicate: 0, submitted: 0, deltas: 0, fullSyncs: 0, stateFrames: 0,
     /** Ids-first handback: offer frames, ids offered, ids the hub answered it wanted, entries received. */
     offers: 0, offered: 0, wanted: 0, entries: 0,
-    /** Handback entries refused: no valid MAC, over a live lease, or an unknown unverifiable task. */
+    /** Handback entries refused: no valid MAC, or an unknown task without a valid spec MAC. */
     refused: 0,
+    /** Genuine handback entries not recorded because another connected worker holds the task's lease. */
+    leaseHeld: 0,
   };
   private readonly signer: EntrySigner;
 
@@ -333,7 +335,7 @@ export class HubReplicator {
     this.lastHandback = Date.now();
     if (recorded) this.log.info({ worker: w.id, recorded, duplicate }, 'handback merged');
     if (refused.length) {
-      this.stats.refused += refused.length;
+      for (const r of refused) if (r.leased) this.stats.leaseHeld++; else this.stats.refused++;
       this.log.warn({ worker: w.id, remote: w.conn.socket.remoteAddress, refused: refused.length, samples: refused.slice(0, 5) }, 'handback entries refused');
       w.conn.sendError('SWARM_ERR_HANDBACK_REFUSED', refusalMessage(refused, entries.length, recorded, duplicate), { re: msg.id });
       return;

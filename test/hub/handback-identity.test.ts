@@ -71,7 +71,7 @@ t.test('forged results are refused with an ERROR and record nothing', async (t) 
   t.equal(r7?.payload.code, 'SWARM_ERR_HANDBACK_REFUSED', 'an unknown id with a forged hub MAC: refused');
   t.notOk(hub.store.queue.has('ghost-1') || hub.store.queue.has('ghost-2') || hub.store.queue.has('ghost-3'), 'no task was created');
   t.equal(hub.failover.stats.recorded, 0, 'nothing recorded by any handback');
-  t.equal(hub.failover.stats.refused, 7);
+  t.match(hub.failover.stats, { refused: 6, leaseHeld: 1 });
 
   // w-2's real answer is the one recorded.
   w2.send('TASK_RES', { task_id: 'i6-1', text: 'real', done: true, seq: 0 }, { re: req.id });

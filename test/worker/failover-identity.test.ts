@@ -10,9 +10,9 @@ const TOKEN = 'failover-identity-token-0123456789';
 
 /**
  * With a token, every result a failover worker records carries its MAC, and a hub restarted after
- * gossip mode takes the whole handback back: nothing refused, every task recorded once.
+ * gossip mode takes the handback back: nothing refused as forged, every task recorded once.
  */
-t.test('hub down mid-run with a token: gossip results come back signed, none refused, each recorded once', async (t) => {
+t.test('hub down mid-run with a token: gossip results come back signed, none refused as forged, each recorded once', async (t) => {
   const dir = tempDir(t);
   const cfg = (port: number) => hubConfig({ port, fsyncMs: 0, token: TOKEN, stateDir: dir });
   let hub = new Hub(cfg(0), quiet);
@@ -44,7 +44,9 @@ t.test('hub down mid-run with a token: gossip results come back signed, none ref
   await hub.start();
   t.ok(await waitTasks(hub, ids.length, 30_000), 'the restarted hub has every task final');
   t.ok(await wait(() => agents.every((a) => a.mode === Mode.STAR), 20_000), 'every worker is back in star mode');
-  t.equal(hub.failover.stats.refused, 0, 'no handback entry refused');
+  // A genuine entry for a task the restarted hub leased meanwhile to another worker is not recorded
+  // over that lease (the holder answers it, from its replica if it has the result).
+  t.equal(hub.failover.stats.refused, 0, `no handback entry refused as unverifiable (${hub.failover.stats.leaseHeld} left to a live lease)`);
   t.ok(hub.failover.stats.recorded > 0, `the handback recorded ${hub.failover.stats.recorded}`);
   for (const id of ids) if (hub.store.queue.get(id)?.result?.text !== `echo: ${id}`) t.fail(`${id}: ${JSON.stringify(hub.store.queue.get(id)?.result)}`);
   t.equal(hub.metrics.duplicateResults, 0, 'none recorded twice');
