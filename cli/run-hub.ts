@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import { X509Certificate } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
@@ -91,6 +92,7 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
     status: () => ({
       state_dir: o.dir, agents_wanted: o.agents ?? 0, supervised_pids: supervisor?.pids() ?? [],
       engine: { ...(engine ? { mode: 'shared', url: engine.url, pid: engine.pid } : { mode: engineMode(o.workerArgs ?? []) }), ...engineFailure(hub) },
+      ...(o.workerArgs?.length ? { workers_engine: workersEngine(o.workerArgs) } : {}),
     }),
     onShutdown: (workers: 'all' | 'supervised') => void stop(workers),
   };
@@ -164,6 +166,18 @@ function argValue(args: string[], name: string): string | undefined {
 function engineFailure(hub: Hub): { error?: string; failed_workers?: number } {
   const failed = [...hub.registry.all()].filter((w) => w.engineError !== undefined);
   return failed.length ? { error: `${failed[0]!.id}: ${failed[0]!.engineError}`, failed_workers: failed.length } : {};
+}
+
+/** The supervised workers' driver, model and driver options: `swarm run` checks what it asks for against them. */
+function workersEngine(args: string[]): { driver?: string; model?: string; driver_opt: Record<string, string> } {
+  const opts: Record<string, string> = {};
+  args.forEach((a, i) => {
+    if (a !== '--driver-opt' || args[i + 1] === undefined) return;
+    const kv = args[i + 1]!, eq = kv.indexOf('=');
+    if (eq > 0) opts[kv.slice(0, eq)] = kv.slice(eq + 1);
+  });
+  const model = argValue(args, '--model');
+  return { driver: argValue(args, '--driver'), ...(model ? { model: path.resolve(model) } : {}), driver_opt: opts };
 }
 
 /** What the supervised workers' arguments say about their engine. */

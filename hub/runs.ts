@@ -48,6 +48,8 @@ export interface StartRun {
   /** Defaults for the passport when roles name no driver/model (the swarm's own). */
   driver?: string;
   model?: string;
+  /** The driver options the run's workers were started with (`--driver-opt`), for the passport. */
+  driver_options?: Record<string, string>;
 }
 
 export interface RunView { run: string; state: 'running' | 'done'; experiment: string; topology: string; progress?: Progress; outcome?: Omit<RunOutcome, 'progress'>; dir: string }
@@ -85,7 +87,7 @@ export class RunManager {
     const spec: RunSpec = { experiment, inputs };
     const run = newRunId();
     const passport = await makePassport({
-      run, experiment, swarmVersion: this.o.version, baseDir, defaultDriver: body.driver, defaultModel: body.model,
+      run, experiment, swarmVersion: this.o.version, baseDir, defaultDriver: body.driver, defaultModel: body.model, driverOptions: body.driver_options,
       replayOf: body.replay_of, engines: ((mode): Record<string, string> => (mode ? { swarm_engine: mode } : {}))(this.o.engine?.()),
     });
     await this.hub.store.appendMeta('run', { run, spec, passport });

@@ -16,6 +16,8 @@ export interface Passport {
   temperature: number;
   models: { role: string; path: string; sha256?: string; size?: number; error?: string }[];
   drivers: { role: string; driver: string }[];
+  /** The driver options the swarm's workers run with (`--driver-opt`): p of the simulated driver, ctx, threads… */
+  driver_options?: Record<string, string>;
   engines: Record<string, string>;
   host: { hostname: string; platform: string; arch: string; cpus: number; cpu_model: string; mem_bytes: number; node: string };
   /** The resolved experiment (role defaults filled in). */
@@ -51,7 +53,7 @@ function engineVersions(extra: Record<string, string>): Record<string, string> {
 
 export async function makePassport(o: {
   run: string; experiment: Experiment; swarmVersion: string; baseDir?: string; defaultModel?: string; defaultDriver?: string;
-  engines?: Record<string, string>; replayOf?: string;
+  engines?: Record<string, string>; replayOf?: string; driverOptions?: Record<string, string>;
 }): Promise<Passport> {
   const e = o.experiment;
   const models: Passport['models'] = [];
@@ -67,7 +69,7 @@ export async function makePassport(o: {
   }
   return {
     run: o.run, created_at: new Date().toISOString(), swarm_version: o.swarmVersion, experiment: e.name, topology: e.topology,
-    seed: e.seed, temperature: e.temperature, models, drivers, engines: engineVersions(o.engines ?? {}),
+    seed: e.seed, temperature: e.temperature, models, drivers, ...(o.driverOptions ? { driver_options: { ...o.driverOptions } } : {}), engines: engineVersions(o.engines ?? {}),
     host: {
       hostname: os.hostname(), platform: os.platform(), arch: os.arch(), cpus: os.cpus().length, cpu_model: os.cpus()[0]?.model ?? '',
       mem_bytes: os.totalmem(), node: process.version,

@@ -124,3 +124,31 @@ async function workerCount(hub: HubFile): Promise<number> {
   const s = await call<{ workers: unknown[] }>(hub, 'GET', '/status', undefined, 5000).catch(() => ({ workers: [] }));
   return s.workers.length;
 }
+
+/** What the running swarm's supervised workers were started with (hub /status), when it says. */
+export interface RunningEngine { driver?: string; model?: string; driver_opt: Record<string, string> }
+
+/** The embedded engine runs as `batched` (one engine, many sequences) or behind a shared llama-server. */
+function sameDriver(asked: string, running: string | undefined): boolean {
+  return asked === running || (asked === 'embedded' && (running === 'batched' || running === 'llama-server'));
+}
+
+/**
+ * Refuse a run whose --driver, --model or --driver-opt differ from what the running swarm runs (a
+ * run on p=0.6 workers asked for p=0.95 would silently answer at 0.6). Returns what the swarm runs,
+ * for the passport; undefined when the hub does not say (then any of those flags is refused too).
+ */
+export async function checkEngine(dir: string, hub: HubFile, o: { driver?: string; model?: string; driverOpt: Record<string, string> }): Promise<RunningEngine | undefined> {
+  const s = await call<{ workers_engine?: RunningEngine }>(hub, 'GET', '/status', undefined, 5000).catch(() => ({ workers_engine: undefined }));
+  const running = s.workers_engine;
+  const asked = Object.keys(o.driverOpt).length || o.driver || o.model;
+  if (!asked) return running;
+  const stop = `stop it (swarm down --state-dir ${dir}) and run again to start one as asked, or give another --state-dir`;
+  if (!running) throw new SwarmError('SWARM_ERR_CONFIG', `the swarm running in ${dir} does not say which driver, model and driver options its workers run, so --driver/--model/--driver-opt cannot be honoured on it: ${stop}`);
+  const diff: string[] = [];
+  if (o.driver && !sameDriver(o.driver, running.driver)) diff.push(`driver ${o.driver} (it runs ${running.driver ?? 'unknown'})`);
+  if (o.model && path.resolve(o.model) !== running.model) diff.push(`model ${path.resolve(o.model)} (it runs ${running.model ?? 'no model'})`);
+  for (const [k, v] of Object.entries(o.driverOpt)) if (running.driver_opt[k] !== v) diff.push(`--driver-opt ${k}=${v} (it runs ${running.driver_opt[k] === undefined ? `without ${k}` : `${k}=${running.driver_opt[k]}`})`);
+  if (diff.length) throw new SwarmError('SWARM_ERR_CONFIG', `this run asks for ${diff.join(', ')}, which the swarm running in ${dir} does not run: ${stop}`);
+  return running;
+}

@@ -14,7 +14,7 @@ import { readHubFile, stateDir, type HubFile } from '../state.js';
 import { chooseModel } from '../model.js';
 import { printExperiment } from './experiment-print.js';
 import { compareRuns, readRunDir, resolveRunId } from './runs.js';
-import { planPools, routeRoles, startPools, workerCaps, type Pool } from './run-pools.js';
+import { checkEngine, planPools, routeRoles, startPools, workerCaps, type Pool } from './run-pools.js';
 
 export interface RunView {
   run: string; state: 'running' | 'done'; experiment: string; topology: string; dir: string;
@@ -53,6 +53,9 @@ export function registerRun(program: Command): void {
         const plan = prepare(file, o, dir);
         // A remote swarm is used as it is: nothing is started on another machine from here.
         const remote = remoteTarget(o);
+        if (remote && (o.driver || o.model || Object.keys(o.driverOpt).length)) {
+          throw new SwarmError('SWARM_ERR_CONFIG', '--driver, --model and --driver-opt choose the engine of a swarm this command starts; a remote swarm runs what it was started with: leave them out');
+        }
         const hub = remote ?? await ensureSwarm(dir, plan, o);
         const startedHere = plan.started;
         const views: RunView[] = [];
@@ -60,7 +63,7 @@ export function registerRun(program: Command): void {
           const set = o.repeat > 1 ? [...o.set, `seed=${plan.experiment.seed + i}`] : o.set;
           const { run } = await call<{ run: string }>(hub, 'POST', '/runs', {
             experiment: plan.experiment, inputs: plan.inputs, base_dir: plan.baseDir, set: plan.replayOf ? [] : set,
-            replay_of: plan.replayOf, driver: plan.driver, model: plan.model,
+            replay_of: plan.replayOf, driver: plan.driver, model: plan.model, ...(plan.driverOpt ? { driver_options: plan.driverOpt } : {}),
           }, 120_000);
           views.push(await follow(dir, hub, run, o, remote !== undefined));
           if (views.at(-1)?.outcome?.verdict === 'cancelled') break; // Ctrl-C (or `runs cancel`) stops a --repeat too
@@ -78,7 +81,11 @@ export function registerRun(program: Command): void {
     });
 }
 
-export interface Plan { experiment: Experiment; inputs?: RunSpec['inputs']; baseDir: string; replayOf?: string; driver?: string; model?: string; pools: Pool[]; started?: boolean }
+export interface Plan {
+  experiment: Experiment; inputs?: RunSpec['inputs']; baseDir: string; replayOf?: string; driver?: string; model?: string; pools: Pool[]; started?: boolean;
+  /** The driver options the run's workers run with (for the passport), once the swarm is known. */
+  driverOpt?: Record<string, string>;
+}
 
 /** Validate everything before any swarm starts or any task is submitted. */
 export function prepare(file: string | undefined, o: RunOptions, dir: string): Plan {
@@ -96,20 +103,47 @@ export function prepare(file: string | undefined, o: RunOptions, dir: string): P
     return { experiment: spec.experiment, inputs: spec.inputs, baseDir: process.cwd(), replayOf: o.replay, driver, model, pools };
   }
   if (!file) throw new SwarmError('SWARM_ERR_CONFIG', 'give an experiment file, or --replay RUN');
-  let experiment = loadExperiment(file, { set: o.set });
+  const baseDir = path.dirname(path.resolve(file));
+  let experiment = resolveModels(loadExperiment(file, { set: o.set }), o.set.length ? loadExperimentOrUndefined(file) : undefined, baseDir);
   // --driver/--model replace the roles' own, so the passport and the reports name what ran.
   if (o.driver || o.model) experiment = overrideRoles(experiment, o.driver, o.model);
-  const baseDir = path.dirname(path.resolve(file));
+  checkModels(experiment);
   const inputs = resolveInputs(experiment, baseDir);
   const roles = Object.values(experiment.roles);
   const driver = o.driver ?? roles.find((r) => r.driver)?.driver;
-  const model = o.model ?? ((m) => (m ? path.resolve(baseDir, m) : undefined))(roles.find((r) => r.model)?.model);
+  const model = o.model ? path.resolve(o.model) : roles.find((r) => r.model)?.model;
   // --driver/--model put every role on one pool (a quick run on echo, say); else one pool per (driver, model).
   const pools = o.driver || o.model ? [onePool(experiment, driver, model, o.agents)]
-    : planPools(experiment, (role) => ((m) => (m ? path.resolve(baseDir, m) : undefined))(experiment.roles[role]?.model), { driver, model }, o.agents);
+    : planPools(experiment, (role) => experiment.roles[role]?.model, { driver, model }, o.agents);
   // The set overrides are already applied; the hub gets the resolved experiment.
   o.set = [];
   return { experiment, inputs, baseDir, driver, model, pools };
+}
+
+/** The experiment file without overrides, or undefined when it does not validate alone. */
+export function loadExperimentOrUndefined(file: string): Experiment | undefined {
+  try { return loadExperiment(file); } catch { return undefined; }
+}
+
+/**
+ * Role model paths made absolute: a path written in the experiment file is relative to its folder;
+ * one given on the command line (`--set roles.agent.model=…`) to the current directory, like every
+ * path a CLI takes. `plain` is the experiment without the --set overrides.
+ */
+export function resolveModels(e: Experiment, plain: Experiment | undefined, baseDir: string): Experiment {
+  const roles = Object.fromEntries(Object.entries(e.roles).map(([k, r]) => {
+    if (!r.model) return [k, r];
+    const fromFile = plain?.roles[k]?.model === r.model;
+    return [k, { ...r, model: path.resolve(fromFile ? baseDir : process.cwd(), r.model) }];
+  }));
+  return { ...e, roles };
+}
+
+/** Every model a role names must exist: a run never falls back to whatever model a swarm has. */
+export function checkModels(e: Experiment): void {
+  for (const [k, r] of Object.entries(e.roles)) {
+    if (r.model && !fs.existsSync(r.model)) throw new SwarmError('SWARM_ERR_CONFIG', `model ${r.model} (roles.${k}.model) does not exist`);
+  }
 }
 
 /** The experiment with every role on this driver and/or model. */
@@ -135,6 +169,9 @@ export async function ensureSwarm(dir: string, plan: Plan, o: RunOptions): Promi
   const h = readHubFile(dir);
   const mixed = plan.pools.length > 1;
   if (h && alive(h.pid)) {
+    // --driver, --driver-opt and --model are what this run asks to run on: never silently something else.
+    const running = await checkEngine(dir, h, o);
+    if (running) { plan.driver ??= running.driver; plan.model ??= running.model; plan.driverOpt = { ...running.driver_opt, ...o.driverOpt }; }
     if (o.agents !== undefined && h.agents !== undefined && h.agents !== o.agents && !o.json) {
       process.stderr.write(`note: using the running swarm of ${h.agents} agent(s); --agents only sizes a swarm this command starts\n`);
     }
@@ -168,6 +205,7 @@ export async function ensureSwarm(dir: string, plan: Plan, o: RunOptions): Promi
   if (rest.length) await startPools(dir, started, rest, { json: o.json });
   plan.experiment = routeRoles(plan.experiment, plan.pools);
   plan.started = true;
+  plan.driverOpt = { ...o.driverOpt };
   return started;
 }
 
@@ -178,8 +216,8 @@ export async function ensureSwarm(dir: string, plan: Plan, o: RunOptions): Promi
 export async function follow(dir: string, hub: ControlTarget, run: string, o: RunOptions, remote = false): Promise<RunView> {
   const progress = new Progress(o.json);
   const deadline = Date.now() + o.timeout;
-  // Ctrl-C cancels the run on the hub (its outstanding tasks stop on the workers) and we wait for it
-  // to end as cancelled, so the run folder is complete; a second Ctrl-C leaves at once.
+  // Ctrl-C (or SIGTERM) cancels the run on the hub (its outstanding tasks stop on the workers) and we
+  // wait for it to end as cancelled, so the run folder is complete; a second one leaves at once.
   let interrupted = false;
   const onInt = (): void => {
     if (interrupted) { progress.done(); process.exit(Exit.INTERRUPTED); }
@@ -189,7 +227,8 @@ export async function follow(dir: string, hub: ControlTarget, run: string, o: Ru
       .catch((err: unknown) => { process.stderr.write(`swarm: could not cancel run ${run}: ${err instanceof Error ? err.message : String(err)}\n`); });
   };
   process.on('SIGINT', onInt);
-  try { return await followLoop(dir, hub, run, o, progress, deadline, remote); } finally { process.off('SIGINT', onInt); }
+  process.on('SIGTERM', onInt);
+  try { return await followLoop(dir, hub, run, o, progress, deadline, remote); } finally { process.off('SIGINT', onInt); process.off('SIGTERM', onInt); }
 }
 
 async function followLoop(dir: string, hub: ControlTarget, run: string, o: RunOptions, progress: Progress, deadline: number, remote: boolean): Promise<RunView> {

@@ -11,9 +11,11 @@ import type { Passport } from '../../topologies/passport.js';
 import { Exit, fail } from '../exit.js';
 import { call } from '../http.js';
 import { int, keyValue } from '../options.js';
-import { stateDir, type HubFile } from '../state.js';
-import { routeRoles } from './run-pools.js';
-import { ensureSwarm, follow, overrideRoles, prepare, type RunOptions } from './run.js';
+import { readHubFile, stateDir, type HubFile } from '../state.js';
+import { alive } from '../../hub/supervisor.js';
+import { checkEngine, routeRoles } from './run-pools.js';
+import { checkModels, ensureSwarm, follow, loadExperimentOrUndefined, overrideRoles, prepare, resolveModels, type RunOptions, type RunView } from './run.js';
+import { cellHash, engineIdentity } from './sweep-cells.js';
 
 interface SweepOptions extends RunOptions { grid: string[]; seeds: number; out?: string }
 
@@ -46,44 +48,68 @@ async function sweep(file: string, o: SweepOptions): Promise<void> {
   if (plan.experiment.inputs.dataset === undefined) throw new SwarmError('SWARM_ERR_CONFIG', `${file}: a sweep needs inputs.dataset (items with expected answers)`);
   const axes = o.grid.map(parseAxis);
   const list = cells(axes, o.seeds, plan.experiment.seed);
-  // Every cell is validated before anything runs.
+  // What a running swarm runs (a mismatch with --driver/--model/--driver-opt is refused here, before any cell).
+  const h = readHubFile(dir);
+  const running = h && alive(h.pid) ? await checkEngine(dir, h, o) : undefined;
+  const engine = engineIdentity(o, running, plan.pools[0]?.driver);
+  // Every cell is validated, and keyed by what it would run, before anything runs.
+  const plain = loadExperimentOrUndefined(file);
   const experiments = new Map<string, Experiment>();
   for (const c of list) {
-    let e = loadExperiment(file, { set: [...baseSets, ...cellSets(plan.experiment, c)] });
+    let e = resolveModels(loadExperiment(file, { set: [...baseSets, ...cellSets(plan.experiment, c)] }), plain, plan.baseDir);
     if (o.driver || o.model) e = overrideRoles(e, o.driver, o.model);
+    checkModels(e);
     experiments.set(c.key, e);
+    c.hash = (await cellHash(e, engine, plan.baseDir)).hash;
   }
   const out = path.resolve(o.out ?? path.join(dir, 'sweeps', plan.experiment.name));
   fs.mkdirSync(out, { recursive: true });
   const jsonPath = path.join(out, 'sweep.json');
   const prev = readSweep(jsonPath);
+  // A previous cell counts only when it ran exactly this experiment on this engine.
+  const same = (c: Cell) => prev?.cells.find((p) => p.key === c.key && p.hash !== undefined && p.hash === c.hash);
   const f: SweepFile = {
     experiment: plan.experiment.name, file: path.resolve(file), topology: plan.experiment.topology, grid: axes, seeds: o.seeds,
-    base_seed: plan.experiment.seed, ran: prev?.ran, simulated: prev?.simulated,
-    cells: list.map((c) => ({ ...c, ...pick(prev?.cells.find((p) => p.key === c.key)) })), updated_at: new Date().toISOString(),
+    base_seed: plan.experiment.seed, engine, ran: list.some((c) => same(c)) ? prev?.ran : undefined, simulated: list.some((c) => same(c)) ? prev?.simulated : undefined,
+    cells: list.map((c) => ({ ...c, ...pick(same(c)) })), updated_at: new Date().toISOString(),
   };
   const runsDir = path.join(dir, 'runs');
   const finished = (c: Cell) => c.state === 'done' && c.run !== undefined && fs.existsSync(path.join(runsDir, c.run, 'result.json'));
   const todo = f.cells.filter((c) => !finished(c));
   const reused = f.cells.length - todo.length;
-  if (!o.json) process.stderr.write(`sweep ${f.experiment}: ${f.cells.length} cells (${axes.map((a) => `${a.key} × ${a.values.length}`).join(', ') || 'no grid'}, ${o.seeds} seed(s)); ${reused} already done, ${todo.length} to run; folder ${out}\n`);
+  const changed = prev ? list.filter((c) => prev.cells.some((p) => p.key === c.key && p.hash !== c.hash)).length : 0;
+  if (!o.json) process.stderr.write(`sweep ${f.experiment}: ${f.cells.length} cells (${axes.map((a) => `${a.key} × ${a.values.length}`).join(', ') || 'no grid'}, ${o.seeds} seed(s)); ${reused} already done, ${todo.length} to run${changed ? ` (${changed} changed since their last run: experiment, engine, model or dataset)` : ''}; folder ${out}\n`);
   const save = () => { f.updated_at = new Date().toISOString(); writeAtomic(jsonPath, JSON.stringify(f, null, 2)); writeAtomic(path.join(out, 'sweep.html'), page(f, runsDir, out)); };
+  // Ctrl-C or SIGTERM: the running cell is cancelled (follow does that) and no further cell starts.
+  let stopping = false;
+  const onStop = (): void => { stopping = true; };
+  process.on('SIGINT', onStop);
+  process.on('SIGTERM', onStop);
+  const interrupted = (c?: Cell): never => {
+    if (c) { Object.assign(c, { state: 'pending' }); delete c.run; }
+    save();
+    if (!o.json) process.stderr.write(`sweep ${f.experiment}: interrupted; ${f.cells.filter((x) => x.state === 'done').length} of ${f.cells.length} cells done. Run the same command to go on.\n`);
+    process.exit(Exit.INTERRUPTED);
+  };
   let hub: HubFile | undefined;
   let ran = 0;
   for (const c of todo) {
+    if (stopping) interrupted();
     hub ??= await ensureSwarm(dir, plan, o);
     let e = experiments.get(c.key)!;
     if (plan.pools.length > 1) e = routeRoles(e, plan.pools);
-    // A cell whose run was started by an interrupted sweep is waited for, not started again.
-    let run = c.state === 'running' && c.run ? await known(hub, c.run) : undefined;
+    // A cell an interrupted sweep left running is an orphan: a finished run is kept, an unfinished one
+    // is cancelled and the cell started again (nobody is left waiting for it).
+    let run = c.state === 'running' && c.run ? await adoptOrCancel(hub, c.run) : undefined;
     if (!run) {
       const inputs = resolveInputs(e, plan.baseDir);
-      run = (await call<{ run: string }>(hub, 'POST', '/runs', { experiment: e, inputs, base_dir: plan.baseDir, driver: plan.driver, model: plan.model }, 120_000)).run;
+      run = (await call<{ run: string }>(hub, 'POST', '/runs', { experiment: e, inputs, base_dir: plan.baseDir, driver: plan.driver, model: plan.model, ...(plan.driverOpt ? { driver_options: plan.driverOpt } : {}) }, 120_000)).run;
       ran++;
     }
     Object.assign(c, { run, state: 'running' });
     save();
     const v = await follow(dir, hub, run, o);
+    if (stopping || v.outcome?.verdict === 'cancelled') interrupted(c);
     // The run is done when its outcome is known; its folder's result.json (what the pages read) follows shortly.
     if (v.state === 'done') await waitFor(path.join(runsDir, run, 'result.json'), 60_000);
     const x = v.outcome?.details?.experiment as ExperimentResult | undefined;
@@ -96,19 +122,29 @@ async function sweep(file: string, o: SweepOptions): Promise<void> {
       if (pp) { f.ran = modelLine(pp, x); f.simulated = simulatedNote(pp, x) !== undefined; }
     }
     save();
-    if (v.outcome?.verdict === 'cancelled') process.exit(Exit.INTERRUPTED);
   }
+  process.off('SIGINT', onStop);
+  process.off('SIGTERM', onStop);
   save();
   if (o.json) { process.stdout.write(JSON.stringify({ sweep: jsonPath, html: path.join(out, 'sweep.html'), cells: f.cells.length, ran, reused }) + '\n'); }
   else {
     const g = groups(f, rowsReader(runsDir), f.base_seed);
     if (f.simulated) process.stdout.write('SIMULATED DRIVER: answers are synthetic; these numbers test the machinery, not a model.\n');
     process.stdout.write(`${f.ran ?? ''}\n`);
-    for (const x of g) process.stdout.write(`  ${x.label.padEnd(28)} ${x.condition.padEnd(18)} ${x.summary.mean.toFixed(3)} ± ${x.summary.se.toFixed(3)} [${x.summary.ci[0].toFixed(3)}, ${x.summary.ci[1].toFixed(3)}] n=${x.summary.n} × ${x.seeds} seed(s)  ${x.tokens_per_item.toFixed(0)} tokens/item\n`);
+    for (const x of g) process.stdout.write(`  ${x.label.padEnd(28)} ${x.condition.padEnd(18)} ${x.summary.mean.toFixed(3)} ± ${x.summary.se.toFixed(3)} [${x.summary.ci[0].toFixed(3)}, ${x.summary.ci[1].toFixed(3)}] n=${x.summary.n} × ${x.seeds} seed(s)  failed ${x.failed}  ${x.tokens_per_item.toFixed(0)} tokens/item${x.k !== undefined ? `  k=${x.k}` : ''}\n`);
     process.stdout.write(`${ran} cell run(s) started, ${reused} reused\nsweep.json: ${jsonPath}\nsweep.html: ${path.join(out, 'sweep.html')}\n`);
   }
   if (plan.started) process.stderr.write(`note: the swarm this command started is still running (state dir ${dir}); stop it with: swarm down${o.stateDir ? ` --state-dir ${o.stateDir}` : ''}\n`);
   process.exit(f.cells.some((c) => c.state === 'failed') ? Exit.TASKS_FAILED : Exit.OK);
+}
+
+/** An orphaned run: kept when it finished with a result, else cancelled (undefined: start the cell again). */
+async function adoptOrCancel(hub: HubFile, run: string): Promise<string | undefined> {
+  const v = await call<RunView>(hub, 'GET', `/runs/${encodeURIComponent(run)}`, undefined, 10_000).catch(() => undefined);
+  if (!v) return undefined;
+  if (v.state === 'done') return v.outcome?.details?.experiment ? run : undefined;
+  await call(hub, 'POST', `/runs/${encodeURIComponent(run)}/cancel`, { reason: 'orphaned: the sweep that started it ended; the cell is started again' }, 30_000).catch(() => undefined);
+  return undefined;
 }
 
 async function waitFor(file: string, ms: number): Promise<void> {
@@ -127,11 +163,6 @@ function readSweep(file: string): SweepFile | undefined {
 
 function readPassport(runDir: string): Passport | undefined {
   try { return JSON.parse(fs.readFileSync(path.join(runDir, 'passport.json'), 'utf8')) as Passport; } catch { return undefined; }
-}
-
-/** The run id when the hub still knows the run (it may have finished meanwhile). */
-async function known(hub: HubFile, run: string): Promise<string | undefined> {
-  try { await call(hub, 'GET', `/runs/${encodeURIComponent(run)}`, undefined, 10_000); return run; } catch { return undefined; }
 }
 
 function writeAtomic(file: string, text: string): void {

@@ -12,6 +12,8 @@ export interface Cell {
   key: string;
   params: Record<string, string>;
   seed: number;
+  /** sha256 of what the cell runs (resolved experiment, engine, model and dataset hashes): a changed cell runs again. */
+  hash?: string;
   run?: string;
   state: 'pending' | 'running' | 'done' | 'failed';
   /** Summary of the run's result (conditions and comparisons), once done. */
@@ -27,6 +29,8 @@ export interface SweepFile {
   grid: Axis[];
   seeds: number;
   base_seed: number;
+  /** The engine the cells run on (driver, its options, model), as hashed into each cell. */
+  engine?: { driver?: string; driver_opt: Record<string, string>; model?: string };
   /** What ran: drivers and models, from the first finished run's passport. */
   ran?: string;
   simulated?: boolean;
@@ -80,7 +84,13 @@ export function cellSets(e: Experiment, c: Cell): string[] {
 }
 
 /** Cells of one grid point (all seeds) and a condition, pooled: per item, the mean score over seeds. */
-export interface Group { params: Record<string, string>; label: string; condition: string; summary: Summary; tokens_per_item: number; wall_ms_per_item: number; runs: string[]; seeds: number }
+export interface Group {
+  params: Record<string, string>; label: string; condition: string; summary: Summary; tokens_per_item: number; wall_ms_per_item: number; runs: string[]; seeds: number;
+  /** Failed items over the seeds' runs. */
+  failed: number;
+  /** The votes' k (of the first seed's run; a matched k may differ between seeds). */
+  k?: number;
+}
 
 /**
  * Pool the seeds of each grid point: every item's score is averaged over the seeds first, so the
@@ -106,6 +116,7 @@ export function groups(f: SweepFile, rowsOf: (run: string) => { cells: Record<st
       const cstats = cs.map((c) => c.result!.conditions.find((x) => x.name === cond)).filter((x) => x !== undefined);
       out.push({
         params: cs[0]!.params, label, condition: cond, summary: summarise(xs, seed), seeds: cs.length, runs: cs.map((c) => c.run!),
+        failed: cstats.reduce((a, x) => a + (x.failed ?? 0), 0), ...(cstats[0]?.k !== undefined ? { k: cstats[0].k } : {}),
         tokens_per_item: cstats.reduce((a, x) => a + x.tokens_per_item, 0) / Math.max(1, cstats.length),
         wall_ms_per_item: cstats.reduce((a, x) => a + x.wall_ms_per_item, 0) / Math.max(1, cstats.length),
       });
