@@ -60,7 +60,7 @@ export class Hub implements HubContext {
     }, { fsync: this.config.fsync, fsyncMs: this.config.fsyncMs, compactBytes: this.config.compactBytes },
     { retain: { ageMs: this.config.retainMs, count: this.config.retainCount } });
     const damage = this.store.damage;
-    if (damage.records) this.log.warn({ damaged: damage.records, quarantine: damage.quarantine, samples: damage.samples }, 'journal: damaged records set aside; every intact record was kept');
+    if (damage.records || damage.orphans) this.log.warn({ damaged: damage.records, orphans: damage.orphans, quarantine: damage.quarantine, samples: damage.samples }, 'journal: damaged records set aside; every intact record was kept');
     // The store's events are the spine: counters, replication and dispatch follow them; nobody reports by hand.
     for (const part of [this.metrics, this.failover, this.dispatcher]) this.store.subscribe(part.onStoreEvent);
     const onSocket = (s: net.Socket) => this.sessions.accept(s);

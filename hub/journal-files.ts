@@ -65,15 +65,36 @@ export function readLines(file: string, onLine: (buf: Buffer, start: number, end
   } finally { fs.closeSync(fd); }
 }
 
-/** Read one journal file: the intact records in order, and what was damaged (a torn tail included). */
-export function readJournalFile(file: string): { records: JournalRecord[]; damage: Damage[]; legacy: number; size: number; goodEnd: number } {
+/** What replay has seen so far, across the files it reads in order. */
+export interface ReplayState {
+  /** A checksummed record was read: from here on a line without a checksum is damage, not an old format. */
+  checked: boolean;
+}
+
+/**
+ * Read one journal file: the intact records in order, and what was damaged (a torn tail included).
+ * A line without check fields is accepted only before the journal's first checksummed record (a
+ * journal written before checksums, then appended to): after one, it is damage, since no writer
+ * since then writes such lines. A checksummed record that says it came from such a line
+ * (`unchecked`, written by a compaction) counts as legacy too: the snapshot does not vouch for it.
+ */
+export function readJournalFile(file: string, seen: ReplayState = { checked: false }): { records: JournalRecord[]; damage: Damage[]; legacy: number; size: number; goodEnd: number } {
   const records: JournalRecord[] = [];
   const damage: Damage[] = [];
   let legacy = 0;
   const name = path.basename(file);
   const r = readLines(file, (buf, start, end, offset) => {
     const d: Decoded = decodeLine(buf, start, end);
-    if (d.ok) { records.push(d.rec); if (d.legacy) legacy++; } else damage.push({ file: name, offset, why: d.why, raw: buf.toString('utf8', start, end) });
+    if (d.ok && d.legacy && seen.checked) {
+      damage.push({ file: name, offset, why: 'no checksum after checksummed records', raw: buf.toString('utf8', start, end) });
+      return;
+    }
+    if (!d.ok) { damage.push({ file: name, offset, why: d.why, raw: buf.toString('utf8', start, end) }); return; }
+    if (d.legacy) { legacy++; (d.rec as { unchecked?: true }).unchecked = true; } else {
+      seen.checked = true;
+      if ((d.rec as { unchecked?: unknown }).unchecked === true) legacy++;
+    }
+    records.push(d.rec);
   });
   if (!r) return { records, damage, legacy, size: 0, goodEnd: 0 };
   if (r.goodEnd < r.size) {

@@ -2,12 +2,15 @@ import { crc32 } from 'node:zlib';
 import type { Receipt, ErrorCode } from '../protocol/index.js';
 import type { TaskSpec } from './task.js';
 
-/** One record of the journal (and of its snapshot). */
+/**
+ * One record of the journal (and of its snapshot). `unchecked`: it was read from a line without a
+ * checksum (a journal older than checksums); a snapshot keeps saying so rather than vouch for it.
+ */
 export type JournalRecord =
-  | { t: 'task'; spec: TaskSpec & { id: string }; at: number }
-  | { t: 'result'; id: string; text: string; worker: string; attempt: number; receipt?: Receipt; at: number }
-  | { t: 'fail'; id: string; error: { code: ErrorCode; msg: string }; attempts: number; at: number }
-  | { t: 'meta'; kind: string; data: unknown; at: number }
+  | { t: 'task'; spec: TaskSpec & { id: string }; at: number; unchecked?: true }
+  | { t: 'result'; id: string; text: string; worker: string; attempt: number; receipt?: Receipt; at: number; unchecked?: true }
+  | { t: 'fail'; id: string; error: { code: ErrorCode; msg: string }; attempts: number; at: number; unchecked?: true }
+  | { t: 'meta'; kind: string; data: unknown; at: number; unchecked?: true }
   /**
    * Finished tasks that left the hot state for the results archive (hub/archive.ts): their lines are
    * in archive file `file` at `offsets` (same order as `ids`). Replay drops them and remembers the

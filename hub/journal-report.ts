@@ -10,6 +10,7 @@ export function journalStatus(store: TaskStore): Record<string, unknown> | undef
     quarantine: store.damage.quarantine,
     damage: store.damage.samples,
     legacy_records: store.legacyRecords,
+    orphan_records: store.damage.orphans,
     retention: store.retention,
   };
 }
@@ -21,6 +22,8 @@ export function journalMetrics(store: TaskStore): string {
   const out: string[] = [];
   const metric = (name: string, type: 'gauge' | 'counter', help: string, v: number) => out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, `${name} ${v}`);
   metric('swarm_journal_damaged_records', 'gauge', 'Damaged journal records set aside (quarantined) when the hub started.', store.damage.records);
+  metric('swarm_journal_orphan_records', 'gauge', 'Intact results or failures whose task line was damaged, found when the hub started (kept, not dropped).', store.damage.orphans);
+  metric('swarm_journal_legacy_records', 'gauge', 'Journal records without a checksum of their own, found when the hub started (accepted only before the first checksummed one).', store.legacyRecords);
   metric('swarm_journal_write_errors_total', 'counter', 'Journal writes that failed (nothing of them was kept).', s.write_errors);
   metric('swarm_journal_disk_full', 'gauge', '1 while the last journal write failed for want of space.', s.disk_full ? 1 : 0);
   metric('swarm_journal_segment_bytes', 'gauge', 'Bytes in the live journal segment.', s.segment_bytes);

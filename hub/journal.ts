@@ -92,9 +92,10 @@ export class Journal {
     let snapshotBytes = 0;
     let size = 0;
     let torn = false;
+    const seen = { checked: false };
     for (const file of [p.snapshot, p.old, p.current]) {
       let r;
-      try { r = readJournalFile(file); } catch (e) {
+      try { r = readJournalFile(file, seen); } catch (e) {
         throw new SwarmError('SWARM_ERR_JOURNAL', `cannot read ${file}: ${(e as Error).message}`);
       }
       for (const x of r.records) records.push(x);

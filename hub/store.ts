@@ -30,8 +30,14 @@ export interface StoreOptions {
   tickMs?: number;
 }
 
-/** Damage found in the journal on open (the records themselves are in the quarantine file). */
-export interface DamageReport { records: number; quarantine?: string; samples: Omit<Damage, 'raw'>[] }
+/**
+ * Damage found in the journal on open (the records themselves are in the quarantine file), and
+ * `orphans`: intact results or failures whose task line was damaged, kept (and compacted) rather than
+ * dropped; a resubmit of that id gets its recorded result.
+ */
+export interface DamageReport { records: number; quarantine?: string; samples: Omit<Damage, 'raw'>[]; orphans: number }
+
+type FinalRecord = Extract<JournalRecord, { t: 'result' | 'fail' }>;
 
 /**
  * Tasks and results, journaled. The store owns its invariants: each transition is one method that
@@ -43,13 +49,17 @@ export interface DamageReport { records: number; quarantine?: string; samples: O
 export class TaskStore {
   readonly events = new StoreEvents();
   /** Damaged journal records set aside on open. */
-  damage: DamageReport = { records: 0, samples: [] };
+  damage: DamageReport = { records: 0, samples: [], orphans: 0 };
   /** Journal records written before checksums (replayed, reported). */
   legacyRecords = 0;
   /** Meta records (e.g. runs) found in the journal on open, for other parts to resume from. */
   readonly meta: { kind: string; data: unknown }[] = [];
   /** Every meta record, kept for snapshots. */
-  private readonly metas: { kind: string; data: unknown; at: number }[] = [];
+  private readonly metas: { kind: string; data: unknown; at: number; unchecked?: true }[] = [];
+  /** Final records whose task is unknown (its line was damaged): kept, never dropped at compaction. */
+  private readonly orphans = new Map<string, FinalRecord>();
+  /** Ids whose task or final record came from a line without a checksum (see JournalRecord). */
+  private readonly unchecked = { task: new Set<string>(), final: new Set<string>() };
   /** Ids being journaled by a submit, so a concurrent submit of the same id is a duplicate. */
   private readonly accepting = new Map<string, Promise<unknown>>();
   private reserved = 0;
@@ -108,8 +118,10 @@ export class TaskStore {
       records: damage.length,
       quarantine: damage.length ? `${stateDir}/journal.quarantine.ndjson` : undefined,
       samples: damage.slice(0, 10).map(({ file, offset, why }) => ({ file, offset, why })),
+      orphans: 0,
     };
     store.replay(records);
+    store.damage.orphans = store.orphans.size;
     store.evictor.load(queue.all());
     journal.setSnapshotSource(() => store.snapshot());
     store.start();
@@ -129,23 +141,38 @@ export class TaskStore {
         if (this.q.has(r.spec.id)) continue;
         r.spec.priority ??= 0;
         this.q.add(r.spec, r.at);
-      } else if (r.t === 'result') this.q.complete(r.id, { text: r.text, worker: r.worker, attempt: r.attempt, receipt: r.receipt }, r.at);
-      else if (r.t === 'fail') this.q.markFailed(r.id, r.error, r.at);
-      else if (r.t === 'evict') this.evictor.replay(r);
-      else if (r.t === 'meta') { this.meta.push({ kind: r.kind, data: r.data }); this.metas.push({ kind: r.kind, data: r.data, at: r.at }); }
+        if (r.unchecked) this.unchecked.task.add(r.spec.id);
+      } else if (r.t === 'result' || r.t === 'fail') {
+        const rec = this.q.get(r.id);
+        if (!rec) { if (!this.orphans.has(r.id) && !this.evictor.tombstones.has(r.id)) this.orphans.set(r.id, r); continue; }
+        if (isFinal(rec)) continue;
+        this.applyFinal(r);
+      } else if (r.t === 'evict') this.evictor.replay(r);
+      else if (r.t === 'meta') { this.meta.push({ kind: r.kind, data: r.data }); this.metas.push({ kind: r.kind, data: r.data, at: r.at, ...(r.unchecked ? { unchecked: true as const } : {}) }); }
     }
+  }
+
+  /** A journaled final record applied to memory (replay, or an orphan whose task came back). */
+  private applyFinal(r: FinalRecord): void {
+    if (r.t === 'result') this.q.complete(r.id, { text: r.text, worker: r.worker, attempt: r.attempt, receipt: r.receipt }, r.at);
+    else this.q.markFailed(r.id, r.error, r.at);
+    if (r.unchecked) this.unchecked.final.add(r.id);
   }
 
   /** The records that rebuild the current state: tasks in submission order, their final records, meta. */
   *snapshot(): Iterable<JournalRecord> {
-    for (const m of this.metas) yield { t: 'meta', kind: m.kind, data: m.data, at: m.at };
+    for (const m of this.metas) yield { t: 'meta', kind: m.kind, data: m.data, at: m.at, ...(m.unchecked ? { unchecked: true as const } : {}) };
     // Before the tasks: an id accepted again after its window is hot, and must stay so on replay.
     yield* this.evictor.snapshot();
+    const { task, final } = this.unchecked;
     for (const r of this.q.all()) {
-      yield { t: 'task', spec: r.spec, at: r.submittedAt };
-      if (r.state === 'done' && r.result) yield { t: 'result', id: r.id, text: r.result.text, worker: r.result.worker, attempt: r.result.attempt, receipt: r.result.receipt, at: r.finishedAt ?? 0 };
-      else if (r.state === 'failed' && r.error) yield { t: 'fail', id: r.id, error: r.error, attempts: r.attempts, at: r.finishedAt ?? 0 };
+      yield { t: 'task', spec: r.spec, at: r.submittedAt, ...(task.size && task.has(r.id) ? { unchecked: true as const } : {}) };
+      const u = final.size && final.has(r.id) ? { unchecked: true as const } : {};
+      if (r.state === 'done' && r.result) yield { t: 'result', id: r.id, text: r.result.text, worker: r.result.worker, attempt: r.result.attempt, receipt: r.result.receipt, at: r.finishedAt ?? 0, ...u };
+      else if (r.state === 'failed' && r.error) yield { t: 'fail', id: r.id, error: r.error, attempts: r.attempts, at: r.finishedAt ?? 0, ...u };
     }
+    // After the tasks: a task submitted again since takes its orphaned result on replay.
+    yield* this.orphans.values();
   }
 
   /** Subscribe to the typed event stream; returns the unsubscribe function. */
@@ -199,6 +226,14 @@ export class TaskStore {
       const rec = this.q.add(spec, now);
       added.add(spec.id);
       this.events.emit({ type: 'accepted', rec });
+      // Its result was recorded (and is in the journal) though its task line was damaged: it is done.
+      const orphan = this.orphans.get(spec.id);
+      if (orphan) {
+        this.orphans.delete(spec.id);
+        this.applyFinal(orphan);
+        this.evictor.finished(rec);
+        this.events.emit({ type: orphan.t === 'result' ? 'done' : 'failed', rec });
+      }
     }
     // The first occurrence of an id added now is new; any other is a duplicate (a Set, not indexOf: 5,000 ids is 12.5M compares).
     return ids.map((id) => {
