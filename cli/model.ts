@@ -30,6 +30,8 @@ export async function chooseModel(driver: string, given: string | undefined, opt
     // A missing file, or one that is not a model, fails here, once, rather than in every worker
     // (which would say ready and fail the first task).
     if (!GGUF_DRIVERS.has(driver)) return { path: model, demo: false };
+    // A missing file is a bad --model like a file that is not GGUF: the same code and exit (2).
+    if (!fs.existsSync(path.resolve(model))) throw new SwarmError('SWARM_ERR_CONFIG', `--model ${path.resolve(model)}: no such file; give a .gguf file or an hf: URI`);
     const p = await resolveModel(path.resolve(model));
     checkGguf(p);
     return { path: p, demo: false };

@@ -189,8 +189,12 @@ export class TaskStore {
     if (fast) return fast;
     const r = TaskSpecSchema.safeParse(input);
     if (r.success) return r.data;
-    const is = r.error.issues[0]!;
-    throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', `task ${index + 1}: ${is.path.join('.') || '(root)'}: ${is.message}`);
+    // A misspelt field is the cause, not the field it leaves missing: name it first.
+    const is = r.error.issues.find((i) => i.code === 'unrecognized_keys') ?? r.error.issues[0]!;
+    const what = is.code === 'unrecognized_keys' && is.path.length === 0
+      ? is.keys.map((k) => `unknown field "${k}"${nearKey(k)}`).join(', ')
+      : `${is.path.join('.') || '(root)'}: ${is.message}`;
+    throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', `task ${index + 1}: ${what}`);
   }
 
   /**
@@ -411,4 +415,20 @@ export class TaskStore {
     await this.journal?.close();
     this.archive?.close();
   }
+}
+
+/** ` (did you mean "prompt"?)` for a task field one or two edits from a known one. */
+function nearKey(k: string): string {
+  const near = Object.keys(TaskSpecSchema.shape).find((known) => editDistance(k, known) <= 2);
+  return near ? ` (did you mean "${near}"?)` : '';
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = cur;
+  }
+  return prev[b.length]!;
 }

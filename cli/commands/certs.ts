@@ -89,7 +89,8 @@ export function registerCerts(program: Command): void {
         if (o.json) { process.stdout.write(JSON.stringify({ dir, ...r }) + '\n'); return; }
         process.stdout.write([
           `swarm certs: ${dir}: made ${r.made.join(' ') || 'nothing'}${r.kept.length ? `; kept ${r.kept.join(' ')}` : ''}`,
-          'hub:    swarm hub --host ADDR --tls-cert NAME.crt --tls-key NAME.key --tls-ca ca.crt --token "$(cat token)" …',
+          // The CLI line below reaches the control API on ADDR: the hub must serve it there.
+          'hub:    swarm hub --host ADDR --control-host ADDR --control-port CONTROL_PORT --tls-cert NAME.crt --tls-key NAME.key --tls-ca ca.crt --token "$(cat token)" …',
           'worker: swarm worker --hub ADDR:PORT --tls-ca ca.crt --token "$(cat token)" --failover --peer-tls-cert NAME.crt --peer-tls-key NAME.key --peer-tls-ca ca.crt …',
           'CLI:    swarm status --hub-url https://ADDR:CONTROL_PORT --tls-ca ca.crt --token "$(cat token)"',
         ].join('\n') + '\n');

@@ -15,15 +15,17 @@ export function registerCredential(program: Command): void {
     .argument('[worker-id]', 'the worker id the credential admits')
     .option('--peers', 'print the failover peer-link secret instead (swarm worker --peer-token)', false)
     .option('--state-dir <dir>', 'state directory whose token derives it (env SWARM_STATE_DIR)')
-    .action((id: string | undefined, o: { peers: boolean; stateDir?: string }) => {
+    .option('--json', 'print {"id", "credential"} (or {"peer_secret"} with --peers)', false)
+    .action((id: string | undefined, o: { peers: boolean; stateDir?: string; json: boolean }) => {
       try {
         const dir = stateDir(o.stateDir);
         const token = process.env.SWARM_TOKEN ?? readToken(dir);
         if (!token) throw new SwarmError('SWARM_ERR_NO_SWARM', `no token in ${dir} (start a hub there first, or set SWARM_TOKEN)`);
-        if (o.peers) { process.stdout.write(peerSecret(token) + '\n'); return; }
+        if (o.peers) { process.stdout.write((o.json ? JSON.stringify({ peer_secret: peerSecret(token) }) : peerSecret(token)) + '\n'); return; }
         if (!id) throw new SwarmError('SWARM_ERR_CONFIG', 'name the worker id (or --peers)');
-        process.stdout.write(workerCredential(token, id) + '\n');
-      } catch (err) { fail(err); }
+        const credential = workerCredential(token, id);
+        process.stdout.write((o.json ? JSON.stringify({ id, credential }) : credential) + '\n');
+      } catch (err) { fail(err, o.json); }
     });
 }
 

@@ -11,7 +11,7 @@ interface RenderFlags {
   driverOpt: Record<string, string>; token?: string; workers: 'deployment' | 'daemonset'; hostNetwork: boolean;
   hubPort: number; controlPort: number; ctx: number; ubatch: number; cpus: number; engine: 'per-worker' | 'shared'; repack: boolean;
   failover: boolean; peerPort: number; name: string; stateSize: string; storageClass?: string; hosts?: DeployHost[]; certsDir: string;
-  stateDir?: string; workerStateDir?: string;
+  stateDir?: string; workerStateDir?: string; json: boolean;
 }
 
 const oneOf = <T extends string>(name: string, values: readonly T[]) => (v: string): T => {
@@ -29,9 +29,10 @@ export function registerDeploy(program: Command): void {
   deploy.command('render')
     .description('render Podman (kube YAML, quadlet/systemd units) or k3s manifests; memory from `swarm plan` when the model is readable here')
     .requiredOption('--target <t>', 'podman or k3s', oneOf('--target', ['podman', 'k3s'] as const))
-    .requiredOption('--agents <n>', 'workers (one agent each)', int('--agents', 1))
-    .requiredOption('--model <file>', 'GGUF path on the host (its folder is mounted read-only at /models)')
-    .option('--out <dir>', 'write files here (default: print to stdout)')
+    .requiredOption('--agents <n>', 'workers, one agent each (required)', int('--agents', 1))
+    .requiredOption('--model <file>', 'GGUF path on the host, made absolute; its folder is mounted read-only at /models (required)')
+    .option('--out <dir>', 'write the files into this folder; - (the default) prints them to stdout')
+    .option('--json', 'print {"files": {name: text}} (or, with --out DIR, {"written": [paths]})', false)
     .option('--image <ref>', 'container image', 'localhost/swarm:latest')
     .option('--driver <name>', 'worker engine driver', 'embedded')
     .option('--driver-opt <key=value>', 'driver option (repeatable)', keyValue, {})
@@ -56,6 +57,8 @@ export function registerDeploy(program: Command): void {
     .option('--storage-class <name>', 'k3s: storage class of that claim (default: the cluster\'s; local-path on k3s)')
     .action(async (o: RenderFlags) => {
       try {
+        // The rendered hostPath must not depend on the folder the files are later used from.
+        o.model = path.resolve(o.model);
         let p: Plan | undefined;
         if (fs.existsSync(o.model)) {
           p = plan(await readModelShape(o.model), { agents: o.agents, ctx: o.ctx, ubatch: o.ubatch, cpus: o.cpus, engine: o.engine, repack: o.repack });
@@ -68,16 +71,19 @@ export function registerDeploy(program: Command): void {
           ...(o.storageClass ? { storageClass: o.storageClass } : {}),
           ...(o.hosts ? { hosts: o.hosts, certsDir: o.certsDir } : {}),
         });
-        if (!o.out) {
+        if (!o.out || o.out === '-') {
+          if (o.json) { process.stdout.write(JSON.stringify({ files }) + '\n'); return; }
           for (const [name, text] of Object.entries(files)) process.stdout.write(`# ==> ${name} <==\n${text}\n`);
           return;
         }
         fs.mkdirSync(o.out, { recursive: true });
+        const written: string[] = [];
         for (const [name, text] of Object.entries(files)) {
           // the podman YAML carries the token in plain env: owner-only
           fs.writeFileSync(path.join(o.out, name), text, { mode: name.endsWith('.yaml') ? 0o600 : 0o644 });
-          process.stdout.write(`${path.join(o.out, name)}\n`);
+          written.push(path.join(o.out, name));
         }
-      } catch (err) { fail(err); }
+        process.stdout.write(o.json ? JSON.stringify({ written }) + '\n' : written.map((f) => `${f}\n`).join(''));
+      } catch (err) { fail(err, o.json); }
     });
 }

@@ -1,5 +1,5 @@
 import { DEFAULT_ENGINE } from '../shared-engine.js';
-import { InvalidArgumentError, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { SwarmError } from '../../protocol/errors.js';
 import { formatPlan, parseSize, plan, readModelShape, type EngineMode } from '../../deploy/plan/index.js';
 import { fail } from '../exit.js';
@@ -24,7 +24,8 @@ export function registerPlan(program: Command): void {
     .description('capacity plan: memory per agent and how many agents fit, from the model\'s GGUF header')
     .requiredOption('--agents <n>', 'agents wanted', int('--agents', 1))
     .requiredOption('--model <file>', 'GGUF model file (only its header is read)')
-    .option('--ram <size>', 'machine memory (16G = 16 GiB; 16GB = 16e9 bytes)', size('--ram'), 16 * 1024 ** 3)
+    // Defaults shown as the user writes them (16G), not as the byte counts they parse to.
+    .addOption(new Option('--ram <size>', 'machine memory (16G = 16 GiB; 16GB = 16e9 bytes)').argParser(size('--ram')).default(16 * 1024 ** 3, '16G'))
     .option('--cpus <n>', 'vCPUs', int('--cpus', 1), 4)
     .option('--ctx <n>', 'context tokens per agent', int('--ctx', 16), 2048)
     .option('--engine <mode>', 'per-worker (an engine per agent), batched or shared (one batched engine for all)', (v: string) => {
@@ -34,7 +35,7 @@ export function registerPlan(program: Command): void {
     .option('--procs <n>', `as \`swarm up --procs\` (with --cpus for auto): ${PROCS_HELP}`, parseProcs, 'auto')
     .option('--ubatch <n>', 'llama.cpp micro-batch (-ub)', int('--ubatch', 1), 512)
     .option('--no-repack', 'plan for llama-server --no-repack (Q4 weights stay shared)')
-    .option('--reserve <size>', 'memory for the OS, runtime and k3s', size('--reserve'), 2 * 1024 ** 3)
+    .addOption(new Option('--reserve <size>', 'memory for the OS, runtime and k3s').argParser(size('--reserve')).default(2 * 1024 ** 3, '2G'))
     .option('--json', 'print the plan as one JSON object', false)
     .action(async (o: PlanFlags) => {
       try {

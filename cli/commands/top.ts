@@ -6,6 +6,8 @@ import { follow } from '../events.js';
 import { stateDir } from '../state.js';
 import { runningHub } from '../running.js';
 
+/** How often a plain (not a terminal) `swarm top` repeats an unchanged state. */
+const PLAIN_REPEAT_MS = 10_000;
 const BARS = '▁▂▃▄▅▆▇█';
 const pad = (s: string | number, n: number): string => { const t = String(s); return t.length >= n ? `${t.slice(0, n - 1)} ` : t.padEnd(n); };
 /** The end of a long id: a run's task ids differ in their last part (the node). */
@@ -65,20 +67,21 @@ export function registerTop(program: Command): void {
   remoteOptions(program.command('top')
     .description('live terminal view of the running swarm: workers, queue, runs (q quits; plain lines when not a terminal)')
     .option('--state-dir <dir>', 'state directory (env SWARM_STATE_DIR, default ./.swarm)')
-    .option('--once', 'print the current state once and exit', false))
-    .action(async (o: RemoteOptions & { stateDir?: string; once: boolean }) => {
+    .option('--once', 'print the current state once and exit', false)
+    .option('--json', 'print the state as JSON: one object with --once, else one line per change', false))
+    .action(async (o: RemoteOptions & { stateDir?: string; once: boolean; json: boolean }) => {
       try {
         const hub = remoteTarget(o) ?? runningHub(stateDir(o.stateDir));
-        await top(hub, o.once);
+        await top(hub, o.once, o.json);
         // A piped stdin keeps the loop alive after it is paused: leave now that the screen is restored.
         process.exit(0);
-      } catch (err) { fail(err); }
+      } catch (err) { fail(err, o.json); }
     });
 }
 
-async function top(hub: Parameters<typeof follow>[0], once: boolean): Promise<void> {
+async function top(hub: Parameters<typeof follow>[0], once: boolean, json: boolean): Promise<void> {
   const out = process.stdout;
-  const tty = Boolean(out.isTTY) && !once;
+  const tty = Boolean(out.isTTY) && !once && !json;
   let state: DashState | undefined;
   let link = 'connecting';
   let lastPlain = '';
@@ -89,8 +92,8 @@ async function top(hub: Parameters<typeof follow>[0], once: boolean): Promise<vo
     drawTimer = undefined;
     if (!state) return;
     if (!tty) {
-      const line = plainLine(state);
-      if (line !== lastPlain) { lastPlain = line; out.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`); }
+      const line = json ? JSON.stringify(state) : plainLine(state);
+      if (line !== lastPlain) { lastPlain = line; out.write(json ? `${line}\n` : `${new Date().toISOString().slice(11, 19)} ${line}\n`); }
       return;
     }
     const lines = screen(state, out.columns || 100, out.rows || 30);
@@ -100,10 +103,12 @@ async function top(hub: Parameters<typeof follow>[0], once: boolean): Promise<vo
   const schedule = () => { drawTimer ??= setTimeout(draw, tty ? 250 : 1000); };
   const stream = follow(hub, (s) => {
     state = s;
-    if (once) { out.write(screen(s, 200, 10_000).join('\n') + '\n'); quit(); return; }
+    if (once) { out.write(json ? JSON.stringify(s) + '\n' : screen(s, 200, 10_000).join('\n') + '\n'); quit(); return; }
     schedule();
-  }, (up, why) => { link = up ? 'live' : `unreachable (${why ?? '?'}), retrying`; if (!up && !tty) out.write(`hub ${link}\n`); schedule(); });
-  const ticker = tty ? setInterval(draw, 1000) : undefined;
+  }, (up, why) => { link = up ? 'live' : `unreachable (${why ?? '?'}), retrying`; if (!up && !tty && !json) out.write(`hub ${link}\n`); schedule(); });
+  // Without a terminal, the state again every 10 s even when unchanged: a log shows the swarm is
+  // still watched, and a reader that left (`swarm top | head -3`) is noticed by the next write.
+  const ticker = tty ? setInterval(draw, 1000) : once ? undefined : setInterval(() => { lastPlain = ''; draw(); }, PLAIN_REPEAT_MS);
   const quit = () => {
     stream.stop();
     if (ticker) clearInterval(ticker);

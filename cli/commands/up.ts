@@ -23,6 +23,17 @@ interface UpOptions extends HubCliOptions {
   detach: boolean; json: boolean; readyTimeout: number; dashboard: boolean; force: boolean;
 }
 
+/** The --driver-opt keys, by driver (each driver refuses a key it does not know, and lists its own). */
+export const DRIVER_OPT_HELP = `
+Driver options (--driver-opt key=value, repeatable):
+  embedded, batched engine (the default): threads=N  ctx=N (tokens per sequence)  seq_wait_ms=N
+      prefix_cache=0|1  sequences=N  idle_ms=N  start_timeout_ms=N
+  embedded, --engine per-worker: threads=N  ctx=N  slots=N  start_timeout_ms=N  stop_grace_ms=N  download_stall_ms=N
+  llama-server: url=URL  np=N  ctx=N  threads=N  bin=PATH  args="…"  start_timeout_ms=N  stop_grace_ms=N
+  llama-cli: bin=PATH  ctx=N  threads=N  n_predict=N  transport=pipe|pty  sentinel=TEXT  args="…"
+  ollama: host=URL  model=NAME  num_ctx=N  num_thread=N  keep_alive=DURATION  raw=0|1
+  echo: latency_ms=N  token_ms=N  reply=TEXT  loop=N  fail=N       exec: cmd="…"  kill_grace_ms=N  max_output=N`;
+
 const CLI = fileURLToPath(new URL('../main.js', import.meta.url));
 
 export function registerUp(program: Command): void {
@@ -43,8 +54,11 @@ export function registerUp(program: Command): void {
     .option('--json', 'print the summary as JSON', false)
     .option('--force', 'start more agents than `swarm plan` says fit in this machine\'s memory', false)
     .option('--dashboard', 'once ready, print a one-time dashboard link and open it (see `swarm dashboard`)', false)
+    .addHelpText('after', DRIVER_OPT_HELP)
     .action(async (o: UpOptions) => {
       try {
+        // Refused before anything else is said (the demo model's notice) or done.
+        await refuseIfRunning(stateDir(o.stateDir));
         // Once, here: workers get the resulting path and never make or download a model themselves.
         const model = await chooseModel(o.driver, o.model, { quiet: o.json });
         if (!o.force) await refuseBeyondPlan({ model: model.path, driver: o.driver, engine: o.engine, agents: o.agents, slots: o.slots, ctx: o.driverOpt.ctx, procs: o.procs });
@@ -52,6 +66,11 @@ export function registerUp(program: Command): void {
         else await upForeground(o, model);
       } catch (err) { fail(err, o.json); }
     });
+}
+
+async function refuseIfRunning(dir: string): Promise<void> {
+  const prev = readHubFile(dir);
+  if (prev && (await import('../running.js')).hubIsOurs(prev, dir)) throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a swarm (hub pid ${prev.pid}) is already running in ${dir}`);
 }
 
 /** Supervised workers' arguments; `peerTls` only where they go to workers directly (a detached hub derives them from its own --tls-*). */
@@ -99,8 +118,6 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   const dir = stateDir(o.stateDir);
   // Settings refused (too few engine sequences) before anything is written to the state directory.
   const supervised = args(o, model);
-  const prev = readHubFile(dir);
-  if (prev && (await import('../running.js')).hubIsOurs(prev, dir)) throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a swarm (hub pid ${prev.pid}) is already running in ${dir}`);
   fs.mkdirSync(path.join(dir, 'logs'), { recursive: true, mode: 0o700 });
   const token = hubToken(o, dir);
   const hubArgs = [CLI, 'hub', '--state-dir', dir, '--supervise', String(o.agents), '--procs', String(o.procs), '--log-file', logPath(dir, 'hub'),

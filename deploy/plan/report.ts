@@ -32,7 +32,7 @@ export function formatPlan(p: Plan): string {
   if (fx.compute) row('shared engine compute', b(fx.compute));
   row('= fixed', b(fx.total));
   L.push(`total for ${o.agents} agents: ${b(p.memory.total)} of ${b(o.ramBytes)} -> ${p.fits ? 'fits' : 'DOES NOT FIT'}; at most ${p.maxAgents} agents fit`);
-  L.push(`spec 11.2 arithmetic ((RAM - 2 GB - model) / 350 MB): ${p.spec.agents} agents; this plan: ${p.spec.ours}. Where it breaks:`);
+  L.push(`rule of thumb (2 GB system, the model once, 350 MB per agent: (RAM - 2 GB - model) / 350 MB): ${p.spec.agents} agents; this plan: ${p.spec.ours}. Where it breaks:`);
   for (const s of p.spec.breaks) L.push(`  - ${s}`);
   if (p.alternatives.length) L.push(`most agents that fit in ${b(o.ramBytes)} at ctx ${o.ctx}`);
   for (const a of p.alternatives) L.push(`  ${a.label.padEnd(46)}${a.maxAgents} (${b(a.perAgentBytes)} per agent)`);
