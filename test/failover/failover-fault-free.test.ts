@@ -26,8 +26,10 @@ t.test('a fault-free run with failover on: no duplicate TASK_RES reaches the hub
   t.teardown(() => clearInterval(watch));
   const ids = await submit(dir, TASKS);
   t.ok(await hubDone(dir, TASKS, 120_000), 'the hub has every task final');
-  // Late duplicates would arrive after the last result: give them time to land.
-  await new Promise((r) => setTimeout(r, 1500));
+  // Late duplicates would arrive after the last result: once every worker's replica has every task
+  // done (nothing left to send), give them a last second to land.
+  await until(() => agents(dir).length === N && agents(dir).every((a) => a.replica.done === TASKS), 30_000, 100);
+  await new Promise((r) => setTimeout(r, 1000));
   clearInterval(watch);
   const s = (await hubStatus(dir)) as { metrics?: { duplicate_results?: number }; failover?: { workers: { mode: string }[] } } | undefined;
   const r = tally(dir, ids);

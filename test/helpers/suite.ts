@@ -97,6 +97,18 @@ function counts(log: string): { total: number; pass: number; fail: number; skip:
   return { total: n('total'), pass: n('pass'), fail: n('fail'), skip: n('skip'), todo: n('todo') };
 }
 
+/**
+ * CPU seconds used by the test processes and what they waited for (cutime + cstime of this process):
+ * unlike wall time, about the same on a loaded machine as on a quiet one.
+ */
+function childCpuSeconds(): number {
+  try {
+    const stat = fs.readFileSync('/proc/self/stat', 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[13]) + Number(f[14])) / 100; // fields 16 and 17 of proc(5), in USER_HZ (100 on Linux)
+  } catch { return NaN; }
+}
+
 const running = new Map<string, ChildProcess>();
 let interrupted = false;
 
@@ -177,6 +189,7 @@ async function main(): Promise<number> {
   const leaks = results.reduce((a, r) => a + r.leaked.length, 0) + leftover.length;
   console.log(`# processes left running and killed: ${leaks}`);
   console.log(`# { total: ${sum('total')}, pass: ${sum('pass')}, fail: ${sum('fail') + notRun}, skip: ${sum('skip')}, todo: ${sum('todo')} }`);
+  console.log(`# CPU time of the test processes: ${Math.round(childCpuSeconds())} s`);
   console.log(`# suite wall time: ${Math.floor(wall / 60)} min ${Math.round(wall % 60)} s (${results.length} files, ${jobs} at a time)`);
   return failed.length > 0 || notRun > 0 ? 1 : 0;
 }

@@ -1,7 +1,41 @@
 /**
- * The unit tier (`npm run test:unit`): pure and in-process files, no child processes, no engines.
- * A file belongs here when it starts nothing (no swarm CLI, no spawned process) and ends in seconds.
+ * The unit tier (`npm run test:unit`): pure and in-process files. A file belongs here when it starts
+ * no process (no swarm CLI, no engine, no exec driver, no browser) and ends in seconds; the full suite
+ * (`npm test`) runs these and everything else.
  */
 export const UNIT: ReadonlySet<string> = new Set([
   'test/protocol/codec.test.ts',
+  'test/protocol/connection-flush.test.ts',
+  'test/protocol/protocol-entries.test.ts',
+  'test/protocol/protocol-schemas.test.ts',
+  'test/sched/sched.test.ts',
+  'test/sched/affinity.test.ts',
+  'test/sched/sched-gossip.test.ts',
+  'test/hub/core.test.ts',
+  'test/hub/dashboard-auth.test.ts',
+  'test/hub/duplicate-worker.test.ts',
+  'test/hub/hub-frames.test.ts',
+  'test/hub/prefetch.test.ts',
+  'test/hub/replicate-events.test.ts',
+  'test/hub/runs-api.test.ts',
+  'test/hub/store.test.ts',
+  'test/hub/store-durable.test.ts',
+  'test/hub/task-bounds.test.ts',
+  'test/hub/task-check.test.ts',
+  'test/hub/wait-stream.test.ts',
+  'test/worker/lazy-abort.test.ts',
+  'test/worker/worker-config.test.ts',
+  'test/worker/gossip-replica.test.ts',
+  'test/worker/gossip-membership.test.ts',
+  'test/worker/gossip-relaxed.test.ts',
+  'test/worker/gossip-runs.test.ts',
+  'test/failover/failover-stream.test.ts',
+  'test/drivers/ollama.test.ts',
+  'test/drivers/engine-build.test.ts',
+  'test/topologies/experiment-stats.test.ts',
+  'test/topologies/experiment.test.ts',
+  'test/topologies/run-report.test.ts',
+  'test/topologies/report-drilldown.test.ts',
+  'test/topologies/topologies.test.ts',
+  'test/cli/cli-kappa.test.ts',
 ]);
