@@ -2,49 +2,91 @@ import type { Logger } from 'pino';
 import type { WorkerEntry } from './registry.js';
 import type { TaskStore } from './store.js';
 
+/** Time as the holds read it: the real one, or a test's driven clock. */
+export interface HoldClock {
+  now(): number;
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+const realClock: HoldClock = {
+  now: () => Date.now(),
+  setTimeout: (fn, ms) => { const h = setTimeout(fn, ms); h.unref(); return h; },
+  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
+};
+
+export interface HoldOptions {
+  /**
+   * A hold ends this long after the offer, or after the last frame that brought a held entry: a
+   * worker's handback frame times out after 15 s on its side, so past that no more is coming.
+   */
+  idleMs?: number;
+  /** A hold ends this long after the offer whatever arrives: the fixed bound of one handback. */
+  maxMs?: number;
+  clock?: HoldClock;
+}
+
+/** One connection's hold window: its held ids, when it began, when it last brought a held entry. */
+interface Window { ids: Set<string>; since: number; progress: number; timer?: unknown }
+
 /**
  * Tasks a reconciling worker offered and the hub wants, leased to no one until its handback brings
  * them. Leased meanwhile, each would run a second time: a restarted hub dispatches its replayed queue
  * at once, the worker given a task may hold no result for it (the agents of a process share no
  * replica), and a long gossip run hands back thousands of results over seconds, the oldest tasks
- * first: the very ones the hub dispatches first. A hold ends when the entry arrives (recorded, or to
- * be run again), when the worker is back in star mode or leaves, or after `holdMs` without a frame
- * of its handback: a stalled handback costs a re-run, never a result.
+ * first: the very ones the hub dispatches first.
+ *
+ * An offer is only a claim, so a hold is bounded: it ends when the entry arrives (recorded, or to be
+ * run again), when the worker is back in star mode or leaves, `idleMs` after the offer or the last
+ * frame that brought a held entry (an empty frame does not count), and `maxMs` after the offer in
+ * any case. A connection gets one hold window: once it is over, that connection's offers hold
+ * nothing (they are still answered), so no worker keeps the queue from idle workers by offering
+ * again and again. A stalled or cut-short handback costs a re-run, never a result.
  */
 export class HandbackHolds {
-  private readonly byWorker = new Map<WorkerEntry, { ids: Set<string>; timer?: NodeJS.Timeout }>();
+  private readonly byWorker = new Map<WorkerEntry, Window>();
+  /** Connections whose hold window has begun (and, when not in `byWorker`, ended). */
+  private readonly opened = new WeakSet<WorkerEntry>();
+  private readonly idleMs: number;
+  private readonly maxMs: number;
+  private readonly clock: HoldClock;
+  /** Holds ended by a bound (idle or fixed), not by their entries arriving. */
+  expired = 0;
 
   constructor(
-    private readonly store: () => TaskStore,
+    private readonly store: () => Pick<TaskStore, 'awaitHandback' | 'handbackEnded'>,
     private readonly log: Logger,
     /** Held tasks became ready to lease again. */
     private readonly onReady: () => void,
-    /** A worker's handback frame times out after 15 s on its side: past that, no more is coming. */
-    private readonly holdMs = 15_000,
-  ) {}
+    opts: HoldOptions = {},
+  ) {
+    this.idleMs = opts.idleMs ?? 15_000;
+    this.maxMs = Math.max(this.idleMs, opts.maxMs ?? 60_000);
+    this.clock = opts.clock ?? realClock;
+  }
 
   /** Tasks held now. */
   get size(): number { let n = 0; for (const a of this.byWorker.values()) n += a.ids.size; return n; }
 
-  /** `w` offered these ids and the hub wants them: hold the ones queued. */
+  /** `w` offered these ids and the hub wants them: hold the ones queued, within its one window. */
   hold(w: WorkerEntry, ids: readonly string[]): void {
     let a = this.byWorker.get(w);
-    if (!a) { a = { ids: new Set() }; this.byWorker.set(w, a); }
+    if (!a) {
+      if (this.opened.has(w)) return;
+      const now = this.clock.now();
+      a = { ids: new Set(), since: now, progress: now };
+    }
     for (const id of ids) if (!a.ids.has(id) && this.store().awaitHandback(id)) a.ids.add(id);
-    if (!a.ids.size) { this.byWorker.delete(w); return; }
-    this.touch(w);
+    if (!a.ids.size) return;
+    if (!this.byWorker.has(w)) { this.byWorker.set(w, a); this.opened.add(w); this.arm(w, a); }
   }
 
-  /** A frame of `w`'s handback arrived: its holds last another `holdMs`. */
-  touch(w: WorkerEntry): void {
+  /** A frame of `w`'s handback arrived with these entry ids: if it brings a held one, the idle bound restarts. */
+  touch(w: WorkerEntry, ids: readonly string[]): void {
     const a = this.byWorker.get(w);
-    if (!a) return;
-    clearTimeout(a.timer);
-    a.timer = setTimeout(() => {
-      this.log.warn({ worker: w.id, tasks: a.ids.size }, 'handback stalled: the tasks it offered are dispatched again');
-      this.release(w);
-    }, this.holdMs);
-    a.timer.unref();
+    if (!a || !ids.some((id) => a.ids.has(id))) return;
+    a.progress = this.clock.now();
+    this.arm(w, a);
   }
 
   /** Let `w`'s held tasks go: those in `ids` (its handback brought them), or all of them. */
@@ -53,12 +95,29 @@ export class HandbackHolds {
     if (!a) return;
     let ready = false;
     for (const id of ids ?? [...a.ids]) if (a.ids.delete(id) && this.store().handbackEnded(id)) ready = true;
-    if (!a.ids.size) { clearTimeout(a.timer); this.byWorker.delete(w); }
+    if (!a.ids.size) { this.clock.clearTimeout(a.timer); this.byWorker.delete(w); }
     if (ready) this.onReady();
   }
 
   stop(): void {
-    for (const a of this.byWorker.values()) clearTimeout(a.timer);
+    for (const a of this.byWorker.values()) this.clock.clearTimeout(a.timer);
     this.byWorker.clear();
+  }
+
+  private due(a: Window): number { return Math.min(a.progress + this.idleMs, a.since + this.maxMs); }
+
+  private arm(w: WorkerEntry, a: Window): void {
+    this.clock.clearTimeout(a.timer);
+    a.timer = this.clock.setTimeout(() => this.expire(w, a), Math.max(0, this.due(a) - this.clock.now()));
+  }
+
+  private expire(w: WorkerEntry, a: Window): void {
+    if (this.byWorker.get(w) !== a) return;
+    const now = this.clock.now();
+    if (now < this.due(a)) { this.arm(w, a); return; }
+    const bound = now >= a.since + this.maxMs ? `the fixed bound of ${this.maxMs} ms` : `${this.idleMs} ms without a held entry`;
+    this.log.warn({ worker: w.id, tasks: a.ids.size, heldMs: now - a.since }, `handback hold ended after ${bound}: the tasks it offered are dispatched again`);
+    this.expired += a.ids.size;
+    this.release(w);
   }
 }

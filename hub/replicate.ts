@@ -311,7 +311,7 @@ export class HubReplicator {
     this.stats.handbacks++;
     const entries = msg.payload.entries;
     this.stats.entries += entries.length;
-    this.holds.touch(w);
+    this.holds.touch(w, entries.map((e) => e.id));
     let recorded = 0, duplicate = 0;
     const { accept, refused } = screenHandback(entries, { token: this.opts.token, get: (id) => store.queue.get(id), live: (id) => this.opts.live?.(id) ?? false });
     try {
