@@ -13,7 +13,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { ROOT } from './paths.js';
-import { UNIT } from './tiers.js';
+import { HEAVY, UNIT } from './tiers.js';
 
 type Result = { file: string; ok: boolean; total: number; pass: number; fail: number; skip: number; todo: number; seconds: number; leaked: string[]; why?: string };
 
@@ -26,7 +26,7 @@ function option(name: string, fallback: number): number {
   return v;
 }
 const unitOnly = args.includes('--unit') && args.splice(args.indexOf('--unit'), 1).length > 0;
-const jobs = option('--jobs', Number(process.env.SWARM_TEST_JOBS) || 2);
+const jobs = option('--jobs', Number(process.env.SWARM_TEST_JOBS) || 3);
 const timeoutS = option('--timeout', Number(process.env.SWARM_TEST_TIMEOUT) || 900);
 const filters = args.map((a) => a.replace(/\/+$/, ''));
 
@@ -60,15 +60,18 @@ function selected(all: string[]): string[] {
   return files.sort((a, b) => (last[b] ?? 1e9) - (last[a] ?? 1e9) || a.localeCompare(b));
 }
 
-/** Pids of live processes whose environment carries `key=value` (our own user's only: the rest are unreadable). */
-function marked(key: string, value: string): { pid: number; cmd: string }[] {
-  const needle = Buffer.from(`\0${key}=${value}\0`);
+/**
+ * Pids of live processes started by this run (SWARM_TEST_RUN) whose environment also carries every
+ * `key=value` given: another run's processes (a second checkout, a second session) are never matched.
+ */
+function marked(mark: Record<string, string>): { pid: number; cmd: string }[] {
+  const needles = Object.entries({ SWARM_TEST_RUN: RUN_ID, ...mark }).map(([k, v]) => Buffer.from(`\0${k}=${v}\0`));
   const out: { pid: number; cmd: string }[] = [];
   for (const d of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(d) || Number(d) === process.pid) continue;
     try {
       const env = Buffer.concat([Buffer.from([0]), fs.readFileSync(`/proc/${d}/environ`), Buffer.from([0])]);
-      if (!env.includes(needle)) continue;
+      if (!needles.every((n) => env.includes(n))) continue;
       const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
       if (stat[stat.lastIndexOf(')') + 2] === 'Z') continue;
       out.push({ pid: Number(d), cmd: fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0').join(' ').trim().slice(0, 200) });
@@ -77,9 +80,9 @@ function marked(key: string, value: string): { pid: number; cmd: string }[] {
   return out;
 }
 
-/** Kill every process carrying the mark; their names, for the report. */
-function reap(key: string, value: string): string[] {
-  const found = marked(key, value);
+/** Kill every process of this run carrying the mark; their names, for the report. */
+function reap(mark: Record<string, string> = {}): string[] {
+  const found = marked(mark);
   for (const p of found) { try { process.kill(p.pid, 'SIGKILL'); } catch { /* gone */ } }
   return found.map((p) => `${p.pid} ${p.cmd}`);
 }
@@ -135,7 +138,7 @@ function runFile(file: string): Promise<Result> {
       log.end();
       // Anything the file started and left behind, its group first, then whatever else carries its mark.
       killGroup(child, 'SIGKILL');
-      const leaked = reap('SWARM_TEST_FILE', file);
+      const leaked = reap({ SWARM_TEST_FILE: file });
       const c = counts(text);
       const seconds = (Date.now() - started) / 1000;
       if (!why && (code !== 0 || signal)) why = signal ? `ended by ${signal}` : `exit code ${code}`;
@@ -151,13 +154,25 @@ async function main(): Promise<number> {
   const files = selected(testFiles());
   if (files.length === 0) { console.log('# no compiled test files matched (npm run pretest builds them)'); return 1; }
   fs.mkdirSync(LOGS, { recursive: true });
-  console.log(`TAP version 14\n# ${files.length} files, ${jobs} at a time, ${timeoutS} s each at most; logs in ${path.relative(ROOT, LOGS)}/`);
+  console.log(`TAP version 14\n# ${files.length} files, ${jobs} at a time (one of them heavy at most), ${timeoutS} s each at most; logs in ${path.relative(ROOT, LOGS)}/`);
   const results: Result[] = [];
   const queue = [...files];
   let n = 0;
+  let heavyRunning = 0;
+  const wake = new Set<() => void>();
+  /** The next file this slot may start: the first in line, passing over heavy ones while one runs. */
+  const next = async (): Promise<string | undefined> => {
+    for (;;) {
+      if (queue.length === 0 || interrupted) return undefined;
+      const i = queue.findIndex((f) => !HEAVY.has(f) || heavyRunning === 0);
+      if (i >= 0) { const f = queue.splice(i, 1)[0]!; if (HEAVY.has(f)) heavyRunning++; return f; }
+      await new Promise<void>((r) => wake.add(r)); // only heavy files left: wait for the running one
+    }
+  };
   const worker = async (): Promise<void> => {
-    for (let file = queue.shift(); file !== undefined && !interrupted; file = queue.shift()) {
+    for (let file = await next(); file !== undefined; file = await next()) {
       const r = await runFile(file);
+      if (HEAVY.has(file)) { heavyRunning--; for (const w of [...wake]) { wake.delete(w); w(); } }
       results.push(r);
       n += 1;
       const extra = [`${r.seconds.toFixed(1)} s`, `${r.pass}/${r.total}`, r.skip ? `${r.skip} skipped` : '', r.why ?? ''].filter(Boolean).join(', ');
@@ -170,7 +185,7 @@ async function main(): Promise<number> {
     }
   };
   await Promise.all(Array.from({ length: Math.min(jobs, files.length) }, worker));
-  const leftover = reap('SWARM_TEST_RUN', RUN_ID);
+  const leftover = reap();
   for (const l of leftover) console.log(`# left running at the end, killed: ${l}`);
 
   let last: Record<string, number> = {};
@@ -201,7 +216,7 @@ function onSignal(signal: NodeJS.Signals): void {
   for (const c of running.values()) killGroup(c, 'SIGTERM');
   setTimeout(() => {
     for (const c of running.values()) killGroup(c, 'SIGKILL');
-    for (const l of reap('SWARM_TEST_RUN', RUN_ID)) console.log(`# killed: ${l}`);
+    for (const l of reap()) console.log(`# killed: ${l}`);
     process.exit(130);
   }, 3000).unref();
 }

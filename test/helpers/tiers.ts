@@ -39,3 +39,35 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/topologies/topologies.test.ts',
   'test/cli/cli-kappa.test.ts',
 ]);
+
+/**
+ * Files that load the machine on their own (llama.cpp engines, 20+ processes, a browser, image builds):
+ * the runner runs at most one of them at a time, beside lighter files, so their time bounds hold on
+ * two cores. A file missing here still runs; it only competes with the heavy one for CPU.
+ */
+export const HEAVY: ReadonlySet<string> = new Set([
+  'test/cli/cli-batched.test.ts',
+  'test/cli/cli-embedded.test.ts',
+  'test/cli/cli-embedded-25.test.ts',
+  'test/cli/engine-failures.test.ts',
+  'test/cli/run-engine.test.ts',
+  'test/cli/run-pools.test.ts',
+  'test/cli/shared-engine.test.ts',
+  'test/deploy/podman.test.ts',
+  'test/deploy/podman-engine.test.ts',
+  'test/deploy/podman-hosts.test.ts',
+  'test/drivers/batched.test.ts',
+  'test/drivers/embedded.test.ts',
+  'test/drivers/llama-cli.test.ts',
+  'test/drivers/llama-server.test.ts',
+  'test/drivers/sharing.test.ts',
+  'test/failover/failover-chaos.test.ts',
+  'test/failover/failover-kill20.test.ts',
+  'test/failover/failover-members.test.ts',
+  'test/failover/failover-topology.test.ts',
+  'test/hub/dashboard-browser.test.ts',
+  'test/protocol/fuzz-frames.test.ts',
+  'test/topologies/examples-fresh.test.ts',
+  'test/topologies/topologies-e2e.test.ts',
+  'test/worker/engine-kill.test.ts',
+]);
