@@ -3,7 +3,9 @@
  * concurrent agents each doing a bounded number of requests, and measure tokens/s, time to first
  * token and memory (PSS) of the engine processes. Drives drivers directly; no hub involved.
  */
+import { spawn } from 'node:child_process';
 import type { Driver } from '../drivers/types.js';
+import { BatchedDriver } from '../drivers/batched/index.js';
 import { LlamaServerDriver } from '../drivers/llama-server/index.js';
 import { embeddedFactory } from '../drivers/embedded/index.js';
 import { fileMapping, processMemory } from './smaps.js';
@@ -146,4 +148,56 @@ export function measureMemory(set: EngineSet, model: string): MemoryResult {
     engines: pids.length, total_pss_mb: mbOf(pss), pss_per_agent_mb: mbOf(pss / set.agents.length),
     total_rss_mb: mbOf(rss), model_pss_mb: mbOf(mpss), model_rss_mb: mbOf(mrss),
   };
+}
+
+/** N batched-driver agents on one fresh engine (its own directory), `threads` as `--driver-opt threads=` takes it. */
+export async function batchedEngine(model: string, n: number, threads: string, ctxPerSlot: number, dir: string): Promise<EngineSet & { agents: BatchedDriver[] }> {
+  const agents = Array.from({ length: n }, () => new BatchedDriver({ name: 'batched', model, options: { dir, sequences: String(n), ctx: String(ctxPerSlot), threads } }));
+  await Promise.all(agents.map((a) => a.start()));
+  return {
+    mode: `batched threads=${threads}`, agents,
+    pids: () => { const p = agents[0]!.enginePid(); return p ? [p] : []; },
+    stop: async () => {
+      const pid = agents[0]!.enginePid();
+      await Promise.all(agents.map((a) => a.stop()));
+      // The engine idles out after its last client: wait for it, so the next run has the CPUs.
+      for (let i = 0; pid && i < 200; i++) { try { process.kill(pid, 0); } catch { break; } await new Promise((r) => setTimeout(r, 50)); }
+    },
+  };
+}
+
+/**
+ * A competing load: `k` processes that each keep a core busy (a bounded spin) for at most `ms`.
+ * What a VPS with noisy neighbours, or a host running other work, gives the engine.
+ */
+export function busyLoad(k: number, ms: number): { stop(): void } {
+  const kids = Array.from({ length: k }, () => spawn(process.execPath, ['-e', `const end = Date.now() + ${ms}; while (Date.now() < end) {}`], { stdio: 'ignore' }));
+  return { stop: () => { for (const c of kids) c.kill('SIGKILL'); } };
+}
+
+/**
+ * Every agent generates back to back until `ms` have passed (then its generation is cut short):
+ * tokens per second over a fixed time, so a configuration that collapses costs the bench no more
+ * time than one that runs well.
+ */
+export async function runFor(set: EngineSet, ms: number, maxTokens: number): Promise<{ tokens: number; wall_s: number; tokens_per_s: number; requests: number }> {
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(), ms);
+  let tokens = 0;
+  let requests = 0;
+  const t0 = performance.now();
+  await Promise.all(set.agents.map(async (d, ai) => {
+    for (let r = 0; !ac.signal.aborted; r++) {
+      try {
+        const g = d.chat(PROMPTS[(ai + r) % PROMPTS.length]!, { maxTokens, seed: ai * 1000 + r, temperature: 0.8, signal: ac.signal });
+        let it = await g.next();
+        while (!it.done) it = await g.next();
+        tokens += (it.value && it.value.tokensOut) || 0;
+        requests++;
+      } catch { if (!ac.signal.aborted) await new Promise((res) => setTimeout(res, 50)); }
+    }
+  }));
+  clearTimeout(timer);
+  const wall = (performance.now() - t0) / 1000;
+  return { tokens, requests, wall_s: Math.round(wall * 100) / 100, tokens_per_s: Math.round(tokens / wall * 10) / 10 };
 }

@@ -14,6 +14,7 @@ import { LlamaCompletion, generate } from './generate.js';
 import { GrammarCache } from '../embedded/grammar.js';
 import { errorCodeOf } from '../../protocol/errors.js';
 import { installBatchGate, type BatchGate } from './batch-gate.js';
+import { ThreadTuner, cpuLimit, idleCores, installThreadTuner, startThreads } from './threads.js';
 import { LOAD_FAILED_EXIT, MAX_LINE, type EngineConfig, type FromEngine, type ToEngine } from './messages.js';
 
 const log = (msg: string): void => { process.stderr.write(`${new Date().toISOString()} ${msg}\n`); };
@@ -157,7 +158,11 @@ class Engine {
 let server: net.Server | undefined;
 let socketPath: string | undefined;
 
+/** A last line for the log, once the engine is up. */
+let exitNote: (() => void) | undefined;
+
 function shutdown(code: number): never {
+  exitNote?.();
   try { server?.close(); } catch { /* closing anyway */ }
   if (socketPath) try { fs.rmSync(socketPath, { force: true }); } catch { /* gone */ }
   process.exit(code);
@@ -178,9 +183,16 @@ async function main(): Promise<void> {
   }
   // Flash attention as llama-server decides it ("auto": on, on the CPU); without it attention over
   // the KV cache took an eighth of the time of a batch of 8 on the 110M shape.
+  const limit = cpuLimit();
+  const threads = cfg.threads === 'auto' ? await startThreads(limit) : cfg.threads;
   const context = await model.createContext({
-    contextSize: Math.min(cfg.ctx, model.trainContextSize), sequences: cfg.sequences, threads: cfg.threads, flashAttention: 'auto',
+    contextSize: Math.min(cfg.ctx, model.trainContextSize), sequences: cfg.sequences, threads, flashAttention: 'auto',
   });
+  const tuner = cfg.threads === 'auto' && limit > 1 ? new ThreadTuner({ max: limit, start: threads, freeCores: idleCores() }) : undefined;
+  if (tuner && !installThreadTuner(context, cfg.sequences, tuner)) log(`node-llama-cpp internals moved: ${threads} thread(s), not tuned`);
+  if (tuner) exitNote = () => log(`threads at exit ${tuner.threads()}; tokens/s by threads ${JSON.stringify(tuner.rates())}`);
+  let shown = threads;
+  if (tuner) setInterval(() => { if (tuner.threads() !== shown) { shown = tuner.threads(); log(`threads now ${shown}; tokens/s by threads ${JSON.stringify(tuner.rates())}`); } }, 5000).unref();
   const gate = installBatchGate(context);
   if (!gate) log('node-llama-cpp internals moved: decodes are batched as node-llama-cpp queues them (slower)');
   const sequences = Array.from({ length: cfg.sequences }, () => context.getSequence());
@@ -192,7 +204,7 @@ async function main(): Promise<void> {
   server = net.createServer((sock) => engine.accept(sock));
   await new Promise<void>((resolve, reject) => { server!.once('error', reject); server!.listen(cfg.socket, () => resolve()); });
   process.umask(old);
-  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, ${cfg.threads} thread(s), ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
+  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
 }
 
 process.on('SIGTERM', () => shutdown(0));

@@ -10,7 +10,8 @@ export type { HostChatOptions };
 /** What the engine host is started with (its last command-line argument, as JSON). */
 export interface EngineConfig {
   model: string;
-  threads: number;
+  /** `auto`: chosen at start from the free CPUs, then by measurement (threads.ts). */
+  threads: number | 'auto';
   /** Context tokens per sequence. */
   ctx: number;
   /** Sequences in the shared context: one per connected worker slot; more connections wait. */

@@ -1,16 +1,16 @@
-import os from 'node:os';
 import { SwarmError } from '../../protocol/index.js';
 import { intOption } from '../options.js';
 
 /** Settings of the batched driver, from `--driver-opt k=v` (DriverConfig.options). */
 export interface BatchedOptions {
   /**
-   * Threads of the one engine: every core by default, as it is the host's only engine (110M shape on 2
-   * cores, through the swarm: 1.4-1.6x the tokens/s of one thread at 8 and 25 agents). The risk: threads
-   * that spin at llama.cpp's barriers lose much when another process takes a core (bare llama-server
-   * -t 2 fell to a third of -t 1 in one run at load 7); `--driver-opt threads=1` avoids it.
+   * Threads of the one engine. `auto` (the default): the engine starts with the CPUs free when it
+   * starts and then picks the count by measuring its decode steps (threads.ts), because threads that
+   * spin at llama.cpp's barriers collapse when another process takes a core (two threads at load 7-11
+   * on 2 cores: 2.5-5.5 tokens/s where one gave 972), while on a quiet machine every core helps (110M
+   * shape, 2 cores: 1.4-1.6x the tokens/s of one thread at 8 and 25 agents). A number fixes it.
    */
-  threads: number;
+  threads: number | 'auto';
   /** Context tokens per sequence. */
   ctx: number;
   /** Sequences the engine holds (`swarm up` passes agents × slots); connections beyond wait. */
@@ -51,7 +51,7 @@ const IGNORED = new Set(['slots', 'stop_grace_ms', 'download_stall_ms']);
 export function parseBatchedOptions(o: Record<string, string>): BatchedOptions {
   for (const k of Object.keys(o)) if (!KNOWN.has(k) && !IGNORED.has(k)) throw new SwarmError('SWARM_ERR_CONFIG', `unknown batched option "${k}" (known: ${[...KNOWN].join(', ')})`);
   return {
-    threads: num(o, 'threads', os.availableParallelism(), 1),
+    threads: o.threads === undefined || o.threads === '' || o.threads === 'auto' ? 'auto' : num(o, 'threads', 1, 1),
     ctx: num(o, 'ctx', 2048, 16),
     sequences: num(o, 'sequences', 8, 1),
     dir: o.dir || process.env.SWARM_ENGINE_DIR || undefined,

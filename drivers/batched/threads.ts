@@ -1,0 +1,218 @@
+/**
+ * How many threads the batched engine decodes with when none is given (`threads=auto`).
+ *
+ * llama.cpp's threads spin at the barriers between a graph's operations. When another runnable
+ * process takes one of their cores, the others spin until the descheduled one gets a slice back, at
+ * every barrier: on 2 cores at load 7-11, two threads gave 2.5-5.5 tokens/s where one gave 972. So
+ * the count is chosen twice: at start from the CPU share that is free (cgroup quota, affinity, the
+ * runnable processes and steal time of the moment), and then while it runs, by measuring (ThreadTuner).
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+
+/** The CPUs this process may use: its affinity (os.availableParallelism) capped by a cgroup CPU quota. */
+export function cpuLimit(): number {
+  let n = os.availableParallelism();
+  for (const [file, parse] of [
+    ['/sys/fs/cgroup/cpu.max', (t: string) => { const [q, p] = t.trim().split(/\s+/); return q === 'max' ? Infinity : Number(q) / Number(p); }],
+    ['/sys/fs/cgroup/cpu/cpu.cfs_quota_us', (t: string) => { const q = Number(t.trim()); return q > 0 ? q / Number(fs.readFileSync('/sys/fs/cgroup/cpu/cpu.cfs_period_us', 'utf8').trim()) : Infinity; }],
+  ] as const) {
+    try {
+      const share = parse(fs.readFileSync(file, 'utf8'));
+      if (share > 0 && Number.isFinite(share)) { n = Math.min(n, Math.max(1, Math.ceil(share))); break; }
+    } catch { /* no such controller */ }
+  }
+  return n;
+}
+
+interface CpuSample { runnable: number; busy: number; steal: number; total: number }
+
+function sample(): CpuSample | undefined {
+  try {
+    const stat = fs.readFileSync('/proc/stat', 'utf8');
+    const cpu = stat.slice(0, stat.indexOf('\n')).trim().split(/\s+/).slice(1).map(Number);
+    const running = /^procs_running\s+(\d+)/m.exec(stat);
+    const total = cpu.reduce((a, b) => a + b, 0);
+    return { runnable: running ? Number(running[1]) : 0, busy: total - (cpu[3] ?? 0) - (cpu[4] ?? 0), steal: cpu[7] ?? 0, total };
+  } catch { return undefined; }
+}
+
+/**
+ * Threads to start with: the CPUs this process may use, less those other runnable processes hold
+ * now (procs_running sampled over `ms`, our own sampling thread not counted), less the share stolen
+ * by the hypervisor. At least 1. The tuner corrects it as the load changes.
+ */
+export async function startThreads(limit = cpuLimit(), ms = 120): Promise<number> {
+  if (limit <= 1) return 1;
+  const a = sample();
+  if (!a) return limit;
+  let runnable = 0;
+  const n = 4;
+  for (let i = 0; i < n; i++) {
+    await new Promise((r) => setTimeout(r, ms / n));
+    runnable += Math.max(0, (sample()?.runnable ?? 1) - 1);
+  }
+  const b = sample();
+  const steal = b && b.total > a.total ? (b.steal - a.steal) / (b.total - a.total) : 0;
+  const free = limit * (1 - steal) - runnable / n;
+  return Math.max(1, Math.min(limit, Math.floor(free + 0.25)));
+}
+
+/**
+ * Cores the machine has left idle since the previous call, from /proc/stat (idle and iowait time
+ * over all time, scaled by the CPUs); undefined on the first call or where /proc/stat is not readable.
+ */
+export function idleCores(): () => number | undefined {
+  let last: { idle: number; total: number } | undefined;
+  const cpus = os.cpus().length;
+  return () => {
+    let now;
+    try {
+      const stat = fs.readFileSync('/proc/stat', 'utf8');
+      const cpu = stat.slice(0, stat.indexOf('\n')).trim().split(/\s+/).slice(1).map(Number);
+      now = { idle: (cpu[3] ?? 0) + (cpu[4] ?? 0), total: cpu.reduce((a, b) => a + b, 0) };
+    } catch { return undefined; }
+    const prev = last;
+    last = now;
+    if (!prev || now.total <= prev.total) return undefined;
+    return (now.idle - prev.idle) / (now.total - prev.total) * cpus;
+  };
+}
+
+/** A decode step's threads and what it took: what the tuner learns from. */
+export interface ThreadTunerOptions {
+  /** The most threads it tries (cpuLimit()). */
+  max: number;
+  /** Where it starts (startThreads()). */
+  start: number;
+  /** Decode time measured before a thread count's rate is taken (ms). */
+  windowMs?: number;
+  /** Decode time a probe of another count runs for, at most (ms). */
+  probeMs?: number;
+  /** First and longest wait between probes (ms); each probe that loses doubles it. */
+  probeEveryMs?: number;
+  probeEveryMaxMs?: number;
+  now?: () => number;
+  /**
+   * Cores the machine left idle since the last call (idleCores()); undefined: not known. More
+   * threads are probed only while at least half a core idles: on a machine with no idle time a
+   * probe of more threads only spins against the other processes (a step at 2 threads took 40x one
+   * at 1 under load 20 on 2 cores), and it costs the probe's whole step.
+   */
+  freeCores?: () => number | undefined;
+}
+
+/**
+ * Picks the thread count by measuring decode steps (tokens per ms of decode). It runs the best count
+ * known, and now and then probes a neighbour (half or double) for a short window: a neighbour that
+ * decodes faster takes over. A probe that loses makes the next one wait twice as long (up to
+ * probeEveryMaxMs), so a steady machine pays little for them. A count whose rate collapses (another
+ * process took its cores) loses to the last rate measured for its neighbour at once, without a probe.
+ */
+export class ThreadTuner {
+  private best: number;
+  private probing: number | undefined;
+  private readonly rate = new Map<number, number>();
+  private tokens = 0;
+  private ms = 0;
+  private steps = 0;
+  private wait: number;
+  private nextProbe: number;
+  private up = true;
+  private readonly o: Required<ThreadTunerOptions>;
+
+  constructor(opts: ThreadTunerOptions) {
+    this.o = { windowMs: 200, probeMs: 150, probeEveryMs: 2000, probeEveryMaxMs: 16_000, now: () => performance.now(), freeCores: () => undefined, ...opts };
+    this.best = Math.max(1, Math.min(this.o.max, this.o.start));
+    this.wait = this.o.probeEveryMs;
+    this.nextProbe = this.o.now() + this.wait;
+  }
+
+  /** Threads for the next decode. */
+  threads(): number { return this.probing ?? this.best; }
+
+  /** The rates measured so far, by thread count (tokens per second). */
+  rates(): Record<number, number> { return Object.fromEntries([...this.rate].map(([k, v]) => [k, Math.round(v * 1000)])); }
+
+  /** A generation step (about one token per generating sequence) decoded `tokens` in `ms` with threads(). */
+  step(tokens: number, ms: number): void {
+    if (!(ms > 0) || tokens <= 0) return;
+    this.tokens += tokens;
+    this.ms += ms;
+    this.steps++;
+    const rate = this.tokens / this.ms;
+    if (this.probing !== undefined) {
+      const base = this.rate.get(this.best) ?? 0;
+      // A probe ends after its window, or after one step that is already far behind.
+      if (this.ms < this.o.probeMs && !(rate < base / 2)) return;
+      this.rate.set(this.probing, rate);
+      if (rate > base * 1.05) { this.best = this.probing; this.wait = this.o.probeEveryMs; } else this.wait = Math.min(this.wait * 2, this.o.probeEveryMaxMs);
+      this.probing = undefined;
+      this.nextProbe = this.o.now() + this.wait;
+      this.reset();
+      return;
+    }
+    if (this.ms < this.o.windowMs) return;
+    const prev = this.rate.get(this.best);
+    // A change of more than 2x is the machine changing (a load came or went), not noise: taken as it is.
+    const jump = prev === undefined || rate < prev / 2 || rate > prev * 2;
+    this.rate.set(this.best, jump ? rate : prev + 0.5 * (rate - prev));
+    this.reset();
+    // The best count slowed below what a neighbour did when last measured: switch now, and let
+    // the next window say whether the neighbour still does that well.
+    const cur = this.rate.get(this.best)!;
+    for (const n of this.neighbours()) if ((this.rate.get(n) ?? 0) > cur * 1.2) { this.best = n; return; }
+    if (this.o.now() >= this.nextProbe) {
+      const free = this.o.freeCores();
+      const ns = this.neighbours().filter((n) => n < this.best || free === undefined || free >= 0.5);
+      if (ns.length === 0) { this.nextProbe = this.o.now() + this.wait; return; }
+      // Alternate up and down where both are worth a probe.
+      this.up = !this.up;
+      this.probing = ns.length === 1 ? ns[0] : this.up ? ns[1] : ns[0];
+    }
+  }
+
+  private neighbours(): number[] {
+    const down = Math.max(1, Math.floor(this.best / 2));
+    const up = Math.min(this.o.max, this.best * 2);
+    return [...new Set([down, up])].filter((n) => n !== this.best);
+  }
+
+  private reset(): void { this.tokens = 0; this.ms = 0; this.steps = 0; }
+}
+
+interface AddonContext { initBatch(n: number): void; setThreads(n: number): void; decodeBatch(): Promise<void> }
+
+/**
+ * Let `tuner` choose the threads of every decode of a node-llama-cpp context, and learn from its
+ * generation steps (batches of at most one token per sequence; prompts decode at another rate).
+ * It reaches into node-llama-cpp 3.x (`_ctx`, the native context, and its initBatch, setThreads and
+ * decodeBatch); false when they are not there, and the context keeps its fixed count.
+ */
+export function installThreadTuner(context: unknown, sequences: number, tuner: ThreadTuner): boolean {
+  const ctx = (context as { _ctx?: Partial<AddonContext> })._ctx;
+  if (!ctx || typeof ctx.initBatch !== 'function' || typeof ctx.setThreads !== 'function' || typeof ctx.decodeBatch !== 'function') return false;
+  const init = ctx.initBatch.bind(ctx);
+  const set = ctx.setThreads.bind(ctx);
+  const decode = ctx.decodeBatch.bind(ctx);
+  let size = 0;
+  let applied = -1;
+  // The native class's methods are read-only on its prototype: own properties shadow them.
+  const own = (name: keyof AddonContext, value: unknown): void => { Object.defineProperty(ctx, name, { value, configurable: true, writable: true }); };
+  try {
+    own('initBatch', (n: number) => { size = n; init(n); });
+    // node-llama-cpp sets its own count before each decode: ours replaces it.
+    own('setThreads', () => {});
+    own('decodeBatch', async () => {
+      const n = tuner.threads();
+      if (n !== applied) { set(n); applied = n; }
+      const t0 = performance.now();
+      await decode();
+      if (size <= sequences) tuner.step(size, performance.now() - t0);
+    });
+  } catch {
+    for (const name of ['initBatch', 'setThreads', 'decodeBatch'] as const) delete (ctx as Record<string, unknown>)[name];
+    return false;
+  }
+  return true;
+}

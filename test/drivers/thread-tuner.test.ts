@@ -1,0 +1,74 @@
+import t from 'tap';
+import { ThreadTuner, cpuLimit, startThreads } from '../../drivers/batched/threads.js';
+
+/**
+ * Drive a tuner through simulated decode steps: `rate(threads)` is tokens per ms of decode for 8
+ * sequences. Returns the tokens decoded over `ms` of decode time against the best fixed count's.
+ */
+function run(tuner: ThreadTuner, clock: { now: number }, ms: number, rate: (threads: number) => number, seen?: Set<number>): { share: number; last: number } {
+  let tokens = 0;
+  const best = Math.max(...[1, 2, 4, 8].map(rate));
+  const end = clock.now + ms;
+  while (clock.now < end) {
+    const n = tuner.threads();
+    seen?.add(n);
+    const stepMs = 8 / rate(n);
+    tuner.step(8, stepMs);
+    clock.now += stepMs;
+    tokens += 8;
+  }
+  return { share: tokens / (best * ms), last: tuner.threads() };
+}
+
+t.test('the tuner keeps all cores on a quiet machine and drops to one under a competing load, and back', async (t) => {
+  const clock = { now: 0 };
+  const tuner = new ThreadTuner({ max: 2, start: 2, now: () => clock.now });
+  // Two cores: quiet, two threads decode 1.5x one; busy, two spinning threads collapse.
+  const quiet = (n: number): number => (n >= 2 ? 3 : 2);
+  const busy = (n: number): number => (n >= 2 ? 0.02 : 1);
+  const q = run(tuner, clock, 60_000, quiet);
+  t.equal(q.last, 2, 'quiet: two threads');
+  t.ok(q.share >= 0.95, `quiet: ${q.share.toFixed(3)} of the best fixed count`);
+  const b = run(tuner, clock, 60_000, busy);
+  t.equal(b.last, 1, 'loaded: one thread');
+  t.ok(b.share >= 0.8, `loaded: ${b.share.toFixed(3)} of the best fixed count`);
+  const back = run(tuner, clock, 60_000, quiet);
+  t.equal(back.last, 2, 'the load gone: two threads again');
+  t.ok(back.share >= 0.9, `after the load: ${back.share.toFixed(3)} of the best`);
+});
+
+t.test('the tuner started low climbs to where more threads pay, and no further', async (t) => {
+  const clock = { now: 0 };
+  const tuner = new ThreadTuner({ max: 8, start: 1, now: () => clock.now });
+  // Eight cores, four of them free: up to 4 threads help, 8 spin against the others.
+  const r = run(tuner, clock, 120_000, (n) => (n <= 4 ? n : 0.5));
+  t.equal(r.last, 4);
+  t.ok(r.share >= 0.8, `${r.share.toFixed(3)} of the best fixed count`);
+});
+
+t.test('prompt batches and empty steps teach the tuner nothing', async (t) => {
+  const tuner = new ThreadTuner({ max: 4, start: 2, now: () => 0 });
+  tuner.step(0, 5);
+  tuner.step(8, 0);
+  t.same(tuner.rates(), {});
+  t.equal(tuner.threads(), 2);
+});
+
+t.test('the starting count is within the CPUs this process may use', async (t) => {
+  const limit = cpuLimit();
+  t.ok(limit >= 1);
+  const n = await startThreads(limit, 20);
+  t.ok(n >= 1 && n <= limit, `${n} of ${limit}`);
+  t.equal(await startThreads(1), 1);
+});
+
+t.test('with no idle core the tuner does not probe more threads (a probe would only spin), but still probes fewer', async (t) => {
+  const clock = { now: 0 };
+  const tuner = new ThreadTuner({ max: 2, start: 1, now: () => clock.now, freeCores: () => 0 });
+  const tried = new Set<number>();
+  const r = run(tuner, clock, 60_000, (n) => (n >= 2 ? 0.02 : 1), tried);
+  t.same([...tried], [1], 'two threads never tried');
+  t.ok(r.share >= 0.99, `${r.share.toFixed(3)} of the best fixed count`);
+  const down = new ThreadTuner({ max: 2, start: 2, now: () => clock.now, freeCores: () => 0 });
+  t.equal(run(down, clock, 30_000, (n) => (n >= 2 ? 0.02 : 1)).last, 1, 'a count that collapsed is left for fewer');
+});
