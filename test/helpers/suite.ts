@@ -131,20 +131,26 @@ function runFile(file: string): Promise<Result> {
   let why: string | undefined;
   // tap's own timeout fails the test first (TAP_TIMEOUT); this is for a file that cannot even do that.
   const timer = setTimeout(() => { why = `killed after ${timeoutS + 30} s`; killGroup(child, 'SIGKILL'); }, (timeoutS + 30) * 1000);
+  // Whatever the file started and left behind: its group first, then anything else carrying its mark.
+  let leaked: string[] | undefined;
+  const cleanUp = (): string[] => (leaked ??= (killGroup(child, 'SIGKILL'), reap({ SWARM_TEST_FILE: file })));
+  // A leftover that inherited the file's stdout would hold 'close' back: clean up shortly after the
+  // exit, and stop reading if the pipes are still held after that.
+  child.once('exit', () => {
+    setTimeout(() => { cleanUp(); setTimeout(() => { child.stdout!.destroy(); child.stderr!.destroy(); }, 1000).unref(); }, 500).unref();
+  });
   return new Promise((resolve) => {
-    child.on('close', (code, signal) => {
+    child.once('close', (code, signal) => {
       clearTimeout(timer);
       running.delete(file);
       log.end();
-      // Anything the file started and left behind, its group first, then whatever else carries its mark.
-      killGroup(child, 'SIGKILL');
-      const leaked = reap({ SWARM_TEST_FILE: file });
+      const left = cleanUp();
       const c = counts(text);
       const seconds = (Date.now() - started) / 1000;
       if (!why && (code !== 0 || signal)) why = signal ? `ended by ${signal}` : `exit code ${code}`;
       if (!why && !c) why = 'no counts line (did it end early?)';
       const fail = (c?.fail ?? 0) + (why && !(c?.fail) ? 1 : 0);
-      resolve({ file, ok: fail === 0, total: (c?.total ?? 0) + (fail > (c?.fail ?? 0) ? 1 : 0), pass: c?.pass ?? 0, fail, skip: c?.skip ?? 0, todo: c?.todo ?? 0, seconds, leaked, why: fail > 0 ? why : undefined });
+      resolve({ file, ok: fail === 0, total: (c?.total ?? 0) + (fail > (c?.fail ?? 0) ? 1 : 0), pass: c?.pass ?? 0, fail, skip: c?.skip ?? 0, todo: c?.todo ?? 0, seconds, leaked: left, why: fail > 0 ? why : undefined });
     });
   });
 }
