@@ -125,7 +125,7 @@ export function renderHtml(r: RunReport): string {
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(p.experiment)} · ${esc(p.run)}</title>
 <style>body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}
 h1{font-size:20px}h2{font-size:16px;margin-top:28px}.badge{display:inline-block;padding:2px 10px;border-radius:10px;color:#fff;background:${tone}}
-table{border-collapse:collapse;font-size:12px}td,th{border-bottom:1px solid #eee;padding:3px 8px;text-align:left}tr.failed td{color:#c62828}
+table{border-collapse:collapse;font-size:12px}td,th{border-bottom:1px solid #eee;padding:3px 8px;text-align:left}tr.failed td,td.failed{color:#c62828}
 dl{display:grid;grid-template-columns:max-content auto;gap:2px 16px}dt{color:#666}pre{background:#f6f6f6;padding:10px;white-space:pre-wrap;max-height:300px;overflow:auto}
 svg{max-width:100%;height:auto;border:1px solid #eee}.legend{font-size:12px;color:#555}.legend span{margin-right:14px}
 .legend i{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px;vertical-align:-1px}
@@ -137,7 +137,7 @@ td.win{font-weight:bold;background:#fff8e1}.muted{color:#777}</style></head><bod
 <dt>tokens out</dt><dd>${m.tokens_out} (${fmt(m.tokens_per_s, 1)} tokens/s)</dd><dt>latency p50 / p95 / max</dt><dd>${fmt(m.latency_p50_ms)} / ${fmt(m.latency_p95_ms)} / ${fmt(m.latency_max_ms)} ms</dd>
 <dt>seed, temperature</dt><dd>${p.seed}, ${p.temperature}</dd><dt>host</dt><dd>${esc(p.host.hostname)}, ${p.host.cpus} × ${esc(p.host.cpu_model)}, node ${esc(p.host.node)}</dd>
 ${byModel(p.models).map(({ roles, m: x }) => `<dt>model (${esc(roles.join(', '))})</dt><dd>${esc(path(x.path))} ${x.sha256 ? `<small>sha256 ${x.sha256.slice(0, 16)}…, ${x.size} bytes</small>` : esc(x.error ?? '')}</dd>`).join('')}</dl>
-<h2>Graph</h2>${graphSvg(r.nodes, mark)}${legend()}${mark.size ? `<p class="legend">outlined: ${[...mark].map(esc).join(', ')}</p>` : ''}
+${p.config?.inputs?.dataset !== undefined ? datasetGraph(r) : `<h2>Graph</h2>${graphSvg(r.nodes, mark)}${legend()}${mark.size ? `<p class="legend">outlined: ${[...mark].map(esc).join(', ')}</p>` : ''}`}
 ${arenaTable(d)}
 <h2>Timeline</h2>${timelineSvg(r.nodes, m.wall_ms)}
 <h2>Tokens and latency by role</h2>${rolesSvg(m)}
@@ -150,6 +150,37 @@ ${nodeDetailsHtml(r.nodes)}
 }
 
 function path(p: string): string { return p.split('/').slice(-2).join('/'); }
+
+const MAX_ITEM_ROWS = 500;
+
+/**
+ * A dataset run repeats one small graph per item and condition: one graph of hundreds of nodes is
+ * unreadable, so the page draws the first item's topology graph and a table of every item instead.
+ */
+function datasetGraph(r: RunReport): string {
+  const topo = r.passport.topology;
+  const first = r.nodes.filter((n) => n.node.startsWith(`${topo}/0/`));
+  const units = new Map<string, { item: number; cond: string; nodes: number; failed: number; tokens: number }>();
+  const conds: string[] = [];
+  for (const n of r.nodes) {
+    const m = /^([^/]+)\/(\d+)\//.exec(n.node);
+    if (!m) continue;
+    const [, cond, item] = m;
+    if (!conds.includes(cond!)) conds.push(cond!);
+    const k = `${cond}/${item}`;
+    const u = units.get(k) ?? { item: Number(item), cond: cond!, nodes: 0, failed: 0, tokens: 0 };
+    u.nodes++; if (n.state === 'failed') u.failed++; u.tokens += (n.tokens_in ?? 0) + (n.tokens_out ?? 0);
+    units.set(k, u);
+  }
+  const items = [...new Set([...units.values()].map((u) => u.item))].sort((a, b) => a - b);
+  const body = items.slice(0, MAX_ITEM_ROWS).map((i) => `<tr><td>${i}</td>${conds.map((c) => {
+    const u = units.get(`${c}/${i}`);
+    return u ? `<td${u.failed ? ' class="failed"' : ''}>${u.nodes} node${u.nodes === 1 ? '' : 's'}${u.failed ? `, ${u.failed} failed` : ''} · ${u.tokens} tokens</td>` : '<td></td>';
+  }).join('')}</tr>`).join('');
+  return `<h2>Graph of item 0 (${esc(topo)})</h2>${first.length ? graphSvg(first, new Set()) : '<p class="muted">(no node of item 0 yet)</p>'}${legend()}
+<p class="muted">Every item runs the same graph under its own prefix (<code>${esc(topo)}/&lt;item&gt;/…</code>); the answers and scores are in <a href="experiment.html">experiment.html</a>.</p>
+<h2>Items</h2><table><tr><th>item</th>${conds.map((c) => `<th>${esc(c)}</th>`).join('')}</tr>${body}</table>${items.length > MAX_ITEM_ROWS ? `<p class="muted">… ${items.length - MAX_ITEM_ROWS} more items</p>` : ''}`;
+}
 
 /** `8 done, 2 cancelled`: the states the nodes are in. */
 function nodeCounts(nodes: NodeRecord[]): string {

@@ -6,6 +6,7 @@ import { loadExperiment, resolveInputs, type Experiment } from '../../topologies
 import type { ExperimentResult } from '../../topologies/experiment/index.js';
 import { cellSets, cells, groups, parseAxis, type Cell, type SweepFile } from '../../topologies/experiment/sweep.js';
 import { sweepHtml } from '../../topologies/experiment/sweep-report.js';
+import { taskTable, taskTableCsv } from '../../topologies/experiment/task-table.js';
 import { modelLine, simulatedNote } from '../../topologies/experiment/report.js';
 import type { Passport } from '../../topologies/passport.js';
 import { Exit, fail } from '../exit.js';
@@ -69,7 +70,7 @@ async function sweep(file: string, o: SweepOptions): Promise<void> {
   // A previous cell counts only when it ran exactly this experiment on this engine.
   const same = (c: Cell) => prev?.cells.find((p) => p.key === c.key && p.hash !== undefined && p.hash === c.hash);
   const f: SweepFile = {
-    experiment: plan.experiment.name, file: path.resolve(file), topology: plan.experiment.topology, grid: axes, seeds: o.seeds,
+    experiment: plan.experiment.name, file: path.resolve(file), topology: plan.experiment.topology, dataset: plan.experiment.inputs.dataset, grid: axes, seeds: o.seeds,
     base_seed: plan.experiment.seed, engine, ran: list.some((c) => same(c)) ? prev?.ran : undefined, simulated: list.some((c) => same(c)) ? prev?.simulated : undefined,
     cells: list.map((c) => ({ ...c, ...pick(same(c)) })), updated_at: new Date().toISOString(),
   };
@@ -79,7 +80,12 @@ async function sweep(file: string, o: SweepOptions): Promise<void> {
   const reused = f.cells.length - todo.length;
   const changed = prev ? list.filter((c) => prev.cells.some((p) => p.key === c.key && p.hash !== c.hash)).length : 0;
   if (!o.json) process.stderr.write(`sweep ${f.experiment}: ${f.cells.length} cells (${axes.map((a) => `${a.key} × ${a.values.length}`).join(', ') || 'no grid'}, ${o.seeds} seed(s)); ${reused} already done, ${todo.length} to run${changed ? ` (${changed} changed since their last run: experiment, engine, model or dataset)` : ''}; folder ${out}\n`);
-  const save = () => { f.updated_at = new Date().toISOString(); writeAtomic(jsonPath, JSON.stringify(f, null, 2)); writeAtomic(path.join(out, 'sweep.html'), page(f, runsDir, out)); };
+  const save = () => {
+    f.updated_at = new Date().toISOString();
+    writeAtomic(jsonPath, JSON.stringify(f, null, 2));
+    writeAtomic(path.join(out, 'sweep.html'), page(f, runsDir, out));
+    writeAtomic(path.join(out, 'tasks.csv'), taskTableCsv(taskTable(f, groups(f, rowsReader(runsDir), f.base_seed), path.basename(f.dataset ?? f.experiment).replace(/\.jsonl?$/, ''))));
+  };
   // Ctrl-C or SIGTERM: the running cell is cancelled (follow does that) and no further cell starts.
   let stopping = false;
   const onStop = (): void => { stopping = true; };
@@ -126,13 +132,13 @@ async function sweep(file: string, o: SweepOptions): Promise<void> {
   process.off('SIGINT', onStop);
   process.off('SIGTERM', onStop);
   save();
-  if (o.json) { process.stdout.write(JSON.stringify({ sweep: jsonPath, html: path.join(out, 'sweep.html'), cells: f.cells.length, ran, reused }) + '\n'); }
+  if (o.json) { process.stdout.write(JSON.stringify({ sweep: jsonPath, html: path.join(out, 'sweep.html'), csv: path.join(out, 'tasks.csv'), cells: f.cells.length, ran, reused }) + '\n'); }
   else {
     const g = groups(f, rowsReader(runsDir), f.base_seed);
     if (f.simulated) process.stdout.write('SIMULATED DRIVER: answers are synthetic; these numbers test the machinery, not a model.\n');
     process.stdout.write(`${f.ran ?? ''}\n`);
     for (const x of g) process.stdout.write(`  ${x.label.padEnd(28)} ${x.condition.padEnd(18)} ${x.summary.mean.toFixed(3)} ± ${x.summary.se.toFixed(3)} [${x.summary.ci[0].toFixed(3)}, ${x.summary.ci[1].toFixed(3)}] n=${x.summary.n} × ${x.seeds} seed(s)  failed ${x.failed}  ${x.tokens_per_item.toFixed(0)} tokens/item${x.k !== undefined ? `  k=${x.k}` : ''}\n`);
-    process.stdout.write(`${ran} cell run(s) started, ${reused} reused\nsweep.json: ${jsonPath}\nsweep.html: ${path.join(out, 'sweep.html')}\n`);
+    process.stdout.write(`${ran} cell run(s) started, ${reused} reused\nsweep.json: ${jsonPath}\nsweep.html: ${path.join(out, 'sweep.html')}\ntasks.csv: ${path.join(out, 'tasks.csv')}\n`);
   }
   if (plan.started) process.stderr.write(`note: the swarm this command started is still running (state dir ${dir}); stop it with: swarm down${o.stateDir ? ` --state-dir ${o.stateDir}` : ''}\n`);
   process.exit(f.cells.some((c) => c.state === 'failed') ? Exit.TASKS_FAILED : Exit.OK);

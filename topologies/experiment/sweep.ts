@@ -26,6 +26,8 @@ export interface SweepFile {
   experiment: string;
   file: string;
   topology: string;
+  /** The experiment's own dataset (the task when the grid has no inputs.dataset axis). */
+  dataset?: string;
   grid: Axis[];
   seeds: number;
   base_seed: number;
