@@ -50,6 +50,7 @@ export class Hub implements HubContext {
     if (config.roles) this.roles.setPlan(checkRolePlan(config.roles));
     this.failover = new HubReplicator(() => this.store, (specs) => this.submit(specs), log.child({ part: 'failover' }), {
       token: config.token, live: (id) => this.registry.get(id) !== undefined,
+      rules: { max_attempts: config.maxAttempts, lease_ms: config.leaseMs },
     });
   }
 

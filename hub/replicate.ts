@@ -31,6 +31,8 @@ export interface ReplicatorOptions {
   maxText?: number;
   /** A HANDBACK within this long keeps the hub's mode at `reconciling`. */
   reconcileMs?: number;
+  /** The swarm's task rules, sent with PEERS: an acting coordinator leases and retries by them. */
+  rules?: { max_attempts: number; lease_ms: number };
   /** Replicate results' receipts too (default off: see `entry`). */
   receipts?: boolean;
   /** The swarm token: what the hub replicates is signed, what comes back is checked (hub/handback-check.ts). */
@@ -121,8 +123,8 @@ export class HubReplicator {
     const view: FailoverView = { id: w.id, peerAddr, mode: 'star', coordinator: 'hub', epoch: 0 };
     this.peers.set(w.id, { w, view });
     // Caps and role go along: in gossip mode the acting coordinator routes tasks as the hub does.
-    const peer = (x: WorkerEntry, addr: string) => ({ id: x.id, peer_addr: addr, caps: x.caps, ...(x.role ? { role: x.role } : {}) });
-    w.conn.send(Type.PEERS, { full: true, peers: [...this.peers.values()].map((p) => peer(p.w, p.view.peerAddr)) });
+    const peer = (x: WorkerEntry, addr: string) => ({ id: x.id, peer_addr: addr, caps: x.caps, slots: x.slots, ...(x.role ? { role: x.role } : {}) });
+    w.conn.send(Type.PEERS, { full: true, peers: [...this.peers.values()].map((p) => peer(p.w, p.view.peerAddr)), ...(this.opts.rules ? { rules: this.opts.rules } : {}) });
     for (const p of this.peers.values()) if (p.w !== w) p.w.conn.send(Type.PEERS, { full: false, peers: [peer(w, peerAddr)] });
     this.elect();
   }

@@ -168,7 +168,9 @@ export const Payloads = {
     /** true: the whole list (replaces nothing, adds all); false: peers that joined since. */
     full: z.boolean().default(false),
     /** caps and role: what the worker may run, so an acting coordinator routes as the hub does. */
-    peers: z.array(z.object({ id, peer_addr: shortText, caps: z.array(shortText).max(64).optional(), role: shortText.optional() })).max(100_000),
+    peers: z.array(z.object({ id, peer_addr: shortText, caps: z.array(shortText).max(64).optional(), role: shortText.optional(), slots: z.number().int().min(1).max(1024).optional() })).max(100_000),
+    /** The swarm's task rules (the hub's settings), so an acting coordinator leases and retries as the hub does. */
+    rules: z.object({ max_attempts: z.number().int().positive().optional(), lease_ms: z.number().int().positive().optional() }).optional(),
   }),
   [Type.STATE]: z.object({
     full: z.boolean().default(false),

@@ -46,7 +46,7 @@ export class AgentFailover {
   /** Topology runs the hub replicated: driven on by this member while it is the acting coordinator. */
   readonly runs: GossipRuns;
   /** Each peer's caps and role (PEERS), so the acting coordinator routes tasks as the hub does. */
-  private readonly peerInfo = new Map<string, { caps: string[]; role?: string }>();
+  private readonly peerInfo = new Map<string, { caps: string[]; role?: string; slots?: number }>();
   private conn?: Connection;
   private readonly cfg: WorkerConfig;
   private readonly siblings: Set<AgentFailover>;
@@ -68,6 +68,8 @@ export class AgentFailover {
       coordinator: {
         ...cfg.coordinator,
         offersOf: (id) => this.peerInfo.get(id),
+        // Each member's own slot count (the hub's PEERS), not one each: a 4-slot member fills 4 after a failover.
+        slotsOf: (id) => (id === selfId ? slots : this.peerInfo.get(id)?.slots),
         // Runs start after the catch-up wait too, so the runner sees the freshest results first.
         onRole: (on) => {
           if (!on) { this.runs.setCoordinating(false); return; }
@@ -141,7 +143,10 @@ export class AgentFailover {
   /** Failover messages from the hub; returns true if handled. */
   onMessage(m: AnyMessage): boolean {
     if (m.type === Type.PEERS) {
-      for (const p of m.payload.peers) this.peerInfo.set(p.id, { caps: p.caps ?? [], role: p.role || undefined });
+      for (const p of m.payload.peers) this.peerInfo.set(p.id, { caps: p.caps ?? [], role: p.role || undefined, slots: p.slots });
+      // The hub's --max-attempts and lease length hold for the acting coordinator too.
+      const r = m.payload.rules;
+      if (r) this.node.coordinator.setRules({ defaultMaxAttempts: r.max_attempts, leaseMs: r.lease_ms });
       this.controller.peers(m.payload.peers);
       return true;
     }

@@ -23,15 +23,16 @@ export interface Claim { epoch: number; id: string }
 export interface CoordinatorOptions {
   clock?: Clock;
   log?: Logger;
-  /** Task slots of a member (defaults to 1). */
-  slotsOf?: (id: string) => number;
+  /** Task slots of a member (the worker default when unknown). */
+  slotsOf?: (id: string) => number | undefined;
   /**
    * A member's role and caps, routed by the hub's rule (sched `canRun`); undefined for a member not
    * known yet (it gets only tasks that need nothing). Without this option every member runs anything.
    */
   offersOf?: (id: string) => Offers | undefined;
-  /** Lease length when a spec has no longer timeout_ms (sched's default when absent). */
+  /** Lease length when a spec has no longer timeout_ms (sched's default when absent); see `setRules`. */
   leaseMs?: number;
+  /** Attempts of a task without its own max_attempts (sched's default when absent); see `setRules`. */
   defaultMaxAttempts?: number;
   /** Jitter for retry backoff. */
   random?: () => number;
@@ -81,12 +82,15 @@ export class Coordinator {
   private readonly retryAt = new Map<string, number>();
   readonly stats = { assigned: 0, revoked: 0, failed: 0, terms: 0, renewed: 0, resent: 0, fenced: 0 };
 
+  /** The swarm's task rules: from the options, then from the hub (`setRules`). */
+  private rules: { defaultMaxAttempts?: number; leaseMs?: number };
   /** Timings with defaults filled in (worker/config.ts). */
   private readonly cfg: typeof WORKER_DEFAULTS.coordinator;
 
   constructor(private readonly ms: Membership, private readonly replica: Replica, private readonly opts: CoordinatorOptions = {}) {
     this.clock = opts.clock ?? realClock;
     this.cfg = withDefaults(WORKER_DEFAULTS.coordinator, opts);
+    this.rules = { defaultMaxAttempts: opts.defaultMaxAttempts, leaseMs: opts.leaseMs };
     ms.onBroadcast((v, _from, key) => key === 'coord' && this.onClaim(v));
     ms.onApp(ACK_CH, (from, body) => this.onAck(from, body as AssignReply));
     ms.onApp(NACK_CH, (from, body) => this.onNack(from, body as AssignReply));
@@ -128,6 +132,18 @@ export class Coordinator {
     this.clock.clearTimeout(this.timer);
     this.setCoordinating(false);
   }
+
+  /**
+   * The hub's task rules (its `--max-attempts` and lease length, sent with PEERS): an acting
+   * coordinator must retry and lease as the hub would, or a failover changes what a task may cost.
+   */
+  setRules(r: { defaultMaxAttempts?: number; leaseMs?: number }): void {
+    if (r.defaultMaxAttempts !== undefined) this.rules.defaultMaxAttempts = r.defaultMaxAttempts;
+    if (r.leaseMs !== undefined) this.rules.leaseMs = r.leaseMs;
+  }
+
+  /** The rules in force (for status and tests). */
+  get taskRules(): Readonly<{ defaultMaxAttempts?: number; leaseMs?: number }> { return this.rules; }
 
   /** Raise the fence (an epoch seen elsewhere, e.g. in an assignment). */
   observeEpoch(epoch: number): void { if (epoch > this.maxEpoch) this.maxEpoch = epoch; }
@@ -193,13 +209,13 @@ export class Coordinator {
       // It ran and failed in a way worth another try: back off as the hub does.
       if (r.ran === true) {
         const spec = this.replica.get(r.id)?.spec;
-        const v = afterFailure(l.attempt - (l.unrun ?? 0), maxAttemptsOf(spec ?? {}, this.opts.defaultMaxAttempts), { code: 'SWARM_ERR_TASK_FAILED', msg: 'failed on a member' }, true, this.opts.random, this.opts.backoffMs);
+        const v = afterFailure(l.attempt - (l.unrun ?? 0), maxAttemptsOf(spec ?? {}, this.rules.defaultMaxAttempts), { code: 'SWARM_ERR_TASK_FAILED', msg: 'failed on a member' }, true, this.opts.random, this.opts.backoffMs);
         if (v.kind === 'retry') this.retryAt.set(r.id, this.clock.now() + v.delayMs);
       }
     }
   }
 
-  private until(now: number, spec: ReplicaSpec | undefined): number { return leaseUntil(now, spec?.timeout_ms, this.opts.leaseMs); }
+  private until(now: number, spec: ReplicaSpec | undefined): number { return leaseUntil(now, spec?.timeout_ms, this.rules.leaseMs); }
 
   private send(worker: string, id: string, attempt: number, spec: ReplicaSpec, now: number, sends = 1): void {
     this.unacked.set(id, { worker, attempt, at: now, sends });
@@ -278,7 +294,7 @@ export class Coordinator {
   /** Lease one task to `worker` and send it; false if it could not be (attempts used up, a lost race). */
   private assign(e: Entry, worker: string, now: number): boolean {
     const attempt = (e.lease?.attempt ?? 0) + 1;
-    const max = maxAttemptsOf(e.spec!, this.opts.defaultMaxAttempts);
+    const max = maxAttemptsOf(e.spec!, this.rules.defaultMaxAttempts);
     // Leases handed back unrun (busy, fenced) are not attempts.
     if (attempt - (e.lease?.unrun ?? 0) > max) {
       this.replica.record(e.id, { worker: this.ms.id, attempt: attempt - 1, error: { code: 'SWARM_ERR_RETRIES_EXHAUSTED', msg: `failed on ${max} attempts` } });
