@@ -3,6 +3,7 @@ import { Type, type Message, type Payload, type ReplicaEntry } from '../protocol
 import { DEFAULT_LEASE_MS, mergeHandback } from '../sched/index.js';
 import { chunks } from './replicate-chunks.js';
 import { HandbackHolds } from './handback-holds.js';
+import { electHolders } from './holders.js';
 import { refusalMessage, screenHandback } from './handback-check.js';
 import { EntrySigner } from './entry-signer.js';
 import type { WorkerEntry } from './registry.js';
@@ -139,18 +140,9 @@ export class HubReplicator {
     this.elect();
   }
 
-  /**
-   * Choose the holders: the lowest id of each worker process, the `holders` lowest of those (string
-   * order, as the workers' election sorts). A new holder gets the whole state first.
-   */
+  /** Choose the holders (hub/holders.ts: one per process, hosts first). A new holder gets the whole state first. */
   private elect(): void {
-    const lowest = new Map<string, WorkerEntry>();
-    for (const { w } of this.peers.values()) {
-      const proc = w.pid !== undefined ? `pid:${w.pid}` : `id:${w.id}`;
-      const cur = lowest.get(proc);
-      if (!cur || w.id < cur.id) lowest.set(proc, w);
-    }
-    const next = [...lowest.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).slice(0, Math.max(1, this.opts.holders ?? 3));
+    const next = electHolders([...this.peers.values()].map((p) => p.w), this.opts.holders ?? 3);
     const before = new Set(this.holding);
     // Pending deltas go out to the old holders first, so a new holder's full sync is not older than them.
     this.flush();

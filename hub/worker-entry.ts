@@ -7,7 +7,7 @@ export interface Lease { leasedAt: number; reqId: string; answer: Answer }
 
 /** What a HANDSHAKE told the hub about a worker. */
 export interface WorkerJoin {
-  id: string; role: string; driver: string; caps: string[]; slots: number; conn: Connection; pid?: number; session: string;
+  id: string; role: string; driver: string; caps: string[]; slots: number; conn: Connection; pid?: number; host?: string; session: string;
   /** HANDSHAKE `queue`: leases it holds queued beyond its slots. */
   queue?: number;
   /** Its queue is used while its recent tasks' mean run time is under this (ms; 0: never). */
@@ -36,6 +36,8 @@ export class WorkerEntry {
   readonly queue: number;
   readonly conn: Connection;
   readonly pid?: number;
+  /** The host the worker reported (HANDSHAKE `host_id`): replica holders are spread over hosts. */
+  readonly host?: string;
   /** Secret given in HANDSHAKE_ACK: a reconnect that presents it replaces this connection at once. */
   readonly session: string;
   readonly connectedAt: number;
@@ -73,7 +75,7 @@ export class WorkerEntry {
     this.id = j.id; this.role = j.role; this.driver = j.driver; this.caps = j.caps; this.slots = j.slots;
     this.queue = j.queue ?? 0; this.prefetchBelowMs = j.prefetchBelowMs ?? 0;
     this.keepsPrompts = j.caps.includes(PROMPT_CACHE_CAP);
-    this.conn = j.conn; this.pid = j.pid; this.session = j.session;
+    this.conn = j.conn; this.pid = j.pid; this.host = j.host; this.session = j.session;
     this.connectedAt = now; this.lastSeen = now;
     this.engine = j.engine;
   }

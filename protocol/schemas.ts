@@ -97,6 +97,8 @@ export const Payloads = {
     queue: z.number().int().min(0).max(64).default(0),
     codecs: z.array(z.string().max(32)).max(8).default([Codec.NDJSON]),
     pid: z.number().int().optional(),
+    /** The worker's host (worker/host-id.ts): replica holders are spread over hosts, not pids. */
+    host_id: shortText.optional(),
     version: shortText.optional(),
     peer_addr: shortText.optional(),
     /** The `session` of this worker's previous HANDSHAKE_ACK: proves a reconnect is the same worker. */

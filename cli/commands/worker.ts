@@ -24,7 +24,7 @@ export function workerArgs(o: { driver: string; driverOpt: Record<string, string
 interface WorkerCliOptions {
   hub?: { host: string; port: number }; stateDir?: string; id?: string; ids?: string[]; count: number; driver: string;
   driverOpt: Record<string, string>; model?: string; role?: string; caps?: string; slots: number; queue: number; token?: string;
-  peerToken?: string; tls: boolean; tlsCa?: string; tlsPin?: string; tlsCert?: string; tlsKey?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost?: string; advertise?: string; peerPort: number; peerPorts?: string; peerAdvertise?: string; hubLapseMs?: number;
+  peerToken?: string; tls: boolean; tlsCa?: string; tlsPin?: string; tlsCert?: string; tlsKey?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost?: string; advertise?: string; peerPort: number; peerPorts?: string; peerAdvertise?: string; hubLapseMs?: number; hostId?: string;
   peerTlsCert?: string; peerTlsKey?: string; peerTlsCa?: string; restartKilledMs?: number;
 }
 
@@ -73,10 +73,12 @@ export function registerWorker(program: Command): void {
     .option('--peer-tls-key <file>', 'failover: TLS key for the peer ports')
     .option('--peer-tls-ca <file>', 'failover: verify peers\' certificates against this CA (without it, peer links are encrypted, not verified)')
     .option('--restart-killed-ms <ms>', 'start a worker the hub sends KILL again after this long (a supervised process of several)', int('--restart-killed-ms'))
+    .option('--host-id <id>', 'failover: the host this worker runs on, as the hub spreads replica holders over hosts (env SWARM_HOST_ID; default: the hostname with its machine, boot and namespace ids)')
     .option('--hub-lapse-ms <ms>', 'failover: hub silence before peers are asked (default 3000, the spec\'s); peers that heard the hub within half of it veto', int('--hub-lapse-ms', 200))
     .action(async (o: WorkerCliOptions) => {
       if (o.ids && (o.id !== undefined || o.count !== 1)) fail(new SwarmError('SWARM_ERR_CONFIG', '--ids names every worker: not with --id or --count'));
       if (o.ids) o.count = o.ids.length;
+      if (o.hostId) process.env.SWARM_HOST_ID = o.hostId;
       if (o.count === 1) v8.setFlagsFromString(`--interrupt-budget=${ONE_AGENT_JIT_BUDGET}`);
       try {
         // Loaded here, not at the top: `swarm up` and `swarm hub` import this file for workerArgs() only.
