@@ -6,6 +6,9 @@
  *    on an in-process hub with 8 echo workers, with its run folder: wall time, and the share of it
  *    spent in finishing (scoring, statistics) measured on the same results;
  * 3. the runner alone (instant executor): that experiment against a star of the same 8,000 nodes.
+ * 4. checks of the statistics with fixed seeds: the coverage of the 95% intervals of 0/1 scores
+ *    (Clopper-Pearson against the percentile bootstrap) at n = 20, and majority-of-5 on letter answers
+ *    in varied wording voting on the whole text against voting on the extracted letter.
  * Run: `npm run build && node dist/bench/experiments.js`. Writes bench/results/experiments.json.
  */
 import fs from 'node:fs';
@@ -17,8 +20,10 @@ import { Hub, hubConfig } from '../hub/index.js';
 import { RunManager } from '../hub/runs.js';
 import { WorkerPool } from '../worker/index.js';
 import { Runner, parseExperiment, resolveInputs, type Executor, type NodeResult, type RunSpec } from '../topologies/index.js';
-import { experimentTopology, finishExperiment, makeArithmetic, paired, summarise } from '../topologies/experiment/index.js';
-import { scorePure } from '../topologies/scorers/index.js';
+import { bootstrapCi, experimentTopology, finishExperiment, makeArithmetic, paired, summarise } from '../topologies/experiment/index.js';
+import { scorePure, voteKey } from '../topologies/scorers/index.js';
+import { ScorerSchema } from '../topologies/schema.js';
+import { seededRandom } from '../protocol/index.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.basename(path.dirname(HERE)) === 'dist' ? path.resolve(HERE, '../..') : path.resolve(HERE, '..');
@@ -112,8 +117,44 @@ async function onHub(agents = 8) {
   }
 }
 
+/** Coverage of the 95% interval of a 0/1 mean at n items, over `reps` seeded samples. */
+function coverage(n: number, p: number, reps: number) {
+  const r = seededRandom(1234 + Math.round(p * 1000) + n);
+  let cp = 0, boot = 0;
+  for (let i = 0; i < reps; i++) {
+    const xs = Array.from({ length: n }, () => (r() < p ? 1 : 0));
+    const a = summarise(xs, i).ci, b = bootstrapCi(xs, i);
+    if (a[0] <= p && p <= a[1]) cp++;
+    if (b[0] <= p && p <= b[1]) boot++;
+  }
+  return { n, p, reps, clopper_pearson: +(cp / reps).toFixed(3), percentile_bootstrap: +(boot / reps).toFixed(3) };
+}
+
+/** Majority-of-5 at p = 0.6 on letter answers worded four ways: the whole text against the extracted letter. */
+function letterVote(items = 2000, k = 5) {
+  const r = seededRandom(77);
+  const wording = ['The answer is ({L}).', 'Answer: {L}', 'I would go with {L}', 'After some thought: {L}.'];
+  const regex = ScorerSchema.parse({ type: 'regex', pattern: '\\b{{expected}}\\b', flags: '' });
+  const plurality = (keys: string[]) => {
+    const c = new Map<string, number>();
+    let best = keys[0]!, n = 0;
+    for (const key of keys) { const v = (c.get(key) ?? 0) + 1; c.set(key, v); if (v > n) { n = v; best = key; } }
+    return keys.indexOf(best);
+  };
+  let whole = 0, extracted = 0, first = 0, wholeIsFirst = 0;
+  for (let i = 0; i < items; i++) {
+    const answers = Array.from({ length: k }, () => { const right = r() < 0.6; return { right, text: wording[Math.floor(r() * 4)]!.replace('{L}', right ? 'B' : 'C') }; });
+    const w = plurality(answers.map((a) => voteKey(undefined, a.text)));
+    const e = plurality(answers.map((a) => voteKey(regex, a.text)));
+    whole += answers[w]!.right ? 1 : 0; extracted += answers[e]!.right ? 1 : 0; first += answers[0]!.right ? 1 : 0; wholeIsFirst += w === 0 ? 1 : 0;
+  }
+  return { items, k, p: 0.6, binomial_tail: 0.683, agent_a0: +(first / items).toFixed(3), vote_on_whole_text: +(whole / items).toFixed(3), vote_on_extracted_letter: +(extracted / items).toFixed(3), whole_text_vote_took_a0_pct: +((wholeIsFirst / items) * 100).toFixed(1) };
+}
+
 const load = () => os.loadavg().map((x) => +x.toFixed(2));
 const result: Record<string, unknown> = { host: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version }, load_before: load() };
+result.interval_coverage = [0.5, 0.8, 0.95].map((p) => coverage(20, p, 2000));
+result.letter_vote = letterVote();
 result.scoring_and_statistics = scoringAndStats();
 result.runner_only = await runnerOnly();
 result.on_hub = await onHub();
