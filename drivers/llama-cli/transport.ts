@@ -42,7 +42,7 @@ interface PtyLike {
 }
 
 /**
- * A pseudo-terminal through node-pty (optional dependency). The CLI is the session leader of its
+ * A pseudo-terminal through node-pty (not a dependency: `npm i node-pty` to use it). The CLI is the session leader of its
  * terminal, so when the worker dies the terminal hangs up and the kernel sends it SIGHUP.
  */
 export async function ptyTransport(bin: string, args: string[], onData: (t: string) => void): Promise<CliTransport> {

@@ -1,16 +1,21 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import pty from 'node-pty';
 import { api, CLI, swarm, tempDir, until } from '../helpers/cli.js';
 
-/** `swarm top` under a real pty (node-pty): its keystrokes go in through the pty. */
+const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+/**
+ * `swarm top` under a real pty: util-linux `script` gives it a terminal of 120x40 and passes
+ * what we write to its stdin in as keystrokes (no native addon to build for the test).
+ */
 function underPty(args: string[]) {
-  const term = pty.spawn(process.execPath, [CLI, ...args], { name: 'xterm', cols: 120, rows: 40, env: { ...process.env, TERM: 'xterm' } as Record<string, string> });
+  const cmd = `stty cols 120 rows 40; exec ${[process.execPath, CLI, ...args].map(quote).join(' ')}`;
+  const child = spawn('script', ['-qfec', cmd, '/dev/null'], { env: { ...process.env, TERM: 'xterm' }, stdio: ['pipe', 'pipe', 'pipe'] });
   let out = '';
-  term.onData((d) => (out += d));
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   let code: number | null = null;
-  const exited = new Promise<number | null>((r) => term.onExit((e) => { code = e.exitCode; r(e.exitCode); }));
-  return { term, output: () => out, exited, running: () => code === null };
+  const exited = new Promise<number | null>((r) => child.once('exit', (c) => { code = c; r(c); }));
+  return { term: { write: (s: string) => child.stdin.write(s), kill: (sig: NodeJS.Signals) => child.kill(sig) }, output: () => out, exited, running: () => code === null };
 }
 
 t.test('swarm top: draws in place under a pty, updates as tasks finish, quits on q; plain lines without a terminal', async (t) => {
