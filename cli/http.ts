@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { SwarmError, isErrorCode } from '../protocol/errors.js';
+import { envToken } from './state.js';
 
 /**
  * Where a control API is and how to reach it: a local hub's hub.json, or a remote swarm named by
@@ -27,7 +28,7 @@ export function remoteTarget(o: RemoteOptions): ControlTarget | undefined {
   const host = url.hostname.replace(/^\[|\]$/g, '');
   // A token in clear text across machines is the one thing to refuse: plain http only to loopback.
   if (!tls && !/^(127\.|::1$|localhost$)/.test(host)) throw new SwarmError('SWARM_ERR_INSECURE_BIND', `--hub-url: a remote control API is reached over https, not ${raw}`);
-  const token = o.token ?? process.env.SWARM_TOKEN;
+  const token = o.token ?? envToken();
   const caFile = o.tlsCa ?? process.env.SWARM_TLS_CA;
   let ca: string | undefined;
   if (caFile) { try { ca = fs.readFileSync(caFile, 'utf8'); } catch (err) { throw new SwarmError('SWARM_ERR_CONFIG', `--tls-ca: ${(err as Error).message}`); } }

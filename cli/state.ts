@@ -79,5 +79,19 @@ export function swarmToken(dir: string, given?: string): string {
   return token;
 }
 
+/**
+ * The token the environment gives: SWARM_TOKEN, else the file SWARM_TOKEN_FILE names (a mounted
+ * Secret: a deployment keeps the token out of the environment, the YAML and every command line).
+ */
+export function envToken(): string | undefined {
+  if (process.env.SWARM_TOKEN) return process.env.SWARM_TOKEN;
+  const file = process.env.SWARM_TOKEN_FILE;
+  if (!file) return undefined;
+  let text: string;
+  try { text = fs.readFileSync(file, 'utf8').trim(); } catch (err) { throw new Error(`SWARM_TOKEN_FILE ${file}: ${(err as Error).message}`); }
+  if (!text) throw new Error(`SWARM_TOKEN_FILE ${file} is empty`);
+  return text;
+}
+
 /** A log file of the state directory. */
 export const logPath = (dir: string, name: string): string => path.join(dir, 'logs', `${name}.log`);

@@ -89,10 +89,12 @@ export function registerCerts(program: Command): void {
         if (o.json) { process.stdout.write(JSON.stringify({ dir, ...r }) + '\n'); return; }
         process.stdout.write([
           `swarm certs: ${dir}: made ${r.made.join(' ') || 'nothing'}${r.kept.length ? `; kept ${r.kept.join(' ')}` : ''}`,
+          `the token: export SWARM_TOKEN_FILE=${path.join(dir, 'token')}   (a file, never argv)`,
           // The CLI line below reaches the control API on ADDR: the hub must serve it there.
-          'hub:    swarm hub --host ADDR --control-host ADDR --control-port CONTROL_PORT --tls-cert NAME.crt --tls-key NAME.key --tls-ca ca.crt --token "$(cat token)" …',
-          'worker: swarm worker --hub ADDR:PORT --tls-ca ca.crt --token "$(cat token)" --failover --peer-tls-cert NAME.crt --peer-tls-key NAME.key --peer-tls-ca ca.crt …',
-          'CLI:    swarm status --hub-url https://ADDR:CONTROL_PORT --tls-ca ca.crt --token "$(cat token)"',
+          'hub:    swarm hub --host ADDR --control-host ADDR --control-port CONTROL_PORT --tls-cert NAME.crt --tls-key NAME.key --tls-ca ca.crt …',
+          'worker: swarm worker --hub ADDR:PORT --tls-ca ca.crt --failover --peer-tls-cert NAME.crt --peer-tls-key NAME.key --peer-tls-ca ca.crt …',
+          'CLI:    swarm status --hub-url https://ADDR:CONTROL_PORT --tls-ca ca.crt',
+          'k3s:    kubectl -n swarm create secret generic swarm-token --from-file=token=token; kubectl -n swarm create secret generic swarm-tls --from-file=ca.crt --from-file=hub.crt --from-file=hub.key --from-file=worker.crt --from-file=worker.key',
         ].join('\n') + '\n');
       } catch (err) { fail(err, o.json); }
     });

@@ -8,10 +8,10 @@ import { int, keyValue } from '../options.js';
 
 interface RenderFlags {
   target: 'podman' | 'k3s'; agents: number; model: string; out?: string; image?: string; driver: string;
-  driverOpt: Record<string, string>; token?: string; workers: 'deployment' | 'daemonset'; hostNetwork: boolean;
+  driverOpt: Record<string, string>; workers: 'deployment' | 'daemonset'; hostNetwork: boolean;
   hubPort: number; controlPort: number; ctx: number; ubatch: number; cpus: number; engine: 'per-worker' | 'shared'; repack: boolean;
   failover: boolean; peerPort: number; name: string; stateSize: string; storageClass?: string; hosts?: DeployHost[]; certsDir: string;
-  stateDir?: string; workerStateDir?: string; json: boolean;
+  stateDir?: string; workerStateDir?: string; json: boolean; modelImage?: string; modelSize: string;
 }
 
 const oneOf = <T extends string>(name: string, values: readonly T[]) => (v: string): T => {
@@ -33,10 +33,9 @@ export function registerDeploy(program: Command): void {
     .requiredOption('--model <file>', 'GGUF path on the host, made absolute; its folder is mounted read-only at /models (required)')
     .option('--out <dir>', 'write the files into this folder; - (the default) prints them to stdout')
     .option('--json', 'print {"files": {name: text}} (or, with --out DIR, {"written": [paths]})', false)
-    .option('--image <ref>', 'container image', 'localhost/swarm:latest')
+    .option('--image <ref>', 'container image (default localhost/swarm:VERSION, this package\'s version: pinned, never latest)')
     .option('--driver <name>', 'worker engine driver', 'embedded')
     .option('--driver-opt <key=value>', 'driver option (repeatable)', keyValue, {})
-    .option('--token <secret>', 'hub token (default: a placeholder to replace; env SWARM_TOKEN)')
     .option('--workers <kind>', 'k3s workers: deployment or daemonset', oneOf('--workers', ['deployment', 'daemonset'] as const), 'deployment')
     .option('--host-network', 'podman: pods share the host network, bound to 127.0.0.1 (single host)', false)
     .option('--hub-port <n>', 'hub worker port', int('--hub-port', 1), 7070)
@@ -50,7 +49,9 @@ export function registerDeploy(program: Command): void {
     .option('--peer-port <n>', 'failover: first peer port (podman: one per worker from here, on loopback; k3s: each pod\'s)', int('--peer-port', 1), 7100)
     .option('--name <name>', 'podman: pod names <name>-hub and <name>-workers', 'swarm')
     .option('--hosts <list>', 'podman across machines: hub=ADDR,w1=ADDR,… (the hub\'s host first): one pod per host in the host\'s network, peers on host addresses, mutual TLS', hostsOption)
-    .option('--certs-dir <dir>', 'podman --hosts: where `swarm certs` output is on every host', '/etc/swarm/certs')
+    .option('--certs-dir <dir>', 'podman: where `swarm certs` output (the token; with --hosts the certificates too) is on every host, mounted at /certs', '/etc/swarm/certs')
+    .option('--model-image <ref>', 'k3s: the model from this OCI image as an image volume (Kubernetes >= 1.31) instead of the read-only claim swarm-models')
+    .option('--model-size <size>', 'k3s: size of the read-only model claim', '10Gi')
     .option('--state-dir <dir>', 'podman: host folder of the hub\'s journal, owned by uid 10001 (default /var/lib/swarm/hub)')
     .option('--worker-state-dir <dir>', 'podman with failover: host folder of the workers\' status files, owned by uid 10001 (default /var/lib/swarm/workers)')
     .option('--state-size <size>', 'k3s: the hub journal\'s PersistentVolumeClaim size', '1Gi')
@@ -65,11 +66,12 @@ export function registerDeploy(program: Command): void {
         }
         const files = renderDeployment({
           target: o.target, agents: o.agents, model: o.model, image: o.image, driver: o.driver, driverOpts: o.driverOpt,
-          token: o.token ?? process.env.SWARM_TOKEN, workers: o.workers, hostNetwork: o.hostNetwork,
+          workers: o.workers, hostNetwork: o.hostNetwork,
           hubPort: o.hubPort, controlPort: o.controlPort, plan: p, failover: o.failover, peerPort: o.peerPort, name: o.name,
           stateSize: o.stateSize, ...(o.stateDir ? { stateDir: o.stateDir } : {}), ...(o.workerStateDir ? { workerStateDir: o.workerStateDir } : {}),
           ...(o.storageClass ? { storageClass: o.storageClass } : {}),
-          ...(o.hosts ? { hosts: o.hosts, certsDir: o.certsDir } : {}),
+          certsDir: o.certsDir, modelSize: o.modelSize, ...(o.modelImage ? { modelImage: o.modelImage } : {}),
+          ...(o.hosts ? { hosts: o.hosts } : {}),
         });
         if (!o.out || o.out === '-') {
           if (o.json) { process.stdout.write(JSON.stringify({ files }) + '\n'); return; }
@@ -79,8 +81,8 @@ export function registerDeploy(program: Command): void {
         fs.mkdirSync(o.out, { recursive: true });
         const written: string[] = [];
         for (const [name, text] of Object.entries(files)) {
-          // the podman YAML carries the token in plain env: owner-only
-          fs.writeFileSync(path.join(o.out, name), text, { mode: name.endsWith('.yaml') ? 0o600 : 0o644 });
+          // no secret is rendered (the token and keys are files of `swarm certs`): plain files
+          fs.writeFileSync(path.join(o.out, name), text, { mode: 0o644 });
           written.push(path.join(o.out, name));
         }
         process.stdout.write(o.json ? JSON.stringify({ written }) + '\n' : written.map((f) => `${f}\n`).join(''));

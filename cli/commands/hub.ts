@@ -5,7 +5,7 @@ import { parseRolePlan, type RolePlan } from '../../hub/roles.js';
 import { DEFAULT_RETAIN, parseRetain, type RetainOptions } from '../../hub/retention.js';
 import { fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
-import { stateDir, swarmToken } from '../state.js';
+import { envToken, stateDir, swarmToken } from '../state.js';
 import { readiness, reportReady } from '../ready.js';
 import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
@@ -70,7 +70,7 @@ export function hubToken(o: HubCliOptions, dir: string): string | undefined {
     process.stderr.write('swarm: warning: --insecure-no-auth: any local user can join as a worker, read prompts and results, and stop the hub\n');
     return undefined;
   }
-  return swarmToken(dir, o.token ?? process.env.SWARM_TOKEN);
+  return swarmToken(dir, o.token ?? envToken());
 }
 
 export function hubConfigFrom(o: HubCliOptions, token: string | undefined) {

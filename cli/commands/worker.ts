@@ -6,7 +6,7 @@ import { SwarmError } from '../../protocol/errors.js';
 import type { HubLocator } from '../../worker/index.js';
 import { fail } from '../exit.js';
 import { hostPort, int, keyValue } from '../options.js';
-import { readHubFile, stateDir } from '../state.js';
+import { envToken, readHubFile, stateDir } from '../state.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
 
 /** The arguments `swarm up` passes to the workers it supervises. */
@@ -107,7 +107,7 @@ export function registerWorker(program: Command): void {
         };
         const model = await chooseModel(o.driver, o.model);
         await loadDriver(o.driver); // only this worker's driver: its options are checked before we connect
-        const token = o.token ?? process.env.SWARM_TOKEN ?? (fixed ? undefined : readHubFile(dir)?.token);
+        const token = o.token ?? envToken() ?? (fixed ? undefined : readHubFile(dir)?.token);
         const base = o.id ?? `w-${os.hostname().split('.')[0]}-${process.pid}`;
         const ids = o.ids ?? (o.count === 1 ? [base] : Array.from({ length: o.count }, (_, i) => `${base}-${i + 1}`));
         const pool = new WorkerPool({
@@ -120,7 +120,7 @@ export function registerWorker(program: Command): void {
         }, log);
         // Read once: the commands, engines and servers the drivers start inherit this environment,
         // and none of them needs a worker's secrets.
-        for (const k of ['SWARM_TOKEN', 'SWARM_CREDENTIALS', 'SWARM_PEER_TOKEN']) delete process.env[k];
+        for (const k of ['SWARM_TOKEN', 'SWARM_TOKEN_FILE', 'SWARM_CREDENTIALS', 'SWARM_PEER_TOKEN']) delete process.env[k];
         for (const a of pool.agents) a.client.onStatus((s) => {
           void loadLogger();
           // A refused join says why, once and then now and then (the loop retries: a hub may be restarting).

@@ -3,9 +3,11 @@
  * hub and the peer ports are on the host's own address, which the other hosts reach). The first host
  * runs the hub (mutual TLS, the control API over HTTPS on its address); the agents are spread over
  * the other hosts. Certificates from `swarm certs` are mounted read-only at /certs: ca.crt and the
- * host's NAME.crt/NAME.key.
+ * host's NAME.crt/NAME.key, and the token (read through SWARM_TOKEN_FILE, never in the YAML or argv).
  */
 import type { DeploySpec } from './spec.js';
+import { TOKEN_ENV } from './spec.js';
+import { podmanExec } from './probes.js';
 
 type Obj = Record<string, unknown>;
 
@@ -24,6 +26,7 @@ export function parseHosts(v: string): DeployHost[] {
 }
 
 const security = {
+  seccompProfile: { type: 'RuntimeDefault' },
   runAsUser: 10001, runAsGroup: 10001, allowPrivilegeEscalation: false,
   readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] },
 };
@@ -36,7 +39,7 @@ export function spread(agents: number, hosts: number): number[] {
 /** File name -> Pod objects, one file per host. */
 export function podmanHostsObjects(s: DeploySpec, hosts: DeployHost[], certsDir: string): Record<string, Obj[]> {
   const [hubHost, ...workerHosts] = hosts as [DeployHost, ...DeployHost[]];
-  const env = [{ name: 'SWARM_TOKEN', value: s.token }];
+  const env = [TOKEN_ENV];
   const labels = (c: string) => ({ 'app.kubernetes.io/name': 'swarm', 'app.kubernetes.io/component': c });
   const certs = { name: 'certs', hostPath: { path: certsDir, type: 'Directory' } };
   const certsMount = { name: 'certs', mountPath: '/certs', readOnly: true };
@@ -50,6 +53,8 @@ export function podmanHostsObjects(s: DeploySpec, hosts: DeployHost[], certsDir:
         args: ['hub', '--host', hubHost.addr, '--port', String(s.hubPort), '--control-host', hubHost.addr, '--control-port', String(s.controlPort),
           '--tls-cert', `/certs/${hubHost.name}.crt`, '--tls-key', `/certs/${hubHost.name}.key`, '--tls-ca', '/certs/ca.crt', '--state-dir', '/var/lib/swarm'],
         resources: { limits: { memory: `${s.hubMemMi.limit}Mi` } },
+        // The hub serves its control API over HTTPS on the host address here: hub.json says so.
+        livenessProbe: podmanExec('hub', '/var/lib/swarm'),
         securityContext: security,
         volumeMounts: [{ name: 'state', mountPath: '/var/lib/swarm' }, certsMount],
       }],
@@ -70,6 +75,7 @@ export function podmanHostsObjects(s: DeploySpec, hosts: DeployHost[], certsDir:
       return {
         name: `worker-${i + 1}`, image: s.image, args, env,
         resources: { limits: { memory: `${s.workerMemMi.limit}Mi` } },
+        livenessProbe: podmanExec('worker', `/var/lib/swarm/${id}`),
         securityContext: security,
         volumeMounts: [{ name: 'models', mountPath: '/models', readOnly: true }, certsMount,
           ...(s.failover ? [{ name: 'worker-state', mountPath: '/var/lib/swarm' }] : [])],

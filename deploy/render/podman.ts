@@ -6,20 +6,27 @@
  * Podman runs a Deployment with one replica only, so the workers are one Pod of N containers.
  * With failover the workers' peer ports are on loopback, one port each: the containers of a pod share
  * its network namespace (or all share the host's with hostNetwork), so no peer port leaves the pod.
+ * The token is the file `token` of the `swarm certs` folder, mounted read-only at /certs (never in
+ * the YAML, the environment or argv); `podman kube play` drops the image's HEALTHCHECK, so every
+ * container gets a liveness probe (deploy/healthcheck.mjs, as a command: see probes.ts).
  */
 import type { DeploySpec } from './spec.js';
-import { hubArgs, workerArgs } from './spec.js';
+import { TOKEN_ENV, hubArgs, workerArgs } from './spec.js';
+import { podmanExec } from './probes.js';
 
 type Obj = Record<string, unknown>;
 
 const security = {
+  seccompProfile: { type: 'RuntimeDefault' },
   runAsUser: 10001, runAsGroup: 10001, allowPrivilegeEscalation: false,
   readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] },
 };
 
 /** The two Pods for `podman kube play`. */
 export function podmanObjects(s: DeploySpec): Obj[] {
-  const env = [{ name: 'SWARM_TOKEN', value: s.token }];
+  const env = [TOKEN_ENV];
+  const certs = { name: 'certs', hostPath: { path: s.certsDir, type: 'Directory' } };
+  const certsMount = { name: 'certs', mountPath: '/certs', readOnly: true };
   const labels = (c: string) => ({ 'app.kubernetes.io/name': 'swarm', 'app.kubernetes.io/component': c });
   const net = s.hostNetwork ? { hostNetwork: true } : {};
   const hub: Obj = {
@@ -32,10 +39,11 @@ export function podmanObjects(s: DeploySpec): Obj[] {
         name: 'hub', image: s.image, args: hubArgs(s), env,
         ...(s.hostNetwork ? {} : { ports: [{ containerPort: s.hubPort }] }),
         resources: { limits: { memory: `${s.hubMemMi.limit}Mi` } },
+        livenessProbe: podmanExec('hub', '/var/lib/swarm'),
         securityContext: security,
-        volumeMounts: [{ name: 'state', mountPath: '/var/lib/swarm' }],
+        volumeMounts: [{ name: 'state', mountPath: '/var/lib/swarm' }, certsMount],
       }],
-      volumes: [{ name: 'state', hostPath: { path: s.stateHostDir, type: 'Directory' } }],
+      volumes: [{ name: 'state', hostPath: { path: s.stateHostDir, type: 'Directory' } }, certs],
     },
   };
   // With failover: every worker keeps its status file in its own folder of one writable volume (each
@@ -44,8 +52,9 @@ export function podmanObjects(s: DeploySpec): Obj[] {
     name: `worker-${i + 1}`, image: s.image,
     args: workerArgs(s, `worker-${i + 1}`, { kind: 'loopback', port: s.peerPort + i }, `/var/lib/swarm/worker-${i + 1}`), env,
     resources: { limits: { memory: `${s.workerMemMi.limit}Mi` } },
+    livenessProbe: podmanExec('worker', `/var/lib/swarm/worker-${i + 1}`),
     securityContext: security,
-    volumeMounts: [{ name: 'models', mountPath: '/models', readOnly: true },
+    volumeMounts: [{ name: 'models', mountPath: '/models', readOnly: true }, certsMount,
       ...(s.failover ? [{ name: 'worker-state', mountPath: '/var/lib/swarm' }] : [])],
   }));
   // a host folder, as for the hub: Podman 4.3 makes an emptyDir a root-owned volume the image's uid cannot write
@@ -57,7 +66,7 @@ export function podmanObjects(s: DeploySpec): Obj[] {
       restartPolicy: 'Always',
       terminationGracePeriodSeconds: 30,
       containers,
-      volumes: [{ name: 'models', hostPath: { path: s.modelHostDir, type: 'Directory' } }, ...(s.failover ? [stateVolume] : [])],
+      volumes: [{ name: 'models', hostPath: { path: s.modelHostDir, type: 'Directory' } }, certs, ...(s.failover ? [stateVolume] : [])],
     },
   };
   return [hub, workers];

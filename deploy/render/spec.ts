@@ -4,6 +4,7 @@
  */
 import path from 'node:path';
 import type { Plan } from '../plan/index.js';
+import { packageVersion } from './version.js';
 
 /** Inputs of `swarm deploy render`. */
 export interface DeployOptions {
@@ -15,8 +16,6 @@ export interface DeployOptions {
   driver?: string;
   /** Extra `--driver-opt key=value` for workers. */
   driverOpts?: Record<string, string>;
-  /** Token workers present. k3s: goes into a Secret; podman: into the pod env (keep the file private). */
-  token?: string;
   /** k3s workers as a Deployment (default, N replicas) or a DaemonSet (one worker pod per node). */
   workers?: 'deployment' | 'daemonset';
   /** podman: run both pods in the host's network namespace bound to 127.0.0.1 (single host, no bridge). */
@@ -47,8 +46,16 @@ export interface DeployOptions {
   name?: string;
   /** podman across machines: the hub's host first, then the worker hosts; one YAML (one pod) per host. */
   hosts?: { name: string; addr: string }[];
-  /** podman across machines: the folder of `swarm certs` output on every host (mounted at /certs). */
+  /**
+   * podman: the folder of `swarm certs` output on every host, mounted read-only at /certs: the token
+   * (`token`, read through SWARM_TOKEN_FILE: never in the YAML, the environment or a command line)
+   * and, across machines, ca.crt and each host's NAME.crt/NAME.key. Default /etc/swarm/certs.
+   */
   certsDir?: string;
+  /** k3s: the model from this OCI image as an image volume (Kubernetes >= 1.31, ImageVolume) instead of the `swarm-models` claim. */
+  modelImage?: string;
+  /** k3s: size of the rendered read-only model claim (default 10Gi). */
+  modelSize?: string;
 }
 
 /** Resolved deployment facts shared by all renderers. */
@@ -62,7 +69,6 @@ export interface DeploySpec {
   modelPath: string;
   driver: string;
   driverOpts: Record<string, string>;
-  token: string;
   hubName: string;
   /** podman: name of the workers' pod. */
   workersName: string;
@@ -82,10 +88,16 @@ export interface DeploySpec {
   /** CPU request per worker in millicores: the host's vCPUs divided among the agents (no CPU limit: throttling hurts latency). */
   workerCpuM: number;
   planNote: string;
+  /** podman: host folder of `swarm certs` output (the token file, certificates). */
+  certsDir: string;
+  modelImage?: string;
+  modelSize: string;
 }
 
-/** Placeholder rendered when no --token is given: deployments refuse to start with it until replaced. */
-export const TOKEN_PLACEHOLDER = 'REPLACE-WITH-A-LONG-RANDOM-TOKEN';
+/** Where every container finds the token (a mounted Secret, or the `swarm certs` folder): SWARM_TOKEN_FILE. */
+export const TOKEN_FILE = '/certs/token';
+/** The containers' environment: the token's file, never the token. */
+export const TOKEN_ENV = { name: 'SWARM_TOKEN_FILE', value: TOKEN_FILE };
 const MiB = 1024 ** 2;
 
 /** Resolve options into a DeploySpec (pure). */
@@ -95,14 +107,13 @@ export function deploySpec(o: DeployOptions): DeploySpec {
   const cpus = o.plan?.options.cpus ?? 4;
   return {
     agents: o.agents,
-    image: o.image ?? 'localhost/swarm:latest',
+    image: o.image ?? `localhost/swarm:${packageVersion()}`,
     namespace: o.namespace ?? 'swarm',
     modelHostDir: path.posix.dirname(o.model),
     modelFile: path.posix.basename(o.model),
     modelPath: `/models/${path.posix.basename(o.model)}`,
     driver: o.driver ?? 'embedded',
     driverOpts: o.driverOpts ?? {},
-    token: o.token ?? TOKEN_PLACEHOLDER,
     hubName: `${o.name ?? 'swarm'}-hub`,
     workersName: `${o.name ?? 'swarm'}-workers`,
     hubPort: o.hubPort ?? 7070,
@@ -115,6 +126,9 @@ export function deploySpec(o: DeployOptions): DeploySpec {
     failover: o.failover ?? true,
     peerPort: o.peerPort ?? 7100,
     workerStateHostDir: o.workerStateDir ?? '/var/lib/swarm/workers',
+    certsDir: o.certsDir ?? '/etc/swarm/certs',
+    ...(o.modelImage ? { modelImage: o.modelImage } : {}),
+    modelSize: o.modelSize ?? '10Gi',
     // headroom: 25% for allocator slack and prompt spikes; page cache of the model is not in it (see plan's cgroup warning)
     workerMemMi: { request, limit: Math.ceil(request * 1.25) },
     hubMemMi: { request: 128, limit: 512 },

@@ -6,28 +6,19 @@ import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import YAML from 'yaml';
-import { Namespace, PersistentVolumeClaim, Secret, Service } from 'kubernetes-models/v1';
-import { DaemonSet, Deployment } from 'kubernetes-models/apps/v1';
-import { Pod } from 'kubernetes-models/v1';
 import { plan, readModelShape } from '../../deploy/plan/index.js';
-import { renderDeployment, TOKEN_PLACEHOLDER, type DeployOptions } from '../../deploy/render/index.js';
+import { STARTUP_BUDGET_S, packageVersion, renderDeployment, type DeployOptions } from '../../deploy/render/index.js';
 import { llama3_8bShape, writeGguf } from '../helpers/gguf-writer.js';
+import { k8sProblems } from '../helpers/k8s-strict.js';
 import { ROOT } from '../helpers/paths.js';
 
 const EXAMPLES = path.join(ROOT, 'deploy/examples');
 const MODEL = '/mnt/models/llama-3-8b-instruct.Q4_K_M.gguf';
 
-const KINDS: Record<string, new (o: never) => { validate(): void }> = {
-  Namespace, Secret, Service, Deployment, DaemonSet, Pod, PersistentVolumeClaim,
-} as never;
-
+/** Every object of a multi-document YAML, checked against the schemas with unknown fields refused. */
 function validateAll(t: Test, text: string): Record<string, unknown>[] {
   const docs = YAML.parseAllDocuments(text).map((d) => d.toJSON() as Record<string, unknown>);
-  for (const d of docs) {
-    const Kind = KINDS[String(d.kind)];
-    t.ok(Kind, `known kind ${String(d.kind)}`);
-    t.doesNotThrow(() => new Kind!(d as never).validate(), `${String(d.kind)} ${String((d.metadata as { name?: string }).name)} validates`);
-  }
+  for (const d of docs) t.same(k8sProblems(d), [], `${String(d.kind)} ${String((d.metadata as { name?: string }).name)} validates, no unknown field`);
   return docs;
 }
 
@@ -44,28 +35,82 @@ async function examplePlan(t: Test) {
 t.test('k3s manifests validate against the Kubernetes schemas', async (t) => {
   const p = await examplePlan(t);
   for (const workers of ['deployment', 'daemonset'] as const) {
-    const files = renderDeployment({ target: 'k3s', agents: 25, model: MODEL, plan: p, workers, token: 's3cret' });
+    const files = renderDeployment({ target: 'k3s', agents: 25, model: MODEL, plan: p, workers });
     const docs = validateAll(t, files['swarm-k3s.yaml']!);
-    t.same(docs.map((d) => d.kind), ['Namespace', 'Secret', 'PersistentVolumeClaim', 'Deployment', 'Service', workers === 'daemonset' ? 'DaemonSet' : 'Deployment', 'Service']);
+    t.same(docs.map((d) => d.kind), ['Namespace', 'PersistentVolumeClaim', 'PersistentVolumeClaim', 'Deployment', 'Service', workers === 'daemonset' ? 'DaemonSet' : 'Deployment',
+      'PodDisruptionBudget', 'Service', 'NetworkPolicy', 'NetworkPolicy', 'NetworkPolicy']);
     const w = docs[5] as any;
     const c = w.spec.template.spec.containers[0];
     t.equal(c.resources.requests.memory, `${Math.ceil(p.memory.perAgent.total / 2 ** 20)}Mi`, 'request from the plan');
     t.same(c.volumeMounts.find((m: any) => m.name === 'models'), { name: 'models', mountPath: '/models', readOnly: true });
-    t.same(w.spec.template.spec.volumes.find((v: any) => v.name === 'models').hostPath, { path: '/mnt/models', type: 'Directory' });
-    t.ok(c.livenessProbe.exec, 'worker liveness probe');
-    t.same(c.env[0].valueFrom.secretKeyRef, { name: 'swarm-token', key: 'token' });
     t.ok(c.args.includes('swarm-hub:7070'), 'workers find the hub through the Service');
-    const hub = docs[3] as any;
-    t.ok(hub.spec.template.spec.containers[0].readinessProbe.tcpSocket);
     if (workers === 'deployment') t.equal(w.spec.replicas, 25);
   }
-  // the validator is real: a wrong type is rejected
-  t.throws(() => new Deployment({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'x' }, spec: { replicas: 'three' } } as never).validate());
+});
+
+t.test('the render check refuses unknown fields and wrong types', async (t) => {
+  const docs = YAML.parseAllDocuments(renderDeployment({ target: 'k3s', agents: 2, model: MODEL })['swarm-k3s.yaml']!).map((d) => d.toJSON()) as any[];
+  const hub = docs.find((d) => d.kind === 'Deployment' && d.metadata.name === 'swarm-hub');
+  const probe = hub.spec.template.spec.containers[0].livenessProbe;
+  probe.periodSecond = probe.periodSeconds;
+  delete probe.periodSeconds;
+  t.match(k8sProblems(hub).join('\n'), /livenessProbe\/periodSecond: unknown field/, 'a periodSecond typo fails');
+  t.match(k8sProblems({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'x' }, spec: { replicas: 'three' } }).join('\n'), /replicas: type/, 'a wrong type fails');
+  t.same(k8sProblems({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'x', labels: { any: 'label' }, annotations: { 'any/annotation': 'v' } } }), [], 'maps take any key');
+});
+
+t.test('k3s at chart level: TLS and token from Secrets, PDB, spread, NetworkPolicy, seccomp, no SA token, model claim, pinned image, control Service, scrape, probes', async (t) => {
+  const text = renderDeployment({ target: 'k3s', agents: 5, model: MODEL })['swarm-k3s.yaml']!;
+  const docs = validateAll(t, text) as any[];
+  const get = (kind: string, name: string) => docs.find((d) => d.kind === kind && d.metadata.name === name);
+  const hub = get('Deployment', 'swarm-hub'), workers = get('Deployment', 'swarm-worker');
+  const hp = hub.spec.template.spec, wp = workers.spec.template.spec;
+  const hc = hp.containers[0], wc = wp.containers[0];
+  const arg = (c: any, k: string) => c.args[c.args.indexOf(k) + 1];
+
+  t.notOk(docs.some((d) => d.kind === 'Secret'), 'no Secret rendered: the token and keys never sit in a render');
+  t.notMatch(text, /stringData|SWARM_TOKEN[^_]|BEGIN .*PRIVATE KEY/, 'no token or key material anywhere');
+  t.match(text, /kubectl -n swarm create secret generic swarm-token --from-file=token=certs\/token/, 'the header says how to make the Secrets from swarm certs');
+  for (const [c, pod, role] of [[hc, hp, 'hub'], [wc, wp, 'worker']] as const) {
+    t.same(c.env.filter((e: any) => e.name.startsWith('SWARM_TOKEN')), [{ name: 'SWARM_TOKEN_FILE', value: '/certs/token' }], `${role}: the token from a Secret file`);
+    t.notOk(c.args.includes('--token'), `${role}: no token in argv`);
+    const certs = pod.volumes.find((v: any) => v.name === 'certs').projected;
+    t.same(certs.sources.map((x: any) => x.secret.name), ['swarm-token', 'swarm-tls'], `${role}: certificates from Secrets`);
+    t.equal(pod.automountServiceAccountToken, false, `${role}: no service-account token`);
+    t.same(pod.securityContext.seccompProfile, { type: 'RuntimeDefault' }, `${role}: seccomp RuntimeDefault`);
+    t.equal(c.image, `localhost/swarm:${packageVersion()}`, `${role}: the image pinned to the package version`);
+    t.ok(c.startupProbe && c.livenessProbe, `${role}: startup and liveness probes`);
+    t.notOk(c.livenessProbe.exec || c.startupProbe.exec || c.readinessProbe?.exec, `${role}: no exec probe (no Node process inside the memory limit)`);
+    t.equal(c.startupProbe.periodSeconds * c.startupProbe.failureThreshold, STARTUP_BUDGET_S, `${role}: the startup budget`);
+  }
+  t.same(hc.args.slice(hc.args.indexOf('--control-host')), ['--control-host', '0.0.0.0', '--tls-cert', '/certs/hub.crt', '--tls-key', '/certs/hub.key', '--tls-ca', '/certs/ca.crt'], 'the hub: mutual TLS, the control API on the pod IP (HTTPS)');
+  t.same([arg(wc, '--tls-ca'), arg(wc, '--tls-cert'), arg(wc, '--tls-key')], ['/certs/ca.crt', '/certs/worker.crt', '/certs/worker.key'], 'workers verify the hub and present their certificate');
+  t.equal(arg(wc, '--peer-tls-cert'), '/certs/worker.crt', 'peer links encrypted');
+  t.same(hc.livenessProbe.httpGet, { path: '/healthz', port: 7071, scheme: 'HTTPS' }, 'the hub probe dials HTTPS /healthz');
+  t.same(wc.livenessProbe.tcpSocket, { port: 'peer' }, 'the worker probe: its peer port, exec-free');
+  t.equal(arg(wc, '--peer-port'), '7100', 'a fixed peer port');
+  t.same(get('Service', 'swarm-hub').spec.ports.map((p: any) => [p.name, p.port]), [['workers', 7070], ['control', 7071]], 'a Service for the control API');
+  t.match(hub.spec.template.metadata.annotations, { 'prometheus.io/scrape': 'true', 'prometheus.io/port': '7071', 'prometheus.io/path': '/metrics' }, 'Prometheus annotations');
+  t.same(get('PodDisruptionBudget', 'swarm-worker').spec, { maxUnavailable: 1, selector: { matchLabels: { 'app.kubernetes.io/name': 'swarm', 'app.kubernetes.io/component': 'worker' } } }, 'a PDB: one worker drained at a time');
+  t.same(wp.topologySpreadConstraints.map((x: any) => x.topologyKey), ['kubernetes.io/hostname', 'topology.kubernetes.io/zone'], 'workers (and holders) spread over nodes and zones');
+  t.equal(hp.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.labelSelector.matchLabels['app.kubernetes.io/component'], 'worker', 'the hub away from the workers');
+  t.same(wp.volumes.find((v: any) => v.name === 'models'), { name: 'models', persistentVolumeClaim: { claimName: 'swarm-models', readOnly: true } }, 'the model from a read-only claim');
+  t.same(get('PersistentVolumeClaim', 'swarm-models').spec.accessModes, ['ReadOnlyMany']);
+  t.notMatch(text, /hostPath/, 'no hostPath');
+  const img = YAML.parseAllDocuments(renderDeployment({ target: 'k3s', agents: 2, model: MODEL, modelImage: 'registry.example/models/llama3:q4' })['swarm-k3s.yaml']!).map((d) => d.toJSON()) as any[];
+  t.same(img.find((d) => d.metadata?.name === 'swarm-worker' && d.kind === 'Deployment').spec.template.spec.volumes[0], { name: 'models', image: { reference: 'registry.example/models/llama3:q4', pullPolicy: 'IfNotPresent' } }, '--model-image: an image volume');
+  t.notOk(img.some((d) => d.metadata?.name === 'swarm-models'), 'and no model claim');
+  // NetworkPolicies: default deny (DNS out), workers to the hub's worker port, peers to each other.
+  const np = (n: string) => get('NetworkPolicy', n).spec;
+  t.same(np('swarm-default-deny').policyTypes, ['Ingress', 'Egress']);
+  t.same(np('swarm-hub').ingress[0], { from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'swarm', 'app.kubernetes.io/component': 'worker' } } }], ports: [{ protocol: 'TCP', port: 7070 }] }, 'the hub admits workers on its worker port');
+  t.same(np('swarm-worker').egress.map((e: any) => [e.to[0].podSelector.matchLabels['app.kubernetes.io/component'], e.ports[0].port]), [['hub', 7070], ['worker', 7100]], 'workers reach the hub and each other only');
+  t.same(np('swarm-worker').ingress, [{ from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'swarm', 'app.kubernetes.io/component': 'worker' } } }], ports: [{ protocol: 'TCP', port: 7100 }] }], 'peers admit peers only');
 });
 
 t.test('podman kube YAML: stable hub pod name, workers by name, model read-only', async (t) => {
   const p = await examplePlan(t);
-  const files = renderDeployment({ target: 'podman', agents: 3, model: MODEL, plan: p, token: 'tok' });
+  const files = renderDeployment({ target: 'podman', agents: 3, model: MODEL, plan: p });
   t.same(Object.keys(files).sort(), ['swarm-podman.yaml', 'swarm.kube', 'swarm.network', 'swarm.service']);
   const docs = validateAll(t, files['swarm-podman.yaml']!) as any[];
   t.same(docs.map((d) => d.metadata.name), ['swarm-hub', 'swarm-workers']);
@@ -79,13 +124,21 @@ t.test('podman kube YAML: stable hub pod name, workers by name, model read-only'
   t.equal(hd[0].spec.hostNetwork, true);
   t.ok(hd[0].spec.containers[0].args.includes('127.0.0.1'), 'host network: hub binds loopback');
   t.ok(hd[1].spec.containers[0].args.includes('127.0.0.1:40001'));
-  t.match(hd[0].spec.containers[0].env[0].value, TOKEN_PLACEHOLDER);
+  for (const pod of [...docs, ...hd]) for (const c of pod.spec.containers) {
+    t.same(c.env, [{ name: 'SWARM_TOKEN_FILE', value: '/certs/token' }], `${c.name}: the token from the swarm certs folder, no env literal`);
+    t.ok(c.volumeMounts.some((m: any) => m.name === 'certs' && m.mountPath === '/certs' && m.readOnly), `${c.name}: /certs read-only`);
+    t.equal(c.livenessProbe.exec.command[1], '/app/deploy/healthcheck.mjs', `${c.name}: a probe (kube play drops the image's HEALTHCHECK)`);
+    t.same(c.securityContext.seccompProfile, { type: 'RuntimeDefault' });
+  }
+  t.same(docs[1].spec.containers[1].livenessProbe.exec.command.slice(2), ['worker', '/var/lib/swarm/worker-2'], 'a worker probe reads its own state folder (its failover heartbeat)');
+  t.same(docs[0].spec.volumes.find((v: any) => v.name === 'certs').hostPath, { path: '/etc/swarm/certs', type: 'Directory' });
+  t.notMatch(files['swarm-podman.yaml']!, /SWARM_TOKEN[^_]/, 'no token in the YAML');
   t.notOk('swarm.network' in host);
 });
 
 t.test('failover: workers get peer ports and a writable state folder (podman: loopback, one port each; k3s: pod IP)', async (t) => {
   const p = await examplePlan(t);
-  const pod = renderDeployment({ target: 'podman', agents: 3, model: MODEL, plan: p, token: 'tok', failover: true, peerPort: 7200, name: 'sw' });
+  const pod = renderDeployment({ target: 'podman', agents: 3, model: MODEL, plan: p, failover: true, peerPort: 7200, name: 'sw' });
   const docs = validateAll(t, pod['swarm-podman.yaml']!) as any[];
   t.same(docs.map((d) => d.metadata.name), ['sw-hub', 'sw-workers']);
   const ws = docs[1].spec.containers;
@@ -99,11 +152,11 @@ t.test('failover: workers get peer ports and a writable state folder (podman: lo
   t.ok(ws.every((c: any) => c.volumeMounts.some((m: any) => m.name === 'worker-state' && m.mountPath === '/var/lib/swarm' && !m.readOnly)));
   t.same(docs[1].spec.volumes.find((v: any) => v.name === 'worker-state').hostPath, { path: '/var/lib/swarm/workers', type: 'Directory' });
   const off = YAML.parseAllDocuments(renderDeployment({ target: 'podman', agents: 2, model: MODEL, failover: false })['swarm-podman.yaml']!).map((d) => d.toJSON()) as any[];
-  t.ok(off[1].spec.containers.every((c: any) => !c.args.includes('--failover') && c.volumeMounts.length === 1), 'off with failover: false (--no-failover)');
+  t.ok(off[1].spec.containers.every((c: any) => !c.args.includes('--failover') && !c.volumeMounts.some((m: any) => m.name === 'worker-state')), 'off with failover: false (--no-failover)');
   const dflt = YAML.parseAllDocuments(renderDeployment({ target: 'podman', agents: 2, model: MODEL })['swarm-podman.yaml']!).map((d) => d.toJSON()) as any[];
   t.ok(dflt[1].spec.containers.every((c: any) => c.args.includes('--failover')), 'on by default');
 
-  const k = renderDeployment({ target: 'k3s', agents: 25, model: MODEL, plan: p, token: 's3cret', failover: true });
+  const k = renderDeployment({ target: 'k3s', agents: 25, model: MODEL, plan: p, failover: true });
   const kd = validateAll(t, k['swarm-k3s.yaml']!) as any[];
   const c = kd[5].spec.template.spec.containers[0];
   t.equal(arg(c, '--peer-host'), '0.0.0.0', 'k3s: each pod binds its peer port off loopback (the token guards it)');

@@ -3,7 +3,7 @@
 // container, and failover's peer port and address wiring is present. (Schema validity: deploy-render.test.ts.)
 import t from 'tap';
 import YAML from 'yaml';
-import { renderDeployment } from '../../deploy/render/index.js';
+import { K3S_SECRETS, renderDeployment } from '../../deploy/render/index.js';
 
 type Obj = Record<string, any>;
 const MODEL = '/mnt/models/m.gguf';
@@ -23,8 +23,10 @@ function k3sProblems(docs: Obj[], o: { failover: boolean }): string[] {
   const out: string[] = [];
   const ns = docs.find((d) => d.kind === 'Namespace')?.metadata.name;
   const named = (kind: string) => new Set(docs.filter((d) => d.kind === kind).map((d) => d.metadata.name));
-  const secrets = named('Secret'), configMaps = named('ConfigMap'), claims = named('PersistentVolumeClaim'), services = named('Service');
+  // The Secrets the operator creates from `swarm certs` (never rendered), with their keys, count as present.
+  const secrets = new Set([...named('Secret'), ...Object.keys(K3S_SECRETS)]), configMaps = named('ConfigMap'), claims = named('PersistentVolumeClaim'), services = named('Service');
   for (const d of docs) if (d.kind !== 'Namespace' && d.metadata.namespace !== ns) out.push(`${d.kind} ${d.metadata.name} is not in namespace ${ns}`);
+  const hasKey = (name: string, key: string) => K3S_SECRETS[name]?.includes(key) || docs.some((d) => d.kind === 'Secret' && d.metadata.name === name && (d.stringData?.[key] !== undefined || d.data?.[key] !== undefined));
   const tpls = templates(docs);
   for (const tp of tpls) {
     const sel = tp.owner.spec.selector?.matchLabels ?? {};
@@ -33,7 +35,7 @@ function k3sProblems(docs: Obj[], o: { failover: boolean }): string[] {
       for (const e of c.env ?? []) {
         const s = e.valueFrom?.secretKeyRef, m = e.valueFrom?.configMapKeyRef;
         if (s && !secrets.has(s.name)) out.push(`${c.name}: env ${e.name} names Secret ${s.name}, not in the render`);
-        if (s && !docs.some((d) => d.kind === 'Secret' && d.metadata.name === s.name && (d.stringData?.[s.key] !== undefined || d.data?.[s.key] !== undefined))) out.push(`${c.name}: Secret ${s.name} has no key ${s.key}`);
+        if (s && !hasKey(s.name, s.key)) out.push(`${c.name}: Secret ${s.name} has no key ${s.key}`);
         if (m && !configMaps.has(m.name)) out.push(`${c.name}: env ${e.name} names ConfigMap ${m.name}, not in the render`);
       }
       const vols = new Set((tp.spec.volumes ?? []).map((v: Obj) => v.name));
@@ -43,6 +45,11 @@ function k3sProblems(docs: Obj[], o: { failover: boolean }): string[] {
     }
     for (const v of tp.spec.volumes ?? []) {
       if (v.secret && !secrets.has(v.secret.secretName)) out.push(`volume ${v.name}: Secret ${v.secret.secretName} not in the render`);
+      for (const src of v.projected?.sources ?? []) {
+        if (!src.secret) continue;
+        if (!secrets.has(src.secret.name)) out.push(`volume ${v.name}: Secret ${src.secret.name} not in the render`);
+        else for (const it of src.secret.items ?? []) if (!hasKey(src.secret.name, it.key)) out.push(`volume ${v.name}: Secret ${src.secret.name} has no key ${it.key}`);
+      }
       if (v.configMap && !configMaps.has(v.configMap.name)) out.push(`volume ${v.name}: ConfigMap ${v.configMap.name} not in the render`);
       if (v.persistentVolumeClaim && !claims.has(v.persistentVolumeClaim.claimName)) out.push(`volume ${v.name}: PVC ${v.persistentVolumeClaim.claimName} not in the render`);
     }
@@ -83,7 +90,7 @@ function k3sProblems(docs: Obj[], o: { failover: boolean }): string[] {
     if (!adv || !adv.startsWith('$(POD_IP)')) out.push(`worker: peers would dial ${adv ?? 'its bind address'}, not the pod IP`);
     if (!(wc.env ?? []).some((e: Obj) => e.name === 'POD_IP' && e.valueFrom?.fieldRef?.fieldPath === 'status.podIP')) out.push('worker: POD_IP not from the downward API');
     if (arg('--peer-host') === '127.0.0.1') out.push('worker: peer port on loopback, unreachable from other pods');
-    if (!(wc.env ?? []).some((e: Obj) => e.name === 'SWARM_TOKEN')) out.push('worker: a peer port off loopback without a token');
+    if (!(wc.env ?? []).some((e: Obj) => e.name === 'SWARM_TOKEN_FILE' && String(e.value).startsWith('/certs/'))) out.push('worker: a peer port off loopback without a token');
     if (!docs.some((d) => d.kind === 'Service' && d.spec.clusterIP === 'None' && d.spec.ports.some((p: Obj) => p.name === 'peer'))) out.push('no headless Service over the peer ports');
     if (!(wc.volumeMounts ?? []).some((m: Obj) => m.mountPath === '/var/lib/swarm')) out.push('worker: no writable state folder for the failover status');
   } else if (wc.args.includes('--failover')) out.push('worker: --failover although failover is off');
@@ -97,22 +104,23 @@ function k3sProblems(docs: Obj[], o: { failover: boolean }): string[] {
 t.test('k3s renders are consistent: selectors, references, port names, failover wiring (on by default)', async (t) => {
   for (const workers of ['deployment', 'daemonset'] as const) {
     for (const failover of [undefined, true, false]) {
-      const docs = docsOf({ target: 'k3s', agents: 5, model: MODEL, token: 's3cret-token-for-tests', workers, ...(failover === undefined ? {} : { failover }) });
+      const docs = docsOf({ target: 'k3s', agents: 5, model: MODEL, workers, ...(failover === undefined ? {} : { failover }) });
       const on = failover ?? true;
       t.same(k3sProblems(docs, { failover: on }), [], `${workers}, failover ${failover === undefined ? 'default (on)' : failover}: no problem`);
     }
   }
-  const docs = docsOf({ target: 'k3s', agents: 5, model: MODEL, token: 'x'.repeat(24), storageClass: 'local-path', stateSize: '2Gi' });
-  const pvc = docs.find((d) => d.kind === 'PersistentVolumeClaim')!;
+  const docs = docsOf({ target: 'k3s', agents: 5, model: MODEL, storageClass: 'local-path', stateSize: '2Gi' });
+  const pvc = docs.find((d) => d.kind === 'PersistentVolumeClaim' && d.metadata.name === 'swarm-hub-state')!;
   t.same(pvc.spec, { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '2Gi' } }, storageClassName: 'local-path' }, 'the journal claim');
 });
 
 t.test('the checker finds what it is for: broken renders are reported', async (t) => {
-  const base = () => docsOf({ target: 'k3s', agents: 3, model: MODEL, token: 'x'.repeat(24) });
+  const base = () => docsOf({ target: 'k3s', agents: 3, model: MODEL });
   const w = (docs: Obj[]) => docs.find((d) => d.kind === 'Deployment' && d.metadata.name === 'swarm-worker')!;
   const cases: [string, (d: Obj[]) => void, RegExp][] = [
     ['selector', (d) => { w(d).spec.selector.matchLabels['app.kubernetes.io/component'] = 'wrk'; }, /selector .* does not match/],
-    ['missing secret', (d) => { d.splice(d.findIndex((x) => x.kind === 'Secret'), 1); }, /Secret swarm-token, not in the render/],
+    ['missing secret', (d) => { w(d).spec.template.spec.volumes.find((v: Obj) => v.name === 'certs').projected.sources[1].secret.name = 'swarm-tlz'; }, /Secret swarm-tlz not in the render/],
+    ['missing key', (d) => { w(d).spec.template.spec.volumes.find((v: Obj) => v.name === 'certs').projected.sources[1].secret.items[0].key = 'ca.pem'; }, /Secret swarm-tls has no key ca\.pem/],
     ['missing claim', (d) => { d.splice(d.findIndex((x) => x.kind === 'PersistentVolumeClaim'), 1); }, /PVC swarm-hub-state not in the render/],
     ['port name', (d) => { d.find((x) => x.kind === 'Service' && x.metadata.name === 'swarm-hub')!.spec.ports[0].name = 'work'; }, /port named work, container port named workers/],
     ['peer port', (d) => { w(d).spec.template.spec.containers[0].ports[0].containerPort = 7999; }, /--peer-port 7100 is not the peer container port 7999/],

@@ -17,7 +17,7 @@ type Obj = Record<string, any>;
 const pods = (files: Record<string, string>) => Object.fromEntries(Object.entries(files).map(([n, text]) => [n, YAML.parseAllDocuments(text).map((d) => d.toJSON() as Obj)]));
 
 t.test('podman across hosts: one pod per host, host network, peers on host addresses, failover on by default', async (t) => {
-  const files = pods(renderDeployment({ target: 'podman', agents: 5, model: '/m/x.gguf', token: 'x'.repeat(24), hosts: [{ name: 'hub', addr: '10.0.0.1' }, { name: 'w1', addr: '10.0.0.2' }, { name: 'w2', addr: '10.0.0.3' }] }));
+  const files = pods(renderDeployment({ target: 'podman', agents: 5, model: '/m/x.gguf', hosts: [{ name: 'hub', addr: '10.0.0.1' }, { name: 'w1', addr: '10.0.0.2' }, { name: 'w2', addr: '10.0.0.3' }] }));
   t.same(Object.keys(files).sort(), ['swarm-hub.yaml', 'swarm-w1.yaml', 'swarm-w2.yaml'], 'one file per host');
   for (const [name, docs] of Object.entries(files)) {
     t.equal(docs.length, 1, `${name}: one pod`);
@@ -41,7 +41,7 @@ t.test('the rendered commands run on three hosts: workers join over mutual TLS, 
   const certs = path.join(dir, 'certs');
   t.equal(spawnSync(process.execPath, [CLI, 'certs', '--dir', certs, '--host', `hub=${a.addr}`, '--host', `w1=${b.addr}`, '--host', `w2=${c.addr}`]).status, 0, 'swarm certs');
   const token = fs.readFileSync(path.join(certs, 'token'), 'utf8').trim();
-  const files = pods(renderDeployment({ target: 'podman', agents: 4, model: '/models/none.gguf', driver: 'echo', token,
+  const files = pods(renderDeployment({ target: 'podman', agents: 4, model: '/models/none.gguf', driver: 'echo',
     hosts: [{ name: 'hub', addr: a.addr }, { name: 'w1', addr: b.addr }, { name: 'w2', addr: c.addr }] }));
   // Container paths to this test's folders: /certs, and /var/lib/swarm (one per host).
   const run = (h: Host, name: string) => {
@@ -50,7 +50,7 @@ t.test('the rendered commands run on three hosts: workers join over mutual TLS, 
     return files[name]![0]!.spec.containers.map((ct: Obj) => {
       const args = (ct.args as string[]).filter((x, i, all) => !(x === '--model' || all[i - 1] === '--model'))
         .map((x) => x.replace(/^\/certs\//, `${certs}/`).replace(/^\/var\/lib\/swarm/, state));
-      return h.swarmBg([...args, '--log-file', path.join(state, `${ct.name}.log`)], { env: { SWARM_TOKEN: ct.env[0].value } });
+      return h.swarmBg([...args, '--log-file', path.join(state, `${ct.name}.log`)], { env: { SWARM_TOKEN_FILE: String(ct.env[0].value).replace(/^\/certs\//, `${certs}/`) } });
     });
   };
   run(a, 'swarm-hub.yaml');

@@ -61,10 +61,14 @@ t.test('podman: with-llama-server image built offline, a worker answers through 
   const state = path.join(dir, 'state');
   fs.mkdirSync(state);
   fs.chownSync(state, 10001, 10001);
+  const certs = path.join(dir, 'certs'); // the token file the pods read (SWARM_TOKEN_FILE)
+  fs.mkdirSync(certs);
+  fs.writeFileSync(path.join(certs, 'token'), TOKEN + '\n', { mode: 0o600 });
+  for (const f of [certs, path.join(certs, 'token')]) fs.chownSync(f, 10001, 10001);
   const [hubPort, controlPort] = await freePorts(2);
   const files = renderDeployment({
     target: 'podman', agents: 1, model: STORIES, image: IMG, driver: 'llama-server', driverOpts: { ctx: '256' },
-    token: TOKEN, hostNetwork: true, hubPort, controlPort, stateDir: state, name: NAME,
+    certsDir: certs, hostNetwork: true, hubPort, controlPort, stateDir: state, name: NAME,
   });
   fs.writeFileSync(yaml, files['swarm-podman.yaml']!);
   const play = podman(['kube', 'play', yaml]);

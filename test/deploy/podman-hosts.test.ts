@@ -53,7 +53,7 @@ t.test('podman on two hosts: the rendered pods run in two namespaces; the hub\'s
 
   // The echo driver needs no model; the rendered pods still mount the model's folder read-only.
   const render = swarm(['deploy', 'render', '--target', 'podman', '--hosts', `hub=${a.addr},w1=${b.addr}`, '--agents', String(AGENTS),
-    '--model', path.join(models, 'none.gguf'), '--image', IMAGE, '--driver', 'echo', '--driver-opt', 'latency_ms=200', '--token', token,
+    '--model', path.join(models, 'none.gguf'), '--image', IMAGE, '--driver', 'echo', '--driver-opt', 'latency_ms=200',
     '--certs-dir', certs, '--state-dir', hubState, '--worker-state-dir', workerState, '--name', NAME, '--out', out]);
   t.equal(render.code, 0, `swarm deploy render --hosts (${render.stderr.trim()})`);
   t.same(fs.readdirSync(out).sort(), ['swarm-hub.yaml', 'swarm-w1.yaml'], 'one file per host');

@@ -57,11 +57,14 @@ t.test('podman: build, kube play hub + 3 workers, tasks, hub killed -> gossip ->
 
   const state = path.join(dir, 'state');
   const workerState = path.join(dir, 'workers');
-  for (const d of [state, workerState]) { fs.mkdirSync(d); fs.chownSync(d, 10001, 10001); } // the image runs as uid 10001
+  const certs = path.join(dir, 'certs'); // the token file the pods read (SWARM_TOKEN_FILE), as `swarm certs` makes it
+  for (const d of [state, workerState, certs]) { fs.mkdirSync(d); fs.chownSync(d, 10001, 10001); } // the image runs as uid 10001
+  fs.writeFileSync(path.join(certs, 'token'), TOKEN + '\n', { mode: 0o600 });
+  fs.chownSync(path.join(certs, 'token'), 10001, 10001);
   const [hubPort, controlPort, peerPort] = await freePorts(3);
   const files = renderDeployment({
     target: 'podman', agents: WORKERS, model: STORIES, image: IMAGE, driver: 'echo', driverOpts: { latency_ms: '200' },
-    token: TOKEN, hostNetwork: true, hubPort, controlPort, stateDir: state,
+    certsDir: certs, hostNetwork: true, hubPort, controlPort, stateDir: state,
     failover: true, peerPort: peerPort!, workerStateDir: workerState, name: NAME,
   });
   fs.writeFileSync(yaml, files['swarm-podman.yaml']!);

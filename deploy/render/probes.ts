@@ -1,0 +1,40 @@
+/**
+ * Health probes of every layout, from one place. k3s probes are exec-free (tcpSocket, httpGet): an
+ * exec probe starts a Node process (about 44 MB) inside a worker's memory limit every period. Podman
+ * runs a kube probe as a command inside the container (an httpGet or tcpSocket one through curl or
+ * nc, which the image has not), so there the probe is deploy/healthcheck.mjs run by the image's node.
+ */
+
+/**
+ * How long a hub may take from start to answering /healthz before it is restarted: journal replay
+ * and snapshot load. One constant, set from the measured restart time (docs/deploy.md).
+ */
+export const STARTUP_BUDGET_S = 30;
+/** Startup probes poll this often; failureThreshold makes up the budget. */
+export const STARTUP_PERIOD_S = 2;
+
+type Obj = Record<string, unknown>;
+
+/** A startupProbe with the budget: liveness starts only once it passed, so a slow replay is not killed. */
+export function startupProbe(action: Obj): Obj {
+  return { ...action, periodSeconds: STARTUP_PERIOD_S, failureThreshold: Math.ceil(STARTUP_BUDGET_S / STARTUP_PERIOD_S), timeoutSeconds: 2 };
+}
+
+/** k3s hub: GET /healthz on the control API (HTTPS: kubelet does not verify the certificate of a probe). */
+export function hubHttpGet(controlPort: number, tls: boolean): Obj {
+  return { httpGet: { path: '/healthz', port: controlPort, scheme: tls ? 'HTTPS' : 'HTTP' } };
+}
+
+/** k3s worker: its peer port accepts (exec-free; the event loop that accepts is the one that heartbeats). */
+export function tcpProbe(port: number | string): Obj {
+  return { tcpSocket: { port } };
+}
+
+/** Podman: the image's health check script for a role, reading the given state directory. */
+export function podmanExec(role: 'hub' | 'worker', stateDir: string): Obj {
+  return {
+    exec: { command: ['node', '/app/deploy/healthcheck.mjs', role, stateDir] },
+    // Podman maps the liveness delay to the health check's start period.
+    initialDelaySeconds: STARTUP_BUDGET_S, periodSeconds: 30, timeoutSeconds: 10, failureThreshold: 3,
+  };
+}
