@@ -191,8 +191,8 @@ export class HubReplicator {
    * by a worker's exit, a lapsed lease, a refusal or a retry, done, failed) is a delta, batched.
    */
   readonly onStoreEvent = (e: StoreEvent): void => {
-    // Evictions (the retention horizon) are not forwarded yet: holders keep those finished entries.
-    if (e.type === 'ready' || e.type === 'evicted') return;
+    if (e.type === 'ready') return;
+    if (e.type === 'evicted') { this.evicted(e.ids); return; }
     const id = e.rec.id;
     if (e.type === 'leased') this.leasedAs.set(id, e.rec.attempts);
     else if (e.type === 'requeued') {
@@ -228,6 +228,16 @@ export class HubReplicator {
     for (const c of chunks(entries, this.opts.chunkBytes ?? 256 * 1024, this.log)) {
       const payloadJson = `{"full":false,"entries":[${c.json}]}`;
       for (const w of this.holding) { w.conn.send(Type.STATE, { full: false, entries: c.entries }, { payloadJson }); this.stats.stateFrames++; }
+    }
+  }
+
+  /** Finished tasks left the hot state (the store's retention horizon): the holders drop them too, after the deltas before them. */
+  private evicted(ids: readonly string[]): void {
+    if (!this.active || !this.holding.length) return;
+    this.flush();
+    for (let i = 0; i < ids.length; i += 10_000) {
+      const part = ids.slice(i, i + 10_000);
+      for (const w of this.holding) { w.conn.send(Type.STATE, { full: false, entries: [], evicted: part }); this.stats.stateFrames++; }
     }
   }
 

@@ -182,6 +182,8 @@ export const Payloads = {
     entries: z.array(ReplicaEntry).max(100_000),
     /** Topology runs: a run's spec while it runs, `ended` once it is over (worker/gossip/runs.ts). */
     runs: z.array(z.object({ run: id, spec: z.unknown().optional(), ended: z.boolean().optional() })).max(1000).optional(),
+    /** Finished tasks that left the hub's hot state (its retention horizon): a holder drops them too. */
+    evicted: z.array(id).max(100_000).optional(),
   }),
   [Type.HANDBACK]: z.object({
     /** Final replica entries to merge (empty in an offer). */

@@ -152,6 +152,7 @@ export class AgentFailover {
     }
     if (m.type === Type.STATE) {
       if (m.payload.entries.length) this.controller.state(m.payload.entries);
+      if (m.payload.evicted?.length) this.controller.evicted(m.payload.evicted);
       if (m.payload.runs) this.runs.merge(m.payload.runs as ReplicatedRun[]);
       return true;
     }

@@ -76,6 +76,9 @@ export class FailoverController {
   /** Replicated state from the hub (a delta or a chunk of a full sync). Not re-gossiped: every worker gets it from the hub. */
   state(entries: Entry[]): void { this.node.sync.mergeQuiet(entries); }
 
+  /** Finished tasks the hub evicted (its retention horizon): the replica drops them too. */
+  evicted(ids: readonly string[]): void { this.node.replica.forget(ids); }
+
   /** A result this worker produced under a hub lease: kept in the replica too, so a hub death cannot lose it. */
   localResult(id: string, attempt: number, text: string, receipt?: Receipt): void {
     this.node.replica.record(id, { worker: this.node.id, attempt, text, receipt });

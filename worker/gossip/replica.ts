@@ -62,6 +62,9 @@ function stateOf(e: Entry): EntryState {
 /** The summary-digest bucket of a task id. */
 export function bucketOf(id: string): number { return fnv(id) % BUCKETS; }
 
+/** Evicted ids a replica remembers, so a peer's copy does not bring them back (about 100 bytes each). */
+const FORGOTTEN_MAX = 200_000;
+
 export class Replica {
   /**
    * This member's id and credential key: the results it records and the specs it creates carry its
@@ -96,6 +99,12 @@ export class Replica {
   private readonly listeners: ((e: Entry, delta: Entry, becameFinal: boolean) => void)[] = [];
   private nextSeq = 0;
   private finals = 0;
+  /**
+   * Ids the hub evicted (its retention horizon), oldest first: a final entry for one (a peer's copy
+   * in a sync round) is not merged back. Bounded; a spec without an outcome (the id submitted anew
+   * after its duplicate window) is merged and clears the mark.
+   */
+  private readonly forgotten = new Set<string>();
 
   /** Tasks known, in submission order (dispatch order adds priority: sched's `compareRanked`). */
   ids(): string[] {
@@ -187,9 +196,41 @@ export class Replica {
     return this.merge(d) ? d : undefined;
   }
 
+  /**
+   * Drop finished entries that left the hub's hot state (its retention horizon): the replica stays
+   * as bounded as the hub. Entries not final are kept (the hub never evicts those). Returns how many went.
+   */
+  forget(ids: readonly string[]): number {
+    this.settle();
+    let n = 0;
+    for (const id of ids) {
+      const e = this.entries.get(id);
+      this.forgotten.delete(id);
+      this.forgotten.add(id);
+      if (!e || !(e.result || e.failure)) continue;
+      const h = this.hashes.get(id);
+      if (h !== undefined) {
+        const idh = fnv(id);
+        const b = idh % BUCKETS;
+        this.bucketHash[b] = (this.bucketHash[b]! ^ pairHash(idh, h)) >>> 0;
+        this.inBucket[b]!.delete(id);
+        this.hashes.delete(id);
+      }
+      this.byState[stateOf(e)]--;
+      this.entries.delete(id);
+      n++;
+    }
+    while (this.forgotten.size > FORGOTTEN_MAX) this.forgotten.delete(this.forgotten.values().next().value!);
+    return n;
+  }
+
   /** Merge an entry or delta; true if anything changed. */
   merge(d: Entry): boolean {
     if (!d || typeof d.id !== 'string') return false;
+    if (this.forgotten.size && this.forgotten.has(d.id)) {
+      if (d.result || d.failure || !d.spec) return false;
+      this.forgotten.delete(d.id);
+    }
     const cur = this.entries.get(d.id);
     const e: Entry = cur ? { ...cur } : { id: d.id };
     let changed = !cur;
