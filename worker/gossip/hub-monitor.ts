@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { realClock, pick, type Clock, type TimerHandle } from './clock.js';
 import type { Membership } from './membership.js';
 import { Suspicion } from './suspicion.js';
+import { Quorum } from './quorum.js';
 
 export type HubStatus = 'alive' | 'suspect' | 'dead';
 
@@ -18,6 +19,8 @@ export interface HubMonitorOptions {
   askPeers?: number;
   /** A peer that heard the hub this recently vetoes the failover (> the hub's heartbeat interval). */
   vetoWithinMs?: number;
+  /** Fail over only with a majority of the last known membership confirming (default true; worker/gossip/quorum.ts). */
+  quorum?: boolean;
   rand?: () => number;
 }
 
@@ -32,6 +35,9 @@ const CH = 'hb';
  * the problem, and the client keeps reconnecting). Peers that do not hear it either confirm, which
  * shortens the suspicion period towards its minimum; with no answers it runs to its maximum. A hub
  * that is only starved of CPU, or stopped for less than lapse + suspicion, causes no failover.
+ * Nor does a minority: the hub is declared dead only once a majority of the membership last seen
+ * with the hub (this node included) confirms it (worker/gossip/quorum.ts); until then the suspect
+ * asks every live peer again each lapse, and a member cut off from the rest waits for the hub.
  */
 export class HubMonitor {
   private readonly clock: Clock;
@@ -41,7 +47,10 @@ export class HubMonitor {
   private timer?: TimerHandle;
   private vetoUntil = 0;
   private readonly listeners: ((s: HubStatus) => void)[] = [];
-  readonly stats = { suspected: 0, vetoed: 0, declared: 0 };
+  readonly stats = { suspected: 0, vetoed: 0, declared: 0, noQuorum: 0 };
+  private readonly quorum = new Quorum();
+  /** The suspicion period ran out without a quorum: declared dead as soon as one confirms. */
+  private awaitingQuorum = false;
 
   /** Settings with defaults filled in (worker/config.ts); the veto window follows the lapse unless given. */
   private readonly cfg: typeof WORKER_DEFAULTS.hubMonitor;
@@ -51,6 +60,7 @@ export class HubMonitor {
     const lapseMs = opts.lapseMs ?? WORKER_DEFAULTS.hubMonitor.lapseMs;
     this.cfg = withDefaults(WORKER_DEFAULTS.hubMonitor, { ...opts, lapseMs, vetoWithinMs: opts.vetoWithinMs ?? Math.floor(lapseMs / 2) });
     this.lastHeard = this.clock.now();
+    this.quorum.observe(this.lastHeard, () => ms.live().length);
     ms.onApp(CH, (from, body) => this.onPeer(from, body as HubQuery | HubAnswer));
   }
 
@@ -76,6 +86,7 @@ export class HubMonitor {
     const lapse = this.cfg.lapseMs;
     const now = this.clock.now();
     const due = Math.max(this.lastHeard + lapse, this.vetoUntil);
+    if (this.awaitingQuorum && this.status === 'suspect') this.ask(this.ms.live().filter((id) => id !== this.ms.id));
     if (this.status !== 'alive') return this.arm(lapse);
     if (now < due) return this.arm(due - now);
     this.check();
@@ -92,6 +103,8 @@ export class HubMonitor {
   heard(): void {
     this.lastHeard = this.clock.now();
     this.vetoUntil = 0;
+    this.quorum.observe(this.lastHeard, () => this.ms.live().length);
+    this.awaitingQuorum = false;
     if (this.status !== 'alive') {
       this.suspicion?.cancel();
       this.suspicion = undefined;
@@ -104,16 +117,36 @@ export class HubMonitor {
     if (this.status !== 'alive' || now - this.lastHeard < this.cfg.lapseMs || now < this.vetoUntil) return;
     this.stats.suspected++;
     this.set('suspect');
-    const peers = pick(this.ms.live().filter((id) => id !== this.ms.id), this.cfg.askPeers, this.opts.rand ?? Math.random);
+    const others = this.ms.live().filter((id) => id !== this.ms.id);
+    const peers = pick(others, this.cfg.askPeers, this.opts.rand ?? Math.random);
     const min = this.cfg.suspicionMinMs;
     const max = this.cfg.suspicionMaxMs;
+    this.quorum.reset();
+    this.awaitingQuorum = false;
     // With nobody to ask there is no confirmation to wait for: k = 0 gives the minimum period.
     this.suspicion = new Suspicion(this.clock, this.ms.id, peers.length, min, max, () => {
       this.suspicion = undefined;
-      this.stats.declared++;
-      this.set('dead');
+      if (!this.quorate()) {
+        // A minority of the swarm does not fail over: the hub may be serving the rest. Keep asking.
+        this.stats.noQuorum++;
+        this.awaitingQuorum = true;
+        this.opts.log?.warn({ confirmed: this.quorum.have, needed: this.quorum.needed, known: this.quorum.known }, 'hub unreachable, but no quorum of the swarm confirms it: not failing over');
+        return;
+      }
+      this.declare();
     });
-    for (const p of peers) this.ms.sendApp(p, CH, { q: true });
+    // Every live peer is asked (the quorum counts their answers); the first `askPeers` shorten the suspicion.
+    this.ask(others);
+  }
+
+  private ask(peers: string[]): void { for (const p of peers) this.ms.sendApp(p, CH, { q: true }); }
+
+  private quorate(): boolean { return this.opts.quorum === false || this.quorum.met; }
+
+  private declare(): void {
+    this.awaitingQuorum = false;
+    this.stats.declared++;
+    this.set('dead');
   }
 
   private onPeer(from: string, m: HubQuery | HubAnswer): void {
@@ -133,7 +166,9 @@ export class HubMonitor {
       this.set('alive');
       this.arm(within);
     } else {
+      this.quorum.confirm(from);
       this.suspicion?.confirm(from);
+      if (this.awaitingQuorum && this.quorate()) this.declare();
     }
   }
 
