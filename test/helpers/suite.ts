@@ -34,6 +34,12 @@ const RUN_ID = `${process.pid}-${Date.now()}`;
 const DIST_TEST = path.join(ROOT, 'dist', 'test');
 const DURATIONS = path.join(DIST_TEST, '.durations.json');
 const LOGS = path.join(ROOT, '.tap', 'suite');
+/** Seconds per file from one whole run (loaded machine: only the order matters), for a fresh clone. */
+const SEED_DURATIONS = path.join(ROOT, 'test', 'helpers', 'durations.json');
+
+function readDurations(file: string): Record<string, number> {
+  try { return JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, number>; } catch { return {}; }
+}
 
 /** Source test files (test/…/x.test.ts) whose compiled copy exists; a stale compiled file of a moved test is not run. */
 function testFiles(): string[] {
@@ -54,9 +60,9 @@ function selected(all: string[]): string[] {
   if (filters.length > 0) files = files.filter((f) => filters.some((x) => f === x || f.startsWith(`${x}/`) || f === `${x}.test.ts`));
   const missing = [...UNIT].filter((f) => !all.includes(f));
   if (unitOnly && missing.length > 0) console.log(`# unit list names files not found: ${missing.join(', ')}`);
-  // Longest first (as last measured), so a slow file does not start last; unmeasured ones count as slow.
-  let last: Record<string, number> = {};
-  try { last = JSON.parse(fs.readFileSync(DURATIONS, 'utf8')) as Record<string, number>; } catch { /* first run */ }
+  // Longest first (as last measured here, else as in the checked-in list), so a slow file does not
+  // start last; unmeasured ones count as slow.
+  const last: Record<string, number> = { ...readDurations(SEED_DURATIONS), ...readDurations(DURATIONS) };
   return files.sort((a, b) => (last[b] ?? 1e9) - (last[a] ?? 1e9) || a.localeCompare(b));
 }
 
@@ -194,8 +200,7 @@ async function main(): Promise<number> {
   const leftover = reap();
   for (const l of leftover) console.log(`# left running at the end, killed: ${l}`);
 
-  let last: Record<string, number> = {};
-  try { last = JSON.parse(fs.readFileSync(DURATIONS, 'utf8')) as Record<string, number>; } catch { /* first run */ }
+  const last = readDurations(DURATIONS);
   for (const r of results) last[r.file] = Math.round(r.seconds * 10) / 10;
   fs.writeFileSync(DURATIONS, JSON.stringify(last, null, 1));
 
