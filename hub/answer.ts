@@ -18,6 +18,9 @@ export class Answer {
   bytes = 0;
   duplicates = 0;
 
+  /** Pieces held so far (about a token each: live views count them while the answer streams). */
+  get count(): number { return this.pieces.size; }
+
   /** Add a `done:false` piece. False when its `seq` was seen already (the first one is kept). */
   add(text: string, seq?: number): boolean {
     const s = seq ?? this.nextSeq;

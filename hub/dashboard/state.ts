@@ -15,8 +15,7 @@ export interface DashSource {
   supervised(): number;
 }
 
-const TPS_WINDOW_MS = 10_000;
-/** The queue's tokens/s spans this many chart samples. */
+/** Tokens/s (the queue's and each worker's) spans this many chart samples. */
 const TPS_SAMPLES = 5;
 const TASK_ONLY: readonly Section[] = ['queue', 'workers'];
 const WORKERS: readonly Section[] = ['workers'];
@@ -30,7 +29,11 @@ const MAX_KNOWN = 5000;
 /** The sections of the dashboard's state that change on their own (see `Feed`). */
 export type Section = 'hub' | 'workers' | 'queue' | 'runs';
 
-interface Known { entry?: WorkerEntry; row?: WorkerRow; respawns: number; deadSince?: number; finished: { at: number; tokens: number }[] }
+/**
+ * `tokens`: tokens of the tasks it finished (receipts); `marks`: [epoch ms, tokens finished + pieces
+ * streamed so far] at the last samples, so its tokens/s moves while an answer streams, not at its end.
+ */
+interface Known { entry?: WorkerEntry; row?: WorkerRow; respawns: number; deadSince?: number; tokens: number; marks: [number, number][]; tps: number }
 
 /**
  * Reads the hub's state into the dashboard's sections. Workers that drop out stay listed as dead
@@ -51,7 +54,7 @@ export class Collector {
   changed: (sections: readonly Section[]) => void = () => {};
 
   constructor(private readonly src: DashSource, private readonly historyLen = 300, private readonly now: () => number = Date.now) {
-    this.tokenMarks.push([now(), src.hub.metrics.tokensOut]);
+    this.tokenMarks.push([now(), src.hub.metrics.tokensOut + streamed(src.hub.registry.all())]);
     const offStore = src.hub.store.subscribe((e) => this.event(e));
     const offWorkers = src.hub.registry.subscribe(() => this.changed(WORKERS));
     this.off = () => { offStore(); offWorkers(); };
@@ -69,16 +72,14 @@ export class Collector {
   private finished(rec: TaskRecord): void {
     const r = rec.result;
     if (!r?.worker) return;
-    const k = this.knownOf(r.worker);
-    k.finished.push({ at: this.now(), tokens: r.receipt?.tokens_out ?? 0 });
-    if (k.finished.length > 512) k.finished.splice(0, k.finished.length - 512);
+    this.knownOf(r.worker).tokens += r.receipt?.tokens_out ?? 0;
   }
 
   private knownOf(id: string): Known {
     let k = this.known.get(id);
     if (!k) {
       if (this.known.size >= MAX_KNOWN) this.known.delete(this.known.keys().next().value!);
-      k = { respawns: 0, finished: [] };
+      k = { respawns: 0, tokens: 0, marks: [], tps: 0 };
       this.known.set(id, k);
     }
     return k;
@@ -87,10 +88,13 @@ export class Collector {
   /** Take one chart sample (once a second); returns it. */
   sample(): Sample {
     const h = this.src.hub, c = h.store.queue.counts(), now = this.now();
-    this.tokenMarks.push([now, h.metrics.tokensOut]);
-    if (this.tokenMarks.length > TPS_SAMPLES + 1) this.tokenMarks.shift();
-    const [t0, n0] = this.tokenMarks[0]!;
-    this.tps = Math.max(0, h.metrics.tokensOut - n0) / (Math.max(1, now - t0) / 1000);
+    // Tokens finished plus those streaming now: the figure moves while answers stream.
+    const tokens = h.metrics.tokensOut + streamed(h.registry.all());
+    this.tps = rate(this.tokenMarks, now, tokens);
+    for (const w of h.registry.all()) {
+      const k = this.knownOf(w.id);
+      k.tps = rate(k.marks, now, k.tokens + streamed([w]));
+    }
     // Quantiles sort a reservoir: once a second, not on every message.
     this.latency = { p50: h.metrics.dispatchLatency.quantile(0.5), p99: h.metrics.dispatchLatency.quantile(0.99) };
     const s: Sample = [Math.round(now / 1000), c.queued, c.leased, c.done, c.failed, Math.round(this.tps * 10) / 10];
@@ -123,13 +127,11 @@ export class Collector {
       if (k.deadSince !== undefined || (k.entry && k.entry !== w)) k.respawns++;
       k.deadSince = undefined;
       k.entry = w;
-      while (k.finished.length && k.finished[0]!.at < now - TPS_WINDOW_MS) k.finished.shift();
-      const tokens = k.finished.reduce((s, f) => s + f.tokens, 0);
       k.row = {
         // The hub's own view (idle/busy from its leases), not the worker's last heartbeat, which lags.
         id: w.id, state: w.status, agent_state: w.state, role: w.role, ...(w.pendingRole ? { role_pending: w.pendingRole.role } : {}), driver: w.driver,
         host: hostOf(w), ...(w.pid !== undefined ? { pid: w.pid } : {}), tasks: [...w.inflight.keys()], slots: w.slots,
-        tps: Math.round((tokens / (TPS_WINDOW_MS / 1000)) * 10) / 10, done: w.done, last_seen: Math.round(w.lastSeen / 1000) * 1000,
+        tps: Math.round(k.tps * 10) / 10, done: w.done, last_seen: Math.round(w.lastSeen / 1000) * 1000,
         respawns: k.respawns, supervised,
       };
     }
@@ -203,6 +205,22 @@ export class Collector {
   state(): DashState {
     return { hub: this.hubView(), workers: this.workers(), queue: this.queue(), history: [...this.chart], runs: this.runs() };
   }
+}
+
+/** Pieces streamed so far by the tasks these workers hold (a piece is about a token). */
+function streamed(workers: Iterable<WorkerEntry>): number {
+  let n = 0;
+  for (const w of workers) for (const f of w.inflight.values()) n += f.answer.count;
+  return n;
+}
+
+/** Per second over the marks kept (the last TPS_SAMPLES samples); adds [now, total] to them. */
+function rate(marks: [number, number][], now: number, total: number): number {
+  marks.push([now, total]);
+  if (marks.length > TPS_SAMPLES + 1) marks.shift();
+  const [t0, n0] = marks[0]!;
+  // A retried task's streamed pieces vanish without a receipt: never a negative rate.
+  return Math.max(0, total - n0) / (Math.max(1, now - t0) / 1000);
 }
 
 const natural = new Intl.Collator('en', { numeric: true });

@@ -15,7 +15,7 @@ export interface WorkerRow {
   /** Task ids it holds now. */
   tasks: string[];
   slots: number;
-  /** Tokens out per second over the last 10 s (from receipts). */
+  /** Tokens out per second over the last few seconds, counting the pieces of answers still streaming. */
   tps: number;
   done: number;
   /** Epoch ms it was last heard from, rounded to a second. */

@@ -146,9 +146,19 @@ export const APP_JS = String.raw`'use strict';
   function set(node, html) { if (node._html !== html) { node.innerHTML = html; node._html = html; } }
   function cssEsc(s) { return String(s).replace(/["\\]/g, '\\$&'); }
   function runHead(r) {
-    var badge = r.state === 'running' ? '<span class="state running">running</span>' : '<span class="state ' + (VERDICT[r.verdict || 'done'] || 'warn') + '">' + esc(r.verdict || 'done') + '</span>';
+    // The badge says how the run went as its nodes did (running, done, failed, cancelled); a verdict
+    // the topology reached (a guard's "fail", "no consensus") is shown beside it, not as a failure.
+    var status = runStatus(r), v = r.verdict && r.verdict !== status && VERDICT[r.verdict] !== status ? r.verdict : '';
+    var badge = '<span class="state ' + status + '" data-status="' + status + '">' + status + '</span>'
+      + (v ? '<span class="state verdict ' + (VERDICT[v] === 'done' ? 'done' : 'warn') + '" title="the topology\'s verdict' + (r.reason ? ': ' + esc(r.reason) : '') + '">verdict: ' + esc(v) + '</span>' : '');
     return '<b>' + esc(r.experiment) + '</b><span class="muted">' + esc(r.topology) + ' · ' + esc(r.run) + '</span>' + badge
       + '<span class="grow muted">' + r.done + '/' + r.submitted + ' nodes' + (r.failed ? ', ' + r.failed + ' failed' : '') + ' · ' + r.tokens_out + ' tokens · ' + r.tokens_per_s + ' tok/s · ' + (r.elapsed_ms / 1000).toFixed(1) + ' s' + (r.reason ? ' · ' + esc(r.reason) : '') + '</span>';
+  }
+  function runStatus(r) {
+    if (r.state === 'running') return 'running';
+    if (r.verdict === 'cancelled' || r.verdict === 'stopped' || r.nodes.some(function (n) { return n.state === 'cancelled'; })) return 'cancelled';
+    if (r.failed > 0 || r.nodes.some(function (n) { return n.state === 'failed'; })) return 'failed';
+    return 'done';
   }
   function runAct(r) {
     return r.state === 'running' ? '<button class="danger cancel-run" data-run="' + esc(r.run) + '">Cancel run</button>'
@@ -166,8 +176,10 @@ export const APP_JS = String.raw`'use strict';
     }
     var cols = [];
     nodes.forEach(function (n) { var k = d(n); (cols[k] = cols[k] || []).push(n); });
-    var W = 150, H = 34, GX = 36, GY = 8, pos = {}, body = '', rows = 0, x = 10;
-    var prefix = common(nodes);
+    var prefix = common(nodes), longest = 0;
+    nodes.forEach(function (n) { longest = Math.max(longest, n.node.length - prefix.length); });
+    // Wide enough for the longest name (up to 56 characters; the full name is on hover and in the drawer).
+    var LABEL = Math.max(22, Math.min(56, longest)), W = Math.max(150, 14 + LABEL * 6.6), H = 34, GX = 36, GY = 8, pos = {}, body = '', rows = 0, x = 10;
     cols.forEach(function (col) {
       if (!col) return;
       col.sort(function (a, b) { return a.node.localeCompare(b.node, 'en', { numeric: true }); });
@@ -178,8 +190,8 @@ export const APP_JS = String.raw`'use strict';
         var sub = [n.state, n.worker, n.verdict, n.ms !== undefined ? n.ms + ' ms' : ''].filter(Boolean).join(' · ');
         body += '<g class="node" data-node="' + esc(n.node) + '" data-task="' + esc(n.task) + '" data-state="' + esc(n.state) + '"><title>' + esc(n.node + ' (' + n.role + '): ' + sub) + '</title>'
           + '<rect x="' + x + '" y="' + y + '" width="' + W + '" height="' + H + '" rx="5" fill="' + (COLOR[n.state] || '#ddd') + '"/>'
-          + '<text x="' + (x + 7) + '" y="' + (y + 14) + '" font-size="11" font-weight="600">' + esc(clip(n.node.slice(prefix.length), 22)) + '</text>'
-          + '<text x="' + (x + 7) + '" y="' + (y + 27) + '" font-size="10" fill="#263238">' + esc(clip(sub, 26)) + '</text></g>';
+          + '<text x="' + (x + 7) + '" y="' + (y + 14) + '" font-size="11" font-weight="600">' + esc(clip(n.node.slice(prefix.length), LABEL)) + '</text>'
+          + '<text x="' + (x + 7) + '" y="' + (y + 27) + '" font-size="10" fill="#263238">' + esc(clip(sub, Math.round(LABEL * 1.15))) + '</text></g>';
       });
       x += W + GX;
     });
@@ -241,7 +253,12 @@ export const APP_JS = String.raw`'use strict';
     var t = new EventSource('/dashboard/task?id=' + encodeURIComponent(id));
     t.addEventListener('task', function (e) { trackState(id, JSON.parse(e.data).state); });
     t.addEventListener('text', function () { trackState(id, 'running'); });
-    t.addEventListener('done', function (e) { t.close(); trackState(id, JSON.parse(e.data).state); });
+    t.addEventListener('done', function (e) {
+      t.close();
+      var d = JSON.parse(e.data);
+      for (var i = 0; i < tasks.length; i++) if (tasks[i].id === id) tasks[i].out = d.state === 'done' ? d.text : (d.error ? d.error.code + ': ' + d.error.msg : 'failed');
+      trackState(id, d.state);
+    });
     t.onerror = function () { if (t.readyState === 2) trackState(id, 'unknown'); };
   }
   function trackState(id, state) {
@@ -250,7 +267,8 @@ export const APP_JS = String.raw`'use strict';
   }
   function renderTasks() {
     $('tasks').innerHTML = tasks.map(function (t) {
-      return '<li data-task="' + esc(t.id) + '" data-state="' + esc(t.state) + '"><span class="state ' + esc(t.state) + '">' + esc(t.state) + '</span><code>' + esc(t.id) + '</code></li>';
+      return '<li data-task="' + esc(t.id) + '" data-state="' + esc(t.state) + '" title="click: prompt and output"><span class="state ' + esc(t.state) + '">' + esc(t.state) + '</span><code>' + esc(t.id) + '</code>'
+        + (t.out !== undefined ? '<span class="out">' + esc(clip(t.out, 400)) + '</span>' : '') + '</li>';
     }).join('');
   }
 

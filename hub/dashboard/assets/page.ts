@@ -91,9 +91,10 @@ textarea,input,select{font:inherit;padding:5px 7px;border:1px solid #cfd4dc;bord
 textarea{flex:1 1 240px;resize:vertical;min-height:34px}
 button{font:inherit;padding:5px 12px;border:0;border-radius:5px;background:#1e63d6;color:#fff;cursor:pointer}
 button:hover{background:#174fb0}button.danger{background:#c62828}button.danger:hover{background:#a11f1f}
-.tasks{list-style:none;margin:0;padding:0;max-height:150px;overflow:auto}
+.tasks{list-style:none;margin:0;padding:0;max-height:260px;overflow:auto}
 .tasks li{display:flex;gap:8px;align-items:center;padding:3px 0;border-bottom:1px solid var(--line);cursor:pointer}
 .tasks li code{flex:1;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.tasks li{flex-wrap:wrap}.tasks li .out{flex-basis:100%;white-space:pre-wrap;font-size:12px;color:#37474f;max-height:4.5em;overflow:hidden}
 table{width:100%;border-collapse:collapse;font-size:12px}
 th{text-align:left;color:var(--muted);font-weight:600;border-bottom:1px solid var(--line);padding:4px 6px}
 td{border-bottom:1px solid #f0f1f3;padding:3px 6px;white-space:nowrap;max-width:180px;overflow:hidden;text-overflow:ellipsis}
