@@ -8,6 +8,11 @@ export interface ChatOptions {
   jsonSchema?: Record<string, unknown>;
   /** Cancels the generation; the driver stops producing chunks and returns. */
   signal?: AbortSignal;
+  /**
+   * false: nobody reads the text as it is written, so a driver may hand it over in few, late pieces
+   * (the batched engine: every 5 s or 16 lines, for the loop guard, and the rest at the end). Default true.
+   */
+  stream?: boolean;
 }
 
 /** What a driver knows about one finished generation. */
@@ -16,6 +21,8 @@ export interface ChatStats {
   tokensOut?: number;
   /** Prompt tokens the engine already held from an earlier prompt (prefix cache), not evaluated again. */
   tokensCached?: number;
+  /** Time to the first token as the engine saw it (ms), where its text arrives later in bigger pieces. */
+  ttftMs?: number;
 }
 
 /**

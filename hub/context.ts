@@ -34,6 +34,8 @@ export interface DispatchDeps {
   readonly registry: Pick<Registry, 'all'>;
   readonly metrics: Pick<HubMetrics, 'dispatched'>;
   readonly isStopping: boolean;
+  /** Someone watches answers as they are written (a dashboard): TASK_REQs ask for partials. */
+  readonly watchers: number;
 }
 
 /** The worker links' view: admit and drop workers, route their frames to the parts that own them. */

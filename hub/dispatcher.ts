@@ -131,6 +131,8 @@ export class Dispatcher {
       task_id: rec.id, prompt: s.prompt, stop: s.stop ?? [], attempt: rec.attempts, role: s.role,
       max_tokens: s.max_tokens, temperature: s.temperature, seed: s.seed, grammar: s.grammar,
       json_schema: s.json_schema, timeout_ms: s.timeout_ms,
+      // Partial answers cost the worker and the hub a wake-up each; only a dashboard shows them.
+      ...(this.hub.watchers > 0 ? {} : { stream: false }),
     });
     w.leased(rec.id, reqId, now);
     const readyAt = this.readyAt.get(rec.id) ?? 0;

@@ -40,6 +40,8 @@ export class Hub implements HubContext {
   readonly failover: HubReplicator;
   /** ASSIGN_ROLE: the role plan and one-off assignments. */
   readonly roles: RoleAssigner;
+  /** Dashboards open now: while there are none, TASK_REQs ask workers for no partial answers. */
+  watchers = 0;
 
   constructor(readonly config: HubConfig, readonly log: Logger, readonly events: HubEvents = {}) {
     this.dispatcher = new Dispatcher(this);

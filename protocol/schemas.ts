@@ -133,6 +133,11 @@ export const Payloads = {
     grammar: z.string().optional(),
     json_schema: z.record(z.string(), z.unknown()).optional(),
     timeout_ms: z.number().int().positive().optional(),
+    /**
+     * false: nobody watches the answer as it is written, so the worker sends no `done:false` partials,
+     * only the final TASK_RES with the whole text. Absent or true: partials, a few per second.
+     */
+    stream: z.boolean().optional(),
   }),
   [Type.TASK_RES]: z.object({
     /** Optional as in the spec (section 4), whose TASK_RES is `{text, done}`: then the envelope `re` names the TASK_REQ. */

@@ -42,6 +42,8 @@ interface Queued { m: Message<'TASK_REQ'>; conn: Connection; at: number }
 interface TaskParams {
   task_id: string; prompt: string; stop: string[]; attempt: number; max_tokens?: number; temperature?: number;
   seed?: number; grammar?: string; json_schema?: Record<string, unknown>; timeout_ms?: number;
+  /** false: nobody watches the answer as it is written (TASK_REQ `stream`). */
+  stream?: boolean;
 }
 
 /**
@@ -195,16 +197,28 @@ export class Agent {
     fo?.adopt(p.task_id);
     this.state = AgentState.BUSY;
     let seq = 0;
+    // Partials only while someone watches (TASK_REQ `stream`), and then gathered for PARTIAL_MS: a
+    // message per token woke this process and the hub once per token.
+    let buf = '';
+    let timer: NodeJS.Timeout | undefined;
+    const flush = (): void => {
+      timer = undefined;
+      if (buf && !conn.isClosed) conn.send(Type.TASK_RES, { task_id: p.task_id, text: buf, done: false, seq: seq++ }, { re: m.id });
+      buf = '';
+    };
     try {
-      // Chunks stream as they come (with failover too: a partial answer records nothing on the hub).
-      const onChunk = (text: string) => { if (!conn.isClosed) conn.send(Type.TASK_RES, { task_id: p.task_id, text, done: false, seq: seq++ }, { re: m.id }); };
+      // With failover too: a partial answer records nothing on the hub.
+      const onChunk = p.stream === false ? undefined : (text: string) => { buf += text; timer ??= setTimeout(flush, PARTIAL_MS); };
       const out = await this.drive(p, abort, onChunk);
+      clearTimeout(timer);
       // With failover the whole answer goes to the replica before the final frame reports it, so a
       // hub that dies now cannot lose it.
       if (fo) fo.localResult(p.task_id, p.attempt, out.full, out.receipt);
       // A result for a connection that has gone is handed back from the replica instead.
-      if (!conn.isClosed) conn.send(Type.TASK_RES, { task_id: p.task_id, text: out.last, done: true, seq, receipt: out.receipt }, { re: m.id });
+      const text = onChunk ? buf + out.last : out.full;
+      if (!conn.isClosed) conn.send(Type.TASK_RES, { task_id: p.task_id, text, done: true, seq, receipt: out.receipt }, { re: m.id });
     } catch (err) {
+      clearTimeout(timer);
       const code = errorCodeOf(err);
       const msg = (err as Error)?.message ?? String(err);
       this.log.warn({ task: p.task_id, code, msg }, 'task failed');
@@ -281,7 +295,7 @@ export class Agent {
         task_id: id, prompt: String(spec.prompt ?? ''), stop: (spec.stop as string[] | undefined) ?? [], attempt,
         max_tokens: spec.max_tokens as number | undefined, temperature: spec.temperature as number | undefined,
         seed: spec.seed as number | undefined, grammar: spec.grammar as string | undefined,
-        json_schema: spec.json_schema as Record<string, unknown> | undefined, timeout_ms: spec.timeout_ms,
+        json_schema: spec.json_schema as Record<string, unknown> | undefined, timeout_ms: spec.timeout_ms, stream: false,
       }, abort);
       return { text: out.full, receipt: out.receipt };
     } catch (err) {
@@ -326,7 +340,7 @@ export class Agent {
       // A driver that has the answer at once gives it as a list: no async generator, no await a chunk.
       const now = this.opts.driver.answerNow?.(p.prompt, chatOpts);
       const gen = now ? undefined : this.opts.driver.chat(p.prompt, chatOpts);
-      let stats: { tokensIn?: number; tokensOut?: number; tokensCached?: number } | void;
+      let stats: { tokensIn?: number; tokensOut?: number; tokensCached?: number; ttftMs?: number } | void;
       for (let i = 0; ; i++) {
         let chunk: string;
         if (gen) {
@@ -353,7 +367,8 @@ export class Agent {
       const duration = performance.now() - started;
       const tokensOut = stats?.tokensOut;
       const finishedAt = Date.now();
-      const ttftMs = ttft === undefined ? undefined : round(ttft);
+      // An engine that sends its text in late pieces says when the first token came.
+      const ttftMs = stats?.ttftMs !== undefined ? round(stats.ttftMs) : ttft === undefined ? undefined : round(ttft);
       const tokensPerS = tokensOut !== undefined && duration > 0 ? round(tokensOut / (duration / 1000)) : undefined;
       // Two literals rather than a spread of an optional field: a literal with a spread in it is
       // built key by key, and this runs once a task. The keys keep the order the hub has always seen.
@@ -383,15 +398,19 @@ class TaskChatOptions implements ChatOptions {
   readonly seed?: number;
   readonly grammar?: string;
   readonly jsonSchema?: Record<string, unknown>;
+  readonly stream: boolean;
   constructor(p: TaskParams, private readonly abort: LazyAbort) {
     this.stop = p.stop; this.maxTokens = p.max_tokens; this.temperature = p.temperature; this.seed = p.seed;
-    this.grammar = p.grammar; this.jsonSchema = p.json_schema;
+    this.grammar = p.grammar; this.jsonSchema = p.json_schema; this.stream = p.stream !== false;
   }
   /** Made when the driver first reads it: a driver that answers at once never does. */
   get signal(): AbortSignal { return this.abort.signal; }
 }
 
 function round(x: number): number { return Math.round(x * 100) / 100; }
+
+/** Partial answers, while someone watches, go out at most this often. */
+const PARTIAL_MS = 40;
 
 function engineMessage(err: unknown): string { return (err as Error)?.message ?? String(err); }
 

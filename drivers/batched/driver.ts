@@ -116,7 +116,7 @@ export class BatchedDriver implements Driver {
     const release = c.hold();
     const hostOpts = hostChatOptions(opts);
     try {
-      if (!c.send({ t: 'chat', id, prompt, opts: hostOpts })) queue.push({ t: 'gone' });
+      if (!c.send({ t: 'chat', id, prompt, opts: hostOpts, ...(opts.stream === false ? { stream: false } : {}) })) queue.push({ t: 'gone' });
       for (;;) {
         if (queue.length === 0) { await new Promise<void>((r) => { wake = r; }); wake = undefined; continue; }
         const m = queue.shift()!;
@@ -127,8 +127,9 @@ export class BatchedDriver implements Driver {
           if (filter.stopped) abort(); // the rest is not wanted
         } else if (m.t === 'done') {
           ended = true;
+          if (m.text && !aborted && !filter.stopped) { const text = filter.push(m.text); if (text) yield text; }
           if (!aborted) { const rest = filter.end(); if (rest) yield rest; }
-          return { tokensIn: m.tokensIn, tokensOut: m.tokensOut, tokensCached: m.tokensCached };
+          return { tokensIn: m.tokensIn, tokensOut: m.tokensOut, tokensCached: m.tokensCached, ...(m.ttftMs !== undefined ? { ttftMs: m.ttftMs } : {}) };
         } else if (m.t === 'error') {
           ended = true;
           throw new SwarmError(isErrorCode(m.code) ? m.code : 'SWARM_ERR_TASK_FAILED', m.message);

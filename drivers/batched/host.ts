@@ -107,12 +107,12 @@ class Engine {
     c.chats.push(chat);
     c.tail = c.tail.then(async () => {
       if (chat.ac.signal.aborted) this.send(c, { t: 'done', id: m.id, tokensIn: 0, tokensOut: 0, tokensCached: 0, reason: 'abort' });
-      else await this.run(c, seq, m.id, m.prompt, m.opts, chat.ac.signal);
+      else await this.run(c, seq, m.id, m.prompt, m.opts, chat.ac.signal, m.stream !== false);
       c.chats.splice(c.chats.indexOf(chat), 1);
     });
   }
 
-  private async run(c: Client, seq: number, id: number, prompt: string, opts: Extract<ToEngine, { t: 'chat' }>['opts'], signal: AbortSignal): Promise<void> {
+  private async run(c: Client, seq: number, id: number, prompt: string, opts: Extract<ToEngine, { t: 'chat' }>['opts'], signal: AbortSignal, stream: boolean): Promise<void> {
     let grammar;
     try {
       grammar = await this.grammars.get(opts);
@@ -121,15 +121,32 @@ class Engine {
       this.send(c, { t: 'error', id, code: 'SWARM_ERR_TASK_FAILED', message: `invalid ${what}: ${err instanceof Error ? err.message : String(err)}` });
       return;
     }
+    // Text goes out in pieces, not a message per token: each message wakes the worker (and, passed
+    // on, the hub), which cost 140-250 µs of CPU per token outside llama.cpp with small models.
+    const t0 = performance.now();
+    let ttftMs: number | undefined;
+    let buf = '';
+    let lines = 0;
+    let timer: NodeJS.Timeout | undefined;
+    const flush = (): void => { clearTimeout(timer); timer = undefined; lines = 0; if (buf) { this.send(c, { t: 'chunk', id, text: buf }); buf = ''; } };
     try {
       // Without the prefix cache every chat starts from an empty sequence, so all of its prompt is evaluated.
       if (this.cfg.prefixCache === false) await this.sequences[seq]!.clearHistory();
       const r = await generate({
         model: this.model, sequence: this.sequences[seq]!, completion: this.completions[seq]!, prompt, opts, grammar, signal,
-        onText: (text) => this.send(c, { t: 'chunk', id, text }),
+        onText: (text) => {
+          ttftMs ??= Math.round((performance.now() - t0) * 100) / 100;
+          buf += text;
+          // Unwatched, the text still reaches the worker's loop guard once it has lines enough to judge.
+          if (!stream && text.includes('\n') && (lines += text.split('\n').length - 1) >= QUIET_FLUSH_LINES) { flush(); return; }
+          timer ??= setTimeout(flush, stream ? STREAM_FLUSH_MS : QUIET_FLUSH_MS);
+        },
       });
-      this.send(c, { t: 'done', id, ...r });
+      clearTimeout(timer);
+      this.send(c, { t: 'done', id, ...r, ...(buf ? { text: buf } : {}), ...(ttftMs !== undefined ? { ttftMs } : {}) });
     } catch (err) {
+      clearTimeout(timer);
+      flush();
       this.send(c, { t: 'error', id, code: errorCodeOf(err), message: err instanceof Error ? err.message : String(err) });
     } finally {
       this.gate?.end(this.sequences[seq]!);
@@ -154,6 +171,14 @@ class Engine {
     this.armIdle();
   }
 }
+
+/**
+ * How often a chat's text goes out while someone streams it; while nobody does, every few seconds or
+ * once it holds enough lines for the worker's loop guard (5 repeats by default) to judge.
+ */
+const STREAM_FLUSH_MS = 40;
+const QUIET_FLUSH_MS = 5000;
+const QUIET_FLUSH_LINES = 16;
 
 let server: net.Server | undefined;
 let socketPath: string | undefined;

@@ -27,7 +27,8 @@ export interface EngineConfig {
 
 /** Worker to engine. */
 export type ToEngine =
-  | { t: 'chat'; id: number; prompt: string; opts: HostChatOptions }
+  /** `stream: false`: text comes every 5 s or 16 lines (for the worker's loop guard) and the rest with `done`; else every ~40 ms. */
+  | { t: 'chat'; id: number; prompt: string; opts: HostChatOptions; stream?: boolean }
   | { t: 'abort'; id: number };
 
 /** Engine to worker. */
@@ -38,7 +39,7 @@ export type FromEngine =
   | { t: 'refused'; message: string }
   | { t: 'chunk'; id: number; text: string }
   /** `tokensCached`: prompt tokens the sequence already held (not evaluated again). */
-  | { t: 'done'; id: number; tokensIn: number; tokensOut: number; tokensCached: number; reason: string }
+  | { t: 'done'; id: number; tokensIn: number; tokensOut: number; tokensCached: number; reason: string; text?: string; ttftMs?: number }
   | { t: 'error'; id: number; code: string; message: string };
 
 /** Longest line either side accepts: a prompt travels in one line. */

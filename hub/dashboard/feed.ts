@@ -73,12 +73,13 @@ export class Feed {
     if (this.clients.size >= this.o.maxClients) { res.writeHead(503, { 'retry-after': '5' }).end(); return; }
     this.tick(true);
     const client = new SseClient(res, this.o, () => this.snapshot(), (c, why) => {
-      this.clients.delete(c);
+      if (this.clients.delete(c)) this.c.watch(-1);
       this.stats.skipped += c.skipped;
       if (why === 'stalled') { this.stats.dropped++; this.log.info({ skipped: c.skipped }, 'dashboard client dropped: not reading'); }
       this.idle();
     });
     this.clients.add(client);
+    this.c.watch(1);
     this.stats.connected++;
     client.offer(this.snapshot());
     this.arm();
@@ -90,13 +91,14 @@ export class Feed {
     if (!rec) return false;
     if (this.tasks.size >= this.o.maxTaskStreams) { res.writeHead(503, { 'retry-after': '5' }).end(); return true; }
     const ts: TaskStream = { id, next: 0, bytes: 0, client: undefined! };
-    ts.client = new SseClient(res, this.o, () => frame('reset', {}), () => { this.tasks.delete(ts); this.idle(); });
+    ts.client = new SseClient(res, this.o, () => frame('reset', {}), () => { if (this.tasks.delete(ts)) this.c.watch(-1); this.idle(); });
     const s = rec.spec;
     ts.client.offer(frame('task', {
       id, state: rec.state, attempts: rec.attempts, worker: rec.result?.worker ?? rec.worker, meta: s.meta ?? {}, role: s.role,
       prompt: s.prompt.length > MAX_PROMPT ? `${s.prompt.slice(0, MAX_PROMPT)}\n… (${s.prompt.length - MAX_PROMPT} more characters)` : s.prompt,
     }));
     this.tasks.add(ts);
+    this.c.watch(1);
     this.pumpTask(ts);
     this.arm();
     return true;

@@ -192,6 +192,9 @@ export class Collector {
     return true;
   }
 
+  /** A dashboard view opened (+1) or closed (-1): while any is open, workers send partial answers. */
+  watch(d: 1 | -1): void { this.src.hub.watchers = Math.max(0, this.src.hub.watchers + d); }
+
   /** The chart so far. */
   history(): Sample[] { return this.chart; }
 

@@ -9,6 +9,7 @@ import { quiet, startHub, waitWorkers } from '../helpers/inproc.js';
  */
 t.test('a failover worker streams chunks; the hub and the replica hold the same whole answer', async (t) => {
   const { hub, addr, stop } = await startHub();
+  hub.watchers = 1; // as a dashboard would: workers send partial answers only while someone watches
   const pool = new WorkerPool({
     ids: ['fs-1'], driver: { name: 'echo', options: { token_ms: '30' } }, locate: async () => addr,
     failover: { host: '127.0.0.1', port: 0 },

@@ -8,6 +8,7 @@ import { STORIES, missingPrereq } from '../helpers/llama.js';
 t.test('engine killed mid-generation: the worker reports ERROR, restarts its engine, and the task is retried and recorded once', async (t) => {
   if (missingPrereq(t, fs.existsSync(STORIES) ? {} : { missing: `test model ${STORIES} not found (set SWARM_TEST_MODELS)` })) return;
   const h = await startHub({ maxAttempts: 3 });
+  h.hub.watchers = 1; // as a dashboard would: workers send partial answers only while someone watches
   const pool = new WorkerPool({ ids: ['k-1'], driver: { name: 'embedded', model: STORIES, options: { ctx: '2048' } }, locate: async () => h.addr }, quiet);
   const done = pool.run();
   t.teardown(async () => { await pool.stop('test over'); await done; await h.stop(); });
