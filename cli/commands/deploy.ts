@@ -43,7 +43,7 @@ export function registerDeploy(program: Command): void {
     .option('--ctx <n>', 'context per agent for the plan', int('--ctx', 16), 2048)
     .option('--ubatch <n>', 'llama.cpp micro-batch for the plan', int('--ubatch', 1), 512)
     .option('--cpus <n>', 'vCPUs of the host for the plan', int('--cpus', 1), 4)
-    .option('--engine <mode>', 'per-worker or shared, for the plan', oneOf('--engine', ['per-worker', 'shared'] as const), 'per-worker')
+    .option('--engine <mode>', 'for the plan: per-worker (what the rendered workers run: an engine per container) or shared; `swarm up`\'s batched engine is not rendered yet', oneOf('--engine', ['per-worker', 'shared'] as const), 'per-worker')
     .option('--no-repack', 'plan for --no-repack engines')
     .option('--no-failover', 'workers without --failover (by default each has a peer port and the run goes on by gossip if the hub dies)')
     .option('--peer-port <n>', 'failover: first peer port (podman: one per worker from here, on loopback; k3s: each pod\'s)', int('--peer-port', 1), 7100)
