@@ -185,12 +185,7 @@ export async function ensureSwarm(dir: string, plan: Plan, o: RunOptions): Promi
     return h;
   }
   const [first, ...rest] = plan.pools;
-  // A model-running pool with no model gets swarm up's default, chosen here so the passport can name it.
-  for (const p of plan.pools) {
-    if (p.model) continue;
-    const chosen = await chooseModel(p.driver, undefined, { quiet: o.json });
-    if (chosen.path) { p.model = chosen.path; plan.model ??= chosen.path; }
-  }
+  await chooseModels(plan, o);
   const args = [CLI, 'up', '--detach', '--state-dir', dir, '--agents', String(first!.agents), '--driver', first!.driver];
   if (first!.model) args.push('--model', first!.model);
   for (const [k, v] of Object.entries(o.driverOpt)) args.push('--driver-opt', `${k}=${v}`);
@@ -207,6 +202,15 @@ export async function ensureSwarm(dir: string, plan: Plan, o: RunOptions): Promi
   plan.started = true;
   plan.driverOpt = { ...o.driverOpt };
   return started;
+}
+
+/** A model-running pool with no model gets swarm up's default, chosen before the swarm starts so the passport (and a sweep's cell keys) can name it. */
+export async function chooseModels(plan: Plan, o: Pick<RunOptions, 'json'>): Promise<void> {
+  for (const p of plan.pools) {
+    if (p.model) continue;
+    const chosen = await chooseModel(p.driver, undefined, { quiet: o.json });
+    if (chosen.path) { p.model = chosen.path; plan.model ??= chosen.path; }
+  }
 }
 
 /**

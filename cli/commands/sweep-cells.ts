@@ -14,11 +14,11 @@ const SIZING = new Set(['sequences', 'threads', 'ctx', 'batch']);
  * The engine a sweep's cells run on: the flags given, else what the running swarm runs. The
  * embedded engine counts as one driver however it runs (per worker, batched, behind llama-server).
  */
-export function engineIdentity(o: { driver?: string; model?: string; driverOpt: Record<string, string> }, running: RunningEngine | undefined, fallbackDriver: string | undefined): EngineIdentity {
+export function engineIdentity(o: { driver?: string; model?: string; driverOpt: Record<string, string> }, running: RunningEngine | undefined, fallbackDriver: string | undefined, fallbackModel?: string): EngineIdentity {
   const driver = o.driver ?? running?.driver ?? fallbackDriver;
   const opts = { ...(running?.driver_opt ?? {}), ...o.driverOpt };
   const driver_opt = Object.fromEntries(Object.entries(opts).filter(([k]) => !SIZING.has(k) && k !== 'url').sort(([a], [b]) => a.localeCompare(b)));
-  const model = o.model ? path.resolve(o.model) : running?.model;
+  const model = o.model ? path.resolve(o.model) : running?.model ?? fallbackModel;
   return { driver: driver === 'batched' || driver === 'llama-server' ? 'embedded' : driver, driver_opt, ...(model ? { model } : {}) };
 }
 

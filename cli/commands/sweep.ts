@@ -15,7 +15,7 @@ import { int, keyValue } from '../options.js';
 import { readHubFile, stateDir, type HubFile } from '../state.js';
 import { alive } from '../../hub/supervisor.js';
 import { checkEngine, routeRoles } from './run-pools.js';
-import { checkModels, ensureSwarm, follow, loadExperimentOrUndefined, overrideRoles, prepare, resolveModels, type RunOptions, type RunView } from './run.js';
+import { checkModels, chooseModels, ensureSwarm, follow, loadExperimentOrUndefined, overrideRoles, prepare, resolveModels, type RunOptions, type RunView } from './run.js';
 import { cellHash, engineIdentity } from './sweep-cells.js';
 
 interface SweepOptions extends RunOptions { grid: string[]; seeds: number; out?: string }
@@ -52,7 +52,9 @@ async function sweep(file: string, o: SweepOptions): Promise<void> {
   // What a running swarm runs (a mismatch with --driver/--model/--driver-opt is refused here, before any cell).
   const h = readHubFile(dir);
   const running = h && alive(h.pid) ? await checkEngine(dir, h, o) : undefined;
-  const engine = engineIdentity(o, running, plan.pools[0]?.driver);
+  // No swarm yet: the model one would start with is chosen now, so this sweep and the next key their cells alike.
+  if (!running) await chooseModels(plan, o);
+  const engine = engineIdentity(o, running, plan.pools[0]?.driver, plan.pools[0]?.model);
   // Every cell is validated, and keyed by what it would run, before anything runs.
   const plain = loadExperimentOrUndefined(file);
   const experiments = new Map<string, Experiment>();
