@@ -53,6 +53,8 @@ export class Hub implements HubContext {
     this.failover = new HubReplicator(() => this.store, (specs) => this.submit(specs), log.child({ part: 'failover' }), {
       token: config.token, live: (id) => this.registry.get(id) !== undefined,
       rules: { max_attempts: config.maxAttempts, lease_ms: config.leaseMs },
+      // A frame is a small part of what a link may hold: a chunk waiting for `drain` never nears the bound.
+      chunkBytes: Math.min(256 * 1024, Math.floor(config.maxOutbound / 8)), maxBacklog: Math.floor(config.maxOutbound / 4),
     });
   }
 

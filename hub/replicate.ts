@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { Type, type Message, type Payload, type ReplicaEntry } from '../protocol/index.js';
 import { DEFAULT_LEASE_MS, mergeHandback } from '../sched/index.js';
 import { chunks } from './replicate-chunks.js';
+import { HolderFeed } from './replicate-feed.js';
 import { HandbackHolds } from './handback-holds.js';
 import { electHolders } from './holders.js';
 import { refusalMessage, screenHandback } from './handback-check.js';
@@ -28,6 +29,8 @@ export interface ReplicatorOptions {
   fullSyncEntries?: number;
   /** Bound on one STATE frame's entries, bytes (JSON length). */
   chunkBytes?: number;
+  /** Bound on deltas queued for one slow holder, bytes (JSON length); past it the holder is synced instead. */
+  maxBacklog?: number;
   /** A result's text larger than this is not replicated (the hub journals it anyway). */
   maxText?: number;
   /** A HANDBACK within this long keeps the hub's mode at `reconciling`. */
@@ -55,6 +58,8 @@ export interface ReplicatorOptions {
 export class HubReplicator {
   private readonly peers = new Map<string, { w: WorkerEntry; view: FailoverView }>();
   private holding: WorkerEntry[] = [];
+  /** Each holder's outbound replication, paced by its socket (hub/replicate-feed.ts). */
+  private readonly feeds = new Map<WorkerEntry, HolderFeed>();
   /** Records changed since the last flush (the entry is built at flush time, from the record as it is then). */
   private pending = new Map<string, { rec: TaskRecord; spec: boolean }>();
   private batchTimer?: NodeJS.Timeout;
@@ -147,7 +152,26 @@ export class HubReplicator {
     // Pending deltas go out to the old holders first, so a new holder's full sync is not older than them.
     this.flush();
     this.holding = next;
+    for (const w of before) if (!next.includes(w)) this.feeds.delete(w);
     for (const w of next) if (!before.has(w)) this.fullSync(w);
+  }
+
+  /** A holder's feed (made on first use). */
+  private feed(w: WorkerEntry): HolderFeed {
+    let f = this.feeds.get(w);
+    if (!f) {
+      const conn = w.conn;
+      f = new HolderFeed({
+        send: (payload, payloadJson) => { conn.send(Type.STATE, payload, { payloadJson }); this.stats.stateFrames++; },
+        get writable() { return conn.writable; },
+        drained: () => conn.drained(),
+        get isClosed() { return conn.isClosed; },
+      }, (r) => this.entry(r, true), () => this.store().queue.all(), {
+        chunkBytes: this.opts.chunkBytes ?? 256 * 1024, maxBacklog: this.opts.maxBacklog ?? 4 * 1024 * 1024, log: this.log.child({ holder: w.id }),
+      });
+      this.feeds.set(w, f);
+    }
+    return f;
   }
 
   heartbeat(w: WorkerEntry, p: Payload<'HEARTBEAT'>): void {
@@ -225,27 +249,29 @@ export class HubReplicator {
     this.pending = new Map();
     if (!entries.length) return;
     this.stats.deltas += entries.length;
-    for (const c of chunks(entries, this.opts.chunkBytes ?? 256 * 1024, this.log)) {
-      const payloadJson = `{"full":false,"entries":[${c.json}]}`;
-      for (const w of this.holding) { w.conn.send(Type.STATE, { full: false, entries: c.entries }, { payloadJson }); this.stats.stateFrames++; }
-    }
+    // Encoded once for every holder; each holder's feed sends them as its socket drains.
+    for (const c of chunks(entries, this.opts.chunkBytes ?? 256 * 1024, this.log)) for (const w of this.holding) this.feed(w).delta(c);
   }
 
   /** Finished tasks left the hot state (the store's retention horizon): the holders drop them too, after the deltas before them. */
   private evicted(ids: readonly string[]): void {
     if (!this.active || !this.holding.length) return;
     this.flush();
+    // Through each holder's feed, in order behind the deltas queued before them.
     for (let i = 0; i < ids.length; i += 10_000) {
       const part = ids.slice(i, i + 10_000);
-      for (const w of this.holding) { w.conn.send(Type.STATE, { full: false, entries: [], evicted: part }); this.stats.stateFrames++; }
+      const json = JSON.stringify({ full: false, entries: [], evicted: part });
+      for (const w of this.holding) this.feed(w).evict(part, json);
     }
   }
 
-  /** Send one worker the whole run state, chunked (a new holder), and the topology runs not ended. */
+  /**
+   * Send one worker the whole run state (a new holder), read from the store a chunk at a time as its
+   * socket drains, and the topology runs not ended.
+   */
   fullSync(w: WorkerEntry): void {
-    const all = [...this.store().queue.all()].map((r) => this.entry(r, true));
     this.stats.fullSyncs++;
-    this.sendFull(w, all);
+    this.feed(w).startSync();
     for (const [run, spec] of this.runs) w.conn.send(Type.STATE, { full: false, entries: [], runs: [{ run, spec }] });
   }
 
@@ -269,22 +295,18 @@ export class HubReplicator {
 
   /** The periodic repair: the next window of at most `fullSyncEntries` tasks, wrapping around. */
   private syncWindow(w: WorkerEntry): void {
-    const recs = [...this.store().queue.all()];
-    if (!recs.length) return;
+    const f = this.feed(w);
+    if (f.syncing) return; // a sync under way repairs more than a window would
+    const q = this.store().queue;
+    const size = q.counts();
+    const total = size.queued + size.leased + size.done + size.failed;
+    if (!total) return;
     const max = this.opts.fullSyncEntries ?? 2000;
-    if (this.cursor >= recs.length) this.cursor = 0;
-    const window = recs.slice(this.cursor, this.cursor + max);
-    this.cursor += window.length;
+    if (this.cursor >= total) this.cursor = 0;
+    const from = this.cursor;
+    this.cursor += max;
     this.stats.fullSyncs++;
-    this.sendFull(w, window.map((r) => this.entry(r, true)));
-  }
-
-  private sendFull(w: WorkerEntry, all: ReplEntry[]): void {
-    const parts = chunks(all, this.opts.chunkBytes ?? 256 * 1024, this.log);
-    parts.forEach((c, part) => {
-      w.conn.send(Type.STATE, { full: true, part, parts: parts.length, entries: c.entries }, { payloadJson: `{"full":true,"part":${part},"parts":${parts.length},"entries":[${c.json}]}` });
-      this.stats.stateFrames++;
-    });
+    f.startSync(skip(q.all(), from), max);
   }
 
   /**
@@ -346,4 +368,10 @@ export class HubReplicator {
     }
     w.conn.send(Type.ACK, { ok: true, recorded, duplicate }, { re: msg.id });
   }
+}
+
+/** The records after the first `n` (the repair window's start), lazily. */
+function* skip<T>(it: Iterable<T>, n: number): Iterable<T> {
+  let i = 0;
+  for (const x of it) if (i++ >= n) yield x;
 }

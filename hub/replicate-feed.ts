@@ -1,0 +1,135 @@
+import type { Logger } from 'pino';
+import type { Payload, ReplicaEntry } from '../protocol/index.js';
+import { chunks, type Chunk } from './replicate-chunks.js';
+import type { TaskRecord } from './task.js';
+
+/** What a feed needs of a holder's link: send a STATE frame, tell whether it takes more now, and when it drains. */
+export interface FeedLink {
+  send(payload: Payload<'STATE'>, payloadJson: string): void;
+  /** True while the socket is under its high-water mark (more now would only queue in memory). */
+  readonly writable: boolean;
+  /** Resolves once the socket has drained (or closed). */
+  drained(): Promise<void>;
+  readonly isClosed: boolean;
+}
+
+export interface FeedOptions {
+  /** Bound on one STATE frame's entries, JSON characters. */
+  chunkBytes: number;
+  /**
+   * Bound on deltas waiting for a slow holder, JSON characters. Past it they are dropped and the
+   * holder is synced instead: a sync reads the records as they are when each chunk goes, so it
+   * carries every change dropped, at a cost bounded by the state, not by the history of changes.
+   */
+  maxBacklog: number;
+  log: Logger;
+}
+
+/**
+ * One holder's outbound replication, paced by its socket: deltas in order, and a sync (the whole
+ * state, or a window of it) read lazily from the store a chunk at a time. A frame goes out only while
+ * the link is writable, else the feed waits for `drain`; so replication never fills the link's
+ * outbound buffer, however large the state, and the link is never cut for it (a full sync of 80,000
+ * tasks used to be queued at once, pass the 16 MiB bound, and cut the holder's link, again at every
+ * rejoin). Other frames (leases, heartbeats) go out between chunks.
+ */
+export class HolderFeed {
+  /** Frames waiting for the socket, in order: deltas, and evictions (ids that left the hot state). */
+  private deltas: { payload: Payload<'STATE'>; json: string; evict?: true }[] = [];
+  private backlog = 0;
+  private sync?: { iter: Iterator<TaskRecord>; part: number; left: number };
+  private waiting = false;
+  readonly stats = { frames: 0, syncs: 0, overflows: 0, waits: 0 };
+
+  constructor(
+    private readonly link: FeedLink,
+    private readonly build: (rec: TaskRecord) => ReplicaEntry,
+    /** The whole state, in submission order (read lazily by a sync). */
+    private readonly state: () => Iterable<TaskRecord>,
+    private readonly opts: FeedOptions,
+  ) {}
+
+  /** True while a sync is under way (the periodic repair skips this holder meanwhile). */
+  get syncing(): boolean { return this.sync !== undefined; }
+
+  /** Queue a chunk of deltas (shared with the other holders: encoded once). */
+  delta(c: Chunk): void {
+    if (this.backlog + c.json.length > this.opts.maxBacklog) {
+      // A holder this far behind gets the state instead of the history of its changes.
+      this.stats.overflows++;
+      this.opts.log.info({ backlog: this.backlog, bound: this.opts.maxBacklog }, 'replica holder behind: deltas dropped, state synced instead');
+      // Evictions stay (ids only): a sync sends what is in the store, never what left it.
+      this.deltas = this.deltas.filter((d) => d.evict);
+      this.backlog = this.deltas.reduce((n, d) => n + d.json.length, 0);
+      this.startSync();
+      return;
+    }
+    this.queue({ payload: { full: false, entries: c.entries }, json: `{"full":false,"entries":[${c.json}]}` });
+  }
+
+  /** Queue an eviction (`json` is the payload's text), in order behind the deltas before it. */
+  evict(ids: string[], json: string): void {
+    this.queue({ payload: { full: false, entries: [], evicted: ids }, json, evict: true });
+  }
+
+  private queue(f: HolderFeed['deltas'][number]): void {
+    this.deltas.push(f);
+    this.backlog += f.json.length;
+    this.pump();
+  }
+
+  /**
+   * Send these records, chunk by chunk as the link drains (at most `limit` of them): the whole state
+   * for a new holder, a window of it for the periodic repair. A sync under way starts over.
+   */
+  startSync(records: Iterable<TaskRecord> = this.state(), limit = Infinity): void {
+    this.stats.syncs++;
+    this.sync = { iter: records[Symbol.iterator](), part: 0, left: limit };
+    this.pump();
+  }
+
+  private pump(): void {
+    while (!this.link.isClosed && this.link.writable) {
+      const d = this.deltas.shift();
+      if (d) {
+        this.backlog -= d.json.length;
+        this.link.send(d.payload, d.json);
+        this.stats.frames++;
+        continue;
+      }
+      if (!this.sync || !this.sendSyncChunk(this.sync)) return;
+    }
+    if (this.link.isClosed || this.waiting || (!this.deltas.length && !this.sync)) return;
+    this.waiting = true;
+    this.stats.waits++;
+    void this.link.drained().then(() => { this.waiting = false; this.pump(); });
+  }
+
+  /** Build and send the sync's next chunk; false once it is over. */
+  private sendSyncChunk(s: NonNullable<HolderFeed['sync']>): boolean {
+    const entries: ReplicaEntry[] = [];
+    let size = 0;
+    while (s.left > 0 && size < this.opts.chunkBytes) {
+      const n = s.iter.next();
+      if (n.done) { s.left = 0; break; }
+      s.left--;
+      const e = this.build(n.value);
+      entries.push(e);
+      // Sized as chunks() sizes it (the encoding is done there once): a rough bound is enough here.
+      size += 64 + (typeof e.spec?.prompt === 'string' ? e.spec.prompt.length : 0) + (typeof e.result?.text === 'string' ? e.result.text.length : 0);
+    }
+    const last = s.left <= 0;
+    if (last) this.sync = undefined;
+    if (!entries.length) return !last;
+    const cs = chunks(entries, this.opts.chunkBytes, this.opts.log);
+    cs.forEach((c, i) => {
+      const part = s.part++;
+      // `parts` only on the last chunk: the sync is read lazily, its length is known at its end.
+      const end = last && i === cs.length - 1;
+      const head = end ? `"full":true,"part":${part},"parts":${part + 1}` : `"full":true,"part":${part}`;
+      this.link.send({ full: true, part, ...(end ? { parts: part + 1 } : {}), entries: c.entries }, `{${head},"entries":[${c.json}]}`);
+      this.stats.frames++;
+    });
+    return true;
+  }
+}
