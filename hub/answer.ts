@@ -18,8 +18,8 @@ export class Answer {
   bytes = 0;
   duplicates = 0;
 
-  /** Pieces held so far (about a token each: live views count them while the answer streams). */
-  get count(): number { return this.pieces.size; }
+  /** Characters of text held so far (live views estimate the tokens streamed from it). */
+  chars = 0;
 
   /** Add a `done:false` piece. False when its `seq` was seen already (the first one is kept). */
   add(text: string, seq?: number): boolean {
@@ -27,6 +27,7 @@ export class Answer {
     if (this.pieces.has(s)) { this.duplicates++; return false; }
     this.pieces.set(s, text);
     this.bytes += text.length + PIECE_OVERHEAD;
+    this.chars += text.length;
     if (s > this.maxSeq) this.maxSeq = s;
     if (s >= this.nextSeq) this.nextSeq = s + 1;
     return true;

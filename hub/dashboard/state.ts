@@ -48,13 +48,16 @@ export class Collector {
   private tps = 0;
   private latency = { p50: 0, p99: 0 };
   private readonly reports = new Set<string>();
+  /** Text and tokens of finished answers: characters per token, for the streamed estimate. */
+  private textChars = 0;
+  private textTokens = 0;
   private readonly off: () => void;
 
   /** Called on every store event with the sections it changed (the feed batches them per tick). */
   changed: (sections: readonly Section[]) => void = () => {};
 
   constructor(private readonly src: DashSource, private readonly historyLen = 300, private readonly now: () => number = Date.now) {
-    this.tokenMarks.push([now(), src.hub.metrics.tokensOut + streamed(src.hub.registry.all())]);
+    this.tokenMarks.push([now(), src.hub.metrics.tokensOut + this.streamed(src.hub.registry.all())]);
     const offStore = src.hub.store.subscribe((e) => this.event(e));
     const offWorkers = src.hub.registry.subscribe(() => this.changed(WORKERS));
     this.off = () => { offStore(); offWorkers(); };
@@ -72,7 +75,9 @@ export class Collector {
   private finished(rec: TaskRecord): void {
     const r = rec.result;
     if (!r?.worker) return;
-    this.knownOf(r.worker).tokens += r.receipt?.tokens_out ?? 0;
+    const tokens = r.receipt?.tokens_out ?? 0;
+    this.knownOf(r.worker).tokens += tokens;
+    if (tokens > 0 && r.text) { this.textChars += r.text.length; this.textTokens += tokens; }
   }
 
   private knownOf(id: string): Known {
@@ -89,11 +94,11 @@ export class Collector {
   sample(): Sample {
     const h = this.src.hub, c = h.store.queue.counts(), now = this.now();
     // Tokens finished plus those streaming now: the figure moves while answers stream.
-    const tokens = h.metrics.tokensOut + streamed(h.registry.all());
+    const tokens = h.metrics.tokensOut + this.streamed(h.registry.all());
     this.tps = rate(this.tokenMarks, now, tokens);
     for (const w of h.registry.all()) {
       const k = this.knownOf(w.id);
-      k.tps = rate(k.marks, now, k.tokens + streamed([w]));
+      k.tps = rate(k.marks, now, k.tokens + this.streamed([w]));
     }
     // Quantiles sort a reservoir: once a second, not on every message.
     this.latency = { p50: h.metrics.dispatchLatency.quantile(0.5), p99: h.metrics.dispatchLatency.quantile(0.99) };
@@ -195,6 +200,17 @@ export class Collector {
   /** A dashboard view opened (+1) or closed (-1): while any is open, workers send partial answers. */
   watch(d: 1 | -1): void { this.src.hub.watchers = Math.max(0, this.src.hub.watchers + d); }
 
+  /**
+   * Tokens the tasks these workers hold have streamed so far, estimated from their text: partial
+   * answers come in pieces of any size (a few a second), and only the final receipt counts tokens.
+   * Characters per token as finished answers had them (4 until one has finished).
+   */
+  private streamed(workers: Iterable<WorkerEntry>): number {
+    let chars = 0;
+    for (const w of workers) for (const f of w.inflight.values()) chars += f.answer.chars;
+    return chars === 0 ? 0 : chars / (this.textTokens > 0 ? this.textChars / this.textTokens : 4);
+  }
+
   /** The chart so far. */
   history(): Sample[] { return this.chart; }
 
@@ -210,12 +226,6 @@ export class Collector {
   }
 }
 
-/** Pieces streamed so far by the tasks these workers hold (a piece is about a token). */
-function streamed(workers: Iterable<WorkerEntry>): number {
-  let n = 0;
-  for (const w of workers) for (const f of w.inflight.values()) n += f.answer.count;
-  return n;
-}
 
 /** Per second over the marks kept (the last TPS_SAMPLES samples); adds [now, total] to them. */
 function rate(marks: [number, number][], now: number, total: number): number {

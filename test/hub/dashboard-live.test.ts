@@ -26,6 +26,8 @@ t.test('tokens/s, the queue\'s and the worker\'s, move while an answer streams, 
   req.on('error', () => { /* closed by the test */ });
   t.teardown(() => req.destroy());
 
+  // Workers send partial answers only while a dashboard is open: connected before the task is sent.
+  t.ok(await until(() => state !== undefined), 'the dashboard is connected');
   await h.hub.submit([{ id: 'long', prompt: Array.from({ length: 400 }, (_, i) => `w${i}`).join(' '), max_tokens: 1000 }]);
   const live = await until(() => (state?.queue.tps ?? 0) > 0 && (state?.workers[0]?.tps ?? 0) > 0, 6_000);
   const rec = h.hub.store.queue.get('long');
