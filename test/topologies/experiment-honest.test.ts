@@ -82,6 +82,7 @@ t.test('every scorer votes on what it extracts, never on the whole text', async 
   t.equal(voteKey(sc({ type: 'judge', extract: 'last_number' }), 'about 3 or 4'), '4');
   t.equal(voteKey(sc({ type: 'exact', extract: 'last_number' }), 'it is 1,000.'), '1000');
   t.equal(voteKey(sc({ type: 'json_field', path: 'a' }), 'x {"a": 2} y'), '2');
+  t.equal(voteKey(sc({ type: 'regex', pattern: '(?<{{expected}}>a)' }), 'a'), '', 'a pattern that cannot read any answer extracts nothing, and throws nothing');
 });
 
 t.test('a vote on the extracted letter: varied wording no longer makes every vote a tie', async (t) => {

@@ -84,8 +84,11 @@ const ANY_ANSWER = '([\\w]+(?:[.,]\\d+)*)';
 export function regexAnswer(s: Extract<Scorer, { type: 'regex' }>, answer: string): string | undefined {
   const src = s.answer ?? s.pattern.replaceAll('{{expected}}', ANY_ANSWER);
   const flags = s.answer ? 'g' : `${s.flags.replace('g', '')}g`;
+  let re: RegExp;
+  // The derived pattern can be invalid where `{{expected}}` sat inside a class or a quantifier.
+  try { re = new RegExp(src, flags); } catch { return undefined; }
   let last: RegExpExecArray | undefined;
-  for (const m of answer.matchAll(new RegExp(src, flags))) last = m;
+  for (const m of answer.matchAll(re)) last = m;
   if (!last) return undefined;
   return last.slice(1).find((g) => g !== undefined) ?? last[0];
 }
