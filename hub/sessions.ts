@@ -32,7 +32,10 @@ export class Sessions {
       conn.sendError('SWARM_ERR_AUTH', `this worker's certificate is not accepted (${why})`);
       return;
     }
-    const timer = setTimeout(() => conn.sendError('SWARM_ERR_HANDSHAKE_TIMEOUT', `no HANDSHAKE within ${config.handshakeTimeoutMs} ms`), config.handshakeTimeoutMs);
+    const timer = setTimeout(() => {
+      this.hub.log.warn({ remote: remoteOf(socket), timeoutMs: config.handshakeTimeoutMs }, 'link refused: no HANDSHAKE in time');
+      conn.sendError('SWARM_ERR_HANDSHAKE_TIMEOUT', `no HANDSHAKE within ${config.handshakeTimeoutMs} ms`);
+    }, config.handshakeTimeoutMs);
     timer.unref();
     let worker: WorkerEntry | undefined;
     conn.onStatus((s) => {

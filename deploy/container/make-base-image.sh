@@ -21,6 +21,11 @@ for l in $LIBS; do
   mkdir -p "$ROOT$(dirname "$l")"
   cp -L "$l" "$ROOT$l"
 done
+# /bin/sh: `podman kube play` runs a pod's probes as `/bin/sh -c "CMD || exit 1"` (the host's dash,
+# ~120 KB, needs only libc, copied above); without it every probe fails and the pod reads unhealthy.
+SH=$(readlink -f /bin/sh)
+mkdir -p "$ROOT/bin" && cp "$SH" "$ROOT/bin/sh"
+for l in $(ldd "$SH" | awk '/=>/ {print $3}'); do [ -e "$ROOT$l" ] || { mkdir -p "$ROOT$(dirname "$l")"; cp -L "$l" "$ROOT$l"; }; done
 # /lib64 -> usr layout as on Debian, so the interpreter path in the binary resolves
 [ -e "$ROOT/lib64/ld-linux-x86-64.so.2" ] || { mkdir -p "$ROOT/lib64"; cp -L /lib64/ld-linux-x86-64.so.2 "$ROOT/lib64/"; }
 printf 'root:x:0:0:root:/root:/sbin/nologin\nswarm:x:10001:10001:swarm:/var/lib/swarm:/sbin/nologin\n' > "$ROOT/etc/passwd"

@@ -1,8 +1,10 @@
 /**
  * Health probes of every layout, from one place. k3s probes are exec-free (tcpSocket, httpGet): an
  * exec probe starts a Node process (about 44 MB) inside a worker's memory limit every period. Podman
- * runs a kube probe as a command inside the container (an httpGet or tcpSocket one through curl or
- * nc, which the image has not), so there the probe is deploy/healthcheck.mjs run by the image's node.
+ * runs a kube probe as a shell command inside the container (`/bin/sh -c "… || exit 1"`; an httpGet
+ * or tcpSocket one through curl or nc, which the image has not), so there the probe is
+ * deploy/healthcheck.mjs run by the image's node, and the image needs a /bin/sh (node:20-bookworm-slim
+ * has one; deploy/container/make-base-image.sh copies the host's).
  */
 
 /**

@@ -49,7 +49,6 @@ t.test('podman on two hosts: the rendered pods run in two namespaces; the hub\'s
   for (const d of [hubState, workerState, models]) fs.mkdirSync(d, { recursive: true });
   t.equal(swarm(['certs', '--dir', certs, '--host', `hub=${a.addr}`, '--host', `w1=${b.addr}`]).code, 0, 'swarm certs');
   for (const d of [certs, hubState, workerState]) { fs.chownSync(d, UID, UID); for (const f of fs.readdirSync(d)) fs.chownSync(path.join(d, f), UID, UID); }
-  const token = fs.readFileSync(path.join(certs, 'token'), 'utf8').trim();
 
   // The echo driver needs no model; the rendered pods still mount the model's folder read-only.
   const render = swarm(['deploy', 'render', '--target', 'podman', '--hosts', `hub=${a.addr},w1=${b.addr}`, '--agents', String(AGENTS),
@@ -80,11 +79,11 @@ t.test('podman on two hosts: the rendered pods run in two namespaces; the hub\'s
   t.not(nsOf(hubC), nsOf(workerC(1)), 'two pods, two namespaces');
 
   // Clients run in a pod: the operator's CLI inside the hub's container, over HTTPS to A's address.
-  const remote = ['--hub-url', `https://${a.addr}:7071`, '--token', token, '--tls-ca', '/certs/ca.crt'];
+  const remote = ['--hub-url', `https://${a.addr}:7071`, '--tls-ca', '/certs/ca.crt'];
   // `podman exec` runs in its host's namespace: a host-network container has no network namespace of
   // its own to join, so the exec'd client would otherwise stay in the caller's (the root) namespace.
   const cli = (h: Host, container: string, args: string[], input?: string, timeoutMs = 60_000) => {
-    const r = h.netExec(['podman', 'exec', ...(input === undefined ? [] : ['-i']), container, 'node', '/app/dist/cli/main.js', ...args, ...remote], { timeoutMs, input });
+    const r = h.netExec(['podman', 'exec', '-e', 'SWARM_TOKEN_FILE=/certs/token', ...(input === undefined ? [] : ['-i']), container, 'node', '/app/dist/cli/main.js', ...args, ...remote], { timeoutMs, input });
     return { code: r.code, out: r.stdout, err: r.stderr };
   };
   const lastJson = (text: string): any => { try { return JSON.parse(text.trim().split('\n').pop()!); } catch { return undefined; } };
@@ -93,6 +92,11 @@ t.test('podman on two hosts: the rendered pods run in two namespaces; the hub\'s
   const s0 = status();
   t.same(s0.failover.workers.map((w: any) => w.peerAddr).sort(), [0, 1, 2].map((i) => `${b.addr}:${7100 + i}`), 'peer ports on host B\'s address');
   t.ok(s0.workers.every((w: any) => w.addr === b.addr), `the hub sees the workers coming from ${b.addr}`);
+  // kube play drops the image's HEALTHCHECK: the rendered probes stand in, run where the pods' network is.
+  t.match(podman(['inspect', hubC, '--format', '{{json .Config.Healthcheck}}']).out, /healthcheck\.mjs/, 'kube play gave the hub container the rendered probe');
+  const hubProbe = a.netExec(['podman', 'healthcheck', 'run', hubC]);
+  t.equal(hubProbe.code, 0, `the hub probe passes: HTTPS on host A's address (${hubProbe.stdout.trim()} ${hubProbe.stderr.trim()})`);
+  t.equal(b.netExec(['podman', 'healthcheck', 'run', workerC(1)]).code, 0, 'a worker probe passes (its failover heartbeat)');
 
   const ids = Array.from({ length: TASKS }, (_, i) => `p-${String(i).padStart(3, '0')}`);
   const jsonl = ids.map((id) => JSON.stringify({ id, prompt: `task ${id}` })).join('\n') + '\n';

@@ -105,6 +105,11 @@ t.test('podman: build, kube play hub + 3 workers, tasks, hub killed -> gossip ->
   // the image's HEALTHCHECK command (podman's own timers need systemd, absent here, so run it directly)
   t.equal(podman(['exec', hubC, 'node', '/app/deploy/healthcheck.mjs']).code, 0, 'hub healthcheck passes');
   t.equal(podman(['exec', worker(2), 'node', '/app/deploy/healthcheck.mjs']).code, 0, 'worker healthcheck passes');
+  // kube play drops the image's HEALTHCHECK: the rendered probes stand in.
+  for (const c of [hubC, worker(2)]) {
+    t.match(podman(['inspect', c, '--format', '{{json .Config.Healthcheck}}']).out, /healthcheck\.mjs/, `${c}: kube play gave it the rendered probe`);
+    t.equal(podman(['healthcheck', 'run', c]).code, 0, `${c}: the probe passes`);
+  }
 
   // failover: 60 tasks of 200 ms on 3 workers; the hub's container is killed (SIGKILL) once the run is under way
   const ids = await submitOnce(TASKS);
