@@ -1,28 +1,14 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SwarmError } from '../../protocol/index.js';
 import { LLAMA_BINARIES, bundleKey, bundlePath, defaultBinDir, findLlamaBinary, hasBinaries } from './paths.js';
 import { killGroup } from '../lifecycle.js';
 
-/** CMake flags: native CPU, static binaries (relocatable into the cache), and nothing that reaches the network. */
-export const CMAKE_FLAGS = [
-  '-DCMAKE_BUILD_TYPE=Release',
-  '-DGGML_NATIVE=ON',
-  '-DBUILD_SHARED_LIBS=OFF',
-  '-DLLAMA_BUILD_TESTS=OFF',
-  '-DLLAMA_BUILD_EXAMPLES=OFF',
-  '-DLLAMA_BUILD_APP=OFF',
-  '-DLLAMA_BUILD_TOOLS=ON',
-  '-DLLAMA_BUILD_SERVER=ON',
-  // The web UI is either built with npm or downloaded from Hugging Face; we want neither.
-  '-DLLAMA_BUILD_UI=OFF',
-  '-DLLAMA_USE_PREBUILT_UI=OFF',
-  '-DLLAMA_OPENSSL=OFF',
-  '-DLLAMA_CURL=OFF',
-  '-DGGML_CCACHE=OFF',
-] as const;
+import { CMAKE_FLAGS } from './flags.js';
+
+export { CMAKE_FLAGS };
 
 /** One step of the build, for a progress line. */
 export interface BuildProgress {
@@ -133,6 +119,14 @@ export async function buildLlama(opts: BuildOptions = {}): Promise<BuildResult> 
 
     progress({ phase: 'install' });
     mkdirSync(binDir, { recursive: true });
+    // The shared libraries first (llama, ggml, and a ggml-cpu library per CPU variant): a program
+    // that appears before them would not start.
+    const libs = readdirSync(join(build, 'bin')).filter((n) => /\.so(\.\d+)*$/.test(n));
+    for (const name of libs) {
+      const tmp = join(binDir, `.${name}.${process.pid}.tmp`);
+      copyFileSync(join(build, 'bin', name), tmp);
+      renameSync(tmp, join(binDir, name));
+    }
     for (const name of LLAMA_BINARIES) {
       const from = join(build, 'bin', name);
       if (!existsSync(from)) throw new SwarmError('SWARM_ERR_ENGINE_BUILD', `the build produced no ${name} (looked in ${join(build, 'bin')})`);
@@ -142,7 +136,7 @@ export async function buildLlama(opts: BuildOptions = {}): Promise<BuildResult> 
       chmodSync(tmp, 0o755);
       renameSync(tmp, join(binDir, name));
     }
-    writeFileSync(join(binDir, 'BUILD_INFO.json'), JSON.stringify({ source, bundle, flags: CMAKE_FLAGS, built_at: new Date().toISOString() }, null, 2) + '\n');
+    writeFileSync(join(binDir, 'BUILD_INFO.json'), JSON.stringify({ source, bundle, flags: CMAKE_FLAGS, libraries: libs, built_at: new Date().toISOString() }, null, 2) + '\n');
     return result(false);
   } finally {
     rmSync(work, { recursive: true, force: true });

@@ -1,3 +1,4 @@
+import { FLAGS_KEY } from './flags.js';
 import { accessSync, constants, openSync, readSync, closeSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
@@ -41,8 +42,11 @@ export function cacheRoot(env: NodeJS.ProcessEnv = process.env): string {
 /** Where `swarm engine build` installs binaries by default: SWARM_LLAMA_BIN_DIR, else the cache dir for this bundle. */
 export function defaultBinDir(env: NodeJS.ProcessEnv = process.env): string {
   if (env.SWARM_LLAMA_BIN_DIR) return env.SWARM_LLAMA_BIN_DIR;
-  return join(cacheRoot(env), bundleKey(), 'bin');
+  return join(cacheRoot(env), cacheKey(), 'bin');
 }
+
+/** The cache directory's name: the source's commit and the build flags (a build made another way is another entry). */
+export function cacheKey(): string { return `${bundleKey()}-${FLAGS_KEY}`; }
 
 function isExecutable(p: string): boolean {
   try {
@@ -59,7 +63,7 @@ function isExecutable(p: string): boolean {
 export function findLlamaBinary(name: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
   const dirs: string[] = [];
   if (env.SWARM_LLAMA_BIN_DIR) dirs.push(env.SWARM_LLAMA_BIN_DIR);
-  try { dirs.push(join(cacheRoot(env), bundleKey(), 'bin')); } catch { /* no node-llama-cpp: cache unknown */ }
+  try { dirs.push(join(cacheRoot(env), cacheKey(), 'bin')); } catch { /* no node-llama-cpp: cache unknown */ }
   for (const d of (env.PATH ?? '').split(delimiter)) if (d) dirs.push(d);
   for (const d of dirs) {
     const p = join(d, name);
