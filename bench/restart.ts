@@ -5,7 +5,7 @@
  * - `TaskStore.open` on it in this process (wall and CPU: replay of snapshot plus tail), and
  * - `swarm up --agents 4 --driver echo --detach` on it: `ready_ms` as `up` reports it (the hub has
  *   replayed and every worker has joined), then `swarm down`.
- * Run: `npm run build && node dist/bench/restart.js [--tasks 1000000] [--retain 24h,100000]`.
+ * Run: `npm run build && node dist/bench/restart.js [--tasks 1000000] [--retain 24h,100000] [--keep]`.
  * Writes bench/results/restart.json. The load average is recorded beside the numbers.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -53,6 +53,7 @@ async function build(dir: string, n: number, retain: string): Promise<void> {
 async function main(): Promise<void> {
   const n = Number(arg('--tasks', '1000000'));
   const retain = arg('--retain', '24h,100000');
+  const keep = process.argv.includes('--keep');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-restart-'));
   try {
     const t0 = performance.now();
@@ -95,7 +96,7 @@ async function main(): Promise<void> {
     const file = path.join(ROOT, 'bench/results/restart.json');
     fs.mkdirSync(path.dirname(file), { recursive: true });
     fs.writeFileSync(file, JSON.stringify(out, null, 2) + '\n');
-  } finally { fs.rmSync(dir, { recursive: true, force: true }); }
+  } finally { if (keep) console.log(`kept ${dir}`); else fs.rmSync(dir, { recursive: true, force: true }); }
 }
 
 if (process.argv[2] === '--child') await build(process.argv[3]!, Number(process.argv[4]), process.argv[5]!);

@@ -125,7 +125,8 @@ export class TaskStore {
     store.evictor.load(queue.all());
     journal.setSnapshotSource(() => store.snapshot());
     store.start();
-    if (journal.wantCompaction) await journal.compact().catch(() => { /* retried when the segment grows */ });
+    // In the background: the hub is ready meanwhile (appends go on while a compaction runs).
+    if (journal.wantCompaction) void journal.compact().catch(() => { /* retried when the segment grows */ });
     return store;
   }
 

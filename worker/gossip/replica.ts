@@ -105,6 +105,9 @@ export class Replica {
    * after its duplicate window) is merged and clears the mark.
    */
   private readonly forgotten = new Set<string>();
+  /** The same, oldest first (a head index, not `values().next()`: a Set's deleted slots make that quadratic). */
+  private forgottenOrder: string[] = [];
+  private forgottenHead = 0;
 
   /** Tasks known, in submission order (dispatch order adds priority: sched's `compareRanked`). */
   ids(): string[] {
@@ -205,8 +208,7 @@ export class Replica {
     let n = 0;
     for (const id of ids) {
       const e = this.entries.get(id);
-      this.forgotten.delete(id);
-      this.forgotten.add(id);
+      if (!this.forgotten.has(id)) { this.forgotten.add(id); this.forgottenOrder.push(id); }
       if (!e || !(e.result || e.failure)) continue;
       const h = this.hashes.get(id);
       if (h !== undefined) {
@@ -220,7 +222,11 @@ export class Replica {
       this.entries.delete(id);
       n++;
     }
-    while (this.forgotten.size > FORGOTTEN_MAX) this.forgotten.delete(this.forgotten.values().next().value!);
+    while (this.forgotten.size > FORGOTTEN_MAX && this.forgottenHead < this.forgottenOrder.length) this.forgotten.delete(this.forgottenOrder[this.forgottenHead++]!);
+    if (this.forgottenHead > 65_536 && this.forgottenHead * 2 > this.forgottenOrder.length) {
+      this.forgottenOrder = this.forgottenOrder.slice(this.forgottenHead);
+      this.forgottenHead = 0;
+    }
     return n;
   }
 
