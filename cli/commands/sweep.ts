@@ -63,7 +63,8 @@ async function sweep(file: string, o: SweepOptions): Promise<void> {
     if (o.driver || o.model) e = overrideRoles(e, o.driver, o.model);
     checkModels(e);
     experiments.set(c.key, e);
-    c.hash = (await cellHash(e, engine, plan.baseDir)).hash;
+    const h = await cellHash(e, engine, plan.baseDir);
+    Object.assign(c, { hash: h.hash, ...(h.dataset_sha256 ? { dataset_sha256: h.dataset_sha256 } : {}) });
   }
   const out = path.resolve(o.out ?? path.join(dir, 'sweeps', plan.experiment.name));
   fs.mkdirSync(out, { recursive: true });

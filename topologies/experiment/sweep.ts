@@ -14,6 +14,8 @@ export interface Cell {
   seed: number;
   /** sha256 of what the cell runs (resolved experiment, engine, model and dataset hashes): a changed cell runs again. */
   hash?: string;
+  /** sha256 of the cell's dataset file, as hashed into `hash`. */
+  dataset_sha256?: string;
   run?: string;
   state: 'pending' | 'running' | 'done' | 'failed';
   /** Summary of the run's result (conditions and comparisons), once done. */
