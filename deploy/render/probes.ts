@@ -9,9 +9,10 @@
 
 /**
  * How long a hub may take from start to answering /healthz before it is restarted: journal replay
- * and snapshot load. One constant, set from the measured restart time (docs/deploy.md).
+ * and snapshot load. Measured: ready 4.3 s after kill -9 with 1M tasks of history at the default retention
+ * (docs/performance.md); on a shared 2-core VM wall time ran 2-6x the CPU time, hence a 60 s budget.
  */
-export const STARTUP_BUDGET_S = 30;
+export const STARTUP_BUDGET_S = 60;
 /** Startup probes poll this often; failureThreshold makes up the budget. */
 export const STARTUP_PERIOD_S = 2;
 
