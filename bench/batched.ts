@@ -3,6 +3,9 @@
  * with the load average beside them:
  *   prefix  MODEL   8 agents on one engine, prompts sharing a ~1,500-token prefix and differing in
  *                   the last ~20 tokens: time to first token cold (first prompt) vs warm (second).
+ *   share   MODEL   8 agents, one evaluates a ~1,500-token document with its question, then the other 7
+ *                   ask theirs about it, each on its own sequence: time to first token against the same
+ *                   prompts evaluated whole (an engine without the prefix cache).
  *   startup MODEL   `swarm up --agents 25 --engine batched`, then 25 tasks: time from `up` until every
  *                   agent has answered one.
  *   memory  MODEL   PSS of the whole swarm (hub, workers, engine) at 5 and 25 agents; per extra agent
@@ -10,7 +13,7 @@
  *   debate  MODEL   topologies/examples/diamond-debate.yaml on a long input (the debate's prompts all
  *                   start with it), with the prefix cache and without (`--driver-opt prefix_cache=0`),
  *                   alternating, two runs each: total tokens/s, and prompt tokens evaluated vs reused.
- * Run: `npm run build && node dist/bench/batched.js prefix|startup|memory|debate MODEL`.
+ * Run: `npm run build && node dist/bench/batched.js prefix|share|startup|memory|debate MODEL`.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -67,6 +70,42 @@ async function prefix(): Promise<void> {
     });
   } finally {
     await Promise.all(ds.map((d) => d.stop()));
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Prefix sharing across agents: one agent evaluates a ~1,500-token document with its question; then
+ * each of the 7 others asks its own question about the same document, one after another, each on its
+ * own sequence. Their time to first token against the same prompts on an engine without the prefix
+ * cache (every prompt evaluated whole).
+ */
+async function share(): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-share-'));
+  const n = 8;
+  const ds = Array.from({ length: n }, () => new BatchedDriver({ name: 'batched', model, options: { dir, sequences: String(n), ctx: '2048', threads: '1' } }));
+  const plain = new BatchedDriver({ name: 'batched', model, options: { dir, sequences: '1', ctx: '2048', threads: '1', prefix_cache: '0' } });
+  try {
+    await Promise.all([...ds, plain].map((d) => d.start()));
+    const doc = Array.from({ length: 104 }, (_, i) => `Line ${i} of the shared input document says the same thing.`).join(' ');
+    const ask = (a: number) => ` Agent ${a}: answer question ${a * 7} about the document now.`;
+    const load = os.loadavg()[0];
+    const first = await ttft(ds[0]!, doc + ask(0));
+    const shared: { ms: number; cached: number; tokensIn: number }[] = [];
+    const whole: { ms: number; cached: number; tokensIn: number }[] = [];
+    for (let a = 1; a < n; a++) {
+      shared.push(await ttft(ds[a]!, doc + ask(a)));
+      whole.push(await ttft(plain, doc + ask(a)));
+    }
+    const p50 = (xs: { ms: number }[]) => Math.round(quantile(xs.map((x) => x.ms), 0.5));
+    record({
+      agents: n, prompt_tokens: first.tokensIn, load_avg_1m_before: load, load_avg_1m_after: os.loadavg()[0],
+      first_ttft_ms: Math.round(first.ms), shared_ttft_p50_ms: p50(shared), whole_ttft_p50_ms: p50(whole),
+      speedup: +(p50(whole) / Math.max(1, p50(shared))).toFixed(1),
+      shared_tokens_cached: shared.map((x) => x.cached), shared_ttft_ms: shared.map((x) => Math.round(x.ms)), whole_ttft_ms: whole.map((x) => Math.round(x.ms)),
+    });
+  } finally {
+    await Promise.all([...ds, plain].map((d) => d.stop()));
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -180,6 +219,7 @@ async function debate(): Promise<void> {
 }
 
 if (what === 'prefix') await prefix();
+else if (what === 'share') await share();
 else if (what === 'debate') await debate();
 else if (what === 'startup') await startup();
 else if (what === 'memory') await memory();

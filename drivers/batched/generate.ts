@@ -18,6 +18,8 @@ export interface Generated { tokensIn: number; tokensOut: number; tokensCached: 
 export async function generate(o: {
   model: LlamaModel; sequence: LlamaContextSequence; completion: LlamaCompletion; prompt: string; opts: HostChatOptions;
   grammar: LlamaGrammar | undefined; signal: AbortSignal; onText: (text: string) => void;
+  /** The engine's other sequences: a prompt starts from the one that holds its longest prefix. */
+  donors?: readonly LlamaContextSequence[];
 }): Promise<Generated> {
   const { model, opts } = o;
   // Tokenized as llama.cpp does (with the SPM space prefix), as the per-worker engine does.
@@ -25,13 +27,42 @@ export async function generate(o: {
   const bos = model.tokens.shouldPrependBosToken ? model.tokens.bos : null;
   const full = bos !== null ? [bos, ...input] : input;
   checkFits(full.length, o.sequence.contextSize);
-  const tokensCached = cachedPrefix(o.sequence.contextTokens, full);
+  let tokensCached = cachedPrefix(o.sequence.contextTokens, full);
+  if (o.donors) tokensCached = await startFromLongestPrefix(o.sequence, o.donors, full, tokensCached);
   let tokensOut = 0;
   // The same sampling, stops and limits as the per-worker engine, so that both answer alike.
   const r = await o.completion.generateCompletionWithMeta(input, completionOptions(opts, o.grammar, {
     signal: o.signal, onText: o.onText, onTokens: (n) => { tokensOut += n; },
   }));
   return { tokensIn: full.length, tokensOut, tokensCached, reason: r.metadata.stopReason };
+}
+
+/** A donor must hold at least this many more tokens of the prompt than the sequence itself to be worth a copy. */
+const MIN_SHARED = 32;
+
+type CopyFrom = (other: LlamaContextSequence, upToTokenIndex: number) => Promise<boolean>;
+
+/**
+ * Prefix sharing across sequences: when another sequence holds a longer start of this prompt (agents
+ * sharing a system prompt or a debate's context), copy its KV cells (llama_memory_seq_cp, through
+ * node-llama-cpp 3.x's internal `_copyStateFromOtherSequence`) up to that prefix, so only the rest is
+ * evaluated. Returns how many tokens of the prompt the sequence now holds.
+ */
+async function startFromLongestPrefix(seq: LlamaContextSequence, donors: readonly LlamaContextSequence[], full: readonly number[], own: number): Promise<number> {
+  const copy = (seq as unknown as { _copyStateFromOtherSequence?: CopyFrom })._copyStateFromOtherSequence;
+  if (typeof copy !== 'function') return own;
+  let best: LlamaContextSequence | undefined;
+  let bestN = own + MIN_SHARED - 1;
+  for (const d of donors) {
+    if (d === seq) continue;
+    const n = cachedPrefix(d.contextTokens, full);
+    if (n > bestN) { best = d; bestN = n; }
+  }
+  if (!best) return own;
+  try {
+    if (await copy.call(seq, best, bestN)) return bestN;
+  } catch { /* the sequence evaluates the prompt from what it holds */ }
+  return cachedPrefix(seq.contextTokens, full);
 }
 
 export { LlamaCompletion };

@@ -134,6 +134,7 @@ class Engine {
       if (this.cfg.prefixCache === false) await this.sequences[seq]!.clearHistory();
       const r = await generate({
         model: this.model, sequence: this.sequences[seq]!, completion: this.completions[seq]!, prompt, opts, grammar, signal,
+        ...(this.cfg.prefixCache === false ? {} : { donors: this.sequences }),
         onText: (text) => {
           ttftMs ??= Math.round((performance.now() - t0) * 100) / 100;
           buf += text;

@@ -97,7 +97,8 @@ t.test('a prefix-cache hit shows in the stats and gives the same text as a miss'
   if (missingPrereq(t, model)) return;
   const dir = tempDir(t);
   const warm = driver(dir, { sequences: '2' });
-  const cold = driver(dir, { sequences: '2' });
+  // The miss on an engine without the prefix cache: on the same engine the other sequence would now start from this one's.
+  const cold = driver(dir, { sequences: '1', prefix_cache: '0' });
   cleanup(t, dir, [warm, cold]);
   const prefix = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends. ';
   const a = await collect(warm.chat(prefix + 'One day, she saw a cat.', { maxTokens: 24, temperature: 0 }));
@@ -106,8 +107,28 @@ t.test('a prefix-cache hit shows in the stats and gives the same text as a miss'
   const sb = b.stats as Stats;
   t.ok(sb.tokensCached >= 25 && sb.tokensCached < sb.tokensIn, `hit: ${sb.tokensCached} of ${sb.tokensIn} prompt tokens cached`);
   const miss = await collect(cold.chat(prefix + 'One day, she saw a big dog.', { maxTokens: 24, temperature: 0 }));
-  t.equal((miss.stats as Stats).tokensCached, 0, 'the other sequence had nothing cached');
+  t.equal((miss.stats as Stats).tokensCached, 0, 'the engine without the prefix cache evaluated it all');
   t.equal(b.text, miss.text, 'hit and miss give the same text');
+});
+
+t.test('a prompt starts from another sequence that holds its longest prefix, and gives the same text', async (t) => {
+  if (missingPrereq(t, model)) return;
+  const dir = tempDir(t);
+  const a = driver(dir, { sequences: '2' });
+  const b = driver(dir, { sequences: '2' });
+  const plain = driver(dir, { sequences: '1', prefix_cache: '0' });
+  cleanup(t, dir, [a, b, plain]);
+  const shared = Array.from({ length: 6 }, () => 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park.').join(' ');
+  const first = await collect(a.chat(shared + ' One day, she saw a cat.', { maxTokens: 16, temperature: 0 }));
+  t.equal((first.stats as Stats).tokensCached, 0);
+  const hit = await collect(b.chat(shared + ' One day, she saw a big dog.', { maxTokens: 16, temperature: 0 }));
+  const sh = hit.stats as Stats;
+  t.ok(sh.tokensCached >= 100 && sh.tokensCached < sh.tokensIn, `the other agent's prefix: ${sh.tokensCached} of ${sh.tokensIn} prompt tokens not evaluated again`);
+  const want = await collect(plain.chat(shared + ' One day, she saw a big dog.', { maxTokens: 16, temperature: 0 }));
+  t.equal(hit.text, want.text, 'the same text as a prompt evaluated whole');
+  // The donor's own next prompt still finds its own tokens.
+  const again = await collect(a.chat(shared + ' One day, she saw a cat.', { maxTokens: 16, temperature: 0 }));
+  t.equal(again.text, first.text);
 });
 
 t.test('prefix_cache=0: no prompt is reused, on an engine of its own, and the text is the same', async (t) => {
