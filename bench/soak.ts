@@ -1,0 +1,296 @@
+/**
+ * Soak: many echo tasks through `swarm up --agents 25 --driver echo --detach` (failover on), prompts
+ * from 100 B to 16 KB (log-uniform, derived from the task's number so the expected answer can be
+ * recomputed), with faults at fixed marks of the run:
+ * - worker-process kills (SIGKILL of a process that holds no replica; its supervisor respawns it),
+ * - hub kills (SIGKILL of the hub, then `swarm up` again on the same state dir),
+ * - a replica holder's process killed late in the run (respawned; a new full sync).
+ * Every restart's time to ready is measured: `swarm up`'s wall time and its `ready_ms` for the hub,
+ * and for a worker process the time until the hub again has 25 workers (and 3 holders) without it.
+ * Sampled every 2 s: the hub's and the holders' RSS (/proc/PID/status), the hot state's bytes
+ * (journal + snapshot), the archive's (<state>/results). CPU per task is the hub's utime+stime
+ * (/proc/PID/stat) over a window near the start and one near the end, each within one hub's life.
+ * At the end the swarm is stopped and every acknowledged id is checked in the archive and the hot
+ * state: lost (no result), duplicated (two different results recorded: it ran twice), changed (text
+ * differs); the same result recorded twice (archived twice, or archived and hot again) is counted apart.
+ *
+ * Run: `npm run build && node dist/bench/soak.js [--tasks 1000000] [--retain 24h,20000] [--procs 5]
+ *   [--batch 500] [--window 4] [--max-min 600] [--json] [--out bench/results/soak.jsonl] [--keep]`.
+ * Appends one dated row to --out (default bench/results/soak.jsonl).
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { ROOT, CLI, arg } from './args.js';
+import { api, hubFile } from './failover-procs.js';
+import { cpuSeconds, machine, rssMb } from './proc.js';
+import { TaskStore } from '../hub/store.js';
+import { parseRetain } from '../hub/retention.js';
+
+const TASKS = Number(arg('tasks', '1000000'));
+const RETAIN = arg('retain', '');
+const PROCS = arg('procs', '5');
+const BATCH = Number(arg('batch', '500'));
+const WINDOW = Number(arg('window', '4'));
+/** The whole run's bound in minutes: past it the bench stops submitting and checks what it has. */
+const MAX_MIN = Number(arg('max-min', '600'));
+const OUT = arg('out', path.join(ROOT, 'bench/results/soak.jsonl'));
+const JSON_OUT = process.argv.includes('--json');
+const KEEP = process.argv.includes('--keep');
+const AGENTS = 25;
+/** Faults by the fraction of tasks done; the CPU windows lie between them, each within one hub's life. */
+const WORKER_KILLS = [0.25, 0.45, 0.65];
+const HUB_KILLS = [0.35, 0.55, 0.75];
+const HOLDER_RESTART = 0.9;
+const CPU_START: [number, number] = [0.05, 0.2];
+const CPU_END: [number, number] = [0.77, 0.89];
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const log = (s: string) => { if (!JSON_OUT) process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${s}\n`); };
+const load = () => os.loadavg().map((x) => +x.toFixed(2));
+
+/** A small seeded generator: the prompt of task i is a function of i alone. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => { a = (a + 0x6d2b79f5) >>> 0; let t = a; t = Math.imul(t ^ (t >>> 15), t | 1); t ^= t + Math.imul(t ^ (t >>> 7), t | 61); return ((t ^ (t >>> 14)) >>> 0) / 4294967296; };
+}
+/** 100 B to 16 KB, log-uniform; words of 40 characters keep a 16 KB prompt under the 512-token cap. */
+function prompt(i: number): string {
+  const r = rng(i * 2654435761);
+  const size = Math.floor(100 * Math.pow(16384 / 100, r()));
+  let s = `soak ${i}`;
+  while (s.length < size) s += ' ' + Math.floor(r() * 2 ** 52).toString(36).padEnd(11, 'z').repeat(4).slice(0, 40);
+  return s.slice(0, size);
+}
+const idOf = (i: number) => `soak-${i}`;
+
+interface Sample { t_s: number; done: number; hub_rss_mb: number; holders_rss_mb: number; holders: number; hot_mb: number; archive_mb: number }
+interface Status { tasks: { done: number }; workers: { id: string; pid?: number }[]; failover: { holders: string[] } }
+
+function pidOf(dir: string, worker: string): number | undefined {
+  try { const t = fs.readFileSync(path.join(dir, 'pids', `${worker}.pid`), 'utf8').trim(); return t.startsWith('{') ? (JSON.parse(t) as { pid: number }).pid : Number(t); } catch { return undefined; }
+}
+function workerPids(dir: string): number[] {
+  return [...new Set(fs.readdirSync(path.join(dir, 'pids')).map((f) => pidOf(dir, f.replace(/\.pid$/, ''))).filter((p): p is number => !!p))];
+}
+const bytesIn = (d: string, keep: (f: string) => boolean) => { try { return fs.readdirSync(d).filter(keep).reduce((a, f) => a + fs.statSync(path.join(d, f)).size, 0); } catch { return 0; } };
+const hotBytes = (dir: string) => bytesIn(dir, (f) => /^(journal|snapshot).*\.ndjson/.test(f));
+const archiveBytes = (dir: string) => bytesIn(path.join(dir, 'results'), () => true);
+const safe = (f: () => number) => { try { return f(); } catch { return 0; } };
+
+/** `swarm up` on the state dir: wall time and its own ready_ms. */
+function up(dir: string): { wall_ms: number; ready_ms: number | null; ok: boolean; err?: string } {
+  const t0 = performance.now();
+  const r = spawnSync(process.execPath, [CLI, 'up', '--agents', String(AGENTS), '--procs', PROCS, '--driver', 'echo', '--detach', '--json', '--ready-timeout', '120000', '--state-dir', dir, ...(RETAIN ? ['--retain', RETAIN] : [])], { encoding: 'utf8', timeout: 150_000 });
+  const wall = Math.round(performance.now() - t0);
+  let ready: number | null = null;
+  try { ready = (JSON.parse(r.stdout.trim().split('\n').at(-1)!) as { ready_ms?: number }).ready_ms ?? null; } catch { /* not JSON: the error below */ }
+  return r.status === 0 ? { wall_ms: wall, ready_ms: ready, ok: true } : { wall_ms: wall, ready_ms: ready, ok: false, err: `${r.stdout}${r.stderr}`.slice(-400) };
+}
+
+/** Until the hub has all agents again, none in process `gone`, and its holders; ms, or null past 60 s. */
+async function workersBack(dir: string, gone: number, t0: number): Promise<number | null> {
+  const end = Date.now() + 60_000;
+  while (Date.now() < end) {
+    const s = await api<Status>(dir, 'GET', '/status');
+    if (s && s.workers.length === AGENTS && s.workers.every((w) => w.pid !== gone) && s.failover.holders.length >= 3) return Math.round(performance.now() - t0);
+    await sleep(50);
+  }
+  return null;
+}
+
+async function main(): Promise<void> {
+  if (RETAIN) parseRetain(RETAIN); // a bad value fails here, before a swarm starts
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-soak-'));
+  const started = Date.now();
+  const deadline = started + MAX_MIN * 60_000;
+  const loadStart = load();
+  const first = up(dir);
+  if (!first.ok) throw new Error(`swarm up failed: ${first.err}`);
+  log(`up in ${first.wall_ms} ms (${dir})`);
+  const restarts: Record<string, unknown>[] = [{ kind: 'start', ...first }];
+  const samples: Sample[] = [];
+  const cpuMarks: Record<string, { at: number; cpu: number; hub: number }> = {};
+  let done = 0, failed = 0, submitted = 0, acked = 0;
+  /** Why the run ended early (a swarm that did not come back), if it did. */
+  let aborted: string | undefined;
+  let unfinished = 0;
+  /** Acknowledged ranges as (first, count) pairs: batches finish out of order, and an aborted run acknowledges some only. */
+  const ackedIds: number[] = [];
+  let holderPidsCache: number[] = [];
+  const hubPid = () => hubFile(dir)?.pid ?? 0;
+
+  const sample = async () => {
+    const s = await api<Status>(dir, 'GET', '/status');
+    if (s) holderPidsCache = [...new Set(s.failover.holders.map((h) => pidOf(dir, h)).filter((p): p is number => !!p))];
+    const hub = hubPid();
+    samples.push({
+      t_s: +((Date.now() - started) / 1000).toFixed(1), done, hub_rss_mb: +safe(() => rssMb(hub)).toFixed(1),
+      holders_rss_mb: +holderPidsCache.reduce((a, p) => a + safe(() => rssMb(p)), 0).toFixed(1), holders: holderPidsCache.length,
+      hot_mb: +(hotBytes(dir) / 2 ** 20).toFixed(2), archive_mb: +(archiveBytes(dir) / 2 ** 20).toFixed(2),
+    });
+  };
+  let sampling = true;
+  const sampler = (async () => { while (sampling) { await sample(); await sleep(2000); } })();
+
+  /** One batch: submit until acknowledged, then wait until every task is final (both retried across hub restarts). */
+  const runBatch = async (from: number, n: number): Promise<void> => {
+    const tasks = Array.from({ length: n }, (_, k) => ({ id: idOf(from + k), prompt: prompt(from + k) }));
+    for (let tries = 0; ; tries++) {
+      if (aborted || Date.now() > deadline + 120_000 || tries > 2000) return; // never acknowledged: not checked
+      const r = await api<{ error?: unknown }>(dir, 'POST', '/tasks', { tasks });
+      if (r && !r.error) break;
+      await sleep(250);
+    }
+    ackedIds.push(from, n);
+    acked += n;
+    const ids = tasks.map((t) => t.id);
+    for (let tries = 0; ; tries++) {
+      if (aborted || Date.now() > deadline + 300_000 || tries > 2000) { unfinished += n; return; }
+      const r = await api<{ complete?: boolean; tasks?: { state: string }[] }>(dir, 'POST', '/wait', { ids, timeout_ms: 20_000 });
+      if (r?.complete && r.tasks) { for (const t of r.tasks) { if (t.state === 'done') done++; else failed++; } return; }
+      await sleep(r ? 0 : 250);
+    }
+  };
+
+  const faults: { at: number; kind: 'worker' | 'hub' | 'holder' }[] = [
+    ...WORKER_KILLS.map((at) => ({ at, kind: 'worker' as const })), ...HUB_KILLS.map((at) => ({ at, kind: 'hub' as const })), { at: HOLDER_RESTART, kind: 'holder' as const },
+  ].sort((a, b) => a.at - b.at);
+  const fault = async (kind: 'worker' | 'hub' | 'holder'): Promise<void> => {
+    const frac = +(done / TASKS).toFixed(3);
+    if (kind === 'hub') {
+      const pid = hubPid();
+      if (pid > 0) process.kill(pid, 'SIGKILL');
+      await sleep(100);
+      // An operator tries again; a swarm that is not ready after three tries ends the run (then checked).
+      for (let attempt = 1; attempt <= 3; attempt++) {
+        const r = up(dir);
+        restarts.push({ kind, at_done: frac, attempt, ...r });
+        log(`hub killed at ${frac}: up (try ${attempt}) ${r.ok ? 'ready' : 'NOT ready'} in ${r.wall_ms} ms (ready_ms ${r.ready_ms})`);
+        if (r.ok) return;
+        await sleep(3000); // a `swarm up` that gave up is still stopping what it started
+      }
+      aborted = `no hub ready after the kill at ${frac}`;
+      return;
+    }
+    const s = await api<Status>(dir, 'GET', '/status');
+    const holders = new Set((s?.failover.holders ?? []).map((h) => pidOf(dir, h)));
+    const all = workerPids(dir);
+    const pick = kind === 'holder' ? all.find((p) => holders.has(p)) : all.find((p) => !holders.has(p));
+    if (!pick) { restarts.push({ kind, at_done: frac, skipped: 'no such process' }); return; }
+    const t0 = performance.now();
+    process.kill(pick, 'SIGKILL');
+    const ms = await workersBack(dir, pick, t0);
+    restarts.push({ kind, at_done: frac, pid: pick, ready_ms: ms });
+    log(`${kind} process ${pick} killed at ${frac}: back in ${ms} ms`);
+  };
+
+  // Submission: up to WINDOW batches in flight; faults and CPU marks as `done` passes them.
+  const inflight = new Set<Promise<void>>();
+  let next = 0;
+  const markCpu = (name: string) => { const h = hubPid(); cpuMarks[name] = { at: done, cpu: safe(() => cpuSeconds(h)), hub: h }; };
+  let lastLog = 0;
+  while ((next < TASKS || inflight.size > 0) && Date.now() < deadline + 300_000) {
+    while (!aborted && next < TASKS && inflight.size < WINDOW && Date.now() < deadline) {
+      const n = Math.min(BATCH, TASKS - next);
+      const p = runBatch(next, n).finally(() => inflight.delete(p));
+      inflight.add(p);
+      next += n; submitted += n;
+    }
+    if (inflight.size) await Promise.race(inflight);
+    const f = done / TASKS;
+    for (const [name, mark] of [['start0', CPU_START[0]], ['start1', CPU_START[1]], ['end0', CPU_END[0]], ['end1', CPU_END[1]]] as const) if (!cpuMarks[name] && f >= mark) markCpu(name);
+    while (!aborted && faults.length && f >= faults[0]!.at) await fault(faults.shift()!.kind);
+    if (Date.now() - lastLog > 15_000) { lastLog = Date.now(); log(`${done}/${TASKS} done, load ${load()[0]}`); }
+    if ((aborted || next >= TASKS) && inflight.size === 0) break;
+  }
+  await Promise.allSettled(inflight);
+  // A short run can finish before its last marks: the faults still run (and are timed) on the idle swarm.
+  while (!aborted && faults.length && Date.now() < deadline + 300_000) await fault(faults.shift()!.kind);
+  sampling = false;
+  await sampler;
+  await sample();
+  const loadEnd = load();
+  const wallS = (Date.now() - started) / 1000;
+  spawnSync(process.execPath, [CLI, 'down', '--state-dir', dir], { encoding: 'utf8', timeout: 60_000 });
+
+  const check = await checker(dir, ackedIds);
+  const perTask = (a: string, b: string) => {
+    const x = cpuMarks[a], y = cpuMarks[b];
+    if (!x || !y || x.hub !== y.hub || y.at === x.at) return null;
+    return +(((y.cpu - x.cpu) * 1e6) / (y.at - x.at)).toFixed(1); // µs of hub CPU per task
+  };
+  const at = (frac: number) => samples.find((s) => s.done >= frac * TASKS) ?? samples.at(-1)!;
+  const s20 = at(0.2), s100 = samples.at(-1)!;
+  const hubRestarts = restarts.filter((r) => r.kind === 'hub').map((r) => r.wall_ms as number);
+  const procRestarts = restarts.filter((r) => r.kind === 'worker' || r.kind === 'holder').map((r) => r.ready_ms as number | null);
+  const growth = (a: number, b: number) => (a > 0 ? +((100 * (b - a)) / a).toFixed(1) : null);
+  const maxHot = Math.max(...samples.map((s) => s.hot_mb));
+  const row = {
+    date: new Date().toISOString(), machine: machine(), command: `node dist/bench/soak.js ${process.argv.slice(2).join(' ')}`.trim(),
+    tasks: TASKS, agents: AGENTS, procs: PROCS, retain: RETAIN || 'default', acknowledged: acked, done, failed, unfinished_at_end: unfinished, aborted: aborted ?? null, wall_s: +wallS.toFixed(1),
+    tasks_per_s: Math.round(done / wallS), load_start: loadStart, load_end: loadEnd,
+    ...check,
+    hub_rss_mb: { at20: s20.hub_rss_mb, at100: s100.hub_rss_mb, growth_pct: growth(s20.hub_rss_mb, s100.hub_rss_mb), max: Math.max(...samples.map((s) => s.hub_rss_mb)) },
+    holders_rss_mb: { at20: s20.holders_rss_mb, at100: s100.holders_rss_mb, growth_pct: growth(s20.holders_rss_mb, s100.holders_rss_mb), max: Math.max(...samples.map((s) => s.holders_rss_mb)) },
+    hot_mb: { at20: s20.hot_mb, at100: s100.hot_mb, max: maxHot }, archive_mb: s100.archive_mb,
+    restarts, hub_restart_max_ms: Math.max(...hubRestarts), worker_restart_max_ms: procRestarts.some((x) => x === null) ? null : Math.max(...(procRestarts as number[])),
+    hub_cpu_us_per_task: { start: perTask('start0', 'start1'), end: perTask('end0', 'end1') },
+    rss_over_time: samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 40)) === 0 || i === samples.length - 1),
+  };
+  fs.mkdirSync(path.dirname(OUT), { recursive: true });
+  fs.appendFileSync(OUT, JSON.stringify(row) + '\n');
+  console.log(JSON_OUT ? JSON.stringify(row) : JSON.stringify(row, null, 2));
+  if (KEEP) log(`kept ${dir}`); else fs.rmSync(dir, { recursive: true, force: true });
+}
+
+/**
+ * Every acknowledged id (`ranges`: first, count pairs): lost if neither the archive nor the hot state has it
+ * done, duplicated if two different results were recorded (another worker or finish time), changed if
+ * its text is not the echo of its prompt; the same result written twice is `recorded_twice_same_result`.
+ */
+async function checker(dir: string, ranges: number[]): Promise<{ lost: number; duplicated: number; changed: number; recorded_twice_same_result: number; failed_final: number; archived: number; hot_done: number }> {
+  const archived = new Map<string, { n: number; results: Set<string> }>();
+  let changed = 0, failedFinal = 0;
+  const seen = (id: string, state: string, text: string | undefined) => {
+    const i = Number(id.slice(5));
+    if (state !== 'done') { failedFinal++; return; }
+    if (text !== `echo: ${prompt(i)}`) changed++;
+  };
+  for (const f of fs.readdirSync(path.join(dir, 'results')).sort()) {
+    const rl = readline.createInterface({ input: fs.createReadStream(path.join(dir, 'results', f)), crlfDelay: Infinity });
+    for await (const line of rl) {
+      if (!line) continue;
+      let a: { t?: string; id?: string; state?: string; finished_at?: number; result?: { text?: string; worker?: string } };
+      try { a = JSON.parse(line) as typeof a; } catch { continue; }
+      if (a.t !== 'archived' || !a.id?.startsWith('soak-')) continue;
+      const key = `${a.result?.worker}@${a.finished_at}`;
+      const prev = archived.get(a.id);
+      if (!prev) { archived.set(a.id, { n: 1, results: new Set([key]) }); seen(a.id, a.state!, a.result?.text); continue; }
+      prev.n++; prev.results.add(key);
+    }
+  }
+  const store = await TaskStore.open(dir, { maxDepth: 10_000_000, leaseMs: 600_000, defaultMaxAttempts: 3 }, { fsyncMs: 0 }, RETAIN ? { retain: parseRetain(RETAIN), evictEveryMs: 3600_000 } : { evictEveryMs: 3600_000 });
+  let lost = 0, duplicated = 0, copies = 0, hotDone = 0;
+  try {
+    for (let r = 0; r < ranges.length; r += 2) for (let i = ranges[r]!; i < ranges[r]! + ranges[r + 1]!; i++) {
+      const id = idOf(i);
+      const a = archived.get(id);
+      const inArchive = a?.n ?? 0;
+      const hot = store.queue.get(id);
+      const hotFinal = hot && (hot.state === 'done' || hot.state === 'failed');
+      if (hotFinal) hotDone++;
+      if (hotFinal && hot.result) a?.results.add(`${hot.result.worker}@${hot.finishedAt}`);
+      // Ran twice: two different results (worker, finish time) recorded; the same result written twice is a copy.
+      if (a && a.results.size > 1) duplicated++;
+      else if (inArchive > 1 || (inArchive && hotFinal)) copies++;
+      if (!inArchive && !hotFinal) { lost++; continue; }
+      if (!inArchive && hot) seen(id, hot.state, hot.result?.text);
+    }
+  } finally { await store.close(); }
+  return { lost, duplicated, changed, recorded_twice_same_result: copies, failed_final: failedFinal, archived: archived.size, hot_done: hotDone };
+}
+
+main().then(() => process.exit(0), (err) => { process.stderr.write(`${(err as Error)?.stack ?? String(err)}\n`); process.exit(1); });
