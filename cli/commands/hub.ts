@@ -3,6 +3,7 @@ import { InvalidArgumentError, Option, type Command } from 'commander';
 // index loads all of the hub (~170 ms of CPU before `up` can start the hub process).
 import { parseRolePlan, type RolePlan } from '../../hub/roles.js';
 import { DEFAULT_RETAIN, parseRetain, type RetainOptions } from '../../hub/retention.js';
+import { DEFAULT_MAX_ATTEMPTS } from '../../sched/retry.js';
 import { fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
 import { envToken, stateDir, swarmToken } from '../state.js';
@@ -28,7 +29,7 @@ export function hubOptions(cmd: Command): Command {
     .option('--heartbeat-ms <n>', 'heartbeat interval', int('--heartbeat-ms', 10), 2000)
     .option('--dead-after-ms <n>', 'a worker silent this long is dead', int('--dead-after-ms', 100), 10000)
     .option('--max-line <bytes>', 'maximum protocol line length', int('--max-line', 1024), 1024 * 1024)
-    .option('--max-attempts <n>', 'attempts per task before it fails', int('--max-attempts', 1), 3)
+    .option('--max-attempts <n>', 'attempts per task before it fails', int('--max-attempts', 1), DEFAULT_MAX_ATTEMPTS)
     .option('--max-tokens <n>', 'max_tokens of a task that gives none (a bound on every generation; a task may ask for more)', int('--max-tokens', 1), 512)
     .option('--prefetch-below-ms <ms>', 'lease a worker its queue (beyond its slots) while its tasks run under this long on average; 0: never', int('--prefetch-below-ms', 0), 5)
     .option('--no-journal', 'keep tasks in memory only (nothing survives a restart)')
