@@ -5,6 +5,8 @@ import type { Registry, WorkerEntry } from './registry.js';
 import type { HubReplicator } from './replicate.js';
 import type { RoleAssigner } from './roles.js';
 import type { TaskStore } from './store.js';
+import type { Dispatcher } from './dispatcher.js';
+import type { Sessions } from './sessions.js';
 
 export interface HubEvents {
   workerUp?(w: WorkerEntry): void;
@@ -50,4 +52,24 @@ export interface SessionDeps {
   readonly store: Pick<TaskStore, 'release'>;
   readonly name: string;
   readonly isStopping: boolean;
+}
+
+/** The clock tick's view: heartbeats out, silent workers dropped, lapsed leases back, the dispatcher woken. */
+export interface LivenessDeps {
+  readonly config: Pick<HubConfig, 'heartbeatMs' | 'deadAfterMs'>;
+  readonly registry: Pick<Registry, 'all'>;
+  readonly store: Pick<TaskStore, 'expireLeases' | 'holding' | 'queue'>;
+  /** The failover mode goes out with the heartbeats (a member sheds its gossip-mode state once the swarm is back in star mode). */
+  readonly failover: Pick<HubReplicator, 'active' | 'mode'>;
+  readonly sessions: Pick<Sessions, 'drop'>;
+  readonly dispatcher: Pick<Dispatcher, 'offer' | 'schedule' | 'armReadyTimer'>;
+}
+
+/** The results' view: record a task's outcome once (the store), count it, and free the worker's slot. */
+export interface ResultsDeps {
+  readonly log: Logger;
+  readonly registry: Pick<Registry, 'get'>;
+  readonly metrics: Pick<HubMetrics, 'duplicateResults' | 'receipt'>;
+  readonly store: Pick<TaskStore, 'queue' | 'knows' | 'complete' | 'unlease' | 'fail'>;
+  readonly dispatcher: Pick<Dispatcher, 'offer' | 'withdraw'>;
 }

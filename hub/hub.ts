@@ -45,9 +45,14 @@ export class Hub implements HubContext {
 
   constructor(readonly config: HubConfig, readonly log: Logger, readonly events: HubEvents = {}) {
     this.dispatcher = new Dispatcher(this);
-    const results = new Results(this, this.dispatcher);
+    // The store opens in start() and the replicator is made below: the narrow views read them when used.
+    const hub = this;
+    const results = new Results({ log, registry: this.registry, metrics: this.metrics, dispatcher: this.dispatcher, get store() { return hub.store; } });
     this.sessions = new Sessions(this, this.dispatcher, results);
-    this.liveness = new Liveness(this, this.sessions, this.dispatcher);
+    this.liveness = new Liveness({
+      config, registry: this.registry, sessions: this.sessions, dispatcher: this.dispatcher,
+      get store() { return hub.store; }, get failover() { return hub.failover; },
+    });
     this.roles = new RoleAssigner(this.registry, () => this.scheduleDispatch(), log.child({ part: 'roles' }));
     if (config.roles) this.roles.setPlan(checkRolePlan(config.roles));
     this.failover = new HubReplicator(() => this.store, (specs) => this.submit(specs), log.child({ part: 'failover' }), {

@@ -1,7 +1,5 @@
 import { Type } from '../protocol/index.js';
-import type { HubContext } from './context.js';
-import type { Dispatcher } from './dispatcher.js';
-import type { Sessions } from './sessions.js';
+import type { LivenessDeps } from './context.js';
 import { Watchdog } from './watchdog.js';
 
 /**
@@ -11,7 +9,7 @@ import { Watchdog } from './watchdog.js';
 export class Liveness {
   private readonly watchdog: Watchdog;
 
-  constructor(private readonly hub: HubContext, private readonly sessions: Sessions, private readonly dispatcher: Dispatcher) {
+  constructor(private readonly hub: LivenessDeps) {
     this.watchdog = new Watchdog({ intervalMs: Math.max(100, Math.floor(hub.config.heartbeatMs / 2)), onTick: (now) => this.tick(now) });
   }
 
@@ -19,16 +17,17 @@ export class Liveness {
   stop(): void { this.watchdog.stop(); }
 
   private tick(now: number): void {
-    const { registry, store, config } = this.hub;
+    const { registry, store, config, failover, sessions, dispatcher } = this.hub;
+    const beat = failover.active ? { load: 0, status: 'hub', mode: failover.mode } : { load: 0, status: 'hub' };
     for (const w of [...registry.all()]) {
-      if (now - w.lastSeen > config.deadAfterMs) this.sessions.drop(w, `silent for ${now - w.lastSeen} ms`);
-      else w.conn.send(Type.HEARTBEAT, { load: 0, status: 'hub' });
+      if (now - w.lastSeen > config.deadAfterMs) sessions.drop(w, `silent for ${now - w.lastSeen} ms`);
+      else w.conn.send(Type.HEARTBEAT, beat);
     }
     const expired = store.expireLeases();
-    for (const rec of expired) for (const w of registry.all()) if (w.release(rec.id)) this.dispatcher.offer(w);
+    for (const rec of expired) for (const w of registry.all()) if (w.release(rec.id)) dispatcher.offer(w);
     // Lapsed leases wake it through the store's `requeued` events. After a journal write failed,
     // leasing was held back for a moment and nothing else wakes it.
-    if (store.holding || store.queue.counts().queued) this.dispatcher.schedule();
-    this.dispatcher.armReadyTimer();
+    if (store.holding || store.queue.counts().queued) dispatcher.schedule();
+    dispatcher.armReadyTimer();
   }
 }

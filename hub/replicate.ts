@@ -253,15 +253,21 @@ export class HubReplicator {
     for (const c of chunks(entries, this.opts.chunkBytes ?? 256 * 1024, this.log)) for (const w of this.holding) this.feed(w).delta(c);
   }
 
-  /** Finished tasks left the hot state (the store's retention horizon): the holders drop them too, after the deltas before them. */
+  /**
+   * Finished tasks left the hot state (the store's retention horizon): every replica drops them too.
+   * The holders' go through their feeds, after the deltas before them; the other members hold their
+   * own results and what gossip mode gave them, and get the ids at once (encoded once for all).
+   */
   private evicted(ids: readonly string[]): void {
-    if (!this.active || !this.holding.length) return;
-    this.flush();
-    // Through each holder's feed, in order behind the deltas queued before them.
+    if (!this.active) return;
+    if (this.holding.length) this.flush();
     for (let i = 0; i < ids.length; i += 10_000) {
       const part = ids.slice(i, i + 10_000);
       const json = JSON.stringify({ full: false, entries: [], evicted: part });
       for (const w of this.holding) this.feed(w).evict(part, json);
+      for (const { w } of this.peers.values()) {
+        if (!this.holding.includes(w) && !w.conn.isClosed) w.conn.send(Type.STATE, { full: false, entries: [], evicted: part }, { payloadJson: json });
+      }
     }
   }
 

@@ -1,7 +1,6 @@
 import { Type, type ErrorCode, type Message } from '../protocol/index.js';
 import { isRetryable } from '../sched/index.js';
-import type { HubContext } from './context.js';
-import type { Dispatcher } from './dispatcher.js';
+import type { ResultsDeps } from './context.js';
 import type { WorkerEntry } from './registry.js';
 
 /** A worker whose engine failed to start gets no task for this long. */
@@ -15,7 +14,7 @@ const MAX_ANSWER = 16 * 1024 * 1024;
  * still end an attempt.
  */
 export class Results {
-  constructor(private readonly hub: HubContext, private readonly dispatcher: Dispatcher) {}
+  constructor(private readonly hub: ResultsDeps) {}
 
   onResult(w: WorkerEntry, msg: Message<'TASK_RES'>): void {
     const { text, done, receipt, seq } = msg.payload;
@@ -118,8 +117,8 @@ export class Results {
       // Not the task's fault: it goes back without using an attempt, and this worker gets no task
       // for a while (its engine retries) so the task finds another worker meanwhile.
       store.unlease(taskId, w.id);
-      this.dispatcher.withdraw(w);
-      setTimeout(() => { if (this.hub.registry.get(w.id) === w) this.dispatcher.offer(w); }, ENGINE_COOLDOWN_MS).unref();
+      this.hub.dispatcher.withdraw(w);
+      setTimeout(() => { if (this.hub.registry.get(w.id) === w) this.hub.dispatcher.offer(w); }, ENGINE_COOLDOWN_MS).unref();
       this.hub.log.warn({ worker: w.id, task: taskId, msg: text }, 'worker engine failed to start; task requeued without using an attempt');
       return;
     }
@@ -131,6 +130,6 @@ export class Results {
 
   private freeSlot(w: WorkerEntry, taskId: string): void {
     w.release(taskId);
-    this.dispatcher.offer(w);
+    this.hub.dispatcher.offer(w);
   }
 }

@@ -54,6 +54,10 @@ export class AgentFailover {
   private retry?: NodeJS.Timeout;
   /** Tasks running here under a hub lease (the agent reports those itself). */
   private readonly hubTasks = new Set<string>();
+  /** A full sync came on this hub link: this member holds the replicated state (the hub elected it). */
+  private holdsState = false;
+  /** Gossip mode filled the replica since it was last shed (see `shedIfDone`). */
+  private shedDue = false;
   /** When a task last became final in this replica (epoch ms): the end of a run, for benches. */
   lastFinalAt?: number;
   /** HANDBACK frames sent, by envelope id: resolved by the ACK that names them (`re`). */
@@ -101,7 +105,10 @@ export class AgentFailover {
         this.conn.send(Type.TASK_RES, { task_id: id, text: r.text, done: true, seq: 0 });
       }
     });
-    this.node.onMode((m) => log.info({ mode: m, coordinator: this.node.status().coordinator }, 'failover mode'));
+    this.node.onMode((m) => {
+      if (m === Mode.GOSSIP) this.shedDue = true;
+      log.info({ mode: m, coordinator: this.node.status().coordinator }, 'failover mode');
+    });
     if (opts.resultKey) this.node.replica.signer = { id: selfId, key: opts.resultKey };
     this.runs = new GossipRuns(this.node.replica, log.child({ part: 'runs' }));
     this.siblings = opts.siblings ?? new Set();
@@ -117,6 +124,7 @@ export class AgentFailover {
   /** The client connected to a hub: start gossip on the first connect, reconcile after gossip mode. */
   connected(conn: Connection): void {
     this.conn = conn;
+    this.holdsState = false;
     if (!this.started) {
       this.started = true;
       this.node.start();
@@ -150,7 +158,12 @@ export class AgentFailover {
       this.controller.peers(m.payload.peers);
       return true;
     }
+    if (m.type === Type.HEARTBEAT) {
+      if (m.payload.mode === Mode.STAR) this.shedIfDone();
+      return false;
+    }
     if (m.type === Type.STATE) {
+      if (m.payload.full) this.holdsState = true;
       if (m.payload.entries.length) this.controller.state(m.payload.entries);
       if (m.payload.evicted?.length) this.controller.evicted(m.payload.evicted);
       if (m.payload.runs) this.runs.merge(m.payload.runs as ReplicatedRun[]);
@@ -173,6 +186,20 @@ export class AgentFailover {
       return true;
     }
     return false;
+  }
+
+  /**
+   * The hub says every member is back in star mode (all handbacks done): a member that does not hold
+   * the replicated state drops what gossip mode gave it (the whole run state, pulled by anti-entropy),
+   * keeping its own results and the tasks it runs. A holder keeps everything; the hub keeps it current.
+   * Without this, every agent of a process kept a copy of the hot state after each failover.
+   */
+  private shedIfDone(): void {
+    if (!this.shedDue || this.holdsState || this.mode !== Mode.STAR) return;
+    this.shedDue = false;
+    const running = new Set(this.node.executor.active);
+    const n = this.controller.shed((id) => this.hubTasks.has(id) || running.has(id));
+    this.log.info({ shed: n, kept: this.node.replica.size }, 'swarm back in star mode: gossip-mode replica shed');
   }
 
   /** A final result for a task in this agent's replica or a sibling's, if gossip mode (or a peer) already finished it. */

@@ -53,8 +53,10 @@ export class FailoverController {
   /**
    * Ids of the replica's final entries, kept on merge: a reconcile walks these instead of sorting the
    * whole replica (25 agents of a process reconciling at once over a long history used to sort it 25 times).
+   * Ids the replica dropped since (evicted, shed) are skipped, and swept out once they outnumber the
+   * rest: the list stays as bounded as the replica, not as long as the run's history.
    */
-  private readonly finals: string[] = [];
+  private finals: string[] = [];
 
   constructor(readonly node: GossipNode, private readonly link: HubLink, private readonly opts: FailoverOptions = {}) {
     const r = node.replica;
@@ -77,7 +79,32 @@ export class FailoverController {
   state(entries: Entry[]): void { this.node.sync.mergeQuiet(entries); }
 
   /** Finished tasks the hub evicted (its retention horizon): the replica drops them too. */
-  evicted(ids: readonly string[]): void { this.node.replica.forget(ids); }
+  evicted(ids: readonly string[]): void {
+    if (this.node.replica.forget(ids)) this.sweep();
+  }
+
+  /**
+   * Shed what gossip mode gathered (see `Replica.shed`): entries neither running here nor results of
+   * this member's own, for a member that does not hold the replicated state, once the hub has them.
+   */
+  shed(running: (id: string) => boolean): number {
+    const self = this.node.id;
+    const n = this.node.replica.shed((e) => running(e.id) || e.result?.worker === self || e.failure?.worker === self);
+    if (n) this.sweep();
+    return n;
+  }
+
+  /** Ids of final entries the replica no longer holds leave `finals` once they are half of it. */
+  private sweep(): void {
+    const r = this.node.replica;
+    const c = r.counts();
+    if (this.finals.length <= 2 * (c.done + c.failed) + 1024) return;
+    const seen = new Set<string>();
+    this.finals = this.finals.filter((id) => { const e = r.get(id); if (!e || !(e.result || e.failure) || seen.has(id)) return false; seen.add(id); return true; });
+  }
+
+  /** How many ids `finals` holds (a bounded structure: tests check it). */
+  get finalsTracked(): number { return this.finals.length; }
 
   /** A result this worker produced under a hub lease: kept in the replica too, so a hub death cannot lose it. */
   localResult(id: string, attempt: number, text: string, receipt?: Receipt): void {
@@ -97,7 +124,10 @@ export class FailoverController {
     const r = this.node.replica;
     const select = this.opts.select?.() ?? (() => true);
     const final: Entry[] = [];
-    for (const id of this.finals) { const e = r.get(id)!; if (select(e)) final.push(e); }
+    // An id evicted since it became final is gone from the replica (the hub archived it); one shed
+    // and merged again is listed twice.
+    const seen = new Set<string>();
+    for (const id of this.finals) { const e = r.get(id); if (e && !seen.has(id) && select(e)) { seen.add(id); final.push(e); } }
     const chunk = this.opts.handbackChunk ?? WORKER_DEFAULTS.handback.chunk;
     try {
       // Ids first: the hub journaled most of these in star mode, before the failover; it names what it lacks.

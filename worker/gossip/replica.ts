@@ -62,8 +62,14 @@ function stateOf(e: Entry): EntryState {
 /** The summary-digest bucket of a task id. */
 export function bucketOf(id: string): number { return fnv(id) % BUCKETS; }
 
-/** Evicted ids a replica remembers, so a peer's copy does not bring them back (about 100 bytes each). */
-const FORGOTTEN_MAX = 200_000;
+/**
+ * Evicted ids a replica remembers, so a peer's copy does not bring them back (about 100 bytes each):
+ * the hub's own duplicate window at the default horizon (hub/retention.ts `Tombstones`).
+ */
+const FORGOTTEN_MAX = 100_000;
+
+/** The sizes of a replica's structures (each bounded by the retention horizon, see `forget` and `shed`). */
+export interface ReplicaSizes { entries: number; hashes: number; inBuckets: number; unhashed: number; open: number; forgotten: number; forgottenOrder: number }
 
 export class Replica {
   /**
@@ -201,25 +207,18 @@ export class Replica {
 
   /**
    * Drop finished entries that left the hub's hot state (its retention horizon): the replica stays
-   * as bounded as the hub. Entries not final are kept (the hub never evicts those). Returns how many went.
+   * as bounded as the hub. Entries not final are kept (the hub never evicts those). Only ids dropped
+   * here are remembered: one this replica never held (most of them, for a member that holds only its
+   * own results) costs nothing, and its peers drop it when the hub's eviction reaches them. Returns how many went.
    */
   forget(ids: readonly string[]): number {
     this.settle();
     let n = 0;
     for (const id of ids) {
       const e = this.entries.get(id);
-      if (!this.forgotten.has(id)) { this.forgotten.add(id); this.forgottenOrder.push(id); }
       if (!e || !(e.result || e.failure)) continue;
-      const h = this.hashes.get(id);
-      if (h !== undefined) {
-        const idh = fnv(id);
-        const b = idh % BUCKETS;
-        this.bucketHash[b] = (this.bucketHash[b]! ^ pairHash(idh, h)) >>> 0;
-        this.inBucket[b]!.delete(id);
-        this.hashes.delete(id);
-      }
-      this.byState[stateOf(e)]--;
-      this.entries.delete(id);
+      if (!this.forgotten.has(id)) { this.forgotten.add(id); this.forgottenOrder.push(id); }
+      this.drop(id, e);
       n++;
     }
     while (this.forgotten.size > FORGOTTEN_MAX && this.forgottenHead < this.forgottenOrder.length) this.forgotten.delete(this.forgottenOrder[this.forgottenHead++]!);
@@ -228,6 +227,41 @@ export class Replica {
       this.forgottenHead = 0;
     }
     return n;
+  }
+
+  /**
+   * Drop every entry `keep` refuses, without remembering it (a peer or the hub may send it again):
+   * a member that does not hold the replicated state sheds what it gathered in gossip mode once the
+   * hub has it all back. Returns how many went.
+   */
+  shed(keep: (e: Entry) => boolean): number {
+    this.settle();
+    const gone: [string, Entry][] = [];
+    for (const [id, e] of this.entries) if (!keep(e)) gone.push([id, e]);
+    for (const [id, e] of gone) this.drop(id, e);
+    return gone.length;
+  }
+
+  /** Remove one entry from every structure that holds it (its fingerprints are settled). */
+  private drop(id: string, e: Entry): void {
+    const h = this.hashes.get(id);
+    if (h !== undefined) {
+      const idh = fnv(id);
+      const b = idh % BUCKETS;
+      this.bucketHash[b] = (this.bucketHash[b]! ^ pairHash(idh, h)) >>> 0;
+      this.inBucket[b]!.delete(id);
+      this.hashes.delete(id);
+    }
+    this.byState[stateOf(e)]--;
+    this.open?.delete(id);
+    this.entries.delete(id);
+  }
+
+  /** How many entries each structure holds now (tests and benches check they stay bounded). */
+  sizes(): ReplicaSizes {
+    let inBuckets = 0;
+    for (const b of this.inBucket) inBuckets += b.size;
+    return { entries: this.entries.size, hashes: this.hashes.size, inBuckets, unhashed: this.unhashed.length, open: this.open?.size ?? 0, forgotten: this.forgotten.size, forgottenOrder: this.forgottenOrder.length - this.forgottenHead };
   }
 
   /** Merge an entry or delta; true if anything changed. */
