@@ -49,32 +49,28 @@ export interface MemoryResult {
 const mbOf = (b: number): number => Math.round(b / 1048576 * 10) / 10;
 
 /** N llama-server processes, each with one slot (the spec's engine per worker). */
-export async function perWorkerServers(model: string, n: number, threads: number, ctxPerSlot: number, args = ''): Promise<EngineSet> {
-  const agents = Array.from({ length: n }, () => new LlamaServerDriver({
+export function perWorkerServers(model: string, n: number, threads: number, ctxPerSlot: number, args = ''): Promise<EngineSet> {
+  return startEach('per-worker', Array.from({ length: n }, () => new LlamaServerDriver({
     name: 'llama-server', model, options: { slots: '1', ctx: String(ctxPerSlot), threads: String(threads), ...(args ? { args } : {}) },
-  }));
+  })));
+}
+
+/** N embedded engines (node-llama-cpp in a child process each), one slot each. */
+export function perWorkerEmbedded(model: string, n: number, threads: number, ctxPerSlot: number): Promise<EngineSet> {
+  return startEach('embedded per-worker', Array.from({ length: n }, () => embeddedFactory({
+    name: 'embedded', model, options: { slots: '1', ctx: String(ctxPerSlot), threads: String(threads) },
+  })));
+}
+
+async function startEach(mode: string, agents: Driver[]): Promise<EngineSet> {
   const set: EngineSet = {
-    mode: 'per-worker', agents,
+    mode, agents,
     pids: () => agents.flatMap((a) => a.pids()),
     stop: async () => { await Promise.all(agents.map((a) => a.stop())); },
   };
   try {
     // Two at a time: loading is I/O plus a little CPU, and 2 cores are all there is.
-    for (let i = 0; i < n; i += 2) await Promise.all(agents.slice(i, i + 2).map((a) => a.start()));
-  } catch (err) { await set.stop(); throw err; }
-  return set;
-}
-
-/** N embedded engines (node-llama-cpp in a child process each), one slot each. */
-export async function perWorkerEmbedded(model: string, n: number, threads: number, ctxPerSlot: number): Promise<EngineSet> {
-  const agents = Array.from({ length: n }, () => embeddedFactory({ name: 'embedded', model, options: { slots: '1', ctx: String(ctxPerSlot), threads: String(threads) } }));
-  const set: EngineSet = {
-    mode: 'embedded per-worker', agents,
-    pids: () => agents.flatMap((a) => a.pids()),
-    stop: async () => { await Promise.all(agents.map((a) => a.stop())); },
-  };
-  try {
-    for (let i = 0; i < n; i += 2) await Promise.all(agents.slice(i, i + 2).map((a) => a.start()));
+    for (let i = 0; i < agents.length; i += 2) await Promise.all(agents.slice(i, i + 2).map((a) => a.start()));
   } catch (err) { await set.stop(); throw err; }
   return set;
 }

@@ -1,11 +1,9 @@
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { SwarmError } from '../../protocol/index.js';
 import { EmbeddedDriver, embeddedFactory, resolveModel } from '../../drivers/embedded/index.js';
-import { STORIES, alive, collect, missingPrereq, until } from '../helpers/llama.js';
-import { fixtureNodeArgs } from '../helpers/paths.js';
+import { STORIES, alive, collect, drainError, engineOutlivesOwner, missingPrereq, until } from '../helpers/llama.js';
 
 
 /** The test model, or the reason it is missing (a failure under CI=true). */
@@ -125,7 +123,7 @@ t.test('embedded driver on stories260K', async (t) => {
     const first = await g.next();
     t.equal(first.done, false, 'generation started');
     process.kill(pid!, 'SIGKILL');
-    const err = await (async () => { try { for await (const _ of g) { /* drain */ } } catch (e) { return e; } return undefined; })();
+    const err = await drainError(g);
     t.ok(err instanceof SwarmError, 'a SwarmError');
     t.equal((err as SwarmError).code, 'SWARM_ERR_ENGINE_DIED');
     t.match((err as Error).message, /SIGKILL/);
@@ -162,16 +160,9 @@ t.test('two chats at once on two slots; stop() during generation ends the chat w
 
 t.test('no orphan engine after its worker is killed with SIGKILL', async (t) => {
   if (missingPrereq(t, model)) return;
-  const child = spawn(process.execPath, [...fixtureNodeArgs('llama-engine-owner.ts'), 'embedded', model.model], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const line = await new Promise<string>((resolve, reject) => {
-    let buf = '';
-    child.stdout!.on('data', (c: Buffer) => { buf += c.toString(); const i = buf.indexOf('\n'); if (i >= 0) resolve(buf.slice(0, i)); });
-    child.once('exit', (code) => reject(new Error(`fixture exited ${code}`)));
-  });
-  const enginePid = (JSON.parse(line) as { pids: number[] }).pids[0]!;
-  t.ok(alive(enginePid), 'engine running');
-  child.kill('SIGKILL');
-  t.ok(await until(() => !alive(enginePid)), 'the engine exits after its worker died');
+  const r = await engineOutlivesOwner('embedded', model.model);
+  t.ok(r.running, 'engine running');
+  t.notOk(r.orphaned, 'the engine exits after its worker died');
 });
 
 t.test('a prompt longer than the context is refused with CONTEXT_EXCEEDED, not cut; the engine answers the next chat', async (t) => {

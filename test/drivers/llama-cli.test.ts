@@ -1,11 +1,8 @@
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import t from 'tap';
 import { SwarmError } from '../../protocol/index.js';
 import { StopFilter } from '../../drivers/index.js';
 import { TurnReader, encodePrompt, llamaCliFactory, INPUT_MARK, RESET_MARK } from '../../drivers/llama-cli/index.js';
-import { alive, collect, llamaPrereqs, missingPrereq, until } from '../helpers/llama.js';
-import { fixtureNodeArgs } from '../helpers/paths.js';
+import { collect, drainError, engineOutlivesOwner, llamaPrereqs, missingPrereq } from '../helpers/llama.js';
 
 
 t.test('turn reader: text between the input reset and the next input prompt, markers split across chunks', async (t) => {
@@ -73,7 +70,7 @@ t.test('llama-cli driver on stories260K', async (t) => {
     t.equal(first.done, false, 'generation started');
     const [victim] = d.pids();
     process.kill(victim!, 'SIGKILL');
-    const err = await (async () => { try { for await (const _ of g) { /* drain */ } } catch (e) { return e; } return undefined; })();
+    const err = await drainError(g);
     t.ok(err instanceof SwarmError, 'a SwarmError');
     t.equal((err as SwarmError).code, 'SWARM_ERR_ENGINE_DIED');
     const r = await collect(d.chat('Once upon a time', opts));
@@ -88,14 +85,7 @@ t.test('llama-cli driver on stories260K', async (t) => {
 t.test('no orphan CLI after its worker is killed with SIGKILL', async (t) => {
   const p = llamaPrereqs('llama-completion');
   if (missingPrereq(t, p)) return;
-  const child = spawn(process.execPath, [...fixtureNodeArgs('llama-engine-owner.ts'), 'llama-cli', p.model], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const line = await new Promise<string>((resolve, reject) => {
-    let buf = '';
-    child.stdout!.on('data', (c: Buffer) => { buf += c.toString(); const i = buf.indexOf('\n'); if (i >= 0) resolve(buf.slice(0, i)); });
-    child.once('exit', (code) => reject(new Error(`fixture exited ${code}`)));
-  });
-  const pid = (JSON.parse(line) as { pids: number[] }).pids[0]!;
-  t.ok(alive(pid), 'CLI running');
-  child.kill('SIGKILL');
-  t.ok(await until(() => !alive(pid)), 'the CLI exits after its worker died');
+  const r = await engineOutlivesOwner('llama-cli', p.model);
+  t.ok(r.running, 'CLI running');
+  t.notOk(r.orphaned, 'the CLI exits after its worker died');
 });

@@ -1,10 +1,7 @@
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import t from 'tap';
 import { SwarmError } from '../../protocol/index.js';
 import { LlamaServerDriver, SseDecoder, llamaServerFactory } from '../../drivers/llama-server/index.js';
-import { alive, collect, llamaPrereqs, missingPrereq, until } from '../helpers/llama.js';
-import { fixtureNodeArgs } from '../helpers/paths.js';
+import { collect, drainError, engineOutlivesOwner, llamaPrereqs, missingPrereq } from '../helpers/llama.js';
 
 
 t.test('SSE decoder: split lines, split UTF-8, comments, error events', async (t) => {
@@ -102,7 +99,7 @@ t.test('llama-server driver on stories260K', async (t) => {
     const first = await g.next();
     t.equal(first.done, false, 'generation started');
     process.kill(pid!, 'SIGKILL');
-    const err = await (async () => { try { for await (const _ of g) { /* drain */ } } catch (e) { return e; } return undefined; })();
+    const err = await drainError(g);
     t.ok(err instanceof SwarmError, 'a SwarmError');
     t.equal((err as SwarmError).code, 'SWARM_ERR_ENGINE_DIED');
     const r = await collect(d.chat('Once upon a time', { maxTokens: 48, temperature: 0, seed: 1 }));
@@ -117,14 +114,7 @@ t.test('llama-server driver on stories260K', async (t) => {
 t.test('no orphan engine after its worker is killed with SIGKILL', async (t) => {
   const p = llamaPrereqs('llama-server');
   if (missingPrereq(t, p)) return;
-  const child = spawn(process.execPath, [...fixtureNodeArgs('llama-engine-owner.ts'), 'llama-server', p.model], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const line = await new Promise<string>((resolve, reject) => {
-    let buf = '';
-    child.stdout!.on('data', (c: Buffer) => { buf += c.toString(); const i = buf.indexOf('\n'); if (i >= 0) resolve(buf.slice(0, i)); });
-    child.once('exit', (code) => reject(new Error(`fixture exited ${code}`)));
-  });
-  const enginePid = (JSON.parse(line) as { pids: number[] }).pids[0]!;
-  t.ok(alive(enginePid), 'engine running');
-  child.kill('SIGKILL');
-  t.ok(await until(() => !alive(enginePid)), 'the engine exits after its worker died');
+  const r = await engineOutlivesOwner('llama-server', p.model);
+  t.ok(r.running, 'engine running');
+  t.notOk(r.orphaned, 'the engine exits after its worker died');
 });

@@ -1,9 +1,10 @@
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Test } from 'tap';
 import { findLlamaBinary } from '../../drivers/llama-build/index.js';
 
-import { ROOT } from './paths.js';
+import { ROOT, fixtureNodeArgs } from './paths.js';
 
 /** The test model directory: SWARM_TEST_MODELS, default ../shared/models from the repo root. */
 export const MODELS = process.env.SWARM_TEST_MODELS ?? path.resolve(ROOT, '../shared/models');
@@ -47,4 +48,27 @@ export async function collect(g: AsyncGenerator<string, unknown, void>): Promise
   let r = await g.next();
   while (!r.done) { text += r.value; chunks++; r = await g.next(); }
   return { text, stats: r.value, chunks };
+}
+
+/** Drain a chat that is expected to fail and return what it threw (undefined if it ended cleanly). */
+export async function drainError(g: AsyncGenerator<string, unknown, void>): Promise<unknown> {
+  try { for await (const _ of g) { /* drain */ } } catch (e) { return e; }
+  return undefined;
+}
+
+/**
+ * Start test/fixtures/llama-engine-owner.ts for `kind`, SIGKILL it once its engine runs and report
+ * whether the engine process outlived it (it must not: the engine watches its owner).
+ */
+export async function engineOutlivesOwner(kind: string, model: string): Promise<{ running: boolean; orphaned: boolean }> {
+  const child = spawn(process.execPath, [...fixtureNodeArgs('llama-engine-owner.ts'), kind, model], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const line = await new Promise<string>((resolve, reject) => {
+    let buf = '';
+    child.stdout!.on('data', (c: Buffer) => { buf += c.toString(); const i = buf.indexOf('\n'); if (i >= 0) resolve(buf.slice(0, i)); });
+    child.once('exit', (code) => reject(new Error(`fixture exited ${code}`)));
+  });
+  const pid = (JSON.parse(line) as { pids: number[] }).pids[0]!;
+  const running = alive(pid);
+  child.kill('SIGKILL');
+  return { running, orphaned: !(await until(() => !alive(pid))) };
 }

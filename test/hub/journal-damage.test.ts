@@ -61,22 +61,6 @@ t.test('journal damage: each damaged record is quarantined and reported, every i
   }
 });
 
-t.test('an old-format journal (no checksums) still replays', async (t) => {
-  const dir = tmp(t);
-  const old = [
-    { t: 'task', spec: { id: 'o1', prompt: 'P', priority: 0 }, at: 1 },
-    { t: 'task', spec: { id: 'o2', prompt: 'Q', priority: 0 }, at: 2 },
-    { t: 'result', id: 'o1', text: 'R', worker: 'w', attempt: 1, at: 3 },
-  ];
-  fs.writeFileSync(path.join(dir, 'journal.ndjson'), old.map((r) => JSON.stringify(r)).join('\n') + '\n');
-  const s = await TaskStore.open(dir, opts, { fsyncMs: 0 });
-  t.teardown(() => s.close());
-  t.equal(s.legacyRecords, 3);
-  t.equal(s.damage.records, 0);
-  t.equal(s.queue.get('o1')!.result!.text, 'R');
-  t.equal(s.queue.get('o2')!.state, 'queued');
-});
-
 t.test('a damaged result line, then a failover worker joins: the hub keeps running and syncs it', async (t) => {
   const dir = tmp(t);
   await seed(dir);

@@ -72,6 +72,9 @@ t.test('an old journal without checksums replays, and a compaction does not vouc
   fs.writeFileSync(journal(dir), old.map((r) => JSON.stringify(r)).join('\n') + '\n');
   const s = await open(dir);
   t.equal(s.legacyRecords, 3);
+  t.equal(s.damage.records, 0, 'no checksum is not damage in an old journal');
+  t.equal(s.queue.get('o1')!.result!.text, 'R');
+  t.equal(s.queue.get('o2')!.state, 'queued');
   await s.submitMany([{ id: 'n1', prompt: 'new' }]);
   await s.compact();
   await s.close();
