@@ -1,15 +1,16 @@
 import type { Command } from 'commander';
-import { buildLlama, findLlamaBinary, LLAMA_BINARIES, type BuildProgress } from '../../drivers/llama-build/index.js';
+import { buildAddon, buildLlama, findLlamaBinary, findSelfBuiltAddon, LLAMA_BINARIES, type BuildProgress } from '../../drivers/llama-build/index.js';
 import { fail } from '../exit.js';
 import { int } from '../options.js';
 import { Progress } from '../progress.js';
 
-interface BuildFlags { out?: string; jobs: number; force: boolean; json: boolean; quiet: boolean }
+interface BuildFlags { out?: string; jobs: number; force: boolean; json: boolean; quiet: boolean; addon: boolean }
 
-function describe(p: BuildProgress, t0: number): string {
+function describe(p: BuildProgress, t0: number, addon: boolean): string {
   const s = Math.round((Date.now() - t0) / 1000);
-  if (p.phase === 'compile') return `engine build: compiling ${p.percent ?? 0}% (${s}s; about 4-5 min on 2 cores)`;
-  return `engine build: ${p.phase} (${s}s)`;
+  const what = addon ? 'engine build --addon' : 'engine build';
+  if (p.phase === 'compile') return `${what}: compiling ${p.percent ?? 0}% (${s}s; about ${addon ? '15-25' : '4-5'} min on 2 cores)`;
+  return `${what}: ${p.phase} (${s}s)`;
 }
 
 /** `swarm engine build|which`: build llama.cpp's programs from the bundled source, and show where they are. */
@@ -23,6 +24,7 @@ export function registerEngine(program: Command): void {
     .option('--force', 'rebuild even when the binaries are already there', false)
     .option('--json', 'print one JSON object {bin_dir, binaries, seconds, cached}', false)
     .option('-q, --quiet', 'no progress on stderr', false)
+    .option('--addon', "build node-llama-cpp's addon instead, with a unified KV cache option, which the batched engine then loads (default dir $XDG_CACHE_HOME/swarm/node-llama-cpp/<version>-<source>-…)", false)
     .action(async (o: BuildFlags) => {
       const bar = new Progress(o.quiet);
       const t0 = Date.now();
@@ -31,12 +33,23 @@ export function registerEngine(program: Command): void {
       process.once('SIGINT', onSig);
       process.once('SIGTERM', onSig);
       try {
+        if (o.addon) {
+          const r = await buildAddon({
+            ...(o.out ? { outDir: o.out } : {}), jobs: o.jobs, force: o.force, signal: ac.signal, onProgress: (p) => bar.update(describe(p, t0, true)),
+          });
+          bar.done();
+          if (o.json) { process.stdout.write(JSON.stringify(r) + '\n'); return; }
+          process.stdout.write(r.cached
+            ? `node-llama-cpp addon already built in ${r.dir} (--force rebuilds)\n`
+            : `built node-llama-cpp ${r.nlc_version}'s addon (llama.cpp ${r.source}) in ${r.seconds}s: ${r.addon}\n`);
+          return;
+        }
         const r = await buildLlama({
           ...(o.out ? { outDir: o.out } : {}),
           jobs: o.jobs,
           force: o.force,
           signal: ac.signal,
-          onProgress: (p) => bar.update(describe(p, t0)),
+          onProgress: (p) => bar.update(describe(p, t0, false)),
         });
         bar.done();
         if (o.json) { process.stdout.write(JSON.stringify(r) + '\n'); return; }
@@ -56,9 +69,10 @@ export function registerEngine(program: Command): void {
     .description('show where each llama.cpp program is found (SWARM_LLAMA_BIN_DIR, the build cache, then PATH)')
     .option('--json', 'print one JSON object {name: path|null}', false)
     .action((o: { json: boolean }) => {
-      const found = Object.fromEntries(LLAMA_BINARIES.map((n) => [n, findLlamaBinary(n) ?? null]));
+      const found: Record<string, string | null> = Object.fromEntries(LLAMA_BINARIES.map((n) => [n, findLlamaBinary(n) ?? null]));
+      found['llama-addon'] = findSelfBuiltAddon()?.addon ?? null;
       if (o.json) { process.stdout.write(JSON.stringify(found) + '\n'); return; }
-      const lines = Object.entries(found).map(([n, p]) => `${n.padEnd(18)}${p ?? 'not found (run `swarm engine build`)'}`);
+      const lines = Object.entries(found).map(([n, p]) => `${n.padEnd(18)}${p ?? (n === 'llama-addon' ? "node-llama-cpp's prebuilt (`swarm engine build --addon` builds one with a unified KV cache)" : 'not found (run `swarm engine build`)')}`);
       process.stdout.write(lines.join('\n') + '\n');
     });
 }

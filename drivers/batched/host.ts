@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import { LlamaLogLevel, type LlamaContextSequence, type LlamaModel } from 'node-llama-cpp';
 import { loadLlama } from '../embedded/load-llama.js';
+import { withKvUnified } from './kv-unified.js';
 import { LlamaCompletion, generate } from './generate.js';
 import { GrammarCache } from '../embedded/grammar.js';
 import { errorCodeOf } from '../../protocol/errors.js';
@@ -197,9 +198,9 @@ function shutdown(code: number): never {
 async function main(): Promise<void> {
   const cfg = JSON.parse(process.argv[process.argv.length - 1]!) as EngineConfig;
   const t0 = performance.now();
-  const { llama } = await loadLlama({
+  const { llama, path: loadPath } = await loadLlama({
     logLevel: LlamaLogLevel.warn, logger: (level, message) => log(`[${level}] ${message}`),
-    addonOverride: process.env.SWARM_TEST_EMBEDDED_ADDON || undefined,
+    addonOverride: process.env.SWARM_TEST_EMBEDDED_ADDON || undefined, selfBuilt: true,
   });
   let model: LlamaModel;
   try { model = await llama.loadModel({ modelPath: cfg.model }); } catch (err) {
@@ -211,9 +212,13 @@ async function main(): Promise<void> {
   // the KV cache took an eighth of the time of a batch of 8 on the 110M shape.
   const limit = cpuLimit();
   const threads = cfg.threads === 'auto' ? await startThreads(limit) : cfg.threads;
-  const context = await model.createContext({
+  const makeContext = () => model.createContext({
     contextSize: Math.min(cfg.ctx, model.trainContextSize), sequences: cfg.sequences, threads, flashAttention: 'auto',
   });
+  // One KV cache for all sequences where the binding takes it (the self-built addon): llama.cpp then
+  // batches any set of busy sequences in one pass, and a shared prefix is copied as cell metadata.
+  const { value: context, unified } = cfg.kvUnified !== false && loadPath === 'self-built'
+    ? await withKvUnified(llama, makeContext) : { value: await makeContext(), unified: false };
   const tuner = cfg.threads === 'auto' && limit > 1 ? new ThreadTuner({ max: limit, start: threads, freeCores: idleCores() }) : undefined;
   if (tuner && !installThreadTuner(context, cfg.sequences, tuner)) log(`node-llama-cpp internals moved: ${threads} thread(s), not tuned`);
   if (tuner) exitNote = () => log(`threads at exit ${tuner.threads()}; tokens/s by threads ${JSON.stringify(tuner.rates())}`);
@@ -230,7 +235,7 @@ async function main(): Promise<void> {
   server = net.createServer((sock) => engine.accept(sock));
   await new Promise<void>((resolve, reject) => { server!.once('error', reject); server!.listen(cfg.socket, () => resolve()); });
   process.umask(old);
-  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
+  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, KV cache ${unified ? 'unified' : 'per sequence'} (${loadPath} binding), ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
 }
 
 process.on('SIGTERM', () => shutdown(0));

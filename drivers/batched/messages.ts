@@ -23,6 +23,8 @@ export interface EngineConfig {
   maxWaiting: number;
   /** false: every chat starts from an empty sequence (no prefix reuse). */
   prefixCache?: boolean;
+  /** false: a KV stream per sequence even where the binding could unify them (the bench's baseline). */
+  kvUnified?: boolean;
 }
 
 /** Worker to engine. */

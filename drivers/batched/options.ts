@@ -31,6 +31,12 @@ export interface BatchedOptions {
    * the rest (default). `prefix_cache=0` evaluates every prompt whole: the baseline of the reuse bench.
    */
   prefixCache: boolean;
+  /**
+   * One KV cache shared by all sequences (llama.cpp's kv_unified), when the self-built addon is there
+   * (`swarm engine build --addon`); the prebuilt addon cannot, and ignores it. `kv_unified=0` keeps a
+   * stream per sequence.
+   */
+  kvUnified: boolean;
 }
 
 const num = (o: Record<string, string>, key: string, def: number, min: number): number => intOption('batched', o, key, def, min);
@@ -43,7 +49,7 @@ function flag(o: Record<string, string>, key: string, def: boolean): boolean {
   throw new SwarmError('SWARM_ERR_CONFIG', `batched option ${key} must be 0 or 1, got "${v}"`);
 }
 
-const KNOWN = new Set(['threads', 'ctx', 'sequences', 'dir', 'start_timeout_ms', 'idle_ms', 'seq_wait_ms', 'prefix_cache']);
+const KNOWN = new Set(['threads', 'ctx', 'sequences', 'dir', 'start_timeout_ms', 'idle_ms', 'seq_wait_ms', 'prefix_cache', 'kv_unified']);
 /** Options of the per-worker embedded driver that mean nothing here: accepted, so `--engine` can switch freely. */
 const IGNORED = new Set(['slots', 'stop_grace_ms', 'download_stall_ms']);
 
@@ -59,5 +65,6 @@ export function parseBatchedOptions(o: Record<string, string>): BatchedOptions {
     idleMs: num(o, 'idle_ms', 2000, 0),
     seqWaitMs: num(o, 'seq_wait_ms', 10_000, 0),
     prefixCache: flag(o, 'prefix_cache', true),
+    kvUnified: flag(o, 'kv_unified', true),
   };
 }

@@ -43,7 +43,7 @@ export class EmbeddedDriver implements Driver {
   /** Load times of the current engine, once started. */
   loadTimes: EmbeddedLoadTimes | undefined;
   /** How the current engine loaded llama.cpp: `prebuilt-direct` skipped node-llama-cpp's binary test process. */
-  loadPath: 'prebuilt-direct' | 'getLlama' | undefined;
+  loadPath: 'prebuilt-direct' | 'getLlama' | 'self-built' | undefined;
   private proc: EngineProcess | undefined;
   private starting: Promise<void> | undefined;
   private modelPath: string | undefined;

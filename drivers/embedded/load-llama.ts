@@ -10,25 +10,33 @@
  * directly through the same Llama._create() that getLlama() ends with, minus the test. Anything else
  * (a local build, a cloned llama.cpp, binaries in node-llama-cpp's bins/, another package version, an
  * API that moved) goes through getLlama() as before.
+ *
+ * With `selfBuilt` (the batched engine), a self-built addon (`swarm engine build --addon`, cached under
+ * ~/.cache/swarm/node-llama-cpp) comes first when it is there: the same binding built from the same
+ * llama.cpp source, plus options the prebuilt one lacks (kvUnified). SWARM_ADDON=prebuilt ignores it.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { getLlama, Llama, type LlamaLogLevel } from 'node-llama-cpp';
+import { findSelfBuiltAddon, type SelfBuiltAddon } from '../llama-build/addon-paths.js';
 
 type Logger = (level: LlamaLogLevel, message: string) => void;
 
 /** What Llama._create takes (internal to node-llama-cpp 3.x; checked at run time before use). */
 interface CreateOptions {
-  bindings: unknown; bindingPath: string; extBackendsPath: undefined; buildType: 'prebuilt';
+  bindings: unknown; bindingPath: string; extBackendsPath: undefined; buildType: 'prebuilt' | 'localBuild';
   buildMetadata: { buildOptions: { gpu: unknown; customCmakeOptions: unknown; llamaCpp: { repo: string; release: string } } };
   logLevel: LlamaLogLevel; logger: Logger; maxThreads: undefined; vramPadding: number; ramPadding: (total: number) => number;
   skipLlamaInit: boolean; debug: boolean; numa: false; tempDir: false; experimentalOptions: undefined;
 }
 type WithCreate = { _create?: (o: CreateOptions) => Promise<Llama> };
 
-/** How the binding was loaded: `prebuilt-direct` skipped node-llama-cpp's test process; `getLlama` did not. */
-export type LlamaLoadPath = 'prebuilt-direct' | 'getLlama';
+/**
+ * How the binding was loaded: `prebuilt-direct` skipped node-llama-cpp's test process; `getLlama` did
+ * not; `self-built` is the addon of `swarm engine build --addon`.
+ */
+export type LlamaLoadPath = 'prebuilt-direct' | 'getLlama' | 'self-built';
 
 const exists = (p: string): boolean => fs.existsSync(p);
 const readJson = (p: string): unknown => JSON.parse(fs.readFileSync(p, 'utf8'));
@@ -69,7 +77,16 @@ export function directPrebuilt(): { addon: string; metadata: CreateOptions['buil
  * A Llama on the CPU, quiet but for `logger`. `addonOverride` (tests) loads that file as the binding
  * instead of the prebuilt one, to show what a broken binary does.
  */
-export async function loadLlama(opts: { logLevel: LlamaLogLevel; logger: Logger; addonOverride?: string }): Promise<{ llama: Llama; path: LlamaLoadPath }> {
+export async function loadLlama(opts: { logLevel: LlamaLogLevel; logger: Logger; addonOverride?: string; selfBuilt?: boolean }): Promise<{ llama: Llama; path: LlamaLoadPath }> {
+  const own = opts.addonOverride || !opts.selfBuilt ? undefined : findSelfBuiltAddon();
+  if (own) {
+    const llama = await loadSelfBuilt(own, opts).catch((err: unknown) => {
+      // A build that does not load (another node, a moved API) must not stop the engine: the prebuilt one still runs.
+      process.stderr.write(`self-built addon ${own.addon} did not load (${err instanceof Error ? err.message : String(err)}); using the prebuilt one\n`);
+      return undefined;
+    });
+    if (llama) return { llama, path: 'self-built' };
+  }
   const direct = directPrebuilt();
   if (!direct) {
     const llama = await getLlama({ gpu: false, build: 'never', progressLogs: false, logLevel: opts.logLevel, logger: opts.logger });
@@ -101,4 +118,19 @@ export async function loadLlama(opts: { logLevel: LlamaLogLevel; logger: Logger;
     const llama = await getLlama({ gpu: false, build: 'never', progressLogs: false, logLevel: opts.logLevel, logger: opts.logger });
     return { llama, path: 'getLlama' };
   }
+}
+
+/** The self-built addon, loaded as getLlama() would load a local build, minus its test process (this process is the sandbox). */
+async function loadSelfBuilt(own: SelfBuiltAddon, opts: { logLevel: LlamaLogLevel; logger: Logger }): Promise<Llama> {
+  if (typeof (Llama as unknown as WithCreate)._create !== 'function') throw new Error('node-llama-cpp has no Llama._create');
+  process.stderr.write(`loading llama.cpp binding ${own.addon} (self-built, node-llama-cpp ${own.info.nlc_version}, llama.cpp ${own.info.source})\n`);
+  const bindings: unknown = createRequire(import.meta.url)(own.addon);
+  const create = (Llama as unknown as Required<WithCreate>)._create.bind(Llama);
+  return create({
+    bindings, bindingPath: own.addon, extBackendsPath: undefined, buildType: 'localBuild',
+    buildMetadata: { buildOptions: { gpu: false, customCmakeOptions: {}, llamaCpp: { repo: 'ggml-org/llama.cpp', release: own.info.release } } },
+    logLevel: opts.logLevel, logger: opts.logger, maxThreads: undefined,
+    vramPadding: 0, ramPadding: (total) => Math.floor(Math.min(total * 0.25, 1024 ** 3)),
+    skipLlamaInit: false, debug: process.env.NODE_LLAMA_CPP_DEBUG === 'true', numa: false, tempDir: false, experimentalOptions: undefined,
+  });
 }

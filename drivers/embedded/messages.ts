@@ -24,7 +24,7 @@ export type ToHost =
 /** Host to driver. */
 export type FromHost =
   /** `load`: how node-llama-cpp's binding was loaded (load-llama.ts). */
-  | { t: 'ready'; ms: { boot: number; llama: number; model: number; context: number }; ctx: number; load: 'prebuilt-direct' | 'getLlama' }
+  | { t: 'ready'; ms: { boot: number; llama: number; model: number; context: number }; ctx: number; load: 'prebuilt-direct' | 'getLlama' | 'self-built' }
   /** `stage`: loading the llama.cpp binding, or the model and its context. */
   | { t: 'fatal'; stage: 'binding' | 'model'; message: string }
   | { t: 'chunk'; id: number; text: string }

@@ -42,17 +42,17 @@ export interface BuildResult {
 
 const TOOL_HINT = 'install the build tools with `apt-get install cmake g++ make git` (Debian/Ubuntu)';
 
-function requireTools(): void {
+export function requireTools(): void {
   const missing = ['cmake', 'make', 'git'].filter((t) => !findLlamaBinary(t, { PATH: process.env.PATH }));
   if (!findLlamaBinary('c++', { PATH: process.env.PATH }) && !findLlamaBinary('g++', { PATH: process.env.PATH })) missing.push('g++');
   if (missing.length > 0) throw new SwarmError('SWARM_ERR_ENGINE_BUILD', `${missing.join(', ')} not found on PATH: ${TOOL_HINT}`);
 }
 
 /** Run a command; resolve with nothing, or reject with the tail of its output. Lines go to `onLine`. */
-function run(cmd: string, args: string[], cwd: string, onLine: (l: string) => void, signal?: AbortSignal): Promise<void> {
+export function run(cmd: string, args: string[], cwd: string, onLine: (l: string) => void, signal?: AbortSignal, env: NodeJS.ProcessEnv = {}): Promise<void> {
   return new Promise((resolve, reject) => {
     // Own process group, so an abort takes make's compiler children down too.
-    const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, LC_ALL: 'C' } });
+    const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, ...env, LC_ALL: 'C' } });
     const tail: string[] = [];
     let partial = '';
     const feed = (buf: Buffer): void => {

@@ -32,6 +32,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/failover/failover-stream.test.ts',
   'test/drivers/ollama.test.ts',
   'test/drivers/engine-build.test.ts',
+  'test/drivers/addon-paths.test.ts',
   'test/topologies/experiment-stats.test.ts',
   'test/topologies/experiment.test.ts',
   'test/topologies/run-report.test.ts',

@@ -1,0 +1,28 @@
+/**
+ * The one change the self-built addon makes to node-llama-cpp's source: AddonContext.cpp hard-wires
+ * `kv_unified = false`, so llama.cpp gives each sequence a KV stream of its own and batches only
+ * runs of consecutive sequence ids (a few busy agents among idle ones cost a pass over the weights
+ * each), and copying a prompt prefix between sequences copies a whole stream. The patch reads a
+ * `kvUnified` option of the context; without it the addon behaves as the prebuilt one.
+ */
+
+/** Names the patch in the cache key: another patch is another cache entry. */
+export const ADDON_PATCH_ID = 'kvUnified-option-1';
+
+const ANCHOR = '        if (options.Has("sequences")) {';
+const READ = [
+  '        if (options.Has("kvUnified")) {',
+  '            context_params.kv_unified = options.Get("kvUnified").As<Napi::Boolean>().Value();',
+  '        }',
+  '',
+  '',
+].join('\n');
+
+/** AddonContext.cpp with the `kvUnified` option read; throws when the source no longer looks as expected. */
+export function patchAddonContext(source: string): string {
+  if (source.includes('options.Has("kvUnified")')) return source;
+  if (!source.includes('context_params.kv_unified')) throw new Error('AddonContext.cpp sets no kv_unified: this node-llama-cpp is not the one the patch was written for');
+  const at = source.indexOf(ANCHOR);
+  if (at < 0 || source.indexOf(ANCHOR, at + 1) >= 0) throw new Error('AddonContext.cpp: the options block the patch extends was not found exactly once');
+  return source.slice(0, at) + READ + source.slice(at);
+}

@@ -1,0 +1,140 @@
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { SwarmError } from '../../protocol/index.js';
+import { requireTools, run, type BuildProgress } from './build.js';
+import { bundleKey } from './paths.js';
+import { patchAddonContext } from './addon-patch.js';
+import { ADDON_FILE, addonCmakeFlags, defaultAddonDir, nlcDir, nlcVersion, prebuiltCpuBackends, readAddonDir, type AddonBuildInfo } from './addon-paths.js';
+
+export interface AddonBuildOptions {
+  /** Install directory (default: the cache entry for the installed node-llama-cpp). */
+  outDir?: string;
+  jobs?: number;
+  force?: boolean;
+  onProgress?: (p: BuildProgress) => void;
+  signal?: AbortSignal;
+}
+
+export interface AddonBuildResult { dir: string; addon: string; seconds: number; cached: boolean; source: string; nlc_version: string }
+
+/** The directory holding node's C headers (node_api.h), which cmake-js would otherwise download. */
+function nodeHeaders(): string {
+  const dir = join(dirname(dirname(process.execPath)), 'include', 'node');
+  if (!existsSync(join(dir, 'node_api.h'))) {
+    throw new SwarmError('SWARM_ERR_ENGINE_BUILD', `node's headers are not in ${dir} (node_api.h): install node from a package or tarball that carries them (Debian: apt-get install libnode-dev)`);
+  }
+  return dir;
+}
+
+/** The node_modules folder that holds node-addon-api, for the `require('node-addon-api')` in the addon's CMakeLists.txt. */
+function addonApiModules(nlc: string): string {
+  try {
+    return dirname(dirname(createRequire(join(nlc, 'package.json')).resolve('node-addon-api')));
+  } catch {
+    throw new SwarmError('SWARM_ERR_ENGINE_BUILD', 'node-addon-api is not installed beside node-llama-cpp (run `npm install`)');
+  }
+}
+
+/** Every shared library (and the addon) under `dir`, by file name. */
+function builtFiles(dir: string, out = new Map<string, string>()): Map<string, string> {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) { if (e.name !== 'CMakeFiles') builtFiles(p, out); }
+    else if ((e.isFile() || e.isSymbolicLink()) && (/\.so(\.\d+)*$/.test(e.name) || /\.dylib$/.test(e.name) || e.name === ADDON_FILE)) out.set(e.name, p);
+  }
+  return out;
+}
+
+/**
+ * Build node-llama-cpp's native addon from the llama.cpp source its package carries (git bundle), with
+ * no network, with AddonContext.cpp patched to take a `kvUnified` option, and install it with its ggml
+ * libraries into a cache directory that the engine host loads when present. Skips the build when the
+ * directory is complete (`cached: true`).
+ */
+export async function buildAddon(opts: AddonBuildOptions = {}): Promise<AddonBuildResult> {
+  const started = Date.now();
+  const nlc = nlcDir();
+  if (!nlc) throw new SwarmError('SWARM_ERR_ENGINE_BUILD', 'node-llama-cpp is not installed (run `npm install`)');
+  const llamaDir = join(nlc, 'llama');
+  const bundle = join(llamaDir, 'gitRelease.bundle');
+  if (!existsSync(bundle)) throw new SwarmError('SWARM_ERR_ENGINE_BUILD', `llama.cpp source bundle not found at ${bundle}`);
+  const source = bundleKey(bundle);
+  const version = nlcVersion(nlc);
+  const dir = opts.outDir ?? defaultAddonDir();
+  const result = (cached: boolean): AddonBuildResult => ({
+    dir, addon: join(dir, ADDON_FILE), seconds: Math.round((Date.now() - started) / 100) / 10, cached, source, nlc_version: version,
+  });
+  if (!opts.force && readAddonDir(dir)) return result(true);
+
+  requireTools();
+  const include = nodeHeaders();
+  const modules = addonApiModules(nlc);
+  const progress = opts.onProgress ?? (() => {});
+  const work = mkdtempSync(join(tmpdir(), 'swarm-addon-build-'));
+  try {
+    // The addon's own CMake project (CMakeLists.txt, addon/, cmake/) with llama.cpp cloned beside it, as
+    // node-llama-cpp's `source build` lays it out, but in a folder of ours: node_modules stays untouched.
+    progress({ phase: 'clone' });
+    for (const name of ['CMakeLists.txt', 'addon', 'cmake', 'profiles', 'toolchains']) {
+      if (existsSync(join(llamaDir, name))) cpSync(join(llamaDir, name), join(work, name), { recursive: true });
+    }
+    const src = join(work, 'llama.cpp');
+    await run('git', ['clone', '--quiet', bundle, src], work, () => {}, opts.signal);
+    // node-llama-cpp's own fixes to llama.cpp, where they still apply (a patch already upstream does not).
+    const patches = join(llamaDir, 'patches');
+    if (existsSync(patches)) {
+      for (const p of readdirSync(patches).filter((n) => n.endsWith('.diff'))) {
+        try {
+          await run('git', ['apply', '--check', '--ignore-whitespace', join(patches, p)], src, () => {}, opts.signal);
+          await run('git', ['apply', '--ignore-whitespace', join(patches, p)], src, () => {}, opts.signal);
+          progress({ phase: 'clone', line: `applied ${p}` });
+        } catch { progress({ phase: 'clone', line: `${p} does not apply (already in the source): skipped` }); }
+      }
+    }
+    const ctxFile = join(work, 'addon', 'AddonContext.cpp');
+    writeFileSync(ctxFile, patchAddonContext(readFileSync(ctxFile, 'utf8')));
+
+    progress({ phase: 'configure' });
+    const build = join(work, 'build');
+    // ggml's CPU backends (a library per CPU variant, 14 on x86-64) are most of the compile: about an
+    // hour on 2 busy cores. They are plain ggml backends loaded at run time and the patch does not touch
+    // them, so where node-llama-cpp ships them for this platform and version, those are used.
+    const cpu = prebuiltCpuBackends(nlc);
+    const flags = addonCmakeFlags(cpu !== undefined);
+    await run('cmake', ['-S', work, '-B', build, ...flags, `-DCMAKE_JS_INC=${include}`], work,
+      (line) => progress({ phase: 'configure', line }), opts.signal, { NODE_PATH: modules });
+
+    progress({ phase: 'compile', percent: 0 });
+    await run('cmake', ['--build', build, '--config', 'Release', '-j', String(opts.jobs ?? 2)], work, (line) => {
+      const m = /^\[\s*(\d+)%\]/.exec(line);
+      progress({ phase: 'compile', line, ...(m?.[1] ? { percent: Number(m[1]) } : {}) });
+    }, opts.signal, { NODE_PATH: modules });
+
+    progress({ phase: 'install' });
+    const files = builtFiles(build);
+    if (!files.has(ADDON_FILE)) throw new SwarmError('SWARM_ERR_ENGINE_BUILD', `the build produced no ${ADDON_FILE} (looked under ${build})`);
+    // Into a fresh folder beside the target, renamed into place at the end: a reader sees all or nothing.
+    mkdirSync(dirname(dir), { recursive: true });
+    const tmp = `${dir}.tmp-${process.pid}`;
+    rmSync(tmp, { recursive: true, force: true });
+    mkdirSync(tmp);
+    for (const [name, from] of files) copyFileSync(from, join(tmp, name));
+    for (const name of cpu?.files ?? []) { copyFileSync(join(cpu!.dir, name), join(tmp, name)); files.set(name, join(cpu!.dir, name)); }
+    const info: AddonBuildInfo = {
+      nlc_version: version, source, release: readRelease(llamaDir), flags, options: ['kvUnified'], cpu_backends: cpu ? 'prebuilt' : 'built',
+      built_at: new Date().toISOString(),
+    };
+    writeFileSync(join(tmp, 'BUILD_INFO.json'), JSON.stringify({ ...info, files: [...files.keys()].sort() }, null, 2) + '\n');
+    rmSync(dir, { recursive: true, force: true });
+    renameSync(tmp, dir);
+    return result(false);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+function readRelease(llamaDir: string): string {
+  try { return (JSON.parse(readFileSync(join(llamaDir, 'llama.cpp.info.json'), 'utf8')) as { tag?: string }).tag ?? 'unknown'; } catch { return 'unknown'; }
+}

@@ -1,0 +1,82 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import t, { type Test } from 'tap';
+import { BatchedDriver } from '../../drivers/batched/index.js';
+import { findSelfBuiltAddon } from '../../drivers/llama-build/addon-paths.js';
+import { tempDir } from '../helpers/cli.js';
+import { STORIES, collect, missingPrereq } from '../helpers/llama.js';
+
+/**
+ * The batched engine loads the addon of `swarm engine build --addon` when it is there (and then runs one
+ * unified KV cache for all its sequences), and node-llama-cpp's prebuilt addon when it is not.
+ */
+
+const model = fs.existsSync(STORIES) ? { model: STORIES } : { missing: `test model ${STORIES} not found (set SWARM_TEST_MODELS)` };
+
+/** The engine's log lines from the state dir `dir`. */
+function engineLog(dir: string): string {
+  const logs = path.join(dir, 'engines');
+  return fs.readdirSync(logs).filter((f) => f.endsWith('.log')).map((f) => fs.readFileSync(path.join(logs, f), 'utf8')).join('\n');
+}
+
+/** Set env `key` for the test (the engine host, started detached, inherits it). */
+function withEnv(t: { teardown(fn: () => void): void }, key: string, value: string): void {
+  const old = process.env[key];
+  process.env[key] = value;
+  t.teardown(() => { if (old === undefined) delete process.env[key]; else process.env[key] = old; });
+}
+
+/** `n` batched agents on a fresh engine in `dir`, agent i on sequence i; the last one chats at temperature 0. */
+async function greedyOnLast(t: Test, dir: string, n: number, extra: Record<string, string>): Promise<string> {
+  const ds = Array.from({ length: n }, () => new BatchedDriver({ name: 'batched', model: STORIES, options: { dir, threads: '1', idle_ms: '500', sequences: String(n), ...extra } }));
+  t.teardown(async () => {
+    const pid = ds[0]?.enginePid();
+    await Promise.all(ds.map((d) => d.stop()));
+    if (pid) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+  });
+  for (const d of ds) await d.start();
+  // Two sequences far apart, so a unified cache really holds two sequences' cells side by side.
+  const [a, b] = await Promise.all([
+    collect(ds[0]!.chat('Lily and Tom went to the park', { maxTokens: 24, temperature: 0, seed: 7 })),
+    collect(ds[n - 1]!.chat('Once upon a time', { maxTokens: 32, temperature: 0, seed: 7 })),
+  ]);
+  t.ok(a.text.length > 0);
+  return b.text;
+}
+
+t.test('with the self-built addon, a unified KV cache generates the same text as a stream per sequence', async (t) => {
+  if (missingPrereq(t, model)) return;
+  const own = findSelfBuiltAddon();
+  if (!own) { t.skip('no self-built addon here (`swarm engine build --addon` builds one; CI does not, it takes 15-25 min)', () => {}); return; }
+  const on = tempDir(t);
+  const off = tempDir(t);
+  const unified = await greedyOnLast(t, on, 4, {});
+  const streams = await greedyOnLast(t, off, 4, { kv_unified: '0' });
+  t.match(engineLog(on), /KV cache unified \(self-built binding\)/, 'the engine runs one unified KV cache');
+  t.match(engineLog(off), /KV cache per sequence \(self-built binding\)/, 'kv_unified=0 keeps a stream per sequence');
+  t.ok(unified.trim().length > 0, `it generates: ${JSON.stringify(unified)}`);
+  t.equal(unified, streams, 'the same text either way');
+});
+
+t.test('with no self-built addon, the engine loads the prebuilt one without an error', async (t) => {
+  if (missingPrereq(t, model)) return;
+  withEnv(t, 'XDG_CACHE_HOME', tempDir(t)); // an empty cache: no build there
+  const dir = tempDir(t);
+  const text = await greedyOnLast(t, dir, 2, {});
+  t.ok(text.trim().length > 0, `it generates: ${JSON.stringify(text)}`);
+  const log = engineLog(dir);
+  t.match(log, /KV cache per sequence \((prebuilt-direct|getLlama) binding\)/, 'the prebuilt binding, a stream per sequence');
+  t.notMatch(log, /did not load/);
+});
+
+t.test('a self-built addon that does not load falls back to the prebuilt one', async (t) => {
+  if (missingPrereq(t, model)) return;
+  const broken = t.testdir({ 'llama-addon.node': 'not a shared object', 'BUILD_INFO.json': JSON.stringify({ nlc_version: '0', source: 'x', release: 'x', flags: [], options: [], built_at: '', cpu_backends: 'built' }) });
+  withEnv(t, 'SWARM_ADDON', broken);
+  const dir = tempDir(t);
+  const text = await greedyOnLast(t, dir, 2, {});
+  t.ok(text.trim().length > 0, `it generates: ${JSON.stringify(text)}`);
+  const log = engineLog(dir);
+  t.match(log, /self-built addon .* did not load/, 'the log says why');
+  t.match(log, /KV cache per sequence \((prebuilt-direct|getLlama) binding\)/);
+});
