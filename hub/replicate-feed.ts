@@ -22,6 +22,12 @@ export interface FeedOptions {
    * carries every change dropped, at a cost bounded by the state, not by the history of changes.
    */
   maxBacklog: number;
+  /**
+   * JSON characters sent in one turn of the event loop at most; then the feed yields (setImmediate).
+   * Loopback takes megabytes without `drain`, so a sync paced only by the socket ran for seconds in
+   * one turn, and the handshakes of the other workers rejoining a restarted hub timed out behind it.
+   */
+  turnBytes?: number;
   log: Logger;
 }
 
@@ -39,7 +45,9 @@ export class HolderFeed {
   private backlog = 0;
   private sync?: { iter: Iterator<TaskRecord>; part: number; left: number };
   private waiting = false;
-  readonly stats = { frames: 0, syncs: 0, overflows: 0, waits: 0 };
+  private yielded = false;
+  private stopped = false;
+  readonly stats = { frames: 0, syncs: 0, overflows: 0, waits: 0, yields: 0 };
 
   constructor(
     private readonly link: FeedLink,
@@ -48,6 +56,9 @@ export class HolderFeed {
     private readonly state: () => Iterable<TaskRecord>,
     private readonly opts: FeedOptions,
   ) {}
+
+  /** No longer a holder: nothing more goes out (a sync under way, deltas waiting). */
+  stop(): void { this.stopped = true; this.sync = undefined; this.deltas = []; this.backlog = 0; }
 
   /** True while a sync is under way (the periodic repair skips this holder meanwhile). */
   get syncing(): boolean { return this.sync !== undefined; }
@@ -89,15 +100,28 @@ export class HolderFeed {
   }
 
   private pump(): void {
+    if (this.yielded || this.stopped) return;
+    const turn = this.opts.turnBytes ?? 1024 * 1024;
+    let sent = 0;
     while (!this.link.isClosed && this.link.writable) {
+      if (sent >= turn) {
+        this.yielded = true;
+        this.stats.yields++;
+        setImmediate(() => { this.yielded = false; this.pump(); });
+        return;
+      }
       const d = this.deltas.shift();
       if (d) {
         this.backlog -= d.json.length;
         this.link.send(d.payload, d.json);
         this.stats.frames++;
+        sent += d.json.length;
         continue;
       }
-      if (!this.sync || !this.sendSyncChunk(this.sync)) return;
+      if (!this.sync) return;
+      const n = this.sendSyncChunk(this.sync);
+      if (n < 0) return;
+      sent += n;
     }
     if (this.link.isClosed || this.waiting || (!this.deltas.length && !this.sync)) return;
     this.waiting = true;
@@ -105,8 +129,8 @@ export class HolderFeed {
     void this.link.drained().then(() => { this.waiting = false; this.pump(); });
   }
 
-  /** Build and send the sync's next chunk; false once it is over. */
-  private sendSyncChunk(s: NonNullable<HolderFeed['sync']>): boolean {
+  /** Build and send the sync's next chunk; the JSON characters sent, or -1 once it is over. */
+  private sendSyncChunk(s: NonNullable<HolderFeed['sync']>): number {
     const entries: ReplicaEntry[] = [];
     let size = 0;
     while (s.left > 0 && size < this.opts.chunkBytes) {
@@ -120,8 +144,9 @@ export class HolderFeed {
     }
     const last = s.left <= 0;
     if (last) this.sync = undefined;
-    if (!entries.length) return !last;
+    if (!entries.length) return last ? -1 : 0;
     const cs = chunks(entries, this.opts.chunkBytes, this.opts.log);
+    let sent = 0;
     cs.forEach((c, i) => {
       const part = s.part++;
       // `parts` only on the last chunk: the sync is read lazily, its length is known at its end.
@@ -129,7 +154,8 @@ export class HolderFeed {
       const head = end ? `"full":true,"part":${part},"parts":${part + 1}` : `"full":true,"part":${part}`;
       this.link.send({ full: true, part, ...(end ? { parts: part + 1 } : {}), entries: c.entries }, `{${head},"entries":[${c.json}]}`);
       this.stats.frames++;
+      sent += c.json.length;
     });
-    return true;
+    return sent;
   }
 }

@@ -1,11 +1,12 @@
 import type { Logger } from 'pino';
 import { Type, type Message, type Payload, type ReplicaEntry } from '../protocol/index.js';
-import { DEFAULT_LEASE_MS, mergeHandback } from '../sched/index.js';
+import { DEFAULT_LEASE_MS } from '../sched/index.js';
 import { chunks } from './replicate-chunks.js';
 import { HolderFeed } from './replicate-feed.js';
 import { HandbackHolds } from './handback-holds.js';
 import { electHolders } from './holders.js';
-import { refusalMessage, screenHandback } from './handback-check.js';
+import { refusalMessage } from './handback-check.js';
+import { mergeSliced, type MergeReport } from './handback-merge.js';
 import { EntrySigner } from './entry-signer.js';
 import type { WorkerEntry } from './registry.js';
 import type { TaskStore } from './store.js';
@@ -35,6 +36,13 @@ export interface ReplicatorOptions {
   maxText?: number;
   /** A HANDBACK within this long keeps the hub's mode at `reconciling`. */
   reconcileMs?: number;
+  /**
+   * A new holder's full sync starts once the holder set has been still this long (at most
+   * `settleMaxMs` after the first change): workers rejoining a restarted hub arrive one by one, each
+   * lower id displacing a holder, and every displaced holder's sync was the whole state for nothing.
+   */
+  settleMs?: number;
+  settleMaxMs?: number;
   /** The swarm's task rules, sent with PEERS: an acting coordinator leases and retries by them. */
   rules?: { max_attempts: number; lease_ms: number };
   /** Replicate results' receipts too (default off: see `entry`). */
@@ -69,6 +77,10 @@ export class HubReplicator {
   private readonly unrun = new Map<string, number>();
   private rotate = 0;
   private cursor = 0;
+  /** New holders whose full sync waits for the holder set to settle, and since when. */
+  private readonly syncDue = new Set<WorkerEntry>();
+  private settleTimer?: NodeJS.Timeout;
+  private settleSince = 0;
   private lastHandback = 0;
   /** Offered tasks leased to no one until the handback brings them. */
   readonly holds: HandbackHolds;
@@ -82,6 +94,8 @@ export class HubReplicator {
     refused: 0,
     /** Genuine handback entries not recorded because another connected worker holds the task's lease. */
     leaseHeld: 0,
+    /** Handback entries skipped by id: the task is final here (hot, or evicted inside the duplicate window). */
+    known: 0,
   };
   private readonly signer: EntrySigner;
 
@@ -121,6 +135,7 @@ export class HubReplicator {
   stop(): void {
     if (this.fullTimer) clearInterval(this.fullTimer);
     if (this.batchTimer) clearTimeout(this.batchTimer);
+    if (this.settleTimer) clearTimeout(this.settleTimer);
     this.holds.stop();
   }
 
@@ -152,8 +167,23 @@ export class HubReplicator {
     // Pending deltas go out to the old holders first, so a new holder's full sync is not older than them.
     this.flush();
     this.holding = next;
-    for (const w of before) if (!next.includes(w)) this.feeds.delete(w);
-    for (const w of next) if (!before.has(w)) this.fullSync(w);
+    for (const w of before) if (!next.includes(w)) { this.feeds.get(w)?.stop(); this.feeds.delete(w); this.syncDue.delete(w); }
+    for (const w of next) if (!before.has(w)) this.syncDue.add(w);
+    if (this.syncDue.size) this.settle();
+  }
+
+  /** (Re)arm the settle timer: the due full syncs start once the holder set is still. */
+  private settle(): void {
+    const now = Date.now();
+    if (!this.settleTimer) this.settleSince = now;
+    clearTimeout(this.settleTimer);
+    const wait = Math.max(0, Math.min(this.opts.settleMs ?? 300, this.settleSince + (this.opts.settleMaxMs ?? 2000) - now));
+    this.settleTimer = setTimeout(() => {
+      this.settleTimer = undefined;
+      for (const w of this.syncDue) if (this.holding.includes(w) && !w.conn.isClosed) this.fullSync(w);
+      this.syncDue.clear();
+    }, wait);
+    this.settleTimer.unref();
   }
 
   /** A holder's feed (made on first use). */
@@ -326,13 +356,12 @@ export class HubReplicator {
   async handBack(w: WorkerEntry, msg: Message<'HANDBACK'>): Promise<void> {
     this.lastHandback = Date.now();
     const store = this.store();
+    // By id only: hot and final, or evicted inside the duplicate window (a replica keeps results the
+    // hub recorded and evicted since; asking for them back cost a full merge of each).
+    const final = (id: string) => { const rec = store.queue.get(id); return rec ? isFinal(rec) : store.knows(id); };
     const offer = msg.payload.offer;
     if (offer) {
-      const want: string[] = [];
-      for (const id of offer) {
-        const rec = store.queue.get(id);
-        if (!rec || !isFinal(rec)) want.push(id);
-      }
+      const want = offer.filter((id) => !final(id));
       this.stats.offers++;
       this.stats.offered += offer.length;
       this.stats.wanted += want.length;
@@ -344,17 +373,11 @@ export class HubReplicator {
     const entries = msg.payload.entries;
     this.stats.entries += entries.length;
     this.holds.touch(w, entries.map((e) => e.id));
-    let recorded = 0, duplicate = 0;
-    const { accept, refused } = screenHandback(entries, { token: this.opts.token, get: (id) => store.queue.get(id), live: (id) => this.opts.live?.(id) ?? false });
+    let rep: MergeReport;
     try {
-      const rep = await mergeHandback(accept, {
-        has: (id) => store.queue.has(id),
-        submitMany: (specs) => this.submit(specs),
-        complete: (id, r) => store.complete(id, r),
-      }, 100_000);
-      recorded = rep.recorded;
-      duplicate = rep.duplicate;
-      this.stats.submitted += rep.submitted;
+      rep = await mergeSliced(entries, {
+        final, has: (id) => store.queue.has(id), submitMany: (specs) => this.submit(specs), complete: (id, r) => store.complete(id, r),
+      }, { token: this.opts.token, get: (id) => store.queue.get(id), live: (id) => this.opts.live?.(id) ?? false });
     } catch (err) {
       this.log.warn({ err, worker: w.id }, 'handback failed');
       w.conn.sendError('SWARM_ERR_BAD_PAYLOAD', `handback: ${(err as Error).message}`.slice(0, 4000), { re: msg.id });
@@ -362,8 +385,11 @@ export class HubReplicator {
     } finally {
       this.holds.release(w, entries.map((e) => e.id)); // recorded now, or (not recorded) to run again
     }
+    const { recorded, duplicate, refused } = rep;
+    this.stats.submitted += rep.submitted;
     this.stats.recorded += recorded;
     this.stats.duplicate += duplicate;
+    this.stats.known += rep.known;
     this.lastHandback = Date.now();
     if (recorded) this.log.info({ worker: w.id, recorded, duplicate }, 'handback merged');
     if (refused.length) {

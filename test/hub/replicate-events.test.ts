@@ -24,6 +24,8 @@ t.test('every store event reaches the replica holder as a delta', async (t) => {
   const drain = () => { for (; seen < h.frames.length; seen++) { const f = h.frames[seen] as Frame; if (f.type === 'STATE') for (const e of f.payload.entries as Entry[]) replica.merge(e); } };
   const events: StoreEvent['type'][] = [];
   hub.store.subscribe((e) => events.push(e.type));
+  // A new holder's first full sync starts once the holder set settles: wait for it (bounded).
+  for (const end = Date.now() + 5000; !hub.failover.stats.fullSyncs && Date.now() < end;) await new Promise((r) => setTimeout(r, 20));
   const fullSyncs = hub.failover.stats.fullSyncs;
   /** Bounded wait until the holder's view of `id` is `state`. */
   const holderSees = async (id: string, state: string) => {

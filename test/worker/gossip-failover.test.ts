@@ -206,3 +206,24 @@ t.test('a hub that does not take offers (no `want` in its ACK) gets every entry,
   t.equal(sent, 40, 'every final entry handed back');
   for (const n of sw.nodes) n.stop();
 });
+
+t.test('results the hub evicted and the replica forgot are not offered, and the handback goes on', async (t) => {
+  const { FailoverController } = await import('../../worker/gossip/failover.js');
+  const { sw } = await ranInGossip(5, 37, 40);
+  const offered: string[] = [];
+  let sent = 0;
+  const node = sw.nodes[1]!;
+  const c = new FailoverController(node, {
+    offer: async (ids) => { offered.push(...ids); return ids; },
+    handBack: async (entries) => { sent += entries.length; return { recorded: entries.length, duplicate: 0 }; },
+  });
+  // The hub's eviction notice (STATE `evicted`) arrives for half of them.
+  const gone = node.replica.ids().slice(0, 20);
+  c.evicted(gone);
+  await c.hubConnected();
+  t.equal(node.mode, 'star', 'back in star mode (no member crashed on a forgotten id)');
+  t.equal(offered.length, 20, 'only what the replica still holds is offered');
+  t.notOk(offered.some((id) => gone.includes(id)), 'no evicted id offered');
+  t.equal(sent, 20);
+  for (const n of sw.nodes) n.stop();
+});
