@@ -1,9 +1,36 @@
 /**
- * Process lifecycle for everything that starts processes (engine drivers, the hub's supervisor):
- * signal a whole process group, stop with SIGTERM then SIGKILL after a grace period, kill every
- * tracked group at exit, and the orphan watchdog that takes an engine down with its parent. No
- * imports beyond Node: the hub takes this file without the driver registry.
+ * Process lifecycle for everything that starts processes (engine drivers, the hub's supervisor, the
+ * CLI's detached hub and workers): the one place that spawns (startProcess; one-shot commands go
+ * through run-command.ts on top of it), signal a whole process group, stop with SIGTERM then SIGKILL
+ * after a grace period, kill every tracked group at exit, and the orphan watchdog that takes an
+ * engine down with its parent. No imports beyond Node: the hub takes this file without the driver registry.
  */
+import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
+
+/** How startProcess starts a program. */
+export interface StartOptions {
+  cwd?: string;
+  /** The whole environment (default: this process's). */
+  env?: NodeJS.ProcessEnv;
+  stdio?: StdioOptions;
+  /**
+   * Lead a process group of its own (default true): killGroup then takes its children too, and a
+   * terminal's Ctrl-C does not reach it. false keeps it in ours (a foreground child).
+   */
+  group?: boolean;
+  /** Wrap it in ORPHAN_WATCHDOG: it dies with this process even on SIGKILL. Needs fd 3 free in stdio. */
+  watchdog?: string;
+}
+
+/**
+ * Start a program: every production spawn goes through here, so that process groups, the orphan
+ * watchdog and the exit-time kill are decided in one file. Throws what spawn throws (E2BIG);
+ * a missing program arrives as the child's 'error' event, as with spawn.
+ */
+export function startProcess(file: string, args: readonly string[], o: StartOptions = {}): ChildProcess {
+  const [f, a] = o.watchdog === undefined ? [file, args] : ['/bin/sh', ['-c', ORPHAN_WATCHDOG, o.watchdog, file, ...args]];
+  return spawn(f, a, { cwd: o.cwd, env: o.env ?? process.env, stdio: o.stdio ?? 'ignore', detached: o.group ?? true });
+}
 
 /** Signal a whole process group (a leader and its children), falling back to the pid alone. */
 export function killGroup(pid: number, signal: NodeJS.Signals): void {
@@ -36,8 +63,8 @@ export function keepLoopAlive<T>(p: Promise<T>): Promise<T> {
  * execs the program (which keeps the spawned pid and leads its group). When our process dies, even by
  * SIGKILL, the pipe closes; the watcher wakes and kills the program (SIGTERM, then SIGKILL on the
  * whole group after 3 s). Linux has no portable parent-death signal from Node, so an EOF on a pipe is
- * the one signal that needs the parent's cooperation neither in life nor death. Spawn it as
- * `spawn('/bin/sh', ['-c', ORPHAN_WATCHDOG, name, file, ...args], { detached: true, stdio: [.., .., .., 'pipe'] })`.
+ * the one signal that needs the parent's cooperation neither in life nor death. Start it with
+ * `startProcess(file, args, { watchdog: name, stdio: [.., .., .., 'pipe'] })`.
  */
 export const ORPHAN_WATCHDOG = [
   '( trap "" TERM INT HUP; read -r _ <&3; kill -TERM $$ 2>/dev/null || exit 0; i=0;' +

@@ -1,8 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { killGroup } from '../drivers/lifecycle.js';
+import { killGroup, startProcess } from '../drivers/lifecycle.js';
 import { isOldFormat, isSameProcess, readPidFile, writePidFile, type ProcId } from './proc-id.js';
 
 /** A worker process that exited is started again after this long (growing for a crash loop). */
@@ -176,7 +176,7 @@ export class Supervisor {
     }
     let child: ChildProcess;
     try {
-      child = spawn(file, args, { detached: true, stdio: ['ignore', out, out], env: env ?? process.env });
+      child = startProcess(file, args, { stdio: ['ignore', out, out], env });
     } catch (err) {
       // Thrown, not emitted (E2BIG: arguments or environment past the kernel's bound): a supervisor
       // that cannot start a worker says so and tries again later; the hub goes on.

@@ -4,6 +4,7 @@ import path from 'node:path';
 import crypto from 'node:crypto';
 import { InvalidArgumentError, type Command } from 'commander';
 import { SwarmError } from '../../protocol/errors.js';
+import { describeEnd, runCommand } from '../../drivers/run-command.js';
 import { fail } from '../exit.js';
 import { int } from '../options.js';
 
@@ -26,13 +27,11 @@ export function subjectAltName(h: CertHost): string {
 }
 
 async function openssl(args: string[], cwd: string): Promise<void> {
-  const { execa } = await import('execa');
-  try {
-    await execa('openssl', args, { cwd, stdin: 'ignore' });
-  } catch (err) {
-    const e = err as { code?: string; stderr?: string; shortMessage?: string };
-    if (e.code === 'ENOENT') throw new SwarmError('SWARM_ERR_CONFIG', 'openssl is not installed (Debian: apt-get install openssl)');
-    throw new SwarmError('SWARM_ERR_CONFIG', `openssl ${args[0]} failed: ${(e.stderr ?? e.shortMessage ?? '').trim().split('\n').slice(-2).join(' ')}`);
+  const r = await runCommand('openssl', args, { cwd });
+  if (r.error?.code === 'ENOENT') throw new SwarmError('SWARM_ERR_CONFIG', 'openssl is not installed (Debian: apt-get install openssl)');
+  if (r.exitCode !== 0) {
+    const why = r.stderr.trim() || describeEnd(r);
+    throw new SwarmError('SWARM_ERR_CONFIG', `openssl ${args[0]} failed: ${why.split('\n').slice(-2).join(' ')}`);
   }
 }
 

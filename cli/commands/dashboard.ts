@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
@@ -6,6 +5,7 @@ import { fail } from '../exit.js';
 import { call, remoteOptions, remoteTarget, type ControlTarget, type RemoteOptions } from '../http.js';
 import { stateDir } from '../state.js';
 import { runningHub } from '../running.js';
+import { startProcess } from '../../drivers/lifecycle.js';
 
 /**
  * A one-time dashboard link for the running hub: the ticket in it is good once, for a minute, and
@@ -20,7 +20,7 @@ export async function openDashboard(hub: ControlTarget, o: { open: boolean; json
   const opener = o.open ? findOpener() : undefined;
   if (opener) {
     try {
-      const child = spawn(opener, [url], { detached: true, stdio: 'ignore' });
+      const child = startProcess(opener, [url], { stdio: 'ignore' });
       child.on('error', () => { /* no browser: the printed link still works */ });
       child.unref();
     } catch { /* same */ }

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,6 +9,7 @@ import { logPath } from '../run-hub.js';
 import { Progress } from '../progress.js';
 import { nodeArgs } from '../node-args.js';
 import type { HubFile } from '../state.js';
+import { startProcess } from '../../drivers/lifecycle.js';
 
 const CLI = fileURLToPath(new URL('../main.js', import.meta.url));
 
@@ -96,7 +96,7 @@ export async function startPools(dir: string, hub: HubFile, pools: Pool[], o: { 
       '--failover'];
     if (!o.json) process.stderr.write(`starting ${p.agents} worker(s) for ${p.roles.join(', ')}: ${p.driver}${p.model ? ` ${p.model}` : ''} (caps ${p.caps.join(',')})\n`);
     const argv = [...process.execArgv, ...nodeArgs(), ...args];
-    const child = spawn(process.execPath, argv, { detached: true, stdio: 'ignore' });
+    const child = startProcess(process.execPath, argv, { stdio: 'ignore' });
     child.unref();
     if (child.pid) writePidFile(path.join(dir, 'pids', `${name}.pid`), child.pid, [process.execPath, ...argv]);
   });

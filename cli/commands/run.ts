@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +14,7 @@ import { chooseModel } from '../model.js';
 import { printExperiment } from './experiment-print.js';
 import { compareRuns, readRunDir, resolveRunId } from './runs.js';
 import { checkEngine, planPools, routeRoles, startPools, workerCaps, type Pool } from './run-pools.js';
+import { startProcess } from '../../drivers/lifecycle.js';
 
 export interface RunView {
   run: string; state: 'running' | 'done'; experiment: string; topology: string; dir: string;
@@ -192,7 +192,7 @@ export async function ensureSwarm(dir: string, plan: Plan, o: RunOptions): Promi
   if (first!.caps.length) args.push('--caps', first!.caps.join(','));
   if (!o.json) process.stderr.write(`no running swarm in ${dir}; starting one: swarm ${args.slice(1).join(' ')}\n`);
   const code = await new Promise<number | null>((resolve) => {
-    const c = spawn(process.execPath, [...process.execArgv, ...args], { stdio: ['ignore', 'ignore', 'inherit'] });
+    const c = startProcess(process.execPath, [...process.execArgv, ...args], { stdio: ['ignore', 'ignore', 'inherit'], group: false });
     c.once('exit', (code) => resolve(code));
   });
   const started = readHubFile(dir);

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -17,6 +16,7 @@ import { workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
 import { refuseBeyondPlan } from './plan.js';
 import { DEFAULT_ENGINE, engineDriver, parseEngineMode, type EngineMode } from '../shared-engine.js';
+import { startProcess } from '../../drivers/lifecycle.js';
 
 interface UpOptions extends HubCliOptions {
   agents: number; procs: Procs; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; engine: EngineMode; failover: boolean; caps?: string;
@@ -137,7 +137,7 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   if (o.roles) hubArgs.push('--roles', Object.entries(o.roles).map(([role, n]) => `${role}=${n}`).join(','));
   const out = fs.openSync(logPath(dir, 'hub.stderr'), 'a');
   // fd 3: the hub reports connected workers there (cli/ready.ts), so nothing polls it while they start.
-  const child = spawn(process.execPath, [...nodeArgs(), ...hubArgs], { detached: true, stdio: ['ignore', out, out, 'pipe'], env: { ...process.env, ...(token ? { SWARM_TOKEN: token } : {}) } });
+  const child = startProcess(process.execPath, [...nodeArgs(), ...hubArgs], { stdio: ['ignore', out, out, 'pipe'], env: { ...process.env, ...(token ? { SWARM_TOKEN: token } : {}) } });
   const joined = readyCounter(child.stdio[3] as Readable);
   fs.closeSync(out);
   let exited: string | undefined;

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -6,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SwarmError } from '../../protocol/index.js';
-import { killGroup } from '../lifecycle.js';
+import { killGroup, startProcess } from '../lifecycle.js';
 import { EngineLoadError } from '../engine-error.js';
 import { LOAD_FAILED_EXIT, type EngineConfig } from './messages.js';
 
@@ -112,7 +111,7 @@ async function startEngine(paths: EnginePaths, cfg: Omit<EngineConfig, 'socket'>
   // with one another and the llama.cpp threads (110M shape, 8 sequences: 175-189 tok/s with four,
   // 209-227 with one; docs/performance.md). In one queue they run back to back, which is all a step needs.
   const env = { ...process.env, UV_THREADPOOL_SIZE: '1' };
-  const child = spawn(process.execPath, [...hostExecArgv(), HOST_SCRIPT, JSON.stringify(full)], { detached: true, stdio: ['ignore', out, out], env });
+  const child = startProcess(process.execPath, [...hostExecArgv(), HOST_SCRIPT, JSON.stringify(full)], { stdio: ['ignore', out, out], env });
   fs.closeSync(out);
   let exited: string | undefined;
   let loadFailed = false;

@@ -1,5 +1,6 @@
 import { SwarmError } from '../../protocol/index.js';
-import { killGroup, trackChild, untrackChild } from '../lifecycle.js';
+import { killGroup } from '../lifecycle.js';
+import { describeEnd, startCommand } from '../run-command.js';
 import { StopFilter } from '../stop-filter.js';
 import { checkKnown, intOption } from '../options.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
@@ -32,42 +33,37 @@ export class ExecDriver implements Driver {
 
   async *chat(prompt: string, opts: ChatOptions = {}): AsyncGenerator<string, ChatStats | void, void> {
     const o = this.options;
-    // Loaded on first use: execa adds ~15 MB to a process, and most workers never run the exec driver.
-    const { execa } = await import('execa');
-    const proc = execa({
-      shell: '/bin/sh', input: prompt, detached: true, reject: false, stripFinalNewline: false,
-      env: { SWARM_PROMPT: prompt, SWARM_MAX_TOKENS: opts.maxTokens === undefined ? '' : String(opts.maxTokens) },
-      forceKillAfterDelay: o.killGraceMs, maxBuffer: o.maxOutput,
-    })`${o.cmd}`;
-    const pid = proc.pid;
-    if (pid !== undefined) { this.running.add(pid); trackChild(pid); }
-    const onAbort = (): void => { if (pid !== undefined) killGroup(pid, 'SIGTERM'); };
-    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    const cmd = startCommand('/bin/sh', ['-c', o.cmd], {
+      input: prompt, killGraceMs: o.killGraceMs, maxBuffer: o.maxOutput, stream: true, signal: opts.signal,
+      env: { ...process.env, SWARM_PROMPT: prompt, SWARM_MAX_TOKENS: opts.maxTokens === undefined ? '' : String(opts.maxTokens) },
+    });
+    const pid = cmd.pid;
+    if (pid !== undefined) this.running.add(pid);
     const filter = new StopFilter(opts.stop ?? []);
     let size = 0;
     let stopped = false;
     try {
-      for await (const chunk of proc.iterable({ preserveNewlines: true })) {
-        size += chunk.length;
+      for await (const chunk of cmd.stdout ?? []) {
+        const text = String(chunk);
+        size += text.length;
         if (size > o.maxOutput) throw new SwarmError('SWARM_ERR_TASK_FAILED', `exec output passed ${o.maxOutput} bytes`);
-        const text = filter.push(chunk);
-        if (text) yield text;
+        const out = filter.push(text);
+        if (out) yield out;
         if (filter.stopped) { stopped = true; break; }
       }
-      if (stopped) { if (pid !== undefined) killGroup(pid, 'SIGTERM'); return {}; }
-      const r = await proc;
+      if (stopped) { cmd.kill('SIGTERM'); return {}; }
+      const r = await cmd.result;
       if (opts.signal?.aborted) return {};
+      if (r.error) throw new SwarmError('SWARM_ERR_TASK_FAILED', `command did not start: ${r.error.message}`);
       if (r.exitCode !== 0) {
-        const why = r.signal ? `killed by ${r.signal}` : `exit code ${r.exitCode}`;
-        throw new SwarmError('SWARM_ERR_TASK_FAILED', `command ${why}${r.stderr ? `: ${String(r.stderr).slice(-2000)}` : ''}`);
+        throw new SwarmError('SWARM_ERR_TASK_FAILED', `command ${describeEnd(r)}${r.stderr ? `: ${r.stderr.slice(-2000)}` : ''}`);
       }
       const rest = filter.end();
       if (rest) yield rest;
       return {};
     } finally {
-      opts.signal?.removeEventListener('abort', onAbort);
-      if (pid !== undefined) { killGroup(pid, 'SIGKILL'); this.running.delete(pid); untrackChild(pid); }
-      proc.catch(() => {});
+      cmd.kill('SIGKILL');
+      if (pid !== undefined) this.running.delete(pid);
     }
   }
 }

@@ -1,10 +1,9 @@
-import { spawn } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SwarmError } from '../../protocol/index.js';
 import { LLAMA_BINARIES, bundleKey, bundlePath, defaultBinDir, findLlamaBinary, hasBinaries } from './paths.js';
-import { killGroup } from '../lifecycle.js';
+import { runCommand } from '../run-command.js';
 
 import { CMAKE_FLAGS } from './flags.js';
 
@@ -49,33 +48,16 @@ export function requireTools(): void {
 }
 
 /** Run a command; resolve with nothing, or reject with the tail of its output. Lines go to `onLine`. */
-export function run(cmd: string, args: string[], cwd: string, onLine: (l: string) => void, signal?: AbortSignal, env: NodeJS.ProcessEnv = {}): Promise<void> {
-  return new Promise((resolve, reject) => {
-    // Own process group, so an abort takes make's compiler children down too.
-    const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, ...env, LC_ALL: 'C' } });
-    const tail: string[] = [];
-    let partial = '';
-    const feed = (buf: Buffer): void => {
-      const parts = (partial + buf.toString('utf8')).split('\n');
-      partial = parts.pop() ?? '';
-      for (const l of parts) {
-        tail.push(l);
-        if (tail.length > 40) tail.shift();
-        onLine(l);
-      }
-    };
-    child.stdout.on('data', feed);
-    child.stderr.on('data', feed);
-    const abort = (): void => killGroup(child.pid!, 'SIGKILL');
-    signal?.addEventListener('abort', abort, { once: true });
-    child.on('error', (err) => reject(new SwarmError('SWARM_ERR_ENGINE_BUILD', `${cmd}: ${err.message}`, { cause: err })));
-    child.on('close', (code, sig) => {
-      signal?.removeEventListener('abort', abort);
-      if (signal?.aborted) reject(new SwarmError('SWARM_ERR_ENGINE_BUILD', 'build aborted'));
-      else if (code === 0) resolve();
-      else reject(new SwarmError('SWARM_ERR_ENGINE_BUILD', `${cmd} ${args.slice(0, 2).join(' ')} failed (${sig ?? `exit ${code}`}):\n${tail.join('\n')}`));
-    });
+export async function run(cmd: string, args: string[], cwd: string, onLine: (l: string) => void, signal?: AbortSignal, env: NodeJS.ProcessEnv = {}): Promise<void> {
+  const tail: string[] = [];
+  // Its own process group (startCommand's default), so an abort takes make's compiler children down too.
+  const r = await runCommand(cmd, args, {
+    cwd, signal, killGraceMs: 0, hold: false, env: { ...process.env, ...env, LC_ALL: 'C' },
+    onLine: (l) => { tail.push(l); if (tail.length > 40) tail.shift(); onLine(l); },
   });
+  if (r.error) throw new SwarmError('SWARM_ERR_ENGINE_BUILD', `${cmd}: ${r.error.message}`, { cause: r.error });
+  if (r.aborted) throw new SwarmError('SWARM_ERR_ENGINE_BUILD', 'build aborted');
+  if (r.exitCode !== 0) throw new SwarmError('SWARM_ERR_ENGINE_BUILD', `${cmd} ${args.slice(0, 2).join(' ')} failed (${r.signal ?? `exit ${r.exitCode}`}):\n${tail.join('\n')}`);
 }
 
 /**

@@ -1,5 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { ORPHAN_WATCHDOG, keepLoopAlive, killGroup, stopGracefully, trackChild, untrackChild } from '../lifecycle.js';
+import type { ChildProcess } from 'node:child_process';
+import { keepLoopAlive, killGroup, startProcess, stopGracefully, trackChild, untrackChild } from '../lifecycle.js';
 
 /** Kept for the drivers that import it from here; it lives with the rest of the lifecycle. */
 export { keepLoopAlive };
@@ -29,11 +29,7 @@ export class EngineProcess {
   private partial = '';
 
   constructor(readonly file: string, readonly args: string[], private readonly opts: EngineProcessOptions = {}) {
-    this.child = spawn('/bin/sh', ['-c', ORPHAN_WATCHDOG, 'swarm-engine', file, ...args], {
-      stdio: [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe', 'pipe'],
-      detached: true,
-      env: opts.env ?? process.env,
-    });
+    this.child = startProcess(file, args, { watchdog: 'swarm-engine', stdio: [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe', 'pipe'], env: opts.env });
     if (this.child.pid !== undefined) trackChild(this.child.pid);
     // The fd-3 pipe must stay open for the engine's lifetime, and must never keep our event loop alive.
     this.watch?.on('error', () => {});

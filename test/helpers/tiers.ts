@@ -33,6 +33,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/drivers/ollama.test.ts',
   'test/drivers/engine-build.test.ts',
   'test/drivers/addon-paths.test.ts',
+  'test/drivers/one-spawn.test.ts',
   'test/topologies/experiment-stats.test.ts',
   'test/topologies/experiment.test.ts',
   'test/topologies/run-report.test.ts',
