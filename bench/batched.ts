@@ -13,7 +13,8 @@
  *   debate  MODEL   topologies/examples/diamond-debate.yaml on a long input (the debate's prompts all
  *                   start with it), with the prefix cache and without (`--driver-opt prefix_cache=0`),
  *                   alternating, two runs each: total tokens/s, and prompt tokens evaluated vs reused.
- * Run: `npm run build && node dist/bench/batched.js prefix|share|startup|memory|debate MODEL`.
+ * Run: `npm run build && node dist/bench/batched.js prefix|share|startup|memory|debate MODEL [kv_unified=0]`
+ * (`kv_unified=0`: share with a KV stream per sequence even when the self-built addon could unify them).
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -26,7 +27,16 @@ import { mb, processMemory } from './smaps.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const CLI = path.join(ROOT, 'dist/cli/main.js');
-const [what, model = '/work/shared/models/synth-llama-15M-shape-q8_0.gguf'] = process.argv.slice(2);
+const [what, model = '/work/shared/models/synth-llama-15M-shape-q8_0.gguf', kvArg] = process.argv.slice(2);
+const kvOpt: Record<string, string> = kvArg === 'kv_unified=0' ? { kv_unified: '0' } : {};
+
+/** The KV layout the engines of `dir` reported in their logs (`KV cache unified|per sequence`). */
+function kvLayout(dir: string): string[] {
+  const logs = path.join(dir, 'engines');
+  if (!fs.existsSync(logs)) return [];
+  return fs.readdirSync(logs).filter((f) => f.endsWith('.log'))
+    .flatMap((f) => /KV cache (unified|per sequence) \(([\w-]+) binding\)/.exec(fs.readFileSync(path.join(logs, f), 'utf8'))?.slice(1, 3).join(', ') ?? []);
+}
 
 function swarm(args: string[], input?: string): { code: number | null; stdout: string; stderr: string } {
   const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', input, timeout: 1_800_000, maxBuffer: 64 * 1024 * 1024 });
@@ -83,7 +93,7 @@ async function prefix(): Promise<void> {
 async function share(): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-share-'));
   const n = 8;
-  const ds = Array.from({ length: n }, () => new BatchedDriver({ name: 'batched', model, options: { dir, sequences: String(n), ctx: '2048', threads: '1' } }));
+  const ds = Array.from({ length: n }, () => new BatchedDriver({ name: 'batched', model, options: { dir, sequences: String(n), ctx: '2048', threads: '1', ...kvOpt } }));
   const plain = new BatchedDriver({ name: 'batched', model, options: { dir, sequences: '1', ctx: '2048', threads: '1', prefix_cache: '0' } });
   try {
     await Promise.all([...ds, plain].map((d) => d.start()));
@@ -99,7 +109,7 @@ async function share(): Promise<void> {
     }
     const p50 = (xs: { ms: number }[]) => Math.round(quantile(xs.map((x) => x.ms), 0.5));
     record({
-      agents: n, prompt_tokens: first.tokensIn, load_avg_1m_before: load, load_avg_1m_after: os.loadavg()[0],
+      agents: n, prompt_tokens: first.tokensIn, load_avg_1m_before: load, load_avg_1m_after: os.loadavg()[0], kv: kvLayout(dir),
       first_ttft_ms: Math.round(first.ms), shared_ttft_p50_ms: p50(shared), whole_ttft_p50_ms: p50(whole),
       speedup: +(p50(whole) / Math.max(1, p50(shared))).toFixed(1),
       shared_tokens_cached: shared.map((x) => x.cached), shared_ttft_ms: shared.map((x) => Math.round(x.ms)), whole_ttft_ms: whole.map((x) => Math.round(x.ms)),

@@ -1,11 +1,13 @@
 /**
  * The swarm against its limit: N agents through the hub in each engine mode (`swarm up --engine
  * batched`, `shared` = one llama-server -np N, `per-worker` embedded) versus a bare `llama-server -np N`
- * driven directly at -t 1 and -t 2 (the faster is the bar), same model, same load (N concurrent
- * streams, R requests each, T tokens per request), in one run. The batched engine runs at 1 and 2 threads.
- * Run: `npm run build && node dist/bench/swarm-vs-server.js [MODEL] [N] [R] [modes,...]`;
- * appends to bench/results/swarm-vs-server.jsonl (one line per run, with the load average and which
- * mode `swarm up` uses by default).
+ * driven directly at every thread count 1..cores, with and without `-kvu` (the fastest is the bar),
+ * same model, same load (N concurrent streams, R requests each, T tokens per request), in one run.
+ * Modes: `bare-T`, `bare-kvu-T`, `batched` (the default threads), `batched-T`, `shared`, `per-worker`.
+ * `loaded` as the sixth argument runs everything beside as many busy processes as cores.
+ * Run: `npm run build && node dist/bench/swarm-vs-server.js [MODEL] [N] [R] [modes,...|default] [quiet|loaded]`;
+ * appends to bench/results/swarm-vs-server.jsonl (one line per run, with the load average, which
+ * mode `swarm up` uses by default, and which node-llama-cpp addon the batched engine loads).
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -13,15 +15,20 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cpuSeconds, machine } from './proc.js';
-import { runLoad, sharedServer } from './engine-load.js';
+import { busyLoad, runLoad, sharedServer } from './engine-load.js';
 import { DEFAULT_ENGINE } from '../cli/shared-engine.js';
+import { findSelfBuiltAddon } from '../drivers/llama-build/addon-paths.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const CLI = path.join(ROOT, 'dist/cli/main.js');
 const model = process.argv[2] ?? '/tmp/swarm-bench-models/synth-llama-110M-shape-q8_0.gguf';
 const n = Number(process.argv[3] ?? 8);
 const reqs = Number(process.argv[4] ?? 3);
-const modes = (process.argv[5] ?? 'bare-1,bare-2,batched-1,batched-2,shared,per-worker').split(',');
+const cores = os.availableParallelism();
+const threadCounts = Array.from({ length: cores }, (_, i) => i + 1);
+const DEFAULT_MODES = [...threadCounts.map((t) => `bare-${t}`), ...threadCounts.map((t) => `bare-kvu-${t}`), 'batched'].join(',');
+const modes = (process.argv[5] && process.argv[5] !== 'default' ? process.argv[5] : DEFAULT_MODES).split(',');
+const condition = process.argv[6] === 'loaded' ? 'loaded' : 'quiet';
 const TOKENS = 64;
 const CTX = 512; // per agent: the prompts are short; keeps 25 agents' KV caches small
 
@@ -68,19 +75,24 @@ function throughSwarm(engine: string, extra: string[], label: string) {
   }
 }
 
-async function bare(threads: number) {
-  const set = await sharedServer(model, n, threads, CTX);
+async function bare(threads: number, kvu: boolean) {
+  const set = await sharedServer(model, n, threads, CTX, kvu ? '-kvu' : '');
   try {
     await runLoad(set, 1, TOKENS); // warm-up
     const load = os.loadavg()[0];
     const r = await runLoad(set, reqs, TOKENS);
-    return { mode: `bare llama-server -np ${n} -t ${threads}`, tokens: r.tokens, wall_s: +r.wall_s.toFixed(2), tokens_per_s: Math.round(r.tokens_per_s), cpu_s: r.engine_cpu_s, tokens_per_cpu_s: Math.round(r.tokens_per_cpu_s), load_avg_1m_before: load };
+    return { mode: `bare llama-server -np ${n} -t ${threads}${kvu ? ' -kvu' : ''}`, tokens: r.tokens, wall_s: +r.wall_s.toFixed(2), tokens_per_s: Math.round(r.tokens_per_s), cpu_s: r.engine_cpu_s, tokens_per_cpu_s: Math.round(r.tokens_per_cpu_s), load_avg_1m_before: load };
   } finally { await set.stop(); }
 }
 
+// The competing load runs for the whole bench (bounded): every row meets the same neighbours.
+const competing = condition === 'loaded' ? busyLoad(cores, 3_600_000) : undefined;
+process.on('exit', () => competing?.stop());
 const rows: { mode: string; tokens_per_s: number; tokens_per_cpu_s: number }[] = [];
 for (const m of modes) {
-  if (m.startsWith('bare-')) rows.push(await bare(Number(m.slice(5))));
+  if (m.startsWith('bare-kvu-')) rows.push(await bare(Number(m.slice(9)), true));
+  else if (m.startsWith('bare-')) rows.push(await bare(Number(m.slice(5)), false));
+  else if (m === 'batched') rows.push(throughSwarm('batched', ['--driver-opt', `ctx=${CTX}`], 'swarm batched (default threads)'));
   else if (m.startsWith('batched-')) rows.push(throughSwarm('batched', ['--driver-opt', `threads=${m.slice(8)}`, '--driver-opt', `ctx=${CTX}`], `swarm batched -t ${m.slice(8)}`));
   else if (m === 'shared') rows.push(throughSwarm('shared', [], 'swarm shared llama-server'));
   else if (m === 'per-worker') rows.push(throughSwarm('per-worker', ['--driver-opt', `ctx=${CTX}`], 'swarm per-worker embedded'));
@@ -88,8 +100,9 @@ for (const m of modes) {
 }
 const bares = rows.filter((r) => r.mode.startsWith('bare'));
 const best = bares.reduce((a, r) => (r.tokens_per_s > a.tokens_per_s ? r : a), bares[0] ?? { mode: 'none', tokens_per_s: NaN, tokens_per_cpu_s: NaN });
-const out = { machine: machine(), date: new Date().toISOString(), load_avg: os.loadavg(), model: path.basename(model), agents: n, requests_per_agent: reqs, tokens_per_request: TOKENS, ctx_per_agent: CTX,
-  best_bare: best.mode, default_engine: DEFAULT_ENGINE, rows: rows.map((r) => ({ ...r, vs_best_bare: +(r.tokens_per_s / best.tokens_per_s).toFixed(2), cpu_vs_best_bare: +(r.tokens_per_cpu_s / best.tokens_per_cpu_s).toFixed(2) })) };
+competing?.stop();
+const out = { machine: machine(), date: new Date().toISOString(), condition, load_avg: os.loadavg(), model: path.basename(model), agents: n, requests_per_agent: reqs, tokens_per_request: TOKENS, ctx_per_agent: CTX,
+  best_bare: best.mode, default_engine: DEFAULT_ENGINE, addon: findSelfBuiltAddon()?.addon ?? 'prebuilt', rows: rows.map((r) => ({ ...r, vs_best_bare: +(r.tokens_per_s / best.tokens_per_s).toFixed(2), cpu_vs_best_bare: +(r.tokens_per_cpu_s / best.tokens_per_cpu_s).toFixed(2) })) };
 fs.mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });
 fs.appendFileSync(path.join(ROOT, 'bench/results/swarm-vs-server.jsonl'), JSON.stringify(out) + '\n');
 console.log(JSON.stringify(out, null, 2));

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import type { Experiment } from './schema.js';
+import { findSelfBuiltAddon } from '../drivers/llama-build/addon-paths.js';
 
 /** What makes a run reproducible and comparable: versions, model identity, config, seed, host. */
 export interface Passport {
@@ -47,6 +48,9 @@ function engineVersions(extra: Record<string, string>): Record<string, string> {
     const require = createRequire(import.meta.url);
     const pkg = require('node-llama-cpp/package.json') as { version?: string };
     if (pkg.version) out['node-llama-cpp'] = pkg.version;
+    // Which binding a batched engine on this host loads: the self-built one runs a unified KV cache.
+    const own = findSelfBuiltAddon();
+    out['node-llama-cpp-addon'] = own ? `self-built, llama.cpp ${own.info.source}, unified KV cache (${own.addon})` : 'prebuilt';
   } catch { /* not installed */ }
   return out;
 }

@@ -9,7 +9,7 @@ interface BuildFlags { out?: string; jobs: number; force: boolean; json: boolean
 function describe(p: BuildProgress, t0: number, addon: boolean): string {
   const s = Math.round((Date.now() - t0) / 1000);
   const what = addon ? 'engine build --addon' : 'engine build';
-  if (p.phase === 'compile') return `${what}: compiling ${p.percent ?? 0}% (${s}s; about ${addon ? '15-25' : '4-5'} min on 2 cores)`;
+  if (p.phase === 'compile') return `${what}: compiling ${p.percent ?? 0}% (${s}s; about ${addon ? '15-60' : '4-5'} min on 2 cores)`;
   return `${what}: ${p.phase} (${s}s)`;
 }
 

@@ -1,6 +1,5 @@
-import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { SwarmError } from '../../protocol/index.js';
 import { requireTools, run, type BuildProgress } from './build.js';
@@ -72,30 +71,14 @@ export async function buildAddon(opts: AddonBuildOptions = {}): Promise<AddonBui
   const include = nodeHeaders();
   const modules = addonApiModules(nlc);
   const progress = opts.onProgress ?? (() => {});
-  const work = mkdtempSync(join(tmpdir(), 'swarm-addon-build-'));
+  // A folder that outlives an interrupted build (the compile takes 15-60 min on 2 cores): the next
+  // run goes on from where it stopped; --force starts afresh. Removed once the addon is installed.
+  const work = `${dir}.build`;
+  if (opts.force) rmSync(work, { recursive: true, force: true });
+  const prepared = join(work, '.prepared');
+  let done = false;
   try {
-    // The addon's own CMake project (CMakeLists.txt, addon/, cmake/) with llama.cpp cloned beside it, as
-    // node-llama-cpp's `source build` lays it out, but in a folder of ours: node_modules stays untouched.
-    progress({ phase: 'clone' });
-    for (const name of ['CMakeLists.txt', 'addon', 'cmake', 'profiles', 'toolchains']) {
-      if (existsSync(join(llamaDir, name))) cpSync(join(llamaDir, name), join(work, name), { recursive: true });
-    }
-    const src = join(work, 'llama.cpp');
-    await run('git', ['clone', '--quiet', bundle, src], work, () => {}, opts.signal);
-    // node-llama-cpp's own fixes to llama.cpp, where they still apply (a patch already upstream does not).
-    const patches = join(llamaDir, 'patches');
-    if (existsSync(patches)) {
-      for (const p of readdirSync(patches).filter((n) => n.endsWith('.diff'))) {
-        try {
-          await run('git', ['apply', '--check', '--ignore-whitespace', join(patches, p)], src, () => {}, opts.signal);
-          await run('git', ['apply', '--ignore-whitespace', join(patches, p)], src, () => {}, opts.signal);
-          progress({ phase: 'clone', line: `applied ${p}` });
-        } catch { progress({ phase: 'clone', line: `${p} does not apply (already in the source): skipped` }); }
-      }
-    }
-    const ctxFile = join(work, 'addon', 'AddonContext.cpp');
-    writeFileSync(ctxFile, patchAddonContext(readFileSync(ctxFile, 'utf8')));
-
+    if (!existsSync(prepared)) await prepare(work, llamaDir, bundle, progress, opts.signal);
     progress({ phase: 'configure' });
     const build = join(work, 'build');
     // ggml's CPU backends (a library per CPU variant, 14 on x86-64) are most of the compile: about an
@@ -113,26 +96,62 @@ export async function buildAddon(opts: AddonBuildOptions = {}): Promise<AddonBui
     }, opts.signal, { NODE_PATH: modules });
 
     progress({ phase: 'install' });
-    const files = builtFiles(build);
-    if (!files.has(ADDON_FILE)) throw new SwarmError('SWARM_ERR_ENGINE_BUILD', `the build produced no ${ADDON_FILE} (looked under ${build})`);
-    // Into a fresh folder beside the target, renamed into place at the end: a reader sees all or nothing.
-    mkdirSync(dirname(dir), { recursive: true });
-    const tmp = `${dir}.tmp-${process.pid}`;
-    rmSync(tmp, { recursive: true, force: true });
-    mkdirSync(tmp);
-    for (const [name, from] of files) copyFileSync(from, join(tmp, name));
-    for (const name of cpu?.files ?? []) { copyFileSync(join(cpu!.dir, name), join(tmp, name)); files.set(name, join(cpu!.dir, name)); }
-    const info: AddonBuildInfo = {
+    installAddon(build, dir, {
       nlc_version: version, source, release: readRelease(llamaDir), flags, options: ['kvUnified'], cpu_backends: cpu ? 'prebuilt' : 'built',
       built_at: new Date().toISOString(),
-    };
-    writeFileSync(join(tmp, 'BUILD_INFO.json'), JSON.stringify({ ...info, files: [...files.keys()].sort() }, null, 2) + '\n');
-    rmSync(dir, { recursive: true, force: true });
-    renameSync(tmp, dir);
+    }, cpu);
+    done = true;
     return result(false);
   } finally {
-    rmSync(work, { recursive: true, force: true });
+    if (done) rmSync(work, { recursive: true, force: true });
   }
+}
+
+/**
+ * The addon's own CMake project (CMakeLists.txt, addon/, cmake/) with llama.cpp cloned beside it, as
+ * node-llama-cpp's `source build` lays it out, but in a folder of ours: node_modules stays untouched.
+ */
+async function prepare(work: string, llamaDir: string, bundle: string, progress: (p: BuildProgress) => void, signal?: AbortSignal): Promise<void> {
+  rmSync(work, { recursive: true, force: true });
+  mkdirSync(work, { recursive: true });
+  progress({ phase: 'clone' });
+  for (const name of ['CMakeLists.txt', 'addon', 'cmake', 'profiles', 'toolchains']) {
+    if (existsSync(join(llamaDir, name))) cpSync(join(llamaDir, name), join(work, name), { recursive: true });
+  }
+  const src = join(work, 'llama.cpp');
+  await run('git', ['clone', '--quiet', bundle, src], work, () => {}, signal);
+  // node-llama-cpp's own fixes to llama.cpp, where they still apply (a patch already upstream does not).
+  const patches = join(llamaDir, 'patches');
+  if (existsSync(patches)) {
+    for (const p of readdirSync(patches).filter((n) => n.endsWith('.diff'))) {
+      try {
+        await run('git', ['apply', '--check', '--ignore-whitespace', join(patches, p)], src, () => {}, signal);
+        await run('git', ['apply', '--ignore-whitespace', join(patches, p)], src, () => {}, signal);
+        progress({ phase: 'clone', line: `applied ${p}` });
+      } catch { progress({ phase: 'clone', line: `${p} does not apply (already in the source): skipped` }); }
+    }
+  }
+  const ctxFile = join(work, 'addon', 'AddonContext.cpp');
+  writeFileSync(ctxFile, patchAddonContext(readFileSync(ctxFile, 'utf8')));
+  writeFileSync(join(work, '.prepared'), new Date().toISOString() + '\n');
+}
+
+/**
+ * Copy the addon and its libraries from the build folder `build` (and ggml's CPU backends from `cpu`)
+ * into `dir`, through a fresh folder renamed into place: a reader sees all of it or none.
+ */
+export function installAddon(build: string, dir: string, info: AddonBuildInfo, cpu?: { dir: string; files: string[] }): void {
+  const files = builtFiles(build);
+  if (!files.has(ADDON_FILE)) throw new SwarmError('SWARM_ERR_ENGINE_BUILD', `the build produced no ${ADDON_FILE} (looked under ${build})`);
+  for (const name of cpu?.files ?? []) files.set(name, join(cpu!.dir, name));
+  mkdirSync(dirname(dir), { recursive: true });
+  const tmp = `${dir}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp);
+  for (const [name, from] of files) copyFileSync(from, join(tmp, name));
+  writeFileSync(join(tmp, 'BUILD_INFO.json'), JSON.stringify({ ...info, files: [...files.keys()].sort() }, null, 2) + '\n');
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(tmp, dir);
 }
 
 function readRelease(llamaDir: string): string {
