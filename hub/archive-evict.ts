@@ -1,4 +1,5 @@
 import { ResultsArchive, fromArchived, toArchived } from './archive.js';
+import { readArchiveAfter, type ArchivePlace } from './archive-read.js';
 import type { JournalRecord } from './journal-record.js';
 import { Retention, Tombstones, type RetainOptions } from './retention.js';
 import { isFinal, type TaskRecord } from './task.js';
@@ -24,7 +25,8 @@ const ROUNDS = 40;
 /**
  * Moves finished tasks past the retention horizon out of the hot state: archive line (fsynced),
  * then the journal's evict record (durable), then memory and the `evicted` event. A crash between
- * the two writes archives those tasks again on the next pass (readers drop the repeat); a failed
+ * the two writes leaves archived tasks hot: on open, `recover` reads the archive past the last
+ * place an evict record covers and finishes their eviction, so no task is archived twice. A failed
  * archive write (a full disk) leaves them hot, so nothing acknowledged is lost.
  */
 export class Evictor {
@@ -34,6 +36,8 @@ export class Evictor {
   evictedTotal = 0;
   lastError?: string;
   private running?: Promise<number>;
+  /** The archive's end as the journal knows it: lines past it were written without an evict record. */
+  private mark?: ArchivePlace;
 
   constructor(readonly opts: RetainOptions, private readonly host: EvictHost, private readonly archive?: ResultsArchive) {
     this.retention = new Retention(opts);
@@ -52,6 +56,7 @@ export class Evictor {
 
   /** Replay one evict record. */
   replay(r: Extract<JournalRecord, { t: 'evict' }>): void {
+    if (r.end !== undefined) this.advance({ file: r.file, end: r.end });
     r.ids.forEach((id, i) => {
       const rec = this.host.get(id);
       if (rec && isFinal(rec)) this.host.remove(id);
@@ -62,6 +67,46 @@ export class Evictor {
   /** The tombstones as evict records, for the snapshot (replayed before the tasks). */
   *snapshot(): Iterable<JournalRecord> {
     for (const g of this.tombstones.groups()) yield { t: 'evict', ids: g.ids, file: g.file, offsets: g.offsets, at: g.at };
+    // The archive's covered end outlives the tombstones (they leave after the window).
+    if (this.mark) yield { t: 'evict', ids: [], file: this.mark.file, offsets: [], at: Date.now(), end: this.mark.end };
+  }
+
+  private advance(p: ArchivePlace): void {
+    const m = this.mark;
+    if (!m || p.file > m.file || (p.file === m.file && p.end > m.end)) this.mark = p;
+  }
+
+  /**
+   * After replay: finished tasks still hot whose archive line was written past the covered end (the
+   * hub died between the archive write and the evict record) leave the hot state now, pointing at
+   * that line, instead of being archived a second time. Matched by id and submission time, so a
+   * task resubmitted after its window (hot again, a newer run) stays. Resolves with how many.
+   */
+  async recover(stateDir: string, now = Date.now()): Promise<number> {
+    if (!this.archive) return 0;
+    const found = new Map<string, { file: number; offset: number; at: number }>();
+    readArchiveAfter(stateDir, this.mark, (a, file, offset) => {
+      const rec = this.host.get(a.id);
+      if (rec && isFinal(rec) && rec.submittedAt === a.submitted_at && !found.has(a.id)) found.set(a.id, { file, offset, at: a.evicted_at });
+    });
+    const end = this.archive.position;
+    if (!found.size) { this.advance(end); return 0; }
+    const byFile = new Map<number, { ids: string[]; offsets: number[] }>();
+    for (const [id, f] of found) {
+      const g = byFile.get(f.file) ?? byFile.set(f.file, { ids: [], offsets: [] }).get(f.file)!;
+      g.ids.push(id);
+      g.offsets.push(f.offset);
+    }
+    for (const [file, g] of byFile) {
+      await this.host.append?.({ t: 'evict', ids: g.ids, file, offsets: g.offsets, at: now, ...(file === end.file ? { end: end.end } : {}) });
+    }
+    this.advance(end);
+    for (const [id, f] of found) {
+      this.host.remove(id);
+      this.tombstones.add(id, { file: f.file, offset: f.offset, at: f.at });
+    }
+    this.evictedTotal += found.size;
+    return found.size;
   }
 
   /** An evicted task inside the duplicate window, as archived (a pread), or undefined. */
@@ -93,10 +138,11 @@ export class Evictor {
       const take = n < 0 ? ids : ids.slice(0, n);
       if (!take.length) break;
       const recs = take.map((id) => this.host.get(id)).filter((r): r is TaskRecord => !!r && isFinal(r));
-      let loc: { file: number; offsets: number[] } = { file: 0, offsets: recs.map(() => -1) };
+      let loc: { file: number; offsets: number[]; end?: number } = { file: 0, offsets: recs.map(() => -1) };
       try {
         if (this.archive) loc = await this.archive.append(recs.map((r) => toArchived(r, now)));
-        await this.host.append?.({ t: 'evict', ids: recs.map((r) => r.id), file: loc.file, offsets: loc.offsets, at: now });
+        await this.host.append?.({ t: 'evict', ids: recs.map((r) => r.id), file: loc.file, offsets: loc.offsets, at: now, ...(loc.end !== undefined ? { end: loc.end } : {}) });
+        if (loc.end !== undefined) this.advance({ file: loc.file, end: loc.end });
       } catch (e) {
         this.lastError = (e as Error).message;
         throw e;

@@ -42,3 +42,26 @@ export function readArchive(stateDir: string, q: ArchiveQuery, onTask: (a: Archi
   }
   return rep;
 }
+
+/** A place in the archive: file number, byte offset in it. */
+export interface ArchivePlace { file: number; end: number }
+
+/**
+ * The archived lines at or after `from` (file, byte offset), with where each is. Without `from`
+ * (a state directory from before evict records carried `end`), the last file's lines: the only one
+ * appended to since. What a restart reads to find the lines no evict record covers.
+ */
+export function readArchiveAfter(stateDir: string, from: ArchivePlace | undefined, onTask: (a: ArchivedTask, file: number, offset: number) => void): void {
+  const files = archiveFiles(archiveDir(stateDir));
+  const start = from ?? (files.length ? { file: files.at(-1)![0], end: 0 } : undefined);
+  if (!start) return;
+  for (const [n, file] of files) {
+    if (n < start.file) continue;
+    const min = n === start.file ? start.end : 0;
+    readLines(file, (buf, s, e, offset) => {
+      if (offset < min) return;
+      const d = decodeChecked(buf, s, e, checkArchived);
+      if (d.ok && !d.legacy) onTask(d.rec as ArchivedTask, n, offset);
+    });
+  }
+}

@@ -101,8 +101,11 @@ export class ResultsArchive {
     return new ResultsArchive(dir, n, fd, size, bytes, Math.max(1, files.length), rotateBytes);
   }
 
-  /** Append finished tasks (one fsync); resolves with where each line went. One append at a time. */
-  async append(recs: readonly ArchivedTask[]): Promise<{ file: number; offsets: number[] }> {
+  /** Where the next line goes: the current file and its length. */
+  get position(): { file: number; end: number } { return { file: this.file, end: this.size }; }
+
+  /** Append finished tasks (one fsync); resolves with where each line went and the file's length after. One append at a time. */
+  async append(recs: readonly ArchivedTask[]): Promise<{ file: number; offsets: number[]; end: number }> {
     if (this.busy) throw new SwarmError('SWARM_ERR_INTERNAL', 'archive append already under way');
     this.busy = true;
     try {
@@ -130,7 +133,7 @@ export class ResultsArchive {
       this.stats.bytes += buf.length;
       this.stats.archived += recs.length;
       this.stats.disk_full = false;
-      return { file: this.file, offsets };
+      return { file: this.file, offsets, end: this.size };
     } finally { this.busy = false; }
   }
 

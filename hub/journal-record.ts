@@ -14,9 +14,10 @@ export type JournalRecord =
   /**
    * Finished tasks that left the hot state for the results archive (hub/archive.ts): their lines are
    * in archive file `file` at `offsets` (same order as `ids`). Replay drops them and remembers the
-   * ids for the duplicate window (hub/retention.ts).
+   * ids for the duplicate window (hub/retention.ts). `end`: the archive file's length after the
+   * write, so a restart knows which archived lines no evict record covers (hub/archive-evict.ts).
    */
-  | { t: 'evict'; ids: string[]; file: number; offsets: number[]; at: number };
+  | { t: 'evict'; ids: string[]; file: number; offsets: number[]; at: number; end?: number };
 
 /** Where the check fields start: JSON escapes every `"` inside strings, so this suffix cannot come from data. */
 const TAIL = ',"_n":';

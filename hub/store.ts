@@ -122,6 +122,8 @@ export class TaskStore {
     };
     store.replay(records);
     store.damage.orphans = store.orphans.size;
+    // Before the horizon is loaded: tasks archived just before a crash leave the hot state, not archived again.
+    await store.evictor.recover(stateDir);
     store.evictor.load(queue.all());
     journal.setSnapshotSource(() => store.snapshot());
     store.start();
@@ -286,15 +288,17 @@ export class TaskStore {
     if (!rec) return this.evictor.tombstones.has(id) ? 'duplicate' : 'unknown';
     if (isFinal(rec) || this.finishing.has(id)) return 'duplicate';
     this.finishing.add(id);
+    // One finish time for the journal and memory: a replayed task reads as the one archived.
+    const at = Date.now();
     try {
-      await this.journal?.append({ t: 'result', id, text: result.text, worker: result.worker, attempt: result.attempt, receipt: result.receipt, at: Date.now() });
+      await this.journal?.append({ t: 'result', id, text: result.text, worker: result.worker, attempt: result.attempt, receipt: result.receipt, at });
     } catch (err) {
       this.finishing.delete(id);
       this.writeFailed(rec);
       throw err;
     }
     this.finishing.delete(id);
-    const outcome = this.q.complete(id, result);
+    const outcome = this.q.complete(id, result, at);
     if (outcome === 'recorded') { this.evictor.finished(rec); this.events.emit({ type: 'done', rec }); }
     return outcome;
   }
