@@ -1,6 +1,6 @@
 import type { AnyMessage } from './schemas.js';
-import { ENVELOPE_SCHEMA, PAYLOAD_SCHEMAS } from './schemas.gen.js';
-import { FAIL, compile, type Check, type Issue } from './json-schema.js';
+import { ENVELOPE, PAYLOAD_CHECKS } from './validators.gen.js';
+import { describe } from './check.js';
 import { PROTOCOL_VERSION, Type } from './types.js';
 import type { ErrorCode } from './errors.js';
 
@@ -9,18 +9,13 @@ export type Validated =
   | { ok: true; msg: AnyMessage }
   | { ok: false; code: ErrorCode; msg: string; re?: string };
 
-// The zod schemas of schemas.ts, as generated JSON Schema: checking frames needs no zod (json-schema.ts says why).
-// Each type's checker is compiled when a frame of that type first arrives: a worker sees few types.
-const envelope = compile(ENVELOPE_SCHEMA);
-const payloads = new Map<string, Check>();
 const known = new Set<string>(Object.values(Type));
-function payloadCheck(type: string): Check | undefined {
-  let c = payloads.get(type);
-  if (!c && known.has(type)) payloads.set(type, (c = compile(PAYLOAD_SCHEMAS[type as Type])));
-  return c;
-}
 
-/** Validate a decoded JSON value as a protocol message. Never throws. */
+/**
+ * Validate a decoded JSON value as a protocol message, in place: defaults are filled in and unknown
+ * keys dropped on the value itself (a freshly decoded frame nobody else holds), by the checks
+ * protocol/gen-validators.ts compiled from the zod schemas. Never throws.
+ */
 export function validate(value: unknown): Validated {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return { ok: false, code: 'SWARM_ERR_BAD_ENVELOPE', msg: 'a message must be a JSON object' };
@@ -30,36 +25,27 @@ export function validate(value: unknown): Validated {
   if (raw.ver !== PROTOCOL_VERSION) {
     return { ok: false, code: 'SWARM_ERR_BAD_VERSION', msg: `unsupported ver ${JSON.stringify(raw.ver)?.slice(0, 32)}; this peer speaks ${PROTOCOL_VERSION}`, re };
   }
-  const issues: Issue[] = [];
-  const env = envelope(raw, issues) as Omit<AnyMessage, 'payload'> & { payload: unknown } | typeof FAIL;
-  if (env === FAIL) {
-    return { ok: false, code: 'SWARM_ERR_BAD_ENVELOPE', msg: summarize(issues), re };
+  if (!ENVELOPE(raw)) {
+    return { ok: false, code: 'SWARM_ERR_BAD_ENVELOPE', msg: describe(ENVELOPE.errors), re };
   }
+  const env = raw as Omit<AnyMessage, 'payload'> & { payload: unknown };
   const type = env.type;
-  const schema = payloadCheck(type);
-  if (!schema) {
+  if (!known.has(type)) {
     return { ok: false, code: 'SWARM_ERR_UNKNOWN_TYPE', msg: `unknown type ${JSON.stringify(type.slice(0, 64))}`, re };
   }
   // `null`, a number or a list is not a payload (an absent one is read as `{}`).
-  if (env.payload !== undefined && (typeof env.payload !== 'object' || env.payload === null || Array.isArray(env.payload))) {
+  if (env.payload === undefined) env.payload = {};
+  else if (typeof env.payload !== 'object' || env.payload === null || Array.isArray(env.payload)) {
     return { ok: false, code: 'SWARM_ERR_BAD_PAYLOAD', msg: `${type}: payload must be a JSON object`, re };
   }
   // The spec's ERROR is `{code: 500, msg}`: a numeric code is that HTTP-like status of a task failure.
-  if (type === Type.ERROR && typeof (env.payload as { code?: unknown } | undefined)?.code === 'number') {
+  if (type === Type.ERROR && typeof (env.payload as { code?: unknown }).code === 'number') {
     const p = env.payload as { code: number; msg?: unknown };
     env.payload = { ...p, code: 'SWARM_ERR_TASK_FAILED', status: p.code, msg: typeof p.msg === 'string' ? p.msg : `error ${p.code}` };
   }
-  const payload = schema(env.payload ?? {}, issues);
-  if (payload === FAIL) {
-    return { ok: false, code: 'SWARM_ERR_BAD_PAYLOAD', msg: `${type}: ${summarize(issues)}`, re };
+  const check = PAYLOAD_CHECKS[type as Type];
+  if (!check(env.payload)) {
+    return { ok: false, code: 'SWARM_ERR_BAD_PAYLOAD', msg: `${type}: ${describe(check.errors)}`, re };
   }
-  env.payload = payload;
   return { ok: true, msg: env as AnyMessage };
-}
-
-function summarize(issues: readonly Issue[]): string {
-  return issues
-    .slice(0, 3)
-    .map((i) => `${i.path.map(String).join('.') || '(root)'}: ${i.message}`)
-    .join('; ');
 }

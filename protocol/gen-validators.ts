@@ -1,0 +1,130 @@
+/**
+ * Build step, after tsc (`npm run build`, `build:test`, the Containerfile): the zod schemas, the one
+ * definition of every input, compiled to standalone validator code with ajv, as fastify builds its
+ * config validator. Why generated code: a frame check is on the hub's and every worker's hot path,
+ * and ajv's output costs a fraction of what zod's parse does (bench/validate.ts), while loading
+ * neither zod (~80 ms of CPU and ~10 MB in each of 25 workers starting on two cores) nor ajv at run
+ * time. The modules (.js and a .d.ts) are committed and rewritten when a schema changes. tsc never
+ * sees the .js (its checker overflows its stack on ajv's deeply nested code, even with @ts-nocheck),
+ * so this step also puts it into dist.
+ *   node dist/protocol/gen-validators.js           write what is stale, copy into dist
+ *   node dist/protocol/gen-validators.js --check   exit 1 if anything is stale
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Ajv, type Options } from 'ajv';
+import standalone from 'ajv/dist/standalone/index.js';
+import { z } from 'zod';
+
+type Json = Record<string, unknown>;
+
+/** One generated module (a .js file and its .d.ts): its path from the repository root, what it checks, its checks by export name. */
+export interface Target { file: string; about: string; typeImport?: string; map?: { name: string; type: string }; schemas: () => Promise<Record<string, z.ZodType>> }
+
+export const TARGETS: Target[] = [
+  {
+    file: 'protocol/validators.gen.js',
+    about: 'the envelope and each payload of protocol/schemas.ts',
+    typeImport: "import type { Type } from './types.js';",
+    map: { name: 'PAYLOAD_CHECKS', type: 'Record<Type, Check>' },
+    schemas: async () => { const s = await import('./schemas.js'); return { ENVELOPE: s.Envelope, ...s.Payloads }; },
+  },
+  {
+    file: 'hub/task-check.gen.js',
+    about: 'TaskSpecSchema of hub/task.ts',
+    schemas: async () => { const s = await import('../hub/task.js'); return { TASK_SPEC: s.TaskSpecSchema }; },
+  },
+];
+
+/**
+ * zod's JSON Schema, rewritten so that ajv (removeAdditional: true) parses as zod does: a plain
+ * object drops unknown keys (additionalProperties: false, which ajv then removes); a strict one
+ * refuses them (propertyNames, so the refusal names the key); a passthrough object or a record keeps
+ * them, checked, except an own `__proto__`, which zod drops too (patternProperties that exclude it).
+ */
+export function forAjv(s: unknown): unknown {
+  if (Array.isArray(s)) return s.map(forAjv);
+  if (!s || typeof s !== 'object') return s;
+  const o: Json = {};
+  for (const [k, v] of Object.entries(s as Json)) o[k] = k === 'properties' ? Object.fromEntries(Object.entries(v as Json).map(([p, ps]) => [p, forAjv(ps)])) : forAjv(v);
+  if (o.type !== 'object') return o;
+  delete o.$schema;
+  const keys = Object.keys((o.properties as Json | undefined) ?? {});
+  const extra = o.additionalProperties;
+  if (extra === false) {
+    delete o.additionalProperties;
+    // Under allOf, it is checked before `required`: a misspelt field is named, not the one it leaves missing.
+    o.allOf = [{ propertyNames: { enum: keys } }];
+  } else if (extra === undefined && !o.propertyNames) {
+    o.additionalProperties = false;
+  } else {
+    if ((o.propertyNames as Json | undefined)?.type === 'string') delete o.propertyNames;
+    if (o.propertyNames) throw new Error(`gen-validators: propertyNames other than strings: ${JSON.stringify(o.propertyNames)}`);
+    const skip = ['__proto__', ...keys].map((k) => k.replace(/[\\^$.*+?()[\]{}|]/g, '\\$&')).join('|');
+    o.patternProperties = { [`^(?!(?:${skip})$)`]: extra ?? {} };
+    o.additionalProperties = false;
+  }
+  return o;
+}
+
+const AJV: Options = {
+  code: { source: true, esm: true, lines: true },
+  // A refusal's words come from check.ts's describe(); without them the code is half the size.
+  messages: false,
+  useDefaults: true,
+  removeAdditional: true,
+  // zod counts a string's length in UTF-16 units and writes JavaScript regular expressions: the same here.
+  unicode: false,
+  unicodeRegExp: false,
+  allowUnionTypes: true,
+  strict: true,
+  // `unicode` is deprecated (the default counts code points), and that is the one warning expected.
+  logger: { log: () => {}, warn: (m: unknown) => { if (!String(m).includes('option unicode')) console.warn(m); }, error: console.error },
+};
+
+/** The text of a target's generated module and of its declarations. */
+export async function source(t: Target): Promise<{ js: string; dts: string }> {
+  const schemas = await t.schemas();
+  const names = Object.keys(schemas);
+  const ajv = new Ajv(AJV);
+  for (const [name, schema] of Object.entries(schemas)) ajv.addSchema(forAjv(z.toJSONSchema(schema, { io: 'input' })) as Json, name);
+  // The CommonJS module is the function, and its `default` too: the form that NodeNext's typing names.
+  const code = standalone.default(ajv, Object.fromEntries(names.map((n) => [n, n])));
+  const head = `// Generated by protocol/gen-validators.ts (\`npm run build\`) from ${t.about}: do not edit.`;
+  const map = t.map ? names.filter((n) => n !== 'ENVELOPE') : [];
+  const js = [head, code.replace(/^"use strict";/, ''), ...(t.map ? [`export const ${t.map.name} = { ${map.join(', ')} };`] : []), ''].join('\n');
+  const rel = path.posix.relative(path.posix.dirname(t.file), 'protocol/check.js');
+  const dts = [
+    head,
+    `import type { Check } from '${rel.startsWith('.') ? rel : `./${rel}`}';`,
+    ...(t.typeImport ? [t.typeImport] : []),
+    ...names.map((n) => `export declare const ${n}: Check;`),
+    ...(t.map ? [`export declare const ${t.map.name}: ${t.map.type};`] : []),
+    '',
+  ].join('\n');
+  return { js, dts };
+}
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+/** The repository root (this file runs from dist/protocol/). */
+export const ROOT = path.resolve(here, '../..');
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const check = process.argv.includes('--check');
+  let stale = 0;
+  for (const t of TARGETS) {
+    const { js, dts } = await source(t);
+    for (const [file, text] of [[t.file, js], [t.file.replace(/\.js$/, '.d.ts'), dts]] as const) {
+      const at = path.join(ROOT, file);
+      if (fs.existsSync(at) && fs.readFileSync(at, 'utf8') === text) continue;
+      stale++;
+      if (check) { process.stderr.write(`stale: ${file} (run npm run build)\n`); continue; }
+      fs.writeFileSync(at, text);
+      process.stdout.write(`wrote ${file}\n`);
+    }
+    // tsc neither reads nor copies the generated JavaScript: its dist copy is made here.
+    if (!check) { const out = path.join(ROOT, 'dist', t.file); fs.mkdirSync(path.dirname(out), { recursive: true }); fs.writeFileSync(out, js); }
+  }
+  if (check && stale) process.exitCode = 1;
+}
