@@ -1,9 +1,8 @@
-// Over 300 lines on purpose: a task's life on the agent (run, queue, give back, run for a gossip coordinator) is one state machine over its running and queued tasks.
 import os from 'node:os';
 import type { Logger } from 'pino';
-import { SwarmError, Type, errorCodeOf, type Connection, type Message, type AnyMessage, type Receipt } from '../protocol/index.js';
+import { SwarmError, Type, errorCodeOf, type Connection, type Message, type AnyMessage } from '../protocol/index.js';
 import { isRetryable } from '../sched/retry.js';
-import { LoopGuard, isPermanentEngineError, type ChatOptions, type Driver } from '../drivers/index.js';
+import { isPermanentEngineError, type Driver } from '../drivers/index.js';
 import { WorkerClient, type HubLocator } from './client.js';
 import { WORKER_DEFAULTS, type WorkerConfig } from './config.js';
 import { LazyAbort } from './lazy-abort.js';
@@ -11,6 +10,8 @@ import { workerKey } from '../protocol/result-mac.js';
 import { hostId } from './host-id.js';
 import type { AgentFailover, AgentFailoverOptions } from './failover-agent.js';
 import type { ExecOutcome, ReplicaSpec } from './gossip/index.js';
+import { AgentEngine, type EngineState } from './agent-engine.js';
+import { drive, type DriveDeps } from './drive.js';
 
 /** The worker state machine of the spec, section 5.1. */
 export const AgentState = { INIT: 'INIT', SPAWN: 'SPAWN', IDLE: 'IDLE', BUSY: 'BUSY', COOLDOWN: 'COOLDOWN', STOPPED: 'STOPPED' } as const;
@@ -38,14 +39,6 @@ interface Running { abort: LazyAbort; }
 /** A TASK_REQ held until a slot frees (the hub leases the queue only while tasks are short). */
 interface Queued { m: Message<'TASK_REQ'>; conn: Connection; at: number }
 
-/** What one driver run needs (a TASK_REQ's payload, or a replicated spec in gossip mode). */
-interface TaskParams {
-  task_id: string; prompt: string; stop: string[]; attempt: number; max_tokens?: number; temperature?: number;
-  seed?: number; grammar?: string; json_schema?: Record<string, unknown>; timeout_ms?: number;
-  /** false: nobody watches the answer as it is written (TASK_REQ `stream`). */
-  stream?: boolean;
-}
-
 /**
  * One agent: a network loop (WorkerClient) and a driver side by side. Tasks run concurrently with
  * the heartbeat, up to `slots` at a time; results stream back as TASK_RES.
@@ -63,11 +56,10 @@ export class Agent {
   private holdTimer?: NodeJS.Timeout;
   private readonly cfg: WorkerConfig;
   private stopping = false;
-  private driverReady?: Promise<void>;
-  /** Why the engine last failed to start (cleared by a start that succeeds). */
-  private engineError?: unknown;
-  /** The engine as HEARTBEAT reports it (`swarm up` waits for `ready`; `swarm status` shows a failure). */
-  private engine: 'starting' | 'ready' | 'failed' = 'starting';
+  private readonly engine: AgentEngine;
+  /** The engine state the hub was last told of. */
+  private told: EngineState = 'starting';
+  private readonly driveDeps: DriveDeps;
   /** Set with `failover` once run() has begun: the gossip side of this agent. */
   failover?: AgentFailover;
   private peerAddr?: string;
@@ -79,9 +71,11 @@ export class Agent {
     this.slots = opts.slots ?? this.cfg.agent.slots;
     this.queueMax = this.cfg.agent.queue;
     this.role = opts.role;
+    this.engine = new AgentEngine(opts.driver, log, (e) => this.engineIs(e));
+    this.driveDeps = { driver: opts.driver, engine: this.engine, workerId: opts.id, loopRepeats: opts.loopRepeats ?? this.cfg.agent.loopRepeats };
     this.client = new WorkerClient({
       id: opts.id, locate: opts.locate, token: opts.token, msgpack: opts.msgpack, maxLine: this.cfg.agent.maxLine, ...this.cfg.client,
-      handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: this.role, slots: this.slots, queue: this.queueMax, pid: process.pid, host_id: hostId(), peer_addr: this.peerAddr, engine: this.engine }),
+      handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: this.role, slots: this.slots, queue: this.queueMax, pid: process.pid, host_id: hostId(), peer_addr: this.peerAddr, engine: this.engine.state }),
     }, log);
     this.client.heartbeatPayload = () => {
       const fo = this.failover?.status();
@@ -89,8 +83,8 @@ export class Agent {
         load: Math.min(1, this.running.size / this.slots), status: this.running.size ? 'busy' : 'idle',
         inflight: this.running.size + this.queued.length, state: this.state,
         ...(fo ? { mode: fo.mode, coordinator: fo.coordinator, epoch: fo.epoch } : {}),
-        engine: this.engine,
-        ...(this.engine === 'failed' ? { engine_error: engineMessage(this.engineError).slice(0, 4096) } : {}),
+        engine: this.engine.state,
+        ...(this.engine.state === 'failed' ? { engine_error: this.engine.message().slice(0, 4096) } : {}),
       };
     };
     this.client.onMessage((m, conn) => this.onMessage(m, conn));
@@ -119,7 +113,7 @@ export class Agent {
   /** Start the driver and the network loop side by side (spec 5.3). */
   async run(): Promise<void> {
     this.state = AgentState.SPAWN;
-    this.driverReady = this.startEngine();
+    void this.engine.start(START_RETRIES);
     if (this.opts.failover) {
       // The gossip code loads only for a failover worker (17 modules a plain worker does without).
       const { AgentFailover } = await import('./failover-agent.js');
@@ -131,18 +125,11 @@ export class Agent {
     await this.client.run();
   }
 
-  private startEngine(): Promise<void> {
-    this.engineError = undefined;
-    return this.opts.driver.start().then(
-      () => { if (this.state === AgentState.SPAWN) this.state = AgentState.IDLE; this.engineIs('ready'); },
-      (err: unknown) => { this.engineError = err ?? new Error('engine failed to start'); this.log.error({ err }, 'engine failed to start'); if (this.state === AgentState.SPAWN) this.state = AgentState.IDLE; this.engineIs('failed'); },
-    );
-  }
-
   /** The hub hears at once when the engine becomes ready or fails, not at the next heartbeat. */
-  private engineIs(e: 'ready' | 'failed'): void {
-    const changed = e !== this.engine || e === 'failed';
-    this.engine = e;
+  private engineIs(e: EngineState): void {
+    if (this.state === AgentState.SPAWN) this.state = AgentState.IDLE;
+    const changed = e !== this.told || e === 'failed';
+    this.told = e;
     const conn = this.client.conn;
     if (changed && conn && !conn.isClosed) conn.send(Type.HEARTBEAT, this.client.heartbeatPayload());
   }
@@ -156,7 +143,7 @@ export class Agent {
     this.state = AgentState.STOPPED;
     this.client.stop();
     this.failover?.stop();
-    await this.opts.driver.stop().catch(() => {});
+    await this.engine.stop();
     this.opts.onStopped?.(reason);
   }
 
@@ -209,7 +196,7 @@ export class Agent {
     try {
       // With failover too: a partial answer records nothing on the hub.
       const onChunk = p.stream === false ? undefined : (text: string) => { buf += text; timer ??= setTimeout(flush, PARTIAL_MS); };
-      const out = await this.drive(p, abort, onChunk);
+      const out = await drive(this.driveDeps, p, abort, onChunk);
       clearTimeout(timer);
       // With failover the whole answer goes to the replica before the final frame reports it, so a
       // hub that dies now cannot lose it.
@@ -291,7 +278,7 @@ export class Agent {
     this.running.set(id, mine);
     this.state = AgentState.BUSY;
     try {
-      const out = await this.drive({
+      const out = await drive(this.driveDeps, {
         task_id: id, prompt: String(spec.prompt ?? ''), stop: (spec.stop as string[] | undefined) ?? [], attempt,
         max_tokens: spec.max_tokens as number | undefined, temperature: spec.temperature as number | undefined,
         seed: spec.seed as number | undefined, grammar: spec.grammar as string | undefined,
@@ -307,112 +294,13 @@ export class Agent {
       this.pump();
     }
   }
-
-  /**
-   * One driver run with the task's timeout and the loop guard. `onChunk` gets every chunk but the
-   * last (held back so a one-chunk answer is one message); the result has the last and the whole.
-   */
-  private async drive(p: TaskParams, abort: LazyAbort, onChunk?: (text: string) => void): Promise<{ full: string; last: string; receipt: Receipt }> {
-    const timer = p.timeout_ms ? setTimeout(() => abort.abort(new SwarmError('SWARM_ERR_TASK_TIMEOUT', `task ran past ${p.timeout_ms} ms`)), p.timeout_ms) : undefined;
-    const started = performance.now();
-    const startedAt = Date.now();
-    let ttft: number | undefined;
-    let pending: string | undefined;
-    const parts: string[] = [];
-    const guard = new LoopGuard({ maxRepeats: this.opts.loopRepeats ?? this.cfg.agent.loopRepeats });
-    try {
-      if (this.driverReady) await this.driverReady;
-      if (this.engineError !== undefined) {
-        // Once more: an engine that failed to start (a port taken, a file not there yet) may start
-        // now. If not, the task is not at fault: ENGINE_START gives it back without using an attempt.
-        // A model that does not load will not load now either: the task fails with its message.
-        if (!isPermanentEngineError(this.engineError)) {
-          this.driverReady = this.startEngine();
-          await this.driverReady;
-        }
-        const err = this.engineError;
-        if (err !== undefined) {
-          if (isPermanentEngineError(err)) throw err;
-          throw new SwarmError('SWARM_ERR_ENGINE_START', `engine failed to start: ${engineMessage(err)}`);
-        }
-      }
-      const chatOpts = new TaskChatOptions(p, abort);
-      // A driver that has the answer at once gives it as a list: no async generator, no await a chunk.
-      const now = this.opts.driver.answerNow?.(p.prompt, chatOpts);
-      const gen = now ? undefined : this.opts.driver.chat(p.prompt, chatOpts);
-      let stats: { tokensIn?: number; tokensOut?: number; tokensCached?: number; ttftMs?: number } | void;
-      for (let i = 0; ; i++) {
-        let chunk: string;
-        if (gen) {
-          const r = await gen.next();
-          if (r.done) { stats = r.value; break; }
-          chunk = r.value;
-        } else {
-          if (i === now!.chunks.length) { stats = now!.stats; break; }
-          chunk = now!.chunks[i]!;
-        }
-        if (abort.aborted) { if (gen) await gen.return(undefined); throw abort.reason; }
-        ttft ??= performance.now() - started;
-        if (guard.push(chunk)) {
-          if (gen) await gen.return(undefined);
-          await this.opts.driver.stop().catch(() => {}); // SIGTERM the engine (spec 10.2); next task restarts it
-          this.driverReady = this.opts.driver.start();
-          throw new SwarmError('SWARM_ERR_LOOP_DETECTED', 'the same output line repeated more than the loop guard allows');
-        }
-        if (pending !== undefined) onChunk?.(pending);
-        pending = chunk;
-        parts.push(chunk);
-      }
-      if (abort.aborted) throw abort.reason;
-      const duration = performance.now() - started;
-      const tokensOut = stats?.tokensOut;
-      const finishedAt = Date.now();
-      // An engine that sends its text in late pieces says when the first token came.
-      const ttftMs = stats?.ttftMs !== undefined ? round(stats.ttftMs) : ttft === undefined ? undefined : round(ttft);
-      const tokensPerS = tokensOut !== undefined && duration > 0 ? round(tokensOut / (duration / 1000)) : undefined;
-      // Two literals rather than a spread of an optional field: a literal with a spread in it is
-      // built key by key, and this runs once a task. The keys keep the order the hub has always seen.
-      const receipt: Receipt = stats?.tokensCached === undefined
-        ? { started_at: startedAt, finished_at: finishedAt, duration_ms: round(duration), ttft_ms: ttftMs,
-          tokens_in: stats?.tokensIn, tokens_out: tokensOut,
-          tokens_per_s: tokensPerS, worker: this.opts.id, driver: this.opts.driver.name, attempt: p.attempt }
-        : { started_at: startedAt, finished_at: finishedAt, duration_ms: round(duration), ttft_ms: ttftMs,
-          tokens_in: stats.tokensIn, tokens_out: tokensOut, tokens_cached: stats.tokensCached,
-          tokens_per_s: tokensPerS, worker: this.opts.id, driver: this.opts.driver.name, attempt: p.attempt };
-      return { full: parts.length === 1 ? parts[0]! : parts.join(''), last: pending ?? '', receipt };
-    } finally {
-      if (timer) clearTimeout(timer);
-    }
-  }
 }
-
-/**
- * A task's ChatOptions. A class, not an object literal: the lazy `signal` is a getter, and a literal
- * with a getter in it is built by the runtime, slowly, once a task; here the getter is on the prototype.
- * No driver copies its options (a spread would leave `signal` behind).
- */
-class TaskChatOptions implements ChatOptions {
-  readonly stop: string[];
-  readonly maxTokens?: number;
-  readonly temperature?: number;
-  readonly seed?: number;
-  readonly grammar?: string;
-  readonly jsonSchema?: Record<string, unknown>;
-  readonly stream: boolean;
-  constructor(p: TaskParams, private readonly abort: LazyAbort) {
-    this.stop = p.stop; this.maxTokens = p.max_tokens; this.temperature = p.temperature; this.seed = p.seed;
-    this.grammar = p.grammar; this.jsonSchema = p.json_schema; this.stream = p.stream !== false;
-  }
-  /** Made when the driver first reads it: a driver that answers at once never does. */
-  get signal(): AbortSignal { return this.abort.signal; }
-}
-
-function round(x: number): number { return Math.round(x * 100) / 100; }
 
 /** Partial answers, while someone watches, go out at most this often. */
 const PARTIAL_MS = 40;
 
-function engineMessage(err: unknown): string { return (err as Error)?.message ?? String(err); }
+/** A failed start at spawn is tried this many times more before the hub hears `failed`. */
+const START_RETRIES = 2;
 
 /** The host's load average over one minute divided by cores, for status. */
 export function hostLoad(): number { return os.loadavg()[0]! / Math.max(1, os.cpus().length); }

@@ -53,50 +53,68 @@ export class BatchedDriver implements Driver {
   /**
    * A connection that owns a sequence. An engine that closes a connection before it gives a sequence
    * is going away (it idled out between our probe and our connect, or it died): try again, which
-   * starts a new one.
+   * starts a new one. `signal`: the chat that wants it was given up (its task cancelled, its hub link
+   * lost): stop waiting for an engine or a sequence.
    */
-  private async connect(): Promise<SeqConn> {
+  private async connect(signal?: AbortSignal): Promise<SeqConn> {
     for (let attempt = 1; ; attempt++) {
-      try { return await this.connectOnce(); } catch (err) {
-        if (attempt >= 3 || this.stopping || !(err instanceof SwarmError) || err.code !== 'SWARM_ERR_ENGINE_DIED') throw err;
+      try { return await this.connectOnce(signal); } catch (err) {
+        if (attempt >= 3 || this.stopping || signal?.aborted || !(err instanceof SwarmError) || err.code !== 'SWARM_ERR_ENGINE_DIED') throw err;
       }
     }
   }
 
-  private async connectOnce(): Promise<SeqConn> {
+  private async connectOnce(signal?: AbortSignal): Promise<SeqConn> {
     if (!this.config.model) throw new SwarmError('SWARM_ERR_CONFIG', 'the batched driver needs a model (--model PATH.gguf or an hf: URI)');
     this.modelPath ??= await resolveModel(this.config.model);
     const o = this.options;
     this.paths ??= enginePaths(o.dir, { model: this.modelPath, ctx: o.ctx, threads: o.threads, prefixCache: o.prefixCache, kvUnified: o.kvUnified });
     let sock;
     try { sock = await connectSocket(this.paths.socket); } catch {
-      await ensureEngine(this.paths, { model: this.modelPath, threads: o.threads, ctx: o.ctx, sequences: o.sequences, idleMs: o.idleMs, maxWaiting: 4 * o.sequences, prefixCache: o.prefixCache, kvUnified: o.kvUnified }, o.startTimeoutMs);
+      await ensureEngine(this.paths, { model: this.modelPath, threads: o.threads, ctx: o.ctx, sequences: o.sequences, idleMs: o.idleMs, maxWaiting: 4 * o.sequences, prefixCache: o.prefixCache, kvUnified: o.kvUnified }, o.startTimeoutMs, signal);
       sock = await connectSocket(this.paths.socket).catch((err: Error) => { throw new SwarmError('SWARM_ERR_ENGINE_START', `batched engine: ${err.message}`); });
     }
     const c = new SeqConn(sock);
     const release = c.hold();
     let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
     try {
-      const waited = o.seqWaitMs > 0 ? new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          c.close();
-          reject(new SwarmError('SWARM_ERR_ENGINE_START', `batched engine: all its sequences are taken (waited ${o.seqWaitMs} ms for one); start it with more (--driver-opt sequences=N; swarm up gives it one per agent slot) or stop a worker`));
-        }, o.seqWaitMs);
-      }) : undefined;
-      await (waited ? Promise.race([c.ready(), waited]) : c.ready());
-    } finally { clearTimeout(timer); release(); }
+      const waits: Promise<void>[] = [c.ready()];
+      if (o.seqWaitMs > 0) {
+        waits.push(new Promise<never>((_, reject) => {
+          timer = setTimeout(() => {
+            c.close();
+            reject(new SwarmError('SWARM_ERR_ENGINE_START', `batched engine: all its sequences are taken (waited ${o.seqWaitMs} ms for one); start it with more (--driver-opt sequences=N; swarm up gives it one per agent slot) or stop a worker`));
+          }, o.seqWaitMs);
+        }));
+      }
+      if (signal) {
+        waits.push(new Promise<never>((_, reject) => {
+          onAbort = () => { c.close(); reject(abortError(signal)); };
+          if (signal.aborted) onAbort();
+          else signal.addEventListener('abort', onAbort, { once: true });
+        }));
+      }
+      await (waits.length === 1 ? waits[0] : Promise.race(waits));
+    } finally {
+      clearTimeout(timer);
+      if (onAbort) signal?.removeEventListener('abort', onAbort);
+      release();
+    }
     return c;
   }
 
-  private async take(): Promise<SeqConn> {
+  private async take(signal?: AbortSignal): Promise<SeqConn> {
     for (let c = this.idle.pop(); c; c = this.idle.pop()) if (!c.closed) return c;
-    return this.connect();
+    return this.connect(signal);
   }
 
   async *chat(prompt: string, opts: ChatOptions = {}): AsyncGenerator<string, BatchedStats | void, void> {
     if (opts.signal?.aborted) return;
-    const c = await this.take();
+    const c = await this.take(opts.signal);
     if (this.stopping) { c.close(); throw new SwarmError('SWARM_ERR_SHUTDOWN', 'the batched driver was stopped'); }
+    // Given up while it waited for an engine: its abort listener below would never fire.
+    if (opts.signal?.aborted) { this.idle.push(c); return; }
     this.busy.add(c);
     const id = this.nextId++;
     const queue: ChatEvent[] = [];
@@ -151,6 +169,12 @@ export class BatchedDriver implements Driver {
       else c.close();
     }
   }
+}
+
+/** The reason a chat was given up, as an error (an AbortSignal's reason need not be one). */
+function abortError(signal: AbortSignal): Error {
+  const r: unknown = signal.reason;
+  return r instanceof Error ? r : new SwarmError('SWARM_ERR_SHUTDOWN', 'the chat was given up while it waited for the batched engine');
 }
 
 /** Factory for the `batched` driver (`--driver batched`, options: threads, ctx, sequences, dir, idle_ms, start_timeout_ms, prefix_cache). */

@@ -74,9 +74,10 @@ function tail(file: string, n = 12): string {
  * Make sure an engine answers on `paths.socket`, starting one if none does. Of the workers that find
  * none at once, the one that takes the lock file (O_EXCL) starts it, detached from its own process
  * group so that it outlives that worker; the others wait for the socket. A stale lock (see staleLock)
- * is taken over. Errors are SWARM_ERR_ENGINE_START with the engine's log tail.
+ * is taken over. Errors are SWARM_ERR_ENGINE_START with the engine's log tail. `signal` ends the
+ * wait of a worker that does not start the engine itself.
  */
-export async function ensureEngine(paths: EnginePaths, cfg: Omit<EngineConfig, 'socket'>, timeoutMs: number): Promise<void> {
+export async function ensureEngine(paths: EnginePaths, cfg: Omit<EngineConfig, 'socket'>, timeoutMs: number, signal?: AbortSignal): Promise<void> {
   fs.mkdirSync(path.dirname(paths.lock), { recursive: true, mode: 0o700 });
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -84,6 +85,9 @@ export async function ensureEngine(paths: EnginePaths, cfg: Omit<EngineConfig, '
     // Another worker may have just seen it fail while this one waited for the lock.
     failedBefore(paths, cfg.model);
     if (Date.now() > deadline) throw new SwarmError('SWARM_ERR_ENGINE_START', `batched engine not ready after ${timeoutMs} ms\n${tail(paths.log)}`.trim());
+    // A waiter may give up; the worker that holds the lock starts the engine to the end (a second
+    // worker would otherwise start a second engine beside a loading one).
+    if (signal?.aborted) throw signal.reason instanceof Error ? signal.reason : new SwarmError('SWARM_ERR_SHUTDOWN', 'gave up waiting for the batched engine');
     let fd: number;
     try { fd = fs.openSync(paths.lock, 'wx', 0o600); } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;

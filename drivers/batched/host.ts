@@ -17,6 +17,7 @@ import { errorCodeOf } from '../../protocol/errors.js';
 import { installBatchGate, type BatchGate } from './batch-gate.js';
 import { ThreadTuner, cpuLimit, idleCores, installThreadTuner, startThreads } from './threads.js';
 import { LOAD_FAILED_EXIT, MAX_LINE, type EngineConfig, type FromEngine, type ToEngine } from './messages.js';
+import { crashPoint } from './crash-hook.js';
 
 const log = (msg: string): void => { process.stderr.write(`${new Date().toISOString()} ${msg}\n`); };
 
@@ -57,6 +58,7 @@ class Engine {
   }
 
   accept(sock: net.Socket): void {
+    crashPoint('listen');
     const c: Client = { sock, closed: false, chats: [], tail: Promise.resolve() };
     this.clients.add(c);
     clearTimeout(this.idleTimer);
@@ -89,6 +91,7 @@ class Engine {
     c.seq = seq;
     this.started = true;
     this.send(c, { t: 'seq', seq, of: this.sequences.length, ctx: this.sequences[seq]!.context.contextSize, pid: process.pid });
+    crashPoint('greet');
   }
 
   private send(c: Client, m: FromEngine): void {
@@ -110,6 +113,13 @@ class Engine {
       if (chat.ac.signal.aborted) this.send(c, { t: 'done', id: m.id, tokensIn: 0, tokensOut: 0, tokensCached: 0, reason: 'abort' });
       else await this.run(c, seq, m.id, m.prompt, m.opts, chat.ac.signal, m.stream !== false);
       c.chats.splice(c.chats.indexOf(chat), 1);
+    }).catch((err: unknown) => {
+      // A tail that rejected would run none of this connection's later chats and never free its
+      // sequence (closed() waits for it): its worker would wait for an answer for ever.
+      const i = c.chats.indexOf(chat);
+      if (i >= 0) c.chats.splice(i, 1);
+      log(`chat ${m.id} on sequence ${seq} failed outside generation: ${err instanceof Error ? err.message : String(err)}`);
+      this.send(c, { t: 'error', id: m.id, code: 'SWARM_ERR_INTERNAL', message: 'the batched engine failed this chat' });
     });
   }
 
@@ -138,6 +148,7 @@ class Engine {
         ...(this.cfg.prefixCache === false ? {} : { donors: this.sequences }),
         onText: (text) => {
           ttftMs ??= Math.round((performance.now() - t0) * 100) / 100;
+          crashPoint('chat');
           buf += text;
           // Unwatched, the text still reaches the worker's loop guard once it has lines enough to judge.
           if (!stream && text.includes('\n') && (lines += text.split('\n').length - 1) >= QUIET_FLUSH_LINES) { flush(); return; }
@@ -202,6 +213,7 @@ async function main(): Promise<void> {
     logLevel: LlamaLogLevel.warn, logger: (level, message) => log(`[${level}] ${message}`),
     addonOverride: process.env.SWARM_TEST_EMBEDDED_ADDON || undefined, selfBuilt: true,
   });
+  crashPoint('load');
   let model: LlamaModel;
   try { model = await llama.loadModel({ modelPath: cfg.model }); } catch (err) {
     // Its own exit code: the workers fail their tasks at once rather than start this engine again.
