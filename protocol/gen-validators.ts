@@ -35,6 +35,11 @@ export const TARGETS: Target[] = [
     about: 'TaskSpecSchema of hub/task.ts',
     schemas: async () => { const s = await import('../hub/task.js'); return { TASK_SPEC: s.TaskSpecSchema }; },
   },
+  {
+    file: 'worker/config-check.gen.js',
+    about: 'WorkerConfigSchema of worker/config-schema.ts',
+    schemas: async () => { const s = await import('../worker/config-schema.js'); return { WORKER_CONFIG: s.WorkerConfigSchema }; },
+  },
 ];
 
 /**

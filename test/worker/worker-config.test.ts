@@ -19,3 +19,19 @@ t.test('worker config: unknown names, wrong types and out-of-range values are re
   t.equal(code(() => workerConfig({ agent: { slots: 1.5 } })), 'SWARM_ERR_CONFIG', 'not an integer');
   t.equal(code(() => workerConfig({ client: { minBackoffMs: 5000, maxBackoffMs: 100 } })), 'SWARM_ERR_CONFIG', 'bounds that contradict');
 });
+
+t.test('worker config: the generated check accepts what WorkerConfigSchema accepts, with the same values', async (t) => {
+  const { WorkerConfigSchema } = await import('../../worker/config-schema.js');
+  const inputs: unknown[] = [{}, { agent: { slots: 4, queue: 0 } }, { agent: { slots: 2000 } }, { agent: { slot: 1 } }, { transport: { maxFrame: 1024 } },
+    { transport: { maxFrame: 1023 } }, { sync: { syncIntervalMs: '5' } }, { handback: null }, { coordinator: { maxSends: 1000.5 } }, [], null];
+  for (const input of inputs) {
+    const z = WorkerConfigSchema.safeParse(input);
+    let ours: unknown;
+    try { ours = workerConfig(input as never); } catch { ours = undefined; }
+    t.equal(ours !== undefined, z.success, `${JSON.stringify(input)}: ${z.success ? 'accepted' : 'refused'} by both`);
+    if (z.success && ours) t.match(ours, z.data, 'the same values');
+  }
+  const mine = { agent: { slots: 3 } };
+  workerConfig(mine);
+  t.same(mine, { agent: { slots: 3 } }, 'the caller\'s object is left as it was');
+});
