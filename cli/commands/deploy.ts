@@ -9,7 +9,7 @@ import { int, keyValue } from '../options.js';
 interface RenderFlags {
   target: 'podman' | 'k3s'; agents: number; model: string; out?: string; image?: string; driver: string;
   driverOpt: Record<string, string>; workers: 'deployment' | 'daemonset'; hostNetwork: boolean;
-  hubPort: number; controlPort: number; ctx: number; ubatch: number; cpus: number; engine: 'per-worker' | 'shared'; repack: boolean;
+  hubPort: number; controlPort: number; ctx: number; ubatch: number; cpus: number; engine: 'batched' | 'per-worker'; perPod?: number; repack: boolean;
   failover: boolean; peerPort: number; name: string; stateSize: string; storageClass?: string; hosts?: DeployHost[]; certsDir: string;
   stateDir?: string; workerStateDir?: string; json: boolean; modelImage?: string; modelSize: string;
 }
@@ -43,7 +43,8 @@ export function registerDeploy(program: Command): void {
     .option('--ctx <n>', 'context per agent for the plan', int('--ctx', 16), 2048)
     .option('--ubatch <n>', 'llama.cpp micro-batch for the plan', int('--ubatch', 1), 512)
     .option('--cpus <n>', 'vCPUs of the host for the plan', int('--cpus', 1), 4)
-    .option('--engine <mode>', 'for the plan: per-worker (what the rendered workers run: an engine per container) or shared; `swarm up`\'s batched engine is not rendered yet', oneOf('--engine', ['per-worker', 'shared'] as const), 'per-worker')
+    .option('--engine <mode>', 'the embedded (llama.cpp) driver\'s engine, as `swarm up`: batched = a pod\'s agents in one worker container, one engine and a sequence each; per-worker = a container and an engine per agent', oneOf('--engine', ['batched', 'per-worker'] as const), 'batched')
+    .option('--per-pod <k>', 'k3s with the batched engine: agents per worker pod, one engine each (default: all in one pod; a DaemonSet runs this many on every node)', int('--per-pod', 1))
     .option('--no-repack', 'plan for --no-repack engines')
     .option('--no-failover', 'workers without --failover (by default each has a peer port and the run goes on by gossip if the hub dies)')
     .option('--peer-port <n>', 'failover: first peer port (podman: one per worker from here, on loopback; k3s: each pod\'s)', int('--peer-port', 1), 7100)
@@ -62,10 +63,13 @@ export function registerDeploy(program: Command): void {
         o.model = path.resolve(o.model);
         let p: Plan | undefined;
         if (fs.existsSync(o.model)) {
-          p = plan(await readModelShape(o.model), { agents: o.agents, ctx: o.ctx, ubatch: o.ubatch, cpus: o.cpus, engine: o.engine, repack: o.repack });
+          // The batched engine applies to the llama.cpp driver only; any other holds its engine per container.
+          const engine = o.driver === 'batched' || o.driver === 'embedded' ? o.engine : 'per-worker';
+          p = plan(await readModelShape(o.model), { agents: o.agents, ctx: o.ctx, ubatch: o.ubatch, cpus: o.cpus, engine: o.driver === 'batched' ? 'batched' : engine, repack: o.repack });
         }
         const files = renderDeployment({
-          target: o.target, agents: o.agents, model: o.model, image: o.image, driver: o.driver, driverOpts: o.driverOpt,
+          target: o.target, agents: o.agents, model: o.model, image: o.image, driver: o.driver, driverOpts: o.driverOpt, engine: o.engine,
+          ...(o.perPod !== undefined ? { perPod: o.perPod } : {}),
           workers: o.workers, hostNetwork: o.hostNetwork,
           hubPort: o.hubPort, controlPort: o.controlPort, plan: p, failover: o.failover, peerPort: o.peerPort, name: o.name,
           stateSize: o.stateSize, ...(o.stateDir ? { stateDir: o.stateDir } : {}), ...(o.workerStateDir ? { workerStateDir: o.workerStateDir } : {}),

@@ -11,7 +11,7 @@
  * (docs/deploy.md), so no render, repository or CI log ever holds the token or a key.
  */
 import type { DeploySpec } from './spec.js';
-import { TOKEN_ENV, hubArgs, workerArgs } from './spec.js';
+import { TOKEN_ENV, hubArgs, workerArgs, workerMem } from './spec.js';
 import { hubHttpGet, startupProbe, tcpProbe } from './probes.js';
 
 type Obj = Record<string, unknown>;
@@ -118,7 +118,12 @@ export function k3sObjects(s: DeploySpec): Obj[] {
   };
   // failover: the peer port on the pod IP (from the downward API), the status file on an emptyDir
   const podIp = { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } };
-  const state = { name: 'state', emptyDir: { sizeLimit: '16Mi' } };
+  // The batched engine's socket, pid and log go there too (the image's SWARM_STATE_DIR).
+  const writable = s.failover || s.batched;
+  const state = { name: 'state', emptyDir: { sizeLimit: s.batched ? '256Mi' : '16Mi' } };
+  // A pod's agents (several with the batched engine) each have a peer port, from s.peerPort up.
+  const peerPorts = Array.from({ length: s.perPod }, (_, i) => ({ name: i === 0 ? 'peer' : `peer-${i + 1}`, port: s.peerPort + i }));
+  const mem = workerMem(s, s.perPod);
   const tlsArgs = ['--tls-ca', '/certs/ca.crt', '--tls-cert', '/certs/worker.crt', '--tls-key', '/certs/worker.key',
     // Peer links encrypted with the same certificate; peers are pod IPs, which no certificate names:
     // the peer token (derived from the swarm token) authenticates them.
@@ -139,25 +144,25 @@ export function k3sObjects(s: DeploySpec): Obj[] {
     ...(s.workersKind === 'deployment' ? { topologySpreadConstraints: spread('worker') } : {}),
     containers: [{
       name: 'worker', image: s.image, imagePullPolicy: 'IfNotPresent',
-      args: [...workerArgs(s, undefined, { kind: 'pod-ip', port: s.peerPort }), ...tlsArgs],
+      args: [...workerArgs(s, undefined, { kind: 'pod-ip', port: s.peerPort }, undefined, s.perPod), ...tlsArgs],
       env: s.failover ? [TOKEN_ENV, podIp] : [TOKEN_ENV],
-      ...(s.failover ? { ports: [{ name: 'peer', containerPort: s.peerPort }] } : {}),
+      ...(s.failover ? { ports: peerPorts.map((p) => ({ name: p.name, containerPort: p.port })) } : {}),
       resources: {
-        requests: { cpu: `${s.workerCpuM}m`, memory: `${s.workerMemMi.request}Mi` },
-        limits: { memory: `${s.workerMemMi.limit}Mi` },
+        requests: { cpu: `${s.workerCpuM * s.perPod}m`, memory: `${mem.request}Mi` },
+        limits: { memory: `${mem.limit}Mi` },
       },
       ...workerProbes,
       securityContext: containerSecurity,
-      volumeMounts: [modelMount, certsMount, tmpMount, ...(s.failover ? [{ name: 'state', mountPath: '/var/lib/swarm' }] : [])],
+      volumeMounts: [modelMount, certsMount, tmpMount, ...(writable ? [{ name: 'state', mountPath: '/var/lib/swarm' }] : [])],
     }],
-    volumes: [modelVolume, certsVolume('worker'), tmp, ...(s.failover ? [state] : [])],
+    volumes: [modelVolume, certsVolume('worker'), tmp, ...(writable ? [state] : [])],
   };
   const workerTemplate = { metadata: { labels: labels('worker') }, spec: podSpec };
   const workers: Obj = s.workersKind === 'daemonset'
     ? { apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: meta('swarm-worker', 'worker'),
         spec: { selector: { matchLabels: labels('worker') }, updateStrategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1 } }, template: workerTemplate } }
     : { apiVersion: 'apps/v1', kind: 'Deployment', metadata: meta('swarm-worker', 'worker'),
-        spec: { replicas: s.agents, selector: { matchLabels: labels('worker') }, strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1, maxSurge: 1 } }, template: workerTemplate } };
+        spec: { replicas: s.workerPods, selector: { matchLabels: labels('worker') }, strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1, maxSurge: 1 } }, template: workerTemplate } };
   // Restricted Pod Security: the pods above meet it (non-root, no privilege escalation, seccomp).
   const ns: Obj = { apiVersion: 'v1', kind: 'Namespace', metadata: { name: s.namespace, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } };
   const claim: Obj = {
@@ -177,7 +182,7 @@ export function k3sObjects(s: DeploySpec): Obj[] {
   const peers: Obj = {
     apiVersion: 'v1', kind: 'Service', metadata: meta(PEERS_SERVICE, 'worker'),
     // Not-ready pods too: a worker whose hub is gone is exactly the one its peers must still reach.
-    spec: { clusterIP: 'None', publishNotReadyAddresses: true, selector: labels('worker'), ports: [{ name: 'peer', port: s.peerPort, targetPort: 'peer' }] },
+    spec: { clusterIP: 'None', publishNotReadyAddresses: true, selector: labels('worker'), ports: peerPorts.map((p) => ({ name: p.name, port: p.port, targetPort: p.name })) },
   };
   return [ns, claim, ...(s.modelImage ? [] : [models]), hub, service, workers, pdb, ...(s.failover ? [peers] : []), ...networkPolicies(s, labels)];
 }
@@ -190,6 +195,8 @@ function networkPolicies(s: DeploySpec, labels: (c: string) => Record<string, st
   const meta = (name: string): Obj => ({ name, namespace: s.namespace, labels: { 'app.kubernetes.io/name': 'swarm' } });
   const pods = (c: string) => ({ podSelector: { matchLabels: labels(c) } });
   const tcp = (port: number) => ({ protocol: 'TCP', port });
+  // The peer ports of a pod (one per agent of a batched pod): a range.
+  const peers = s.perPod > 1 ? { protocol: 'TCP', port: s.peerPort, endPort: s.peerPort + s.perPod - 1 } : tcp(s.peerPort);
   const swarm = { matchLabels: { 'app.kubernetes.io/name': 'swarm' } };
   const dns = { to: [{ namespaceSelector: {}, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }], ports: [{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }] };
   const policy = (name: string, spec: Obj): Obj => ({ apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: meta(name), spec });
@@ -204,8 +211,8 @@ function networkPolicies(s: DeploySpec, labels: (c: string) => Record<string, st
     }),
     policy('swarm-worker', {
       ...pods('worker'), policyTypes: ['Ingress', 'Egress'],
-      ingress: s.failover ? [{ from: [pods('worker')], ports: [tcp(s.peerPort)] }] : [],
-      egress: [{ to: [pods('hub')], ports: [tcp(s.hubPort)] }, ...(s.failover ? [{ to: [pods('worker')], ports: [tcp(s.peerPort)] }] : [])],
+      ingress: s.failover ? [{ from: [pods('worker')], ports: [peers] }] : [],
+      egress: [{ to: [pods('hub')], ports: [tcp(s.hubPort)] }, ...(s.failover ? [{ to: [pods('worker')], ports: [peers] }] : [])],
     }),
   ];
 }

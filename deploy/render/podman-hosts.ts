@@ -6,7 +6,7 @@
  * host's NAME.crt/NAME.key, and the token (read through SWARM_TOKEN_FILE, never in the YAML or argv).
  */
 import type { DeploySpec } from './spec.js';
-import { TOKEN_ENV } from './spec.js';
+import { TOKEN_ENV, workerMem } from './spec.js';
 import { podmanExec } from './probes.js';
 
 type Obj = Record<string, unknown>;
@@ -62,31 +62,37 @@ export function podmanHostsObjects(s: DeploySpec, hosts: DeployHost[], certsDir:
     },
   }];
   const counts = spread(s.agents, workerHosts.length);
+  const writable = s.failover || s.batched;
   workerHosts.forEach((h, k) => {
-    const containers = Array.from({ length: counts[k]! }, (_, i) => {
-      const id = `${h.name}-${i + 1}`;
+    // With the batched engine, one container per host: its agents in one process (NAME-1 … NAME-K)
+    // and the one engine that process starts, its socket in the writable state folder.
+    const container = (name: string, id: string, count: number, port: number): Obj => {
       const args = ['worker', '--hub', `${hubHost.addr}:${s.hubPort}`, '--tls-ca', '/certs/ca.crt', '--driver', s.driver, '--model', s.modelPath, '--id', id];
-      for (const [key, v] of Object.entries(s.driverOpts)) args.push('--driver-opt', `${key}=${v}`);
+      const opts = s.batched ? { sequences: String(count), ...s.driverOpts } : s.driverOpts;
+      for (const [key, v] of Object.entries(opts)) args.push('--driver-opt', `${key}=${v}`);
+      if (count > 1) args.push('--count', String(count));
       // Peers on the host's address, one port each (the pod is in the host's network); the host's
       // certificate serves the peer port and presents this worker to the hub.
-      if (s.failover) args.push('--failover', '--peer-host', h.addr, '--peer-port', String(s.peerPort + i), '--state-dir', `/var/lib/swarm/${id}`,
+      if (s.failover) args.push('--failover', '--peer-host', h.addr, '--peer-port', String(port), '--state-dir', `/var/lib/swarm/${id}`,
         '--peer-tls-cert', `/certs/${h.name}.crt`, '--peer-tls-key', `/certs/${h.name}.key`, '--peer-tls-ca', '/certs/ca.crt');
-      else args.push('--tls-cert', `/certs/${h.name}.crt`, '--tls-key', `/certs/${h.name}.key`);
+      else args.push('--tls-cert', `/certs/${h.name}.crt`, '--tls-key', `/certs/${h.name}.key`, ...(s.batched ? ['--state-dir', `/var/lib/swarm/${id}`] : []));
       return {
-        name: `worker-${i + 1}`, image: s.image, args, env,
-        resources: { limits: { memory: `${s.workerMemMi.limit}Mi` } },
+        name, image: s.image, args, env,
+        resources: { limits: { memory: `${workerMem(s, count).limit}Mi` } },
         livenessProbe: podmanExec('worker', `/var/lib/swarm/${id}`),
         securityContext: security,
         volumeMounts: [{ name: 'models', mountPath: '/models', readOnly: true }, certsMount,
-          ...(s.failover ? [{ name: 'worker-state', mountPath: '/var/lib/swarm' }] : [])],
+          ...(writable ? [{ name: 'worker-state', mountPath: '/var/lib/swarm' }] : [])],
       };
-    });
+    };
+    const containers = s.batched ? (counts[k]! > 0 ? [container('worker', h.name, counts[k]!, s.peerPort)] : [])
+      : Array.from({ length: counts[k]! }, (_, i) => container(`worker-${i + 1}`, `${h.name}-${i + 1}`, 1, s.peerPort + i));
     out[`swarm-${h.name}.yaml`] = [{
       apiVersion: 'v1', kind: 'Pod', metadata: { name: `${s.workersName}-${h.name}`, labels: labels('worker') },
       spec: {
         hostNetwork: true, restartPolicy: 'Always', terminationGracePeriodSeconds: 30, containers,
         volumes: [{ name: 'models', hostPath: { path: s.modelHostDir, type: 'Directory' } }, certs,
-          ...(s.failover ? [{ name: 'worker-state', hostPath: { path: s.workerStateHostDir, type: 'Directory' } }] : [])],
+          ...(writable ? [{ name: 'worker-state', hostPath: { path: s.workerStateHostDir, type: 'Directory' } }] : [])],
       },
     }];
   });

@@ -3,7 +3,8 @@
  * unit for older Podman such as Debian 12's 4.3).
  * Podman ignores Services, so the hub is a Pod with a stable name (`swarm-hub`) that workers reach
  * by name on a Podman network with DNS; or, with hostNetwork, at 127.0.0.1 on a single host.
- * Podman runs a Deployment with one replica only, so the workers are one Pod of N containers.
+ * Podman runs a Deployment with one replica only, so the workers are one Pod: of one container with
+ * the batched engine (N agents in one process, one engine), or of N containers, an engine each.
  * With failover the workers' peer ports are on loopback, one port each: the containers of a pod share
  * its network namespace (or all share the host's with hostNetwork), so no peer port leaves the pod.
  * The token is the file `token` of the `swarm certs` folder, mounted read-only at /certs (never in
@@ -11,7 +12,7 @@
  * container gets a liveness probe (deploy/healthcheck.mjs, as a command: see probes.ts).
  */
 import type { DeploySpec } from './spec.js';
-import { TOKEN_ENV, hubArgs, workerArgs } from './spec.js';
+import { TOKEN_ENV, hubArgs, workerArgs, workerMem } from './spec.js';
 import { podmanExec } from './probes.js';
 
 type Obj = Record<string, unknown>;
@@ -48,15 +49,20 @@ export function podmanObjects(s: DeploySpec): Obj[] {
   };
   // With failover: every worker keeps its status file in its own folder of one writable volume (each
   // container's node is PID 1, so the files, named by pid, must not share a folder).
-  const containers = Array.from({ length: s.agents }, (_, i) => ({
-    name: `worker-${i + 1}`, image: s.image,
-    args: workerArgs(s, `worker-${i + 1}`, { kind: 'loopback', port: s.peerPort + i }, `/var/lib/swarm/worker-${i + 1}`), env,
-    resources: { limits: { memory: `${s.workerMemMi.limit}Mi` } },
-    livenessProbe: podmanExec('worker', `/var/lib/swarm/worker-${i + 1}`),
+  // The batched engine: one container, its agents in one process (worker-1 … worker-N) and the engine
+  // that process starts beside it, its socket in the writable state folder (docs/deploy.md).
+  const writable = s.failover || s.batched;
+  const container = (name: string, count: number, port: number) => ({
+    name, image: s.image,
+    args: workerArgs(s, name, { kind: 'loopback', port }, `/var/lib/swarm/${name}`, count), env,
+    resources: { limits: { memory: `${workerMem(s, count).limit}Mi` } },
+    livenessProbe: podmanExec('worker', `/var/lib/swarm/${name}`),
     securityContext: security,
     volumeMounts: [{ name: 'models', mountPath: '/models', readOnly: true }, certsMount,
-      ...(s.failover ? [{ name: 'worker-state', mountPath: '/var/lib/swarm' }] : [])],
-  }));
+      ...(writable ? [{ name: 'worker-state', mountPath: '/var/lib/swarm' }] : [])],
+  });
+  const containers = s.batched ? [container('worker', s.agents, s.peerPort)]
+    : Array.from({ length: s.agents }, (_, i) => container(`worker-${i + 1}`, 1, s.peerPort + i));
   // a host folder, as for the hub: Podman 4.3 makes an emptyDir a root-owned volume the image's uid cannot write
   const stateVolume = { name: 'worker-state', hostPath: { path: s.workerStateHostDir, type: 'Directory' } };
   const workers: Obj = {
@@ -66,7 +72,7 @@ export function podmanObjects(s: DeploySpec): Obj[] {
       restartPolicy: 'Always',
       terminationGracePeriodSeconds: 30,
       containers,
-      volumes: [{ name: 'models', hostPath: { path: s.modelHostDir, type: 'Directory' } }, certs, ...(s.failover ? [stateVolume] : [])],
+      volumes: [{ name: 'models', hostPath: { path: s.modelHostDir, type: 'Directory' } }, certs, ...(writable ? [stateVolume] : [])],
     },
   };
   return [hub, workers];

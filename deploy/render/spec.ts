@@ -4,6 +4,7 @@
  */
 import path from 'node:path';
 import type { Plan } from '../plan/index.js';
+import { SwarmError } from '../../protocol/errors.js';
 import { packageVersion } from './version.js';
 
 /** Inputs of `swarm deploy render`. */
@@ -16,6 +17,15 @@ export interface DeployOptions {
   driver?: string;
   /** Extra `--driver-opt key=value` for workers. */
   driverOpts?: Record<string, string>;
+  /**
+   * How the llama.cpp driver (`embedded`, the default) runs, as in `swarm up`. `batched` (the default):
+   * the agents of a pod are one worker process with one node-llama-cpp engine and a sequence each
+   * (docs/deploy.md says why one container); `per-worker`: a container per agent, an engine each.
+   * Other drivers (echo, exec, llama-server, …) keep a container per agent either way.
+   */
+  engine?: 'batched' | 'per-worker';
+  /** k3s with the batched engine: agents in each worker pod, one engine per pod (default: all of them in one pod). */
+  perPod?: number;
   /** k3s workers as a Deployment (default, N replicas) or a DaemonSet (one worker pod per node). */
   workers?: 'deployment' | 'daemonset';
   /** podman: run both pods in the host's network namespace bound to 127.0.0.1 (single host, no bridge). */
@@ -67,8 +77,15 @@ export interface DeploySpec {
   modelFile: string;
   /** Path of the model inside containers. */
   modelPath: string;
+  /** The workers' driver: `batched` when the batched engine applies. */
   driver: string;
   driverOpts: Record<string, string>;
+  /** The batched engine: the agents of a pod share one worker process and its one engine. */
+  batched: boolean;
+  /** Agents in one worker pod (k3s) with the batched engine; 1 otherwise. */
+  perPod: number;
+  /** k3s Deployment replicas: agents / perPod. */
+  workerPods: number;
   hubName: string;
   /** podman: name of the workers' pod. */
   workersName: string;
@@ -82,8 +99,10 @@ export interface DeploySpec {
   failover: boolean;
   peerPort: number;
   workerStateHostDir: string;
-  /** Memory per worker container in MiB: request = planned need, limit = need + headroom. */
+  /** Memory per worker container in MiB: request = planned need, limit = need + headroom (per-worker; see workerMem). */
   workerMemMi: { request: number; limit: number };
+  /** The batched engine's container besides its agents, in MiB: the model's pages, the engine, one worker process. */
+  batchedFixedMi: number;
   hubMemMi: { request: number; limit: number };
   /** CPU request per worker in millicores: the host's vCPUs divided among the agents (no CPU limit: throttling hurts latency). */
   workerCpuM: number;
@@ -100,11 +119,17 @@ export const TOKEN_FILE = '/certs/token';
 export const TOKEN_ENV = { name: 'SWARM_TOKEN_FILE', value: TOKEN_FILE };
 const MiB = 1024 ** 2;
 
-/** Resolve options into a DeploySpec (pure). */
+/** Resolve options into a DeploySpec (pure). Throws SWARM_ERR_CONFIG for agents that do not divide into pods. */
 export function deploySpec(o: DeployOptions): DeploySpec {
   const perAgent = o.plan ? o.plan.memory.perAgent.total : 512 * MiB;
   const request = Math.ceil(perAgent / MiB);
   const cpus = o.plan?.options.cpus ?? 4;
+  const driver = o.driver ?? 'embedded';
+  const batched = driver === 'batched' || ((o.engine ?? 'batched') === 'batched' && driver === 'embedded');
+  const perPod = batched && o.target === 'k3s' ? o.perPod ?? o.agents : 1;
+  if (perPod < 1 || (o.workers !== 'daemonset' && o.agents % perPod !== 0)) {
+    throw new SwarmError('SWARM_ERR_CONFIG', `--per-pod ${perPod} does not divide --agents ${o.agents}: every worker pod of a Deployment runs the same number of agents`);
+  }
   return {
     agents: o.agents,
     image: o.image ?? `localhost/swarm:${packageVersion()}`,
@@ -112,8 +137,11 @@ export function deploySpec(o: DeployOptions): DeploySpec {
     modelHostDir: path.posix.dirname(o.model),
     modelFile: path.posix.basename(o.model),
     modelPath: `/models/${path.posix.basename(o.model)}`,
-    driver: o.driver ?? 'embedded',
+    driver: batched ? 'batched' : driver,
     driverOpts: o.driverOpts ?? {},
+    batched,
+    perPod,
+    workerPods: batched && o.target === 'k3s' ? o.agents / perPod : o.agents,
     hubName: `${o.name ?? 'swarm'}-hub`,
     workersName: `${o.name ?? 'swarm'}-workers`,
     hubPort: o.hubPort ?? 7070,
@@ -131,12 +159,31 @@ export function deploySpec(o: DeployOptions): DeploySpec {
     modelSize: o.modelSize ?? '10Gi',
     // headroom: 25% for allocator slack and prompt spikes; page cache of the model is not in it (see plan's cgroup warning)
     workerMemMi: { request, limit: Math.ceil(request * 1.25) },
+    batchedFixedMi: Math.ceil(batchedFixed(o.plan) / MiB),
     hubMemMi: { request: 128, limit: 512 },
     workerCpuM: Math.max(50, Math.floor((cpus * 1000) / Math.max(1, o.agents))),
     planNote: o.plan
       ? `plan: ${o.agents} agents, ${o.plan.options.engine} engine, ctx ${o.plan.options.ctx}, ${request} MiB per agent, at most ${o.plan.maxAgents} fit in ${Math.round(o.plan.options.ramBytes / 1024 ** 3)} GiB`
       : 'plan: model not readable here; 512 MiB per agent assumed (run `swarm plan`)',
   };
+}
+
+/**
+ * What a batched engine's container holds besides its agents: the model's pages (one process maps
+ * them, so its cgroup is charged for all of them), the weights it repacks, the engine's own process
+ * and compute buffer, and one worker process. Without a plan: nothing beyond 512 MiB per agent.
+ */
+function batchedFixed(p: Plan | undefined): number {
+  if (!p) return 0;
+  const f = p.memory.fixed;
+  return f.sharedWeights + f.privateWeights + f.engine + f.compute + f.workerProcesses / Math.max(1, p.workerProcesses);
+}
+
+/** Memory of a worker container running `count` agents: request = planned need, limit = need + 25%. */
+export function workerMem(s: DeploySpec, count: number): { request: number; limit: number } {
+  if (!s.batched) return s.workerMemMi;
+  const request = s.batchedFixedMi + s.workerMemMi.request * count;
+  return { request, limit: Math.ceil(request * 1.25) };
 }
 
 /** Arguments of the hub container (after the image's `swarm` entrypoint). */
@@ -154,20 +201,27 @@ export type PeerBinding =
 
 /**
  * Arguments of a worker container; `id` is given where hostnames repeat (containers of one podman pod).
- * With failover, `peer` says where the peer port goes and `stateDir` is a writable folder for the
- * failover status file (the root filesystem is read-only).
+ * With failover, `peer` says where the peer port goes (`count` ports from it) and `stateDir` is a
+ * writable folder for the failover status file (the root filesystem is read-only). With the batched
+ * engine the container runs `count` agents in one process, a sequence each of the one engine it
+ * starts, whose socket and files go in `stateDir` too.
  */
-export function workerArgs(s: DeploySpec, id?: string, peer?: PeerBinding, stateDir?: string): string[] {
+export function workerArgs(s: DeploySpec, id?: string, peer?: PeerBinding, stateDir?: string, count = 1): string[] {
   const hub = s.hostNetwork ? `127.0.0.1:${s.hubPort}` : `${s.hubName}:${s.hubPort}`;
   const args = ['worker', '--hub', hub, '--driver', s.driver, '--model', s.modelPath];
-  for (const [k, v] of Object.entries(s.driverOpts)) args.push('--driver-opt', `${k}=${v}`);
+  const opts = s.batched ? { sequences: String(count), ...s.driverOpts } : s.driverOpts;
+  for (const [k, v] of Object.entries(opts)) args.push('--driver-opt', `${k}=${v}`);
   if (id) args.push('--id', id);
+  if (count > 1) args.push('--count', String(count));
   if (s.failover && peer) {
     args.push('--failover');
     if (peer.kind === 'loopback') args.push('--peer-port', String(peer.port));
     // $(POD_IP) is expanded by Kubernetes from the container's env; off loopback the token guards the port
-    else args.push('--peer-host', '0.0.0.0', '--peer-port', String(peer.port), '--peer-advertise', `$(POD_IP):${peer.port}`);
-    if (stateDir) args.push('--state-dir', stateDir);
+    else {
+      const advertise = Array.from({ length: count }, (_, i) => `$(POD_IP):${peer.port + i}`).join(',');
+      args.push('--peer-host', '0.0.0.0', '--peer-port', String(peer.port), '--peer-advertise', advertise);
+    }
   }
+  if (stateDir && (s.failover || s.batched)) args.push('--state-dir', stateDir);
   return args;
 }

@@ -74,6 +74,12 @@ t.test('deploy render: --out - is stdout, a relative --model becomes absolute, -
   const j = swarm(['deploy', 'render', '--target', 'k3s', '--agents', '1', '--model', '/m/m.gguf', '--json']);
   t.equal(j.code, 0, j.stderr);
   t.type(JSON.parse(j.stdout).files, 'object');
+  // the engine by default is swarm up's: batched (one worker container, one engine); per-worker on request
+  t.match(r.stdout, /--driver\n\s+- batched\n[\s\S]*--count\n\s+- "2"/, 'batched by default, as swarm up');
+  const per = swarm(['deploy', 'render', '--target', 'podman', '--agents', '2', '--model', '/m/m.gguf', '--engine', 'per-worker']);
+  t.equal(per.code, 0, per.stderr);
+  t.match(per.stdout, /--driver\n\s+- embedded\n/);
+  t.match(swarm(['deploy', 'render', '--help']).stdout, /--engine <mode>[\s\S]*\(default: "batched"\)/);
 });
 
 t.test('plan: defaults in GiB as written, nothing cited from a document the user lacks', async (t) => {

@@ -22,20 +22,21 @@ function validateAll(t: Test, text: string): Record<string, unknown>[] {
   return docs;
 }
 
-// The examples' plan: the Llama-3-8B shape, per-worker engines with --no-repack and a 64-token micro-batch.
-async function examplePlan(t: Test) {
+// The examples' plan: the Llama-3-8B shape, --no-repack and a 64-token micro-batch; per-worker engines
+// unless asked for the batched one.
+async function examplePlan(t: Test, engine: 'per-worker' | 'batched' = 'per-worker') {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-render-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const s = llama3_8bShape();
   const file = path.join(dir, 'm.gguf');
   writeGguf(file, s.meta, s.tensors);
-  return plan(await readModelShape(file), { agents: 25, engine: 'per-worker', repack: false, ubatch: 64 });
+  return plan(await readModelShape(file), { agents: 25, engine, repack: false, ubatch: 64 });
 }
 
 t.test('k3s manifests validate against the Kubernetes schemas', async (t) => {
   const p = await examplePlan(t);
   for (const workers of ['deployment', 'daemonset'] as const) {
-    const files = renderDeployment({ target: 'k3s', agents: 25, model: MODEL, plan: p, workers });
+    const files = renderDeployment({ target: 'k3s', agents: 25, model: MODEL, plan: p, workers, engine: 'per-worker' });
     const docs = validateAll(t, files['swarm-k3s.yaml']!);
     t.same(docs.map((d) => d.kind), ['Namespace', 'PersistentVolumeClaim', 'PersistentVolumeClaim', 'Deployment', 'Service', workers === 'daemonset' ? 'DaemonSet' : 'Deployment',
       'PodDisruptionBudget', 'Service', 'NetworkPolicy', 'NetworkPolicy', 'NetworkPolicy']);
@@ -60,7 +61,7 @@ t.test('the render check refuses unknown fields and wrong types', async (t) => {
 });
 
 t.test('k3s at chart level: TLS and token from Secrets, PDB, spread, NetworkPolicy, seccomp, no SA token, model claim, pinned image, control Service, scrape, probes', async (t) => {
-  const text = renderDeployment({ target: 'k3s', agents: 5, model: MODEL })['swarm-k3s.yaml']!;
+  const text = renderDeployment({ target: 'k3s', agents: 5, model: MODEL, engine: 'per-worker' })['swarm-k3s.yaml']!;
   const docs = validateAll(t, text) as any[];
   const get = (kind: string, name: string) => docs.find((d) => d.kind === kind && d.metadata.name === name);
   const hub = get('Deployment', 'swarm-hub'), workers = get('Deployment', 'swarm-worker');
@@ -110,7 +111,7 @@ t.test('k3s at chart level: TLS and token from Secrets, PDB, spread, NetworkPoli
 
 t.test('podman kube YAML: stable hub pod name, workers by name, model read-only', async (t) => {
   const p = await examplePlan(t);
-  const files = renderDeployment({ target: 'podman', agents: 3, model: MODEL, plan: p });
+  const files = renderDeployment({ target: 'podman', agents: 3, model: MODEL, plan: p, engine: 'per-worker' });
   t.same(Object.keys(files).sort(), ['swarm-podman.yaml', 'swarm.kube', 'swarm.network', 'swarm.service']);
   const docs = validateAll(t, files['swarm-podman.yaml']!) as any[];
   t.same(docs.map((d) => d.metadata.name), ['swarm-hub', 'swarm-workers']);
@@ -119,7 +120,7 @@ t.test('podman kube YAML: stable hub pod name, workers by name, model read-only'
   t.same(ws.map((c: any) => c.args[c.args.indexOf('--id') + 1]), ['worker-1', 'worker-2', 'worker-3']);
   t.ok(ws.every((c: any) => c.args.includes('swarm-hub:7070') && c.volumeMounts[0].readOnly === true));
   t.match(files['swarm.kube']!, /Network=swarm.network/);
-  const host = renderDeployment({ target: 'podman', agents: 2, model: MODEL, hostNetwork: true, hubPort: 40001 });
+  const host = renderDeployment({ target: 'podman', agents: 2, model: MODEL, hostNetwork: true, hubPort: 40001, engine: 'per-worker' });
   const hd = YAML.parseAllDocuments(host['swarm-podman.yaml']!).map((d) => d.toJSON()) as any[];
   t.equal(hd[0].spec.hostNetwork, true);
   t.ok(hd[0].spec.containers[0].args.includes('127.0.0.1'), 'host network: hub binds loopback');
@@ -138,7 +139,7 @@ t.test('podman kube YAML: stable hub pod name, workers by name, model read-only'
 
 t.test('failover: workers get peer ports and a writable state folder (podman: loopback, one port each; k3s: pod IP)', async (t) => {
   const p = await examplePlan(t);
-  const pod = renderDeployment({ target: 'podman', agents: 3, model: MODEL, plan: p, failover: true, peerPort: 7200, name: 'sw' });
+  const pod = renderDeployment({ target: 'podman', agents: 3, model: MODEL, plan: p, failover: true, peerPort: 7200, name: 'sw', engine: 'per-worker' });
   const docs = validateAll(t, pod['swarm-podman.yaml']!) as any[];
   t.same(docs.map((d) => d.metadata.name), ['sw-hub', 'sw-workers']);
   const ws = docs[1].spec.containers;
@@ -151,12 +152,12 @@ t.test('failover: workers get peer ports and a writable state folder (podman: lo
   t.same(ws.map((c: any) => arg(c, '--state-dir')), ['/var/lib/swarm/worker-1', '/var/lib/swarm/worker-2', '/var/lib/swarm/worker-3']);
   t.ok(ws.every((c: any) => c.volumeMounts.some((m: any) => m.name === 'worker-state' && m.mountPath === '/var/lib/swarm' && !m.readOnly)));
   t.same(docs[1].spec.volumes.find((v: any) => v.name === 'worker-state').hostPath, { path: '/var/lib/swarm/workers', type: 'Directory' });
-  const off = YAML.parseAllDocuments(renderDeployment({ target: 'podman', agents: 2, model: MODEL, failover: false })['swarm-podman.yaml']!).map((d) => d.toJSON()) as any[];
+  const off = YAML.parseAllDocuments(renderDeployment({ target: 'podman', agents: 2, model: MODEL, failover: false, engine: 'per-worker' })['swarm-podman.yaml']!).map((d) => d.toJSON()) as any[];
   t.ok(off[1].spec.containers.every((c: any) => !c.args.includes('--failover') && !c.volumeMounts.some((m: any) => m.name === 'worker-state')), 'off with failover: false (--no-failover)');
   const dflt = YAML.parseAllDocuments(renderDeployment({ target: 'podman', agents: 2, model: MODEL })['swarm-podman.yaml']!).map((d) => d.toJSON()) as any[];
   t.ok(dflt[1].spec.containers.every((c: any) => c.args.includes('--failover')), 'on by default');
 
-  const k = renderDeployment({ target: 'k3s', agents: 25, model: MODEL, plan: p, failover: true });
+  const k = renderDeployment({ target: 'k3s', agents: 25, model: MODEL, plan: p, failover: true, engine: 'per-worker' });
   const kd = validateAll(t, k['swarm-k3s.yaml']!) as any[];
   const c = kd[5].spec.template.spec.containers[0];
   t.equal(arg(c, '--peer-host'), '0.0.0.0', 'k3s: each pod binds its peer port off loopback (the token guards it)');
@@ -167,7 +168,7 @@ t.test('failover: workers get peer ports and a writable state folder (podman: lo
 });
 
 t.test('checked-in examples are what the renderer writes', async (t) => {
-  const p = await examplePlan(t);
+  const p = await examplePlan(t, 'batched');
   const cases: [string, DeployOptions][] = [
     ['k3s', { target: 'k3s', agents: 25, model: MODEL, plan: p }],
     ['podman', { target: 'podman', agents: 25, model: MODEL, plan: p }],
@@ -185,4 +186,61 @@ t.test('checked-in examples are what the renderer writes', async (t) => {
       t.equal(fs.readFileSync(path.join(dir, name), 'utf8'), text, `${sub}/${name} in step (SWARM_UPDATE_EXAMPLES=1 regenerates)`);
     }
   }
+});
+
+t.test('batched engine (the default, as swarm up): a pod\'s agents in one worker container with one engine', async (t) => {
+  const p = await examplePlan(t, 'batched');
+  const arg = (c: any, flag: string) => c.args[c.args.indexOf(flag) + 1];
+  const fixedMi = (pl: typeof p) => Math.ceil((pl.memory.fixed.sharedWeights + pl.memory.fixed.privateWeights + pl.memory.fixed.engine
+    + pl.memory.fixed.compute + pl.memory.fixed.workerProcesses / Math.max(1, pl.workerProcesses)) / 2 ** 20);
+
+  // podman: one container, 25 agents (worker-1 … worker-25) in one process, 25 sequences, 25 peer ports
+  const pod = validateAll(t, renderDeployment({ target: 'podman', agents: 25, model: MODEL, plan: p })['swarm-podman.yaml']!) as any[];
+  const ws = pod[1].spec.containers;
+  t.equal(ws.length, 1, 'one worker container');
+  const w = ws[0];
+  t.same([arg(w, '--driver'), arg(w, '--id'), arg(w, '--count'), arg(w, '--peer-port')], ['batched', 'worker', '25', '7100']);
+  t.ok(w.args.includes('sequences=25'), 'a sequence per agent');
+  t.equal(arg(w, '--state-dir'), '/var/lib/swarm/worker', 'the engine\'s socket and files in a writable folder');
+  t.ok(w.volumeMounts.some((m: any) => m.name === 'worker-state' && m.mountPath === '/var/lib/swarm' && !m.readOnly));
+  const request = fixedMi(p) + Math.ceil(p.memory.perAgent.total / 2 ** 20) * 25;
+  t.equal(w.resources.limits.memory, `${Math.ceil(request * 1.25)}Mi`, 'the limit holds the model\'s pages, the engine and 25 agents');
+  const noFailover = YAML.parseAllDocuments(renderDeployment({ target: 'podman', agents: 2, model: MODEL, failover: false })['swarm-podman.yaml']!).map((d) => d.toJSON()) as any[];
+  t.ok(noFailover[1].spec.volumes.some((v: any) => v.name === 'worker-state'), 'the writable folder stays without failover (the engine\'s socket)');
+  t.notOk(noFailover[1].spec.containers[0].args.includes('--failover'));
+  // another driver keeps a container per agent
+  const echo = YAML.parseAllDocuments(renderDeployment({ target: 'podman', agents: 3, model: MODEL, driver: 'echo' })['swarm-podman.yaml']!).map((d) => d.toJSON()) as any[];
+  t.equal(echo[1].spec.containers.length, 3, 'echo: a container per agent, batched or not');
+
+  // k3s: --per-pod agents per pod, one engine each; peer ports a range per pod
+  const k = validateAll(t, renderDeployment({ target: 'k3s', agents: 25, model: MODEL, plan: p, perPod: 5 })['swarm-k3s.yaml']!) as any[];
+  const dep = k.find((d) => d.kind === 'Deployment' && d.metadata.name === 'swarm-worker');
+  t.equal(dep.spec.replicas, 5, '25 agents, 5 per pod: 5 pods');
+  const c = dep.spec.template.spec.containers[0];
+  t.same([arg(c, '--driver'), arg(c, '--count')], ['batched', '5']);
+  t.ok(c.args.includes('sequences=5'));
+  t.equal(arg(c, '--peer-advertise'), [7100, 7101, 7102, 7103, 7104].map((port) => `$(POD_IP):${port}`).join(','), 'each agent advertises its own peer port');
+  t.same(c.ports.map((x: any) => [x.name, x.containerPort]), [['peer', 7100], ['peer-2', 7101], ['peer-3', 7102], ['peer-4', 7103], ['peer-5', 7104]]);
+  t.ok(c.volumeMounts.some((m: any) => m.name === 'state' && m.mountPath === '/var/lib/swarm'), 'the engine\'s folder on an emptyDir');
+  const np = k.find((d) => d.kind === 'NetworkPolicy' && d.metadata.name === 'swarm-worker').spec;
+  t.same(np.ingress[0].ports, [{ protocol: 'TCP', port: 7100, endPort: 7104 }], 'peers admitted on the whole range');
+  t.same(k.find((d) => d.kind === 'Service' && d.metadata.name === 'swarm-peers').spec.ports.map((x: any) => x.port), [7100, 7101, 7102, 7103, 7104]);
+  const one = YAML.parseAllDocuments(renderDeployment({ target: 'k3s', agents: 4, model: MODEL })['swarm-k3s.yaml']!).map((d) => d.toJSON()) as any[];
+  t.equal(one.find((d) => d.kind === 'Deployment' && d.metadata.name === 'swarm-worker').spec.replicas, 1);
+  t.throws(() => renderDeployment({ target: 'k3s', agents: 25, model: MODEL, perPod: 4 }), { code: 'SWARM_ERR_CONFIG' }, 'pods of a Deployment run the same number of agents');
+  // per-worker stays selectable
+  const per = YAML.parseAllDocuments(renderDeployment({ target: 'k3s', agents: 4, model: MODEL, engine: 'per-worker' })['swarm-k3s.yaml']!).map((d) => d.toJSON()) as any[];
+  const pw = per.find((d) => d.kind === 'Deployment' && d.metadata.name === 'swarm-worker');
+  t.equal(pw.spec.replicas, 4);
+  t.equal(arg(pw.spec.template.spec.containers[0], '--driver'), 'embedded');
+});
+
+t.test('podman across hosts with the batched engine: one worker container per host, its share of the agents', async (t) => {
+  const hosts = [{ name: 'hub', addr: '10.0.0.1' }, { name: 'w1', addr: '10.0.0.2' }, { name: 'w2', addr: '10.0.0.3' }];
+  const files = renderDeployment({ target: 'podman', agents: 5, model: MODEL, hosts });
+  const arg = (c: any, flag: string) => c.args[c.args.indexOf(flag) + 1];
+  const w = (name: string) => (YAML.parseAllDocuments(files[name]!).map((d) => d.toJSON()) as any[])[0].spec.containers;
+  t.same(w('swarm-w1.yaml').map((c: any) => [arg(c, '--id'), arg(c, '--count'), arg(c, '--driver')]), [['w1', '3', 'batched']]);
+  t.same(w('swarm-w2.yaml').map((c: any) => [arg(c, '--id'), arg(c, '--count'), arg(c, '--peer-host')]), [['w2', '2', '10.0.0.3']]);
+  t.ok(w('swarm-w2.yaml')[0].args.includes('sequences=2'));
 });

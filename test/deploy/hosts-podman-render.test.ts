@@ -17,7 +17,7 @@ type Obj = Record<string, any>;
 const pods = (files: Record<string, string>) => Object.fromEntries(Object.entries(files).map(([n, text]) => [n, YAML.parseAllDocuments(text).map((d) => d.toJSON() as Obj)]));
 
 t.test('podman across hosts: one pod per host, host network, peers on host addresses, failover on by default', async (t) => {
-  const files = pods(renderDeployment({ target: 'podman', agents: 5, model: '/m/x.gguf', hosts: [{ name: 'hub', addr: '10.0.0.1' }, { name: 'w1', addr: '10.0.0.2' }, { name: 'w2', addr: '10.0.0.3' }] }));
+  const files = pods(renderDeployment({ target: 'podman', agents: 5, model: '/m/x.gguf', engine: 'per-worker', hosts: [{ name: 'hub', addr: '10.0.0.1' }, { name: 'w1', addr: '10.0.0.2' }, { name: 'w2', addr: '10.0.0.3' }] }));
   t.same(Object.keys(files).sort(), ['swarm-hub.yaml', 'swarm-w1.yaml', 'swarm-w2.yaml'], 'one file per host');
   for (const [name, docs] of Object.entries(files)) {
     t.equal(docs.length, 1, `${name}: one pod`);
