@@ -202,6 +202,8 @@ async function main(): Promise<void> {
     if (inflight.size) await Promise.race(inflight);
     const f = done / TASKS;
     for (const [name, mark] of [['start0', CPU_START[0]], ['start1', CPU_START[1]], ['end0', CPU_END[0]], ['end1', CPU_END[1]]] as const) if (!cpuMarks[name] && f >= mark) markCpu(name);
+    // Every 5%: where CPU per task changes (a segment across a hub restart has no figure).
+    for (let k = 1; k <= Math.min(20, Math.floor(f * 20)); k++) if (!cpuMarks[`p${k}`]) markCpu(`p${k}`);
     while (!aborted && faults.length && f >= faults[0]!.at) await fault(faults.shift()!.kind);
     if (Date.now() - lastLog > 15_000) { lastLog = Date.now(); log(`${done}/${TASKS} done, load ${load()[0]}`); }
     if ((aborted || next >= TASKS) && inflight.size === 0) break;
@@ -238,6 +240,7 @@ async function main(): Promise<void> {
     hot_mb: { at20: s20.hot_mb, at100: s100.hot_mb, max: maxHot }, archive_mb: s100.archive_mb,
     restarts, hub_restart_max_ms: Math.max(...hubRestarts), worker_restart_max_ms: procRestarts.some((x) => x === null) ? null : Math.max(...(procRestarts as number[])),
     hub_cpu_us_per_task: { start: perTask('start0', 'start1'), end: perTask('end0', 'end1') },
+    hub_cpu_us_per_task_by_5pct: Array.from({ length: 19 }, (_, k) => perTask(`p${k + 1}`, `p${k + 2}`)),
     rss_over_time: samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 40)) === 0 || i === samples.length - 1),
   };
   fs.mkdirSync(path.dirname(OUT), { recursive: true });

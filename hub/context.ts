@@ -59,8 +59,8 @@ export interface LivenessDeps {
   readonly config: Pick<HubConfig, 'heartbeatMs' | 'deadAfterMs'>;
   readonly registry: Pick<Registry, 'all'>;
   readonly store: Pick<TaskStore, 'expireLeases' | 'holding' | 'queue'>;
-  /** The failover mode goes out with the heartbeats (a member sheds its gossip-mode state once the swarm is back in star mode). */
-  readonly failover: Pick<HubReplicator, 'active' | 'mode'>;
+  /** The failover mode and who holds the state go out with the heartbeats (a member that holds none sheds its gossip-mode state once the swarm is back in star mode). */
+  readonly failover: Pick<HubReplicator, 'active' | 'mode' | 'holders'>;
   readonly sessions: Pick<Sessions, 'drop'>;
   readonly dispatcher: Pick<Dispatcher, 'offer' | 'schedule' | 'armReadyTimer'>;
 }

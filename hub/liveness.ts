@@ -18,10 +18,12 @@ export class Liveness {
 
   private tick(now: number): void {
     const { registry, store, config, failover, sessions, dispatcher } = this.hub;
-    const beat = failover.active ? { load: 0, status: 'hub', mode: failover.mode } : { load: 0, status: 'hub' };
+    const fo = failover.active ? { mode: failover.mode, holders: new Set(failover.holders()) } : undefined;
+    const beat = fo ? { load: 0, status: 'hub', mode: fo.mode } : { load: 0, status: 'hub' };
+    const holderBeat = { ...beat, holder: true };
     for (const w of [...registry.all()]) {
       if (now - w.lastSeen > config.deadAfterMs) sessions.drop(w, `silent for ${now - w.lastSeen} ms`);
-      else w.conn.send(Type.HEARTBEAT, beat);
+      else w.conn.send(Type.HEARTBEAT, fo?.holders.has(w.id) ? holderBeat : beat);
     }
     const expired = store.expireLeases();
     for (const rec of expired) for (const w of registry.all()) if (w.release(rec.id)) dispatcher.offer(w);

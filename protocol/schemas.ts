@@ -152,8 +152,10 @@ export const Payloads = {
     status: z.string().max(32).default('idle'),
     inflight: z.number().int().nonnegative().optional(),
     state: z.string().max(32).optional(),
-    /** Failover: the worker's mode (star, gossip, reconciling), who coordinates, and the fencing epoch. */
+    /** Failover: the worker's mode (star, gossip, reconciling), who coordinates, and the fencing epoch; the hub's mode too. */
     mode: z.string().max(32).optional(),
+    /** Hub to a failover worker: it holds the replicated state now. */
+    holder: z.boolean().optional(),
     coordinator: z.string().max(128).optional(),
     epoch: z.number().int().nonnegative().optional(),
     /** The worker's engine: loading, ready to run tasks, or failed to start (`engine_error` says why). */

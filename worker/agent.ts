@@ -119,7 +119,7 @@ export class Agent {
       const { AgentFailover } = await import('./failover-agent.js');
       if (this.stopping) return;
       this.failover = new AgentFailover(this.opts.id, this.opts.failover.peerToken ?? this.opts.token, this.slots, (spec, attempt) => this.execute(spec, attempt), { config: this.cfg, resultKey: this.opts.token ? workerKey(this.opts.token, this.opts.id) : undefined, ...this.opts.failover }, this.log);
-      this.client.onFrame = () => this.failover!.heard();
+      this.client.onFrame = (m) => this.failover!.heard(m);
       this.peerAddr = await this.failover.listen();
     }
     await this.client.run();

@@ -60,7 +60,7 @@ export class WorkerClient {
   private messageHandler: (msg: AnyMessage, conn: Connection) => void = () => {};
   heartbeatPayload: () => Payload<'HEARTBEAT'> = () => ({ load: 0, status: 'idle' });
   /** Called for every frame from the hub, heartbeats included (failover's hub monitor listens). */
-  onFrame: () => void = () => {};
+  onFrame: (m: AnyMessage) => void = () => {};
 
   constructor(private readonly opts: ClientOptions, private readonly log: Logger) {}
 
@@ -178,7 +178,7 @@ export class WorkerClient {
       });
       const onMessage = (m: AnyMessage): void => {
         this.lastHeard = Date.now();
-        this.onFrame();
+        this.onFrame(m);
         if (m.type === Type.KILL) {
           this.emit({ type: 'killed', reason: m.payload.reason });
           return;

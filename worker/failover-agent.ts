@@ -54,9 +54,9 @@ export class AgentFailover {
   private retry?: NodeJS.Timeout;
   /** Tasks running here under a hub lease (the agent reports those itself). */
   private readonly hubTasks = new Set<string>();
-  /** A full sync came on this hub link: this member holds the replicated state (the hub elected it). */
+  /** The hub's heartbeats say this member holds the replicated state (the hub elected it). */
   private holdsState = false;
-  /** Gossip mode filled the replica since it was last shed (see `shedIfDone`). */
+  /** Gossip mode filled the replica, or the hub stopped keeping it current, since it was last shed (see `shedIfDone`). */
   private shedDue = false;
   /** When a task last became final in this replica (epoch ms): the end of a run, for benches. */
   lastFinalAt?: number;
@@ -124,7 +124,6 @@ export class AgentFailover {
   /** The client connected to a hub: start gossip on the first connect, reconcile after gossip mode. */
   connected(conn: Connection): void {
     this.conn = conn;
-    this.holdsState = false;
     if (!this.started) {
       this.started = true;
       this.node.start();
@@ -140,9 +139,17 @@ export class AgentFailover {
     for (const [id, w] of this.waiting) { clearTimeout(w.timer); w.reject(new Error('hub connection lost')); this.waiting.delete(id); }
   }
 
-  /** Every frame from the hub. */
-  heard(): void {
+  /** Every frame from the hub (heartbeats too, which the agent does not see). */
+  heard(m?: AnyMessage): void {
     if (!this.started) return;
+    if (m?.type === Type.HEARTBEAT && m.payload.mode !== undefined) {
+      // A holder no longer elected gets no more deltas: what it holds goes stale, so it sheds too.
+      const holds = m.payload.holder === true;
+      if (this.holdsState && !holds) this.shedDue = true;
+      this.holdsState = holds;
+      // The hub says star once every member has handed back.
+      if (m.payload.mode === Mode.STAR) this.shedIfDone();
+    }
     this.controller.heard();
     // A hub that was only stopped past the suspicion time speaks again on the same link: reconcile.
     if (this.mode === Mode.GOSSIP && this.conn && !this.conn.isClosed) void this.controller.hubConnected();
@@ -158,12 +165,7 @@ export class AgentFailover {
       this.controller.peers(m.payload.peers);
       return true;
     }
-    if (m.type === Type.HEARTBEAT) {
-      if (m.payload.mode === Mode.STAR) this.shedIfDone();
-      return false;
-    }
     if (m.type === Type.STATE) {
-      if (m.payload.full) this.holdsState = true;
       if (m.payload.entries.length) this.controller.state(m.payload.entries);
       if (m.payload.evicted?.length) this.controller.evicted(m.payload.evicted);
       if (m.payload.runs) this.runs.merge(m.payload.runs as ReplicatedRun[]);

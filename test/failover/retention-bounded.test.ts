@@ -58,6 +58,10 @@ t.test('replicas stay bounded by the retention horizon through many horizons and
   addr = h.addr;
   t.ok(await waitWorkers(h.hub, AGENTS, 30_000), 'every member rejoined the new hub');
   t.ok(await until(() => agents.every((a) => a.mode === Mode.STAR), 30_000), 'every member handed back and is in star mode');
+  // Once the hub says the swarm is back in star mode, a member that holds no state keeps its own results only.
+  const holding = () => new Set(h.hub.failover.holders());
+  const ownOnly = (a: AgentFailover) => a.node.replica.ids().every((id) => a.node.replica.get(id)!.result?.worker === a.node.id);
+  t.ok(await until(() => agents.filter((a) => !holding().has(a.node.id)).every(ownOnly), 15_000), 'the members that hold no state shed what gossip mode gave them');
 
   t.ok(await run(3000), 'then 3,000 more tasks ran');
   t.ok(await until(() => hotDone() <= RETAIN, 10_000), 'the hub evicted past the horizon again');
