@@ -1537,7 +1537,7 @@ return errors === 0;
 }
 
 export const HEARTBEAT = validate16;
-const schema17 = {"type":"object","properties":{"load":{"default":0,"type":"number","minimum":0},"status":{"default":"idle","type":"string","maxLength":32},"inflight":{"type":"integer","minimum":0,"maximum":9007199254740991},"state":{"type":"string","maxLength":32},"mode":{"type":"string","maxLength":32},"coordinator":{"type":"string","maxLength":128},"epoch":{"type":"integer","minimum":0,"maximum":9007199254740991},"engine":{"type":"string","enum":["starting","ready","failed"]},"engine_error":{"type":"string","maxLength":4096}},"additionalProperties":false};
+const schema17 = {"type":"object","properties":{"load":{"default":0,"type":"number","minimum":0},"status":{"default":"idle","type":"string","maxLength":32},"inflight":{"type":"integer","minimum":0,"maximum":9007199254740991},"state":{"type":"string","maxLength":32},"mode":{"type":"string","maxLength":32},"holder":{"type":"boolean"},"coordinator":{"type":"string","maxLength":128},"epoch":{"type":"integer","minimum":0,"maximum":9007199254740991},"engine":{"type":"string","enum":["starting","ready","failed"]},"engine_error":{"type":"string","maxLength":4096}},"additionalProperties":false};
 
 function validate16(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 let vErrors = null;
@@ -1658,12 +1658,24 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.coordinator !== undefined){
-let data5 = data.coordinator;
+if(data.holder !== undefined){
 const _errs12 = errors;
-if(errors === _errs12){
-if(typeof data5 === "string"){
-if(data5.length > 128){
+if(typeof data.holder !== "boolean"){
+validate16.errors = [{instancePath:instancePath+"/holder",schemaPath:"#/properties/holder/type",keyword:"type",params:{type: "boolean"}}];
+return false;
+}
+var valid0 = _errs12 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.coordinator !== undefined){
+let data6 = data.coordinator;
+const _errs14 = errors;
+if(errors === _errs14){
+if(typeof data6 === "string"){
+if(data6.length > 128){
 validate16.errors = [{instancePath:instancePath+"/coordinator",schemaPath:"#/properties/coordinator/maxLength",keyword:"maxLength",params:{limit: 128}}];
 return false;
 }
@@ -1673,49 +1685,32 @@ validate16.errors = [{instancePath:instancePath+"/coordinator",schemaPath:"#/pro
 return false;
 }
 }
-var valid0 = _errs12 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.epoch !== undefined){
-let data6 = data.epoch;
-const _errs14 = errors;
-if(!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))){
-validate16.errors = [{instancePath:instancePath+"/epoch",schemaPath:"#/properties/epoch/type",keyword:"type",params:{type: "integer"}}];
-return false;
-}
-if(errors === _errs14){
-if((typeof data6 == "number") && (isFinite(data6))){
-if(data6 > 9007199254740991 || isNaN(data6)){
-validate16.errors = [{instancePath:instancePath+"/epoch",schemaPath:"#/properties/epoch/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991}}];
-return false;
-}
-else {
-if(data6 < 0 || isNaN(data6)){
-validate16.errors = [{instancePath:instancePath+"/epoch",schemaPath:"#/properties/epoch/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
-return false;
-}
-}
-}
-}
 var valid0 = _errs14 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
-if(data.engine !== undefined){
-let data7 = data.engine;
+if(data.epoch !== undefined){
+let data7 = data.epoch;
 const _errs16 = errors;
-if(typeof data7 !== "string"){
-validate16.errors = [{instancePath:instancePath+"/engine",schemaPath:"#/properties/engine/type",keyword:"type",params:{type: "string"}}];
+if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
+validate16.errors = [{instancePath:instancePath+"/epoch",schemaPath:"#/properties/epoch/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
-if(!(((data7 === "starting") || (data7 === "ready")) || (data7 === "failed"))){
-validate16.errors = [{instancePath:instancePath+"/engine",schemaPath:"#/properties/engine/enum",keyword:"enum",params:{allowedValues: schema17.properties.engine.enum}}];
+if(errors === _errs16){
+if((typeof data7 == "number") && (isFinite(data7))){
+if(data7 > 9007199254740991 || isNaN(data7)){
+validate16.errors = [{instancePath:instancePath+"/epoch",schemaPath:"#/properties/epoch/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991}}];
 return false;
+}
+else {
+if(data7 < 0 || isNaN(data7)){
+validate16.errors = [{instancePath:instancePath+"/epoch",schemaPath:"#/properties/epoch/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+return false;
+}
+}
+}
 }
 var valid0 = _errs16 === errors;
 }
@@ -1723,12 +1718,29 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.engine_error !== undefined){
-let data8 = data.engine_error;
+if(data.engine !== undefined){
+let data8 = data.engine;
 const _errs18 = errors;
-if(errors === _errs18){
-if(typeof data8 === "string"){
-if(data8.length > 4096){
+if(typeof data8 !== "string"){
+validate16.errors = [{instancePath:instancePath+"/engine",schemaPath:"#/properties/engine/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if(!(((data8 === "starting") || (data8 === "ready")) || (data8 === "failed"))){
+validate16.errors = [{instancePath:instancePath+"/engine",schemaPath:"#/properties/engine/enum",keyword:"enum",params:{allowedValues: schema17.properties.engine.enum}}];
+return false;
+}
+var valid0 = _errs18 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.engine_error !== undefined){
+let data9 = data.engine_error;
+const _errs20 = errors;
+if(errors === _errs20){
+if(typeof data9 === "string"){
+if(data9.length > 4096){
 validate16.errors = [{instancePath:instancePath+"/engine_error",schemaPath:"#/properties/engine_error/maxLength",keyword:"maxLength",params:{limit: 4096}}];
 return false;
 }
@@ -1738,10 +1750,11 @@ validate16.errors = [{instancePath:instancePath+"/engine_error",schemaPath:"#/pr
 return false;
 }
 }
-var valid0 = _errs18 === errors;
+var valid0 = _errs20 === errors;
 }
 else {
 var valid0 = true;
+}
 }
 }
 }
