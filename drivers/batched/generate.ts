@@ -60,6 +60,9 @@ async function startFromLongestPrefix(seq: LlamaContextSequence, donors: readonl
   }
   if (!best) return own;
   try {
+    // Emptied first: in a unified KV cache llama_memory_seq_cp only adds the sequence's id to the donor's
+    // cells and keeps the cells it held, which would then sit at the same positions as the copied ones.
+    await seq.clearHistory();
     if (await copy.call(seq, best, bestN)) return bestN;
   } catch { /* the sequence evaluates the prompt from what it holds */ }
   return cachedPrefix(seq.contextTokens, full);

@@ -44,6 +44,25 @@ async function greedyOnLast(t: Test, dir: string, n: number, extra: Record<strin
   return b.text;
 }
 
+/**
+ * Prefix sharing: the last agent, holding a story of its own, asks after a long text the first agent
+ * evaluated, so it starts from a copy of the first agent's cells (llama_memory_seq_cp).
+ */
+async function sharedPrefix(t: Test, dir: string, n: number, extra: Record<string, string>): Promise<{ text: string; cached: number }> {
+  const ds = Array.from({ length: n }, () => new BatchedDriver({ name: 'batched', model: STORIES, options: { dir, threads: '1', idle_ms: '500', sequences: String(n), ...extra } }));
+  t.teardown(async () => {
+    const pid = ds[0]?.enginePid();
+    await Promise.all(ds.map((d) => d.stop()));
+    if (pid) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+  });
+  for (const d of ds) await d.start();
+  const doc = 'Once upon a time there was a little girl named Lily who lived in a small house by the sea. Every morning she walked to the beach with her dog Max and looked for shells in the sand.';
+  await collect(ds[n - 1]!.chat('Tom had a big red ball and a small blue car.', { maxTokens: 8, temperature: 0 }));
+  await collect(ds[0]!.chat(`${doc} One day`, { maxTokens: 8, temperature: 0 }));
+  const r = await collect(ds[n - 1]!.chat(`${doc} Then Lily`, { maxTokens: 24, temperature: 0 }));
+  return { text: r.text, cached: (r.stats as { tokensCached: number }).tokensCached };
+}
+
 t.test('with the self-built addon, a unified KV cache generates the same text as a stream per sequence', async (t) => {
   if (missingPrereq(t, model)) return;
   const own = findSelfBuiltAddon();
@@ -56,6 +75,13 @@ t.test('with the self-built addon, a unified KV cache generates the same text as
   t.match(engineLog(off), /KV cache per sequence \(self-built binding\)/, 'kv_unified=0 keeps a stream per sequence');
   t.ok(unified.trim().length > 0, `it generates: ${JSON.stringify(unified)}`);
   t.equal(unified, streams, 'the same text either way');
+
+  const sharedOn = await sharedPrefix(t, tempDir(t), 4, {});
+  const sharedOff = await sharedPrefix(t, tempDir(t), 4, { kv_unified: '0' });
+  t.ok(sharedOn.cached > 32 && sharedOff.cached > 32, `the prefix was copied from another sequence (${sharedOn.cached}, ${sharedOff.cached} tokens)`);
+  t.equal(sharedOn.text, sharedOff.text, 'a prompt started from a copied prefix reads the same either way');
+  const whole = await sharedPrefix(t, tempDir(t), 4, { prefix_cache: '0' });
+  t.equal(sharedOn.text, whole.text, 'and the same as the prompt evaluated whole');
 });
 
 t.test('with no self-built addon, the engine loads the prebuilt one without an error', async (t) => {
