@@ -1,19 +1,25 @@
-import { SwarmError } from '../protocol/index.js';
+import { SwarmError } from '../protocol/errors.js';
+import { describe } from '../protocol/check.js';
+import { DRIVER_OPTIONS, DRIVER_OPTION_CHECKS } from './option-checks.gen.js';
+import type { DriverOptionSchemas, DriverOptions } from './option-schemas.js';
 
-/** Reject options a driver does not know (a typo must not pass silently). */
-export function checkKnown(driver: string, o: Record<string, string>, known: readonly string[]): void {
-  for (const k of Object.keys(o)) {
-    if (!known.includes(k)) throw new SwarmError('SWARM_ERR_CONFIG', `unknown ${driver} option "${k}" (known: ${known.join(', ')})`);
+/**
+ * A driver's `--driver-opt` settings, checked against its schema (drivers/option-schemas.ts, compiled
+ * into option-checks.gen.js): numbers converted, defaults filled; an empty value counts as not given.
+ */
+export function driverOptions<K extends keyof typeof DriverOptionSchemas>(driver: string, raw: Record<string, string>): DriverOptions<K> {
+  const check = DRIVER_OPTION_CHECKS[driver];
+  if (!check) throw new SwarmError('SWARM_ERR_CONFIG', `no option schema for driver "${driver}"`);
+  // Without a prototype: a key named __proto__ is a key like any other here, and so refused.
+  const o: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+  for (const [k, v] of Object.entries(raw)) if (v !== '') o[k] = v;
+  if (check(o)) return o as DriverOptions<K>;
+  const e = check.errors?.[0];
+  if (e?.propertyName !== undefined) {
+    throw new SwarmError('SWARM_ERR_CONFIG', `unknown ${driver} option "${e.propertyName}" (known: ${DRIVER_OPTIONS[driver]!.keys.map((k) => k.key).join(', ')})`);
   }
-}
-
-/** An integer option >= min, or the default. */
-export function intOption(driver: string, o: Record<string, string>, key: string, def: number, min = 0): number {
-  const v = o[key];
-  if (v === undefined || v === '') return def;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min) throw new SwarmError('SWARM_ERR_CONFIG', `${driver} option ${key} must be an integer >= ${min}, got "${v}"`);
-  return n;
+  const key = e?.instancePath.split('/')[1];
+  throw new SwarmError('SWARM_ERR_CONFIG', `${driver} option ${describe(check.errors)}${key !== undefined ? `, got ${JSON.stringify(raw[key])}` : ''}`);
 }
 
 /** Sleep that an AbortSignal cuts short (resolves false when aborted). */

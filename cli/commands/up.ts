@@ -17,22 +17,12 @@ import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
 import { refuseBeyondPlan } from './plan.js';
 import { DEFAULT_ENGINE, engineDriver, parseEngineMode, type EngineMode } from '../shared-engine.js';
 import { startProcess } from '../../drivers/lifecycle.js';
+import { driverOptionsHelp } from '../../drivers/option-summary.js';
 
 interface UpOptions extends HubCliOptions {
   agents: number; procs: Procs; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; engine: EngineMode; failover: boolean; caps?: string;
   detach: boolean; json: boolean; readyTimeout: number; dashboard: boolean; force: boolean;
 }
-
-/** The --driver-opt keys, by driver (each driver refuses a key it does not know, and lists its own). */
-export const DRIVER_OPT_HELP = `
-Driver options (--driver-opt key=value, repeatable):
-  embedded, batched engine (the default): threads=N  ctx=N (tokens per sequence)  seq_wait_ms=N
-      prefix_cache=0|1  sequences=N  idle_ms=N  start_timeout_ms=N
-  embedded, --engine per-worker: threads=N  ctx=N  slots=N  start_timeout_ms=N  stop_grace_ms=N  download_stall_ms=N
-  llama-server: url=URL  np=N  ctx=N  threads=N  bin=PATH  args="…"  start_timeout_ms=N  stop_grace_ms=N
-  llama-cli: bin=PATH  ctx=N  threads=N  n_predict=N  transport=pipe|pty  sentinel=TEXT  args="…"
-  ollama: host=URL  model=NAME  num_ctx=N  num_thread=N  keep_alive=DURATION  raw=0|1
-  echo: latency_ms=N  token_ms=N  reply=TEXT  loop=N  fail=N       exec: cmd="…"  kill_grace_ms=N  max_output=N`;
 
 const CLI = fileURLToPath(new URL('../main.js', import.meta.url));
 
@@ -54,7 +44,7 @@ export function registerUp(program: Command): void {
     .option('--json', 'print the summary as JSON', false)
     .option('--force', 'start more agents than `swarm plan` says fit in this machine\'s memory', false)
     .option('--dashboard', 'once ready, print a one-time dashboard link and open it (see `swarm dashboard`)', false)
-    .addHelpText('after', DRIVER_OPT_HELP)
+    .addHelpText('after', driverOptionsHelp())
     .action(async (o: UpOptions) => {
       try {
         // Refused before anything else is said (the demo model's notice) or done.

@@ -8,6 +8,7 @@ import { fail } from '../exit.js';
 import { hostPort, int, keyValue } from '../options.js';
 import { envToken, readHubFile, stateDir } from '../state.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
+import { driverOptionsHelp } from '../../drivers/option-summary.js';
 
 /** The arguments `swarm up` passes to the workers it supervises. */
 export function workerArgs(o: { driver: string; driverOpt: Record<string, string>; model?: string; slots: number; failover?: boolean; caps?: string; tlsCert?: string; tlsKey?: string }): string[] {
@@ -75,6 +76,7 @@ export function registerWorker(program: Command): void {
     .option('--restart-killed-ms <ms>', 'start a worker the hub sends KILL again after this long (a supervised process of several)', int('--restart-killed-ms'))
     .option('--host-id <id>', 'failover: the host this worker runs on, as the hub spreads replica holders over hosts (env SWARM_HOST_ID; default: the hostname with its machine, boot and namespace ids)')
     .option('--hub-lapse-ms <ms>', 'failover: hub silence before peers are asked (default 3000, the spec\'s); peers that heard the hub within half of it veto', int('--hub-lapse-ms', 200))
+    .addHelpText('after', driverOptionsHelp())
     .action(async (o: WorkerCliOptions) => {
       if (o.ids && (o.id !== undefined || o.count !== 1)) fail(new SwarmError('SWARM_ERR_CONFIG', '--ids names every worker: not with --id or --count'));
       if (o.ids) o.count = o.ids.length;

@@ -1,5 +1,4 @@
-import { SwarmError } from '../../protocol/index.js';
-import { intOption } from '../options.js';
+import { driverOptions } from '../options.js';
 
 /** Settings of the batched driver, from `--driver-opt k=v` (DriverConfig.options). */
 export interface BatchedOptions {
@@ -39,32 +38,18 @@ export interface BatchedOptions {
   kvUnified: boolean;
 }
 
-const num = (o: Record<string, string>, key: string, def: number, min: number): number => intOption('batched', o, key, def, min);
-
-function flag(o: Record<string, string>, key: string, def: boolean): boolean {
-  const v = o[key];
-  if (v === undefined || v === '') return def;
-  if (v === '1' || v === 'true') return true;
-  if (v === '0' || v === 'false') return false;
-  throw new SwarmError('SWARM_ERR_CONFIG', `batched option ${key} must be 0 or 1, got "${v}"`);
-}
-
-const KNOWN = new Set(['threads', 'ctx', 'sequences', 'dir', 'start_timeout_ms', 'idle_ms', 'seq_wait_ms', 'prefix_cache', 'kv_unified']);
-/** Options of the per-worker embedded driver that mean nothing here: accepted, so `--engine` can switch freely. */
-const IGNORED = new Set(['slots', 'stop_grace_ms', 'download_stall_ms']);
-
 /** Validate the string options of DriverConfig into typed settings. */
-export function parseBatchedOptions(o: Record<string, string>): BatchedOptions {
-  for (const k of Object.keys(o)) if (!KNOWN.has(k) && !IGNORED.has(k)) throw new SwarmError('SWARM_ERR_CONFIG', `unknown batched option "${k}" (known: ${[...KNOWN].join(', ')})`);
+export function parseBatchedOptions(raw: Record<string, string>): BatchedOptions {
+  const o = driverOptions<'batched'>('batched', raw);
   return {
-    threads: o.threads === undefined || o.threads === '' || o.threads === 'auto' ? 'auto' : num(o, 'threads', 1, 1),
-    ctx: num(o, 'ctx', 2048, 16),
-    sequences: num(o, 'sequences', 8, 1),
+    threads: o.threads === 'auto' ? 'auto' : Number(o.threads),
+    ctx: o.ctx,
+    sequences: o.sequences,
     dir: o.dir || process.env.SWARM_ENGINE_DIR || undefined,
-    startTimeoutMs: num(o, 'start_timeout_ms', 120_000, 100),
-    idleMs: num(o, 'idle_ms', 2000, 0),
-    seqWaitMs: num(o, 'seq_wait_ms', 10_000, 0),
-    prefixCache: flag(o, 'prefix_cache', true),
-    kvUnified: flag(o, 'kv_unified', true),
+    startTimeoutMs: o.start_timeout_ms,
+    idleMs: o.idle_ms,
+    seqWaitMs: o.seq_wait_ms,
+    prefixCache: o.prefix_cache === '1' || o.prefix_cache === 'true',
+    kvUnified: o.kv_unified === '1' || o.kv_unified === 'true',
   };
 }

@@ -1,9 +1,7 @@
 import { SwarmError } from '../../protocol/index.js';
 import { StopFilter } from '../stop-filter.js';
-import { checkKnown, intOption, sleep } from '../options.js';
+import { driverOptions, sleep } from '../options.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
-
-const KNOWN = ['latency_ms', 'token_ms', 'reply', 'loop', 'fail'] as const;
 
 /** Settings of the echo driver (`--driver-opt k=v`). */
 export interface EchoOptions {
@@ -19,12 +17,13 @@ export interface EchoOptions {
   fail: boolean;
 }
 
-export function parseEchoOptions(o: Record<string, string>): EchoOptions {
-  checkKnown('echo', o, KNOWN);
+export function parseEchoOptions(raw: Record<string, string>): EchoOptions {
+  const o = driverOptions<'echo'>('echo', raw);
   return {
-    latencyMs: intOption('echo', o, 'latency_ms', 0),
-    tokenMs: intOption('echo', o, 'token_ms', 0),
-    ...(o.reply !== undefined ? { reply: o.reply } : {}),
+    latencyMs: o.latency_ms,
+    tokenMs: o.token_ms,
+    // Given empty, an answer that is empty (not the default one).
+    ...(raw.reply !== undefined ? { reply: raw.reply } : {}),
     loop: o.loop === '1' || o.loop === 'true',
     fail: o.fail === '1' || o.fail === 'true',
   };

@@ -1,5 +1,4 @@
-import { SwarmError } from '../../protocol/index.js';
-import { intOption } from '../options.js';
+import { driverOptions } from '../options.js';
 
 /** Settings of the embedded driver, from `--driver-opt k=v` (DriverConfig.options). */
 export interface EmbeddedOptions {
@@ -17,19 +16,8 @@ export interface EmbeddedOptions {
   downloadStallMs: number;
 }
 
-const num = (o: Record<string, string>, key: string, def: number, min: number): number => intOption('embedded', o, key, def, min);
-
-const KNOWN = new Set(['threads', 'ctx', 'slots', 'start_timeout_ms', 'stop_grace_ms', 'download_stall_ms']);
-
 /** Validate the string options of DriverConfig into typed settings. */
-export function parseEmbeddedOptions(o: Record<string, string>): EmbeddedOptions {
-  for (const k of Object.keys(o)) if (!KNOWN.has(k)) throw new SwarmError('SWARM_ERR_CONFIG', `unknown embedded option "${k}" (known: ${[...KNOWN].join(', ')})`);
-  return {
-    threads: num(o, 'threads', 1, 1),
-    ctx: num(o, 'ctx', 2048, 16),
-    slots: num(o, 'slots', 1, 1),
-    startTimeoutMs: num(o, 'start_timeout_ms', 60_000, 100),
-    stopGraceMs: num(o, 'stop_grace_ms', 3000, 0),
-    downloadStallMs: num(o, 'download_stall_ms', 30_000, 100),
-  };
+export function parseEmbeddedOptions(raw: Record<string, string>): EmbeddedOptions {
+  const o = driverOptions<'embedded'>('embedded', raw);
+  return { threads: o.threads, ctx: o.ctx, slots: o.slots, startTimeoutMs: o.start_timeout_ms, stopGraceMs: o.stop_grace_ms, downloadStallMs: o.download_stall_ms };
 }

@@ -2,18 +2,16 @@ import { SwarmError } from '../../protocol/index.js';
 import { killGroup } from '../lifecycle.js';
 import { describeEnd, startCommand } from '../run-command.js';
 import { StopFilter } from '../stop-filter.js';
-import { checkKnown, intOption } from '../options.js';
+import { driverOptions } from '../options.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
-
-const KNOWN = ['cmd', 'kill_grace_ms', 'max_output'] as const;
 
 /** Settings of the exec driver (`--driver-opt cmd='…'`). */
 export interface ExecOptions { cmd: string; killGraceMs: number; maxOutput: number }
 
-export function parseExecOptions(o: Record<string, string>): ExecOptions {
-  checkKnown('exec', o, KNOWN);
+export function parseExecOptions(raw: Record<string, string>): ExecOptions {
+  const o = driverOptions<'exec'>('exec', raw);
   if (!o.cmd) throw new SwarmError('SWARM_ERR_CONFIG', 'the exec driver needs --driver-opt cmd=\'COMMAND\' (run with /bin/sh; the prompt is on stdin and in $SWARM_PROMPT)');
-  return { cmd: o.cmd, killGraceMs: intOption('exec', o, 'kill_grace_ms', 2000), maxOutput: intOption('exec', o, 'max_output', 16 * 1024 * 1024, 1) };
+  return { cmd: o.cmd, killGraceMs: o.kill_grace_ms, maxOutput: o.max_output };
 }
 
 /**

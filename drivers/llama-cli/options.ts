@@ -1,4 +1,4 @@
-import { SwarmError } from '../../protocol/index.js';
+import { driverOptions } from '../options.js';
 
 /** Settings of the llama-cli driver, from `--driver-opt k=v` (DriverConfig.options). */
 export interface LlamaCliOptions {
@@ -17,31 +17,18 @@ export interface LlamaCliOptions {
   args: string[];
 }
 
-const KNOWN = new Set(['bin', 'sentinel', 'ctx', 'threads', 'n_predict', 'transport', 'start_timeout_ms', 'stop_grace_ms', 'args']);
-
-function num(o: Record<string, string>, key: string, def: number | undefined, min: number): number | undefined {
-  const v = o[key];
-  if (v === undefined || v === '') return def;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min) throw new SwarmError('SWARM_ERR_CONFIG', `llama-cli option ${key} must be an integer >= ${min}, got "${v}"`);
-  return n;
-}
-
 /** Validate the string options of DriverConfig into typed settings. */
-export function parseLlamaCliOptions(o: Record<string, string>): LlamaCliOptions {
-  for (const k of Object.keys(o)) if (!KNOWN.has(k)) throw new SwarmError('SWARM_ERR_CONFIG', `unknown llama-cli option "${k}" (known: ${[...KNOWN].join(', ')})`);
-  const transport = o.transport ?? 'pipe';
-  if (transport !== 'pipe' && transport !== 'pty') throw new SwarmError('SWARM_ERR_CONFIG', `llama-cli option transport must be pipe or pty, got "${transport}"`);
-  const threads = num(o, 'threads', undefined, 1);
+export function parseLlamaCliOptions(raw: Record<string, string>): LlamaCliOptions {
+  const o = driverOptions<'llamaCli'>('llama-cli', raw);
   return {
     ...(o.bin ? { bin: o.bin } : {}),
-    sentinel: o.sentinel || '###END###',
-    ctx: num(o, 'ctx', 4096, 0)!,
-    ...(threads !== undefined ? { threads } : {}),
-    nPredict: num(o, 'n_predict', 512, 1)!,
-    transport,
-    startTimeoutMs: num(o, 'start_timeout_ms', 120_000, 100)!,
-    stopGraceMs: num(o, 'stop_grace_ms', 3000, 0)!,
+    sentinel: o.sentinel,
+    ctx: o.ctx,
+    ...(o.threads !== undefined ? { threads: o.threads } : {}),
+    nPredict: o.n_predict,
+    transport: o.transport,
+    startTimeoutMs: o.start_timeout_ms,
+    stopGraceMs: o.stop_grace_ms,
     args: (o.args ?? '').split(/\s+/).filter(Boolean),
   };
 }

@@ -1,4 +1,5 @@
 import { SwarmError } from '../../protocol/index.js';
+import { driverOptions } from '../options.js';
 
 /** Settings of the llama-server driver, from `--driver-opt k=v` (DriverConfig.options). */
 export interface LlamaServerOptions {
@@ -22,39 +23,28 @@ export interface LlamaServerOptions {
   slot?: number;
 }
 
-function num(o: Record<string, string>, key: string, def: number | undefined, min: number): number | undefined {
-  const v = o[key];
-  if (v === undefined || v === '') return def;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min) throw new SwarmError('SWARM_ERR_CONFIG', `llama-server option ${key} must be an integer >= ${min}, got "${v}"`);
-  return n;
-}
-
-const KNOWN = new Set(['url', 'slots', 'np', 'ctx', 'threads', 'start_timeout_ms', 'stop_grace_ms', 'bin', 'args', 'slot']);
-
 /** Validate the string options of DriverConfig into typed settings. */
-export function parseLlamaServerOptions(o: Record<string, string>): LlamaServerOptions {
-  for (const k of Object.keys(o)) if (!KNOWN.has(k)) throw new SwarmError('SWARM_ERR_CONFIG', `unknown llama-server option "${k}" (known: ${[...KNOWN].join(', ')})`);
-  const slots = num(o, 'slots', undefined, 1) ?? num(o, 'np', 1, 1)!;
+export function parseLlamaServerOptions(raw: Record<string, string>): LlamaServerOptions {
+  const o = driverOptions<'llamaServer'>('llama-server', raw);
+  const slots = o.slots ?? o.np ?? 1;
   const url = o.url?.replace(/\/+$/, '');
   if (url !== undefined) {
     let u: URL;
     try { u = new URL(url); } catch { throw new SwarmError('SWARM_ERR_CONFIG', `llama-server option url is not a URL: "${o.url}"`); }
     if (u.protocol !== 'http:') throw new SwarmError('SWARM_ERR_CONFIG', `llama-server url must be http://, got "${o.url}"`);
   }
-  // One thread per engine unless told: several engines on a small VPS each taking every core is slower
-  // than one each (measured here: 120 vs 3.3 tokens/s on the 110M shape, bench/engines.ts).
-  const threads = num(o, 'threads', 1, 1);
   return {
     ...(url !== undefined ? { url } : {}),
     slots,
     // 2048 tokens per slot unless told; the server divides -c among its slots.
-    ctx: num(o, 'ctx', 2048 * slots, 0)!,
-    ...(threads !== undefined ? { threads } : {}),
-    startTimeoutMs: num(o, 'start_timeout_ms', 120_000, 100)!,
-    stopGraceMs: num(o, 'stop_grace_ms', 3000, 0)!,
+    ctx: o.ctx ?? 2048 * slots,
+    // One thread per engine unless told (the schema's default): several engines on a small VPS each
+    // taking every core is slower than one each (measured here: 120 vs 3.3 tokens/s on the 110M shape, bench/engines.ts).
+    threads: o.threads,
+    startTimeoutMs: o.start_timeout_ms,
+    stopGraceMs: o.stop_grace_ms,
     ...(o.bin ? { bin: o.bin } : {}),
     args: (o.args ?? '').split(/\s+/).filter(Boolean),
-    ...(o.slot !== undefined && o.slot !== '' ? { slot: num(o, 'slot', 0, 0)! } : {}),
+    ...(o.slot !== undefined ? { slot: o.slot } : {}),
   };
 }

@@ -1,4 +1,5 @@
 import { SwarmError } from '../../protocol/index.js';
+import { driverOptions } from '../options.js';
 import { ollamaBaseUrl } from './host.js';
 
 /** Settings of the Ollama driver, from `--driver-opt k=v` (DriverConfig.options) and the environment. */
@@ -21,42 +22,24 @@ export interface OllamaOptions {
   startTimeoutMs: number;
 }
 
-const KNOWN = new Set(['host', 'model', 'raw', 'keep_alive', 'num_ctx', 'num_thread', 'check_model', 'start_timeout_ms']);
-
-function int(o: Record<string, string>, key: string, min: number): number | undefined {
-  const v = o[key];
-  if (v === undefined || v === '') return undefined;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min) throw new SwarmError('SWARM_ERR_CONFIG', `ollama option ${key} must be an integer >= ${min}, got "${v}"`);
-  return n;
-}
-
-function bool(o: Record<string, string>, key: string, def: boolean): boolean {
-  const v = o[key];
-  if (v === undefined || v === '') return def;
-  if (/^(1|true|yes|on)$/i.test(v)) return true;
-  if (/^(0|false|no|off)$/i.test(v)) return false;
-  throw new SwarmError('SWARM_ERR_CONFIG', `ollama option ${key} must be true or false, got "${v}"`);
-}
+const on = (v: string): boolean => v === '1' || v === 'true' || v === 'yes' || v === 'on';
 
 /** Validate the string options into typed settings; `env` is consulted for OLLAMA_HOST. */
-export function parseOllamaOptions(o: Record<string, string>, model: string | undefined, env: NodeJS.ProcessEnv = process.env): OllamaOptions {
-  for (const k of Object.keys(o)) if (!KNOWN.has(k)) throw new SwarmError('SWARM_ERR_CONFIG', `unknown ollama option "${k}" (known: ${[...KNOWN].join(', ')})`);
+export function parseOllamaOptions(raw: Record<string, string>, model: string | undefined, env: NodeJS.ProcessEnv = process.env): OllamaOptions {
+  const o = driverOptions<'ollama'>('ollama', Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, k === 'raw' || k === 'check_model' ? v.toLowerCase() : v])));
   const name = o.model || model;
   if (!name) throw new SwarmError('SWARM_ERR_CONFIG', 'the ollama driver needs a model name (--model NAME or --driver-opt model=NAME)');
   const url = ollamaBaseUrl(o.host ?? env.OLLAMA_HOST);
   const u = new URL(url);
   if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new SwarmError('SWARM_ERR_CONFIG', `ollama host must be http:// or https://, got "${o.host ?? env.OLLAMA_HOST}"`);
-  const numCtx = int(o, 'num_ctx', 1);
-  const numThread = int(o, 'num_thread', 1);
   return {
     url,
     model: name,
-    raw: bool(o, 'raw', false),
+    raw: on(o.raw),
     ...(o.keep_alive ? { keepAlive: o.keep_alive } : {}),
-    ...(numCtx !== undefined ? { numCtx } : {}),
-    ...(numThread !== undefined ? { numThread } : {}),
-    checkModel: bool(o, 'check_model', true),
-    startTimeoutMs: int(o, 'start_timeout_ms', 100) ?? 10_000,
+    ...(o.num_ctx !== undefined ? { numCtx: o.num_ctx } : {}),
+    ...(o.num_thread !== undefined ? { numThread: o.num_thread } : {}),
+    checkModel: on(o.check_model),
+    startTimeoutMs: o.start_timeout_ms,
   };
 }

@@ -1,8 +1,6 @@
 import { SwarmError } from '../../protocol/index.js';
-import { checkKnown, intOption, sleep } from '../options.js';
+import { driverOptions, sleep } from '../options.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
-
-const KNOWN = ['p', 'dependence', 'latency_ms'] as const;
 
 /** Settings of the simulated driver (`--driver-opt p=0.6 --driver-opt dependence=0`). */
 export interface SimulatedOptions {
@@ -13,17 +11,9 @@ export interface SimulatedOptions {
   latencyMs: number;
 }
 
-function fraction(o: Record<string, string>, key: string, def: number): number {
-  const v = o[key];
-  if (v === undefined || v === '') return def;
-  const n = Number(v);
-  if (!Number.isFinite(n) || n < 0 || n > 1) throw new SwarmError('SWARM_ERR_CONFIG', `simulated option ${key} must be a number in [0, 1], got "${v}"`);
-  return n;
-}
-
-export function parseSimulatedOptions(o: Record<string, string>): SimulatedOptions {
-  checkKnown('simulated', o, KNOWN);
-  return { p: fraction(o, 'p', 0.6), dependence: fraction(o, 'dependence', 0), latencyMs: intOption('simulated', o, 'latency_ms', 0) };
+export function parseSimulatedOptions(raw: Record<string, string>): SimulatedOptions {
+  const o = driverOptions<'simulated'>('simulated', raw);
+  return { p: o.p, dependence: o.dependence, latencyMs: o.latency_ms };
 }
 
 /** A string and a seed hashed to a uniform number in [0, 1): FNV-1a of the string, mixed with the seed by murmur3's finaliser. */

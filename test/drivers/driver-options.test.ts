@@ -1,0 +1,33 @@
+import t from 'tap';
+import { DriverOptionSchemas } from '../../drivers/option-schemas.js';
+import { driverOptionsHelp } from '../../drivers/option-summary.js';
+import { parseBatchedOptions } from '../../drivers/batched/options.js';
+import { parseEchoOptions } from '../../drivers/echo/driver.js';
+import { parseLlamaServerOptions } from '../../drivers/llama-server/options.js';
+import { parseSimulatedOptions } from '../../drivers/simulated/driver.js';
+
+t.test('the --driver-opt help lists every key of every driver\'s schema', async (t) => {
+  const help = driverOptionsHelp();
+  for (const [driver, schema] of Object.entries(DriverOptionSchemas)) {
+    t.match(help, `${schema.description}:`, `${driver} has a line`);
+    for (const [key, field] of Object.entries(schema.shape)) {
+      // Keys of the per-worker engine that the batched one accepts and ignores are not offered.
+      if ((field as { def: { type: string } }).def.type === 'optional' && (field as { def: { innerType: { def: { type: string } } } }).def.innerType.def.type === 'unknown') continue;
+      t.match(help, new RegExp(`\\s${key}=`), `${driver} ${key}`);
+    }
+  }
+});
+
+t.test('driver options: text converted to numbers, defaults filled, unknown and malformed keys refused with SWARM_ERR_CONFIG', async (t) => {
+  t.match(parseEchoOptions({ latency_ms: '50', fail: '1' }), { latencyMs: 50, tokenMs: 0, fail: true, loop: false });
+  t.match(parseBatchedOptions({ threads: '2', prefix_cache: '0', slots: '4' }), { threads: 2, ctx: 2048, prefixCache: false }, 'a per-worker key is accepted and ignored');
+  t.equal(parseBatchedOptions({ threads: '' }).threads, 'auto', 'an empty value is no value');
+  t.match(parseLlamaServerOptions({ np: '4' }), { slots: 4, ctx: 8192, threads: 1 });
+  t.equal(parseSimulatedOptions({ p: '0.7' }).p, 0.7);
+  t.throws(() => parseEchoOptions({ latency: '5' }), { code: 'SWARM_ERR_CONFIG', message: /unknown echo option "latency" \(known: latency_ms, / });
+  t.throws(() => parseEchoOptions({ latency_ms: '-1' }), { code: 'SWARM_ERR_CONFIG', message: /echo option latency_ms: must be >= 0, got "-1"/ });
+  t.throws(() => parseEchoOptions({ token_ms: '1.5' }), { code: 'SWARM_ERR_CONFIG' });
+  t.throws(() => parseBatchedOptions({ threads: 'many' }), { code: 'SWARM_ERR_CONFIG' });
+  t.throws(() => parseSimulatedOptions({ p: '2' }), { code: 'SWARM_ERR_CONFIG' });
+  t.throws(() => parseEchoOptions(JSON.parse('{"__proto__":"1"}') as Record<string, string>), { code: 'SWARM_ERR_CONFIG' }, 'a key named __proto__ is a key');
+});
