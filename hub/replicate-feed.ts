@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Payload, ReplicaEntry } from '../protocol/index.js';
 import { chunks, type Chunk } from './replicate-chunks.js';
+import type { SyncMark } from './replicate-resume.js';
 import type { TaskRecord } from './task.js';
 
 /** What a feed needs of a holder's link: send a STATE frame, tell whether it takes more now, and when it drains. */
@@ -40,10 +41,17 @@ export interface FeedOptions {
  * rejoin). Other frames (leases, heartbeats) go out between chunks.
  */
 export class HolderFeed {
-  /** Frames waiting for the socket, in order: deltas, and evictions (ids that left the hot state). */
-  private deltas: { payload: Payload<'STATE'>; json: string; evict?: true }[] = [];
+  /** Frames waiting for the socket, in order: deltas (with the version they bring the holder to), and evictions (ids that left the hot state). */
+  private deltas: { payload: Payload<'STATE'>; json: string; ver?: number; evict?: true }[] = [];
   private backlog = 0;
-  private sync?: { iter: Iterator<TaskRecord>; part: number; left: number };
+  /**
+   * A sync under way. `whole`: the whole state (its frames carry the holder's sync mark); a repair
+   * window's do not. `upTo`: in a resumed sync, the records up to this seq come first and carry no
+   * mark (they bring the part the holder had up to date); -1 in a fresh one.
+   */
+  private sync?: { iter: Iterator<TaskRecord>; part: number; left: number; whole: boolean; upTo: number };
+  /** The sync position the holder was last told (none: complete); undefined: told nothing it may keep. */
+  private at?: { seq?: number };
   private waiting = false;
   private yielded = false;
   private stopped = false;
@@ -55,6 +63,8 @@ export class HolderFeed {
     /** The whole state, in submission order (read lazily by a sync). */
     private readonly state: () => Iterable<TaskRecord>,
     private readonly opts: FeedOptions,
+    /** The mark of what is queued to every holder now (hub/replicate-resume.ts); none: frames carry no mark. */
+    private readonly mark?: (seq?: number) => SyncMark,
   ) {}
 
   /** No longer a holder: nothing more goes out (a sync under way, deltas waiting). */
@@ -72,10 +82,12 @@ export class HolderFeed {
       // Evictions stay (ids only): a sync sends what is in the store, never what left it.
       this.deltas = this.deltas.filter((d) => d.evict);
       this.backlog = this.deltas.reduce((n, d) => n + d.json.length, 0);
+      // Nothing the holder hears now may vouch for the dropped changes: no mark until the new sync's first chunk.
+      this.at = undefined;
       this.startSync();
       return;
     }
-    this.queue({ payload: { full: false, entries: c.entries }, json: `{"full":false,"entries":[${c.json}]}` });
+    this.queue({ payload: { full: false, entries: c.entries }, json: `{"full":false,"entries":[${c.json}]}`, ver: this.mark?.().ver });
   }
 
   /** Queue an eviction (`json` is the payload's text), in order behind the deltas before it. */
@@ -93,10 +105,26 @@ export class HolderFeed {
    * Send these records, chunk by chunk as the link drains (at most `limit` of them): the whole state
    * for a new holder, a window of it for the periodic repair. A sync under way starts over.
    */
-  startSync(records: Iterable<TaskRecord> = this.state(), limit = Infinity): void {
+  startSync(records: Iterable<TaskRecord> = this.state(), limit = Infinity, whole = limit === Infinity): void {
     this.stats.syncs++;
-    this.sync = { iter: records[Symbol.iterator](), part: 0, left: limit };
+    this.sync = { iter: records[Symbol.iterator](), part: 0, left: limit, whole, upTo: -1 };
     this.pump();
+  }
+
+  /**
+   * Resume a whole-state sync a cut link interrupted: `records` (hub/replicate-resume.ts) are the
+   * tasks the holder had covered and that changed since, then the rest of the sync after `upTo`.
+   */
+  resumeSync(records: Iterable<TaskRecord>, upTo: number): void {
+    this.stats.syncs++;
+    this.at = undefined;
+    this.sync = { iter: records[Symbol.iterator](), part: 0, left: Infinity, whole: true, upTo };
+    this.pump();
+  }
+
+  /** A payload and its JSON with the holder's mark added. */
+  private marked<P extends Payload<'STATE'>>(payload: P, json: string, m: SyncMark): [P, string] {
+    return [{ ...payload, sync: m }, `${json.slice(0, -1)},"sync":${JSON.stringify(m)}}`];
   }
 
   private pump(): void {
@@ -113,7 +141,11 @@ export class HolderFeed {
       const d = this.deltas.shift();
       if (d) {
         this.backlog -= d.json.length;
-        this.link.send(d.payload, d.json);
+        if (d.ver !== undefined && this.at && this.mark) {
+          const m = this.mark(this.at.seq);
+          const [payload, json] = this.marked(d.payload, d.json, { ...m, ver: d.ver });
+          this.link.send(payload, json);
+        } else this.link.send(d.payload, d.json);
         this.stats.frames++;
         sent += d.json.length;
         continue;
@@ -144,7 +176,17 @@ export class HolderFeed {
     }
     const last = s.left <= 0;
     if (last) this.sync = undefined;
-    if (!entries.length) return last ? -1 : 0;
+    const mark = s.whole ? this.mark : undefined;
+    if (!entries.length) {
+      if (!last) return 0;
+      // A whole sync ends with a frame that says so, even an empty one: the holder's mark becomes "complete".
+      if (!mark) return -1;
+      const part = s.part++;
+      this.at = {};
+      this.link.send({ full: true, part, parts: part + 1, entries: [], sync: mark() }, `{"full":true,"part":${part},"parts":${part + 1},"entries":[],"sync":${JSON.stringify(mark())}}`);
+      this.stats.frames++;
+      return -1;
+    }
     const cs = chunks(entries, this.opts.chunkBytes, this.opts.log);
     let sent = 0;
     cs.forEach((c, i) => {
@@ -152,7 +194,15 @@ export class HolderFeed {
       // `parts` only on the last chunk: the sync is read lazily, its length is known at its end.
       const end = last && i === cs.length - 1;
       const head = end ? `"full":true,"part":${part},"parts":${part + 1}` : `"full":true,"part":${part}`;
-      this.link.send({ full: true, part, ...(end ? { parts: part + 1 } : {}), entries: c.entries }, `{${head},"entries":[${c.json}]}`);
+      let payload: Payload<'STATE'> = { full: true, part, ...(end ? { parts: part + 1 } : {}), entries: c.entries };
+      let json = `{${head},"entries":[${c.json}]}`;
+      // Past the part the holder had up to date: the frame carries how far the holder's copy now goes.
+      const seq = c.entries.at(-1)?.seq;
+      if (mark && (end || (seq !== undefined && seq > s.upTo))) {
+        this.at = end ? {} : { seq };
+        [payload, json] = this.marked(payload, json, mark(this.at.seq));
+      }
+      this.link.send(payload, json);
       this.stats.frames++;
       sent += c.json.length;
     });

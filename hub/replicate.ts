@@ -3,6 +3,7 @@ import { Type, type Message, type Payload, type ReplicaEntry } from '../protocol
 import { DEFAULT_LEASE_MS } from '../sched/index.js';
 import { chunks } from './replicate-chunks.js';
 import { HolderFeed } from './replicate-feed.js';
+import { Versions, type SyncMark } from './replicate-resume.js';
 import { HandbackHolds } from './handback-holds.js';
 import { electHolders } from './holders.js';
 import { refusalMessage } from './handback-check.js';
@@ -77,6 +78,10 @@ export class HubReplicator {
   private readonly unrun = new Map<string, number>();
   private rotate = 0;
   private cursor = 0;
+  /** Versions of the replicated state: a holder whose sync a cut link interrupted resumes it. */
+  readonly versions = new Versions();
+  /** How far each joining worker's copy went when its last link was cut (HANDSHAKE `sync`). */
+  private readonly resumeAt = new Map<WorkerEntry, SyncMark>();
   /** New holders whose full sync waits for the holder set to settle, and since when. */
   private readonly syncDue = new Set<WorkerEntry>();
   private settleTimer?: NodeJS.Timeout;
@@ -96,6 +101,8 @@ export class HubReplicator {
     leaseHeld: 0,
     /** Handback entries skipped by id: the task is final here (hot, or evicted inside the duplicate window). */
     known: 0,
+    /** Whole-state syncs resumed where a cut link left them (not counted in `fullSyncs`). */
+    resumedSyncs: 0,
   };
   private readonly signer: EntrySigner;
 
@@ -140,7 +147,8 @@ export class HubReplicator {
   }
 
   /** A worker with a peer port joined: tell it everyone, tell everyone about it, send it the state. */
-  join(w: WorkerEntry, peerAddr: string): void {
+  join(w: WorkerEntry, peerAddr: string, sync?: SyncMark): void {
+    if (sync) this.resumeAt.set(w, sync);
     const view: FailoverView = { id: w.id, peerAddr, mode: 'star', coordinator: 'hub', epoch: 0 };
     this.peers.set(w.id, { w, view });
     // Caps and role go along: in gossip mode the acting coordinator routes tasks as the hub does.
@@ -155,6 +163,7 @@ export class HubReplicator {
 
   leave(w: WorkerEntry): void {
     this.holds.release(w);
+    this.resumeAt.delete(w);
     if (this.peers.get(w.id)?.w !== w) return;
     this.peers.delete(w.id);
     this.elect();
@@ -198,7 +207,7 @@ export class HubReplicator {
         get isClosed() { return conn.isClosed; },
       }, (r) => this.entry(r, true), () => this.store().queue.all(), {
         chunkBytes: this.opts.chunkBytes ?? 256 * 1024, maxBacklog: this.opts.maxBacklog ?? 4 * 1024 * 1024, log: this.log.child({ holder: w.id }),
-      });
+      }, (seq) => this.versions.mark(seq));
       this.feeds.set(w, f);
     }
     return f;
@@ -256,6 +265,7 @@ export class HubReplicator {
       if (had !== undefined && e.rec.attempts < had) this.unrun.set(id, (this.unrun.get(id) ?? 0) + had - e.rec.attempts);
       this.leasedAs.delete(id);
     } else if (e.type === 'done' || e.type === 'failed') { this.leasedAs.delete(id); this.unrun.delete(id); }
+    this.versions.changed(id);
     if (this.active) this.changed(e.rec, e.type === 'accepted');
   };
 
@@ -278,6 +288,7 @@ export class HubReplicator {
     const entries = [...this.pending.values()].map((p) => this.entry(p.rec, p.spec));
     this.pending = new Map();
     if (!entries.length) return;
+    this.versions.flushed();
     this.stats.deltas += entries.length;
     // Encoded once for every holder; each holder's feed sends them as its socket drains.
     for (const c of chunks(entries, this.opts.chunkBytes ?? 256 * 1024, this.log)) for (const w of this.holding) this.feed(w).delta(c);
@@ -289,8 +300,9 @@ export class HubReplicator {
    * own results and what gossip mode gave them, and get the ids at once (encoded once for all).
    */
   private evicted(ids: readonly string[]): void {
-    if (!this.active) return;
     if (this.holding.length) this.flush();
+    this.versions.evicted(ids);
+    if (!this.active) return;
     for (let i = 0; i < ids.length; i += 10_000) {
       const part = ids.slice(i, i + 10_000);
       const json = JSON.stringify({ full: false, entries: [], evicted: part });
@@ -306,8 +318,22 @@ export class HubReplicator {
    * socket drains, and the topology runs not ended.
    */
   fullSync(w: WorkerEntry): void {
-    this.stats.fullSyncs++;
-    this.feed(w).startSync();
+    const at = this.resumeAt.get(w);
+    this.resumeAt.delete(w);
+    const f = this.feed(w);
+    if (this.versions.canResume(at)) {
+      // The same hub, and it still knows every eviction since: only what the holder lacks goes.
+      this.stats.resumedSyncs++;
+      const gone = this.versions.evictedSince(at.ver);
+      for (let i = 0; i < gone.length; i += 10_000) {
+        const part = gone.slice(i, i + 10_000);
+        f.evict(part, JSON.stringify({ full: false, entries: [], evicted: part }));
+      }
+      f.resumeSync(this.versions.resume(at, () => this.store().queue.all()).records, at.seq ?? Infinity);
+    } else {
+      this.stats.fullSyncs++;
+      f.startSync();
+    }
     for (const [run, spec] of this.runs) w.conn.send(Type.STATE, { full: false, entries: [], runs: [{ run, spec }] });
   }
 

@@ -57,7 +57,7 @@ export class Sessions {
         // must find `worker` set.
         if (worker) conn.setCodec(this.codecFor(msg.payload.codecs));
         // Failover frames go out in the negotiated codec, so only after the switch.
-        if (worker && msg.payload.peer_addr) this.hub.failover.join(worker, msg.payload.peer_addr);
+        if (worker && msg.payload.peer_addr) this.hub.failover.join(worker, msg.payload.peer_addr, msg.payload.sync);
         // ASSIGN_ROLE, like failover frames, must go out in the negotiated codec.
         if (worker) this.hub.roles.joined(worker);
         return;

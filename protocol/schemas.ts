@@ -101,6 +101,8 @@ export const Payloads = {
     host_id: shortText.optional(),
     version: shortText.optional(),
     peer_addr: shortText.optional(),
+    /** A replica holder reconnecting: how far its copy of the hub's state goes (STATE `sync`), so a cut sync resumes. */
+    sync: z.object({ gen: z.string().max(64), ver: z.number().int().nonnegative(), seq: z.number().int().optional() }).optional(),
     /** The `session` of this worker's previous HANDSHAKE_ACK: proves a reconnect is the same worker. */
     session: z.string().max(128).optional(),
     /** Its engine as HEARTBEAT `engine` reports it; absent: a worker that does not say (counted ready once joined). */
@@ -191,6 +193,13 @@ export const Payloads = {
     runs: z.array(z.object({ run: id, spec: z.unknown().optional(), ended: z.boolean().optional() })).max(1000).optional(),
     /** Finished tasks that left the hub's hot state (its retention horizon): a holder drops them too. */
     evicted: z.array(id).max(100_000).optional(),
+    /**
+     * How far the receiver's copy now goes, for a resume after a cut (hub/replicate-resume.ts): every
+     * change up to version `ver` of hub generation `gen`, for the tasks up to `seq` (submission order)
+     * of the whole-state sync under way; no `seq`: for every task (the sync is complete). A frame
+     * without it changes nothing of what the receiver reports.
+     */
+    sync: z.object({ gen: z.string().max(64), ver: z.number().int().nonnegative(), seq: z.number().int().optional() }).optional(),
   }),
   [Type.HANDBACK]: z.object({
     /** Final replica entries to merge (empty in an offer). */

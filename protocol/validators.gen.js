@@ -159,7 +159,7 @@ return errors === 0;
 }
 
 export const HANDSHAKE = validate11;
-const schema12 = {"type":"object","properties":{"driver":{"type":"string","maxLength":256},"caps":{"default":[],"maxItems":64,"type":"array","items":{"type":"string","maxLength":256}},"token":{"type":"string","maxLength":4096},"worker_id":{"type":"string","minLength":1,"maxLength":128},"role":{"type":"string","maxLength":256},"slots":{"default":1,"type":"integer","minimum":1,"maximum":1024},"queue":{"default":0,"type":"integer","minimum":0,"maximum":64},"codecs":{"default":["ndjson"],"maxItems":8,"type":"array","items":{"type":"string","maxLength":32}},"pid":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991},"host_id":{"type":"string","maxLength":256},"version":{"type":"string","maxLength":256},"peer_addr":{"type":"string","maxLength":256},"session":{"type":"string","maxLength":128},"engine":{"type":"string","enum":["starting","ready","failed"]}},"required":["driver"],"additionalProperties":false};
+const schema12 = {"type":"object","properties":{"driver":{"type":"string","maxLength":256},"caps":{"default":[],"maxItems":64,"type":"array","items":{"type":"string","maxLength":256}},"token":{"type":"string","maxLength":4096},"worker_id":{"type":"string","minLength":1,"maxLength":128},"role":{"type":"string","maxLength":256},"slots":{"default":1,"type":"integer","minimum":1,"maximum":1024},"queue":{"default":0,"type":"integer","minimum":0,"maximum":64},"codecs":{"default":["ndjson"],"maxItems":8,"type":"array","items":{"type":"string","maxLength":32}},"pid":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991},"host_id":{"type":"string","maxLength":256},"version":{"type":"string","maxLength":256},"peer_addr":{"type":"string","maxLength":256},"sync":{"type":"object","properties":{"gen":{"type":"string","maxLength":64},"ver":{"type":"integer","minimum":0,"maximum":9007199254740991},"seq":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991}},"required":["gen","ver"],"additionalProperties":false},"session":{"type":"string","maxLength":128},"engine":{"type":"string","enum":["starting","ready","failed"]}},"required":["driver"],"additionalProperties":false};
 const func2 = Object.prototype.hasOwnProperty;
 
 function validate11(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
@@ -496,18 +496,105 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.session !== undefined){
-let data14 = data.session;
+if(data.sync !== undefined){
+let data14 = data.sync;
 const _errs30 = errors;
 if(errors === _errs30){
-if(typeof data14 === "string"){
-if(data14.length > 128){
-validate11.errors = [{instancePath:instancePath+"/session",schemaPath:"#/properties/session/maxLength",keyword:"maxLength",params:{limit: 128}}];
+if(data14 && typeof data14 == "object" && !Array.isArray(data14)){
+let missing1;
+if(((data14.gen === undefined) && (missing1 = "gen")) || ((data14.ver === undefined) && (missing1 = "ver"))){
+validate11.errors = [{instancePath:instancePath+"/sync",schemaPath:"#/properties/sync/required",keyword:"required",params:{missingProperty: missing1}}];
+return false;
+}
+else {
+const _errs32 = errors;
+for(const key1 in data14){
+if(!(((key1 === "gen") || (key1 === "ver")) || (key1 === "seq"))){
+delete data14[key1];
+}
+}
+if(_errs32 === errors){
+if(data14.gen !== undefined){
+let data15 = data14.gen;
+const _errs33 = errors;
+if(errors === _errs33){
+if(typeof data15 === "string"){
+if(data15.length > 64){
+validate11.errors = [{instancePath:instancePath+"/sync/gen",schemaPath:"#/properties/sync/properties/gen/maxLength",keyword:"maxLength",params:{limit: 64}}];
 return false;
 }
 }
 else {
-validate11.errors = [{instancePath:instancePath+"/session",schemaPath:"#/properties/session/type",keyword:"type",params:{type: "string"}}];
+validate11.errors = [{instancePath:instancePath+"/sync/gen",schemaPath:"#/properties/sync/properties/gen/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+}
+var valid3 = _errs33 === errors;
+}
+else {
+var valid3 = true;
+}
+if(valid3){
+if(data14.ver !== undefined){
+let data16 = data14.ver;
+const _errs35 = errors;
+if(!(((typeof data16 == "number") && (!(data16 % 1) && !isNaN(data16))) && (isFinite(data16)))){
+validate11.errors = [{instancePath:instancePath+"/sync/ver",schemaPath:"#/properties/sync/properties/ver/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs35){
+if((typeof data16 == "number") && (isFinite(data16))){
+if(data16 > 9007199254740991 || isNaN(data16)){
+validate11.errors = [{instancePath:instancePath+"/sync/ver",schemaPath:"#/properties/sync/properties/ver/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991}}];
+return false;
+}
+else {
+if(data16 < 0 || isNaN(data16)){
+validate11.errors = [{instancePath:instancePath+"/sync/ver",schemaPath:"#/properties/sync/properties/ver/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+return false;
+}
+}
+}
+}
+var valid3 = _errs35 === errors;
+}
+else {
+var valid3 = true;
+}
+if(valid3){
+if(data14.seq !== undefined){
+let data17 = data14.seq;
+const _errs37 = errors;
+if(!(((typeof data17 == "number") && (!(data17 % 1) && !isNaN(data17))) && (isFinite(data17)))){
+validate11.errors = [{instancePath:instancePath+"/sync/seq",schemaPath:"#/properties/sync/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs37){
+if((typeof data17 == "number") && (isFinite(data17))){
+if(data17 > 9007199254740991 || isNaN(data17)){
+validate11.errors = [{instancePath:instancePath+"/sync/seq",schemaPath:"#/properties/sync/properties/seq/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991}}];
+return false;
+}
+else {
+if(data17 < -9007199254740991 || isNaN(data17)){
+validate11.errors = [{instancePath:instancePath+"/sync/seq",schemaPath:"#/properties/sync/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: -9007199254740991}}];
+return false;
+}
+}
+}
+}
+var valid3 = _errs37 === errors;
+}
+else {
+var valid3 = true;
+}
+}
+}
+}
+}
+}
+else {
+validate11.errors = [{instancePath:instancePath+"/sync",schemaPath:"#/properties/sync/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -517,21 +604,43 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.engine !== undefined){
-let data15 = data.engine;
-const _errs32 = errors;
-if(typeof data15 !== "string"){
-validate11.errors = [{instancePath:instancePath+"/engine",schemaPath:"#/properties/engine/type",keyword:"type",params:{type: "string"}}];
+if(data.session !== undefined){
+let data18 = data.session;
+const _errs39 = errors;
+if(errors === _errs39){
+if(typeof data18 === "string"){
+if(data18.length > 128){
+validate11.errors = [{instancePath:instancePath+"/session",schemaPath:"#/properties/session/maxLength",keyword:"maxLength",params:{limit: 128}}];
 return false;
 }
-if(!(((data15 === "starting") || (data15 === "ready")) || (data15 === "failed"))){
-validate11.errors = [{instancePath:instancePath+"/engine",schemaPath:"#/properties/engine/enum",keyword:"enum",params:{allowedValues: schema12.properties.engine.enum}}];
+}
+else {
+validate11.errors = [{instancePath:instancePath+"/session",schemaPath:"#/properties/session/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-var valid0 = _errs32 === errors;
+}
+var valid0 = _errs39 === errors;
 }
 else {
 var valid0 = true;
+}
+if(valid0){
+if(data.engine !== undefined){
+let data19 = data.engine;
+const _errs41 = errors;
+if(typeof data19 !== "string"){
+validate11.errors = [{instancePath:instancePath+"/engine",schemaPath:"#/properties/engine/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if(!(((data19 === "starting") || (data19 === "ready")) || (data19 === "failed"))){
+validate11.errors = [{instancePath:instancePath+"/engine",schemaPath:"#/properties/engine/enum",keyword:"enum",params:{allowedValues: schema12.properties.engine.enum}}];
+return false;
+}
+var valid0 = _errs41 === errors;
+}
+else {
+var valid0 = true;
+}
 }
 }
 }
@@ -2329,7 +2438,7 @@ return errors === 0;
 }
 
 export const STATE = validate21;
-const schema22 = {"type":"object","properties":{"full":{"default":false,"type":"boolean"},"part":{"type":"integer","minimum":0,"maximum":9007199254740991},"parts":{"type":"integer","exclusiveMinimum":0,"maximum":9007199254740991},"entries":{"maxItems":100000,"type":"array","items":{"type":"object","properties":{"id":{"type":"string","minLength":1,"maxLength":128},"spec":{"type":"object","properties":{"id":{"type":"string","minLength":1,"maxLength":128},"prompt":{"type":"string"},"priority":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991},"role":{"type":"string","maxLength":256},"caps":{"maxItems":64,"type":"array","items":{"type":"string","maxLength":256}},"max_attempts":{"type":"integer","minimum":1,"maximum":100},"timeout_ms":{"type":"integer","exclusiveMinimum":0,"maximum":9007199254740991}},"required":["id"],"additionalProperties":false,"patternProperties":{"^(?!(?:__proto__|id|prompt|priority|role|caps|max_attempts|timeout_ms)$)":{}}},"spec_mac":{"type":"string","maxLength":256},"seq":{"type":"integer","minimum":0,"maximum":9007199254740991},"lease":{"type":"object","properties":{"worker":{"type":"string","minLength":1,"maxLength":128},"attempt":{"type":"integer","minimum":0,"maximum":9007199254740991},"epoch":{"type":"integer","minimum":0,"maximum":9007199254740991},"until":{"type":"number"},"revoked":{"type":"boolean"},"unrun":{"type":"integer","minimum":0,"maximum":9007199254740991}},"required":["worker","attempt","epoch","until"],"additionalProperties":false},"result":{"type":"object","properties":{"worker":{"type":"string","minLength":1,"maxLength":128},"attempt":{"type":"integer","minimum":0,"maximum":9007199254740991},"text":{"type":"string"},"receipt":{"type":"object","properties":{"started_at":{"type":"number"},"finished_at":{"type":"number"},"duration_ms":{"type":"number","minimum":0},"ttft_ms":{"type":"number","minimum":0},"tokens_in":{"type":"integer","minimum":0,"maximum":9007199254740991},"tokens_out":{"type":"integer","minimum":0,"maximum":9007199254740991},"tokens_cached":{"type":"integer","minimum":0,"maximum":9007199254740991},"tokens_per_s":{"type":"number","minimum":0},"worker":{"type":"string"},"driver":{"type":"string"},"attempt":{"type":"integer","exclusiveMinimum":0,"maximum":9007199254740991}},"required":["duration_ms"],"additionalProperties":false},"error":{"type":"object","properties":{"code":{"type":"string","maxLength":64},"msg":{"type":"string","maxLength":65536}},"required":["code","msg"],"additionalProperties":false},"mac":{"type":"string","maxLength":256}},"required":["worker","attempt"],"additionalProperties":false},"failure":{"type":"object","properties":{"worker":{"type":"string","minLength":1,"maxLength":128},"attempt":{"type":"integer","minimum":0,"maximum":9007199254740991},"text":{"type":"string"},"receipt":{"type":"object","properties":{"started_at":{"type":"number"},"finished_at":{"type":"number"},"duration_ms":{"type":"number","minimum":0},"ttft_ms":{"type":"number","minimum":0},"tokens_in":{"type":"integer","minimum":0,"maximum":9007199254740991},"tokens_out":{"type":"integer","minimum":0,"maximum":9007199254740991},"tokens_cached":{"type":"integer","minimum":0,"maximum":9007199254740991},"tokens_per_s":{"type":"number","minimum":0},"worker":{"type":"string"},"driver":{"type":"string"},"attempt":{"type":"integer","exclusiveMinimum":0,"maximum":9007199254740991}},"required":["duration_ms"],"additionalProperties":false},"error":{"type":"object","properties":{"code":{"type":"string","maxLength":64},"msg":{"type":"string","maxLength":65536}},"required":["code","msg"],"additionalProperties":false},"mac":{"type":"string","maxLength":256}},"required":["worker","attempt"],"additionalProperties":false}},"required":["id"],"additionalProperties":false}},"runs":{"maxItems":1000,"type":"array","items":{"type":"object","properties":{"run":{"type":"string","minLength":1,"maxLength":128},"spec":{},"ended":{"type":"boolean"}},"required":["run"],"additionalProperties":false}},"evicted":{"maxItems":100000,"type":"array","items":{"type":"string","minLength":1,"maxLength":128}}},"required":["entries"],"additionalProperties":false};
+const schema22 = {"type":"object","properties":{"full":{"default":false,"type":"boolean"},"part":{"type":"integer","minimum":0,"maximum":9007199254740991},"parts":{"type":"integer","exclusiveMinimum":0,"maximum":9007199254740991},"entries":{"maxItems":100000,"type":"array","items":{"type":"object","properties":{"id":{"type":"string","minLength":1,"maxLength":128},"spec":{"type":"object","properties":{"id":{"type":"string","minLength":1,"maxLength":128},"prompt":{"type":"string"},"priority":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991},"role":{"type":"string","maxLength":256},"caps":{"maxItems":64,"type":"array","items":{"type":"string","maxLength":256}},"max_attempts":{"type":"integer","minimum":1,"maximum":100},"timeout_ms":{"type":"integer","exclusiveMinimum":0,"maximum":9007199254740991}},"required":["id"],"additionalProperties":false,"patternProperties":{"^(?!(?:__proto__|id|prompt|priority|role|caps|max_attempts|timeout_ms)$)":{}}},"spec_mac":{"type":"string","maxLength":256},"seq":{"type":"integer","minimum":0,"maximum":9007199254740991},"lease":{"type":"object","properties":{"worker":{"type":"string","minLength":1,"maxLength":128},"attempt":{"type":"integer","minimum":0,"maximum":9007199254740991},"epoch":{"type":"integer","minimum":0,"maximum":9007199254740991},"until":{"type":"number"},"revoked":{"type":"boolean"},"unrun":{"type":"integer","minimum":0,"maximum":9007199254740991}},"required":["worker","attempt","epoch","until"],"additionalProperties":false},"result":{"type":"object","properties":{"worker":{"type":"string","minLength":1,"maxLength":128},"attempt":{"type":"integer","minimum":0,"maximum":9007199254740991},"text":{"type":"string"},"receipt":{"type":"object","properties":{"started_at":{"type":"number"},"finished_at":{"type":"number"},"duration_ms":{"type":"number","minimum":0},"ttft_ms":{"type":"number","minimum":0},"tokens_in":{"type":"integer","minimum":0,"maximum":9007199254740991},"tokens_out":{"type":"integer","minimum":0,"maximum":9007199254740991},"tokens_cached":{"type":"integer","minimum":0,"maximum":9007199254740991},"tokens_per_s":{"type":"number","minimum":0},"worker":{"type":"string"},"driver":{"type":"string"},"attempt":{"type":"integer","exclusiveMinimum":0,"maximum":9007199254740991}},"required":["duration_ms"],"additionalProperties":false},"error":{"type":"object","properties":{"code":{"type":"string","maxLength":64},"msg":{"type":"string","maxLength":65536}},"required":["code","msg"],"additionalProperties":false},"mac":{"type":"string","maxLength":256}},"required":["worker","attempt"],"additionalProperties":false},"failure":{"type":"object","properties":{"worker":{"type":"string","minLength":1,"maxLength":128},"attempt":{"type":"integer","minimum":0,"maximum":9007199254740991},"text":{"type":"string"},"receipt":{"type":"object","properties":{"started_at":{"type":"number"},"finished_at":{"type":"number"},"duration_ms":{"type":"number","minimum":0},"ttft_ms":{"type":"number","minimum":0},"tokens_in":{"type":"integer","minimum":0,"maximum":9007199254740991},"tokens_out":{"type":"integer","minimum":0,"maximum":9007199254740991},"tokens_cached":{"type":"integer","minimum":0,"maximum":9007199254740991},"tokens_per_s":{"type":"number","minimum":0},"worker":{"type":"string"},"driver":{"type":"string"},"attempt":{"type":"integer","exclusiveMinimum":0,"maximum":9007199254740991}},"required":["duration_ms"],"additionalProperties":false},"error":{"type":"object","properties":{"code":{"type":"string","maxLength":64},"msg":{"type":"string","maxLength":65536}},"required":["code","msg"],"additionalProperties":false},"mac":{"type":"string","maxLength":256}},"required":["worker","attempt"],"additionalProperties":false}},"required":["id"],"additionalProperties":false}},"runs":{"maxItems":1000,"type":"array","items":{"type":"object","properties":{"run":{"type":"string","minLength":1,"maxLength":128},"spec":{},"ended":{"type":"boolean"}},"required":["run"],"additionalProperties":false}},"evicted":{"maxItems":100000,"type":"array","items":{"type":"string","minLength":1,"maxLength":128}},"sync":{"type":"object","properties":{"gen":{"type":"string","maxLength":64},"ver":{"type":"integer","minimum":0,"maximum":9007199254740991},"seq":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991}},"required":["gen","ver"],"additionalProperties":false}},"required":["entries"],"additionalProperties":false};
 const pattern3 = new RegExp("^(?!(?:__proto__|id|prompt|priority|role|caps|max_attempts|timeout_ms)$)", "");
 
 function validate21(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
@@ -2348,7 +2457,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((((((key0 === "full") || (key0 === "part")) || (key0 === "parts")) || (key0 === "entries")) || (key0 === "runs")) || (key0 === "evicted"))){
+if(!(((((((key0 === "full") || (key0 === "part")) || (key0 === "parts")) || (key0 === "entries")) || (key0 === "runs")) || (key0 === "evicted")) || (key0 === "sync"))){
 delete data[key0];
 }
 }
@@ -4004,6 +4113,115 @@ var valid0 = _errs148 === errors;
 }
 else {
 var valid0 = true;
+}
+if(valid0){
+if(data.sync !== undefined){
+let data70 = data.sync;
+const _errs152 = errors;
+if(errors === _errs152){
+if(data70 && typeof data70 == "object" && !Array.isArray(data70)){
+let missing11;
+if(((data70.gen === undefined) && (missing11 = "gen")) || ((data70.ver === undefined) && (missing11 = "ver"))){
+validate21.errors = [{instancePath:instancePath+"/sync",schemaPath:"#/properties/sync/required",keyword:"required",params:{missingProperty: missing11}}];
+return false;
+}
+else {
+const _errs154 = errors;
+for(const key11 in data70){
+if(!(((key11 === "gen") || (key11 === "ver")) || (key11 === "seq"))){
+delete data70[key11];
+}
+}
+if(_errs154 === errors){
+if(data70.gen !== undefined){
+let data71 = data70.gen;
+const _errs155 = errors;
+if(errors === _errs155){
+if(typeof data71 === "string"){
+if(data71.length > 64){
+validate21.errors = [{instancePath:instancePath+"/sync/gen",schemaPath:"#/properties/sync/properties/gen/maxLength",keyword:"maxLength",params:{limit: 64}}];
+return false;
+}
+}
+else {
+validate21.errors = [{instancePath:instancePath+"/sync/gen",schemaPath:"#/properties/sync/properties/gen/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+}
+var valid15 = _errs155 === errors;
+}
+else {
+var valid15 = true;
+}
+if(valid15){
+if(data70.ver !== undefined){
+let data72 = data70.ver;
+const _errs157 = errors;
+if(!(((typeof data72 == "number") && (!(data72 % 1) && !isNaN(data72))) && (isFinite(data72)))){
+validate21.errors = [{instancePath:instancePath+"/sync/ver",schemaPath:"#/properties/sync/properties/ver/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs157){
+if((typeof data72 == "number") && (isFinite(data72))){
+if(data72 > 9007199254740991 || isNaN(data72)){
+validate21.errors = [{instancePath:instancePath+"/sync/ver",schemaPath:"#/properties/sync/properties/ver/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991}}];
+return false;
+}
+else {
+if(data72 < 0 || isNaN(data72)){
+validate21.errors = [{instancePath:instancePath+"/sync/ver",schemaPath:"#/properties/sync/properties/ver/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+return false;
+}
+}
+}
+}
+var valid15 = _errs157 === errors;
+}
+else {
+var valid15 = true;
+}
+if(valid15){
+if(data70.seq !== undefined){
+let data73 = data70.seq;
+const _errs159 = errors;
+if(!(((typeof data73 == "number") && (!(data73 % 1) && !isNaN(data73))) && (isFinite(data73)))){
+validate21.errors = [{instancePath:instancePath+"/sync/seq",schemaPath:"#/properties/sync/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs159){
+if((typeof data73 == "number") && (isFinite(data73))){
+if(data73 > 9007199254740991 || isNaN(data73)){
+validate21.errors = [{instancePath:instancePath+"/sync/seq",schemaPath:"#/properties/sync/properties/seq/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991}}];
+return false;
+}
+else {
+if(data73 < -9007199254740991 || isNaN(data73)){
+validate21.errors = [{instancePath:instancePath+"/sync/seq",schemaPath:"#/properties/sync/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: -9007199254740991}}];
+return false;
+}
+}
+}
+}
+var valid15 = _errs159 === errors;
+}
+else {
+var valid15 = true;
+}
+}
+}
+}
+}
+}
+else {
+validate21.errors = [{instancePath:instancePath+"/sync",schemaPath:"#/properties/sync/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+var valid0 = _errs152 === errors;
+}
+else {
+var valid0 = true;
+}
 }
 }
 }

@@ -58,6 +58,8 @@ export class AgentFailover {
   private holdsState = false;
   /** Gossip mode filled the replica, or the hub stopped keeping it current, since it was last shed (see `shedIfDone`). */
   private shedDue = false;
+  /** The last STATE `sync` mark from the hub (see `takeSyncMark`). */
+  private syncMark?: Payload<'STATE'>['sync'];
   /** When a task last became final in this replica (epoch ms): the end of a run, for benches. */
   lastFinalAt?: number;
   /** HANDBACK frames sent, by envelope id: resolved by the ACK that names them (`re`). */
@@ -166,6 +168,8 @@ export class AgentFailover {
       return true;
     }
     if (m.type === Type.STATE) {
+      // Merged below before anything else can read it: the mark says how far this copy now goes.
+      if (m.payload.sync) this.syncMark = m.payload.sync;
       if (m.payload.entries.length) this.controller.state(m.payload.entries);
       if (m.payload.evicted?.length) this.controller.evicted(m.payload.evicted);
       if (m.payload.runs) this.runs.merge(m.payload.runs as ReplicatedRun[]);
@@ -201,7 +205,19 @@ export class AgentFailover {
     this.shedDue = false;
     const running = new Set(this.node.executor.active);
     const n = this.controller.shed((id) => this.hubTasks.has(id) || running.has(id));
+    this.syncMark = undefined; // what it vouched for is gone
     this.log.info({ shed: n, kept: this.node.replica.size }, 'swarm back in star mode: gossip-mode replica shed');
+  }
+
+  /**
+   * How far this agent's copy of the hub's state goes, for the next HANDSHAKE: a holder whose link
+   * was cut mid-sync then gets the rest, not the whole state again (hub/replicate-resume.ts).
+   * Given once: a link that does not resume from it starts over.
+   */
+  takeSyncMark(): Payload<'STATE'>['sync'] {
+    const m = this.syncMark;
+    this.syncMark = undefined;
+    return m;
   }
 
   /** A final result for a task in this agent's replica or a sibling's, if gossip mode (or a peer) already finished it. */

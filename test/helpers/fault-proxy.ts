@@ -1,18 +1,23 @@
 import net from 'node:net';
 
-interface Link { client: net.Socket; upstream: net.Socket; target: string; dialer?: string }
+interface Link { client: net.Socket; upstream: net.Socket; target: string; dialer?: string; down: number }
 
 /**
  * A loopback fault proxy for the gossip peer ports. Each worker's port is wrapped (`wrap`), and the
  * worker advertises the proxy's address. The proxy reads the dialer's advertised address from the
  * transport's hello frame, so `cut(addr)` can sever both directions of one worker: connections to
  * it and connections it opened, now and until `restore(addr)`. Cut traffic is blackholed (the
- * socket stays open, bytes vanish), as a partition looks to TCP.
+ * socket stays open, bytes vanish), as a partition looks to TCP. It also counts the bytes each
+ * proxy passes back to its dialers (`down`) and can close a proxied link outright (`severAfter`).
  */
 export class FaultNet {
   private readonly servers: net.Server[] = [];
   private readonly links = new Set<Link>();
   private readonly cutSet = new Set<string>();
+  /** Bytes passed to dialers, per proxy address, over every link it ever carried. */
+  private readonly downBytes = new Map<string, number>();
+  /** Per proxy address: close a link once it has passed this many bytes to its dialer. */
+  private readonly severAt = new Map<string, number>();
 
   /** Put a proxy in front of `target` ("127.0.0.1:port"); resolves with the proxy's address. */
   async wrap(target: string): Promise<string> {
@@ -20,7 +25,7 @@ export class FaultNet {
     let self = '';
     const server = net.createServer((client) => {
       const upstream = net.connect({ host, port });
-      const link: Link = { client, upstream, target: self };
+      const link: Link = { client, upstream, target: self, down: 0 };
       this.links.add(link);
       let head: Buffer = Buffer.alloc(0);
       client.on('data', (c: Buffer) => {
@@ -34,7 +39,14 @@ export class FaultNet {
         }
         if (!this.blocked(link)) upstream.write(c);
       });
-      upstream.on('data', (c) => { if (!this.blocked(link)) client.write(c); });
+      upstream.on('data', (c: Buffer) => {
+        if (this.blocked(link)) return;
+        client.write(c);
+        link.down += c.length;
+        this.downBytes.set(self, (this.downBytes.get(self) ?? 0) + c.length);
+        const at = this.severAt.get(self);
+        if (at !== undefined && link.down >= at) { this.severAt.delete(self); client.destroy(); upstream.destroy(); }
+      });
       const end = () => { client.destroy(); upstream.destroy(); this.links.delete(link); };
       client.on('error', end); upstream.on('error', end);
       client.on('close', end); upstream.on('close', end);
@@ -44,6 +56,12 @@ export class FaultNet {
     self = `127.0.0.1:${(server.address() as net.AddressInfo).port}`;
     return self;
   }
+
+  /** Bytes the proxy at `proxy` has passed to its dialers so far, over all its links. */
+  down(proxy: string): number { return this.downBytes.get(proxy) ?? 0; }
+
+  /** Close the next link through `proxy` (both sockets) once it has passed `bytes` to its dialer: a cut connection. */
+  severAfter(proxy: string, bytes: number): void { this.severAt.set(proxy, bytes); }
 
   /** Sever the worker advertising `addr` from everyone, both directions. */
   cut(addr: string): void { this.cutSet.add(addr); }
