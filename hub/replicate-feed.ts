@@ -42,7 +42,7 @@ export interface FeedOptions {
  */
 export class HolderFeed {
   /** Frames waiting for the socket, in order: deltas (with the version they bring the holder to), and evictions (ids that left the hot state). */
-  private deltas: { payload: Payload<'STATE'>; json: string; ver?: number; evict?: true }[] = [];
+  private deltas: { payload: Payload<'STATE'>; json: string; entries?: string; ver?: number; evict?: true }[] = [];
   private backlog = 0;
   /**
    * A sync under way. `whole`: the whole state (its frames carry the holder's sync mark); a repair
@@ -87,7 +87,7 @@ export class HolderFeed {
       this.startSync();
       return;
     }
-    this.queue({ payload: { full: false, entries: c.entries }, json: `{"full":false,"entries":[${c.json}]}`, ver: this.mark?.().ver });
+    this.queue({ payload: { full: false, entries: c.entries }, json: `{"full":false,"entries":[${c.json}]}`, entries: c.json, ver: this.mark?.().ver });
   }
 
   /** Queue an eviction (`json` is the payload's text), in order behind the deltas before it. */
@@ -122,9 +122,9 @@ export class HolderFeed {
     this.pump();
   }
 
-  /** A payload and its JSON with the holder's mark added. */
-  private marked<P extends Payload<'STATE'>>(payload: P, json: string, m: SyncMark): [P, string] {
-    return [{ ...payload, sync: m }, `${json.slice(0, -1)},"sync":${JSON.stringify(m)}}`];
+  /** A payload with the holder's mark, and its JSON (the head, then the entries' text as it is: no copy of it). */
+  private marked<P extends Payload<'STATE'>>(payload: P, head: string, entries: string, m: SyncMark): [P, string] {
+    return [{ ...payload, sync: m }, `{${head},"sync":${JSON.stringify(m)},"entries":[${entries}]}`];
   }
 
   private pump(): void {
@@ -143,7 +143,7 @@ export class HolderFeed {
         this.backlog -= d.json.length;
         if (d.ver !== undefined && this.at && this.mark) {
           const m = this.mark(this.at.seq);
-          const [payload, json] = this.marked(d.payload, d.json, { ...m, ver: d.ver });
+          const [payload, json] = this.marked(d.payload, '"full":false', d.entries ?? '', { ...m, ver: d.ver });
           this.link.send(payload, json);
         } else this.link.send(d.payload, d.json);
         this.stats.frames++;
@@ -200,7 +200,7 @@ export class HolderFeed {
       const seq = c.entries.at(-1)?.seq;
       if (mark && (end || (seq !== undefined && seq > s.upTo))) {
         this.at = end ? {} : { seq };
-        [payload, json] = this.marked(payload, json, mark(this.at.seq));
+        [payload, json] = this.marked(payload, head, c.json, mark(this.at.seq));
       }
       this.link.send(payload, json);
       this.stats.frames++;
