@@ -1,4 +1,4 @@
-import { DRIVER_OPTIONS } from './option-checks.gen.js';
+import { DRIVER_OPTIONS } from '#gen/driver-option-checks.js';
 
 /** A driver's `--driver-opt` keys as drivers/option-schemas.ts defines them, for help text. */
 export interface DriverOptionSummary { label: string; keys: { key: string; value: string }[] }

@@ -1,6 +1,6 @@
 import { SwarmError } from '../protocol/errors.js';
 import { describe } from '../protocol/check.js';
-import { DRIVER_OPTIONS, DRIVER_OPTION_CHECKS } from './option-checks.gen.js';
+import { DRIVER_OPTIONS, DRIVER_OPTION_CHECKS } from '#gen/driver-option-checks.js';
 import type { DriverOptionSchemas, DriverOptions } from './option-schemas.js';
 
 /**

@@ -7,7 +7,7 @@ import { Evictor } from './archive-evict.js';
 import { DEFAULT_RETAIN, type RetainOptions } from './retention.js';
 import type { Damage } from './journal-files.js';
 import { TaskQueue, type QueueOptions, type WorkerView } from './queue.js';
-import { TASK_SPEC } from './task-check.gen.js';
+import { TASK_SPEC } from '#gen/task-check.js';
 import { describe } from '../protocol/check.js';
 import { StoreEvents, type StoreEvent } from './store-events.js';
 import { TaskSpecSchema, isFinal, type TaskInput, type TaskRecord, type TaskResult, type TaskSpec } from './task.js';

@@ -1,13 +1,14 @@
 /**
- * Build step, after tsc (`npm run build`, `build:test`, the Containerfile): the zod schemas, the one
- * definition of every input, compiled to standalone validator code with ajv, as fastify builds its
- * config validator. Why generated code: a frame check is on the hub's and every worker's hot path,
- * and ajv's output costs a fraction of what zod's parse does (bench/validate.ts), while loading
- * neither zod (~80 ms of CPU and ~10 MB in each of 25 workers starting on two cores) nor ajv at run
- * time. The modules (.js and a .d.ts) are committed and rewritten when a schema changes. tsc never
- * sees the .js (its checker overflows its stack on ajv's deeply nested code, even with @ts-nocheck),
- * so this step also puts it into dist.
- *   node dist/protocol/gen-validators.js           write what is stale, copy into dist
+ * Build step (`npm run build`): the zod schemas, the one definition of every input, compiled to
+ * standalone validator code with ajv, as fastify builds its config validator. Why generated code: a
+ * frame check is on the hub's and every worker's hot path, and ajv's output costs a fraction of what
+ * the hand-written checker it replaced did (bench/validate.ts), while loading neither zod (~80 ms of
+ * CPU and ~10 MB in each of 25 workers starting on two cores) nor ajv at run time. The modules are
+ * committed in gen/ (.js and .d.ts), rewritten when a schema changes, and imported as `#gen/…`
+ * (package.json `imports`), from the source tree and from dist alike: tsc never sees the .js (its
+ * checker overflows its stack on ajv's deeply nested code, even with @ts-nocheck), so a plain tsc
+ * build needs no copy of them.
+ *   node dist/protocol/gen-validators.js           write what is stale
  *   node dist/protocol/gen-validators.js --check   exit 1 if anything is stale
  */
 import fs from 'node:fs';
@@ -35,27 +36,27 @@ export interface Target {
 
 export const TARGETS: Target[] = [
   {
-    file: 'protocol/validators.gen.js',
+    file: 'gen/protocol-validators.js',
     about: 'the envelope and each payload of protocol/schemas.ts',
-    typeImport: "import type { Type } from './types.js';",
+    typeImport: "import type { Type } from '../protocol/types.js';",
     map: { name: 'PAYLOAD_CHECKS', type: 'Record<Type, Check>', skip: 'ENVELOPE' },
     schemas: async () => { const s = await import('./schemas.js'); return { ENVELOPE: s.Envelope, ...s.Payloads }; },
   },
   {
-    file: 'hub/task-check.gen.js',
+    file: 'gen/task-check.js',
     about: 'TaskSpecSchema of hub/task.ts',
     schemas: async () => { const s = await import('../hub/task.js'); return { TASK_SPEC: s.TaskSpecSchema }; },
   },
   {
-    file: 'worker/config-check.gen.js',
+    file: 'gen/worker-config-check.js',
     about: 'WorkerConfigSchema of worker/config-schema.ts',
     schemas: async () => { const s = await import('../worker/config-schema.js'); return { WORKER_CONFIG: s.WorkerConfigSchema }; },
   },
   {
-    file: 'drivers/option-checks.gen.js',
+    file: 'gen/driver-option-checks.js',
     about: 'DriverOptionSchemas of drivers/option-schemas.ts',
     schemas: async () => (await import('../drivers/option-schemas.js')).DriverOptionSchemas,
-    typeImport: "import type { DriverOptionSummary } from './option-summary.js';",
+    typeImport: "import type { DriverOptionSummary } from '../drivers/option-summary.js';",
     map: { name: 'DRIVER_OPTION_CHECKS', type: 'Record<string, Check>', key: kebab },
     ajv: { coerceTypes: true },
     extra: (json, key) => [
@@ -178,8 +179,6 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
       fs.writeFileSync(at, text);
       process.stdout.write(`wrote ${file}\n`);
     }
-    // tsc neither reads nor copies the generated JavaScript: its dist copy is made here.
-    if (!check) { const out = path.join(ROOT, 'dist', t.file); fs.mkdirSync(path.dirname(out), { recursive: true }); fs.writeFileSync(out, js); }
   }
   if (check && stale) process.exitCode = 1;
 }

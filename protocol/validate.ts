@@ -1,5 +1,5 @@
 import type { AnyMessage } from './schemas.js';
-import { ENVELOPE, PAYLOAD_CHECKS } from './validators.gen.js';
+import { ENVELOPE, PAYLOAD_CHECKS } from '#gen/protocol-validators.js';
 import { describe } from './check.js';
 import { PROTOCOL_VERSION, Type } from './types.js';
 import type { ErrorCode } from './errors.js';

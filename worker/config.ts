@@ -2,7 +2,7 @@ import type { z } from 'zod';
 import { SwarmError } from '../protocol/errors.js';
 import { describe } from '../protocol/check.js';
 import type { WorkerConfigSchema } from './config-schema.js';
-import { WORKER_CONFIG } from './config-check.gen.js';
+import { WORKER_CONFIG } from '#gen/worker-config-check.js';
 
 /**
  * Worker settings, validated once against worker/config-schema.ts (through the code

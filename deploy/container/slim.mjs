@@ -39,6 +39,8 @@ fs.mkdirSync(out, { recursive: true });
 copy(path.join(src, 'dist'), path.join(out, 'dist'));
 fs.rmSync(path.join(out, 'dist/bench'), { recursive: true, force: true });
 for (const f of ['package.json', 'package-lock.json']) copy(path.join(src, f), path.join(out, f));
+// The generated validators (dist imports them as #gen/…, package.json's `imports`).
+copy(path.join(src, 'gen'), path.join(out, 'gen'));
 fs.mkdirSync(path.join(out, 'deploy'), { recursive: true });
 copy(path.join(src, 'deploy/healthcheck.mjs'), path.join(out, 'deploy/healthcheck.mjs'));
 

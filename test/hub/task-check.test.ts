@@ -1,6 +1,6 @@
 import t from 'tap';
 import { TaskSpecSchema } from '../../hub/task.js';
-import { TASK_SPEC } from '../../hub/task-check.gen.js';
+import { TASK_SPEC } from '#gen/task-check.js';
 import { clone } from '../helpers/clone.js';
 import { TaskStore } from '../../hub/store.js';
 import { rng } from '../helpers/rng.js';

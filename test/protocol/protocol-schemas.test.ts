@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Envelope, Payloads } from '../../protocol/schemas.js';
 import { TARGETS, source } from '../../protocol/gen-validators.js';
-import { ENVELOPE, PAYLOAD_CHECKS } from '../../protocol/validators.gen.js';
+import { ENVELOPE, PAYLOAD_CHECKS } from '#gen/protocol-validators.js';
 import type { Check } from '../../protocol/check.js';
 import { Type, validate } from '../../protocol/index.js';
 import { rng } from '../helpers/rng.js';
