@@ -27,6 +27,7 @@ function tree(dir: string): string {
   put('node_modules/@node-llama-cpp/linux-x64/bins/llama-addon.node', 'x64');
   put('dist/cli/main.js', '');
   put('dist/bench/core.js', '');
+  put('gen/protocol-validators.js', '');
   put('deploy/healthcheck.mjs', '');
   return src;
 }
@@ -41,6 +42,7 @@ t.test('slim step: the target\'s llama.cpp binary only, no dev packages, no benc
     t.same(fs.readdirSync(path.join(out, 'node_modules/@node-llama-cpp')), [keep], `${targetarch}: only @node-llama-cpp/${keep}`);
     t.notOk(fs.existsSync(path.join(out, 'node_modules/tap')) || fs.existsSync(path.join(out, 'node_modules/typescript')), `${targetarch}: no dev packages`);
     t.ok(fs.existsSync(path.join(out, 'node_modules/pino/package.json')) && fs.existsSync(path.join(out, 'dist/cli/main.js')), `${targetarch}: runtime packages and the app`);
+    t.ok(fs.existsSync(path.join(out, 'gen/protocol-validators.js')), `${targetarch}: the generated validators dist imports`);
     t.notOk(fs.existsSync(path.join(out, 'dist/bench')), `${targetarch}: no benches`);
   }
   // A target whose binary was not installed: the image would build without a working embedded engine; say so.
