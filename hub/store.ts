@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { SwarmError, randomId, type ErrorCode } from '../protocol/index.js';
+import { SwarmError, every, randomId, type ErrorCode } from '../protocol/index.js';
 import { StallClock } from '../sched/index.js';
 import { Journal, type JournalOptions, type JournalRecord, type JournalStats } from './journal.js';
 import { ResultsArchive, type ArchiveStats } from './archive.js';
@@ -72,12 +72,13 @@ export class TaskStore {
   private readonly evictor: Evictor;
   /** Leases lost because this process stalled use no attempt. */
   readonly stall = new StallClock();
-  private readonly timers: NodeJS.Timeout[] = [];
+  /** Stops the store's clocks. */
+  private readonly timers: (() => void)[] = [];
   private readonly tickMs: number;
 
   private constructor(queue: TaskQueue, private readonly journal: Journal | undefined, private readonly archive: ResultsArchive | undefined, private readonly opts: StoreOptions) {
     this.q = queue;
-    this.tickMs = opts.tickMs ?? 500;
+    this.tickMs = opts.tickMs ?? 1000;
     this.evictor = new Evictor(opts.retain ?? DEFAULT_RETAIN, {
       get: (id) => this.q.get(id),
       remove: (id) => this.q.remove(id),
@@ -89,11 +90,11 @@ export class TaskStore {
 
   /** Start the store's clocks: retention passes and the stall watch. */
   private start(): void {
-    const tick = setInterval(() => this.stall.tick(Date.now(), this.tickMs), this.tickMs);
-    const evict = setInterval(() => { void this.evict().catch(() => { /* counted; the tasks stay hot and the next pass retries */ }); }, this.opts.evictEveryMs ?? 1000);
-    tick.unref();
-    evict.unref();
-    this.timers.push(tick, evict);
+    // On the process's clocks (protocol/shared-clock.ts): with the hub's tick, one wake-up a second.
+    this.timers.push(
+      every(this.tickMs, () => this.stall.tick(Date.now(), this.tickMs)),
+      every(this.opts.evictEveryMs ?? 1000, () => { void this.evict().catch(() => { /* counted; the tasks stay hot and the next pass retries */ }); }),
+    );
   }
 
   /** Read-only view of the queue. */
@@ -413,7 +414,7 @@ export class TaskStore {
   }
 
   async close(): Promise<void> {
-    for (const t of this.timers) clearInterval(t);
+    for (const stop of this.timers) stop();
     await this.evictor.idle();
     await this.journal?.close();
     this.archive?.close();

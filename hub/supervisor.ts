@@ -2,6 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
+import { every } from '../protocol/index.js';
 import { killGroup, startProcess } from '../drivers/lifecycle.js';
 import { isOldFormat, isSameProcess, readPidFile, writePidFile, type ProcId } from './proc-id.js';
 
@@ -49,7 +50,8 @@ export class Supervisor {
   /** Pids this supervisor started or adopted: the only ones whose pid files it removes. */
   private readonly ours = new Set<number>();
   private stopping = false;
-  private poll?: NodeJS.Timeout;
+  /** Stops the poll of adopted workers. */
+  private poll?: () => void;
 
   constructor(private readonly opts: SupervisorOptions, private readonly log: Logger) {}
 
@@ -63,10 +65,9 @@ export class Supervisor {
     this.adoptOrStop();
     for (const slot of this.slots) if (slot.pid === undefined) this.spawn(slot);
     // Adopted workers are not our children: poll them.
-    this.poll = setInterval(() => {
+    this.poll = every(1000, () => {
       for (const s of this.slots) if (!s.child && s.pid && !alive(s.pid)) this.exited(s, 'adopted worker gone');
-    }, 1000);
-    this.poll.unref();
+    });
   }
 
   /**
@@ -158,7 +159,7 @@ export class Supervisor {
   /** SIGTERM every worker's process group, then SIGKILL what is left after the grace period. */
   async stop(): Promise<void> {
     this.stopping = true;
-    if (this.poll) clearInterval(this.poll);
+    this.poll?.();
     for (const s of this.slots) { if (s.timer) clearTimeout(s.timer); this.clearGraces(s); if (s.pid) killGroup(s.pid, 'SIGTERM'); }
     const deadline = Date.now() + (this.opts.killGraceMs ?? 3000);
     while (Date.now() < deadline && this.pids().some(alive)) await sleep(25);

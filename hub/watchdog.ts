@@ -1,3 +1,5 @@
+import { every } from '../protocol/index.js';
+
 /** Periodic liveness check. The clock and timer are injectable so tests drive time. */
 export interface WatchdogOptions {
   intervalMs: number;
@@ -13,7 +15,8 @@ export class Watchdog {
 
   start(): void {
     if (this.timer) return;
-    const si = this.opts.setInterval ?? ((fn, ms) => setInterval(fn, ms));
+    // By default on the process's clock, with the store's and the supervisor's ticks: one wake-up.
+    const si = this.opts.setInterval ?? ((fn, ms) => ({ stop: every(ms, fn) }));
     const clock = this.opts.clock ?? Date.now;
     this.timer = si(() => this.opts.onTick(clock()), this.opts.intervalMs);
     this.timer.unref?.();
@@ -21,7 +24,7 @@ export class Watchdog {
 
   stop(): void {
     if (!this.timer) return;
-    (this.opts.clearInterval ?? ((t) => clearInterval(t as NodeJS.Timeout)))(this.timer);
+    (this.opts.clearInterval ?? ((t) => (t as { stop(): void }).stop()))(this.timer);
     this.timer = undefined;
   }
 }

@@ -8,3 +8,4 @@ export { Connection, type ConnectionStatus, type ConnectionOptions } from './con
 export { newId, randomId } from './ids.js';
 export { seededRandom } from './random.js';
 export { safeEqual, isPlaceholderToken, workerCredential, peerSecret } from './auth.js';
+export { every } from './shared-clock.js';

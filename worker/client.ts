@@ -2,7 +2,7 @@ import { WORKER_DEFAULTS } from './config.js';
 import net from 'node:net';
 import pRetry from 'p-retry';
 import type { Logger } from 'pino';
-import { Connection, SwarmError, Type, type AnyMessage, type Message, type Payload } from '../protocol/index.js';
+import { Connection, SwarmError, Type, every, type AnyMessage, type Message, type Payload } from '../protocol/index.js';
 import { refusal } from './refusal.js';
 
 /** Where the hub is; called before every (re)connect so a restarted hub on a new port is found. */
@@ -50,7 +50,8 @@ export class WorkerClient {
   private stopped = false;
   /** Joined a hub at least once: a refusal after that may be a hub restarting misconfigured, and is retried. */
   private joined = false;
-  private hbTimer?: NodeJS.Timeout;
+  /** Stops this link's heartbeat on the process's shared clock. */
+  private stopBeat?: () => void;
   private lastHeard = 0;
   /** The session of the last HANDSHAKE_ACK: a reconnect presents it, so a half-open old link does not block it. */
   private session?: string;
@@ -102,7 +103,7 @@ export class WorkerClient {
 
   stop(): void {
     this.stopped = true;
-    if (this.hbTimer) clearInterval(this.hbTimer);
+    this.stopBeat?.();
     this.conn?.close('worker stopping');
   }
 
@@ -172,7 +173,7 @@ export class WorkerClient {
     return new Promise((resolve) => {
       conn.onStatus((s) => {
         if (s.type === 'close') {
-          if (this.hbTimer) clearInterval(this.hbTimer);
+          this.stopBeat?.();
           resolve(s.reason);
         }
       });
@@ -190,16 +191,16 @@ export class WorkerClient {
       const early = this.early;
       this.early = [];
       for (const m of early) onMessage(m);
-      if (this.hbTimer) clearInterval(this.hbTimer);
-      this.hbTimer = setInterval(() => {
+      this.stopBeat?.();
+      // On the process's clock: the agents of one process beat in one wake-up (protocol/shared-clock.ts).
+      this.stopBeat = every(this.config.heartbeat_ms, () => {
         if (Date.now() - this.lastHeard > this.config.dead_after_ms) {
           // Half-open link or a dead hub: drop it and reconnect.
           conn.destroy(`hub silent for ${Date.now() - this.lastHeard} ms`);
           return;
         }
         conn.send(Type.HEARTBEAT, this.heartbeatPayload());
-      }, this.config.heartbeat_ms);
-      this.hbTimer.unref();
+      });
       conn.send(Type.HEARTBEAT, this.heartbeatPayload());
     });
   }

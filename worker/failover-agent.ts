@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { WORKER_DEFAULTS, type WorkerConfig } from './config.js';
-import { Type, type AnyMessage, type Connection, type Payload, type Receipt } from '../protocol/index.js';
+import { Type, every, type AnyMessage, type Connection, type Payload, type Receipt } from '../protocol/index.js';
 import {
   FailoverController, GossipNode, GossipRuns, Mode, TcpTransport,
   type Entry, type ReplicatedRun, type Execute, type MembershipConfig, type HubMonitorOptions, type NodeStatus,
@@ -51,7 +51,8 @@ export class AgentFailover {
   private readonly cfg: WorkerConfig;
   private readonly siblings: Set<AgentFailover>;
   private started = false;
-  private retry?: NodeJS.Timeout;
+  /** Stops the handback retry check. */
+  private retry?: () => void;
   /** Tasks running here under a hub lease (the agent reports those itself). */
   private readonly hubTasks = new Set<string>();
   /** The hub's heartbeats say this member holds the replicated state (the hub elected it). */
@@ -130,8 +131,8 @@ export class AgentFailover {
       this.started = true;
       this.node.start();
       // A handback that failed while the link stayed up (a timeout) is tried again.
-      this.retry = setInterval(() => { if (this.mode === Mode.RECONCILING && this.conn && !this.conn.isClosed) void this.controller.hubConnected(); }, 2000);
-      this.retry.unref();
+      // On the process's clock: the agents of one process check in one wake-up.
+      this.retry = every(2000, () => { if (this.mode === Mode.RECONCILING && this.conn && !this.conn.isClosed) void this.controller.hubConnected(); });
     }
     void this.controller.hubConnected();
   }
@@ -239,7 +240,7 @@ export class AgentFailover {
   stop(): void {
     this.siblings.delete(this);
     this.disconnected();
-    if (this.retry) clearInterval(this.retry);
+    this.retry?.();
     this.runs.stopAll();
     this.node.stop();
     void this.transport.close();

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
+import { every } from '../protocol/index.js';
 import type { Agent } from './agent.js';
 import type { Lease, Replica } from './gossip/replica.js';
 
@@ -45,7 +46,8 @@ export function readFailoverStatus(stateDir: string, freshMs = 5000): FailoverSt
  * processes on 2 cores, the writes were the largest idle cost of failover. Removed on stop.
  */
 export class FailoverStatusWriter {
-  private timer?: NodeJS.Timeout;
+  /** Stops the check (on the process's clock, with the heartbeats). */
+  private timer?: () => void;
   private last = '';
   private lastAt = 0;
   private soon = false;
@@ -55,8 +57,7 @@ export class FailoverStatusWriter {
   start(): void {
     fs.mkdirSync(path.dirname(this.file), { recursive: true, mode: 0o700 });
     this.write(true);
-    this.timer = setInterval(() => this.write(false), this.everyMs);
-    this.timer.unref();
+    this.timer = every(this.everyMs, () => this.write(false));
     for (const a of this.agents) a.failover?.node.onMode(() => {
       if (this.soon || !this.timer) return;
       this.soon = true;
@@ -65,7 +66,7 @@ export class FailoverStatusWriter {
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer);
+    this.timer?.();
     this.timer = undefined;
     try { fs.rmSync(this.file, { force: true }); } catch { /* gone */ }
   }

@@ -5,6 +5,8 @@
  */
 export const UNIT: ReadonlySet<string> = new Set([
   'test/protocol/codec.test.ts',
+  'test/protocol/shared-clock.test.ts',
+  'test/worker/timer-grid.test.ts',
   'test/protocol/connection-flush.test.ts',
   'test/protocol/protocol-entries.test.ts',
   'test/protocol/protocol-schemas.test.ts',

@@ -14,11 +14,24 @@ export interface Clock {
   clearTimeout(h: TimerHandle | undefined): void;
 }
 
+/**
+ * Timers of a second or more fall due on a grid of the wall clock: 250 ms, and whole seconds for
+ * timers of two seconds or more. Each agent of a worker process is a member with its own probe and
+ * hub-watch timers at random phases: 8 agents woke their process 5 times a second for them while
+ * idle. On the grid the ones due close together fire in one wake-up, with the process's heartbeats
+ * (protocol/shared-clock.ts ticks on whole periods too), for at most a grid step of lateness.
+ */
+export function onGrid(ms: number, now = Date.now()): number {
+  if (ms < 1000) return ms;
+  const step = ms >= 2000 ? 1000 : 250;
+  return Math.ceil((now + ms) / step) * step - now;
+}
+
 /** The wall clock. Timers are unref'd: gossip never keeps a process alive on its own. */
 export const realClock: Clock = {
   now: () => Date.now(),
   setTimeout: (fn, ms) => {
-    const t = setTimeout(fn, ms);
+    const t = setTimeout(fn, onGrid(ms));
     t.unref();
     return t;
   },

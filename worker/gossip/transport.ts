@@ -2,7 +2,7 @@ import { WORKER_DEFAULTS, withDefaults } from '../config.js';
 import net from 'node:net';
 import tls from 'node:tls';
 import type { Logger } from 'pino';
-import { MsgpackDecoder, SwarmError, encodeMsgpack, safeEqual } from '../../protocol/index.js';
+import { MsgpackDecoder, SwarmError, encodeMsgpack, every, safeEqual } from '../../protocol/index.js';
 import type { GossipMsg, Transport } from './messages.js';
 
 export interface TcpTransportOptions {
@@ -64,7 +64,8 @@ export class TcpTransport implements Transport {
   private readonly outs = new Map<string, Out>();
   private readonly down = new Map<string, number>();
   private readonly inbound = new Set<net.Socket>();
-  private idleTimer?: NodeJS.Timeout;
+  /** Stops the idle reaper (on the process's clock: one wake-up for all the agents' transports). */
+  private idleTimer?: () => void;
   private closed = false;
   readonly stats = { sent: 0, received: 0, dropped: 0, rejected: 0 };
 
@@ -97,8 +98,7 @@ export class TcpTransport implements Transport {
     const a = server.address() as net.AddressInfo;
     this.bound = a.family === 'IPv6' ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`;
     this.address = this.opts.advertise ?? (this.opts.advertiseHost ? `${net.isIPv6(this.opts.advertiseHost) ? `[${this.opts.advertiseHost}]` : this.opts.advertiseHost}:${a.port}` : this.bound);
-    this.idleTimer = setInterval(() => this.reapIdle(), Math.max(1000, this.cfg.idleMs / 2));
-    this.idleTimer.unref();
+    this.idleTimer = every(Math.max(1000, Math.round(this.cfg.idleMs / 2)), () => this.reapIdle());
     return this.address;
   }
 
@@ -130,7 +130,7 @@ export class TcpTransport implements Transport {
 
   async close(): Promise<void> {
     this.closed = true;
-    if (this.idleTimer) clearInterval(this.idleTimer);
+    this.idleTimer?.();
     for (const o of this.outs.values()) o.sock.destroy();
     this.outs.clear();
     for (const s of this.inbound) s.destroy();
