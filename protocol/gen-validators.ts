@@ -4,10 +4,10 @@
  * frame check is on the hub's and every worker's hot path, and ajv's output costs a fraction of what
  * the hand-written checker it replaced did (bench/validate.ts), while loading neither zod (~80 ms of
  * CPU and ~10 MB in each of 25 workers starting on two cores) nor ajv at run time. The modules are
- * committed in gen/ (.js and .d.ts), rewritten when a schema changes, and imported as `#gen/…`
- * (package.json `imports`), from the source tree and from dist alike: tsc never sees the .js (its
- * checker overflows its stack on ajv's deeply nested code, even with @ts-nocheck), so a plain tsc
- * build needs no copy of them.
+ * written to gen/ by every build and imported as `#gen/…` (package.json `imports`), from the source
+ * tree and from dist alike. Only their .d.ts are committed: tsc needs the types before this step has
+ * run, and never sees the .js (its checker overflows its stack on ajv's deeply nested code, even with
+ * @ts-nocheck); the .js are ~300 KB of machine-made code with nothing to review.
  *   node dist/protocol/gen-validators.js           write what is stale
  *   node dist/protocol/gen-validators.js --check   exit 1 if anything is stale
  */

@@ -12,11 +12,11 @@ import { ROOT } from '../helpers/paths.js';
 
 const doc = fs.readFileSync(path.join(ROOT, 'protocol', 'PROTOCOL.md'), 'utf8');
 
-t.test('the generated validators are compiled from the zod schemas as they are now', async (t) => {
+t.test('the generated validators and their committed types are those of the zod schemas as they are now', async (t) => {
   for (const target of TARGETS) {
     const { js, dts } = await source(target);
     t.ok(fs.readFileSync(path.join(ROOT, target.file), 'utf8') === js, `${target.file} is stale: run \`npm run build\``);
-    t.ok(fs.readFileSync(path.join(ROOT, target.file.replace(/\.js$/, '.d.ts')), 'utf8') === dts, `its .d.ts is stale: run \`npm run build\``);
+    t.ok(fs.readFileSync(path.join(ROOT, target.file.replace(/\.js$/, '.d.ts')), 'utf8') === dts, `its .d.ts is stale: run \`npm run build\` and commit it`);
   }
 });
 
