@@ -32,6 +32,8 @@ export class Dispatcher {
   /** The store's events: what became runnable wakes a pass; dispatch latency is measured from acceptance. */
   readonly onStoreEvent = (e: StoreEvent): void => {
     if (e.type === 'accepted') { this.readyAt.set(e.rec.id, performance.now()); this.schedule(); }
+    // Finished without this hub dispatching it (a handback brought its result): nothing to time.
+    else if (e.type === 'done' || e.type === 'failed') this.readyAt.delete(e.rec.id);
     else if (e.type === 'requeued' || e.type === 'ready') {
       // A retry that backs off becomes runnable later than now: the timer wakes the pass then.
       if (e.rec.readyAt !== undefined && e.rec.readyAt > Date.now()) this.armReadyTimer(); else this.schedule();

@@ -57,6 +57,8 @@ export class FailoverController {
    * rest: the list stays as bounded as the replica, not as long as the run's history.
    */
   private finals: string[] = [];
+  /** The ids the last successful reconcile offered the hub (a member that holds no state sheds them). */
+  private offered?: Set<string>;
 
   constructor(readonly node: GossipNode, private readonly link: HubLink, private readonly opts: FailoverOptions = {}) {
     const r = node.replica;
@@ -89,7 +91,11 @@ export class FailoverController {
    */
   shed(running: (id: string) => boolean): number {
     const self = this.node.id;
-    const n = this.node.replica.shed((e) => running(e.id) || e.result?.worker === self || e.failure?.worker === self);
+    // Its own results stay until the hub has them: those the last reconcile offered it have been
+    // taken (or refused for good), the rest leave with the hub's evictions.
+    const offered = this.offered;
+    this.offered = undefined;
+    const n = this.node.replica.shed((e) => running(e.id) || ((e.result?.worker === self || e.failure?.worker === self) && !offered?.has(e.id)));
     if (n) this.sweep();
     return n;
   }
@@ -147,6 +153,7 @@ export class FailoverController {
         this.stats.sent += part.length;
       }
       this.stats.handbacks++;
+      this.offered = new Set(final.map((e) => e.id));
       this.node.enterStar();
       this.opts.log?.info({ entries: final.length, now: send.length, offer_ms: t1 - t0, send_ms: Date.now() - t1, ...this.stats }, 'handed back to the hub; star mode');
     } catch (err) {
