@@ -52,6 +52,8 @@ export class HolderFeed {
   private sync?: { iter: Iterator<TaskRecord>; part: number; left: number; whole: boolean; upTo: number };
   /** The sync position the holder was last told (none: complete); undefined: told nothing it may keep. */
   private at?: { seq?: number };
+  /** The last mark sent: the holder's own mark (it keeps the last one it got), what a resume starts from. */
+  private told?: SyncMark;
   private waiting = false;
   private yielded = false;
   private stopped = false;
@@ -65,6 +67,8 @@ export class HolderFeed {
     private readonly opts: FeedOptions,
     /** The mark of what is queued to every holder now (hub/replicate-resume.ts); none: frames carry no mark. */
     private readonly mark?: (seq?: number) => SyncMark,
+    /** What a holder at mark `m` lacks (hub/replicate-resume.ts), or undefined if only the whole state will do. */
+    private readonly resumeFrom?: (m: SyncMark) => { records: Iterable<TaskRecord>; upTo: number } | undefined,
   ) {}
 
   /** No longer a holder: nothing more goes out (a sync under way, deltas waiting). */
@@ -84,7 +88,12 @@ export class HolderFeed {
       this.backlog = this.deltas.reduce((n, d) => n + d.json.length, 0);
       // Nothing the holder hears now may vouch for the dropped changes: no mark until the new sync's first chunk.
       this.at = undefined;
-      this.startSync();
+      // Every dropped change is newer than the last mark sent, so the holder's own mark says what it
+      // lacks: from there, not the whole state again (a holder kept busy by its sync fell behind again
+      // and again, and each time started over: most of a restarted hub's CPU per task).
+      const r = this.told && this.resumeFrom?.(this.told);
+      if (r) this.resumeSync(r.records, r.upTo);
+      else this.startSync();
       return;
     }
     this.queue({ payload: { full: false, entries: c.entries }, json: `{"full":false,"entries":[${c.json}]}`, entries: c.json, ver: this.mark?.().ver });
@@ -142,8 +151,9 @@ export class HolderFeed {
       if (d) {
         this.backlog -= d.json.length;
         if (d.ver !== undefined && this.at && this.mark) {
-          const m = this.mark(this.at.seq);
-          const [payload, json] = this.marked(d.payload, '"full":false', d.entries ?? '', { ...m, ver: d.ver });
+          const m = { ...this.mark(this.at.seq), ver: d.ver };
+          this.told = m;
+          const [payload, json] = this.marked(d.payload, '"full":false', d.entries ?? '', m);
           this.link.send(payload, json);
         } else this.link.send(d.payload, d.json);
         this.stats.frames++;
@@ -183,7 +193,9 @@ export class HolderFeed {
       if (!mark) return -1;
       const part = s.part++;
       this.at = {};
-      this.link.send({ full: true, part, parts: part + 1, entries: [], sync: mark() }, `{"full":true,"part":${part},"parts":${part + 1},"entries":[],"sync":${JSON.stringify(mark())}}`);
+      const m = mark();
+      this.told = m;
+      this.link.send({ full: true, part, parts: part + 1, entries: [], sync: m }, `{"full":true,"part":${part},"parts":${part + 1},"entries":[],"sync":${JSON.stringify(m)}}`);
       this.stats.frames++;
       return -1;
     }
@@ -200,7 +212,8 @@ export class HolderFeed {
       const seq = c.entries.at(-1)?.seq;
       if (mark && (end || (seq !== undefined && seq > s.upTo))) {
         this.at = end ? {} : { seq };
-        [payload, json] = this.marked(payload, head, c.json, mark(this.at.seq));
+        this.told = mark(this.at.seq);
+        [payload, json] = this.marked(payload, head, c.json, this.told);
       }
       this.link.send(payload, json);
       this.stats.frames++;

@@ -103,6 +103,8 @@ export class HubReplicator {
     known: 0,
     /** Whole-state syncs resumed where a cut link left them (not counted in `fullSyncs`). */
     resumedSyncs: 0,
+    /** A holder too far behind: its deltas dropped, then its sync resumed from what it was last told / started over. */
+    behindResumed: 0, behindRestarted: 0,
   };
   private readonly signer: EntrySigner;
 
@@ -207,7 +209,11 @@ export class HubReplicator {
         get isClosed() { return conn.isClosed; },
       }, (r) => this.entry(r, true), () => this.store().queue.all(), {
         chunkBytes: this.opts.chunkBytes ?? 256 * 1024, maxBacklog: this.opts.maxBacklog ?? 4 * 1024 * 1024, log: this.log.child({ holder: w.id }),
-      }, (seq) => this.versions.mark(seq));
+      }, (seq) => this.versions.mark(seq), (m) => {
+        if (!this.versions.canResume(m)) { this.stats.behindRestarted++; return undefined; }
+        this.stats.behindResumed++;
+        return { records: this.versions.resume(m, () => this.store().queue.all()).records, upTo: m.seq ?? Infinity };
+      });
       this.feeds.set(w, f);
     }
     return f;

@@ -18,6 +18,9 @@ export class FaultNet {
   private readonly downBytes = new Map<string, number>();
   /** Per proxy address: close a link once it has passed this many bytes to its dialer. */
   private readonly severAt = new Map<string, number>();
+  /** Per proxy address: stop reading from the target once a link has passed this many bytes (a holder that stops draining). */
+  private readonly pauseAt = new Map<string, number>();
+  private readonly paused = new Set<Link>();
 
   /** Put a proxy in front of `target` ("127.0.0.1:port"); resolves with the proxy's address. */
   async wrap(target: string): Promise<string> {
@@ -46,6 +49,8 @@ export class FaultNet {
         this.downBytes.set(self, (this.downBytes.get(self) ?? 0) + c.length);
         const at = this.severAt.get(self);
         if (at !== undefined && link.down >= at) { this.severAt.delete(self); client.destroy(); upstream.destroy(); }
+        const stall = this.pauseAt.get(self);
+        if (stall !== undefined && link.down >= stall) { this.pauseAt.delete(self); upstream.pause(); this.paused.add(link); }
       });
       const end = () => { client.destroy(); upstream.destroy(); this.links.delete(link); };
       client.on('error', end); upstream.on('error', end);
@@ -62,6 +67,14 @@ export class FaultNet {
 
   /** Close the next link through `proxy` (both sockets) once it has passed `bytes` to its dialer: a cut connection. */
   severAfter(proxy: string, bytes: number): void { this.severAt.set(proxy, bytes); }
+
+  /**
+   * Stop reading from the target on the next link through `proxy` once it has passed `bytes` to its
+   * dialer, until `unpause`: the sender's socket fills as it would toward a holder that stopped reading.
+   */
+  pauseAfter(proxy: string, bytes: number): void { this.pauseAt.set(proxy, bytes); }
+  unpause(): void { for (const l of this.paused) l.upstream.resume(); this.paused.clear(); }
+  isPaused(): boolean { return this.paused.size > 0; }
 
   /** Sever the worker advertising `addr` from everyone, both directions. */
   cut(addr: string): void { this.cutSet.add(addr); }
