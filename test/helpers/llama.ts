@@ -70,5 +70,20 @@ export async function engineOutlivesOwner(kind: string, model: string): Promise<
   const pid = (JSON.parse(line) as { pids: number[] }).pids[0]!;
   const running = alive(pid);
   child.kill('SIGKILL');
-  return { running, orphaned: !(await until(() => !alive(pid))) };
+  // The engine leads its process group: its orphan watchdog is in it too and must be gone as well.
+  return { running, orphaned: !(await until(() => !alive(pid) && groupMembers(pid).length === 0)) };
+}
+
+/** Live (not zombie) processes in process group `pgid`. */
+export function groupMembers(pgid: number): number[] {
+  const out: number[] = [];
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const st = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+      const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+      if (f[0] !== 'Z' && Number(f[2]) === pgid) out.push(Number(d));
+    } catch { /* gone meanwhile */ }
+  }
+  return out;
 }
