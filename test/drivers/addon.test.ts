@@ -26,8 +26,8 @@ function withEnv(t: { teardown(fn: () => void): void }, key: string, value: stri
   t.teardown(() => { if (old === undefined) delete process.env[key]; else process.env[key] = old; });
 }
 
-/** `n` batched agents on a fresh engine in `dir`, agent i on sequence i; the last one chats at temperature 0. */
-async function greedyOnLast(t: Test, dir: string, n: number, extra: Record<string, string>): Promise<string> {
+/** `n` batched agents started on one engine in `dir` (agent i on sequence i), stopped with the test. */
+async function agents(t: Test, dir: string, n: number, extra: Record<string, string>): Promise<BatchedDriver[]> {
   const ds = Array.from({ length: n }, () => new BatchedDriver({ name: 'batched', model: STORIES, options: { dir, threads: '1', idle_ms: '500', sequences: String(n), ...extra } }));
   t.teardown(async () => {
     const pid = ds[0]?.enginePid();
@@ -35,6 +35,12 @@ async function greedyOnLast(t: Test, dir: string, n: number, extra: Record<strin
     if (pid) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
   });
   for (const d of ds) await d.start();
+  return ds;
+}
+
+/** `n` batched agents on a fresh engine in `dir`, agent i on sequence i; the last one chats at temperature 0. */
+async function greedyOnLast(t: Test, dir: string, n: number, extra: Record<string, string>): Promise<string> {
+  const ds = await agents(t, dir, n, extra);
   // Two sequences far apart, so a unified cache really holds two sequences' cells side by side.
   const [a, b] = await Promise.all([
     collect(ds[0]!.chat('Lily and Tom went to the park', { maxTokens: 24, temperature: 0, seed: 7 })),
@@ -49,13 +55,7 @@ async function greedyOnLast(t: Test, dir: string, n: number, extra: Record<strin
  * evaluated, so it starts from a copy of the first agent's cells (llama_memory_seq_cp).
  */
 async function sharedPrefix(t: Test, dir: string, n: number, extra: Record<string, string>): Promise<{ text: string; cached: number }> {
-  const ds = Array.from({ length: n }, () => new BatchedDriver({ name: 'batched', model: STORIES, options: { dir, threads: '1', idle_ms: '500', sequences: String(n), ...extra } }));
-  t.teardown(async () => {
-    const pid = ds[0]?.enginePid();
-    await Promise.all(ds.map((d) => d.stop()));
-    if (pid) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
-  });
-  for (const d of ds) await d.start();
+  const ds = await agents(t, dir, n, extra);
   const doc = 'Once upon a time there was a little girl named Lily who lived in a small house by the sea. Every morning she walked to the beach with her dog Max and looked for shells in the sand.';
   await collect(ds[n - 1]!.chat('Tom had a big red ball and a small blue car.', { maxTokens: 8, temperature: 0 }));
   await collect(ds[0]!.chat(`${doc} One day`, { maxTokens: 8, temperature: 0 }));

@@ -2,6 +2,7 @@ import t from 'tap';
 import { WorkerPool } from '../../worker/index.js';
 import { FaultNet } from '../helpers/fault-proxy.js';
 import { quiet, startHub, waitWorkers } from '../helpers/inproc.js';
+import { until } from '../helpers/wait.js';
 
 /**
  * A holder stops draining its link in the middle of its whole-state sync while tasks finish, so the
@@ -13,12 +14,6 @@ import { quiet, startHub, waitWorkers } from '../helpers/inproc.js';
 const N = 4000;
 const RUN = 400;
 const pad = 'b'.repeat(2000);
-
-async function until(fn: () => boolean, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (!fn() && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
-  return fn();
-}
 
 t.test('a holder that falls behind during its sync is brought up to date from its mark, not synced again from zero', async (t) => {
   // 1 MiB outbound: the feed drops a holder's deltas past 256 KiB of them.

@@ -2,6 +2,7 @@ import t from 'tap';
 import { WorkerPool } from '../../worker/index.js';
 import { FaultNet } from '../helpers/fault-proxy.js';
 import { quiet, startHub, waitWorkers } from '../helpers/inproc.js';
+import { until } from '../helpers/wait.js';
 
 /**
  * A holder's link is cut in the middle of its whole-state sync. On reconnect it tells the hub how far
@@ -13,12 +14,6 @@ import { quiet, startHub, waitWorkers } from '../helpers/inproc.js';
 const N = 4000;
 const RUN = 200;
 const pad = 'r'.repeat(2000);
-
-async function until(fn: () => boolean, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (!fn() && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
-  return fn();
-}
 
 t.test('a whole-state sync cut mid-way resumes on reconnect: the rest is sent, not the whole state again', async (t) => {
   const { hub, addr, stop } = await startHub();
