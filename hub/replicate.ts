@@ -197,6 +197,12 @@ export class HubReplicator {
     this.settleTimer.unref();
   }
 
+  /** What a holder at mark `m` lacks, as a resumed sync sends it; undefined if only the whole state will do. */
+  private lacking(m: SyncMark | undefined): { records: Iterable<TaskRecord>; upTo: number } | undefined {
+    if (!this.versions.canResume(m)) return undefined;
+    return { records: this.versions.resume(m, () => this.store().queue.all()).records, upTo: m.seq ?? Infinity };
+  }
+
   /** A holder's feed (made on first use). */
   private feed(w: WorkerEntry): HolderFeed {
     let f = this.feeds.get(w);
@@ -210,9 +216,9 @@ export class HubReplicator {
       }, (r) => this.entry(r, true), () => this.store().queue.all(), {
         chunkBytes: this.opts.chunkBytes ?? 256 * 1024, maxBacklog: this.opts.maxBacklog ?? 4 * 1024 * 1024, log: this.log.child({ holder: w.id }),
       }, (seq) => this.versions.mark(seq), (m) => {
-        if (!this.versions.canResume(m)) { this.stats.behindRestarted++; return undefined; }
-        this.stats.behindResumed++;
-        return { records: this.versions.resume(m, () => this.store().queue.all()).records, upTo: m.seq ?? Infinity };
+        const r = this.lacking(m);
+        if (r) this.stats.behindResumed++; else this.stats.behindRestarted++;
+        return r;
       });
       this.feeds.set(w, f);
     }
@@ -327,15 +333,16 @@ export class HubReplicator {
     const at = this.resumeAt.get(w);
     this.resumeAt.delete(w);
     const f = this.feed(w);
-    if (this.versions.canResume(at)) {
+    const lacking = this.lacking(at);
+    if (lacking) {
       // The same hub, and it still knows every eviction since: only what the holder lacks goes.
       this.stats.resumedSyncs++;
-      const gone = this.versions.evictedSince(at.ver);
+      const gone = this.versions.evictedSince(at!.ver);
       for (let i = 0; i < gone.length; i += 10_000) {
         const part = gone.slice(i, i + 10_000);
         f.evict(part, JSON.stringify({ full: false, entries: [], evicted: part }));
       }
-      f.resumeSync(this.versions.resume(at, () => this.store().queue.all()).records, at.seq ?? Infinity);
+      f.resumeSync(lacking.records, lacking.upTo);
     } else {
       this.stats.fullSyncs++;
       f.startSync();
