@@ -15,7 +15,9 @@
  * differs); the same result recorded twice (archived twice, or archived and hot again) is counted apart.
  *
  * Run: `npm run build && node dist/bench/soak.js [--tasks 1000000] [--retain 24h,20000] [--procs 5]
- *   [--batch 500] [--window 4] [--max-min 600] [--json] [--out bench/results/soak.jsonl] [--keep]`.
+ *   [--batch 500] [--window 4] [--max-min 600] [--json] [--out bench/results/soak.jsonl] [--keep] [--no-memstat]`.
+ * Unless --no-memstat, every process of the swarm loads bench/memstat-hook.ts: the holders' heap used,
+ * heap total, external bytes and RSS outside V8 are sampled beside their RSS (`holders_mem`).
  * Appends one dated row to --out (default bench/results/soak.jsonl).
  */
 import { spawnSync } from 'node:child_process';
@@ -39,6 +41,8 @@ const MAX_MIN = Number(arg('max-min', '600'));
 const OUT = arg('out', path.join(ROOT, 'bench/results/soak.jsonl'));
 const JSON_OUT = process.argv.includes('--json');
 const KEEP = process.argv.includes('--keep');
+/** Per-process heap figures of the holders (bench/memstat-hook.ts, loaded into every process of the swarm). */
+const MEMSTAT = !process.argv.includes('--no-memstat');
 const AGENTS = 25;
 /** Faults by the fraction of tasks done; the CPU windows lie between them, each within one hub's life. */
 const WORKER_KILLS = [0.25, 0.45, 0.65];
@@ -68,7 +72,9 @@ function prompt(i: number): string {
 }
 const idOf = (i: number) => `soak-${i}`;
 
-interface Sample { t_s: number; done: number; hub_rss_mb: number; holders_rss_mb: number; holders: number; hot_mb: number; archive_mb: number }
+interface Sample { t_s: number; done: number; hub_rss_mb: number; holders_rss_mb: number; holders: number; hot_mb: number; archive_mb: number; holders_mem?: HoldersMem }
+/** The holders' memory by kind, summed over their processes (MB): what of the RSS is live JS, V8's headroom, buffers, malloc. */
+interface HoldersMem { heap_used: number; heap_total: number; old_used: number; old_size: number; external: number; outside_v8: number; per_pid: Record<string, unknown>[] }
 interface Status { tasks: { done: number }; workers: { id: string; pid?: number }[]; failover: { holders: string[] } }
 
 function pidOf(dir: string, worker: string): number | undefined {
@@ -81,6 +87,14 @@ const bytesIn = (d: string, keep: (f: string) => boolean) => { try { return fs.r
 const hotBytes = (dir: string) => bytesIn(dir, (f) => /^(journal|snapshot).*\.ndjson/.test(f));
 const archiveBytes = (dir: string) => bytesIn(path.join(dir, 'results'), () => true);
 const safe = (f: () => number) => { try { return f(); } catch { return 0; } };
+const memstatDir = (dir: string) => path.join(dir, 'memstat');
+interface MemStat { heap_used: number; heap_total: number; external: number; outside_v8: number; spaces: Record<string, { size: number; used: number }> }
+function holdersMem(dir: string, pids: number[]): HoldersMem | undefined {
+  const per = pids.map((p) => { try { return JSON.parse(fs.readFileSync(path.join(memstatDir(dir), `${p}.json`), 'utf8')) as MemStat; } catch { return undefined; } }).filter((x) => !!x);
+  if (!per.length) return undefined;
+  const sum = (f: (x: (typeof per)[number]) => number) => +per.reduce((a, x) => a + f(x), 0).toFixed(1);
+  return { heap_used: sum((x) => x.heap_used), heap_total: sum((x) => x.heap_total), old_used: sum((x) => x.spaces.old?.used ?? 0), old_size: sum((x) => x.spaces.old?.size ?? 0), external: sum((x) => x.external), outside_v8: sum((x) => x.outside_v8), per_pid: per as unknown as Record<string, unknown>[] };
+}
 
 /** `swarm up` on the state dir: wall time and its own ready_ms. */
 function up(dir: string): { wall_ms: number; ready_ms: number | null; ok: boolean; err?: string } {
@@ -106,6 +120,10 @@ async function workersBack(dir: string, gone: number, t0: number): Promise<numbe
 async function main(): Promise<void> {
   if (RETAIN) parseRetain(RETAIN); // a bad value fails here, before a swarm starts
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-soak-'));
+  if (MEMSTAT) {
+    process.env.SWARM_BENCH_MEMSTAT_DIR = memstatDir(dir);
+    process.env.SWARM_NODE_ARGS = `${process.env.SWARM_NODE_ARGS ?? ''} --import ${path.join(ROOT, 'dist/bench/memstat-hook.js')}`.trim();
+  }
   const started = Date.now();
   const deadline = started + MAX_MIN * 60_000;
   const loadStart = load();
@@ -132,6 +150,7 @@ async function main(): Promise<void> {
       t_s: +((Date.now() - started) / 1000).toFixed(1), done, hub_rss_mb: +safe(() => rssMb(hub)).toFixed(1),
       holders_rss_mb: +holderPidsCache.reduce((a, p) => a + safe(() => rssMb(p)), 0).toFixed(1), holders: holderPidsCache.length,
       hot_mb: +(hotBytes(dir) / 2 ** 20).toFixed(2), archive_mb: +(archiveBytes(dir) / 2 ** 20).toFixed(2),
+      ...(MEMSTAT ? { holders_mem: holdersMem(dir, holderPidsCache) } : {}),
     });
   };
   let sampling = true;
@@ -207,7 +226,11 @@ async function main(): Promise<void> {
     // Every 5%: where CPU per task changes (a segment across a hub restart has no figure).
     for (let k = 1; k <= Math.min(20, Math.floor(f * 20)); k++) if (!cpuMarks[`p${k}`]) markCpu(`p${k}`);
     while (!aborted && faults.length && f >= faults[0]!.at) await fault(faults.shift()!.kind);
-    if (Date.now() - lastLog > 15_000) { lastLog = Date.now(); log(`${done}/${TASKS} done, load ${load()[0]}`); }
+    if (Date.now() - lastLog > 15_000) {
+      lastLog = Date.now();
+      const m = samples.at(-1);
+      log(`${done}/${TASKS} done, load ${load()[0]}${m ? `; holders rss ${m.holders_rss_mb} MB${m.holders_mem ? ` (heap used ${m.holders_mem.heap_used} / total ${m.holders_mem.heap_total}, external ${m.holders_mem.external}, outside V8 ${m.holders_mem.outside_v8})` : ''}` : ''}`);
+    }
     if ((aborted || next >= TASKS) && inflight.size === 0) break;
   }
   await Promise.allSettled(inflight);
@@ -239,11 +262,13 @@ async function main(): Promise<void> {
     ...check,
     hub_rss_mb: { at20: s20.hub_rss_mb, at100: s100.hub_rss_mb, growth_pct: growth(s20.hub_rss_mb, s100.hub_rss_mb), max: Math.max(...samples.map((s) => s.hub_rss_mb)) },
     holders_rss_mb: { at20: s20.holders_rss_mb, at100: s100.holders_rss_mb, growth_pct: growth(s20.holders_rss_mb, s100.holders_rss_mb), max: Math.max(...samples.map((s) => s.holders_rss_mb)) },
+    // At 100%: the last sample taken while the swarm still ran (the final one can see processes stopping).
+    ...(MEMSTAT ? { holders_mem: { at20: s20.holders_mem, at100: [...samples].reverse().find((s) => s.holders_mem)?.holders_mem, max_heap_total: Math.max(...samples.map((s) => s.holders_mem?.heap_total ?? 0)) } } : {}),
     hot_mb: { at20: s20.hot_mb, at100: s100.hot_mb, max: maxHot }, archive_mb: s100.archive_mb,
     restarts, hub_restart_max_ms: Math.max(...hubRestarts), worker_restart_max_ms: procRestarts.some((x) => x === null) ? null : Math.max(...(procRestarts as number[])),
     hub_cpu_us_per_task: { start: perTask('start0', 'start1'), end: perTask('end0', 'end1') },
     hub_cpu_us_per_task_by_5pct: Array.from({ length: 19 }, (_, k) => perTask(`p${k + 1}`, `p${k + 2}`)),
-    rss_over_time: samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 40)) === 0 || i === samples.length - 1),
+    rss_over_time: samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 40)) === 0 || i === samples.length - 1).map(({ holders_mem: m, ...s }) => (m ? { ...s, holders_heap_used_mb: m.heap_used, holders_heap_total_mb: m.heap_total, holders_external_mb: m.external, holders_outside_v8_mb: m.outside_v8 } : s)),
   };
   fs.mkdirSync(path.dirname(OUT), { recursive: true });
   fs.appendFileSync(OUT, JSON.stringify(row) + '\n');

@@ -28,6 +28,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/worker/lazy-abort.test.ts',
   'test/worker/worker-config.test.ts',
   'test/worker/gossip-replica.test.ts',
+  'test/worker/replica-packed.test.ts',
   'test/worker/gossip-membership.test.ts',
   'test/worker/gossip-relaxed.test.ts',
   'test/worker/gossip-runs.test.ts',

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Receipt } from '../../protocol/index.js';
 import { GossipNode, Mode } from './node.js';
 import type { Entry } from './replica.js';
+import { unpack } from './replica-pack.js';
 
 /** A peer as the hub announces it (PEERS). */
 export interface PeerInfo { id: string; peer_addr: string; caps?: string[]; role?: string }
@@ -31,7 +32,8 @@ export interface FailoverOptions {
   /** Ids per offer frame (ids are at most 128 characters; frames at most 1 MiB). */
   offerChunk?: number;
   /**
-   * Which final entries this member hands back (default: all it holds). Called once per reconcile,
+   * Which final entries this member hands back (default: all it holds), given each as stored
+   * (`Replica.peek`: no prompt or result text). Called once per reconcile,
    * so the predicate can take a snapshot (the live members, say) instead of computing it per entry.
    */
   select?: () => (e: Entry) => boolean;
@@ -62,7 +64,7 @@ export class FailoverController {
 
   constructor(readonly node: GossipNode, private readonly link: HubLink, private readonly opts: FailoverOptions = {}) {
     const r = node.replica;
-    for (const id of r.ids()) { const e = r.get(id)!; if (e.result || e.failure) this.finals.push(id); }
+    for (const id of r.ids()) { const e = r.peek(id)!; if (e.result || e.failure) this.finals.push(id); }
     // Once per task, when it becomes final (a holder merges every task's result: a push, not a set insertion).
     r.onChange((e, _d, becameFinal) => { if (becameFinal) this.finals.push(e.id); });
   }
@@ -106,7 +108,7 @@ export class FailoverController {
     const c = r.counts();
     if (this.finals.length <= 2 * (c.done + c.failed) + 1024) return;
     const seen = new Set<string>();
-    this.finals = this.finals.filter((id) => { const e = r.get(id); if (!e || !(e.result || e.failure) || seen.has(id)) return false; seen.add(id); return true; });
+    this.finals = this.finals.filter((id) => { const e = r.peek(id); if (!e || !(e.result || e.failure) || seen.has(id)) return false; seen.add(id); return true; });
   }
 
   /** How many ids `finals` holds (a bounded structure: tests check it). */
@@ -131,9 +133,9 @@ export class FailoverController {
     const select = this.opts.select?.() ?? (() => true);
     const final: Entry[] = [];
     // An id evicted since it became final is gone from the replica (the hub archived it); one shed
-    // and merged again is listed twice.
+    // and merged again is listed twice. Selected as stored (`peek`): unpacked only if sent.
     const seen = new Set<string>();
-    for (const id of this.finals) { const e = r.get(id); if (e && !seen.has(id) && select(e)) { seen.add(id); final.push(e); } }
+    for (const id of this.finals) { const e = r.peek(id); if (e && !seen.has(id) && select(e)) { seen.add(id); final.push(e); } }
     const chunk = this.opts.handbackChunk ?? WORKER_DEFAULTS.handback.chunk;
     try {
       // Ids first: the hub journaled most of these in star mode, before the failover; it names what it lacks.
@@ -141,8 +143,10 @@ export class FailoverController {
       const t0 = Date.now();
       if (this.link.offer && final.length) {
         const want = await this.wanted(final.map((e) => e.id));
-        if (want) send = final.filter((e) => want.has(e.id)).map((e) => r.get(e.id) ?? e);
+        if (want) send = final.filter((e) => want.has(e.id));
       }
+      // Whole entries (the stored ones keep a final entry's prompt and text packed), as they are now.
+      send = send.map((e) => r.get(e.id) ?? unpack(e));
       // In submission order: a task the hub does not know is queued there in the order it was submitted.
       send.sort((a, b) => (a.seq ?? Infinity) - (b.seq ?? Infinity));
       const t1 = Date.now();

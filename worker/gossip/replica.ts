@@ -9,6 +9,7 @@
 import type { ReplicaEntry, WireLease, WireOutcome, WireSpec } from '../../protocol/index.js';
 import { signResult, signSpec } from '../../protocol/result-mac.js';
 import { fnv, fnvNum, fnvStr, pairHash } from './fingerprint.js';
+import { blobBytes, pack, unpack, type Stored } from './replica-pack.js';
 
 /** A task spec as replicated: the hub's TaskSpec, carried whole (the wire type names what scheduling reads). */
 export type ReplicaSpec = WireSpec;
@@ -69,7 +70,7 @@ export function bucketOf(id: string): number { return fnv(id) % BUCKETS; }
 const FORGOTTEN_MAX = 100_000;
 
 /** The sizes of a replica's structures (each bounded by the retention horizon, see `forget` and `shed`). */
-export interface ReplicaSizes { entries: number; hashes: number; inBuckets: number; unhashed: number; open: number; forgotten: number; forgottenOrder: number }
+export interface ReplicaSizes { entries: number; hashes: number; inBuckets: number; unhashed: number; open: number; forgotten: number; forgottenOrder: number; blobBytes: number }
 
 export class Replica {
   /**
@@ -77,7 +78,10 @@ export class Replica {
    * MAC (protocol/result-mac.ts), so whoever hands them back, a hub knows who produced them.
    */
   signer?: { id: string; key: string };
-  private readonly entries = new Map<string, Entry>();
+  /** Final entries are kept packed (replica-pack.ts): their prompt and text off the JS heap. */
+  private readonly entries = new Map<string, Stored>();
+  /** Bytes of the packed entries' blobs, kept on merge and drop. */
+  private blobTotal = 0;
   /** Each entry's `hash`, kept on merge: digests run every sync round and must not rehash everything. */
   private readonly hashes = new Map<string, number>();
   /** Per bucket, the XOR of its entries' (id, hash) fingerprints: kept on merge, compared first in a sync round. */
@@ -135,7 +139,13 @@ export class Replica {
     }
     return this.open;
   }
-  get(id: string): Entry | undefined { return this.entries.get(id); }
+  /** The whole entry (a final one is unpacked: a new object each call). */
+  get(id: string): Entry | undefined { const s = this.entries.get(id); return s && unpack(s); }
+  /**
+   * The entry as stored, without unpacking: every field but a final entry's `spec.prompt` and
+   * `result.text`. For readers of ids, leases, workers and attempts over many entries (a reconcile's selection).
+   */
+  peek(id: string): Entry | undefined { return this.entries.get(id); }
   get size(): number { return this.entries.size; }
   /** Count of final tasks: grows monotonically, a cheap measure of how fresh a replica is. */
   get finalCount(): number { return this.finals; }
@@ -230,7 +240,7 @@ export class Replica {
   }
 
   /**
-   * Drop every entry `keep` refuses, without remembering it (a peer or the hub may send it again):
+   * Drop every entry `keep` refuses (it sees the entry as `peek` does), without remembering it (a peer or the hub may send it again):
    * a member that does not hold the replicated state sheds what it gathered in gossip mode once the
    * hub has it all back. Returns how many went.
    */
@@ -254,6 +264,7 @@ export class Replica {
     }
     this.byState[stateOf(e)]--;
     this.open?.delete(id);
+    this.blobTotal -= blobBytes(e);
     this.entries.delete(id);
   }
 
@@ -261,7 +272,7 @@ export class Replica {
   sizes(): ReplicaSizes {
     let inBuckets = 0;
     for (const b of this.inBucket) inBuckets += b.size;
-    return { entries: this.entries.size, hashes: this.hashes.size, inBuckets, unhashed: this.unhashed.length, open: this.open?.size ?? 0, forgotten: this.forgotten.size, forgottenOrder: this.forgottenOrder.length - this.forgottenHead };
+    return { entries: this.entries.size, hashes: this.hashes.size, inBuckets, unhashed: this.unhashed.length, open: this.open?.size ?? 0, forgotten: this.forgotten.size, forgottenOrder: this.forgottenOrder.length - this.forgottenHead, blobBytes: this.blobTotal };
   }
 
   /** Merge an entry or delta; true if anything changed. */
@@ -272,7 +283,7 @@ export class Replica {
       this.forgotten.delete(d.id);
     }
     const cur = this.entries.get(d.id);
-    const e: Entry = cur ? { ...cur } : { id: d.id };
+    const e: Stored = cur ? { ...cur } : { id: d.id };
     let changed = !cur;
     if (d.spec && !e.spec) { e.spec = d.spec; if (d.spec_mac) e.spec_mac = d.spec_mac; changed = true; }
     if (d.seq !== undefined && (e.seq === undefined || d.seq < e.seq)) { e.seq = d.seq; changed = true; }
@@ -291,10 +302,17 @@ export class Replica {
     // state: the set changes only when an entry appears open or becomes final.
     const open = this.open;
     if (open) { if (isFinal) { if (!wasFinal && cur) open.delete(d.id); } else if (!cur) open.add(d.id); }
-    this.entries.set(d.id, e);
+    // A final entry is stored packed; an open one as merged (dispatch reads its spec, and it is soon final).
+    const stored = isFinal ? pack(e, cur) : e;
+    this.blobTotal += blobBytes(stored) - (cur ? blobBytes(cur) : 0);
+    this.entries.set(d.id, stored);
     this.unhashed.push(d.id);
     if (this.unhashed.length > 4 * this.entries.size + 1024) this.settle();
-    for (const fn of this.listeners) fn(e, d, becameFinal);
+    if (this.listeners.length) {
+      // Listeners see the whole entry: the merged one, unless it was merged onto a packed one (a shell).
+      const whole = cur?.blob ? unpack(stored) : e;
+      for (const fn of this.listeners) fn(whole, d, becameFinal);
+    }
     return true;
   }
 
@@ -413,7 +431,7 @@ export class Replica {
     let cur: Entry[] = [];
     let size = 0;
     for (const id of ids) {
-      const e = this.entries.get(id);
+      const e = this.get(id);
       if (!e) continue;
       const s = JSON.stringify(e).length;
       if (cur.length > 0 && size + s > maxBytes) { out.push(cur); cur = []; size = 0; }
