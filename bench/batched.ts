@@ -5,7 +5,8 @@
  *                   the last ~20 tokens: time to first token cold (first prompt) vs warm (second).
  *   share   MODEL   8 agents, one evaluates a ~1,500-token document with its question, then the other 7
  *                   ask theirs about it, each on its own sequence: time to first token against the same
- *                   prompts evaluated whole (an engine without the prefix cache).
+ *                   prompts evaluated whole (an engine without the prefix cache), and against an engine
+ *                   that evaluates just the uncached tail (`tail_widen=0`).
  *   startup MODEL   `swarm up --agents 25 --engine batched`, then 25 tasks: time from `up` until every
  *                   agent has answered one.
  *   memory  MODEL   PSS of the whole swarm (hub, workers, engine) at 5 and 25 agents; per extra agent
@@ -50,14 +51,18 @@ function record(o: Record<string, unknown>): void {
   console.log(JSON.stringify(out, null, 2));
 }
 
-async function ttft(d: BatchedDriver, prompt: string): Promise<{ ms: number; cached: number; tokensIn: number }> {
+interface Ttft { ms: number; cached: number; tokensIn: number; engineMs: number; text: string }
+
+/** Time to the first text at the caller, and as the engine saw it (from the chat's arrival there). */
+async function ttft(d: BatchedDriver, prompt: string): Promise<Ttft> {
   const t0 = performance.now();
-  const g = d.chat(prompt, { maxTokens: 4, temperature: 0 });
+  const g = d.chat(prompt, { maxTokens: 12, temperature: 0 });
   let ms = -1;
+  let text = '';
   let r = await g.next();
-  while (!r.done) { if (ms < 0) ms = performance.now() - t0; r = await g.next(); }
-  const st = r.value as { tokensCached: number; tokensIn: number };
-  return { ms: ms < 0 ? performance.now() - t0 : ms, cached: st.tokensCached, tokensIn: st.tokensIn };
+  while (!r.done) { if (ms < 0) ms = performance.now() - t0; text += r.value; r = await g.next(); }
+  const st = r.value as { tokensCached: number; tokensIn: number; ttftMs?: number };
+  return { ms: ms < 0 ? performance.now() - t0 : ms, cached: st.tokensCached, tokensIn: st.tokensIn, engineMs: st.ttftMs ?? -1, text };
 }
 
 async function prefix(): Promise<void> {
@@ -88,34 +93,48 @@ async function prefix(): Promise<void> {
  * Prefix sharing across agents: one agent evaluates a ~1,500-token document with its question; then
  * each of the 7 others asks its own question about the same document, one after another, each on its
  * own sequence. Their time to first token against the same prompts on an engine without the prefix
- * cache (every prompt evaluated whole).
+ * cache (every prompt evaluated whole), and on an engine that shares the prefix but evaluates just the
+ * remaining tail (`tail_widen=0`: the 11-12 tokens take flash attention's per-row kernel), interleaved.
  */
 async function share(): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-share-'));
   const n = 8;
-  const ds = Array.from({ length: n }, () => new BatchedDriver({ name: 'batched', model, options: { dir, sequences: String(n), ctx: '2048', threads: '1', ...kvOpt } }));
+  const engine = (extra: Record<string, string>) => Array.from({ length: n }, () => new BatchedDriver({ name: 'batched', model, options: { dir, sequences: String(n), ctx: '2048', threads: '1', ...kvOpt, ...extra } }));
+  const ds = engine({});
+  const exact = engine({ tail_widen: '0' });
   const plain = new BatchedDriver({ name: 'batched', model, options: { dir, sequences: '1', ctx: '2048', threads: '1', prefix_cache: '0' } });
+  const all = [...ds, ...exact, plain];
   try {
-    await Promise.all([...ds, plain].map((d) => d.start()));
+    await Promise.all(all.map((d) => d.start()));
     const doc = Array.from({ length: 104 }, (_, i) => `Line ${i} of the shared input document says the same thing.`).join(' ');
     const ask = (a: number) => ` Agent ${a}: answer question ${a * 7} about the document now.`;
     const load = os.loadavg()[0];
     const first = await ttft(ds[0]!, doc + ask(0));
-    const shared: { ms: number; cached: number; tokensIn: number }[] = [];
-    const whole: { ms: number; cached: number; tokensIn: number }[] = [];
+    await ttft(exact[0]!, doc + ask(0));
+    const shared: Ttft[] = [];
+    const tail: Ttft[] = [];
+    const whole: Ttft[] = [];
     for (let a = 1; a < n; a++) {
       shared.push(await ttft(ds[a]!, doc + ask(a)));
+      tail.push(await ttft(exact[a]!, doc + ask(a)));
       whole.push(await ttft(plain, doc + ask(a)));
     }
     const p50 = (xs: { ms: number }[]) => Math.round(quantile(xs.map((x) => x.ms), 0.5));
+    const e50 = (xs: Ttft[]) => Math.round(quantile(xs.map((x) => x.engineMs), 0.5));
     record({
       agents: n, prompt_tokens: first.tokensIn, load_avg_1m_before: load, load_avg_1m_after: os.loadavg()[0], kv: kvLayout(dir),
       first_ttft_ms: Math.round(first.ms), shared_ttft_p50_ms: p50(shared), whole_ttft_p50_ms: p50(whole),
       speedup: +(p50(whole) / Math.max(1, p50(shared))).toFixed(1),
-      shared_tokens_cached: shared.map((x) => x.cached), shared_ttft_ms: shared.map((x) => Math.round(x.ms)), whole_ttft_ms: whole.map((x) => Math.round(x.ms)),
+      tail_only_ttft_p50_ms: p50(tail), tail_only_speedup: +(p50(whole) / Math.max(1, p50(tail))).toFixed(1),
+      shared_tokens_cached: shared.map((x) => x.cached), tail_only_tokens_cached: tail.map((x) => x.cached),
+      shared_ttft_ms: shared.map((x) => Math.round(x.ms)), tail_only_ttft_ms: tail.map((x) => Math.round(x.ms)), whole_ttft_ms: whole.map((x) => Math.round(x.ms)),
+      // As the engine saw it, from the chat's arrival: the rest is the socket and the caller.
+      engine_ttft_p50_ms: { shared: e50(shared), tail_only: e50(tail), whole: e50(whole) },
+      // Greedy: a prompt started from a copied prefix (widened or not) answers as the prompt evaluated whole.
+      same_text: whole.every((w, i) => w.text === shared[i]!.text && w.text === tail[i]!.text),
     });
   } finally {
-    await Promise.all([...ds, plain].map((d) => d.stop()));
+    await Promise.all(all.map((d) => d.stop()));
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -33,6 +33,8 @@ export const DriverOptionSchemas = {
     prefix_cache: flag('1'),
     /** One KV cache shared by all sequences, when the self-built addon is there (`swarm engine build --addon`). */
     kv_unified: flag('1'),
+    /** Widen a short uncached prompt tail to 64 tokens where the model's shape makes that cheaper (0: evaluate just the tail). */
+    tail_widen: flag('1'),
     slots: unused, stop_grace_ms: unused, download_stall_ms: unused,
   }).strict().describe('embedded, batched engine (the default)'),
   embedded: z.object({

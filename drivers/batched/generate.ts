@@ -1,7 +1,7 @@
 import { LlamaCompletion, type LlamaContextSequence, type LlamaGrammar, type LlamaModel } from 'node-llama-cpp';
 import type { HostChatOptions } from './messages.js';
 import { checkFits, completionOptions } from '../embedded/completion.js';
-import { cachedPrefix } from './prefix.js';
+import { cachedPrefix, evalStart, type TailShape } from './prefix.js';
 
 
 /** What one generation reports. */
@@ -20,6 +20,8 @@ export async function generate(o: {
   grammar: LlamaGrammar | undefined; signal: AbortSignal; onText: (text: string) => void;
   /** The engine's other sequences: a prompt starts from the one that holds its longest prefix. */
   donors?: readonly LlamaContextSequence[];
+  /** The model's shape where a short tail is cheaper widened (flash attention on): see evalStart. */
+  shape?: TailShape;
 }): Promise<Generated> {
   const { model, opts } = o;
   // Tokenized as llama.cpp does (with the SPM space prefix), as the per-worker engine does.
@@ -28,7 +30,13 @@ export async function generate(o: {
   const full = bos !== null ? [bos, ...input] : input;
   checkFits(full.length, o.sequence.contextSize);
   let tokensCached = cachedPrefix(o.sequence.contextTokens, full);
-  if (o.donors) tokensCached = await startFromLongestPrefix(o.sequence, o.donors, full, tokensCached);
+  if (o.donors) tokensCached = await startFromLongestPrefix(o.sequence, o.donors, full, tokensCached, o.shape);
+  const start = evalStart(tokensCached, full.length, o.shape);
+  if (start < tokensCached) {
+    // LlamaCompletion evaluates from the first token the sequence does not hold: it must not hold these.
+    await o.sequence.eraseContextTokenRanges([{ start, end: o.sequence.nextTokenIndex }]);
+    tokensCached = start;
+  }
   let tokensOut = 0;
   // The same sampling, stops and limits as the per-worker engine, so that both answer alike.
   const r = await o.completion.generateCompletionWithMeta(input, completionOptions(opts, o.grammar, {
@@ -48,7 +56,7 @@ type CopyFrom = (other: LlamaContextSequence, upToTokenIndex: number) => Promise
  * node-llama-cpp 3.x's internal `_copyStateFromOtherSequence`) up to that prefix, so only the rest is
  * evaluated. Returns how many tokens of the prompt the sequence now holds.
  */
-async function startFromLongestPrefix(seq: LlamaContextSequence, donors: readonly LlamaContextSequence[], full: readonly number[], own: number): Promise<number> {
+async function startFromLongestPrefix(seq: LlamaContextSequence, donors: readonly LlamaContextSequence[], full: readonly number[], own: number, shape: TailShape | undefined): Promise<number> {
   const copy = (seq as unknown as { _copyStateFromOtherSequence?: CopyFrom })._copyStateFromOtherSequence;
   if (typeof copy !== 'function') return own;
   let best: LlamaContextSequence | undefined;
@@ -59,13 +67,35 @@ async function startFromLongestPrefix(seq: LlamaContextSequence, donors: readonl
     if (n > bestN) { best = d; bestN = n; }
   }
   if (!best) return own;
+  // No more than is then evaluated from: cells copied only to be erased again cost a copy for nothing.
+  const upTo = evalStart(bestN, full.length, shape);
+  if (upTo < own + MIN_SHARED) return own;
   try {
     // Emptied first: in a unified KV cache llama_memory_seq_cp only adds the sequence's id to the donor's
     // cells and keeps the cells it held, which would then sit at the same positions as the copied ones.
     await seq.clearHistory();
-    if (await copy.call(seq, best, bestN)) return bestN;
+    if (await copy.call(seq, best, upTo)) return upTo;
   } catch { /* the sequence evaluates the prompt from what it holds */ }
   return cachedPrefix(seq.contextTokens, full);
+}
+
+/**
+ * The shape evalStart weighs a short tail with, when flash attention may be on (llama.cpp's "auto"
+ * turns it on for the CPU); undefined when it is off or the file does not say.
+ */
+export function tailShape(model: LlamaModel, flashAttention: boolean | 'auto'): TailShape | undefined {
+  if (flashAttention === false) return undefined;
+  const a = model.fileInfo.architectureMetadata as {
+    embedding_length?: number; block_count?: number; feed_forward_length?: number;
+    attention?: { head_count?: number; head_count_kv?: number | number[]; key_length?: number };
+  };
+  const dim = a.embedding_length, layers = a.block_count, heads = a.attention?.head_count, ff = a.feed_forward_length;
+  if (!dim || !layers || !heads || !ff) return undefined;
+  const headDim = a.attention?.key_length ?? dim / heads;
+  const kvHeads = typeof a.attention?.head_count_kv === 'number' ? a.attention.head_count_kv : heads;
+  // q and o (dim x dim), k and v (dim x kv heads' dims), and the three feed-forward matrices.
+  const perLayer = 2 * dim * dim + 2 * dim * kvHeads * headDim + 3 * dim * ff;
+  return { headDim, headLayers: heads * layers, weightsPerToken: layers * perLayer };
 }
 
 export { LlamaCompletion };

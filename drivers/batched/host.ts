@@ -11,7 +11,8 @@ import net from 'node:net';
 import { LlamaLogLevel, type LlamaContextSequence, type LlamaModel } from 'node-llama-cpp';
 import { loadLlama } from '../embedded/load-llama.js';
 import { withKvUnified } from './kv-unified.js';
-import { LlamaCompletion, generate } from './generate.js';
+import { LlamaCompletion, generate, tailShape } from './generate.js';
+import type { TailShape } from './prefix.js';
 import { GrammarCache } from '../embedded/grammar.js';
 import { errorCodeOf } from '../../protocol/errors.js';
 import { installBatchGate, type BatchGate } from './batch-gate.js';
@@ -37,6 +38,8 @@ class Engine {
   private readonly waiting: Client[] = [];
   private readonly clients = new Set<Client>();
   private readonly completions: LlamaCompletion[];
+  /** Where a short prompt tail is cheaper widened (generate.ts). */
+  private readonly shape: TailShape | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
   /** A worker has held a sequence: from now on the short idle exit applies. */
   private started = false;
@@ -44,6 +47,7 @@ class Engine {
   constructor(private readonly cfg: EngineConfig, private readonly model: LlamaModel, private readonly sequences: LlamaContextSequence[],
     private readonly grammars: GrammarCache, private readonly gate: BatchGate | undefined) {
     this.completions = sequences.map((s) => new LlamaCompletion({ contextSequence: s }));
+    this.shape = sequences[0] && cfg.tailWiden !== false ? tailShape(model, sequences[0].context.flashAttention) : undefined;
     for (let i = sequences.length - 1; i >= 0; i--) this.free.push(i);
     this.armIdle();
   }
@@ -145,11 +149,14 @@ class Engine {
       if (this.cfg.prefixCache === false) await this.sequences[seq]!.clearHistory();
       const r = await generate({
         model: this.model, sequence: this.sequences[seq]!, completion: this.completions[seq]!, prompt, opts, grammar, signal,
-        ...(this.cfg.prefixCache === false ? {} : { donors: this.sequences }),
+        ...(this.cfg.prefixCache === false ? {} : { donors: this.sequences, ...(this.shape ? { shape: this.shape } : {}) }),
         onText: (text) => {
+          const first = ttftMs === undefined;
           ttftMs ??= Math.round((performance.now() - t0) * 100) / 100;
           crashPoint('chat');
           buf += text;
+          // The first text goes out at once: a watcher waits for it (time to first token), not for the pace.
+          if (stream && first) { flush(); return; }
           // Unwatched, the text still reaches the worker's loop guard once it has lines enough to judge.
           if (!stream && text.includes('\n') && (lines += text.split('\n').length - 1) >= QUIET_FLUSH_LINES) { flush(); return; }
           timer ??= setTimeout(flush, stream ? STREAM_FLUSH_MS : QUIET_FLUSH_MS);

@@ -2,5 +2,5 @@
 export { BatchedDriver, batchedFactory, type BatchedStats } from './driver.js';
 export { parseBatchedOptions, type BatchedOptions } from './options.js';
 export { enginePaths, enginePid, type EnginePaths } from './engine-start.js';
-export { cachedPrefix } from './prefix.js';
+export { cachedPrefix, evalStart, type TailShape } from './prefix.js';
 export { stopEngines } from './engine-stop.js';

@@ -25,6 +25,8 @@ export interface EngineConfig {
   prefixCache?: boolean;
   /** false: a KV stream per sequence even where the binding could unify them (the bench's baseline). */
   kvUnified?: boolean;
+  /** false: a short prompt tail is evaluated as it is, never widened (the bench's baseline). */
+  tailWiden?: boolean;
 }
 
 /** Worker to engine. */

@@ -36,6 +36,11 @@ export interface BatchedOptions {
    * stream per sequence.
    */
   kvUnified: boolean;
+  /**
+   * Evaluate a short uncached prompt tail as 64 tokens where that is cheaper (prefix.ts, evalStart);
+   * `tail_widen=0` evaluates just the tail: the baseline of the share bench.
+   */
+  tailWiden: boolean;
 }
 
 /** Validate the string options of DriverConfig into typed settings. */
@@ -51,5 +56,6 @@ export function parseBatchedOptions(raw: Record<string, string>): BatchedOptions
     seqWaitMs: o.seq_wait_ms,
     prefixCache: o.prefix_cache === '1' || o.prefix_cache === 'true',
     kvUnified: o.kv_unified === '1' || o.kv_unified === 'true',
+    tailWiden: o.tail_widen === '1' || o.tail_widen === 'true',
   };
 }

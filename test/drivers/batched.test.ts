@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { SwarmError } from '../../protocol/index.js';
-import { BatchedDriver, batchedFactory, cachedPrefix, enginePaths } from '../../drivers/batched/index.js';
+import { BatchedDriver, batchedFactory, cachedPrefix, enginePaths, evalStart } from '../../drivers/batched/index.js';
 import { EmbeddedDriver } from '../../drivers/embedded/index.js';
 import { tempDir } from '../helpers/cli.js';
 import { STORIES, alive, collect, missingPrereq, until } from '../helpers/llama.js';
@@ -37,6 +37,18 @@ t.test('the cached prefix is the common start, and at least one token is evaluat
   t.equal(cachedPrefix([1, 2, 3, 9], [1, 2, 3, 4, 5]), 3);
   t.equal(cachedPrefix([1, 2, 3], [1, 2, 3]), 2);
   t.equal(cachedPrefix([], [1, 2]), 0);
+});
+
+t.test('a short tail after a long cached prefix is widened to 64 tokens only where the per-row kernel costs more', async (t) => {
+  // The 15M shape: heads of 48, 6 heads x 6 layers, about 6.2M multiply-adds of weights per token.
+  const s15 = { headDim: 48, headLayers: 36, weightsPerToken: 6_200_000 };
+  t.equal(evalStart(1453, 1465, s15), 1465 - 64, '12 tokens after 1,453: widened');
+  t.equal(evalStart(1464, 1465, s15), 1464, 'one token after 1,464: the per-row kernel is cheaper');
+  t.equal(evalStart(100, 300, s15), 100, 'a tail of 64 or more takes the tiled kernel as it is');
+  t.equal(evalStart(30, 40, s15), 30, 'a prompt shorter than 64 tokens cannot be widened');
+  t.equal(evalStart(1453, 1465, { ...s15, headDim: 64 }), 1453, 'heads of 64 run vectorized: not widened');
+  t.equal(evalStart(1453, 1465, { ...s15, headDim: 8 }), 1453, 'heads of 8 take neither fast path: not widened');
+  t.equal(evalStart(1453, 1465, undefined), 1453, 'flash attention off: not widened');
 });
 
 t.test('a long state dir still gets a short socket path', async (t) => {
