@@ -49,6 +49,12 @@ export const WorkerConfigSchema = z.object({
     resendMs: n(1, 60_000, 1000),
     /** After this many unanswered sends the lease is handed back. */
     maxSends: n(1, 1000, 5),
+    /**
+     * A gap this much longer than the dispatch interval between two of the coordinator's ticks is its
+     * own process stalling (SIGSTOP, swap, a starved loop): leases it takes back soon after are its
+     * fault, not the task's, and use no attempt. Below the members' shortest suspicion time (~2 s).
+     */
+    stallGapMs: n(100, 600_000, 2000),
   }),
   sync: group({
     /** Anti-entropy round with one random live peer (the agent runs 1 s; sims run the default). */

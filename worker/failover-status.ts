@@ -12,6 +12,11 @@ export interface AgentFailoverStatus {
   replica: { queued: number; leased: number; done: number; failed: number; size: number };
   /** In gossip mode, when at most 5 tasks are left: those tasks and their leases (what a stalled run waits on). */
   left?: { id: string; lease?: Lease }[];
+  /**
+   * While this member coordinates: leases it took back (handed back, lapsed, or held by a member gone
+   * dead or silent), how many its own stalls cost and so used no attempt, and tasks it failed for good.
+   */
+  leases?: { revoked: number; forgiven: number; stalls: number; failed: number };
   /** Topology runs this member knows (holders): driving now, and driven to their end in gossip mode. */
   runs?: { known: string[]; driving: number; finished: { run: string; verdict?: string }[]; ended_on_hub: string[] };
 }
@@ -81,6 +86,7 @@ export class FailoverStatusWriter {
         coordinating: fo.node.coordinator.isCoordinating, peer_addr: fo.transport.addr, gossip_since: fo.node.gossipSince, last_final_at: fo.lastFinalAt,
         replica: { ...fo.node.replica.counts(), size: fo.node.replica.size },
         left: this.left(fo.node.replica, s.mode),
+        leases: fo.node.coordinator.isCoordinating ? (({ revoked, forgiven, stalls, failed }) => ({ revoked, forgiven, stalls, failed }))(fo.node.coordinator.stats) : undefined,
         runs: fo.runs.active.length || fo.runs.outcomes.size || fo.runs.endedOnHub.length ? {
           known: fo.runs.active, driving: fo.runs.drivingCount,
           finished: [...fo.runs.outcomes].map(([run, o]) => ({ run, verdict: o.verdict })),

@@ -9,7 +9,7 @@ import { alive, api, hubFile, journal, swarmBg, until } from './cli.js';
 export interface Proc { child: ChildProcess; output: () => string }
 
 /** What `swarm status --json` / the failover status files say about one agent. */
-export interface AgentView { id: string; mode: string; coordinator: string; coordinating: boolean; epoch: number; live: number; peer_addr: string; replica: { queued: number; leased: number; done: number; failed: number; size: number }; gossip_since?: number; left?: unknown[] }
+export interface AgentView { id: string; mode: string; coordinator: string; coordinating: boolean; epoch: number; live: number; peer_addr: string; replica: { queued: number; leased: number; done: number; failed: number; size: number }; gossip_since?: number; left?: unknown[]; leases?: { revoked: number; forgiven: number; stalls: number; failed: number } }
 
 /** Kill a background process group (started detached) with a signal; ignores gone ones. */
 export function killGroup(p: Proc | undefined, sig: NodeJS.Signals = 'SIGKILL'): void {

@@ -1,8 +1,9 @@
 import { WORKER_DEFAULTS, withDefaults } from '../config.js';
 import type { Logger } from 'pino';
 import { ReadySet, type ReadyItem } from '../../sched/ready.js';
-import { afterFailure, maxAttemptsOf } from '../../sched/retry.js';
-import { leaseUntil } from '../../sched/lease.js';
+import { afterFailure, afterLeaseLost, maxAttemptsOf } from '../../sched/retry.js';
+import { STALL_AMNESTY_MS, StallClock, leaseUntil } from '../../sched/lease.js';
+import type { ErrorCode } from '../../protocol/index.js';
 import { needsOf, type Offers } from '../../sched/route.js';
 import { realClock, type Clock, type TimerHandle } from './clock.js';
 import type { Membership } from './membership.js';
@@ -15,7 +16,7 @@ export interface Assign { id: string; attempt: number; epoch: number; spec: Repl
  * A member's answer to an assignment: `ak` it runs (or ran) it; `an` it hands it back: unrun (busy,
  * or fenced, with its fence), or `ran` and failed in a way worth another try elsewhere.
  */
-export interface AssignReply { id: string; attempt: number; fence?: number; ran?: boolean }
+export interface AssignReply { id: string; attempt: number; fence?: number; ran?: boolean; error?: { code: string; msg: string } }
 
 /** A coordinator's claim: gossiped so members learn the current term and fence older ones. */
 export interface Claim { epoch: number; id: string }
@@ -45,6 +46,8 @@ export interface CoordinatorOptions {
   resendMs?: number;
   /** After this many unanswered sends the lease is handed back and the task goes to someone else. */
   maxSends?: number;
+  /** A gap between ticks this much over the dispatch interval is this process stalling (see `ownFault`). */
+  stallGapMs?: number;
   /** Called when this node starts or stops coordinating. */
   onRole?: (coordinating: boolean, epoch: number) => void;
 }
@@ -80,7 +83,9 @@ export class Coordinator {
    * that saw the failure only; a new coordinator may retry one sooner, which costs a run, not a result.
    */
   private readonly retryAt = new Map<string, number>();
-  readonly stats = { assigned: 0, revoked: 0, failed: 0, terms: 0, renewed: 0, resent: 0, fenced: 0 };
+  /** This process's own stalls: leases it takes back soon after one use no attempt (see `ownFault`). */
+  private stall: StallClock;
+  readonly stats = { assigned: 0, revoked: 0, failed: 0, terms: 0, renewed: 0, resent: 0, fenced: 0, forgiven: 0, stalls: 0 };
 
   /** The swarm's task rules: from the options, then from the hub (`setRules`). */
   private rules: { defaultMaxAttempts?: number; leaseMs?: number };
@@ -91,6 +96,7 @@ export class Coordinator {
     this.clock = opts.clock ?? realClock;
     this.cfg = withDefaults(WORKER_DEFAULTS.coordinator, opts);
     this.rules = { defaultMaxAttempts: opts.defaultMaxAttempts, leaseMs: opts.leaseMs };
+    this.stall = new StallClock(this.cfg.stallGapMs, STALL_AMNESTY_MS);
     ms.onBroadcast((v, _from, key) => key === 'coord' && this.onClaim(v));
     ms.onApp(ACK_CH, (from, body) => this.onAck(from, body as AssignReply));
     ms.onApp(NACK_CH, (from, body) => this.onNack(from, body as AssignReply));
@@ -116,10 +122,14 @@ export class Coordinator {
   activate(): void {
     if (this.active) return;
     this.active = true;
+    // The stall clock starts with the ticks: star mode's silence is not a stall.
+    this.stall = new StallClock(this.cfg.stallGapMs, STALL_AMNESTY_MS);
+    this.stall.tick(this.clock.now(), this.cfg.dispatchIntervalMs);
     this.evaluate();
     const tick = () => {
       if (!this.active) return;
       this.timer = this.clock.setTimeout(tick, this.cfg.dispatchIntervalMs);
+      this.ownFault(this.clock.now());
       this.evaluate();
       if (this.coordinating) this.dispatch();
     };
@@ -186,10 +196,41 @@ export class Coordinator {
   }
 
   private revokeDead(): void {
+    const now = this.clock.now();
     for (const id of this.replica.openIds()) {
       const l = this.replica.get(id)?.lease;
-      if (l && !l.revoked && !this.ms.isLive(l.worker) && this.replica.revoke(id)) this.stats.revoked++;
+      if (l && !l.revoked && !this.ms.isLive(l.worker)) this.lose(id, now);
     }
+  }
+
+  /**
+   * Was a lease lost at `now` lost to this process's own stall? A coordinator stopped or starved for
+   * seconds reads its members' acks and probes late: on waking, its suspicions and lease deadlines
+   * fire before the messages that would have cleared them, and every member looks dead or silent at
+   * once. Those leases are the stall's doing, as on the hub (sched's StallClock): for the amnesty
+   * after a stall they use no attempt. The clock is read here too, since a member's death from a
+   * membership timer can come before this coordinator's own tick after the stall.
+   */
+  private ownFault(now: number): boolean {
+    if (this.stall.tick(now, this.cfg.dispatchIntervalMs)) {
+      this.stats.stalls++;
+      this.opts.log?.warn({ stallMs: this.stall.longestMs }, 'acting coordinator stalled: leases lost meanwhile use no attempt');
+    }
+    return this.stall.forgives(now);
+  }
+
+  /**
+   * Take a lease back whose holder gave no verdict (it died, went silent, or the lease lapsed). It
+   * counts as an attempt, bounded as on the hub (sched's `afterLeaseLost`: a task lost again and again
+   * fails after RELEASE_FACTOR times its budget), unless this coordinator's own stall lost it, when it
+   * is handed back as unrun. Its holder may still report a result: the replica records it.
+   */
+  private lose(id: string, now: number): boolean {
+    const forgive = this.ownFault(now);
+    if (!this.replica.revoke(id, forgive)) return false;
+    this.stats.revoked++;
+    if (forgive) this.stats.forgiven++;
+    return true;
   }
 
   private onAck(from: string, r: AssignReply): void {
@@ -206,11 +247,13 @@ export class Coordinator {
     if (l && l.worker === from && l.attempt === r.attempt) {
       this.unacked.delete(r.id);
       if (this.replica.revoke(r.id, r.ran !== true)) this.stats.revoked++;
-      // It ran and failed in a way worth another try: back off as the hub does.
+      // It ran and failed: sched's verdict, as the hub gives it, decides here: back off, or fail for good.
       if (r.ran === true) {
         const spec = this.replica.get(r.id)?.spec;
-        const v = afterFailure(l.attempt - (l.unrun ?? 0), maxAttemptsOf(spec ?? {}, this.rules.defaultMaxAttempts), { code: 'SWARM_ERR_TASK_FAILED', msg: 'failed on a member' }, true, this.opts.random, this.opts.backoffMs);
+        const error = { code: (typeof r.error?.code === 'string' ? r.error.code : 'SWARM_ERR_TASK_FAILED') as ErrorCode, msg: typeof r.error?.msg === 'string' ? r.error.msg.slice(0, 4000) : 'failed on a member' };
+        const v = afterFailure(l.attempt - (l.unrun ?? 0), maxAttemptsOf(spec ?? {}, this.rules.defaultMaxAttempts), error, true, this.opts.random, this.opts.backoffMs);
         if (v.kind === 'retry') this.retryAt.set(r.id, this.clock.now() + v.delayMs);
+        else if (this.replica.record(r.id, { worker: this.ms.id, attempt: l.attempt, error: v.error })) this.stats.failed++;
       }
     }
   }
@@ -236,7 +279,7 @@ export class Coordinator {
       if (now - u.at < every) continue;
       if (u.sends >= this.cfg.maxSends) {
         this.unacked.delete(id);
-        if (this.replica.revoke(id)) this.stats.revoked++;
+        this.lose(id, now);
         continue;
       }
       this.stats.resent++;
@@ -264,7 +307,7 @@ export class Coordinator {
     for (const e of this.replica.openEntries()) {
       const l = e.lease;
       if (l && !l.revoked) {
-        if (!load.has(l.worker) || now > l.until) { if (this.replica.revoke(e.id)) { this.stats.revoked++; if (e.spec) queue(this.replica.get(e.id)!); } }
+        if (!load.has(l.worker) || now > l.until) { if (this.lose(e.id, now) && e.spec) queue(this.replica.get(e.id)!); }
         else {
           load.set(l.worker, load.get(l.worker)! + 1);
           // Inherited from the hub or an earlier term: renew it under ours and tell the holder, who
@@ -291,13 +334,17 @@ export class Coordinator {
     if (n) this.rr = (this.rr + 1) % n;
   }
 
-  /** Lease one task to `worker` and send it; false if it could not be (attempts used up, a lost race). */
+  /**
+   * Lease one task to `worker` and send it; false if it could not be (a lost race, or it was lost too
+   * often). A failed run was judged when its member reported it (`onNack`); what is left to judge
+   * here is leases lost without a verdict, by sched's rule for them. Leases handed back unrun (busy,
+   * fenced, lost to this coordinator's stall) are not attempts.
+   */
   private assign(e: Entry, worker: string, now: number): boolean {
     const attempt = (e.lease?.attempt ?? 0) + 1;
-    const max = maxAttemptsOf(e.spec!, this.rules.defaultMaxAttempts);
-    // Leases handed back unrun (busy, fenced) are not attempts.
-    if (attempt - (e.lease?.unrun ?? 0) > max) {
-      this.replica.record(e.id, { worker: this.ms.id, attempt: attempt - 1, error: { code: 'SWARM_ERR_RETRIES_EXHAUSTED', msg: `failed on ${max} attempts` } });
+    const lost = afterLeaseLost(attempt - 1 - (e.lease?.unrun ?? 0), maxAttemptsOf(e.spec!, this.rules.defaultMaxAttempts));
+    if (lost?.kind === 'failed') {
+      this.replica.record(e.id, { worker: this.ms.id, attempt: attempt - 1, error: lost.error });
       this.stats.failed++;
       return false;
     }

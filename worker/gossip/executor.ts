@@ -92,7 +92,7 @@ export class Executor {
     } else if (out.final) {
       won = this.replica.record(a.id, { worker: this.ms.id, attempt: a.attempt, error: out.error });
     } else {
-      this.ms.sendApp(from, NACK_CH, { id: a.id, attempt: a.attempt, ran: true } satisfies AssignReply);
+      this.ms.sendApp(from, NACK_CH, { id: a.id, attempt: a.attempt, ran: true, error: { code: out.error.code, msg: out.error.msg.slice(0, 4000) } } satisfies AssignReply);
     }
     const e = this.replica.get(a.id);
     if (won && e) for (const fn of this.recorded) fn(a.id, e);
