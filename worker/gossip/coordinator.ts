@@ -4,7 +4,7 @@ import { ReadySet, type ReadyItem } from '../../sched/ready.js';
 import { afterFailure, afterLeaseLost, maxAttemptsOf } from '../../sched/retry.js';
 import { STALL_AMNESTY_MS, StallClock, leaseUntil } from '../../sched/lease.js';
 import type { ErrorCode } from '../../protocol/index.js';
-import { needsOf, type Offers } from '../../sched/route.js';
+import { canRun, needsOf, type Offers } from '../../sched/route.js';
 import { realClock, type Clock, type TimerHandle } from './clock.js';
 import type { Membership } from './membership.js';
 import type { Entry, Replica, ReplicaSpec } from './replica.js';
@@ -83,6 +83,8 @@ export class Coordinator {
    * that saw the failure only; a new coordinator may retry one sooner, which costs a run, not a result.
    */
   private readonly retryAt = new Map<string, number>();
+  /** Open tasks whose lease this term took back without a verdict (see `runElsewhere`). */
+  private readonly lostHere = new Set<string>();
   /** This process's own stalls: leases it takes back soon after one use no attempt (see `ownFault`). */
   private stall: StallClock;
   readonly stats = { assigned: 0, revoked: 0, failed: 0, terms: 0, renewed: 0, resent: 0, fenced: 0, forgiven: 0, stalls: 0 };
@@ -104,6 +106,7 @@ export class Coordinator {
     replica.onChange((e) => {
       if (e.lease && e.lease.epoch > this.maxEpoch) this.maxEpoch = e.lease.epoch;
       // A finished task frees a slot: dispatch soon rather than on the next tick (coalesced).
+      if (e.result || e.failure) this.lostHere.delete(e.id);
       if ((e.result || e.failure) && this.coordinating && !this.kicked) {
         this.kicked = true;
         queueMicrotask(() => { this.kicked = false; this.dispatch(); });
@@ -192,6 +195,7 @@ export class Coordinator {
     this.coordinating = on;
     this.unacked.clear();
     this.retryAt.clear();
+    this.lostHere.clear();
     this.opts.onRole?.(on, this.epoch);
   }
 
@@ -230,6 +234,7 @@ export class Coordinator {
     if (!this.replica.revoke(id, forgive)) return false;
     this.stats.revoked++;
     if (forgive) this.stats.forgiven++;
+    else this.lostHere.add(id);
     return true;
   }
 
@@ -325,13 +330,30 @@ export class Coordinator {
       for (let i = 0; i < n; i++) {
         const worker = live[(this.rr + i) % n]!;
         if (load.get(worker)! >= (this.opts.slotsOf?.(worker) ?? WORKER_DEFAULTS.agent.slots)) continue;
-        const offers = this.opts.offersOf ? (this.opts.offersOf(worker) ?? { caps: [] }) : 'any';
+        const offers = this.offers(worker);
+        const held: ReadyItem<Entry>[] = [];
         for (let item = ready.next(offers); item; item = ready.next(offers)) {
+          if (worker === this.ms.id && this.runElsewhere(item, live)) { held.push(item); continue; }
           if (this.assign(item.value, worker, now)) { load.set(worker, load.get(worker)! + 1); progress = true; break; }
         }
+        for (const h of held) ready.add(h);
       }
     }
     if (n) this.rr = (this.rr + 1) % n;
+  }
+
+  private offers(worker: string): Offers | 'any' { return this.opts.offersOf ? (this.opts.offersOf(worker) ?? { caps: [] }) : 'any'; }
+
+  /**
+   * Should the coordinator leave this task to another member? One whose lease this term took back
+   * without a verdict (its member may have died running it) goes to another member that can run it: a
+   * task that kills its worker must not take the coordinator with it, and with the coordinator the
+   * record of its leases not yet spread (each new coordinator then counted from an older lease, and
+   * such a task killed every worker process in turn).
+   */
+  private runElsewhere(item: ReadyItem<Entry>, live: readonly string[]): boolean {
+    if (!this.lostHere.has(item.id)) return false;
+    return live.some((w) => { if (w === this.ms.id) return false; const o = this.offers(w); return o === 'any' || canRun(o, item.needs); });
   }
 
   /**
