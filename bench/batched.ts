@@ -12,8 +12,9 @@
  *   memory  MODEL   PSS of the whole swarm (hub, workers, engine) at 5 and 25 agents; per extra agent
  *                   beyond its KV cache; and what `swarm plan` says for 25.
  *   debate  MODEL   topologies/examples/diamond-debate.yaml on a long input (the debate's prompts all
- *                   start with it), with the prefix cache and without (`--driver-opt prefix_cache=0`),
- *                   alternating, two runs each: total tokens/s, and prompt tokens evaluated vs reused.
+ *                   start with it), with the prefix cache, without (`--driver-opt prefix_cache=0`) and
+ *                   with it but no tail widening (`tail_widen=0`), in turn, two runs each: wall time,
+ *                   total tokens/s, and prompt tokens evaluated vs reused.
  * Run: `npm run build && node dist/bench/batched.js prefix|share|startup|memory|debate MODEL [kv_unified=0]`
  * (`kv_unified=0`: share with a KV stream per sequence even when the self-built addon could unify them).
  */
@@ -210,13 +211,16 @@ async function memory(): Promise<void> {
   });
 }
 
+/** The prefix cache on, off (`prefix_cache=0`), or on with the uncached tail evaluated as it is (`tail_widen=0`). */
+type DebateMode = 'on' | 'off' | 'tail';
+
 /** One diamond-debate run on a fresh swarm; its tokens from the nodes' receipts. */
-function debateOnce(cache: boolean, input: string) {
+function debateOnce(mode: DebateMode, input: string) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-debate-'));
   try {
     const load = os.loadavg()[0];
     const r = swarm(['run', path.join(ROOT, 'topologies/examples/diamond-debate.yaml'), '--model', model, '--json', '--state-dir', dir,
-      '--driver-opt', `prefix_cache=${cache ? 1 : 0}`, '--set', `inputs.text=${JSON.stringify(input)}`]);
+      '--driver-opt', `prefix_cache=${mode === 'off' ? 0 : 1}`, ...(mode === 'tail' ? ['--driver-opt', 'tail_widen=0'] : []), '--set', `inputs.text=${JSON.stringify(input)}`]);
     if (r.code !== 0) throw new Error(r.stderr.slice(-2000));
     const out = JSON.parse(r.stdout) as { state: string; dir: string; progress: { elapsed_ms: number; tokens_out: number } };
     let tokensIn = 0, cached = 0, tokensOut = 0;
@@ -227,7 +231,7 @@ function debateOnce(cache: boolean, input: string) {
     }
     const s = out.progress.elapsed_ms / 1000;
     return {
-      prefix_cache: cache, state: out.state, load_avg_1m_before: load, elapsed_s: +s.toFixed(2), tokens_out: tokensOut,
+      prefix_cache: mode, state: out.state, load_avg_1m_before: load, elapsed_s: +s.toFixed(2), tokens_out: tokensOut,
       prompt_tokens: tokensIn, prompt_tokens_reused: cached, prompt_tokens_evaluated: tokensIn - cached,
       tokens_per_s: +((tokensIn - cached + tokensOut) / s).toFixed(1), generated_tokens_per_s: +(tokensOut / s).toFixed(1),
     };
@@ -241,10 +245,11 @@ async function debate(): Promise<void> {
   // A long shared start: the story file four times over (~1,100 tokens), as a document under debate would be.
   const story = fs.readFileSync(path.join(ROOT, 'topologies/examples/stories.txt'), 'utf8').replace(/\s+/g, ' ');
   const input = `${story} ${story} ${story} ${story} How should the little bird get home before the rain?`;
-  const runs = [true, false, true, false].map((cache) => debateOnce(cache, input));
-  const mean = (cache: boolean, k: 'tokens_per_s' | 'elapsed_s') => runs.filter((x) => x.prefix_cache === cache).reduce((a, x) => a + x[k], 0) / 2;
-  record({ what: 'diamond-debate with and without the prefix cache', runs, elapsed_s_with: +mean(true, 'elapsed_s').toFixed(2), elapsed_s_without: +mean(false, 'elapsed_s').toFixed(2),
-    speedup: +(mean(false, 'elapsed_s') / mean(true, 'elapsed_s')).toFixed(2) });
+  const runs = (['on', 'off', 'tail', 'on', 'off', 'tail'] as const).map((mode) => debateOnce(mode, input));
+  const mean = (mode: DebateMode, k: 'tokens_per_s' | 'elapsed_s') => runs.filter((x) => x.prefix_cache === mode).reduce((a, x) => a + x[k], 0) / 2;
+  record({ what: 'diamond-debate with and without the prefix cache, and with it but no tail widening', runs,
+    elapsed_s_with: +mean('on', 'elapsed_s').toFixed(2), elapsed_s_without: +mean('off', 'elapsed_s').toFixed(2), elapsed_s_tail_only: +mean('tail', 'elapsed_s').toFixed(2),
+    speedup: +(mean('off', 'elapsed_s') / mean('on', 'elapsed_s')).toFixed(2) });
 }
 
 if (what === 'prefix') await prefix();

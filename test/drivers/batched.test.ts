@@ -6,7 +6,7 @@ import { SwarmError } from '../../protocol/index.js';
 import { BatchedDriver, batchedFactory, cachedPrefix, enginePaths, evalStart } from '../../drivers/batched/index.js';
 import { EmbeddedDriver } from '../../drivers/embedded/index.js';
 import { tempDir } from '../helpers/cli.js';
-import { STORIES, alive, collect, missingPrereq, until } from '../helpers/llama.js';
+import { MODELS, STORIES, alive, collect, missingPrereq, until } from '../helpers/llama.js';
 import { fixtureNodeArgs } from '../helpers/paths.js';
 
 const model = fs.existsSync(STORIES) ? { model: STORIES } : { missing: `test model ${STORIES} not found (set SWARM_TEST_MODELS)` };
@@ -141,6 +141,27 @@ t.test('a prompt starts from another sequence that holds its longest prefix, and
   // The donor's own next prompt still finds its own tokens.
   const again = await collect(a.chat(shared + ' One day, she saw a cat.', { maxTokens: 16, temperature: 0 }));
   t.equal(again.text, first.text);
+});
+
+t.test('on heads of 48 a short tail after a long prefix is evaluated as 64 tokens, copied or its own, and gives the same text', async (t) => {
+  // The 15M shape: its heads take flash attention's slow per-row kernel below 64 query tokens (prefix.ts).
+  const m15 = path.join(MODELS, 'synth-llama-15M-shape-q8_0.gguf');
+  if (!fs.existsSync(m15)) { t.skip(`no ${m15}`, () => {}); return; }
+  const dir = tempDir(t);
+  const mk = (extra: Record<string, string>) => new BatchedDriver({ name: 'batched', model: m15, options: { dir, threads: '1', idle_ms: '500', ...extra } });
+  const a = mk({ sequences: '2' });
+  const b = mk({ sequences: '2' });
+  const plain = mk({ sequences: '1', prefix_cache: '0' });
+  cleanup(t, dir, [a, b, plain]);
+  const doc = Array.from({ length: 30 }, (_, i) => `Line ${i} of the shared input document says the same thing.`).join(' ');
+  await collect(a.chat(`${doc} Agent 0: answer question 0 about the document now.`, { maxTokens: 4, temperature: 0 }));
+  for (const q of ['Agent 1: answer question 7 about the document now.', 'Another agent asks what line 12 of the document says.']) {
+    const hit = await collect(b.chat(`${doc} ${q}`, { maxTokens: 8, temperature: 0 }));
+    const st = hit.stats as Stats;
+    t.equal(st.tokensCached, st.tokensIn - 64, `${q}: the last 64 of ${st.tokensIn} prompt tokens evaluated`);
+    const want = await collect(plain.chat(`${doc} ${q}`, { maxTokens: 8, temperature: 0 }));
+    t.equal(hit.text, want.text, `${q}: the same text as the prompt evaluated whole`);
+  }
 });
 
 t.test('prefix_cache=0: no prompt is reused, on an engine of its own, and the text is the same', async (t) => {
