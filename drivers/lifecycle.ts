@@ -59,6 +59,15 @@ export function keepLoopAlive<T>(p: Promise<T>): Promise<T> {
 }
 
 /**
+ * A shell function `alive PID`: true while PID exists and has not exited. `kill -0` also succeeds on
+ * a zombie (exited, not yet reaped: its parent died too, or does not wait), and the watchdog below
+ * then waited its full 3 s before killing the rest of the group; so the state letter of
+ * /proc/PID/stat (after the last ')', since the command name may hold one) is read too, where
+ * there is one (Linux), and 'Z' or 'X' is dead.
+ */
+export const ALIVE_FN = 'alive() { kill -0 "$1" 2>/dev/null || return 1; s=; read -r s 2>/dev/null < "/proc/$1/stat" || return 0; s=${s##*") "}; case "${s%% *}" in Z|X) return 1;; esac; return 0; }';
+
+/**
  * The orphan watchdog, a shell wrapper: it forks a watcher that holds a pipe from us on fd 3, then
  * execs the program (which keeps the spawned pid and leads its group). When our process dies, even by
  * SIGKILL, the pipe closes; the watcher wakes and kills the program (SIGTERM, then SIGKILL on the
@@ -67,8 +76,9 @@ export function keepLoopAlive<T>(p: Promise<T>): Promise<T> {
  * `startProcess(file, args, { watchdog: name, stdio: [.., .., .., 'pipe'] })`.
  */
 export const ORPHAN_WATCHDOG = [
+  ALIVE_FN,
   '( trap "" TERM INT HUP; read -r _ <&3; kill -TERM $$ 2>/dev/null || exit 0; i=0;' +
-    ' while kill -0 $$ 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; kill -KILL -$$ 2>/dev/null ) &',
+    ' while alive $$ && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; kill -KILL -$$ 2>/dev/null ) &',
   'exec "$@" 3<&-',
 ].join('\n');
 
