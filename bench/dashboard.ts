@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { SseParser, applyEvent } from '../cli/events.js';
 import type { DashState } from '../hub/dashboard/types.js';
-import { CLI, ROOT, arg } from './args.js';
+import { CLI, ROOT, arg, checkArgs } from './args.js';
 import { cpuSeconds, machine } from './proc.js';
 
 const AGENTS = Number(arg('agents', '25'));
@@ -25,6 +25,7 @@ const PHASE_S = Number(arg('phase-s', '20'));
 const ROUNDS = Number(arg('rounds', '2'));
 const BROWSER = arg('browser', '1') === '1';
 const OUT = arg('out', path.join(ROOT, 'bench/results/dashboard.jsonl'));
+checkArgs('dashboard', "What open dashboards cost the hub: swarm up --agents N --driver echo, tasks at a fixed rate, the hub's CPU with no dashboard and with N open ones.");
 const CHROMIUM = process.env.SWARM_CHROMIUM ?? '/usr/bin/chromium';
 const PROMPT = 'the little bird flies home before the rain comes down on the hill';
 

@@ -14,7 +14,7 @@ import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ROOT, arg } from './args.js';
+import { ROOT, arg, flag, checkArgs } from './args.js';
 import { agents, api, bg, hubFile, kill, tally } from './failover-procs.js';
 
 const WORKERS = Number(arg('workers', '25'));
@@ -22,9 +22,10 @@ const TASKS = Number(arg('tasks', '500'));
 const LATENCY = Number(arg('latency-ms', '50'));
 const TRIALS = Number(arg('trials', '10'));
 /** Keep the state dir (logs, journal) of trials over the completion bound, for a look afterwards. */
-const KEEP = process.argv.includes('--keep-slow');
+const KEEP = flag('keep-slow');
 /** The hub is killed at a random moment within this fraction of the fault-free run. */
 const KILL_WITHIN = Number(arg('kill-within', '0.8'));
+checkArgs('failover-e2e', 'Failover with real processes: swarm hub and one swarm worker --failover --count N (echo driver), M tasks, the hub killed at a random moment per trial.');
 
 const emit = (o: unknown) => process.stdout.write(JSON.stringify(o) + '\n');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

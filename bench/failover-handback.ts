@@ -16,7 +16,7 @@ import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ROOT, arg } from './args.js';
+import { ROOT, arg, checkArgs } from './args.js';
 import { agents, api, bg, hubFile, kill, killAll, tally } from './failover-procs.js';
 import { cpuSeconds } from './proc.js';
 
@@ -27,6 +27,7 @@ const LATENCY = Number(arg('latency-ms', '20'));
 const KILL_AFTER = Number(arg('kill-after-ms', '300'));
 const LABEL = arg('label', 'run');
 const OUT = arg('out', path.join(ROOT, 'bench/results/failover-handback.jsonl'));
+checkArgs('failover-handback', "Failover handback cost against the hub's history: swarm hub and one swarm worker --failover --count N (echo driver) on one state dir.");
 
 const emit = (o: Record<string, unknown>) => {
   const line = JSON.stringify({ bench: 'failover-handback', label: LABEL, at: new Date().toISOString(), ...o });

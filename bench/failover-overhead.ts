@@ -15,7 +15,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { CLI, ROOT, arg } from './args.js';
+import { CLI, ROOT, arg, checkArgs } from './args.js';
 
 const AGENTS = Number(arg('agents', '25'));
 const TASKS = Number(arg('tasks', '1000'));
@@ -27,6 +27,7 @@ const IDLE_S = Number(arg('idle-s', '0'));
 const LABEL = arg('label', '');
 /** `msgpack`: hub and workers speak msgpack (`swarm up --msgpack`); NDJSON is the default codec. */
 const CODEC = arg('codec', 'ndjson');
+checkArgs('failover-overhead', 'What failover costs when nothing fails: swarm up --agents N --driver echo with and without failover, alternating.');
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s.length ? (s[(s.length - 1) >> 1]! + s[s.length >> 1]!) / 2 : NaN; };

@@ -12,11 +12,13 @@ import { MemNetwork } from '../worker/gossip/mem-transport.js';
 import { Membership } from '../worker/gossip/membership.js';
 import { GossipNode } from '../worker/gossip/node.js';
 import { TcpTransport } from '../worker/gossip/transport.js';
-import { arg } from './args.js';
+import { arg, flag, checkArgs } from './args.js';
 
 const sizes = arg('sizes', '25,100,200').split(',').map(Number);
 const trials = Number(arg('trials', '20'));
 const realTrials = Number(arg('real-trials', '5'));
+const SIM_ONLY = flag('sim-only');
+checkArgs('failover', 'Failover, the gossip layer on its own: convergence in simulation, then real-process trials.');
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function until(cond: () => boolean, maxMs: number, step = 20): Promise<number | undefined> {
@@ -118,12 +120,12 @@ async function detectionReal(n: number): Promise<number | undefined> {
 }
 
 for (const n of sizes) convergenceSim(n);
-if (!process.argv.includes('--sim-only')) for (const n of sizes) await convergence(n);
+if (!SIM_ONLY) for (const n of sizes) await convergence(n);
 const sim: number[] = [];
 for (let i = 0; i < trials; i++) sim.push(detectionSim(25, 1000 + i));
 out({ bench: 'hub-detection', clock: 'simulated', workers: 25, trials, lapse_ms: 3000, p50_ms: pct(sim, 50), p90_ms: pct(sim, 90), p99_ms: pct(sim, 99), max_ms: Math.max(...sim) });
 const real: number[] = [];
-if (process.argv.includes('--sim-only')) process.exit(0);
+if (SIM_ONLY) process.exit(0);
 for (let i = 0; i < realTrials; i++) { const ms = await detectionReal(25); if (ms !== undefined) real.push(ms); }
 if (real.length) out({ bench: 'hub-detection', clock: 'real', transport: 'tcp-loopback', workers: 25, trials: realTrials, detected: real.length, p50_ms: pct(real, 50), max_ms: Math.round(Math.max(...real)) });
 process.exit(0);

@@ -11,12 +11,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { CLI, arg } from './args.js';
+import { CLI, arg, checkArgs } from './args.js';
 import { makeHosts, namespacesUnavailable, type Host, type HostProc } from './netns.js';
 
 const TASKS = Number(arg('tasks', '3000'));
 const WORKERS = Number(arg('workers', '25'));
 const ROUNDS = Number(arg('rounds', '1'));
+checkArgs('hosts', 'Cross-host bench on the namespace test bed (root, Linux): throughput, dispatch latency and failover detection across hosts.');
 const HUB_PORT = 7070, CONTROL_PORT = 7071;
 
 interface Result { round: number; mode: string; wallMs: number; tasksPerS: number; p50: number; p99: number; detectMs?: number; load: string }

@@ -12,14 +12,15 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ROOT, CLI, arg } from './args.js';
+import { ROOT, CLI, arg, flag, checkArgs } from './args.js';
 import { machine } from './proc.js';
 
 const ROUNDS = Number(arg('rounds', '2'));
 const TASKS = Number(arg('tasks', '1000'));
 const WORKERS = Number(arg('workers', '8'));
-const FAILOVER = process.argv.includes('--failover');
+const FAILOVER = flag('failover');
 const OUT = arg('out', path.join(ROOT, 'bench/results/prefetch-mix.jsonl'));
+checkArgs('prefetch-mix', 'Prefetch against head-of-line blocking: echo tasks, 5% long among short ones, the hub with and without prefetch, alternating.');
 
 function swarm(args: string[], dir: string, input?: string): string {
   const r = spawnSync(process.execPath, [CLI, ...args, '--state-dir', dir], { encoding: 'utf8', input, maxBuffer: 1 << 30 });

@@ -12,9 +12,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { screen } from '../cli/commands/top.js';
 import type { DashState } from '../hub/dashboard/types.js';
-import { CLI, ROOT, arg } from './args.js';
+import { CLI, ROOT, arg, checkArgs } from './args.js';
 
 const OUT = arg('out', path.join(ROOT, 'docs/img'));
+checkArgs('screenshots', "The README's dashboard screenshots, made from a real swarm and headless chromium.");
 const CHROMIUM = process.env.SWARM_CHROMIUM ?? '/usr/bin/chromium';
 const MAX_BYTES = 200 * 1024;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -25,24 +25,25 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
-import { ROOT, CLI, arg } from './args.js';
+import { ROOT, CLI, arg, flag, checkArgs } from './args.js';
 import { api, hubFile } from './failover-procs.js';
 import { cpuSeconds, machine, rssMb } from './proc.js';
 import { TaskStore } from '../hub/store.js';
 import { parseRetain } from '../hub/retention.js';
 
-const TASKS = Number(arg('tasks', '1000000'));
-const RETAIN = arg('retain', '');
-const PROCS = arg('procs', '5');
-const BATCH = Number(arg('batch', '500'));
-const WINDOW = Number(arg('window', '4'));
+const TASKS = Number(arg('tasks', '1000000', 'tasks to submit'));
+const RETAIN = arg('retain', '', 'swarm up --retain (AGE,COUNT; default: the swarm\'s)');
+const PROCS = arg('procs', '5', 'worker processes for the 25 agents');
+const BATCH = Number(arg('batch', '500', 'tasks per POST /tasks'));
+const WINDOW = Number(arg('window', '4', 'batches in flight at once'));
 /** The whole run's bound in minutes: past it the bench stops submitting and checks what it has. */
-const MAX_MIN = Number(arg('max-min', '600'));
-const OUT = arg('out', path.join(ROOT, 'bench/results/soak.jsonl'));
-const JSON_OUT = process.argv.includes('--json');
-const KEEP = process.argv.includes('--keep');
+const MAX_MIN = Number(arg('max-min', '600', 'stop submitting after this many minutes and check what ran'));
+const OUT = arg('out', path.join(ROOT, 'bench/results/soak.jsonl'), 'append the result row to this file');
+const JSON_OUT = flag('json', 'print the result row as JSON');
+const KEEP = flag('keep', 'leave the state dir in place');
 /** Per-process heap figures of the holders (bench/memstat-hook.ts, loaded into every process of the swarm). */
-const MEMSTAT = !process.argv.includes('--no-memstat');
+const MEMSTAT = !flag('no-memstat', 'do not load bench/memstat-hook.ts into the swarm\'s processes (no holders_mem)');
+checkArgs('soak', 'Soak: echo tasks through swarm up --agents 25 (failover on), prompts of 100 B to 16 KB, worker, hub and holder kills at fixed marks;\nreports RSS, hot state and archive bytes, restart times and CPU per task, and checks lost/duplicated/changed.');
 const AGENTS = 25;
 /** Faults by the fraction of tasks done; the CPU windows lie between them, each within one hub's life. */
 const WORKER_KILLS = [0.25, 0.45, 0.65];

@@ -23,7 +23,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ROOT, CLI, arg } from './args.js';
+import { ROOT, CLI, arg, checkArgs } from './args.js';
 import { cpuSeconds, machine, machineCpu, mainThreadSched, pssMb, rssMb, syscalls } from './proc.js';
 
 const TASKS = Number(arg('tasks', '5000'));
@@ -41,6 +41,7 @@ const IDLE_MS = Number(arg('idle-ms', '0'));
 /** Measured batches on each swarm, one after another: the first shows a cold start, the later ones a warm swarm. */
 const BATCHES = Number(arg('batches', '1'));
 const OUT = arg('out', path.join(ROOT, 'bench/results/submit.jsonl'));
+checkArgs('submit', 'End-to-end submit throughput: swarm up -n N --driver echo (with and without failover, alternating), swarm submit --file --wait of M tasks.');
 
 /** CPU seconds of this process's waited-for children so far (fields cutime, cstime of /proc/self/stat). */
 function childrenCpu(): number {

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { arg } from './args.js';
+import { arg, checkArgs } from './args.js';
 import { machine } from './proc.js';
 
 type Validate = (v: unknown) => { ok: boolean };
@@ -20,6 +20,7 @@ const ROUNDS = Number(arg('rounds', '40'));
 const N = Number(arg('n', '2000'));
 const against = arg('against', '');
 const out = arg('out', '');
+checkArgs('validate', 'Validation cost per frame: TASK_REQ and TASK_RES through protocol/validate.ts and tasks through TaskStore.parse, in ns each.');
 
 async function load(name: string, dist: string): Promise<Build> {
   const p = (f: string): string => pathToFileURL(path.join(dist, f)).href;
