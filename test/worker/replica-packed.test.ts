@@ -8,6 +8,8 @@ import { canonicalJson } from '../../protocol/result-mac.js';
 v8.setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 const heapUsed = () => { gc(); gc(); return process.memoryUsage().heapUsed; };
+/** The end of the current job: a WeakRef made in it holds its target until then (as a frame's handler ends, in a worker). */
+const turn = () => new Promise((r) => setImmediate(r));
 
 /** A fresh flat string of `n` characters (a Buffer's decode: no rope sharing another string's bytes). */
 const text = (n: number, seed: number) => {
@@ -86,7 +88,33 @@ t.test('a replica of N final entries of K bytes keeps them off the JS heap, and 
   t.equal(r.get('t-7')!.spec!.prompt, text(K, 7));
   r.forget(r.ids());
   t.equal(r.sizes().blobBytes, 0, 'evicted: no blob bytes left');
+  await turn();
   gc(); gc();
   const freed = process.memoryUsage().arrayBuffers - ext0;
   t.ok(freed < payload * 0.05, `buffers freed with the entries (${freed} B left)`);
+});
+
+t.test('the replicas of one process share one blob per entry (gossip mode gives every member the whole state)', async (t) => {
+  const N = 500, K = 16 * 1024;
+  const a = new Replica(), b = new Replica();
+  await turn();
+  const ext0 = (gc(), process.memoryUsage().arrayBuffers);
+  for (let i = 0; i < N; i++) {
+    const id = `s-${i}`;
+    for (const r of [a, b]) {
+      // Each member decodes its own copy of the same entry.
+      r.merge({ id, spec: { id, prompt: text(K, i) }, seq: i });
+      r.merge({ id, result: { worker: 'w-1', attempt: 1, text: text(K, i + 3) } });
+    }
+  }
+  await turn();
+  gc(); gc();
+  const ext = process.memoryUsage().arrayBuffers - ext0;
+  const payload = 2 * N * K;
+  t.ok(ext < 1.2 * payload, `two replicas, ${(ext / payload).toFixed(2)}x the payload outside the heap`);
+  t.equal(b.get('s-3')!.result!.text, text(K, 6));
+  a.forget(a.ids());
+  t.equal(b.get('s-3')!.spec!.prompt, text(K, 3), 'one replica dropping an entry leaves the other whole');
+  t.ok(b.merge({ id: 's-3', result: { worker: 'w-0', attempt: 1, text: 'another' } }));
+  t.equal(b.get('s-3')!.result!.text, 'another', 'a changed entry gets its own blob');
 });

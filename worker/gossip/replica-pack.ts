@@ -35,6 +35,21 @@ function encode(p: string | undefined, t: string | undefined): Buffer {
   return b;
 }
 
+/**
+ * This process's blobs by task id, so the agents of one process that hold the same entry share its
+ * bytes: in gossip mode every member pulls the whole hot state, and a process runs several members.
+ * Weak: an entry's blob goes when the last replica holding it drops it.
+ */
+const shared = new Map<string, WeakRef<Buffer>>();
+const reaper = new FinalizationRegistry<string>((id) => { if (!shared.get(id)?.deref()) shared.delete(id); });
+function intern(id: string, b: Buffer): Buffer {
+  const had = shared.get(id)?.deref();
+  if (had?.equals(b)) return had;
+  shared.set(id, new WeakRef(b));
+  reaper.register(b, id);
+  return b;
+}
+
 function decode(b: Buffer): { p?: string; t?: string } {
   const pk = b[0]!, tk = b[1]!, pb = b.readUInt32LE(4);
   return {
@@ -59,7 +74,7 @@ export function pack(e: Stored, prev: Stored | undefined): Stored {
   if (p === undefined && t === undefined) { delete out.blob; return out; }
   if (e.spec && !specShell && 'prompt' in e.spec) { const { prompt: _p, ...rest } = e.spec; out.spec = rest; }
   if (e.result && !resultShell && 'text' in e.result) { const { text: _t, ...rest } = e.result; out.result = rest; }
-  out.blob = encode(p, t);
+  out.blob = intern(e.id, encode(p, t));
   return out;
 }
 
