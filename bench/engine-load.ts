@@ -147,8 +147,8 @@ export function measureMemory(set: EngineSet, model: string): MemoryResult {
 }
 
 /** N batched-driver agents on one fresh engine (its own directory), `threads` as `--driver-opt threads=` takes it. */
-export async function batchedEngine(model: string, n: number, threads: string, ctxPerSlot: number, dir: string): Promise<EngineSet & { agents: BatchedDriver[] }> {
-  const agents = Array.from({ length: n }, () => new BatchedDriver({ name: 'batched', model, options: { dir, sequences: String(n), ctx: String(ctxPerSlot), threads } }));
+export async function batchedEngine(model: string, n: number, threads: string, ctxPerSlot: number, dir: string, more: Record<string, string> = {}): Promise<EngineSet & { agents: BatchedDriver[] }> {
+  const agents = Array.from({ length: n }, () => new BatchedDriver({ name: 'batched', model, options: { dir, sequences: String(n), ctx: String(ctxPerSlot), threads, ...more } }));
   await Promise.all(agents.map((a) => a.start()));
   return {
     mode: `batched threads=${threads}`, agents,

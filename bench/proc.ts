@@ -8,6 +8,19 @@ export function cpuSeconds(pid: number): number {
   return ticks / 100; // USER_HZ is 100 on Linux
 }
 
+/** CPU seconds of each thread of a process so far, by thread id (/proc/PID/task/TID/stat). */
+export function threadCpuSeconds(pid: number): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const st = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+      out.set(Number(tid), (Number(f[11]) + Number(f[12])) / 100);
+    } catch { /* thread gone */ }
+  }
+  return out;
+}
+
 /** Read and write system calls a process has made (syscr, syscw of /proc/PID/io): wakes and writes per task. */
 export function syscalls(pid: number): { reads: number; writes: number } {
   const t = fs.readFileSync(`/proc/${pid}/io`, 'utf8');

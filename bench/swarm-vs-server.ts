@@ -3,7 +3,9 @@
  * batched`, `shared` = one llama-server -np N, `per-worker` embedded) versus a bare `llama-server -np N`
  * driven directly at every thread count 1..cores, with and without `-kvu` (the fastest is the bar),
  * same model, same load (N concurrent streams, R requests each, T tokens per request), in one run.
- * Modes: `bare-T`, `bare-kvu-T`, `batched` (the default threads), `batched-T`, `shared`, `per-worker`.
+ * Modes: `bare-T`, `bare-kvu-T`, `batched` (the default threads), `batched-T`, `shared`, `per-worker`,
+ * and `base`: the batched default of another build (SWARM_BENCH_BASE=its checkout, e.g. main's), so a
+ * change and what it replaces meet the same neighbours in one run.
  * `loaded` as the sixth argument runs everything beside as many busy processes as cores.
  * Run: `npm run build && node dist/bench/swarm-vs-server.js [MODEL] [N] [R] [modes,...|default] [quiet|loaded]`;
  * appends to bench/results/swarm-vs-server.jsonl (one line per run, with the load average, which
@@ -30,10 +32,11 @@ const DEFAULT_MODES = [...threadCounts.map((t) => `bare-${t}`), ...threadCounts.
 const modes = (process.argv[5] && process.argv[5] !== 'default' ? process.argv[5] : DEFAULT_MODES).split(',');
 const condition = process.argv[6] === 'loaded' ? 'loaded' : 'quiet';
 const TOKENS = 64;
+const WARM_TASKS = 48; // 3,072 tokens
 const CTX = 512; // per agent: the prompts are short; keeps 25 agents' KV caches small
 
-function swarm(args: string[], input?: string): { code: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', input, timeout: 1_800_000, maxBuffer: 64 * 1024 * 1024 });
+function swarmAt(args: string[], input?: string, cli = CLI): { code: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', input, timeout: 1_800_000, maxBuffer: 64 * 1024 * 1024 });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -52,14 +55,19 @@ function swarmCpu(dir: string): number {
 }
 
 /** Tokens/s of N*R tasks through a running swarm (submit to last result), from the receipts. */
-function throughSwarm(engine: string, extra: string[], label: string) {
+function throughSwarm(engine: string, extra: string[], label: string, cli = CLI) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-'));
+  const swarm = (args: string[], input?: string) => swarmAt(args, input, cli);
   try {
     const up = swarm(['up', '--agents', String(n), '--engine', engine, '--model', model, '--detach', '--json', '--state-dir', dir, '--ready-timeout', '600000', ...extra]);
     if (up.code !== 0) throw new Error(up.stderr);
     const ready = JSON.parse(up.stdout) as { ready_ms: number };
     const lines = (tag: string, k: number) => Array.from({ length: k }, (_, i) => JSON.stringify({ id: `${tag}-${i}`, prompt: 'Once upon a time', max_tokens: TOKENS, temperature: 0, seed: i })).join('\n');
-    swarm(['submit', '--file', '-', '--wait', '--state-dir', dir], lines('warm', n)); // engines warm, like the bare server's warm-up
+    // Warm beyond the bare server's one request per slot: hub, workers and engine are JavaScript, and V8
+    // compiles their hot paths over the first few thousand tokens (the engine's compiler threads took
+    // ~140 µs per token over its first 1,500 tokens, ~14 after 4,500: 15M shape, 8 agents), which a
+    // long-lived swarm does not pay and llama-server, compiled ahead, never does.
+    swarm(['submit', '--file', '-', '--wait', '--state-dir', dir], lines('warm', Math.max(n, WARM_TASKS)));
     const load = os.loadavg()[0];
     const cpu0 = swarmCpu(dir);
     const t0 = performance.now();
@@ -94,7 +102,11 @@ for (const m of modes) {
   else if (m.startsWith('bare-')) rows.push(await bare(Number(m.slice(5)), false));
   else if (m === 'batched') rows.push(throughSwarm('batched', ['--driver-opt', `ctx=${CTX}`], 'swarm batched (default threads)'));
   else if (m.startsWith('batched-')) rows.push(throughSwarm('batched', ['--driver-opt', `threads=${m.slice(8)}`, '--driver-opt', `ctx=${CTX}`], `swarm batched -t ${m.slice(8)}`));
-  else if (m === 'shared') rows.push(throughSwarm('shared', [], 'swarm shared llama-server'));
+  else if (m === 'base') {
+    const base = process.env.SWARM_BENCH_BASE;
+    if (!base) throw new Error('mode base needs SWARM_BENCH_BASE=<another checkout, built>');
+    rows.push(throughSwarm('batched', ['--driver-opt', `ctx=${CTX}`], `base batched (${base})`, path.join(base, 'dist/cli/main.js')));
+  } else if (m === 'shared') rows.push(throughSwarm('shared', [], 'swarm shared llama-server'));
   else if (m === 'per-worker') rows.push(throughSwarm('per-worker', ['--driver-opt', `ctx=${CTX}`], 'swarm per-worker embedded'));
   process.stderr.write(JSON.stringify(rows[rows.length - 1]) + '\n');
 }

@@ -1,0 +1,73 @@
+/**
+ * CPU per generated token: the batched engine alone (in-process drivers, no hub, no workers) against
+ * a bare `llama-server -np N` at the same thread count, each KV layout of both (the engine's unified
+ * cache and a stream per sequence; the server with and without `-kvu`), in rounds that alternate the
+ * four so that a shared machine's drift falls on all of them. Tokens per CPU-second of the engine
+ * process is the figure that counts on a busy machine; the medians over the rounds are reported, and
+ * where the engine's CPU goes: µs per token on its main thread (for the batched engine node-llama-cpp's
+ * JavaScript), on its busiest other thread (llama.cpp's decode and the sampling: the one libuv pool
+ * thread at one thread) and on the rest (V8's compiler and GC helpers, llama.cpp's other threads).
+ * Each engine is warmed with over 3,000 tokens first: V8 compiles the engine's hot paths over its
+ * first few thousand tokens, which a long-lived engine does not pay.
+ * Run: `node dist/bench/engine-cpu.js [MODEL] [N] [R] [THREADS] [ROUNDS]`; appends to
+ * bench/results/engine-cpu.jsonl.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { machine, quantile, threadCpuSeconds } from './proc.js';
+import { batchedEngine, runLoad, sharedServer, type EngineSet } from './engine-load.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const [model = '/work/shared/models/synth-llama-15M-shape-q8_0.gguf', n = '8', r = '3', t = '1', k = '2'] = process.argv.slice(2);
+const N = Number(n), R = Number(r), ROUNDS = Number(k);
+const CTX = 512;
+
+const modes: Record<string, () => Promise<EngineSet>> = {
+  'bare': () => sharedServer(model, N, Number(t), CTX),
+  'bare -kvu': () => sharedServer(model, N, Number(t), CTX, '-kvu'),
+  'batched unified': () => batchedEngine(model, N, t, CTX, fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-cpu-'))),
+  'batched streams': () => batchedEngine(model, N, t, CTX, fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-cpu-')), { kv_unified: '0' }),
+};
+
+const WARM_TOKENS = 3072;
+
+/** µs per token by role: the process's main thread, its busiest other thread, the rest. */
+function split(pid: number, before: Map<number, number>, tokens: number): { main: number; busiest: number; rest: number } {
+  const after = threadCpuSeconds(pid);
+  const used = [...after].map(([tid, s]) => [tid, s - (before.get(tid) ?? 0)] as const);
+  const main = used.find(([tid]) => tid === pid)?.[1] ?? 0;
+  const others = used.filter(([tid]) => tid !== pid).map(([, s]) => s).sort((a, b) => b - a);
+  const us = (s: number): number => Math.round(s / tokens * 1e6);
+  return { main: us(main), busiest: us(others[0] ?? 0), rest: us(others.slice(1).reduce((a, b) => a + b, 0)) };
+}
+
+const runs: { mode: string; round: number; tokens_per_s: number; tokens_per_cpu_s: number; load_1m: number; us_per_token: { main: number; busiest: number; rest: number } }[] = [];
+for (let round = 0; round < ROUNDS; round++) {
+  for (const [mode, start] of Object.entries(modes)) {
+    const set = await start();
+    try {
+      await runLoad(set, Math.ceil(WARM_TOKENS / 64 / N), 64); // warm: model pages, first prompts, V8's compiles
+      const load_1m = os.loadavg()[0]!;
+      const pid = set.pids()[0]!;
+      const before = threadCpuSeconds(pid);
+      const res = await runLoad(set, R, 64);
+      runs.push({ mode, round, tokens_per_s: res.tokens_per_s, tokens_per_cpu_s: res.tokens_per_cpu_s, load_1m, us_per_token: split(pid, before, res.tokens) });
+      console.error(JSON.stringify(runs[runs.length - 1]));
+    } finally { await set.stop(); }
+  }
+}
+const median = (mode: string, f: 'tokens_per_s' | 'tokens_per_cpu_s'): number => quantile(runs.filter((x) => x.mode === mode).map((x) => x[f]), 0.5);
+const medianUs = (mode: string, k: 'main' | 'busiest' | 'rest'): number => quantile(runs.filter((x) => x.mode === mode).map((x) => x.us_per_token[k]), 0.5);
+const bestBare = Math.max(median('bare', 'tokens_per_cpu_s'), median('bare -kvu', 'tokens_per_cpu_s'));
+const summary = Object.fromEntries(Object.keys(modes).map((m) => [m, {
+  tokens_per_s: median(m, 'tokens_per_s'), tokens_per_cpu_s: median(m, 'tokens_per_cpu_s'),
+  cpu_vs_best_bare: Math.round(median(m, 'tokens_per_cpu_s') / bestBare * 100) / 100,
+  us_per_token: { main: medianUs(m, 'main'), busiest: medianUs(m, 'busiest'), rest: medianUs(m, 'rest') },
+}]));
+const out = { bench: 'engine-cpu', machine: machine(), date: new Date().toISOString(), model: path.basename(model), agents: N, requests: R, threads: Number(t), rounds: ROUNDS, summary, runs };
+fs.mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });
+fs.appendFileSync(path.join(ROOT, 'bench/results/engine-cpu.jsonl'), JSON.stringify(out) + '\n');
+console.log(JSON.stringify({ summary, load: os.loadavg() }, null, 2));
+process.exit(0);
