@@ -11,11 +11,12 @@
  */
 import os from 'node:os';
 import { decode, encode } from 'msgpackr';
-import { arg } from './args.js';
+import { arg, checkArgs } from './args.js';
 import { Replica, type Entry } from '../worker/gossip/replica.js';
 
-const TASKS = Number(arg('tasks', '200000'));
-const RETAIN = Number(arg('retain', '20000'));
+const TASKS = Number(arg('tasks', '200000', 'tasks whose deltas are merged'));
+const RETAIN = Number(arg('retain', '20000', 'final entries kept (the oldest are forgotten past it)'));
+checkArgs('holder-churn', "One replica holder's steady state without the swarm: RSS, heap and buffers as deltas merge and the oldest leave.");
 const FRAME = 100;
 
 function rng(seed: number): () => number {
