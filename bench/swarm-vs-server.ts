@@ -3,7 +3,8 @@
  * batched`, `shared` = one llama-server -np N, `per-worker` embedded) versus a bare `llama-server -np N`
  * driven directly at every thread count 1..cores, with and without `-kvu` (the fastest is the bar),
  * same model, same load (N concurrent streams, R requests each, T tokens per request), in one run.
- * Modes: `bare-T`, `bare-kvu-T`, `batched` (the default threads), `batched-T`, `shared`, `per-worker`,
+ * Modes: `bare-T`, `bare-kvu-T`, `batched` (the default threads), `batched-T`, `batched-streams` (a KV
+ * stream per sequence, `kv_unified=0`), `shared`, `per-worker`,
  * and `base`: the batched default of another build (SWARM_BENCH_BASE=its checkout, e.g. main's), so a
  * change and what it replaces meet the same neighbours in one run.
  * `loaded` as the sixth argument runs everything beside as many busy processes as cores.
@@ -101,6 +102,7 @@ for (const m of modes) {
   if (m.startsWith('bare-kvu-')) rows.push(await bare(Number(m.slice(9)), true));
   else if (m.startsWith('bare-')) rows.push(await bare(Number(m.slice(5)), false));
   else if (m === 'batched') rows.push(throughSwarm('batched', ['--driver-opt', `ctx=${CTX}`], 'swarm batched (default threads)'));
+  else if (m === 'batched-streams') rows.push(throughSwarm('batched', ['--driver-opt', 'kv_unified=0', '--driver-opt', `ctx=${CTX}`], 'swarm batched, a KV stream per sequence'));
   else if (m.startsWith('batched-')) rows.push(throughSwarm('batched', ['--driver-opt', `threads=${m.slice(8)}`, '--driver-opt', `ctx=${CTX}`], `swarm batched -t ${m.slice(8)}`));
   else if (m === 'base') {
     const base = process.env.SWARM_BENCH_BASE;
