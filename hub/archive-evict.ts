@@ -65,10 +65,11 @@ export class Evictor {
   }
 
   /** The tombstones as evict records, for the snapshot (replayed before the tasks). */
-  *snapshot(): Iterable<JournalRecord> {
+  *snapshot(floor = 0): Iterable<JournalRecord> {
     for (const g of this.tombstones.groups()) yield { t: 'evict', ids: g.ids, file: g.file, offsets: g.offsets, at: g.at };
-    // The archive's covered end outlives the tombstones (they leave after the window).
-    if (this.mark) yield { t: 'evict', ids: [], file: this.mark.file, offsets: [], at: Date.now(), end: this.mark.end };
+    // The archive's covered end outlives the tombstones (they leave after the window), and so does
+    // the acceptance floor they leave behind (TaskStore.acceptedFloor).
+    if (this.mark) yield { t: 'evict', ids: [], file: this.mark.file, offsets: [], at: Date.now(), end: this.mark.end, ...(floor ? { floor } : {}) };
   }
 
   private advance(p: ArchivePlace): void {
@@ -151,7 +152,7 @@ export class Evictor {
       this.retention.drop(take.length);
       recs.forEach((r, i) => {
         this.host.remove(r.id);
-        this.tombstones.add(r.id, { file: loc.file, offset: loc.offsets[i]!, at: now });
+        this.tombstones.add(r.id, { file: loc.file, offset: loc.offsets[i]!, at: now, acc: r.submittedAt });
       });
       this.evictedTotal += recs.length;
       total += recs.length;

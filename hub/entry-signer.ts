@@ -1,5 +1,5 @@
 import type { ReplicaEntry } from '../protocol/index.js';
-import { hubKey, hubSignResult, hubSignSpec } from '../protocol/result-mac.js';
+import { hubKey, hubSignResult, hubSignSpecAt } from '../protocol/result-mac.js';
 
 /**
  * Signs what the hub replicates (protocol/result-mac.ts), so a hub of this swarm that lost its
@@ -13,10 +13,11 @@ export class EntrySigner {
 
   constructor(token: string | undefined) { if (token) this.key = hubKey(token); }
 
-  spec(e: ReplicaEntry): void {
+  /** `at`: when the hub accepted the task, signed with the spec (protocol/result-mac.ts `sh2.`). */
+  spec(e: ReplicaEntry, at: number): void {
     if (!this.key || !e.spec) return;
     let mac = this.specs.get(e.spec);
-    if (!mac) { mac = hubSignSpec(this.key, e.spec); this.specs.set(e.spec, mac); }
+    if (!mac) { mac = hubSignSpecAt(this.key, e.spec, at); this.specs.set(e.spec, mac); }
     e.spec_mac = mac;
   }
 

@@ -1,5 +1,5 @@
 import type { ReplicaEntry } from '../protocol/index.js';
-import { hubKey, verifyResult, verifySpec } from '../protocol/result-mac.js';
+import { hubKey, signedAcceptance, verifyResult, verifySpec } from '../protocol/result-mac.js';
 import { isFinal, type TaskRecord } from './task.js';
 
 /** An entry of a HANDBACK the hub did not take, and why. */
@@ -11,6 +11,11 @@ export interface ScreenContext {
   get(id: string): TaskRecord | undefined;
   /** True if this worker id is connected now. */
   live(worker: string): boolean;
+  /**
+   * Every task this hub accepted at or before this time is either known here or was evicted and
+   * forgotten (TaskStore.acceptedFloor): an unknown one signed with such an acceptance time is not new work.
+   */
+  acceptedFloor?: number;
 }
 
 /**
@@ -21,7 +26,9 @@ export interface ScreenContext {
  *   - its task is leased to another worker that is connected: that worker's answer is the one to
  *     record, and the task is held from dispatch only for the worker that offered it;
  *   - its task is unknown here and its spec carries no valid MAC: a task is created only from what
- *     the journal or a verifiable replica knows.
+ *     the journal or a verifiable replica knows;
+ *   - its task is unknown here and the hub signed its spec with an acceptance time at or before
+ *     `acceptedFloor`: evicted after its duplicate window, so it ran and is in the archive.
  * A result for a task already final passes unchecked: it records nothing (a duplicate).
  */
 export function screenHandback(entries: readonly ReplicaEntry[], ctx: ScreenContext): { accept: ReplicaEntry[]; refused: Refusal[] } {
@@ -44,6 +51,8 @@ function check(e: ReplicaEntry, ctx: ScreenContext, hk: string | undefined): str
     if (!e.spec) return text !== undefined ? 'unknown task, and the entry has no spec' : undefined;
     if (e.spec.id !== e.id) return `spec id ${e.spec.id} is not the entry's id`;
     if (ctx.token && !verifySpec(ctx.token, e.spec, e.spec_mac, hk)) return 'unknown task, and its spec has no valid MAC';
+    const at = ctx.token ? signedAcceptance(e.spec_mac) : undefined;
+    if (at !== undefined && ctx.acceptedFloor !== undefined && at <= ctx.acceptedFloor) return 'evicted after its duplicate window (accepted before what the hub remembers): see the results archive';
   }
   if (!r || text === undefined) return undefined;
   if (ctx.token && !verifyResult(ctx.token, e.id, { worker: r.worker, attempt: r.attempt, text, mac: r.mac }, hk)) {

@@ -17,7 +17,7 @@ export type JournalRecord =
    * ids for the duplicate window (hub/retention.ts). `end`: the archive file's length after the
    * write, so a restart knows which archived lines no evict record covers (hub/archive-evict.ts).
    */
-  | { t: 'evict'; ids: string[]; file: number; offsets: number[]; at: number; end?: number };
+  | { t: 'evict'; ids: string[]; file: number; offsets: number[]; at: number; end?: number; /** TaskStore.acceptedFloor when the snapshot was written. */ floor?: number };
 
 /** Where the check fields start: JSON escapes every `"` inside strings, so this suffix cannot come from data. */
 const TAIL = ',"_n":';

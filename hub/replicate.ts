@@ -244,7 +244,7 @@ export class HubReplicator {
    */
   entry(rec: TaskRecord, withSpec: boolean): ReplEntry {
     const e: ReplEntry = { id: rec.id };
-    if (withSpec) { e.spec = rec.spec; e.seq = rec.seq; this.signer.spec(e); }
+    if (withSpec) { e.spec = rec.spec; e.seq = rec.seq; this.signer.spec(e, rec.submittedAt); }
     if (rec.result) {
       const big = rec.result.text.length > (this.opts.maxText ?? 64 * 1024);
       e.result = { worker: rec.result.worker, attempt: rec.result.attempt, text: big ? undefined : rec.result.text };
@@ -416,7 +416,7 @@ export class HubReplicator {
     try {
       rep = await mergeSliced(entries, {
         final, has: (id) => store.queue.has(id), submitMany: (specs) => this.submit(specs), complete: (id, r) => store.complete(id, r),
-      }, { token: this.opts.token, get: (id) => store.queue.get(id), live: (id) => this.opts.live?.(id) ?? false });
+      }, { token: this.opts.token, get: (id) => store.queue.get(id), live: (id) => this.opts.live?.(id) ?? false, acceptedFloor: store.acceptedFloor });
     } catch (err) {
       this.log.warn({ err, worker: w.id }, 'handback failed');
       w.conn.sendError('SWARM_ERR_BAD_PAYLOAD', `handback: ${(err as Error).message}`.slice(0, 4000), { re: msg.id });

@@ -93,7 +93,7 @@ export class Retention {
 }
 
 /** Where an evicted task's archive line is, and when it left the hot state. */
-export interface Tombstone { file: number; offset: number; at: number }
+export interface Tombstone { file: number; offset: number; at: number; /** When the task was accepted, where known (evicted by this hub). */ acc?: number }
 
 /**
  * Evicted ids, remembered for the duplicate window after they leave the hot state (as JetStream
@@ -110,6 +110,8 @@ export class Tombstones {
    */
   private order: [string, Tombstone][] = [];
   private head = 0;
+  /** The latest acceptance time among the ids forgotten since the hub started (that had one). */
+  forgottenAccepted = 0;
   /** At most this many ids (about 100 bytes each): the horizon's count, and never fewer than the default's. */
   readonly cap: number;
 
@@ -134,7 +136,10 @@ export class Tombstones {
 
   private dropOldest(): void {
     const [id, t] = this.order[this.head++]!;
-    if (this.map.get(id) === t) this.map.delete(id);
+    if (this.map.get(id) === t) {
+      this.map.delete(id);
+      if (t.acc !== undefined && t.acc > this.forgottenAccepted) this.forgottenAccepted = t.acc;
+    }
     if (this.head > 65_536 && this.head * 2 > this.order.length) { this.order = this.order.slice(this.head); this.head = 0; }
   }
 

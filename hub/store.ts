@@ -123,6 +123,8 @@ export class TaskStore {
       orphans: 0,
     };
     store.replay(records);
+    // A damaged line may have been any task's: with damage, only ids this hub forgets itself are refused.
+    if (damage.length) store.openFloor = 0;
     store.damage.orphans = store.orphans.size;
     // Before the horizon is loaded: tasks archived just before a crash leave the hot state, not archived again.
     await store.evictor.recover(stateDir);
@@ -140,8 +142,23 @@ export class TaskStore {
   /** Journal counters (undefined without a state directory). */
   get journalStats(): JournalStats | undefined { return this.journal?.stats; }
 
+  /**
+   * The latest acceptance or eviction time the journal held at open. A task accepted before it is
+   * in the journal (the hub writes in time order and loses at most a tail), so a task unknown here
+   * that was accepted before it was evicted and forgotten. Frozen at open: a tail lost in a crash
+   * was accepted after every record that survived, and tasks accepted since must not overtake it.
+   */
+  private openFloor = 0;
+
+  /** Tasks this hub accepted at or before this time are known here, or were evicted and forgotten (handback-check.ts). */
+  get acceptedFloor(): number { return Math.max(this.openFloor - 1, this.evictor.tombstones.forgottenAccepted); }
+
   private replay(records: JournalRecord[]): void {
     for (const r of records) {
+      // Not an evict record without ids: the snapshot writes it with the time it was written, which
+      // tasks accepted meanwhile (in the journal's tail) may precede. It carries the floor as it was.
+      if ((r.t === 'task' || (r.t === 'evict' && r.ids.length)) && r.at > this.openFloor) this.openFloor = r.at;
+      if (r.t === 'evict' && typeof r.floor === 'number' && r.floor + 1 > this.openFloor) this.openFloor = r.floor + 1;
       if (r.t === 'task') {
         if (this.q.has(r.spec.id)) continue;
         r.spec.priority ??= 0;
@@ -168,7 +185,7 @@ export class TaskStore {
   *snapshot(): Iterable<JournalRecord> {
     for (const m of this.metas) yield { t: 'meta', kind: m.kind, data: m.data, at: m.at, ...(m.unchecked ? { unchecked: true as const } : {}) };
     // Before the tasks: an id accepted again after its window is hot, and must stay so on replay.
-    yield* this.evictor.snapshot();
+    yield* this.evictor.snapshot(this.acceptedFloor);
     const { task, final } = this.unchecked;
     for (const r of this.q.all()) {
       yield { t: 'task', spec: r.spec, at: r.submittedAt, ...(task.size && task.has(r.id) ? { unchecked: true as const } : {}) };

@@ -14,6 +14,7 @@ import { safeEqual, workerCredential } from './auth.js';
  *           `rh1.` the same under the hub key, with the worker id after the attempt
  *   spec:   `sw1.<hex>.<worker>` HMAC-SHA256(workerCredential(token, worker), "swarm-spec\n" canonical JSON)
  *           `sh1.<hex>` the same under the hub key
+ *           `sh2.<at>.<hex>` the same with the time the hub accepted the task ("swarm-spec-at\n" at "\n" JSON)
  * The hub key is HMAC-SHA256(token, "swarm-hub-origin"), hex.
  */
 
@@ -69,10 +70,27 @@ export function hubSignSpec(hk: string, spec: unknown): string {
   return 'sh1.' + hmac(hk, 'swarm-spec', canonicalJson(spec));
 }
 
+/**
+ * The hub's MAC of a task spec and of the time it accepted the task. The time lets a hub refuse a
+ * handback of a task it evicted so long ago that it no longer remembers the id: one it accepted
+ * before what it still remembers (see `signedAcceptance`).
+ */
+export function hubSignSpecAt(hk: string, spec: unknown, at: number): string {
+  return `sh2.${at}.` + hmac(hk, 'swarm-spec-at', at, canonicalJson(spec));
+}
+
+/** The acceptance time a hub signed into a spec's MAC (`sh2.`), if it did; verify the MAC first. */
+export function signedAcceptance(mac: unknown): number | undefined {
+  if (typeof mac !== 'string' || !mac.startsWith('sh2.')) return undefined;
+  const at = Number(mac.slice(4, mac.indexOf('.', 4)));
+  return Number.isSafeInteger(at) && at >= 0 ? at : undefined;
+}
+
 /** True if `mac` is a valid MAC of `spec` by a worker of this swarm or by a hub of it. */
 export function verifySpec(token: string, spec: unknown, mac: unknown, hk = hubKey(token)): boolean {
   if (typeof mac !== 'string') return false;
   if (mac.startsWith('sh1.')) return safeEqual(mac, hubSignSpec(hk, spec));
+  if (mac.startsWith('sh2.')) { const at = signedAcceptance(mac); return at !== undefined && safeEqual(mac, hubSignSpecAt(hk, spec, at)); }
   if (mac.startsWith('sw1.') && mac.length > 4 + 64 + 1 && mac[68] === '.') {
     const worker = mac.slice(69);
     return safeEqual(mac, signSpec(workerCredential(token, worker), worker, spec));

@@ -21,6 +21,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/hub/replicate-events.test.ts',
   'test/hub/runs-api.test.ts',
   'test/hub/store.test.ts',
+  'test/hub/handback-forgotten.test.ts',
   'test/hub/store-durable.test.ts',
   'test/hub/task-bounds.test.ts',
   'test/hub/task-check.test.ts',

@@ -131,7 +131,7 @@ t.test('what the hub replicates carries its MAC, which it verifies when handed b
   await hub.submit([{ id: 's-1', prompt: 'one' }]);
   t.equal(await hub.store.complete('s-1', { text: 'done', worker: 'w-4', attempt: 1 }), 'recorded');
   const e = hub.failover.entry(hub.store.queue.get('s-1')!, true);
-  t.match(e.spec_mac, /^sh1\.[0-9a-f]{64}$/);
+  t.match(e.spec_mac, /^sh2\.\d+\.[0-9a-f]{64}$/, 'signed with the time the hub accepted it');
   t.match(e.result?.mac, /^rh1\.[0-9a-f]{64}$/);
   const { hub: hub2, addr: addr2, stop: stop2 } = await startHub({ token: TOKEN });
   t.teardown(stop2);
