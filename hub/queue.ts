@@ -61,6 +61,9 @@ export class TaskQueue {
     return rec;
   }
 
+  /** The next task's submission order: every task added so far has a lower `seq`. */
+  get nextSeq(): number { return this.seq; }
+
   /** Lease the best ready task this worker may run, or undefined. */
   next(w: WorkerView): TaskRecord | undefined {
     const item = this.ready.next(w);

@@ -29,6 +29,15 @@ export interface FeedOptions {
    * one turn, and the handshakes of the other workers rejoining a restarted hub timed out behind it.
    */
   turnBytes?: number;
+  /**
+   * A task's submission order (its `seq`), if it is still in the store, and the next task's: a
+   * whole-state sync covers the tasks there when it starts, and while it is under way a change to one
+   * of them it has not reached yet is not sent as a delta (the sync reads the task as it is when it
+   * gets there). Tasks submitted since go as deltas. Without these every delta is sent, and a whole
+   * sync runs to the store's tail.
+   */
+  seqOf?: (id: string) => number | undefined;
+  nextSeq?: () => number;
   log: Logger;
 }
 
@@ -49,7 +58,7 @@ export class HolderFeed {
    * window's do not. `upTo`: in a resumed sync, the records up to this seq come first and carry no
    * mark (they bring the part the holder had up to date); -1 in a fresh one.
    */
-  private sync?: { iter: Iterator<TaskRecord>; part: number; left: number; whole: boolean; upTo: number };
+  private sync?: { iter: Iterator<TaskRecord>; part: number; left: number; whole: boolean; upTo: number; reached: number; end: number };
   /** The sync position the holder was last told (none: complete); undefined: told nothing it may keep. */
   private at?: { seq?: number };
   /** The last mark sent: the holder's own mark (it keeps the last one it got), what a resume starts from. */
@@ -57,7 +66,7 @@ export class HolderFeed {
   private waiting = false;
   private yielded = false;
   private stopped = false;
-  readonly stats = { frames: 0, syncs: 0, overflows: 0, waits: 0, yields: 0 };
+  readonly stats = { frames: 0, syncs: 0, overflows: 0, waits: 0, yields: 0, skipped: 0 };
 
   constructor(
     private readonly link: FeedLink,
@@ -79,6 +88,9 @@ export class HolderFeed {
 
   /** Queue a chunk of deltas (shared with the other holders: encoded once). */
   delta(c: Chunk): void {
+    const ahead = this.ahead(c);
+    if (!ahead) return;
+    c = ahead;
     if (this.backlog + c.json.length > this.opts.maxBacklog) {
       // A holder this far behind gets the state instead of the history of its changes.
       this.stats.overflows++;
@@ -99,6 +111,28 @@ export class HolderFeed {
     this.queue({ payload: { full: false, entries: c.entries }, json: `{"full":false,"entries":[${c.json}]}`, entries: c.json, ver: this.mark?.().ver });
   }
 
+  /**
+   * The part of a delta chunk to send now (undefined: none of it): a whole sync under way reads the
+   * tasks it covers and has not reached yet when it gets there. A whole sync used to run to the
+   * store's tail, where new tasks arrive: after a hub restart each holder's sync of the whole hot state
+   * plus every delta of the tasks submitted meanwhile (each such task sent twice, as deltas and again
+   * by the sync) came to more than a holder took at full load, so the syncs never ended, the holders
+   * kept falling behind, and the hub re-encoded and re-signed those tasks for the rest of its life
+   * (its CPU per task a step above a fresh hub's). Now a task goes either by the sync (the tasks there
+   * when it started) or by deltas (those submitted since: their specs still reach the holder before
+   * the submitter hears "accepted"), once.
+   */
+  private ahead(c: Chunk): Chunk | undefined {
+    const s = this.sync;
+    const seqOf = this.opts.seqOf;
+    if (!s?.whole || !seqOf || s.reached === Infinity) return c;
+    const keep = c.entries.filter((e) => { const q = seqOf(e.id); return q === undefined || q <= s.reached || q >= s.end; });
+    this.stats.skipped += c.entries.length - keep.length;
+    if (keep.length === c.entries.length) return c;
+    if (!keep.length) return undefined;
+    return { entries: keep, json: keep.map((e) => JSON.stringify(e)).join(',') };
+  }
+
   /** Queue an eviction (`json` is the payload's text), in order behind the deltas before it. */
   evict(ids: string[], json: string): void {
     this.queue({ payload: { full: false, entries: [], evicted: ids }, json, evict: true });
@@ -116,7 +150,7 @@ export class HolderFeed {
    */
   startSync(records: Iterable<TaskRecord> = this.state(), limit = Infinity, whole = limit === Infinity): void {
     this.stats.syncs++;
-    this.sync = { iter: records[Symbol.iterator](), part: 0, left: limit, whole, upTo: -1 };
+    this.sync = { iter: records[Symbol.iterator](), part: 0, left: limit, whole, upTo: -1, reached: -1, end: this.end(whole) };
     this.pump();
   }
 
@@ -127,9 +161,12 @@ export class HolderFeed {
   resumeSync(records: Iterable<TaskRecord>, upTo: number): void {
     this.stats.syncs++;
     this.at = undefined;
-    this.sync = { iter: records[Symbol.iterator](), part: 0, left: Infinity, whole: true, upTo };
+    this.sync = { iter: records[Symbol.iterator](), part: 0, left: Infinity, whole: true, upTo, reached: upTo, end: this.end(true) };
     this.pump();
   }
+
+  /** Where a sync starting now ends: the tasks submitted from here on go as deltas (a repair window has its own bound). */
+  private end(whole: boolean): number { return whole && this.opts.seqOf && this.opts.nextSeq ? this.opts.nextSeq() : Infinity; }
 
   /** A payload with the holder's mark, and its JSON (the head, then the entries' text as it is: no copy of it). */
   private marked<P extends Payload<'STATE'>>(payload: P, head: string, entries: string, m: SyncMark): [P, string] {
@@ -177,8 +214,11 @@ export class HolderFeed {
     let size = 0;
     while (s.left > 0 && size < this.opts.chunkBytes) {
       const n = s.iter.next();
-      if (n.done) { s.left = 0; break; }
+      // Records come in submission order (a resumed sync's changed ones first, all at or below upTo);
+      // from `end` on they are the tasks submitted since the sync began, which went as deltas.
+      if (n.done || n.value.seq >= s.end) { s.left = 0; break; }
       s.left--;
+      if (n.value.seq > s.reached) s.reached = n.value.seq;
       const e = this.build(n.value);
       entries.push(e);
       // Sized as chunks() sizes it (the encoding is done there once): a rough bound is enough here.

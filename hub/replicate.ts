@@ -130,6 +130,11 @@ export class HubReplicator {
 
   views(): FailoverView[] { return [...this.peers.values()].map((p) => p.view); }
 
+  /** Each holder's feed: a sync under way, and its counters (a holder kept behind shows here). */
+  feedViews(): { holder: string; syncing: boolean; frames: number; syncs: number; overflows: number; skipped: number }[] {
+    return [...this.feeds].map(([w, f]) => ({ holder: w.id, syncing: f.syncing, frames: f.stats.frames, syncs: f.stats.syncs, overflows: f.stats.overflows, skipped: f.stats.skipped }));
+  }
+
   /** Ids of the workers that hold the replicated state now. */
   holders(): string[] { return this.holding.map((w) => w.id); }
 
@@ -215,6 +220,7 @@ export class HubReplicator {
         get isClosed() { return conn.isClosed; },
       }, (r) => this.entry(r, true), () => this.store().queue.all(), {
         chunkBytes: this.opts.chunkBytes ?? 256 * 1024, maxBacklog: this.opts.maxBacklog ?? 4 * 1024 * 1024, log: this.log.child({ holder: w.id }),
+        seqOf: (id) => this.store().queue.get(id)?.seq, nextSeq: () => this.store().queue.nextSeq,
       }, (seq) => this.versions.mark(seq), (m) => {
         const r = this.lacking(m);
         if (r) this.stats.behindResumed++; else this.stats.behindRestarted++;

@@ -14,7 +14,7 @@ import { TaskSpecSchema, isFinal, type TaskInput, type TaskRecord, type TaskResu
 export type { StoreEvent } from './store-events.js';
 
 /** What of the queue others may read; every change goes through a TaskStore method. */
-export type QueueView = Pick<TaskQueue, 'get' | 'has' | 'all' | 'counts' | 'pending' | 'nextReadyAt' | 'opts' | 'heldCount'>;
+export type QueueView = Pick<TaskQueue, 'get' | 'has' | 'all' | 'counts' | 'pending' | 'nextReadyAt' | 'opts' | 'heldCount' | 'nextSeq'>;
 
 /** A result or failure whose journal write failed is run again after this long, not at once on a full disk. */
 const RETRY_AFTER_JOURNAL_ERROR_MS = 1000;

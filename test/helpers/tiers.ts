@@ -55,6 +55,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/hub/holder-settle.test.ts',
   'test/hub/replicate-resume.test.ts',
   'test/hub/replicate-behind.test.ts',
+  'test/hub/replicate-feed-ahead.test.ts',
   'test/hub/journal-replay.test.ts',
   'test/topologies/experiment-run.test.ts',
   'test/topologies/topologies-hub.test.ts',
