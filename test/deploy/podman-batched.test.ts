@@ -11,31 +11,25 @@ import { renderDeployment } from '../../deploy/render/index.js';
 import { api, until } from '../helpers/cli.js';
 import { freePorts } from '../helpers/failover.js';
 import { STORIES } from '../helpers/llama.js';
-import { buildImage, hasPodman, podman, removeAll } from '../helpers/podman.js';
+import { podman, podmanMissing, removeAll, sharedImage } from '../helpers/podman.js';
 
-const TAG = `batched-test-${process.pid}`;
-const IMAGE = `localhost/swarm:${TAG}`;
-const BASE = `localhost/swarm-node-base:${TAG}`;
 const NAME = `swarm-b${process.pid}`;
 const TOKEN = 'batched-test-token-0123456789';
 const AGENTS = 3;
 
 t.test('podman: the default render runs 3 agents in one worker container on one batched engine', { timeout: 1_200_000 }, async (t) => {
-  if (!hasPodman || !fs.existsSync(STORIES)) {
-    if (process.env.CI === 'true') t.fail(!hasPodman ? 'podman not found (CI runs deploy/ci-install.sh)' : `test model ${STORIES} missing`);
-    else t.skip(!hasPodman ? 'podman not installed' : `no ${STORIES}`, () => {});
-    return;
-  }
+  if (podmanMissing(t, STORIES)) return;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-podman-batched-'));
   const yaml = path.join(dir, 'swarm-podman.yaml');
   t.teardown(() => {
     if (fs.existsSync(yaml)) podman(['kube', 'down', yaml]);
-    removeAll({ pods: [`${NAME}-hub`, `${NAME}-workers`], images: [IMAGE, BASE] });
+    removeAll({ pods: [`${NAME}-hub`, `${NAME}-workers`] });
     fs.rmSync(dir, { recursive: true, force: true });
   });
-  const build = buildImage(IMAGE, BASE);
-  t.equal(build.code, 0, 'image builds');
+  const build = await sharedImage();
+  t.equal(build.code, 0, `image ${build.built ? 'builds' : 'shared'} (${build.image})`);
   if (build.code !== 0) { t.comment(build.out.slice(-3000)); return; }
+  const IMAGE = build.image;
 
   const state = path.join(dir, 'state');
   const workerState = path.join(dir, 'workers');

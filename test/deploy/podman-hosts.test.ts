@@ -11,22 +11,16 @@ import { Checker, journalResults, type FinalTask } from '../helpers/checker.js';
 import { swarm, tempDir } from '../helpers/cli.js';
 import { agents, type AgentView } from '../helpers/failover.js';
 import { makeHosts, requireNamespaces, type Host } from '../helpers/netns.js';
-import { buildImage, hasPodman, podman, removeAll } from '../helpers/podman.js';
+import { podman, podmanMissing, removeAll, sharedImage } from '../helpers/podman.js';
 import { until } from '../helpers/wait.js';
 
-const TAG = `podman-hosts-${process.pid}`;
-const IMAGE = `localhost/swarm:${TAG}`;
-const BASE = `localhost/swarm-node-base:${TAG}`;
 const NAME = `swh${process.pid}`;
 const AGENTS = 3;
 const TASKS = 60;
 const UID = 10001; // the image's user: it must be able to read the keys and write the state folders
 
 t.test('podman on two hosts: the rendered pods run in two namespaces; the hub\'s pod killed mid-run: gossip, handback, nothing lost', { timeout: 900_000 }, async (t) => {
-  if (!hasPodman) {
-    if (process.env.CI === 'true') t.fail('podman not found (CI runs deploy/ci-install.sh)'); else t.skip('podman not installed', () => {});
-    return;
-  }
+  if (podmanMissing(t)) return;
   if (!requireNamespaces(t)) return;
   // tempDir first: teardowns run last-registered first, so the pods and namespaces go before the folders.
   const dir = tempDir(t);
@@ -36,12 +30,13 @@ t.test('podman on two hosts: the rendered pods run in two namespaces; the hub\'s
   const hubPod = `${NAME}-hub`, workerPod = `${NAME}-workers-w1`;
   bed.onCleanup(() => {
     for (const f of ['swarm-hub.yaml', 'swarm-w1.yaml']) if (fs.existsSync(path.join(out, f))) podman(['kube', 'down', path.join(out, f)]);
-    removeAll({ pods: [hubPod, workerPod], images: [IMAGE, BASE] });
+    removeAll({ pods: [hubPod, workerPod] });
   });
 
-  const build = buildImage(IMAGE, BASE);
-  t.equal(build.code, 0, 'image builds (base from the host\'s node, no registry)');
+  const build = await sharedImage();
+  t.equal(build.code, 0, `image ${build.built ? 'builds (base from the host\'s node, no registry)' : 'shared'} (${build.image})`);
   if (build.code !== 0) { t.comment(build.out.slice(-3000)); return; }
+  const IMAGE = build.image;
 
   // Folders as the operator makes them (docs/deploy.md): certificates, the hub's journal, the workers' state.
   const state = path.join(dir, 'hosts');

@@ -2,11 +2,11 @@
 // `podman kube play` a hub pod and a pod of 3 workers with stories260K mounted read-only and failover on,
 // run tasks through the hub's control API, kill the hub's container mid-run and see the workers finish
 // by gossip, start the hub's container again and see every result handed back once, and check that
-// `podman kube down` and the teardown leave no pod, container or image behind.
+// `podman kube down` and the teardown leave no pod or container behind (the image is shared by the
+// podman tests, one per content: test/helpers/podman.ts `sharedImage`).
 // Networking: both pods use the host network namespace bound to 127.0.0.1 (no bridge, loopback only);
 // the workers' peer ports are loopback ports too (as in a pod of its own, where they share the pod's).
 // Under CI=true a missing podman FAILS (CI installs it with deploy/ci-install.sh); otherwise it skips.
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,42 +15,32 @@ import { renderDeployment } from '../../deploy/render/index.js';
 import { api, until } from '../helpers/cli.js';
 import { agents, freePorts, submit, tally, type AgentView } from '../helpers/failover.js';
 import { STORIES } from '../helpers/llama.js';
-import { ROOT, hasPodman, podman, removeAll } from '../helpers/podman.js';
+import { podman, podmanMissing, removeAll, sharedImage } from '../helpers/podman.js';
 
-// Names carry the pid: a second run of this file on the same host (another checkout) does not collide.
-const TAG = `podman-test-${process.pid}`;
-const IMAGE = `localhost/swarm:${TAG}`;
-const BASE = `localhost/swarm-node-base:${TAG}`;
+// Pod names carry the pid: a second run of this file on the same host (another checkout) does not collide.
 const NAME = `swarm-t${process.pid}`;
 const TOKEN = 'podman-test-token-0123456789';
 const WORKERS = 3;
 const TASKS = 60;
 
 t.test('podman: build, kube play hub + 3 workers, tasks, hub killed -> gossip -> handback, kube down', { timeout: 1_200_000 }, async (t) => {
-  if (!hasPodman) {
-    if (process.env.CI === 'true') t.fail('podman not found (CI runs deploy/ci-install.sh)'); else t.skip('podman not installed', () => {});
-    return;
-  }
-  if (!fs.existsSync(STORIES)) {
-    if (process.env.CI === 'true') t.fail(`test model ${STORIES} missing`); else t.skip(`no ${STORIES}`, () => {});
-    return;
-  }
+  if (podmanMissing(t, STORIES)) return;
   // Everything this test creates goes, pass or fail: pods and containers (kube down, then by name),
-  // the image, the base image, and any stage image a build left (scoped to the Containerfile's stage label).
+  // and any stage image a build left (scoped to the Containerfile's stage label).
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-podman-'));
   const yaml = path.join(dir, 'swarm-podman.yaml');
   t.teardown(() => {
     if (fs.existsSync(yaml)) podman(['kube', 'down', yaml]);
-    removeAll({ pods: [`${NAME}-hub`, `${NAME}-workers`], images: [IMAGE, BASE] });
+    removeAll({ pods: [`${NAME}-hub`, `${NAME}-workers`] });
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  const base = execFileSync(path.join(ROOT, 'deploy/container/make-base-image.sh'), [BASE], { encoding: 'utf8' }).trim();
-  t.equal(base, BASE);
-  // --layers=false: no stage image or layer cache is kept, so the build leaves nothing untagged behind
-  const build = podman(['build', '--layers=false', '--format', 'docker', '--network', 'none', '--build-arg', `BASE_IMAGE=${BASE}`, '-t', IMAGE, '.'], 900_000);
-  t.equal(build.code, 0, 'image builds');
+  // The image of this checkout's content, built by the first podman test that needs it (base from the
+  // host's node with `podman import`; --layers=false, so a build leaves no stage image or layer cache).
+  const build = await sharedImage();
+  t.equal(build.code, 0, `image ${build.built ? 'builds' : 'shared'} (${build.image})`);
   if (build.code !== 0) { t.comment(build.out.slice(-3000)); return; }
+  const IMAGE = build.image;
   const size = Number(podman(['image', 'inspect', IMAGE, '--format', '{{.Size}}']).out.trim());
   t.ok(size > 0 && size < 150e6, `image ${(size / 1e6).toFixed(1)} MB < 150 MB`);
   t.equal(podman(['images', '-a', '-q', '--filter', 'label=io.swarm.stage']).out.trim(), '', 'no build-stage image left behind');
