@@ -13,24 +13,14 @@ import os from 'node:os';
 import { decode, encode } from 'msgpackr';
 import { arg, checkArgs } from './args.js';
 import { Replica, type Entry } from '../worker/gossip/replica.js';
+import { soakPrompt } from './soak-prompt.js';
 
 const TASKS = Number(arg('tasks', '200000', 'tasks whose deltas are merged'));
 const RETAIN = Number(arg('retain', '20000', 'final entries kept (the oldest are forgotten past it)'));
 checkArgs('holder-churn', "One replica holder's steady state without the swarm: RSS, heap and buffers as deltas merge and the oldest leave.");
 const FRAME = 100;
 
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => { a = (a + 0x6d2b79f5) >>> 0; let t = a; t = Math.imul(t ^ (t >>> 15), t | 1); t ^= t + Math.imul(t ^ (t >>> 7), t | 61); return ((t ^ (t >>> 14)) >>> 0) / 4294967296; };
-}
-/** bench/soak.ts's prompt of task i. */
-function prompt(i: number): string {
-  const r = rng(i * 2654435761);
-  const size = Math.floor(100 * Math.pow(16384 / 100, r()));
-  let s = `soak ${i}`;
-  while (s.length < size) s += ' ' + Math.floor(r() * 2 ** 52).toString(36).padEnd(11, 'z').repeat(4).slice(0, 40);
-  return s.slice(0, size);
-}
+const prompt = soakPrompt;
 
 async function main(): Promise<void> {
   const r = new Replica();

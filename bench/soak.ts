@@ -30,6 +30,7 @@ import { api, hubFile } from './failover-procs.js';
 import { cpuSeconds, machine, rssMb } from './proc.js';
 import { TaskStore } from '../hub/store.js';
 import { parseRetain } from '../hub/retention.js';
+import { soakPrompt } from './soak-prompt.js';
 
 const TASKS = Number(arg('tasks', '1000000', 'tasks to submit'));
 const RETAIN = arg('retain', '', 'swarm up --retain (AGE,COUNT; default: the swarm\'s)');
@@ -58,19 +59,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const log = (s: string) => { if (!JSON_OUT) process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${s}\n`); };
 const load = () => os.loadavg().map((x) => +x.toFixed(2));
 
-/** A small seeded generator: the prompt of task i is a function of i alone. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => { a = (a + 0x6d2b79f5) >>> 0; let t = a; t = Math.imul(t ^ (t >>> 15), t | 1); t ^= t + Math.imul(t ^ (t >>> 7), t | 61); return ((t ^ (t >>> 14)) >>> 0) / 4294967296; };
-}
-/** 100 B to 16 KB, log-uniform; words of 40 characters keep a 16 KB prompt under the 512-token cap. */
-function prompt(i: number): string {
-  const r = rng(i * 2654435761);
-  const size = Math.floor(100 * Math.pow(16384 / 100, r()));
-  let s = `soak ${i}`;
-  while (s.length < size) s += ' ' + Math.floor(r() * 2 ** 52).toString(36).padEnd(11, 'z').repeat(4).slice(0, 40);
-  return s.slice(0, size);
-}
+const prompt = soakPrompt;
 const idOf = (i: number) => `soak-${i}`;
 
 interface Sample { t_s: number; done: number; hub_rss_mb: number; holders_rss_mb: number; holders: number; hot_mb: number; archive_mb: number; holders_mem?: HoldersMem }
