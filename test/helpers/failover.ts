@@ -75,6 +75,20 @@ export function tally(dir: string, ids: string[]): { lost: number; duplicated: n
   return { lost, duplicated, results, wrong };
 }
 
+/**
+ * The stall tests' verdict on a run's journal: no task failed (none ended RETRIES_EXHAUSTED), and
+ * every id has exactly one result with the echo's text.
+ */
+export function assertOncePerTask(t: Test, dir: string, ids: string[]): void {
+  const fails = (journal(dir) as { t: string; id?: string; error?: { code: string } }[]).filter((r) => r.t === 'fail');
+  t.same(fails.map((r) => `${r.id}: ${r.error?.code}`), [], 'no task ended SWARM_ERR_RETRIES_EXHAUSTED (or failed at all)');
+  const r = tally(dir, ids);
+  t.comment(`lost=${r.lost} duplicated=${r.duplicated} wrong=${r.wrong}`);
+  t.equal(r.lost, 0, 'no result lost');
+  t.equal(r.duplicated, 0, 'no result recorded twice');
+  t.equal(r.wrong, 0, 'no answer changed');
+}
+
 /** Wait until the hub has recorded all `n` tasks as final. */
 export async function hubDone(dir: string, n: number, ms: number): Promise<boolean> {
   return until(async () => { const s = await hubStatus(dir); return !!s && s.tasks.done + s.tasks.failed >= n; }, ms, 100);
