@@ -146,7 +146,7 @@ t.test('a prompt starts from another sequence that holds its longest prefix, and
 t.test('on heads of 48 a short tail after a long prefix is evaluated as 64 tokens, copied or its own, and gives the same text', async (t) => {
   // The 15M shape: its heads take flash attention's slow per-row kernel below 64 query tokens (prefix.ts).
   const m15 = path.join(MODELS, 'synth-llama-15M-shape-q8_0.gguf');
-  if (!fs.existsSync(m15)) { t.skip(`no ${m15}`, () => {}); return; }
+  if (missingPrereq(t, fs.existsSync(m15) ? {} : { missing: `test model ${m15} not found (set SWARM_TEST_MODELS)` })) return;
   const dir = tempDir(t);
   const mk = (extra: Record<string, string>) => new BatchedDriver({ name: 'batched', model: m15, options: { dir, threads: '1', idle_ms: '500', ...extra } });
   const a = mk({ sequences: '2' });
