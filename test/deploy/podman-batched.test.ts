@@ -4,14 +4,13 @@
 // Under CI=true a missing podman FAILS (CI installs it with deploy/ci-install.sh); otherwise it skips.
 // Everything it makes (images, pods) is removed, pass or fail.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { renderDeployment } from '../../deploy/render/index.js';
 import { api, until } from '../helpers/cli.js';
 import { freePorts } from '../helpers/failover.js';
 import { STORIES } from '../helpers/llama.js';
-import { podman, podmanMissing, removeAll, sharedImage } from '../helpers/podman.js';
+import { podScratch, podman, podmanMissing, testImage } from '../helpers/podman.js';
 
 const NAME = `swarm-b${process.pid}`;
 const TOKEN = 'batched-test-token-0123456789';
@@ -19,17 +18,9 @@ const AGENTS = 3;
 
 t.test('podman: the default render runs 3 agents in one worker container on one batched engine', { timeout: 1_200_000 }, async (t) => {
   if (podmanMissing(t, STORIES)) return;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-podman-batched-'));
-  const yaml = path.join(dir, 'swarm-podman.yaml');
-  t.teardown(() => {
-    if (fs.existsSync(yaml)) podman(['kube', 'down', yaml]);
-    removeAll({ pods: [`${NAME}-hub`, `${NAME}-workers`] });
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-  const build = await sharedImage();
-  t.equal(build.code, 0, `image ${build.built ? 'builds' : 'shared'} (${build.image})`);
-  if (build.code !== 0) { t.comment(build.out.slice(-3000)); return; }
-  const IMAGE = build.image;
+  const { dir, yaml } = podScratch(t, NAME, 'swarm-podman-batched-');
+  const IMAGE = await testImage(t);
+  if (!IMAGE) return;
 
   const state = path.join(dir, 'state');
   const workerState = path.join(dir, 'workers');

@@ -11,7 +11,7 @@ import { Checker, journalResults, type FinalTask } from '../helpers/checker.js';
 import { swarm, tempDir } from '../helpers/cli.js';
 import { agents, type AgentView } from '../helpers/failover.js';
 import { makeHosts, requireNamespaces, type Host } from '../helpers/netns.js';
-import { podman, podmanMissing, removeAll, sharedImage } from '../helpers/podman.js';
+import { podman, podmanMissing, removeAll, testImage } from '../helpers/podman.js';
 import { until } from '../helpers/wait.js';
 
 const NAME = `swh${process.pid}`;
@@ -33,10 +33,8 @@ t.test('podman on two hosts: the rendered pods run in two namespaces; the hub\'s
     removeAll({ pods: [hubPod, workerPod] });
   });
 
-  const build = await sharedImage();
-  t.equal(build.code, 0, `image ${build.built ? 'builds (base from the host\'s node, no registry)' : 'shared'} (${build.image})`);
-  if (build.code !== 0) { t.comment(build.out.slice(-3000)); return; }
-  const IMAGE = build.image;
+  const IMAGE = await testImage(t);
+  if (!IMAGE) return;
 
   // Folders as the operator makes them (docs/deploy.md): certificates, the hub's journal, the workers' state.
   const state = path.join(dir, 'hosts');

@@ -8,14 +8,13 @@
 // the workers' peer ports are loopback ports too (as in a pod of its own, where they share the pod's).
 // Under CI=true a missing podman FAILS (CI installs it with deploy/ci-install.sh); otherwise it skips.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { renderDeployment } from '../../deploy/render/index.js';
 import { api, until } from '../helpers/cli.js';
 import { agents, freePorts, submit, tally, type AgentView } from '../helpers/failover.js';
 import { STORIES } from '../helpers/llama.js';
-import { podman, podmanMissing, removeAll, sharedImage } from '../helpers/podman.js';
+import { podScratch, podman, podmanMissing, testImage } from '../helpers/podman.js';
 
 // Pod names carry the pid: a second run of this file on the same host (another checkout) does not collide.
 const NAME = `swarm-t${process.pid}`;
@@ -27,20 +26,12 @@ t.test('podman: build, kube play hub + 3 workers, tasks, hub killed -> gossip ->
   if (podmanMissing(t, STORIES)) return;
   // Everything this test creates goes, pass or fail: pods and containers (kube down, then by name),
   // and any stage image a build left (scoped to the Containerfile's stage label).
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-podman-'));
-  const yaml = path.join(dir, 'swarm-podman.yaml');
-  t.teardown(() => {
-    if (fs.existsSync(yaml)) podman(['kube', 'down', yaml]);
-    removeAll({ pods: [`${NAME}-hub`, `${NAME}-workers`] });
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  const { dir, yaml } = podScratch(t, NAME, 'swarm-podman-');
 
   // The image of this checkout's content, built by the first podman test that needs it (base from the
   // host's node with `podman import`; --layers=false, so a build leaves no stage image or layer cache).
-  const build = await sharedImage();
-  t.equal(build.code, 0, `image ${build.built ? 'builds' : 'shared'} (${build.image})`);
-  if (build.code !== 0) { t.comment(build.out.slice(-3000)); return; }
-  const IMAGE = build.image;
+  const IMAGE = await testImage(t);
+  if (!IMAGE) return;
   const size = Number(podman(['image', 'inspect', IMAGE, '--format', '{{.Size}}']).out.trim());
   t.ok(size > 0 && size < 150e6, `image ${(size / 1e6).toFixed(1)} MB < 150 MB`);
   t.equal(podman(['images', '-a', '-q', '--filter', 'label=io.swarm.stage']).out.trim(), '', 'no build-stage image left behind');

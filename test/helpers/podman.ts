@@ -3,6 +3,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { Test } from 'tap';
 
 /** Podman for the container tests (test/podman*.test.ts): run from the repo root, bounded in time. */
 
@@ -111,4 +112,27 @@ export function podmanMissing(t: { fail(msg: string): void; skip(msg: string, fn
   if (!why) return false;
   if (process.env.CI === 'true') t.fail(why); else t.skip(why, () => {});
   return true;
+}
+
+/** The shared image's tag for a test, its build checked (`undefined`: it did not build; the failure and its output are recorded). */
+export async function testImage(t: Test): Promise<string | undefined> {
+  const build = await sharedImage();
+  t.equal(build.code, 0, `image ${build.built ? 'builds (base from the host\'s node, no registry)' : 'shared'} (${build.image})`);
+  if (build.code !== 0) { t.comment(build.out.slice(-3000)); return undefined; }
+  return build.image;
+}
+
+/**
+ * A single-host pod test's scratch folder and the yaml it renders there; the pods (`<name>-hub`,
+ * `<name>-workers`, kube down first) and the folder go at the test's end, pass or fail.
+ */
+export function podScratch(t: Test, name: string, prefix: string): { dir: string; yaml: string } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const yaml = path.join(dir, 'swarm-podman.yaml');
+  t.teardown(() => {
+    if (fs.existsSync(yaml)) podman(['kube', 'down', yaml]);
+    removeAll({ pods: [`${name}-hub`, `${name}-workers`] });
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  return { dir, yaml };
 }
