@@ -58,7 +58,7 @@ export class HolderFeed {
    * window's do not. `upTo`: in a resumed sync, the records up to this seq come first and carry no
    * mark (they bring the part the holder had up to date); -1 in a fresh one.
    */
-  private sync?: { iter: Iterator<TaskRecord>; part: number; left: number; whole: boolean; upTo: number; reached: number; end: number };
+  private sync?: { iter: Iterator<TaskRecord>; part: number; left: number; whole: boolean; upTo: number; reached: number; end: number; bare?: (r: TaskRecord) => boolean };
   /** The sync position the holder was last told (none: complete); undefined: told nothing it may keep. */
   private at?: { seq?: number };
   /** The last mark sent: the holder's own mark (it keeps the last one it got), what a resume starts from. */
@@ -66,18 +66,20 @@ export class HolderFeed {
   private waiting = false;
   private yielded = false;
   private stopped = false;
-  readonly stats = { frames: 0, syncs: 0, overflows: 0, waits: 0, yields: 0, skipped: 0 };
+  /** `synced`: entries sent by syncs; `bare`: of those, sent without the spec the holder has. */
+  readonly stats = { frames: 0, syncs: 0, overflows: 0, waits: 0, yields: 0, skipped: 0, synced: 0, bare: 0 };
 
   constructor(
     private readonly link: FeedLink,
-    private readonly build: (rec: TaskRecord) => ReplicaEntry,
+    /** A record as an entry, with its spec or (the holder has it) without. */
+    private readonly build: (rec: TaskRecord, withSpec: boolean) => ReplicaEntry,
     /** The whole state, in submission order (read lazily by a sync). */
     private readonly state: () => Iterable<TaskRecord>,
     private readonly opts: FeedOptions,
     /** The mark of what is queued to every holder now (hub/replicate-resume.ts); none: frames carry no mark. */
     private readonly mark?: (seq?: number) => SyncMark,
     /** What a holder at mark `m` lacks (hub/replicate-resume.ts), or undefined if only the whole state will do. */
-    private readonly resumeFrom?: (m: SyncMark) => { records: Iterable<TaskRecord>; upTo: number } | undefined,
+    private readonly resumeFrom?: (m: SyncMark) => { records: Iterable<TaskRecord>; upTo: number; bare?: (r: TaskRecord) => boolean } | undefined,
   ) {}
 
   /** No longer a holder: nothing more goes out (a sync under way, deltas waiting). */
@@ -104,7 +106,7 @@ export class HolderFeed {
       // lacks: from there, not the whole state again (a holder kept busy by its sync fell behind again
       // and again, and each time started over: most of a restarted hub's CPU per task).
       const r = this.told && this.resumeFrom?.(this.told);
-      if (r) this.resumeSync(r.records, r.upTo);
+      if (r) this.resumeSync(r.records, r.upTo, r.bare);
       else this.startSync();
       return;
     }
@@ -156,12 +158,13 @@ export class HolderFeed {
 
   /**
    * Resume a whole-state sync a cut link interrupted: `records` (hub/replicate-resume.ts) are the
-   * tasks the holder had covered and that changed since, then the rest of the sync after `upTo`.
+   * tasks the holder had covered and that changed since, then the rest of the sync after `upTo`;
+   * `bare`: the records whose spec the holder has (they go without it).
    */
-  resumeSync(records: Iterable<TaskRecord>, upTo: number): void {
+  resumeSync(records: Iterable<TaskRecord>, upTo: number, bare?: (r: TaskRecord) => boolean): void {
     this.stats.syncs++;
     this.at = undefined;
-    this.sync = { iter: records[Symbol.iterator](), part: 0, left: Infinity, whole: true, upTo, reached: upTo, end: this.end(true) };
+    this.sync = { iter: records[Symbol.iterator](), part: 0, left: Infinity, whole: true, upTo, reached: upTo, end: this.end(true), bare };
     this.pump();
   }
 
@@ -219,13 +222,16 @@ export class HolderFeed {
       if (n.done || n.value.seq >= s.end) { s.left = 0; break; }
       s.left--;
       if (n.value.seq > s.reached) s.reached = n.value.seq;
-      const e = this.build(n.value);
+      const bare = !!s.bare?.(n.value);
+      if (bare) this.stats.bare++;
+      const e = this.build(n.value, !bare);
       entries.push(e);
       // Sized as chunks() sizes it (the encoding is done there once): a rough bound is enough here.
       size += 64 + (typeof e.spec?.prompt === 'string' ? e.spec.prompt.length : 0) + (typeof e.result?.text === 'string' ? e.result.text.length : 0);
     }
     const last = s.left <= 0;
     if (last) this.sync = undefined;
+    this.stats.synced += entries.length;
     const mark = s.whole ? this.mark : undefined;
     if (!entries.length) {
       if (!last) return 0;

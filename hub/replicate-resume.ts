@@ -1,11 +1,17 @@
 import { randomId } from '../protocol/index.js';
+import { HaveBuilder, haveBucketOf, validHave, type HaveDigest } from '../protocol/replica-have.js';
 import type { TaskRecord } from './task.js';
 
-/** How far a holder's copy goes, as STATE `sync` and HANDSHAKE `sync` carry it. */
-export interface SyncMark { gen: string; ver: number; seq?: number }
+/**
+ * How far a holder's copy goes, as STATE `sync` and HANDSHAKE `sync` carry it; in HANDSHAKE also
+ * what it holds of the finished tasks (`have`, for a hub of another `gen`).
+ */
+export interface SyncMark { gen: string; ver: number; seq?: number; have?: HaveDigest }
 
 /** Evicted ids remembered for resumes, at most (about 40 bytes each). */
 const MAX_LOG_IDS = 200_000;
+/** Flushes that carried new tasks remembered (`specsBy`), at most: 16 bytes each. */
+const MAX_SPEC_MARKS = 100_000;
 
 /**
  * Versions of the replicated state, so a whole-state sync cut by a lost link resumes instead of
@@ -32,14 +38,45 @@ export class Versions {
   private logIds = 0;
   /** Evictions at or before this version are no longer known: a mark older than it syncs in full. */
   private floor = 0;
+  /** Per flush that carried new tasks: its version, and the highest submission number by then (`specsBy`). */
+  private specVer: number[] = [];
+  private specSeq: number[] = [];
+  private acceptedMax = -1;
+  private acceptedDue = false;
 
   /** The mark of what is queued to every holder now, at sync position `seq` (none: complete). */
   mark(seq?: number): SyncMark { return seq === undefined ? { gen: this.gen, ver: this.flushedVer } : { gen: this.gen, ver: this.flushedVer, seq }; }
 
-  changed(id: string): void { this.of.set(id, ++this.ver); }
+  /** A change to task `id`; `seq`: it is a new task, with its spec (submission order `seq`). */
+  changed(id: string, seq?: number): void {
+    this.of.set(id, ++this.ver);
+    if (seq !== undefined) { if (seq > this.acceptedMax) this.acceptedMax = seq; this.acceptedDue = true; }
+  }
+
+  /** The last change's version. */
+  get now(): number { return this.ver; }
+  /** The version of task `id`'s last change (0: none since this hub process started). */
+  versionOf(id: string): number { return this.of.get(id) ?? 0; }
 
   /** Pending changes went out to every holder's feed. */
-  flushed(): void { this.flushedVer = this.ver; }
+  flushed(): void {
+    this.flushedVer = this.ver;
+    if (!this.acceptedDue) return;
+    this.acceptedDue = false;
+    this.specVer.push(this.flushedVer);
+    this.specSeq.push(this.acceptedMax);
+    if (this.specVer.length > MAX_SPEC_MARKS) { this.specVer.splice(0, MAX_SPEC_MARKS / 2); this.specSeq.splice(0, MAX_SPEC_MARKS / 2); }
+  }
+
+  /**
+   * The highest submission number whose spec was queued to every holder by version `ver` (-1: not
+   * known): new tasks go out with their spec in the flush after their acceptance, in submission order.
+   */
+  specsBy(ver: number): number {
+    let lo = 0, hi = this.specVer.length - 1, at = -1;
+    while (lo <= hi) { const mid = (lo + hi) >> 1; if (this.specVer[mid]! <= ver) { at = mid; lo = mid + 1; } else hi = mid - 1; }
+    return at < 0 ? -1 : this.specSeq[at]!;
+  }
 
   evicted(ids: readonly string[]): void {
     this.ver++;
@@ -71,7 +108,7 @@ export class Versions {
    * `m.seq`) and changed since `m.ver`, then the rest of the sync (every task past `m.seq`, read
    * lazily). `covered` counts the first part: those frames carry no mark.
    */
-  resume(m: SyncMark, all: () => Iterable<TaskRecord>): { records: Iterable<TaskRecord>; covered: number } {
+  resume(m: SyncMark, all: () => Iterable<TaskRecord>): { records: Iterable<TaskRecord>; covered: number; bare: (r: TaskRecord) => boolean } {
     const upTo = m.seq ?? Infinity;
     const changed: TaskRecord[] = [];
     for (const r of all()) if (r.seq <= upTo && (this.of.get(r.id) ?? 0) > m.ver) changed.push(r);
@@ -80,6 +117,44 @@ export class Versions {
       if (upTo === Infinity) return;
       for (const r of all()) if (r.seq > upTo) yield r;
     }
-    return { records: rest(), covered: changed.length };
+    // The holder has the spec of every task its sync covered (up to `seq`) and, its sync complete, of
+    // every task sent by version `ver`: those go without it (a spec re-encoded and re-signed for a
+    // holder that has it was most of what a fallen-behind holder cost the hub).
+    const specs = m.seq ?? this.specsBy(m.ver);
+    return { records: rest(), covered: changed.length, bare: (r) => r.seq <= specs && r.seq <= upTo };
   }
+}
+
+/**
+ * For a holder that reports `have` (protocol/replica-have.ts) to a hub of another generation: a
+ * predicate true for the finished tasks it already holds as this hub does, which its whole-state sync
+ * leaves out; undefined without a usable digest. Read once over the state now: a task that changes
+ * after (a version past `versions.now`) is sent whatever its bucket says.
+ */
+export function heldBy(have: HaveDigest | undefined, all: Iterable<TaskRecord>, versions: Versions): { held: (r: TaskRecord) => boolean; buckets: number; same: number } | undefined {
+  if (!validHave(have)) return undefined;
+  const mine = new HaveBuilder(have.n);
+  for (const r of all) addOutcome(mine, r);
+  const same = new Uint8Array(have.n);
+  let n = 0;
+  for (let b = 0; b < have.n; b++) if (mine.h[b] === have.h[b]! >>> 0) { same[b] = 1; n++; }
+  const at = versions.now;
+  return {
+    buckets: have.n, same: n,
+    held: (r) => {
+      if (!outcome(r) || versions.versionOf(r.id) > at) return false;
+      return same[haveBucketOf(r.id, have.n)] === 1;
+    },
+  };
+}
+
+/** A finished record's outcome as hub/replicate.ts `entry` replicates it: [kind, worker, attempt]. */
+function outcome(r: TaskRecord): [3 | 4, string, number] | undefined {
+  if (r.result) return [3, r.result.worker, r.result.attempt];
+  if (r.state === 'failed') return [4, r.worker ?? 'hub', Math.max(1, r.attempts)];
+  return undefined;
+}
+function addOutcome(d: HaveBuilder, r: TaskRecord): void {
+  const o = outcome(r);
+  if (o) d.add(r.id, o[0], o[1], o[2]);
 }

@@ -3,7 +3,7 @@ import { Type, type Message, type Payload, type ReplicaEntry } from '../protocol
 import { DEFAULT_LEASE_MS } from '../sched/index.js';
 import { chunks } from './replicate-chunks.js';
 import { HolderFeed } from './replicate-feed.js';
-import { Versions, type SyncMark } from './replicate-resume.js';
+import { Versions, heldBy, type SyncMark } from './replicate-resume.js';
 import { HandbackHolds } from './handback-holds.js';
 import { electHolders } from './holders.js';
 import { refusalMessage } from './handback-check.js';
@@ -105,6 +105,11 @@ export class HubReplicator {
     resumedSyncs: 0,
     /** A holder too far behind: its deltas dropped, then its sync resumed from what it was last told / started over. */
     behindResumed: 0, behindRestarted: 0,
+    /**
+     * Whole-state syncs to a holder that reported what it holds (HANDSHAKE `sync.have`, to a hub of
+     * another generation), the finished tasks they left out because it holds them, and the tasks they sent.
+     */
+    haveSyncs: 0, haveHeld: 0, haveSent: 0,
   };
   private readonly signer: EntrySigner;
 
@@ -131,8 +136,8 @@ export class HubReplicator {
   views(): FailoverView[] { return [...this.peers.values()].map((p) => p.view); }
 
   /** Each holder's feed: a sync under way, and its counters (a holder kept behind shows here). */
-  feedViews(): { holder: string; syncing: boolean; frames: number; syncs: number; overflows: number; skipped: number }[] {
-    return [...this.feeds].map(([w, f]) => ({ holder: w.id, syncing: f.syncing, frames: f.stats.frames, syncs: f.stats.syncs, overflows: f.stats.overflows, skipped: f.stats.skipped }));
+  feedViews(): { holder: string; syncing: boolean; frames: number; syncs: number; overflows: number; skipped: number; synced: number; bare: number }[] {
+    return [...this.feeds].map(([w, f]) => ({ holder: w.id, syncing: f.syncing, frames: f.stats.frames, syncs: f.stats.syncs, overflows: f.stats.overflows, skipped: f.stats.skipped, synced: f.stats.synced, bare: f.stats.bare }));
   }
 
   /** Ids of the workers that hold the replicated state now. */
@@ -203,9 +208,10 @@ export class HubReplicator {
   }
 
   /** What a holder at mark `m` lacks, as a resumed sync sends it; undefined if only the whole state will do. */
-  private lacking(m: SyncMark | undefined): { records: Iterable<TaskRecord>; upTo: number } | undefined {
+  private lacking(m: SyncMark | undefined): { records: Iterable<TaskRecord>; upTo: number; bare: (r: TaskRecord) => boolean } | undefined {
     if (!this.versions.canResume(m)) return undefined;
-    return { records: this.versions.resume(m, () => this.store().queue.all()).records, upTo: m.seq ?? Infinity };
+    const { records, bare } = this.versions.resume(m, () => this.store().queue.all());
+    return { records, upTo: m.seq ?? Infinity, bare };
   }
 
   /** A holder's feed (made on first use). */
@@ -218,7 +224,7 @@ export class HubReplicator {
         get writable() { return conn.writable; },
         drained: () => conn.drained(),
         get isClosed() { return conn.isClosed; },
-      }, (r) => this.entry(r, true), () => this.store().queue.all(), {
+      }, (r, withSpec) => this.entry(r, withSpec), () => this.store().queue.all(), {
         chunkBytes: this.opts.chunkBytes ?? 256 * 1024, maxBacklog: this.opts.maxBacklog ?? 4 * 1024 * 1024, log: this.log.child({ holder: w.id }),
         seqOf: (id) => this.store().queue.get(id)?.seq, nextSeq: () => this.store().queue.nextSeq,
       }, (seq) => this.versions.mark(seq), (m) => {
@@ -283,7 +289,7 @@ export class HubReplicator {
       if (had !== undefined && e.rec.attempts < had) this.unrun.set(id, (this.unrun.get(id) ?? 0) + had - e.rec.attempts);
       this.leasedAs.delete(id);
     } else if (e.type === 'done' || e.type === 'failed') { this.leasedAs.delete(id); this.unrun.delete(id); }
-    this.versions.changed(id);
+    this.versions.changed(id, e.type === 'accepted' ? e.rec.seq : undefined);
     if (this.active) this.changed(e.rec, e.type === 'accepted');
   };
 
@@ -348,10 +354,17 @@ export class HubReplicator {
         const part = gone.slice(i, i + 10_000);
         f.evict(part, JSON.stringify({ full: false, entries: [], evicted: part }));
       }
-      f.resumeSync(lacking.records, lacking.upTo);
+      f.resumeSync(lacking.records, lacking.upTo, lacking.bare);
     } else {
       this.stats.fullSyncs++;
-      f.startSync();
+      // A mark this hub cannot resume from (another hub's: it restarted): what the holder reports
+      // it holds of the finished tasks stays out.
+      const held = heldBy(at?.have, this.store().queue.all(), this.versions);
+      if (held) {
+        this.stats.haveSyncs++;
+        this.log.info({ holder: w.id, buckets: held.buckets, same: held.same }, 'holder reports what it holds: only the differing buckets are synced');
+        f.startSync(this.omit(this.store().queue.all(), held.held));
+      } else f.startSync();
     }
     for (const [run, spec] of this.runs) w.conn.send(Type.STATE, { full: false, entries: [], runs: [{ run, spec }] });
   }
@@ -372,6 +385,11 @@ export class HubReplicator {
     this.flush();
     const runs = [ended ? { run, ended: true } : { run, spec }];
     for (const w of this.holding) w.conn.send(Type.STATE, { full: false, entries: [], runs });
+  }
+
+  /** `records` without those `held` says the holder has (counted in `haveHeld`), lazily. */
+  private *omit(records: Iterable<TaskRecord>, held: (r: TaskRecord) => boolean): Iterable<TaskRecord> {
+    for (const r of records) { if (held(r)) this.stats.haveHeld++; else { this.stats.haveSent++; yield r; } }
   }
 
   /** The periodic repair: the next window of at most `fullSyncEntries` tasks, wrapping around. */

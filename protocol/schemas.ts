@@ -101,8 +101,15 @@ export const Payloads = {
     host_id: shortText.optional(),
     version: shortText.optional(),
     peer_addr: shortText.optional(),
-    /** A replica holder reconnecting: how far its copy of the hub's state goes (STATE `sync`), so a cut sync resumes. */
-    sync: z.object({ gen: z.string().max(64), ver: z.number().int().nonnegative(), seq: z.number().int().optional() }).optional(),
+    /**
+     * A replica holder reconnecting: how far its copy of the hub's state goes (STATE `sync`), so a cut
+     * sync resumes; `have`: a digest of the finished tasks it holds (protocol/replica-have.ts), so a
+     * restarted hub sends what differs, not the whole state.
+     */
+    sync: z.object({
+      gen: z.string().max(64), ver: z.number().int().nonnegative(), seq: z.number().int().optional(),
+      have: z.object({ n: z.number().int().min(1).max(4096), h: z.array(z.number().int().nonnegative().max(0xffffffff)).max(4096) }).optional(),
+    }).optional(),
     /** The `session` of this worker's previous HANDSHAKE_ACK: proves a reconnect is the same worker. */
     session: z.string().max(128).optional(),
     /** Its engine as HEARTBEAT `engine` reports it; absent: a worker that does not say (counted ready once joined). */

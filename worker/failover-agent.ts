@@ -215,10 +215,11 @@ export class AgentFailover {
    * was cut mid-sync then gets the rest, not the whole state again (hub/replicate-resume.ts).
    * Given once: a link that does not resume from it starts over.
    */
-  takeSyncMark(): Payload<'STATE'>['sync'] {
+  takeSyncMark(): Payload<'HANDSHAKE'>['sync'] {
     const m = this.syncMark;
     this.syncMark = undefined;
-    return m;
+    // With what it holds: a restarted hub (whose versions mean nothing of this mark) sends only what differs.
+    return m && { ...m, have: this.node.replica.have() };
   }
 
   /** A final result for a task in this agent's replica or a sibling's, if gossip mode (or a peer) already finished it. */

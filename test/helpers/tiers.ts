@@ -56,6 +56,8 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/hub/replicate-resume.test.ts',
   'test/hub/replicate-behind.test.ts',
   'test/hub/replicate-feed-ahead.test.ts',
+  'test/hub/replicate-have.test.ts',
+  'test/hub/replicate-specs.test.ts',
   'test/hub/journal-replay.test.ts',
   'test/topologies/experiment-run.test.ts',
   'test/topologies/topologies-hub.test.ts',

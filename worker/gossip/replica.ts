@@ -7,6 +7,7 @@
  */
 
 import type { ReplicaEntry, WireLease, WireOutcome, WireSpec } from '../../protocol/index.js';
+import { HaveBuilder, haveBuckets, type HaveDigest } from '../../protocol/replica-have.js';
 import { signResult, signSpec } from '../../protocol/result-mac.js';
 import { fnv, fnvNum, fnvStr, pairHash } from './fingerprint.js';
 import { blobBytes, pack, unpack, type Stored } from './replica-pack.js';
@@ -362,6 +363,21 @@ export class Replica {
       if (part.length === 0) break;
     }
     return out;
+  }
+
+  /**
+   * What this copy holds of the hub's finished tasks (protocol/replica-have.ts): a holder reconnecting
+   * to a restarted hub reports it, and gets only the buckets that differ. Entries without their spec
+   * are not counted: the hub sends those again, spec and all.
+   */
+  have(): HaveDigest {
+    const d = new HaveBuilder(haveBuckets(this.finals));
+    for (const e of this.entries.values()) {
+      if (!e.spec) continue;
+      if (e.result) d.add(e.id, 3, e.result.worker, e.result.attempt);
+      else if (e.failure) d.add(e.id, 4, e.failure.worker, e.failure.attempt);
+    }
+    return d.digest();
   }
 
   /** The summary digest: one fingerprint per bucket of ids. Equal buckets hold the same entries. */

@@ -1,0 +1,43 @@
+import t from 'tap';
+import { Versions } from '../../hub/replicate-resume.js';
+import type { TaskRecord } from '../../hub/task.js';
+
+/**
+ * A fallen-behind holder is sent what changed since its mark; the tasks whose spec it already has go
+ * without it. Which those are follows from the mark: the sync position it had reached, or (its sync
+ * complete) the new tasks flushed to every holder by its version.
+ */
+
+const rec = (id: string, seq: number) => ({ id, seq }) as unknown as TaskRecord;
+
+t.test('a resume sends without their spec the tasks the holder has the spec of', async (t) => {
+  const v = new Versions();
+  const all: TaskRecord[] = [];
+  const accept = (n: number) => { for (let i = 0; i < n; i++) { const r = rec(`t${all.length}`, all.length); all.push(r); v.changed(r.id, r.seq); } v.flushed(); };
+  accept(10); // seq 0-9
+  const complete = v.mark();
+  accept(5); // seq 10-14, after the mark
+  t.equal(v.specsBy(complete.ver), 9, 'by the mark, the first ten specs went to every holder');
+  t.equal(v.specsBy(0), -1, 'before any flush: none known');
+  // Changes to old and new tasks after the mark.
+  for (const id of ['t3', 't12']) v.changed(id);
+  v.flushed();
+  const r = v.resume(complete, () => all);
+  const sent = [...r.records];
+  t.same(sent.map((x) => x.id).sort(), ['t10', 't11', 't12', 't13', 't14', 't3'], 'what changed since the mark');
+  t.same(sent.filter(r.bare).map((x) => x.id), ['t3'], 'only the task it had goes bare; the new ones carry their spec');
+
+  // A mark in the middle of a sync: everything up to its position was sent with its spec.
+  const mid = { ...v.mark(4), ver: complete.ver };
+  const m = v.resume(mid, () => all);
+  const out = [...m.records];
+  t.ok(out.filter((x) => x.seq <= 4).every(m.bare), 'covered by the sync: bare');
+  t.ok(out.filter((x) => x.seq > 4).every((x) => !m.bare(x)), 'past its position: with the spec');
+});
+
+t.test('the spec marks stay bounded however many flushes carried new tasks', async (t) => {
+  const v = new Versions();
+  for (let i = 0; i < 250_000; i++) { v.changed(`x${i}`, i); v.flushed(); }
+  t.equal(v.specsBy(v.mark().ver), 249_999, 'the latest is known');
+  t.equal(v.specsBy(1), -1, 'the oldest are forgotten: such a mark gets every spec again');
+});
