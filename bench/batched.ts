@@ -12,13 +12,14 @@
  *   memory  MODEL   PSS of the whole swarm (hub, workers, engine) at 5 and 25 agents; per extra agent
  *                   beyond its KV cache; and what `swarm plan` says for 25.
  *   debate  MODEL   topologies/examples/diamond-debate.yaml on a long input (the debate's prompts all
- *                   start with it), with the prefix cache, without (`--driver-opt prefix_cache=0`) and
- *                   with it but no tail widening (`tail_widen=0`), in turn, two runs each: wall time,
- *                   total tokens/s, and prompt tokens evaluated vs reused.
+ *                   start with it), with the prefix cache and without (`--driver-opt prefix_cache=0`),
+ *                   each with flash attention auto, on and off (`flash_attn=`), in turn, two runs each:
+ *                   wall time, total tokens/s, and prompt tokens evaluated vs reused.
  * Run: `npm run build && node dist/bench/batched.js prefix|share|startup|memory|debate MODEL [kv_unified=0]`
  * (`kv_unified=0`: share with a KV stream per sequence even when the self-built addon could unify them).
  */
 import { spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -211,8 +212,9 @@ async function memory(): Promise<void> {
   });
 }
 
-/** The prefix cache on, off (`prefix_cache=0`), or on with the uncached tail evaluated as it is (`tail_widen=0`). */
-type DebateMode = 'on' | 'off' | 'tail';
+/** One debate setting: the prefix cache on or off, and the flash-attention setting. */
+interface DebateMode { cache: boolean; fa: 'auto' | 'on' | 'off' }
+const modeName = (m: DebateMode) => `cache ${m.cache ? 'on' : 'off'}, flash_attn=${m.fa}`;
 
 /** One diamond-debate run on a fresh swarm; its tokens from the nodes' receipts. */
 function debateOnce(mode: DebateMode, input: string) {
@@ -220,20 +222,25 @@ function debateOnce(mode: DebateMode, input: string) {
   try {
     const load = os.loadavg()[0];
     const r = swarm(['run', path.join(ROOT, 'topologies/examples/diamond-debate.yaml'), '--model', model, '--json', '--state-dir', dir,
-      '--driver-opt', `prefix_cache=${mode === 'off' ? 0 : 1}`, ...(mode === 'tail' ? ['--driver-opt', 'tail_widen=0'] : []), '--set', `inputs.text=${JSON.stringify(input)}`]);
+      '--driver-opt', `prefix_cache=${mode.cache ? 1 : 0}`, '--driver-opt', `flash_attn=${mode.fa}`, '--set', `inputs.text=${JSON.stringify(input)}`]);
     if (r.code !== 0) throw new Error(r.stderr.slice(-2000));
     const out = JSON.parse(r.stdout) as { state: string; dir: string; progress: { elapsed_ms: number; tokens_out: number } };
     let tokensIn = 0, cached = 0, tokensOut = 0;
+    const texts: string[] = [];
     for (const line of fs.readFileSync(path.join(out.dir, 'nodes.jsonl'), 'utf8').split('\n')) {
       if (!line) continue;
-      const rc = (JSON.parse(line) as { metrics?: { receipt?: { tokens_in?: number; tokens_cached?: number; tokens_out?: number } } }).metrics?.receipt;
+      const node = JSON.parse(line) as { node?: string; output?: unknown; metrics?: { receipt?: { tokens_in?: number; tokens_cached?: number; tokens_out?: number } } };
+      const rc = node.metrics?.receipt;
       tokensIn += rc?.tokens_in ?? 0; cached += rc?.tokens_cached ?? 0; tokensOut += rc?.tokens_out ?? 0;
+      texts.push(`${node.node}\t${JSON.stringify(node.output ?? null)}`);
     }
     const s = out.progress.elapsed_ms / 1000;
     return {
-      prefix_cache: mode, state: out.state, load_avg_1m_before: load, elapsed_s: +s.toFixed(2), tokens_out: tokensOut,
+      mode: modeName(mode), state: out.state, load_avg_1m_before: load, load_avg_1m_after: os.loadavg()[0], elapsed_s: +s.toFixed(2), tokens_out: tokensOut,
       prompt_tokens: tokensIn, prompt_tokens_reused: cached, prompt_tokens_evaluated: tokensIn - cached,
       tokens_per_s: +((tokensIn - cached + tokensOut) / s).toFixed(1), generated_tokens_per_s: +(tokensOut / s).toFixed(1),
+      flash_attention: engineChoice(dir),
+      outputs_hash: crypto.createHash('sha256').update(texts.sort().join('\n')).digest('hex').slice(0, 12),
     };
   } finally {
     swarm(['down', '--state-dir', dir]);
@@ -241,15 +248,32 @@ function debateOnce(mode: DebateMode, input: string) {
   }
 }
 
+/** What the engines of `dir` said of flash attention in their logs (`flash attention on|off (why)`). */
+function engineChoice(dir: string): string[] {
+  const logs = path.join(dir, 'engines');
+  if (!fs.existsSync(logs)) return [];
+  return fs.readdirSync(logs).filter((f) => f.endsWith('.log'))
+    .flatMap((f) => /flash attention (on|off) \(([^)]*)\)/.exec(fs.readFileSync(path.join(logs, f), 'utf8'))?.slice(1, 3).join(': ') ?? []);
+}
+
 async function debate(): Promise<void> {
   // A long shared start: the story file four times over (~1,100 tokens), as a document under debate would be.
   const story = fs.readFileSync(path.join(ROOT, 'topologies/examples/stories.txt'), 'utf8').replace(/\s+/g, ' ');
   const input = `${story} ${story} ${story} ${story} How should the little bird get home before the rain?`;
-  const runs = (['on', 'off', 'tail', 'on', 'off', 'tail'] as const).map((mode) => debateOnce(mode, input));
-  const mean = (mode: DebateMode, k: 'tokens_per_s' | 'elapsed_s') => runs.filter((x) => x.prefix_cache === mode).reduce((a, x) => a + x[k], 0) / 2;
-  record({ what: 'diamond-debate with and without the prefix cache, and with it but no tail widening', runs,
-    elapsed_s_with: +mean('on', 'elapsed_s').toFixed(2), elapsed_s_without: +mean('off', 'elapsed_s').toFixed(2), elapsed_s_tail_only: +mean('tail', 'elapsed_s').toFixed(2),
-    speedup: +(mean('off', 'elapsed_s') / mean('on', 'elapsed_s')).toFixed(2) });
+  const modes: DebateMode[] = (['auto', 'on', 'off'] as const).flatMap((fa) => [{ cache: true, fa }, { cache: false, fa }]);
+  const runs = [...modes, ...modes].map((mode) => debateOnce(mode, input));
+  const mean = (m: DebateMode) => +(runs.filter((x) => x.mode === modeName(m)).reduce((a, x) => a + x.elapsed_s, 0) / 2).toFixed(2);
+  const byMode = Object.fromEntries(modes.map((m) => [modeName(m), { elapsed_s: runs.filter((x) => x.mode === modeName(m)).map((x) => x.elapsed_s), mean_s: mean(m) }]));
+  const base = mean({ cache: false, fa: 'on' });
+  record({ what: 'diamond-debate with and without the prefix cache, each with flash attention auto, on and off', runs, by_mode: byMode,
+    speedup_auto_cached_vs_on_uncached: +(base / mean({ cache: true, fa: 'auto' })).toFixed(2),
+    speedup_cache_with_auto: +(mean({ cache: false, fa: 'auto' }) / mean({ cache: true, fa: 'auto' })).toFixed(2),
+    speedup_cache_with_on: +(base / mean({ cache: true, fa: 'on' })).toFixed(2) });
+  console.log('\n| setting | wall s (two runs) | mean s | tokens out | prompt tokens evaluated / reused | flash attention |\n|---|---|---:|---:|---|---|');
+  for (const m of modes) {
+    const rs = runs.filter((x) => x.mode === modeName(m));
+    console.log(`| ${modeName(m)} | ${rs.map((x) => x.elapsed_s).join(', ')} | ${mean(m)} | ${rs.map((x) => x.tokens_out).join(', ')} | ${rs.map((x) => `${x.prompt_tokens_evaluated} / ${x.prompt_tokens_reused}`).join(', ')} | ${rs[0]?.flash_attention.join('; ')} |`);
+  }
 }
 
 if (what === 'prefix') await prefix();

@@ -35,6 +35,8 @@ export const DriverOptionSchemas = {
     kv_unified: flag('1'),
     /** Widen a short uncached prompt tail to 64 tokens where the model's shape makes that cheaper (0: evaluate just the tail). */
     tail_widen: flag('1'),
+    /** Flash attention: `auto` turns it off where the CPU's kernel would run scalar for the model's head size (drivers/batched/flash-attn.ts). */
+    flash_attn: z.enum(['auto', 'on', 'off']).meta({ title: 'auto|on|off' }).default('auto'),
     slots: unused, stop_grace_ms: unused, download_stall_ms: unused,
   }).strict().describe('embedded, batched engine (the default)'),
   embedded: z.object({

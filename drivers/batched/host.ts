@@ -13,6 +13,7 @@ import { loadLlama } from '../embedded/load-llama.js';
 import { withKvUnified } from './kv-unified.js';
 import { LlamaCompletion, generate, tailShape } from './generate.js';
 import type { TailShape } from './prefix.js';
+import { attentionShape, flashAttnChoice } from './flash-attn.js';
 import { GrammarCache } from '../embedded/grammar.js';
 import { errorCodeOf } from '../../protocol/errors.js';
 import { installBatchGate, type BatchGate } from './batch-gate.js';
@@ -45,9 +46,10 @@ class Engine {
   private started = false;
 
   constructor(private readonly cfg: EngineConfig, private readonly model: LlamaModel, private readonly sequences: LlamaContextSequence[],
-    private readonly grammars: GrammarCache, private readonly gate: BatchGate | undefined) {
+    private readonly grammars: GrammarCache, private readonly gate: BatchGate | undefined, flashAttn: boolean) {
     this.completions = sequences.map((s) => new LlamaCompletion({ contextSequence: s }));
-    this.shape = sequences[0] && cfg.tailWiden !== false ? tailShape(model, sequences[0].context.flashAttention) : undefined;
+    // Widening exists for flash attention's per-row kernel: with it off a short tail is cheap as it is.
+    this.shape = sequences[0] && cfg.tailWiden !== false ? tailShape(model, flashAttn) : undefined;
     for (let i = sequences.length - 1; i >= 0; i--) this.free.push(i);
     this.armIdle();
   }
@@ -227,12 +229,14 @@ async function main(): Promise<void> {
     log(`model failed to load: ${cfg.model}: ${err instanceof Error ? err.message : String(err)}`);
     shutdown(LOAD_FAILED_EXIT);
   }
-  // Flash attention as llama-server decides it ("auto": on, on the CPU); without it attention over
-  // the KV cache took an eighth of the time of a batch of 8 on the 110M shape.
+  // Flash attention from the model's head size and the CPU (flash-attn.ts): llama.cpp's own "auto"
+  // turns it on for every CPU model, which on heads its kernel runs scalar costs each generated token
+  // 3x or more.
+  const fa = flashAttnChoice(cfg.flashAttn ?? 'auto', attentionShape(model), llama.systemInfo);
   const limit = cpuLimit();
   const threads = cfg.threads === 'auto' ? await startThreads(limit) : cfg.threads;
   const makeContext = () => model.createContext({
-    contextSize: Math.min(cfg.ctx, model.trainContextSize), sequences: cfg.sequences, threads, flashAttention: 'auto',
+    contextSize: Math.min(cfg.ctx, model.trainContextSize), sequences: cfg.sequences, threads, flashAttention: fa.on,
   });
   // One KV cache for all sequences where the binding takes it (the self-built addon): llama.cpp then
   // batches any set of busy sequences in one pass, and a shared prefix is copied as cell metadata.
@@ -246,7 +250,7 @@ async function main(): Promise<void> {
   const gate = installBatchGate(context);
   if (!gate) log('node-llama-cpp internals moved: decodes are batched as node-llama-cpp queues them (slower)');
   const sequences = Array.from({ length: cfg.sequences }, () => context.getSequence());
-  const engine = new Engine(cfg, model, sequences, new GrammarCache(llama), gate);
+  const engine = new Engine(cfg, model, sequences, new GrammarCache(llama), gate, fa.on);
   // The socket appears only now, fully loaded: a worker that can connect can chat. Owner-only (0600).
   socketPath = cfg.socket;
   fs.rmSync(cfg.socket, { force: true });
@@ -254,7 +258,7 @@ async function main(): Promise<void> {
   server = net.createServer((sock) => engine.accept(sock));
   await new Promise<void>((resolve, reject) => { server!.once('error', reject); server!.listen(cfg.socket, () => resolve()); });
   process.umask(old);
-  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, KV cache ${unified ? 'unified' : 'per sequence'} (${loadPath} binding), ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
+  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, KV cache ${unified ? 'unified' : 'per sequence'} (${loadPath} binding), ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, flash attention ${fa.on ? 'on' : 'off'} (${fa.why}), ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
 }
 
 process.on('SIGTERM', () => shutdown(0));

@@ -4,6 +4,7 @@
  * connection waits in line. A chat's events name the chat's id.
  */
 import type { HostChatOptions } from '../embedded/messages.js';
+import type { FlashAttnSetting } from './flash-attn.js';
 
 export type { HostChatOptions };
 
@@ -27,6 +28,8 @@ export interface EngineConfig {
   kvUnified?: boolean;
   /** false: a short prompt tail is evaluated as it is, never widened (the bench's baseline). */
   tailWiden?: boolean;
+  /** Flash attention; `auto` (or absent) decides from the model's shape (flash-attn.ts). */
+  flashAttn?: FlashAttnSetting;
 }
 
 /** Worker to engine. */

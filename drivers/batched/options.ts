@@ -1,4 +1,5 @@
 import { driverOptions } from '../options.js';
+import type { FlashAttnSetting } from './flash-attn.js';
 
 /** Settings of the batched driver, from `--driver-opt k=v` (DriverConfig.options). */
 export interface BatchedOptions {
@@ -41,6 +42,13 @@ export interface BatchedOptions {
    * `tail_widen=0` evaluates just the tail: the baseline of the share bench.
    */
   tailWiden: boolean;
+  /**
+   * Flash attention for the engine's context (llama.cpp fixes it per context). `auto` (the default)
+   * decides from the model's head size and the CPU's vector width (flash-attn.ts): off where ggml's
+   * per-row kernel, which every generated token takes, would run scalar (synth 15M, stories260K), on
+   * where it is vectorized (heads of 64). A short prompt tail is widened only while it is on.
+   */
+  flashAttn: FlashAttnSetting;
 }
 
 /** Validate the string options of DriverConfig into typed settings. */
@@ -57,5 +65,6 @@ export function parseBatchedOptions(raw: Record<string, string>): BatchedOptions
     prefixCache: o.prefix_cache === '1' || o.prefix_cache === 'true',
     kvUnified: o.kv_unified === '1' || o.kv_unified === 'true',
     tailWiden: o.tail_widen === '1' || o.tail_widen === 'true',
+    flashAttn: o.flash_attn,
   };
 }

@@ -143,25 +143,47 @@ t.test('a prompt starts from another sequence that holds its longest prefix, and
   t.equal(again.text, first.text);
 });
 
-t.test('on heads of 48 a short tail after a long prefix is evaluated as 64 tokens, copied or its own, and gives the same text', async (t) => {
-  // The 15M shape: its heads take flash attention's slow per-row kernel below 64 query tokens (prefix.ts).
-  const m15 = path.join(MODELS, 'synth-llama-15M-shape-q8_0.gguf');
-  if (missingPrereq(t, fs.existsSync(m15) ? {} : { missing: `test model ${m15} not found (set SWARM_TEST_MODELS)` })) return;
+for (const fa of ['on', 'auto'] as const) {
+  const widened = fa === 'on';
+  t.test(`on heads of 48 with flash_attn=${fa} a short tail after a long prefix is evaluated ${widened ? 'as 64 tokens' : 'as it is'}, copied or its own, and gives the same text`, async (t) => {
+    // The 15M shape: its heads take flash attention's slow per-row kernel below 64 query tokens
+    // (prefix.ts), so with it on the tail is widened; `auto` turns it off for them, and then nothing is.
+    const m15 = path.join(MODELS, 'synth-llama-15M-shape-q8_0.gguf');
+    if (missingPrereq(t, fs.existsSync(m15) ? {} : { missing: `test model ${m15} not found (set SWARM_TEST_MODELS)` })) return;
+    const dir = tempDir(t);
+    const mk = (extra: Record<string, string>) => new BatchedDriver({ name: 'batched', model: m15, options: { dir, threads: '1', idle_ms: '500', flash_attn: fa, ...extra } });
+    const a = mk({ sequences: '2' });
+    const b = mk({ sequences: '2' });
+    const plain = mk({ sequences: '1', prefix_cache: '0' });
+    cleanup(t, dir, [a, b, plain]);
+    const doc = Array.from({ length: 30 }, (_, i) => `Line ${i} of the shared input document says the same thing.`).join(' ');
+    await collect(a.chat(`${doc} Agent 0: answer question 0 about the document now.`, { maxTokens: 4, temperature: 0 }));
+    for (const q of ['Agent 1: answer question 7 about the document now.', 'Another agent asks what line 12 of the document says.']) {
+      const hit = await collect(b.chat(`${doc} ${q}`, { maxTokens: 8, temperature: 0 }));
+      const st = hit.stats as Stats;
+      if (widened) t.equal(st.tokensCached, st.tokensIn - 64, `${q}: the last 64 of ${st.tokensIn} prompt tokens evaluated`);
+      else t.ok(st.tokensIn - st.tokensCached < 64, `${q}: only the ${st.tokensIn - st.tokensCached}-token tail of ${st.tokensIn} evaluated`);
+      const want = await collect(plain.chat(`${doc} ${q}`, { maxTokens: 8, temperature: 0 }));
+      t.equal(hit.text, want.text, `${q}: the same text as the prompt evaluated whole`);
+    }
+    const log = fs.readFileSync(enginePaths(dir, { model: m15, ctx: 2048, threads: 1, flashAttn: fa }).log, 'utf8');
+    t.match(log, widened ? /flash attention on \(flash_attn=on\)/ : /flash attention off \(auto: head size 48/, 'the engine log says its choice');
+  });
+}
+
+t.test('flash_attn=off runs and answers; an invalid value is a usage error naming the key', async (t) => {
+  t.throws(() => batchedFactory({ name: 'batched', options: { flash_attn: 'maybe' } }), { code: 'SWARM_ERR_CONFIG', message: /flash_attn/ });
+  if (missingPrereq(t, model)) return;
   const dir = tempDir(t);
-  const mk = (extra: Record<string, string>) => new BatchedDriver({ name: 'batched', model: m15, options: { dir, threads: '1', idle_ms: '500', ...extra } });
-  const a = mk({ sequences: '2' });
-  const b = mk({ sequences: '2' });
-  const plain = mk({ sequences: '1', prefix_cache: '0' });
-  cleanup(t, dir, [a, b, plain]);
-  const doc = Array.from({ length: 30 }, (_, i) => `Line ${i} of the shared input document says the same thing.`).join(' ');
-  await collect(a.chat(`${doc} Agent 0: answer question 0 about the document now.`, { maxTokens: 4, temperature: 0 }));
-  for (const q of ['Agent 1: answer question 7 about the document now.', 'Another agent asks what line 12 of the document says.']) {
-    const hit = await collect(b.chat(`${doc} ${q}`, { maxTokens: 8, temperature: 0 }));
-    const st = hit.stats as Stats;
-    t.equal(st.tokensCached, st.tokensIn - 64, `${q}: the last 64 of ${st.tokensIn} prompt tokens evaluated`);
-    const want = await collect(plain.chat(`${doc} ${q}`, { maxTokens: 8, temperature: 0 }));
-    t.equal(hit.text, want.text, `${q}: the same text as the prompt evaluated whole`);
-  }
+  const off = driver(dir, { sequences: '1', flash_attn: 'off' });
+  const on = driver(dir, { sequences: '1', flash_attn: 'on' });
+  cleanup(t, dir, [off, on]);
+  const got = await collect(off.chat('Once upon a time', { maxTokens: 16, temperature: 0 }));
+  t.ok(got.text.length > 0, 'an answer with flash attention off');
+  await collect(on.chat('Once upon a time', { maxTokens: 16, temperature: 0 }));
+  t.not(on.enginePid(), off.enginePid(), 'an engine of its own (the setting is part of the engine key)');
+  const log = fs.readFileSync(enginePaths(dir, { model: STORIES, ctx: 2048, threads: 1, flashAttn: 'off' }).log, 'utf8');
+  t.match(log, /flash attention off \(flash_attn=off\)/, 'the engine log says it');
 });
 
 t.test('prefix_cache=0: no prompt is reused, on an engine of its own, and the text is the same', async (t) => {

@@ -37,6 +37,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/failover/failover-stream.test.ts',
   'test/drivers/ollama.test.ts',
   'test/drivers/driver-options.test.ts',
+  'test/drivers/flash-attn.test.ts',
   'test/drivers/engine-build.test.ts',
   'test/drivers/addon-paths.test.ts',
   'test/drivers/one-spawn.test.ts',
