@@ -1,5 +1,5 @@
 import type { ReplicaEntry } from '../protocol/index.js';
-import { hubKey, hubSignResult, hubSignSpecAt } from '../protocol/result-mac.js';
+import { hubKey, hubSignFailure, hubSignResult, hubSignSpecAt } from '../protocol/result-mac.js';
 
 /**
  * Signs what the hub replicates (protocol/result-mac.ts), so a hub of this swarm that lost its
@@ -24,5 +24,10 @@ export class EntrySigner {
   result(e: ReplicaEntry): void {
     const r = e.result;
     if (this.key && r && typeof r.text === 'string') r.mac = hubSignResult(this.key, e.id, r.attempt, r.worker, r.text);
+  }
+
+  failure(e: ReplicaEntry): void {
+    const f = e.failure;
+    if (this.key && f?.error) f.mac = hubSignFailure(this.key, e.id, f.attempt, f.worker, f.error);
   }
 }

@@ -1,5 +1,5 @@
 import type { ReplicaEntry } from '../protocol/index.js';
-import { hubKey, signedAcceptance, verifyResult, verifySpec } from '../protocol/result-mac.js';
+import { hubKey, signedAcceptance, verifyFailure, verifyResult, verifySpec } from '../protocol/result-mac.js';
 import { isFinal, type TaskRecord } from './task.js';
 
 /** An entry of a HANDBACK the hub did not take, and why. */
@@ -30,6 +30,14 @@ export interface ScreenContext {
  *   - its task is unknown here and the hub signed its spec with an acceptance time at or before
  *     `acceptedFloor`: evicted after its duplicate window, so it ran and is in the archive.
  * A result for a task already final passes unchecked: it records nothing (a duplicate).
+ *
+ * A final failure (an entry with `failure` and no result) is refused, besides, if
+ *   - its MAC is not the one of the worker it names, the member that decided it (or of a hub);
+ *   - it does not carry the task's spec with a valid MAC: a member that held the task in the swarm's
+ *     replicated state has it, a client that only holds a worker's credential does not, so such a
+ *     client cannot fail a task it never ran (or never held);
+ *   - its task is leased to another worker that is connected (as for a result).
+ * A failure never replaces a result: the store records it only for a task not final yet.
  */
 export function screenHandback(entries: readonly ReplicaEntry[], ctx: ScreenContext): { accept: ReplicaEntry[]; refused: Refusal[] } {
   const accept: ReplicaEntry[] = [];
@@ -54,11 +62,26 @@ function check(e: ReplicaEntry, ctx: ScreenContext, hk: string | undefined): str
     const at = ctx.token ? signedAcceptance(e.spec_mac) : undefined;
     if (at !== undefined && ctx.acceptedFloor !== undefined && at <= ctx.acceptedFloor) return 'evicted after its duplicate window (accepted before what the hub remembers): see the results archive';
   }
-  if (!r || text === undefined) return undefined;
+  if (!r) return e.failure ? checkFailure(e, rec, ctx, hk) : undefined;
+  if (text === undefined) return undefined;
   if (ctx.token && !verifyResult(ctx.token, e.id, { worker: r.worker, attempt: r.attempt, text, mac: r.mac }, hk)) {
     return `result has no valid MAC of worker ${r.worker}`;
   }
   if (rec?.state === 'leased' && rec.worker !== undefined && rec.worker !== r.worker && ctx.live(rec.worker)) {
+    return `leased to ${rec.worker}, which is connected`;
+  }
+  return undefined;
+}
+
+function checkFailure(e: ReplicaEntry, rec: TaskRecord | undefined, ctx: ScreenContext, hk: string | undefined): string | undefined {
+  const f = e.failure!;
+  if (!f.error) return 'failure without an error';
+  if (ctx.token) {
+    if (!verifyFailure(ctx.token, e.id, { worker: f.worker, attempt: f.attempt, error: f.error, mac: f.mac }, hk)) return `failure has no valid MAC of worker ${f.worker}`;
+    // An unknown task's spec was checked above; a known one's is checked here.
+    if (rec && (!e.spec || e.spec.id !== e.id || !verifySpec(ctx.token, e.spec, e.spec_mac, hk))) return "failure without the task's spec and its valid MAC";
+  }
+  if (rec?.state === 'leased' && rec.worker !== undefined && rec.worker !== f.worker && ctx.live(rec.worker)) {
     return `leased to ${rec.worker}, which is connected`;
   }
   return undefined;

@@ -1,5 +1,5 @@
 import { setImmediate as turn } from 'node:timers/promises';
-import type { ReplicaEntry } from '../protocol/index.js';
+import { isErrorCode, type ErrorCode, type ReplicaEntry } from '../protocol/index.js';
 import { mergeHandback, type HandbackReport, type HandbackSink } from '../sched/index.js';
 import { screenHandback, type Refusal, type ScreenContext } from './handback-check.js';
 
@@ -10,6 +10,8 @@ export interface MergeStore {
   has(id: string): boolean;
   submitMany(specs: readonly unknown[]): Promise<unknown>;
   complete: HandbackSink['complete'];
+  /** Record a final failure decided in gossip mode (TaskStore.failHandedBack); without it failures are not merged. */
+  fail?(id: string, error: { code: ErrorCode; msg: string }): Promise<'recorded' | 'duplicate' | 'unknown'>;
 }
 
 /**
@@ -27,7 +29,8 @@ export interface MergeReport extends HandbackReport { refused: Refusal[]; /** En
  * work: a worker's replica may hold results the hub recorded and evicted long ago.
  */
 export async function mergeSliced(entries: readonly ReplicaEntry[], store: MergeStore, screen: ScreenContext): Promise<MergeReport> {
-  const rep: MergeReport = { submitted: 0, recorded: 0, duplicate: 0, unknown: 0, skipped: 0, refused: [], known: 0 };
+  const rep: MergeReport = { submitted: 0, recorded: 0, duplicate: 0, unknown: 0, skipped: 0, failures: 0, refused: [], known: 0 };
+  const fail = store.fail?.bind(store);
   for (let i = 0; i < entries.length; i += SLICE) {
     if (i) await turn();
     const fresh: ReplicaEntry[] = [];
@@ -42,11 +45,14 @@ export async function mergeSliced(entries: readonly ReplicaEntry[], store: Merge
       has: (id) => store.has(id),
       submitMany: (specs) => store.submitMany(specs),
       complete: (id, res) => store.complete(id, res),
+      // A code outside the catalogue (a newer worker's) is kept in the message, under TASK_FAILED.
+      ...(fail ? { fail: (id: string, f: { error: { code: string; msg: string } }) => fail(id, isErrorCode(f.error.code) ? { code: f.error.code, msg: f.error.msg } : { code: 'SWARM_ERR_TASK_FAILED', msg: `${f.error.code}: ${f.error.msg}`.slice(0, 64 * 1024) }) } : {}),
     }, SLICE);
     rep.submitted += r.submitted;
     rep.recorded += r.recorded;
     rep.duplicate += r.duplicate;
     rep.unknown += r.unknown;
+    rep.failures += r.failures;
   }
   rep.duplicate += rep.known;
   return rep;

@@ -264,6 +264,7 @@ export class HubReplicator {
       if (this.opts.receipts && rec.result.receipt) e.result.receipt = rec.result.receipt;
     } else if (rec.state === 'failed') {
       e.failure = { worker: rec.worker ?? 'hub', attempt: Math.max(1, rec.attempts), error: rec.error ?? { code: 'SWARM_ERR_TASK_FAILED', msg: 'failed' } };
+      this.signer.failure(e);
     } else if (rec.worker && rec.attempts + (this.unrun.get(rec.id) ?? 0) > 0) {
       const unrun = this.unrun.get(rec.id) ?? 0;
       e.lease = { worker: rec.worker, attempt: rec.attempts + unrun, epoch: 0, until: rec.leaseUntil ?? Date.now() + DEFAULT_LEASE_MS };
@@ -440,6 +441,7 @@ export class HubReplicator {
     try {
       rep = await mergeSliced(entries, {
         final, has: (id) => store.queue.has(id), submitMany: (specs) => this.submit(specs), complete: (id, r) => store.complete(id, r),
+        fail: (id, error) => store.failHandedBack(id, error),
       }, { token: this.opts.token, get: (id) => store.queue.get(id), live: (id) => this.opts.live?.(id) ?? false, acceptedFloor: store.acceptedFloor });
     } catch (err) {
       this.log.warn({ err, worker: w.id }, 'handback failed');

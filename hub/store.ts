@@ -338,6 +338,18 @@ export class TaskStore {
     return 'failed';
   }
 
+  /**
+   * A final failure decided while the hub was away (an acting coordinator's verdict, handed back):
+   * recorded once per task id (journaled first), never over a result: 'duplicate' if the task is final.
+   */
+  async failHandedBack(id: string, error: { code: ErrorCode; msg: string }): Promise<'recorded' | 'duplicate' | 'unknown'> {
+    const rec = this.q.get(id);
+    if (!rec) return this.evictor.tombstones.has(id) ? 'duplicate' : 'unknown';
+    if (isFinal(rec) || this.finishing.has(id)) return 'duplicate';
+    await this.finish(rec, error);
+    return isFinal(rec) && rec.state === 'failed' ? 'recorded' : 'duplicate';
+  }
+
   /** Cancel a task that has not finished: it fails with SWARM_ERR_CANCELLED (journaled first). False if already final or unknown. */
   async cancel(id: string, reason: string): Promise<boolean> {
     const rec = this.q.get(id);

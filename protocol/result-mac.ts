@@ -12,6 +12,9 @@ import { safeEqual, workerCredential } from './auth.js';
  *
  *   result: `rw1.` HMAC-SHA256(workerCredential(token, worker), "swarm-result\n" id "\n" attempt "\n" text)
  *           `rh1.` the same under the hub key, with the worker id after the attempt
+ *   failure: `fw1.` HMAC-SHA256(workerCredential(token, worker), "swarm-failure\n" id "\n" attempt "\n" code "\n" msg),
+ *           by the member that decided it (an acting coordinator's verdict, or a member's final error)
+ *           `fh1.` the same under the hub key, with the worker id after the attempt
  *   spec:   `sw1.<hex>.<worker>` HMAC-SHA256(workerCredential(token, worker), "swarm-spec\n" canonical JSON)
  *           `sh1.<hex>` the same under the hub key
  *           `sh2.<at>.<hex>` the same with the time the hub accepted the task ("swarm-spec-at\n" at "\n" JSON)
@@ -48,6 +51,28 @@ export function verifyResult(token: string, id: string, r: { worker: string; att
   if (typeof mac !== 'string') return false;
   if (mac.startsWith('rw1.')) return safeEqual(mac, signResult(workerCredential(token, r.worker), id, r.attempt, r.text));
   if (mac.startsWith('rh1.')) return safeEqual(mac, hubSignResult(hk, id, r.attempt, r.worker, r.text));
+  return false;
+}
+
+/** A final failure as signed: who decided it, at which attempt, and its error. */
+export interface SignedFailure { worker: string; attempt: number; error: { code: string; msg: string }; mac?: string }
+
+/** A worker's MAC of a final failure it decided. */
+export function signFailure(key: string, id: string, attempt: number, error: { code: string; msg: string }): string {
+  return 'fw1.' + hmac(key, 'swarm-failure', id, attempt, error.code, error.msg);
+}
+
+/** The hub's MAC of a final failure it replicates (bound to the worker it names). */
+export function hubSignFailure(hk: string, id: string, attempt: number, worker: string, error: { code: string; msg: string }): string {
+  return 'fh1.' + hmac(hk, 'swarm-failure', id, attempt, worker, error.code, error.msg);
+}
+
+/** True if `f.mac` is a valid MAC of this failure, by the worker it names or by a hub of this swarm. */
+export function verifyFailure(token: string, id: string, f: SignedFailure, hk = hubKey(token)): boolean {
+  const mac = f.mac;
+  if (typeof mac !== 'string' || typeof f.error?.code !== 'string' || typeof f.error.msg !== 'string') return false;
+  if (mac.startsWith('fw1.')) return safeEqual(mac, signFailure(workerCredential(token, f.worker), id, f.attempt, f.error));
+  if (mac.startsWith('fh1.')) return safeEqual(mac, hubSignFailure(hk, id, f.attempt, f.worker, f.error));
   return false;
 }
 

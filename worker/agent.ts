@@ -1,6 +1,6 @@
 import os from 'node:os';
 import type { Logger } from 'pino';
-import { SwarmError, Type, errorCodeOf, type Connection, type Message, type AnyMessage } from '../protocol/index.js';
+import { SwarmError, Type, errorCodeOf, isErrorCode, type Connection, type Message, type AnyMessage } from '../protocol/index.js';
 import { isRetryable } from '../sched/retry.js';
 import { isPermanentEngineError, type Driver } from '../drivers/index.js';
 import { WorkerClient, type HubLocator } from './client.js';
@@ -154,6 +154,12 @@ export class Agent {
       const done = this.failover?.finished(m.payload.task_id);
       if (done) {
         conn.send(Type.TASK_RES, { task_id: m.payload.task_id, text: done.text, done: true, seq: 0, receipt: done.receipt }, { re: m.id });
+        return;
+      }
+      // Failed for good in gossip mode: the hub records that failure (permanent: no retry), nothing runs.
+      const failed = this.failover?.failedHere(m.payload.task_id);
+      if (failed) {
+        conn.send(Type.ERROR, { code: isErrorCode(failed.code) ? failed.code : 'SWARM_ERR_TASK_FAILED', msg: failed.msg.slice(0, 4000), status: 500, task_id: m.payload.task_id, fatal: false, permanent: true }, { re: m.id });
         return;
       }
       if (this.running.size < this.slots && !this.queued.length) { void this.runTask(m, conn); return; }

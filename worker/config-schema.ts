@@ -29,6 +29,11 @@ export const WorkerConfigSchema = z.object({
     /** Reconnect backoff bounds (jittered by p-retry). */
     minBackoffMs: n(1, 600_000, 100),
     maxBackoffMs: n(1, 600_000, 2000),
+    /**
+     * A worker whose parent process is gone, that reaches no hub and sees no failover peer for this
+     * long, exits (worker/orphan.ts); 0: never. Members that see peers ride out any hub outage.
+     */
+    orphanExitMs: n(0, 30 * 24 * 3600_000, 10 * 60_000),
   }),
   hubMonitor: group({
     /** Hub silence before it is suspected (the spec's 3 s). */

@@ -229,6 +229,20 @@ export class AgentFailover {
     return r && typeof r.text === 'string' ? { text: r.text, attempt: r.attempt, receipt: r.receipt } : undefined;
   }
 
+  /**
+   * A final failure for a task in this agent's replica or a sibling's, decided in gossip mode (and no
+   * result anywhere): a restarted hub that leases it before the handback reaches it is told so, and
+   * the task does not run again.
+   */
+  failedHere(id: string): { code: string; msg: string } | undefined {
+    for (const o of this.siblings) {
+      const e = o.node.replica.get(id);
+      if (e?.result) return undefined;
+      if (e?.failure?.error) return e.failure.error;
+    }
+    return undefined;
+  }
+
   /** A task the hub leased to us is running / has ended (the executor must not start it twice). */
   adopt(id: string): void { this.hubTasks.add(id); this.node.executor.adopt(id); }
   release(id: string): void { this.hubTasks.delete(id); this.node.executor.release(id); }

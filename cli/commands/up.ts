@@ -12,7 +12,7 @@ import { logPath, readHubFile, stateDir, type HubFile } from '../state.js';
 import { nodeArgs } from '../node-args.js';
 import { hubConfigFrom, hubOptions, hubToken, retainArg, type HubCliOptions } from './hub.js';
 import { PROCS_HELP, parseProcs, supervisedProcesses, type Procs } from '../procs.js';
-import { workerArgs } from './worker.js';
+import { ORPHAN_EXIT_HELP, workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
 import { refuseBeyondPlan } from './plan.js';
 import { DEFAULT_ENGINE, engineDriver, parseEngineMode, type EngineMode } from '../shared-engine.js';
@@ -20,7 +20,7 @@ import { startProcess } from '../../drivers/lifecycle.js';
 import { driverOptionsHelp } from '../../drivers/option-summary.js';
 
 interface UpOptions extends HubCliOptions {
-  agents: number; procs: Procs; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; engine: EngineMode; failover: boolean; caps?: string;
+  agents: number; procs: Procs; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; engine: EngineMode; failover: boolean; caps?: string; orphanExitMs?: number;
   detach: boolean; json: boolean; readyTimeout: number; dashboard: boolean; force: boolean;
 }
 
@@ -39,6 +39,7 @@ export function registerUp(program: Command): void {
     .option('--no-failover', 'star only: no peer ports, and a run waits for a hub that dies (a little cheaper: see README)')
     .option('--slots <n>', 'tasks in flight per worker', int('--slots', 1), 1)
     .option('--caps <list>', 'capabilities of the workers (comma-separated): tasks that ask for caps go only to workers that have them')
+    .option('--orphan-exit-ms <ms>', ORPHAN_EXIT_HELP, int('--orphan-exit-ms', 0))
     .option('-d, --detach', 'return once ready; the swarm keeps running (stop it with `swarm down`)', false)
     .option('--ready-timeout <ms>', 'give up if the workers are not ready in time', int('--ready-timeout', 1), 120_000)
     .option('--json', 'print the summary as JSON', false)
@@ -66,7 +67,7 @@ async function refuseIfRunning(dir: string): Promise<void> {
 /** Supervised workers' arguments; `peerTls` only where they go to workers directly (a detached hub derives them from its own --tls-*). */
 function args(o: UpOptions, model: ChosenModel, peerTls = false) {
   const { driver, driverOpt } = engineDriver(o.engine, o.driver, o.driverOpt, o.agents, o.slots);
-  return workerArgs({ driver, driverOpt, model: model.path, slots: o.slots, failover: o.failover, caps: o.caps, ...(peerTls ? { tlsCert: o.tlsCert, tlsKey: o.tlsKey } : {}) });
+  return workerArgs({ driver, driverOpt, model: model.path, slots: o.slots, failover: o.failover, caps: o.caps, orphanExitMs: o.orphanExitMs, ...(peerTls ? { tlsCert: o.tlsCert, tlsKey: o.tlsKey } : {}) });
 }
 
 // The hub's code loads only in the process that runs the hub: `up --detach` starts `swarm hub` as

@@ -11,8 +11,9 @@ import { DEFAULT_DRIVER, chooseModel } from '../model.js';
 import { driverOptionsHelp } from '../../drivers/option-summary.js';
 
 /** The arguments `swarm up` passes to the workers it supervises. */
-export function workerArgs(o: { driver: string; driverOpt: Record<string, string>; model?: string; slots: number; failover?: boolean; caps?: string; tlsCert?: string; tlsKey?: string }): string[] {
+export function workerArgs(o: { driver: string; driverOpt: Record<string, string>; model?: string; slots: number; failover?: boolean; caps?: string; tlsCert?: string; tlsKey?: string; orphanExitMs?: number }): string[] {
   const args = ['--driver', o.driver, '--slots', String(o.slots)];
+  if (o.orphanExitMs !== undefined) args.push('--orphan-exit-ms', String(o.orphanExitMs));
   if (o.caps) args.push('--caps', o.caps);
   if (o.failover) args.push('--failover');
   // Peer links follow the hub's TLS: the same certificate and key serve the workers' peer ports.
@@ -26,8 +27,11 @@ interface WorkerCliOptions {
   hub?: { host: string; port: number }; stateDir?: string; id?: string; ids?: string[]; count: number; driver: string;
   driverOpt: Record<string, string>; model?: string; role?: string; caps?: string; slots: number; queue: number; token?: string;
   peerToken?: string; tls: boolean; tlsCa?: string; tlsPin?: string; tlsCert?: string; tlsKey?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost?: string; advertise?: string; peerPort: number; peerPorts?: string; peerAdvertise?: string; hubLapseMs?: number; hostId?: string;
-  peerTlsCert?: string; peerTlsKey?: string; peerTlsCa?: string; restartKilledMs?: number;
+  peerTlsCert?: string; peerTlsKey?: string; peerTlsCa?: string; restartKilledMs?: number; orphanExitMs?: number;
 }
+
+/** `--orphan-exit-ms`, shared by `swarm worker`, `swarm up` and `swarm hub --supervise` (its default is the worker config's). */
+export const ORPHAN_EXIT_HELP = 'a worker whose parent process is gone, that reaches no hub and sees no failover peer for this long, exits (code 3); 0: never (default 600000: 10 min)';
 
 /**
  * V8's interrupt budget for a one-agent worker process, 8x the default (67,584). A worker's own
@@ -75,6 +79,7 @@ export function registerWorker(program: Command): void {
     .option('--peer-tls-ca <file>', 'failover: verify peers\' certificates against this CA (without it, peer links are encrypted, not verified)')
     .option('--restart-killed-ms <ms>', 'start a worker the hub sends KILL again after this long (a supervised process of several)', int('--restart-killed-ms'))
     .option('--host-id <id>', 'failover: the host this worker runs on, as the hub spreads replica holders over hosts (env SWARM_HOST_ID; default: the hostname with its machine, boot and namespace ids)')
+    .option('--orphan-exit-ms <ms>', ORPHAN_EXIT_HELP, int('--orphan-exit-ms', 0))
     .option('--hub-lapse-ms <ms>', 'failover: hub silence before peers are asked (default 3000, the spec\'s); peers that heard the hub within half of it veto', int('--hub-lapse-ms', 200))
     .addHelpText('after', driverOptionsHelp())
     .action(async (o: WorkerCliOptions) => {
@@ -84,7 +89,7 @@ export function registerWorker(program: Command): void {
       if (o.count === 1) v8.setFlagsFromString(`--interrupt-budget=${ONE_AGENT_JIT_BUDGET}`);
       try {
         // Loaded here, not at the top: `swarm up` and `swarm hub` import this file for workerArgs() only.
-        const [{ deferredLogger }, { WorkerPool, failoverStatusPath, workerConfig }, { killAllChildren, loadDriver }] = await Promise.all([
+        const [{ deferredLogger }, { WorkerPool, OrphanGuard, failoverStatusPath, workerConfig }, { killAllChildren, loadDriver }] = await Promise.all([
           import('../deferred-log.js'), import('../../worker/index.js'), import('../../drivers/index.js')]);
         // pino loads once this worker has joined (or failed to): see cli/deferred-log.ts.
         const { log, load: loadLogger } = deferredLogger('worker', o.logFile);
@@ -112,10 +117,12 @@ export function registerWorker(program: Command): void {
         const token = o.token ?? envToken() ?? (fixed ? undefined : readHubFile(dir)?.token);
         const base = o.id ?? `w-${os.hostname().split('.')[0]}-${process.pid}`;
         const ids = o.ids ?? (o.count === 1 ? [base] : Array.from({ length: o.count }, (_, i) => `${base}-${i + 1}`));
+        const config = workerConfig({ agent: { slots: o.slots, queue: o.queue }, ...(o.orphanExitMs !== undefined ? { client: { orphanExitMs: o.orphanExitMs } } : {}),
+          ...(o.hubLapseMs !== undefined ? { hubMonitor: { lapseMs: o.hubLapseMs } } : {}) });
         const pool = new WorkerPool({
           ids, locate, token, tokens: credentials(process.env.SWARM_CREDENTIALS), role: o.role, slots: o.slots, msgpack: o.msgpack, restartKilledMs: o.restartKilledMs,
           // The veto window and the handback frame bound are derived there (from the lapse, the line limit).
-          config: workerConfig({ agent: { slots: o.slots, queue: o.queue }, ...(o.hubLapseMs !== undefined ? { hubMonitor: { lapseMs: o.hubLapseMs } } : {}) }),
+          config,
           ...(o.failover ? { failover: { ...failoverOptions(o), ...(await peerAddress(o, fixed)) }, statusFile: failoverStatusPath(dir) } : {}),
           caps: o.caps ? o.caps.split(',').map((c) => c.trim()).filter(Boolean) : [],
           driver: { name: o.driver, ...(model.path ? { model: model.path } : {}), options: o.driverOpt },
@@ -128,12 +135,27 @@ export function registerWorker(program: Command): void {
           // A refused join says why, once and then now and then (the loop retries: a hub may be restarting).
           if (s.type === 'reconnecting' && (s.attempt === 1 || s.attempt % 30 === 0)) log.warn({ attempt: s.attempt, error: joinError(s.error) }, 'cannot join the hub');
         });
+        let orphaned: string | undefined;
+        // No parent, no hub, no peer for the bound: this worker outlived its swarm (a leak); it goes.
+        const orphan = new OrphanGuard({
+          hubLinked: () => pool.agents.some((a) => !!a.client.conn && !a.client.conn.isClosed),
+          peersLive: () => pool.agents.some((a) => (a.failover?.node.membership.live().length ?? 0) > 1),
+        }, {
+          afterMs: config.client.orphanExitMs,
+          onOrphaned: (why) => { orphaned = why; void pool.stop('orphaned'); },
+        });
+        orphan.start();
         const onSignal = () => void pool.stop('signal').then(() => process.exit(0));
         process.once('SIGINT', onSignal);
         process.once('SIGTERM', onSignal);
         process.once('exit', () => killAllChildren());
         await pool.run();
         await loadLogger();
+        if (orphaned !== undefined) {
+          log.error({ code: 'SWARM_ERR_NO_SWARM', orphanExitMs: config.client.orphanExitMs }, `orphaned worker exiting: ${orphaned}`);
+          log.flush?.();
+          fail(new SwarmError('SWARM_ERR_NO_SWARM', `orphaned worker exiting: ${orphaned}`));
+        }
         // Refused (wrong token or certificate): retrying would present the same credentials again.
         const refused = pool.agents.find((a) => a.refused)?.refused;
         if (refused) log.error({ code: refused.code, error: refused.message }, 'the hub refused this worker; exiting');

@@ -100,12 +100,12 @@ t.test('handing results back to a hub twice records each once', async (t) => {
   };
   const first = await handBack(sw.nodes[3]!.replica, sink);
   const second = await handBack(sw.nodes[8]!.replica, sink);
-  t.same(first, { submitted: 100, recorded: 100, duplicate: 0, unknown: 0, skipped: 0 });
-  t.same(second, { submitted: 0, recorded: 0, duplicate: 100, unknown: 0, skipped: 0 }, 'the second handback changes nothing');
+  t.same(first, { submitted: 100, recorded: 100, duplicate: 0, unknown: 0, skipped: 0, failures: 0 });
+  t.same(second, { submitted: 0, recorded: 0, duplicate: 100, unknown: 0, skipped: 0, failures: 0 }, 'the second handback changes nothing');
   t.equal(results.size, specs.length, 'every result present once');
   // A sink that says what it has final is asked by id first: nothing it has is offered again.
   const third = await handBack(sw.nodes[5]!.replica, { ...sink, final: (id: string) => results.has(id) });
-  t.same(third, { submitted: 0, recorded: 0, duplicate: 0, unknown: 0, skipped: 100 }, 'ids first: results the hub has final are not offered');
+  t.same(third, { submitted: 0, recorded: 0, duplicate: 0, unknown: 0, skipped: 100, failures: 0 }, 'ids first: results the hub has final are not offered');
   for (const n of sw.nodes) n.stop();
 });
 

@@ -8,6 +8,7 @@ import { canRun, needsOf, type Offers } from '../../sched/route.js';
 import { realClock, type Clock, type TimerHandle } from './clock.js';
 import type { Membership } from './membership.js';
 import type { Entry, Replica, ReplicaSpec } from './replica.js';
+import { recordFailure } from './handback.js';
 
 /** An assignment from the acting coordinator to a member. */
 export interface Assign { id: string; attempt: number; epoch: number; spec: ReplicaSpec }
@@ -258,7 +259,7 @@ export class Coordinator {
         const error = { code: (typeof r.error?.code === 'string' ? r.error.code : 'SWARM_ERR_TASK_FAILED') as ErrorCode, msg: typeof r.error?.msg === 'string' ? r.error.msg.slice(0, 4000) : 'failed on a member' };
         const v = afterFailure(l.attempt - (l.unrun ?? 0), maxAttemptsOf(spec ?? {}, this.rules.defaultMaxAttempts), error, true, this.opts.random, this.opts.backoffMs);
         if (v.kind === 'retry') this.retryAt.set(r.id, this.clock.now() + v.delayMs);
-        else if (this.replica.record(r.id, { worker: this.ms.id, attempt: l.attempt, error: v.error })) this.stats.failed++;
+        else if (recordFailure(this.replica, r.id, { worker: this.ms.id, attempt: l.attempt, error: v.error })) this.stats.failed++;
       }
     }
   }
@@ -366,8 +367,7 @@ export class Coordinator {
     const attempt = (e.lease?.attempt ?? 0) + 1;
     const lost = afterLeaseLost(attempt - 1 - (e.lease?.unrun ?? 0), maxAttemptsOf(e.spec!, this.rules.defaultMaxAttempts));
     if (lost?.kind === 'failed') {
-      this.replica.record(e.id, { worker: this.ms.id, attempt: attempt - 1, error: lost.error });
-      this.stats.failed++;
+      if (recordFailure(this.replica, e.id, { worker: this.ms.id, attempt: attempt - 1, error: lost.error })) this.stats.failed++;
       return false;
     }
     const d = this.replica.lease(e.id, worker, this.epoch, this.until(now, e.spec));

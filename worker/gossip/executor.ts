@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Receipt } from '../../protocol/index.js';
 import type { Membership } from './membership.js';
 import type { Entry, Replica, ReplicaSpec } from './replica.js';
+import { recordFailure } from './handback.js';
 import { ACK_CH, ASSIGN_CH, NACK_CH, type Assign, type AssignReply, type Coordinator } from './coordinator.js';
 
 /** What running one task produced. An error is retried elsewhere unless `final`. */
@@ -90,7 +91,7 @@ export class Executor {
     if ('text' in out) {
       won = this.replica.record(a.id, { worker: this.ms.id, attempt: a.attempt, text: out.text, receipt: out.receipt });
     } else if (out.final) {
-      won = this.replica.record(a.id, { worker: this.ms.id, attempt: a.attempt, error: out.error });
+      won = recordFailure(this.replica, a.id, { worker: this.ms.id, attempt: a.attempt, error: out.error }) ? this.replica.get(a.id) : undefined;
     } else {
       this.ms.sendApp(from, NACK_CH, { id: a.id, attempt: a.attempt, ran: true, error: { code: out.error.code, msg: out.error.msg.slice(0, 4000) } } satisfies AssignReply);
     }

@@ -1,0 +1,92 @@
+import fs from 'node:fs';
+import { every } from '../protocol/index.js';
+
+/** What the guard reads of the worker process. */
+export interface OrphanSignals {
+  /** Some agent of the process holds a link to a hub now. */
+  hubLinked(): boolean;
+  /** Some agent of the process sees a live failover peer (a member other than itself). */
+  peersLive(): boolean;
+}
+
+export interface OrphanGuardOptions {
+  /** Exit after this long with no parent, no hub and no peer; 0: never (worker config `client.orphanExitMs`). */
+  afterMs: number;
+  /** Called once, when the bound is reached, with why. */
+  onOrphaned(why: string): void;
+  /** True while the process that started this one is alive (default: `parentWatch()`). */
+  parentAlive?: () => boolean;
+  /** How often the signals are read (default: a tenth of the bound, between 1 s and 30 s). */
+  checkMs?: number;
+  now?: () => number;
+  /** A periodic timer; returns its stop (default: the process's shared clock). */
+  every?: (ms: number, fn: () => void) => () => void;
+}
+
+/**
+ * Bounds how long a worker outlives its swarm. A worker leaked by an interrupted test, or left when
+ * its supervisor died and no hub came back, used to retry the dead hub forever (one ran 1.5 h). It
+ * exits once, for `afterMs` without a break, the process that started it is gone (or a zombie), no
+ * agent reaches a hub, and no agent sees a live failover peer. Any one of them resets the clock: a
+ * worker started by hand from a live shell waits for its hub as long as it takes, and members that
+ * still see peers ride out a hub outage of any length (they finish the run and hand it back).
+ */
+export class OrphanGuard {
+  private since?: number;
+  private stopTimer?: () => void;
+  private fired = false;
+  private readonly parentAlive: () => boolean;
+
+  /** Construct it early: the parent is the one this process has now. */
+  constructor(private readonly signals: OrphanSignals, private readonly opts: OrphanGuardOptions) {
+    this.parentAlive = opts.parentAlive ?? parentWatch();
+  }
+
+  start(): void {
+    if (this.opts.afterMs <= 0 || this.stopTimer) return;
+    const checkMs = this.opts.checkMs ?? Math.min(30_000, Math.max(1000, Math.floor(this.opts.afterMs / 10)));
+    this.stopTimer = (this.opts.every ?? every)(checkMs, () => this.check());
+  }
+
+  stop(): void { this.stopTimer?.(); this.stopTimer = undefined; }
+
+  /** One reading of the signals (the timer's tick; tests call it directly). */
+  check(): void {
+    if (this.fired) return;
+    const now = (this.opts.now ?? Date.now)();
+    if (this.parentAlive() || this.signals.hubLinked() || this.signals.peersLive()) { this.since = undefined; return; }
+    this.since ??= now;
+    if (now - this.since < this.opts.afterMs) return;
+    this.fired = true;
+    this.stop();
+    this.opts.onOrphaned(`its parent process is gone and it reached no hub and saw no failover peer for ${Math.round((now - this.since) / 1000)} s (bound ${this.opts.afterMs} ms, --orphan-exit-ms)`);
+  }
+}
+
+/**
+ * True while the process that started this one lives: same pid as our parent now, same start time
+ * as then, not a zombie (/proc/PID/stat; the same reading as the engines' orphan watchdog). Started
+ * by init (ppid 0 or 1: a container's or systemd's own process), there is nothing to outlive.
+ * Without /proc, only whether the pid exists.
+ */
+export function parentWatch(): () => boolean {
+  const self = stat('self');
+  const ppid = self ? Number(self[1]) : process.ppid;
+  if (ppid <= 1) return () => true;
+  const born = stat(String(ppid))?.[19];
+  if (!self || born === undefined) return () => { try { process.kill(ppid, 0); return true; } catch { return false; } };
+  return () => {
+    const now = stat('self');
+    if (!now || Number(now[1]) !== ppid) return false;
+    const p = stat(String(ppid));
+    return !!p && p[19] === born && p[0] !== 'Z' && p[0] !== 'X';
+  };
+}
+
+/** Fields of /proc/PID/stat after the command name (state, ppid, …), or undefined. */
+function stat(pid: string): string[] | undefined {
+  try {
+    const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return s.slice(s.lastIndexOf(')') + 2).split(' ');
+  } catch { return undefined; }
+}
