@@ -1,15 +1,17 @@
 /**
  * CPU per generated token: the batched engine alone (in-process drivers, no hub, no workers) against
  * a bare `llama-server -np N` at the same thread count, each KV layout of both (the engine's unified
- * cache and a stream per sequence; the server with and without `-kvu`), in rounds that alternate the
- * four so that a shared machine's drift falls on all of them. Tokens per CPU-second of the engine
+ * cache and a stream per sequence; the server with and without `-kvu`), in rounds that alternate
+ * them so that a shared machine's drift falls on all of them. Tokens per CPU-second of the engine
  * process is the figure that counts on a busy machine; the medians over the rounds are reported, and
- * where the engine's CPU goes: µs per token on its main thread (for the batched engine node-llama-cpp's
+ * where the engine's CPU goes: µs per token on its main thread (for the batched engine its decode loop's
  * JavaScript), on its busiest other thread (llama.cpp's decode and the sampling: the one libuv pool
  * thread at one thread) and on the rest (V8's compiler and GC helpers, llama.cpp's other threads).
  * Each engine is warmed with over 3,000 tokens first: V8 compiles the engine's hot paths over its
  * first few thousand tokens, which a long-lived engine does not pay.
- * Run: `node dist/bench/engine-cpu.js [MODEL] [N] [R] [THREADS] [ROUNDS]`; appends to
+ * Modes: `bare` and `bare -kvu` (always), and the batched engine with node-llama-cpp's decode loop or its
+ * own (`library …`, `direct …`), unified or a stream per sequence (`… unified`, `… streams`).
+ * Run: `node dist/bench/engine-cpu.js [MODEL] [N] [R] [THREADS] [ROUNDS] [MODE,…]`; appends to
  * bench/results/engine-cpu.jsonl.
  */
 import fs from 'node:fs';
@@ -20,16 +22,22 @@ import { machine, quantile, threadCpuSeconds } from './proc.js';
 import { batchedEngine, runLoad, sharedServer, type EngineSet } from './engine-load.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const [model = '/work/shared/models/synth-llama-15M-shape-q8_0.gguf', n = '8', r = '3', t = '1', k = '2'] = process.argv.slice(2);
+const [model = '/work/shared/models/synth-llama-15M-shape-q8_0.gguf', n = '8', r = '3', t = '1', k = '2', pick] = process.argv.slice(2);
 const N = Number(n), R = Number(r), ROUNDS = Number(k);
 const CTX = 512;
 
-const modes: Record<string, () => Promise<EngineSet>> = {
+const engine = (more: Record<string, string>) => () => batchedEngine(model, N, t, CTX, fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-cpu-')), more);
+const allModes: Record<string, () => Promise<EngineSet>> = {
   'bare': () => sharedServer(model, N, Number(t), CTX),
   'bare -kvu': () => sharedServer(model, N, Number(t), CTX, '-kvu'),
-  'batched unified': () => batchedEngine(model, N, t, CTX, fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-cpu-'))),
-  'batched streams': () => batchedEngine(model, N, t, CTX, fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-cpu-')), { kv_unified: '0' }),
+  // The batched engine's two decode loops (`loop=`), each with either KV layout.
+  'library unified': engine({ loop: 'library' }),
+  'library streams': engine({ loop: 'library', kv_unified: '0' }),
+  'direct unified': engine({ loop: 'direct' }),
+  'direct streams': engine({ loop: 'direct', kv_unified: '0' }),
 };
+// Both bare layouts always run: the best of them is the bar.
+const modes = Object.fromEntries(Object.entries(allModes).filter(([m]) => !pick || m.startsWith('bare') || pick.split(',').includes(m)));
 
 const WARM_TOKENS = 3072;
 

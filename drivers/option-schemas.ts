@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_LOOP } from './batched/messages.js';
 
 /**
  * Each driver's `--driver-opt key=value` settings: the one definition. protocol/gen-validators.ts
@@ -37,6 +38,8 @@ export const DriverOptionSchemas = {
     tail_widen: flag('1'),
     /** Flash attention: `auto` turns it off where the CPU's kernel would run scalar for the model's head size (drivers/batched/flash-attn.ts). */
     flash_attn: z.enum(['auto', 'on', 'off']).meta({ title: 'auto|on|off' }).default('auto'),
+    /** The engine's decode loop: its own, one step for all sequences (`direct`), or node-llama-cpp's completion per sequence (`library`). */
+    loop: z.enum(['direct', 'library']).meta({ title: 'direct|library' }).default(DEFAULT_LOOP),
     slots: unused, stop_grace_ms: unused, download_stall_ms: unused,
   }).strict().describe('embedded, batched engine (the default)'),
   embedded: z.object({

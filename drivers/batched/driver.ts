@@ -68,10 +68,10 @@ export class BatchedDriver implements Driver {
     if (!this.config.model) throw new SwarmError('SWARM_ERR_CONFIG', 'the batched driver needs a model (--model PATH.gguf or an hf: URI)');
     this.modelPath ??= await resolveModel(this.config.model);
     const o = this.options;
-    this.paths ??= enginePaths(o.dir, { model: this.modelPath, ctx: o.ctx, threads: o.threads, prefixCache: o.prefixCache, kvUnified: o.kvUnified, tailWiden: o.tailWiden, flashAttn: o.flashAttn });
+    this.paths ??= enginePaths(o.dir, { model: this.modelPath, ctx: o.ctx, threads: o.threads, prefixCache: o.prefixCache, kvUnified: o.kvUnified, tailWiden: o.tailWiden, flashAttn: o.flashAttn, loop: o.loop });
     let sock;
     try { sock = await connectSocket(this.paths.socket); } catch {
-      await ensureEngine(this.paths, { model: this.modelPath, threads: o.threads, ctx: o.ctx, sequences: o.sequences, idleMs: o.idleMs, maxWaiting: 4 * o.sequences, prefixCache: o.prefixCache, kvUnified: o.kvUnified, tailWiden: o.tailWiden, flashAttn: o.flashAttn }, o.startTimeoutMs, signal);
+      await ensureEngine(this.paths, { model: this.modelPath, threads: o.threads, ctx: o.ctx, sequences: o.sequences, idleMs: o.idleMs, maxWaiting: 4 * o.sequences, prefixCache: o.prefixCache, kvUnified: o.kvUnified, tailWiden: o.tailWiden, flashAttn: o.flashAttn, loop: o.loop }, o.startTimeoutMs, signal);
       sock = await connectSocket(this.paths.socket).catch((err: Error) => { throw new SwarmError('SWARM_ERR_ENGINE_START', `batched engine: ${err.message}`); });
     }
     const c = new SeqConn(sock);

@@ -2,6 +2,7 @@ import { LlamaCompletion, type LlamaContextSequence, type LlamaGrammar, type Lla
 import type { HostChatOptions } from './messages.js';
 import { checkFits, completionOptions } from '../embedded/completion.js';
 import { cachedPrefix, evalStart, type TailShape } from './prefix.js';
+import type { Sampling, StepLoop } from './step-loop.js';
 
 
 /** What one generation reports. */
@@ -11,9 +12,10 @@ export interface Generated { tokensIn: number; tokensOut: number; tokensCached: 
 
 /**
  * One completion on one sequence, with the same sampling as the per-worker engine. The sequence keeps
- * its tokens between calls, and node-llama-cpp's LlamaCompletion evaluates only what follows the part
- * of the prompt the sequence already holds (it erases from the first differing token): that is the
- * prefix cache, and `tokensCached` says how much of it this prompt used.
+ * its tokens between calls, and only what follows the part of the prompt the sequence already holds is
+ * evaluated (it is erased from the first differing token): that is the prefix cache, and
+ * `tokensCached` says how much of it this prompt used. With `loop` the engine's own decode loop runs
+ * it (step-loop.ts); without, node-llama-cpp's LlamaCompletion.
  */
 export async function generate(o: {
   model: LlamaModel; sequence: LlamaContextSequence; completion: LlamaCompletion; prompt: string; opts: HostChatOptions;
@@ -22,6 +24,10 @@ export async function generate(o: {
   donors?: readonly LlamaContextSequence[];
   /** The model's shape where a short tail is cheaper widened (flash attention on): see evalStart. */
   shape?: TailShape;
+  /** Start from an empty sequence (no prefix cache). */
+  fresh?: boolean;
+  /** The engine's own decode loop; node-llama-cpp's completion without it. */
+  loop?: StepLoop;
 }): Promise<Generated> {
   const { model, opts } = o;
   // Tokenized as llama.cpp does (with the SPM space prefix), as the per-worker engine does.
@@ -29,21 +35,41 @@ export async function generate(o: {
   const bos = model.tokens.shouldPrependBosToken ? model.tokens.bos : null;
   const full = bos !== null ? [bos, ...input] : input;
   checkFits(full.length, o.sequence.contextSize);
-  let tokensCached = cachedPrefix(o.sequence.contextTokens, full);
-  if (o.donors) tokensCached = await startFromLongestPrefix(o.sequence, o.donors, full, tokensCached, o.shape);
-  const start = evalStart(tokensCached, full.length, o.shape);
-  if (start < tokensCached) {
-    // LlamaCompletion evaluates from the first token the sequence does not hold: it must not hold these.
-    await o.sequence.eraseContextTokenRanges([{ start, end: o.sequence.nextTokenIndex }]);
-    tokensCached = start;
-  }
+  let tokensCached = 0;
   let tokensOut = 0;
+  const onTokens = (n: number): void => { tokensOut += n; };
+  /** Where the prompt's evaluation starts: what the sequence holds of it, or copies from another. */
+  const prepare = async (): Promise<number> => {
+    if (o.fresh) await o.sequence.clearHistory();
+    tokensCached = cachedPrefix(o.sequence.contextTokens, full);
+    if (o.donors) tokensCached = await startFromLongestPrefix(o.sequence, o.donors, full, tokensCached, o.shape);
+    const start = evalStart(tokensCached, full.length, o.shape);
+    // Evaluation goes on from the first token the sequence does not hold: it must not hold these.
+    if (start < o.sequence.nextTokenIndex) await o.sequence.eraseContextTokenRanges([{ start, end: o.sequence.nextTokenIndex }]);
+    tokensCached = Math.min(tokensCached, start);
+    return start;
+  };
+  const c = completionOptions(opts, o.grammar, { signal: o.signal, onText: o.onText, onTokens });
+  if (o.loop) {
+    const reason = await o.loop.run({
+      sequence: o.sequence, prepare: async () => ({ tokens: full, start: await prepare() }),
+      sampling: { temperature: c.temperature ?? 0, ...pick(c) }, grammar: o.grammar, stops: opts.stop ?? [],
+      // As LlamaCompletion bounds a chat whose context may not shift: at most what the context holds.
+      maxTokens: opts.maxTokens !== undefined && opts.maxTokens > 0 ? Math.min(opts.maxTokens, o.sequence.contextSize - full.length) : o.sequence.contextSize - full.length,
+      signal: o.signal, onText: o.onText, onTokens,
+    });
+    return { tokensIn: full.length, tokensOut, tokensCached, reason };
+  }
+  await prepare();
   // The same sampling, stops and limits as the per-worker engine, so that both answer alike.
-  const r = await o.completion.generateCompletionWithMeta(input, completionOptions(opts, o.grammar, {
-    signal: o.signal, onText: o.onText, onTokens: (n) => { tokensOut += n; },
-  }));
+  const r = await o.completion.generateCompletionWithMeta(input, c);
   return { tokensIn: full.length, tokensOut, tokensCached, reason: r.metadata.stopReason };
 }
+
+const pick = (c: { topK?: number; topP?: number; minP?: number; seed?: number }): Omit<Sampling, 'temperature'> => ({
+  ...(c.topK !== undefined ? { topK: c.topK } : {}), ...(c.topP !== undefined ? { topP: c.topP } : {}),
+  ...(c.minP !== undefined ? { minP: c.minP } : {}), ...(c.seed !== undefined ? { seed: c.seed } : {}),
+});
 
 /** A donor must hold at least this many more tokens of the prompt than the sequence itself to be worth a copy. */
 const MIN_SHARED = 32;

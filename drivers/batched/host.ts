@@ -20,6 +20,7 @@ import { installBatchGate, type BatchGate } from './batch-gate.js';
 import { ThreadTuner, cpuLimit, idleCores, installThreadTuner, startThreads } from './threads.js';
 import { LOAD_FAILED_EXIT, MAX_LINE, type EngineConfig, type FromEngine, type ToEngine } from './messages.js';
 import { crashPoint } from './crash-hook.js';
+import { StepLoop } from './step-loop.js';
 
 const log = (msg: string): void => { process.stderr.write(`${new Date().toISOString()} ${msg}\n`); };
 
@@ -46,7 +47,7 @@ class Engine {
   private started = false;
 
   constructor(private readonly cfg: EngineConfig, private readonly model: LlamaModel, private readonly sequences: LlamaContextSequence[],
-    private readonly grammars: GrammarCache, private readonly gate: BatchGate | undefined, flashAttn: boolean) {
+    private readonly grammars: GrammarCache, private readonly gate: BatchGate | undefined, flashAttn: boolean, private readonly loop: StepLoop | undefined) {
     this.completions = sequences.map((s) => new LlamaCompletion({ contextSequence: s }));
     // Widening exists for flash attention's per-row kernel: with it off a short tail is cheap as it is.
     this.shape = sequences[0] && cfg.tailWiden !== false ? tailShape(model, flashAttn) : undefined;
@@ -147,15 +148,17 @@ class Engine {
     let timer: NodeJS.Timeout | undefined;
     const flush = (): void => { clearTimeout(timer); timer = undefined; lines = 0; if (buf) { this.send(c, { t: 'chunk', id, text: buf }); buf = ''; } };
     try {
-      // Without the prefix cache every chat starts from an empty sequence, so all of its prompt is evaluated.
-      if (this.cfg.prefixCache === false) await this.sequences[seq]!.clearHistory();
       const r = await generate({
         model: this.model, sequence: this.sequences[seq]!, completion: this.completions[seq]!, prompt, opts, grammar, signal,
+        // Without the prefix cache every chat starts from an empty sequence, so all of its prompt is evaluated.
+        ...(this.cfg.prefixCache === false ? { fresh: true } : {}), ...(this.loop ? { loop: this.loop } : {}),
         ...(this.cfg.prefixCache === false ? {} : { donors: this.sequences, ...(this.shape ? { shape: this.shape } : {}) }),
         onText: (text) => {
           const first = ttftMs === undefined;
-          ttftMs ??= Math.round((performance.now() - t0) * 100) / 100;
-          crashPoint('chat');
+          if (first) {
+            ttftMs = Math.round((performance.now() - t0) * 100) / 100;
+            crashPoint('chat');
+          }
           buf += text;
           // The first text goes out at once: a watcher waits for it (time to first token), not for the pace.
           if (stream && first) { flush(); return; }
@@ -247,10 +250,13 @@ async function main(): Promise<void> {
   if (tuner) exitNote = () => log(`threads at exit ${tuner.threads()}; tokens/s by threads ${JSON.stringify(tuner.rates())}`);
   let shown = threads;
   if (tuner) setInterval(() => { if (tuner.threads() !== shown) { shown = tuner.threads(); log(`threads now ${shown}; tokens/s by threads ${JSON.stringify(tuner.rates())}`); } }, 5000).unref();
-  const gate = installBatchGate(context);
-  if (!gate) log('node-llama-cpp internals moved: decodes are batched as node-llama-cpp queues them (slower)');
   const sequences = Array.from({ length: cfg.sequences }, () => context.getSequence());
-  const engine = new Engine(cfg, model, sequences, new GrammarCache(llama), gate, fa.on);
+  // The engine's own decode loop (step-loop.ts) where asked for and node-llama-cpp's internals allow it.
+  const loop = cfg.loop === 'direct' ? await StepLoop.create(context, model, sequences[0]!) : undefined;
+  if (cfg.loop === 'direct' && !loop) log('node-llama-cpp internals moved (or the model needs KV checkpoints): node-llama-cpp\'s decode loop');
+  const gate = loop ? undefined : installBatchGate(context);
+  if (!loop && !gate) log('node-llama-cpp internals moved: decodes are batched as node-llama-cpp queues them (slower)');
+  const engine = new Engine(cfg, model, sequences, new GrammarCache(llama), gate, fa.on, loop);
   // The socket appears only now, fully loaded: a worker that can connect can chat. Owner-only (0600).
   socketPath = cfg.socket;
   fs.rmSync(cfg.socket, { force: true });
@@ -258,7 +264,7 @@ async function main(): Promise<void> {
   server = net.createServer((sock) => engine.accept(sock));
   await new Promise<void>((resolve, reject) => { server!.once('error', reject); server!.listen(cfg.socket, () => resolve()); });
   process.umask(old);
-  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, KV cache ${unified ? 'unified' : 'per sequence'} (${loadPath} binding), ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, flash attention ${fa.on ? 'on' : 'off'} (${fa.why}), ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
+  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, KV cache ${unified ? 'unified' : 'per sequence'} (${loadPath} binding), ${loop ? 'own' : 'node-llama-cpp\'s'} decode loop, ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, flash attention ${fa.on ? 'on' : 'off'} (${fa.why}), ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
 }
 
 process.on('SIGTERM', () => shutdown(0));

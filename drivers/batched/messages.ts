@@ -30,6 +30,8 @@ export interface EngineConfig {
   tailWiden?: boolean;
   /** Flash attention; `auto` (or absent) decides from the model's shape (flash-attn.ts). */
   flashAttn?: FlashAttnSetting;
+  /** `direct`: the engine's own decode loop (step-loop.ts); `library`: node-llama-cpp's completion. */
+  loop?: 'direct' | 'library';
 }
 
 /** Worker to engine. */
@@ -48,6 +50,9 @@ export type FromEngine =
   /** `tokensCached`: prompt tokens the sequence already held (not evaluated again). */
   | { t: 'done'; id: number; tokensIn: number; tokensOut: number; tokensCached: number; reason: string; text?: string; ttftMs?: number }
   | { t: 'error'; id: number; code: string; message: string };
+
+/** The decode loop an engine runs unless `--driver-opt loop=` says otherwise (drivers/option-schemas.ts). */
+export const DEFAULT_LOOP: 'direct' | 'library' = 'library';
 
 /** Longest line either side accepts: a prompt travels in one line. */
 export const MAX_LINE = 8 * 1024 * 1024;

@@ -49,6 +49,11 @@ export interface BatchedOptions {
    * where it is vectorized (heads of 64). A short prompt tail is widened only while it is on.
    */
   flashAttn: FlashAttnSetting;
+  /**
+   * The decode loop: `direct` steps all sequences in one batch straight on node-llama-cpp's native
+   * context (step-loop.ts); `library` runs node-llama-cpp's completion per sequence.
+   */
+  loop: 'direct' | 'library';
 }
 
 /** Validate the string options of DriverConfig into typed settings. */
@@ -66,5 +71,6 @@ export function parseBatchedOptions(raw: Record<string, string>): BatchedOptions
     kvUnified: o.kv_unified === '1' || o.kv_unified === 'true',
     tailWiden: o.tail_widen === '1' || o.tail_widen === 'true',
     flashAttn: o.flash_attn,
+    loop: o.loop,
   };
 }

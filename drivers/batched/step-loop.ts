@@ -1,0 +1,230 @@
+/**
+ * The engine's own decode loop: one step per batch for every active chat, straight on node-llama-cpp's
+ * native context (`initBatch`, `addToBatch` per sequence, `decodeBatch`, then `sampleToken` per
+ * sequence), in place of node-llama-cpp's per-sequence evaluation generator, its locks, batch queue and
+ * promise chain per token. With a small model those cost 140-160 µs of the main thread per token (the
+ * 15M shape: about a sixth of a token's CPU; docs/performance.md), spread with no one hot spot.
+ *
+ * Each step takes one token of every generating chat, then prompt tokens up to the batch size, added
+ * in sequence-id order (llama.cpp cuts a batch of KV streams into runs of consecutive ids). A chat's
+ * preparation (prefix copy between sequences, erasing what the prompt does not share) runs between two
+ * steps, never beside a decode: it changes KV cells the decode reads. Sampling uses node-llama-cpp's
+ * own sampler configuration for the sequence, so a chat's tokens are the library loop's; its text is
+ * made as LlamaCompletion makes it (completion-text.ts). The sequences' token lists (node-llama-cpp's
+ * `_contextTokens`, `_nextTokenIndex`) are kept as the library keeps them, so the prefix cache, the
+ * copies between sequences and the erases work on them unchanged.
+ *
+ * It reaches into node-llama-cpp 3.x (the context's `_ctx`, the sequences' internals, the binding's
+ * AddonSampler); `createStepLoop` returns undefined where they moved, or where the model needs KV
+ * checkpoints (recurrent or sliding-window models), and the engine keeps the library loop.
+ */
+import { LlamaGrammarEvaluationState, type LlamaContext, type LlamaContextSequence, type LlamaGrammar, type LlamaModel, type Token } from 'node-llama-cpp';
+import { CompletionText, extraEosTokens, loadTextInternals, type StopReason } from './completion-text.js';
+
+interface AddonContext {
+  initBatch(n: number): void;
+  addToBatch(sequenceId: number, firstTokenIndex: number, tokens: Uint32Array, logitIndexes: Uint32Array): Uint32Array;
+  decodeBatch(): Promise<void>;
+  sampleToken(batchLogitIndex: number, sampler: AddonSampler): Promise<Token | -1>;
+}
+interface AddonSampler { applyConfig(config: Record<string, unknown>): unknown; dispose(): void }
+interface SeqInternals {
+  _sequenceId: number;
+  _contextTokens: Token[];
+  _nextTokenIndex: number;
+  _resolveSamplerConfig(o: Record<string, unknown>): Record<string, unknown>;
+  readonly needsCheckpoints: boolean;
+}
+
+/** Sampling as the engine asks node-llama-cpp's completion for it (embedded/completion.ts). */
+export interface Sampling { temperature: number; topK?: number; topP?: number; minP?: number; seed?: number }
+
+/** What a chat needs of the loop. `prepare` runs between steps and says where the prompt's evaluation starts. */
+export interface StepChat {
+  sequence: LlamaContextSequence;
+  prepare: () => Promise<{ tokens: readonly Token[]; start: number }>;
+  sampling: Sampling;
+  grammar: LlamaGrammar | undefined;
+  stops: readonly string[];
+  /** Generated tokens at most (0: until the context is full). */
+  maxTokens: number;
+  signal: AbortSignal;
+  onText: (text: string) => void;
+  onTokens: (n: number) => void;
+}
+
+interface Job {
+  chat: StepChat;
+  seq: SeqInternals;
+  id: number;
+  /** Tokens to decode next: the prompt's rest, or the last sampled token. */
+  pending: Token[];
+  sampler: AddonSampler;
+  text: CompletionText;
+  /** Tokens of `pending` in the current step, and the batch logit index of its sample (or -1). */
+  take: number;
+  logit: number;
+  resolve: (reason: StopReason) => void;
+  reject: (err: unknown) => void;
+}
+
+const ONE_LOGIT = Uint32Array.of(0);
+const NO_LOGITS = new Uint32Array(0);
+const NONE: Token[] = [];
+
+export class StepLoop {
+  private jobs: Job[] = [];
+  private readonly arriving: { chat: StepChat; resolve: (r: StopReason) => void; reject: (e: unknown) => void }[] = [];
+  private running = false;
+  private readonly batchSize: number;
+
+  private constructor(private readonly context: LlamaContext, private readonly ctx: AddonContext,
+    private readonly newSampler: () => AddonSampler, private readonly model: LlamaModel,
+    private readonly texts: NonNullable<Awaited<ReturnType<typeof loadTextInternals>>>, private readonly eos: ReadonlySet<Token>) {
+    this.batchSize = context.batchSize;
+  }
+
+  /** The loop for `context`, or undefined where node-llama-cpp's internals are not as this expects. */
+  static async create(context: LlamaContext, model: LlamaModel, probe: LlamaContextSequence): Promise<StepLoop | undefined> {
+    const ctx = (context as unknown as { _ctx?: Partial<AddonContext> })._ctx;
+    if (!ctx || typeof ctx.initBatch !== 'function' || typeof ctx.addToBatch !== 'function' || typeof ctx.decodeBatch !== 'function' || typeof ctx.sampleToken !== 'function') return undefined;
+    const seq = probe as unknown as Partial<SeqInternals>;
+    if (typeof seq._sequenceId !== 'number' || !Array.isArray(seq._contextTokens) || typeof seq._nextTokenIndex !== 'number' || typeof seq._resolveSamplerConfig !== 'function') return undefined;
+    if (seq.needsCheckpoints) return undefined;
+    const Sampler = (model as unknown as { _llama?: { _bindings?: { AddonSampler?: new (m: unknown) => AddonSampler } } })._llama?._bindings?.AddonSampler;
+    const native = (model as unknown as { _model?: unknown })._model;
+    if (typeof Sampler !== 'function' || !native) return undefined;
+    const texts = await loadTextInternals();
+    if (!texts) return undefined;
+    return new StepLoop(context, ctx as AddonContext, () => new Sampler(native), model, texts, extraEosTokens(model));
+  }
+
+  /** Run one chat to its end; resolves with why it ended. */
+  run(chat: StepChat): Promise<StopReason> {
+    return new Promise((resolve, reject) => {
+      this.arriving.push({ chat, resolve, reject });
+      if (!this.running) void this.spin();
+    });
+  }
+
+  private async spin(): Promise<void> {
+    this.running = true;
+    try {
+      while (this.jobs.length > 0 || this.arriving.length > 0) {
+        if (this.arriving.length > 0) await this.admit();
+        if (this.jobs.length > 0) await this.step();
+      }
+    } finally {
+      this.running = false;
+    }
+  }
+
+  /** Prepare the chats that arrived (no decode runs meanwhile) and let them into the next step. */
+  private async admit(): Promise<void> {
+    const arrived = this.arriving.splice(0);
+    for (const a of arrived) {
+      let sampler: AddonSampler | undefined;
+      try {
+        const { tokens, start } = await a.chat.prepare();
+        const seq = a.chat.sequence as unknown as SeqInternals;
+        if (seq._nextTokenIndex !== start) throw new Error(`sequence holds ${seq._nextTokenIndex} tokens where the prompt's evaluation starts at ${start}`);
+        const pending = tokens.slice(start);
+        if (pending.length === 0) throw new Error('nothing to evaluate');
+        sampler = this.newSampler();
+        sampler.applyConfig(this.samplerConfig(seq, a.chat));
+        const text = new CompletionText(this.model, this.texts, this.eos, {
+          stops: a.chat.stops, grammar: a.chat.grammar, maxTokens: a.chat.maxTokens,
+          onText: (t) => { if (t) a.chat.onText(t); }, onTokens: a.chat.onTokens,
+        });
+        const job: Job = { chat: a.chat, seq, id: seq._sequenceId, pending, sampler, text, take: 0, logit: -1, resolve: a.resolve, reject: a.reject };
+        // In sequence-id order: the order the batch is built in.
+        let i = this.jobs.length;
+        while (i > 0 && this.jobs[i - 1]!.id > job.id) i--;
+        this.jobs.splice(i, 0, job);
+      } catch (err) {
+        sampler?.dispose();
+        a.reject(err);
+      }
+    }
+  }
+
+  /** node-llama-cpp's sampler configuration for these options, made by the sequence as its evaluation makes it. */
+  private samplerConfig(seq: SeqInternals, chat: StepChat): Record<string, unknown> {
+    const s = chat.sampling;
+    return seq._resolveSamplerConfig({
+      temperature: s.temperature, minP: s.minP ?? 0, topK: s.topK ?? 40, topP: s.topP ?? 0.95,
+      // Unseeded, the library seeds from the clock; once per chat here.
+      seed: s.seed ?? Math.floor(Date.now() / 1000),
+      ...(chat.grammar ? { grammarEvaluationState: new LlamaGrammarEvaluationState({ model: this.model, grammar: chat.grammar }) } : {}),
+    });
+  }
+
+  /** One batch: a token of every generating chat, prompt tokens in what room is left, one decode, the samples. */
+  private async step(): Promise<void> {
+    const ctxSize = this.context.contextSize;
+    // Chats aborted while their prompt is still evaluating end now; a generating one ends at its next token, as in the library.
+    for (const j of [...this.jobs]) if (j.chat.signal.aborted && j.pending.length > 1) this.finish(j, 'abort');
+    const live = this.jobs;
+    let room = this.batchSize;
+    let total = 0;
+    for (const j of live) { j.take = j.pending.length === 1 && room > 0 ? 1 : 0; room -= j.take; total += j.take; }
+    for (const j of live) if (j.pending.length > 1 && room > 0) { j.take = Math.min(j.pending.length, room); room -= j.take; total += j.take; }
+    if (total === 0) return;
+    const ctx = this.ctx;
+    const inBatch: Job[] = [];
+    try {
+      ctx.initBatch(total);
+      for (const j of live) {
+        const n = j.take;
+        if (n === 0) continue;
+        const whole = n === j.pending.length;
+        const tokens = n === 1 ? Uint32Array.of(j.pending[0]!) : Uint32Array.from(j.pending.slice(0, n));
+        const idx = ctx.addToBatch(j.id, j.seq._nextTokenIndex, tokens, !whole ? NO_LOGITS : n === 1 ? ONE_LOGIT : Uint32Array.of(n - 1));
+        j.logit = whole ? idx[0]! : -1;
+        inBatch.push(j);
+      }
+      await ctx.decodeBatch();
+    } catch (err) {
+      for (const j of inBatch) this.fail(j, err);
+      return;
+    }
+    // Every sample is queued at once (they run one after another on the pool thread), and each is
+    // handled as it comes back, while the next ones are sampled.
+    let waiting = 0;
+    let wake: (() => void) | undefined;
+    const settled = (): void => { if (--waiting === 0) wake?.(); };
+    for (const j of inBatch) {
+      const n = j.take;
+      const done = n === j.pending.length ? j.pending : j.pending.splice(0, n);
+      for (const t of done) j.seq._contextTokens.push(t);
+      j.seq._nextTokenIndex += n;
+      if (j.logit < 0) continue;
+      j.pending = NONE;
+      waiting++;
+      ctx.sampleToken(j.logit, j.sampler).then((token) => {
+        if (token === -1) this.fail(j, new Error('Failed to sample next token'));
+        else this.sampled(j, token, ctxSize);
+        settled();
+      }, (err: unknown) => { this.fail(j, err); settled(); });
+    }
+    if (waiting > 0) await new Promise<void>((r) => { wake = r; });
+  }
+
+  private sampled(j: Job, token: Token, ctxSize: number): void {
+    let reason: StopReason | undefined;
+    try { reason = j.text.push(token, j.chat.signal.aborted); } catch (err) { this.fail(j, err); return; }
+    // A full context ends the chat (the library would shift it; the engine disables that).
+    if (!reason && j.seq._nextTokenIndex >= ctxSize - 1) reason = 'maxTokens';
+    if (reason) this.finish(j, reason);
+    else j.pending = [token];
+  }
+
+  private remove(j: Job): void {
+    const i = this.jobs.indexOf(j);
+    if (i >= 0) this.jobs.splice(i, 1);
+    j.sampler.dispose();
+  }
+
+  private finish(j: Job, reason: StopReason): void { this.remove(j); j.resolve(reason); }
+  private fail(j: Job, err: unknown): void { this.remove(j); j.reject(err); }
+}
