@@ -89,12 +89,13 @@ export class AgentFailover {
       sync: { quiet: true, syncIntervalMs: 1000 } });
     this.controller = new FailoverController(this.node, { handBack: (entries) => this.handBack(entries), offer: (ids) => this.offer(ids) }, {
       log, handbackChunk: cfg.handback.chunk, handbackBytes: cfg.handback.bytes, offerChunk: cfg.handback.offerChunk,
-      // Each result is handed back by the member that produced it, or by every survivor if that member
-      // is gone: 1 offer per task instead of 1 per task and member. A result whose producer dies before
-      // its handback is still safe: the hub re-dispatches the task, and a worker with it answers from its replica.
+      // Each result is handed back by the member that produced it, each final failure by the member
+      // that decided it, or by every survivor if that member is gone: 1 offer per task instead of 1 per
+      // task and member. One whose member dies before its handback is still safe: the hub re-dispatches
+      // the task, and a worker with it answers from its replica.
       select: () => {
         const live = new Set(this.node.membership.live());
-        return (e) => !e.result || e.result.worker === selfId || !live.has(e.result.worker);
+        return (e) => { const o = e.result ?? e.failure; return !o || o.worker === selfId || !live.has(o.worker); };
       },
     });
     // A task became final in this replica (the delta passed along may repeat an old result).
