@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { buildAddon, buildLlama, findLlamaBinary, findSelfBuiltAddon, LLAMA_BINARIES, type BuildProgress } from '../../drivers/llama-build/index.js';
+import { probeFlashAttn } from '../../drivers/batched/flash-attn.js';
 import { fail } from '../exit.js';
 import { int } from '../options.js';
 import { Progress } from '../progress.js';
@@ -68,11 +69,15 @@ export function registerEngine(program: Command): void {
   engine.command('which')
     .description('show where each llama.cpp program is found (SWARM_LLAMA_BIN_DIR, the build cache, then PATH)')
     .option('--json', 'print one JSON object {name: path|null}', false)
-    .action((o: { json: boolean }) => {
+    .option('--model <path>', "also say whether the batched engine runs this model with flash attention (`--driver-opt flash_attn=auto`) and why")
+    .action(async (o: { json: boolean; model?: string }) => {
       const found: Record<string, string | null> = Object.fromEntries(LLAMA_BINARIES.map((n) => [n, findLlamaBinary(n) ?? null]));
       found['llama-addon'] = findSelfBuiltAddon()?.addon ?? null;
-      if (o.json) { process.stdout.write(JSON.stringify(found) + '\n'); return; }
+      let fa: { on: boolean; why: string } | undefined;
+      if (o.model) try { fa = await probeFlashAttn(o.model); } catch (err) { fail(err, o.json); return; }
+      if (o.json) { process.stdout.write(JSON.stringify(fa ? { ...found, flash_attn: fa.on ? 'on' : 'off', flash_attn_why: fa.why } : found) + '\n'); return; }
       const lines = Object.entries(found).map(([n, p]) => `${n.padEnd(18)}${p ?? (n === 'llama-addon' ? "node-llama-cpp's prebuilt (`swarm engine build --addon` builds one with a unified KV cache)" : 'not found (run `swarm engine build`)')}`);
+      if (fa) lines.push(`${'flash attention'.padEnd(18)}${fa.on ? 'on' : 'off'} (${fa.why})`);
       process.stdout.write(lines.join('\n') + '\n');
     });
 }

@@ -1,6 +1,8 @@
 // Apart from generate.ts and host.ts: it must not load node-llama-cpp (types only), so a worker or a
 // bench can ask what the engine would choose.
+import fs from 'node:fs';
 import type { LlamaModel } from 'node-llama-cpp';
+import { SwarmError } from '../../protocol/index.js';
 
 /** `--driver-opt flash_attn`: `auto` decides from the model's shape and the CPU (flashAttnChoice). */
 export type FlashAttnSetting = 'auto' | 'on' | 'off';
@@ -41,13 +43,14 @@ export interface FlashAttnChoice { on: boolean; why: string }
  * Flash attention on or off for one context (llama.cpp fixes it when the context is made). On the
  * CPU, ggml's flash-attention kernel walks every cached cell once per query row, head and layer for a
  * batch under 64 query tokens, which every generated token is; with a head size that is not a multiple
- * of the f16 step (f16Step) that walk runs scalar, about 280 ns per row, cell, head and layer (synth
- * 15M, heads of 48: 76 ms a generated token after 1,464 tokens, against 14 ms off). Off, attention is
- * two matrix products whose long dimension (the cells) is vectorized, but a long prompt builds its whole
- * attention matrix (about 3x slower prompts on the same shape). An agent generates far more than the
- * one token in ~30 evaluated prompt tokens at which the two break even (bench/flash-attn.ts; with the
- * prefix cache most prompt tokens are not evaluated at all), so `auto` turns it off for such heads
- * and keeps it on where the kernel is vectorized, or where the shape is unknown (llama.cpp's own auto).
+ * of the f16 step (f16Step) that walk runs scalar (synth 15M, heads of 48, one thread: 22 ms of CPU a
+ * generated token after 1,900 tokens, against 7.1 ms off). Off, attention is two matrix products whose
+ * long dimension (the cells) is vectorized, but a prompt builds its whole attention matrix: 1.3-1.7x
+ * the CPU of a long prompt on the same shape. The two break even at about one generated token per
+ * 65-110 evaluated prompt tokens (bench/flash-attn.ts); agents generate far more than that (and the
+ * prefix cache spares most prompt tokens), so `auto` turns it off for such heads. Heads of 8
+ * (stories260K) are faster off at every length, prompts included; heads of 64 (synth 110M) faster on
+ * at every length. Where the shape is unknown it stays on, as llama.cpp's own auto has it.
  */
 export function flashAttnChoice(setting: FlashAttnSetting, shape: AttentionShape | undefined, systemInfo: string): FlashAttnChoice {
   if (setting === 'on') return { on: true, why: 'flash_attn=on' };
@@ -55,5 +58,19 @@ export function flashAttnChoice(setting: FlashAttnSetting, shape: AttentionShape
   if (!shape) return { on: true, why: 'auto: model shape unknown' };
   const step = f16Step(systemInfo);
   if (step > 0 && shape.headDim % step === 0) return { on: true, why: `auto: head size ${shape.headDim} fills the CPU's ${step}-lane f16 loops` };
-  return { on: false, why: `auto: head size ${shape.headDim} is not a multiple of the CPU's ${step || 'scalar'}${step ? '-lane' : ''} f16 loops (per-token attention would run scalar)` };
+  return { on: false, why: `auto: head size ${shape.headDim} is not a multiple of the CPU's ${step || 'scalar'}${step ? '-lane' : ''} f16 loops, so per-token attention would run scalar` };
+}
+
+/**
+ * What the batched engine would choose for `modelPath` on this machine: the binding it loads (its CPU
+ * variant's system info) and the file's metadata, without loading the weights. Loaded on demand, so
+ * that importing this file stays cheap.
+ */
+export async function probeFlashAttn(modelPath: string, setting: FlashAttnSetting = 'auto'): Promise<FlashAttnChoice & { shape: AttentionShape | undefined }> {
+  const [{ readGgufFileInfo, LlamaLogLevel }, { loadLlama }] = await Promise.all([import('node-llama-cpp'), import('../embedded/load-llama.js')]);
+  if (!fs.existsSync(modelPath)) throw new SwarmError('SWARM_ERR_CONFIG', `model not found: ${modelPath}`);
+  const info = await readGgufFileInfo(modelPath, { readTensorInfo: false });
+  const shape = attentionShape({ fileInfo: info } as unknown as Pick<LlamaModel, 'fileInfo'>);
+  const { llama } = await loadLlama({ logLevel: LlamaLogLevel.error, logger: () => {}, selfBuilt: true });
+  return { ...flashAttnChoice(setting, shape, llama.systemInfo), shape };
 }
