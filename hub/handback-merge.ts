@@ -11,7 +11,7 @@ export interface MergeStore {
   submitMany(specs: readonly unknown[]): Promise<unknown>;
   complete: HandbackSink['complete'];
   /** Record a final failure decided in gossip mode (TaskStore.failHandedBack); without it failures are not merged. */
-  fail?(id: string, error: { code: ErrorCode; msg: string }): Promise<'recorded' | 'duplicate' | 'unknown'>;
+  fail?(id: string, error: { code: ErrorCode; msg: string }, attempts: number): Promise<'recorded' | 'duplicate' | 'unknown'>;
 }
 
 /**
@@ -46,7 +46,7 @@ export async function mergeSliced(entries: readonly ReplicaEntry[], store: Merge
       submitMany: (specs) => store.submitMany(specs),
       complete: (id, res) => store.complete(id, res),
       // A code outside the catalogue (a newer worker's) is kept in the message, under TASK_FAILED.
-      ...(fail ? { fail: (id: string, f: { error: { code: string; msg: string } }) => fail(id, isErrorCode(f.error.code) ? { code: f.error.code, msg: f.error.msg } : { code: 'SWARM_ERR_TASK_FAILED', msg: `${f.error.code}: ${f.error.msg}`.slice(0, 64 * 1024) }) } : {}),
+      ...(fail ? { fail: (id: string, f: { attempts: number; error: { code: string; msg: string } }) => fail(id, isErrorCode(f.error.code) ? { code: f.error.code, msg: f.error.msg } : { code: 'SWARM_ERR_TASK_FAILED', msg: `${f.error.code}: ${f.error.msg}`.slice(0, 64 * 1024) }, f.attempts) } : {}),
     }, SLICE);
     rep.submitted += r.submitted;
     rep.recorded += r.recorded;

@@ -441,7 +441,7 @@ export class HubReplicator {
     try {
       rep = await mergeSliced(entries, {
         final, has: (id) => store.queue.has(id), submitMany: (specs) => this.submit(specs), complete: (id, r) => store.complete(id, r),
-        fail: (id, error) => store.failHandedBack(id, error),
+        fail: (id, error, attempts) => store.failHandedBack(id, error, attempts),
       }, { token: this.opts.token, get: (id) => store.queue.get(id), live: (id) => this.opts.live?.(id) ?? false, acceptedFloor: store.acceptedFloor });
     } catch (err) {
       this.log.warn({ err, worker: w.id }, 'handback failed');

@@ -341,11 +341,13 @@ export class TaskStore {
   /**
    * A final failure decided while the hub was away (an acting coordinator's verdict, handed back):
    * recorded once per task id (journaled first), never over a result: 'duplicate' if the task is final.
+   * `attempts`: those gossip mode used, which a restarted hub did not count.
    */
-  async failHandedBack(id: string, error: { code: ErrorCode; msg: string }): Promise<'recorded' | 'duplicate' | 'unknown'> {
+  async failHandedBack(id: string, error: { code: ErrorCode; msg: string }, attempts = 0): Promise<'recorded' | 'duplicate' | 'unknown'> {
     const rec = this.q.get(id);
     if (!rec) return this.evictor.tombstones.has(id) ? 'duplicate' : 'unknown';
     if (isFinal(rec) || this.finishing.has(id)) return 'duplicate';
+    if (rec.state !== 'leased' && attempts > rec.attempts) rec.attempts = attempts;
     await this.finish(rec, error);
     return isFinal(rec) && rec.state === 'failed' ? 'recorded' : 'duplicate';
   }

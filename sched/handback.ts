@@ -10,7 +10,7 @@ export interface HandbackSink {
    * Record a final failure decided in gossip mode, once per task id and never over a result
    * ('duplicate' if the task is final already). Without it, failures are not handed back.
    */
-  fail?(id: string, f: { worker: string; attempt: number; error: { code: string; msg: string } }): Promise<'recorded' | 'duplicate' | 'unknown'>;
+  fail?(id: string, f: { worker: string; attempt: number; attempts: number; error: { code: string; msg: string } }): Promise<'recorded' | 'duplicate' | 'unknown'>;
   has(id: string): boolean;
   /** True if the sink has the task final (ids first: such results are not offered at all). */
   final?(id: string): boolean;
@@ -59,7 +59,8 @@ export async function mergeHandback(entries: readonly ReplicaEntry[], sink: Hand
   for (let i = 0; i < failures.length; i += chunk) {
     const outcomes = await Promise.all(failures.slice(i, i + chunk).map((e) => {
       const f = e.failure!;
-      return fail(e.id, { worker: f.worker, attempt: f.attempt, error: f.error! });
+      // Attempts used: the leases its verdict counted, less those handed back unrun.
+      return fail(e.id, { worker: f.worker, attempt: f.attempt, attempts: Math.max(0, f.attempt - (e.lease?.unrun ?? 0)), error: f.error! });
     }));
     for (const o of outcomes) { rep[o]++; if (o === 'recorded') rep.failures++; }
   }

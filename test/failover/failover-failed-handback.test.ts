@@ -50,8 +50,12 @@ t.test('a task failed for good in gossip mode is recorded failed once after the 
   t.equal(fails[0]?.id, 'x-1');
   t.equal(fails[0]?.error?.code, 'SWARM_ERR_RETRIES_EXHAUSTED', 'with the code decided in gossip mode');
   t.match(fails[0]?.error?.msg, /failed 3 time\(s\); last: SWARM_ERR_TASK_FAILED: .*refused on purpose/, 'and its message');
-  const view = await api<{ state: string; error?: { code: string } }>(dir, 'GET', '/tasks/x-1');
+  const view = await api<{ state: string; error?: { code: string }; attempts: number }>(dir, 'GET', '/tasks/x-1');
   t.match(view, { state: 'failed', error: { code: 'SWARM_ERR_RETRIES_EXHAUSTED' } }, 'GET /tasks/x-1 shows the failure');
+  // Two ways in, both without a run: the handback (attempts: the 3 of gossip mode), or, when the
+  // restarted hub leased x-1 before the handback reached it, the leased agent's answer from its replica.
+  const f = (await hubStatus(dir))?.failover as unknown as { recorded: number; leaseHeld: number };
+  t.comment(`x-1 recorded ${view.attempts === 3 ? 'from the handback' : `from a lease's answer (attempts ${view.attempts})`}; handback recorded ${f.recorded}, left to a lease ${f.leaseHeld}`);
 
   // The waiting client got that failure (exit code: tasks failed).
   const code = await new Promise<number | null>((resolve) => { if (client.child.exitCode !== null) resolve(client.child.exitCode); else client.child.once('exit', (c) => resolve(c)); });

@@ -66,12 +66,14 @@ t.test('forged or misplaced failures are refused and record nothing; a genuine o
   t.equal(hub.store.queue.counts().failed, 0, 'nothing failed');
 
   // A genuine failure, as a member's replica holds it: recorded failed with its code and message.
-  const ok = await handBack(w9, [{ id: 'q-1', ...held('q-1'), seq: 3, failure: failure('w-5', 'q-1') }]);
+  // Its coordinator counted 3 leases, one handed back unrun: 2 attempts used.
+  const ok = await handBack(w9, [{ id: 'q-1', ...held('q-1'), seq: 3, lease: { worker: 'w-6', attempt: 3, epoch: 2, until: 0, revoked: true, unrun: 1 }, failure: failure('w-5', 'q-1') }]);
   t.equal(ok?.type, 'ACK', 'accepted');
   t.match(ok?.payload, { recorded: 1, duplicate: 0 });
   const rec = hub.store.queue.get('q-1');
   t.equal(rec?.state, 'failed', 'recorded failed');
   t.same(rec?.error, ERR, 'with the error code and message decided in gossip mode');
+  t.equal(rec?.attempts, 2, 'and the attempts gossip mode used');
   const again = await handBack(w9, [{ id: 'q-1', ...held('q-1'), failure: failure('w-7', 'q-1', 4, { code: 'SWARM_ERR_TASK_FAILED', msg: 'other' }) }]);
   t.match(again?.payload, { recorded: 0, duplicate: 1 }, 'handed back again (by another member): a duplicate');
   t.same(hub.store.queue.get('q-1')?.error, ERR, 'the first failure stands');
