@@ -119,7 +119,7 @@ async function main(): Promise<void> {
       worker_procs_us_per_task: perProc, replica_sizes: reps.join(' '), holder_ids: s?.failover.holders.join(' '),
       feeds_before: st0?.failover.feeds, feeds_after: s?.failover.feeds,
       hub_mode: s?.hub.mode, modes: s?.failover.workers.map((w) => w.mode).filter((m) => m !== 'star').length,
-      window: Object.fromEntries(['deltas', 'stateFrames', 'fullSyncs', 'resumedSyncs', 'behindResumed', 'behindRestarted', 'handbacks', 'offers', 'entries'].map((k) => [k, fo(k)])),
+      window: Object.fromEntries(['deltas', 'stateFrames', 'fullSyncs', 'resumedSyncs', 'behindResumed', 'behindRestarted', 'haveSyncs', 'haveHeld', 'haveSent', 'handbacks', 'offers', 'entries'].map((k) => [k, fo(k)])),
     };
     rows.push(row);
     log(JSON.stringify(row));

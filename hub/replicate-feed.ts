@@ -73,13 +73,13 @@ export class HolderFeed {
     private readonly link: FeedLink,
     /** A record as an entry, with its spec or (the holder has it) without. */
     private readonly build: (rec: TaskRecord, withSpec: boolean) => ReplicaEntry,
-    /** The whole state, in submission order (read lazily by a sync). */
+    /** The whole state as this holder lacks it, in submission order (read lazily by a sync). */
     private readonly state: () => Iterable<TaskRecord>,
     private readonly opts: FeedOptions,
     /** The mark of what is queued to every holder now (hub/replicate-resume.ts); none: frames carry no mark. */
     private readonly mark?: (seq?: number) => SyncMark,
-    /** What a holder at mark `m` lacks (hub/replicate-resume.ts), or undefined if only the whole state will do. */
-    private readonly resumeFrom?: (m: SyncMark) => { records: Iterable<TaskRecord>; upTo: number; bare?: (r: TaskRecord) => boolean } | undefined,
+    /** What a holder at mark `m` (none: told none yet) lacks (hub/replicate-resume.ts), or undefined if only the whole state will do. */
+    private readonly resumeFrom?: (m: SyncMark | undefined) => { records: Iterable<TaskRecord>; upTo: number; bare?: (r: TaskRecord) => boolean } | undefined,
   ) {}
 
   /** No longer a holder: nothing more goes out (a sync under way, deltas waiting). */
@@ -105,7 +105,9 @@ export class HolderFeed {
       // Every dropped change is newer than the last mark sent, so the holder's own mark says what it
       // lacks: from there, not the whole state again (a holder kept busy by its sync fell behind again
       // and again, and each time started over: most of a restarted hub's CPU per task).
-      const r = this.told && this.resumeFrom?.(this.told);
+      // A holder told no mark yet (a restarted hub's first sync under way) starts over, less what it
+      // reported it holds (the `state` it is given).
+      const r = this.resumeFrom?.(this.told);
       if (r) this.resumeSync(r.records, r.upTo, r.bare);
       else this.startSync();
       return;

@@ -4,6 +4,7 @@ import { DEFAULT_LEASE_MS } from '../sched/index.js';
 import { chunks } from './replicate-chunks.js';
 import { HolderFeed } from './replicate-feed.js';
 import { Versions, heldBy, type SyncMark } from './replicate-resume.js';
+import type { HaveDigest } from '../protocol/replica-have.js';
 import { HandbackHolds } from './handback-holds.js';
 import { electHolders } from './holders.js';
 import { refusalMessage } from './handback-check.js';
@@ -82,6 +83,12 @@ export class HubReplicator {
   readonly versions = new Versions();
   /** How far each joining worker's copy went when its last link was cut (HANDSHAKE `sync`). */
   private readonly resumeAt = new Map<WorkerEntry, SyncMark>();
+  /**
+   * What each holder reported it held when it joined (HANDSHAKE `sync.have`): a whole sync to it, the
+   * first or one begun again when it falls behind before any mark, leaves that out. Still true later:
+   * a holder's finished entries stay until evicted, and the hub no longer has an evicted task either.
+   */
+  private readonly haves = new Map<WorkerEntry, HaveDigest>();
   /** New holders whose full sync waits for the holder set to settle, and since when. */
   private readonly syncDue = new Set<WorkerEntry>();
   private settleTimer?: NodeJS.Timeout;
@@ -161,6 +168,7 @@ export class HubReplicator {
   /** A worker with a peer port joined: tell it everyone, tell everyone about it, send it the state. */
   join(w: WorkerEntry, peerAddr: string, sync?: SyncMark): void {
     if (sync) this.resumeAt.set(w, sync);
+    if (sync?.have) this.haves.set(w, sync.have);
     const view: FailoverView = { id: w.id, peerAddr, mode: 'star', coordinator: 'hub', epoch: 0 };
     this.peers.set(w.id, { w, view });
     // Caps and role go along: in gossip mode the acting coordinator routes tasks as the hub does.
@@ -176,6 +184,7 @@ export class HubReplicator {
   leave(w: WorkerEntry): void {
     this.holds.release(w);
     this.resumeAt.delete(w);
+    this.haves.delete(w);
     if (this.peers.get(w.id)?.w !== w) return;
     this.peers.delete(w.id);
     this.elect();
@@ -189,6 +198,8 @@ export class HubReplicator {
     this.flush();
     this.holding = next;
     for (const w of before) if (!next.includes(w)) { this.feeds.get(w)?.stop(); this.feeds.delete(w); this.syncDue.delete(w); }
+    // A member not a holder sheds its copy once the swarm is in star mode: what it reported holding no longer stands.
+    for (const w of this.haves.keys()) if (!next.includes(w)) this.haves.delete(w);
     for (const w of next) if (!before.has(w)) this.syncDue.add(w);
     if (this.syncDue.size) this.settle();
   }
@@ -224,11 +235,11 @@ export class HubReplicator {
         get writable() { return conn.writable; },
         drained: () => conn.drained(),
         get isClosed() { return conn.isClosed; },
-      }, (r, withSpec) => this.entry(r, withSpec), () => this.store().queue.all(), {
+      }, (r, withSpec) => this.entry(r, withSpec), () => this.whole(w), {
         chunkBytes: this.opts.chunkBytes ?? 256 * 1024, maxBacklog: this.opts.maxBacklog ?? 4 * 1024 * 1024, log: this.log.child({ holder: w.id }),
         seqOf: (id) => this.store().queue.get(id)?.seq, nextSeq: () => this.store().queue.nextSeq,
       }, (seq) => this.versions.mark(seq), (m) => {
-        const r = this.lacking(m);
+        const r = m && this.lacking(m);
         if (r) this.stats.behindResumed++; else this.stats.behindRestarted++;
         return r;
       });
@@ -358,14 +369,7 @@ export class HubReplicator {
       f.resumeSync(lacking.records, lacking.upTo, lacking.bare);
     } else {
       this.stats.fullSyncs++;
-      // A mark this hub cannot resume from (another hub's: it restarted): what the holder reports
-      // it holds of the finished tasks stays out.
-      const held = heldBy(at?.have, this.store().queue.all(), this.versions);
-      if (held) {
-        this.stats.haveSyncs++;
-        this.log.info({ holder: w.id, buckets: held.buckets, same: held.same }, 'holder reports what it holds: only the differing buckets are synced');
-        f.startSync(this.omit(this.store().queue.all(), held.held));
-      } else f.startSync();
+      f.startSync();
     }
     for (const [run, spec] of this.runs) w.conn.send(Type.STATE, { full: false, entries: [], runs: [{ run, spec }] });
   }
@@ -386,6 +390,19 @@ export class HubReplicator {
     this.flush();
     const runs = [ended ? { run, ended: true } : { run, spec }];
     for (const w of this.holding) w.conn.send(Type.STATE, { full: false, entries: [], runs });
+  }
+
+  /**
+   * The whole state as holder `w` lacks it: a mark this hub cannot resume from (another hub's: it
+   * restarted) came with what the holder holds of the finished tasks, which stays out.
+   */
+  private whole(w: WorkerEntry): Iterable<TaskRecord> {
+    const all = this.store().queue.all();
+    const held = heldBy(this.haves.get(w), all, this.versions);
+    if (!held) return all;
+    this.stats.haveSyncs++;
+    this.log.info({ holder: w.id, buckets: held.buckets, same: held.same }, 'holder reports what it holds: only the differing buckets are synced');
+    return this.omit(this.store().queue.all(), held.held);
   }
 
   /** `records` without those `held` says the holder has (counted in `haveHeld`), lazily. */

@@ -86,7 +86,8 @@ export class AgentFailover {
       // Star mode: the hub replicates to a few holders (hub/replicate.ts); no gossip of every change.
       // Gossip mode: non-holders start with little, so anti-entropy runs every second (a round between
       // replicas that agree costs 256 bucket fingerprints).
-      sync: { quiet: true, syncIntervalMs: 1000 } });
+      // A member takes in the whole state in gossip mode only if the hub elected it a holder (or it coordinates).
+      sync: { quiet: true, syncIntervalMs: 1000, holder: false } });
     this.controller = new FailoverController(this.node, { handBack: (entries) => this.handBack(entries), offer: (ids) => this.offer(ids) }, {
       log, handbackChunk: cfg.handback.chunk, handbackBytes: cfg.handback.bytes, offerChunk: cfg.handback.offerChunk,
       // Each result is handed back by the member that produced it, each final failure by the member
@@ -151,6 +152,7 @@ export class AgentFailover {
       const holds = m.payload.holder === true;
       if (this.holdsState && !holds) this.shedDue = true;
       this.holdsState = holds;
+      this.node.sync.setHolder(holds);
       // The hub says star once every member has handed back.
       if (m.payload.mode === Mode.STAR) this.shedIfDone();
     }

@@ -9,6 +9,8 @@ import type { Lease, Replica } from './gossip/replica.js';
 export interface AgentFailoverStatus {
   id: string; mode: string; coordinator: string; epoch: number; live: number; hub: string;
   coordinating: boolean; peer_addr: string; gossip_since?: number; last_final_at?: number;
+  /** Takes in the whole replicated state in gossip mode: a holder the hub elected, or the acting coordinator. */
+  holds_state?: boolean;
   replica: { queued: number; leased: number; done: number; failed: number; size: number };
   /** In gossip mode, when at most 5 tasks are left: those tasks and their leases (what a stalled run waits on). */
   left?: { id: string; lease?: Lease }[];
@@ -84,6 +86,7 @@ export class FailoverStatusWriter {
       return [{
         id: fo.node.id, mode: s.mode, coordinator: s.coordinator, epoch: s.epoch, live: s.live, hub: s.hub,
         coordinating: fo.node.coordinator.isCoordinating, peer_addr: fo.transport.addr, gossip_since: fo.node.gossipSince, last_final_at: fo.lastFinalAt,
+        holds_state: fo.node.sync.pulls,
         replica: { ...fo.node.replica.counts(), size: fo.node.replica.size },
         left: this.left(fo.node.replica, s.mode),
         leases: fo.node.coordinator.isCoordinating ? (({ revoked, forgiven, stalls, failed }) => ({ revoked, forgiven, stalls, failed }))(fo.node.coordinator.stats) : undefined,

@@ -54,7 +54,8 @@ export class GossipNode {
     const clock = opts.clock ?? realClock;
     const log = opts.log?.child({ part: 'gossip' });
     this.membership = new Membership({ id: opts.id, transport: opts.transport, clock, rand: opts.rand, config: opts.membership, log });
-    this.sync = new ReplicaSync(this.replica, this.membership, { clock, rand: opts.rand, ...opts.sync });
+    // The acting coordinator pulls the whole state even if it holds no replica (see `ReplicaSyncOptions.holder`).
+    this.sync = new ReplicaSync(this.replica, this.membership, { clock, rand: opts.rand, leader: () => this.coordinator?.leader, ...opts.sync });
     this.quietInStar = opts.sync?.quiet ?? false;
     // Quiet star mode: the hub replicates the state and hears every worker, so the members' probes
     // only keep views roughly current until a failover; they run relaxed (see Membership.setRelaxed).

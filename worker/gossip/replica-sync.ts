@@ -18,16 +18,29 @@ export interface ReplicaSyncOptions {
    * each of them CPU for every task, for state only a coordinator needs after a failover.
    */
   quiet?: boolean;
+  /**
+   * Whether this member holds the replicated state (default true). A member that does not (the hub
+   * elected others) takes in gossip mode only what concerns the tasks it holds (those it runs, its own
+   * results): it pulls nothing, merges no one else's entries, and tells its peers so, unless it is the
+   * acting coordinator (`leader`), which needs the whole state. Every member pulling every task was a
+   * copy of the hot state per agent after each failover (up to 86% more RSS for a holder's process).
+   */
+  holder?: boolean;
+  /** The acting coordinator's id, if known. */
+  leader?: () => string | undefined;
 }
 
 type SyncMsg =
   | { op: 'bk'; b: number[]; push?: boolean }
-  | { op: 'bd'; bs: number[]; d: [string, number][]; push?: boolean }
+  // `hold: false`: the sender holds no replica; send it nothing, ask it for what it has.
+  | { op: 'bd'; bs: number[]; d: [string, number][]; push?: boolean; hold?: false }
   | { op: 'dg'; c: DigestChunk }
   | { op: 'want'; ids: string[] }
   | { op: 'en'; e: Entry[] };
 
 const CH = 'rs';
+/** How long a peer that said it holds no replica is left out of the anti-entropy rounds, ms. */
+const NON_HOLDER_MS = 30_000;
 
 /**
  * Keeps a Replica in step with the other members: every change is broadcast as a delta (without
@@ -42,12 +55,19 @@ export class ReplicaSync {
   private fromGossip = false;
   private quiet: boolean;
   private started = false;
-  readonly stats = { deltasIn: 0, entriesIn: 0, syncRounds: 0 };
+  private holder: boolean;
+  /** The coordinator this member last pushed to (a member that holds no replica pushes to each new one). */
+  private pushedTo?: string;
+  /** Peers that hold no replica (until when): the rounds go to those that do. */
+  private readonly nonHolders = new Map<string, number>();
+  /** `skipped`: deltas and entries not taken because this member holds no replica and not that task. */
+  readonly stats = { deltasIn: 0, entriesIn: 0, syncRounds: 0, skipped: 0 };
 
   constructor(private readonly replica: Replica, private readonly ms: Membership, private readonly opts: ReplicaSyncOptions = {}) {
     this.clock = opts.clock ?? realClock;
     this.rand = opts.rand ?? Math.random;
     this.quiet = opts.quiet ?? false;
+    this.holder = opts.holder ?? true;
     replica.onChange((e) => {
       // A delta that came by gossip is re-queued by the membership itself (onBroadcast -> true).
       if (!this.fromGossip && !this.quiet) ms.broadcast(`r:${e.id}`, stripSpec(e));
@@ -56,6 +76,8 @@ export class ReplicaSync {
       if (!key.startsWith('r:')) return false;
       const e = v as Entry;
       if (!e || typeof e.id !== 'string') return false;
+      // Not news here: a member that holds no replica neither keeps nor passes on others' tasks.
+      if (!this.pulls && !this.replica.peek(e.id)) { this.stats.skipped++; return false; }
       this.stats.deltasIn++;
       this.fromGossip = true;
       try { return this.replica.merge(e); } finally { this.fromGossip = false; }
@@ -78,7 +100,16 @@ export class ReplicaSync {
       this.timer = undefined;
       if (!this.started || this.quiet) return;
       this.timer = this.clock.setTimeout(tick, every);
-      const [peer] = pick(this.ms.live().filter((id) => id !== this.ms.id), 1, this.rand);
+      if (!this.pulls) {
+        // What only this member holds goes to each new coordinator once; it takes nothing back.
+        const leader = this.opts.leader?.();
+        if (leader && leader !== this.ms.id && leader !== this.pushedTo && this.ms.live().includes(leader)) { this.pushedTo = leader; this.pushTo(leader); }
+        return;
+      }
+      const now = this.clock.now();
+      const others = this.ms.live().filter((id) => id !== this.ms.id);
+      const holders = others.filter((id) => (this.nonHolders.get(id) ?? 0) < now);
+      const [peer] = pick(holders.length ? holders : others, 1, this.rand);
       if (peer) this.syncWith(peer);
     };
     this.timer = this.clock.setTimeout(tick, Math.floor(this.rand() * every));
@@ -93,6 +124,13 @@ export class ReplicaSync {
   }
 
   get isQuiet(): boolean { return this.quiet; }
+
+  /** True while this member takes in the whole state: it holds a replica, or it is the acting coordinator. */
+  get pulls(): boolean { return this.holder || (!!this.opts.leader && this.opts.leader() === this.ms.id); }
+  get holds(): boolean { return this.holder; }
+  /** The hub elected (or stopped electing) this member a holder of the replicated state. */
+  setHolder(holder: boolean): void { this.holder = holder; }
+
   /** Quiet (star mode) or gossiping (see `ReplicaSyncOptions.quiet`). */
   setQuiet(quiet: boolean): void {
     this.quiet = quiet;
@@ -122,6 +160,7 @@ export class ReplicaSync {
    */
   pushTo(peer: string): void {
     this.stats.syncRounds++;
+    this.pushedTo = peer;
     this.ms.sendApp(peer, CH, { op: 'bk', b: this.replica.buckets(), push: true });
   }
 
@@ -130,23 +169,32 @@ export class ReplicaSync {
     if (m.op === 'bk' && Array.isArray(m.b)) {
       // Answer with the detail of differing buckets; the initiator decides what to send and to ask for.
       const diff = this.replica.differingBuckets(m.b);
-      if (diff.length) for (const g of this.replica.bucketDigest(diff)) this.ms.sendApp(from, CH, { op: 'bd', bs: g.bs, d: g.d, push: m.push });
+      const hold = this.pulls ? {} : { hold: false as const };
+      if (diff.length) for (const g of this.replica.bucketDigest(diff)) this.ms.sendApp(from, CH, { op: 'bd', bs: g.bs, d: g.d, push: m.push, ...hold });
     } else if (m.op === 'bd' && Array.isArray(m.bs) && Array.isArray(m.d)) {
       const { send, want } = this.replica.diffBuckets(m.bs, m.d);
-      this.sendEntries(from, send);
+      // A peer that holds no replica gets nothing (it would drop it); what it has is still asked for.
+      if (m.hold === false) this.nonHolders.set(from, this.clock.now() + NON_HOLDER_MS);
+      else this.sendEntries(from, send);
       // A push (a quiet member telling the coordinator what only it holds) takes nothing back.
       if (!m.push) for (let i = 0; i < want.length; i += 5000) this.ms.sendApp(from, CH, { op: 'want', ids: want.slice(i, i + 5000) });
     } else if (m.op === 'dg' && m.c && Array.isArray(m.c.d)) {
       const { send, want } = this.replica.diff(m.c);
       this.sendEntries(from, send);
-      for (let i = 0; i < want.length; i += 5000) this.ms.sendApp(from, CH, { op: 'want', ids: want.slice(i, i + 5000) });
+      if (this.pulls) for (let i = 0; i < want.length; i += 5000) this.ms.sendApp(from, CH, { op: 'want', ids: want.slice(i, i + 5000) });
     } else if (m.op === 'want' && Array.isArray(m.ids)) {
       this.sendEntries(from, m.ids.filter((x) => typeof x === 'string'));
     } else if (m.op === 'en' && Array.isArray(m.e)) {
       // Not re-broadcast: these come from anti-entropy (the repair path, which would flood every
       // member's piggy-back queue after a failover) or from a producer that broadcast them itself.
+      const pulls = this.pulls;
       this.fromGossip = true;
-      try { for (const e of m.e) if (this.replica.merge(e)) this.stats.entriesIn++; } finally { this.fromGossip = false; }
+      try {
+        for (const e of m.e) {
+          if (!pulls && !(e && typeof e.id === 'string' && this.replica.peek(e.id))) { this.stats.skipped++; continue; }
+          if (this.replica.merge(e)) this.stats.entriesIn++;
+        }
+      } finally { this.fromGossip = false; }
     }
   }
 
