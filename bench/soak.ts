@@ -41,6 +41,7 @@ const WINDOW = Number(arg('window', '4', 'batches in flight at once'));
 const MAX_MIN = Number(arg('max-min', '600', 'stop submitting after this many minutes and check what ran'));
 const OUT = arg('out', path.join(ROOT, 'bench/results/soak.jsonl'), 'append the result row to this file');
 const JSON_OUT = flag('json', 'print the result row as JSON');
+const SAMPLES = arg('samples', '', 'also write every 2 s sample (hub and holders memory by kind) to this file, one JSON line each');
 const KEEP = flag('keep', 'leave the state dir in place');
 /** Per-process heap figures of the holders (bench/memstat-hook.ts, loaded into every process of the swarm). */
 const MEMSTAT = !flag('no-memstat', 'do not load bench/memstat-hook.ts into the swarm\'s processes (no holders_mem)');
@@ -62,7 +63,9 @@ const load = () => os.loadavg().map((x) => +x.toFixed(2));
 const prompt = soakPrompt;
 const idOf = (i: number) => `soak-${i}`;
 
-interface Sample { t_s: number; done: number; hub_rss_mb: number; holders_rss_mb: number; holders: number; hot_mb: number; archive_mb: number; holders_mem?: HoldersMem }
+interface Sample { t_s: number; done: number; hub_rss_mb: number; holders_rss_mb: number; holders: number; hot_mb: number; archive_mb: number; holders_mem?: HoldersMem; hub_mem?: HubMem }
+/** The hub's memory by kind (MB), from its memstat file: live JS, V8's headroom, buffers, the rest (malloc, code). */
+interface HubMem { heap_used: number; heap_total: number; old_used: number; old_size: number; large_used: number; external: number; array_buffers: number; outside_v8: number; malloced: number }
 /** The holders' memory by kind, summed over their processes (MB): what of the RSS is live JS, V8's headroom, buffers, malloc. */
 interface HoldersMem { heap_used: number; heap_total: number; old_used: number; old_size: number; external: number; outside_v8: number; per_pid: Record<string, unknown>[] }
 interface Status { tasks: { done: number }; workers: { id: string; pid?: number }[]; failover: { holders: string[] } }
@@ -84,6 +87,12 @@ function holdersMem(dir: string, pids: number[]): HoldersMem | undefined {
   if (!per.length) return undefined;
   const sum = (f: (x: (typeof per)[number]) => number) => +per.reduce((a, x) => a + f(x), 0).toFixed(1);
   return { heap_used: sum((x) => x.heap_used), heap_total: sum((x) => x.heap_total), old_used: sum((x) => x.spaces.old?.used ?? 0), old_size: sum((x) => x.spaces.old?.size ?? 0), external: sum((x) => x.external), outside_v8: sum((x) => x.outside_v8), per_pid: per as unknown as Record<string, unknown>[] };
+}
+
+function hubMem(dir: string, pid: number): HubMem | undefined {
+  let x: MemStat & { array_buffers: number; malloced: number };
+  try { x = JSON.parse(fs.readFileSync(path.join(memstatDir(dir), `${pid}.json`), 'utf8')) as typeof x; } catch { return undefined; }
+  return { heap_used: x.heap_used, heap_total: x.heap_total, old_used: x.spaces.old?.used ?? 0, old_size: x.spaces.old?.size ?? 0, large_used: x.spaces.large_object?.used ?? 0, external: x.external, array_buffers: x.array_buffers, outside_v8: x.outside_v8, malloced: x.malloced };
 }
 
 /** `swarm up` on the state dir: wall time and its own ready_ms. */
@@ -140,7 +149,7 @@ async function main(): Promise<void> {
       t_s: +((Date.now() - started) / 1000).toFixed(1), done, hub_rss_mb: +safe(() => rssMb(hub)).toFixed(1),
       holders_rss_mb: +holderPidsCache.reduce((a, p) => a + safe(() => rssMb(p)), 0).toFixed(1), holders: holderPidsCache.length,
       hot_mb: +(hotBytes(dir) / 2 ** 20).toFixed(2), archive_mb: +(archiveBytes(dir) / 2 ** 20).toFixed(2),
-      ...(MEMSTAT ? { holders_mem: holdersMem(dir, holderPidsCache) } : {}),
+      ...(MEMSTAT ? { holders_mem: holdersMem(dir, holderPidsCache), hub_mem: hubMem(dir, hub) } : {}),
     });
   };
   let sampling = true;
@@ -219,7 +228,7 @@ async function main(): Promise<void> {
     if (Date.now() - lastLog > 15_000) {
       lastLog = Date.now();
       const m = samples.at(-1);
-      log(`${done}/${TASKS} done, load ${load()[0]}${m ? `; holders rss ${m.holders_rss_mb} MB${m.holders_mem ? ` (heap used ${m.holders_mem.heap_used} / total ${m.holders_mem.heap_total}, external ${m.holders_mem.external}, outside V8 ${m.holders_mem.outside_v8})` : ''}` : ''}`);
+      log(`${done}/${TASKS} done, load ${load()[0]}${m ? `; hub rss ${m.hub_rss_mb} MB${m.hub_mem ? ` (heap used ${m.hub_mem.heap_used} / total ${m.hub_mem.heap_total}, external ${m.hub_mem.external}, outside V8 ${m.hub_mem.outside_v8})` : ''}, hot ${m.hot_mb} MB; holders rss ${m.holders_rss_mb} MB${m.holders_mem ? ` (heap used ${m.holders_mem.heap_used} / total ${m.holders_mem.heap_total}, external ${m.holders_mem.external}, outside V8 ${m.holders_mem.outside_v8})` : ''}` : ''}`);
     }
     if ((aborted || next >= TASKS) && inflight.size === 0) break;
   }
@@ -253,13 +262,15 @@ async function main(): Promise<void> {
     hub_rss_mb: { at20: s20.hub_rss_mb, at100: s100.hub_rss_mb, growth_pct: growth(s20.hub_rss_mb, s100.hub_rss_mb), max: Math.max(...samples.map((s) => s.hub_rss_mb)) },
     holders_rss_mb: { at20: s20.holders_rss_mb, at100: s100.holders_rss_mb, growth_pct: growth(s20.holders_rss_mb, s100.holders_rss_mb), max: Math.max(...samples.map((s) => s.holders_rss_mb)) },
     // At 100%: the last sample taken while the swarm still ran (the final one can see processes stopping).
+    ...(MEMSTAT ? { hub_mem: { at20: s20.hub_mem, at100: [...samples].reverse().find((s) => s.hub_mem)?.hub_mem, max_heap_total: Math.max(...samples.map((s) => s.hub_mem?.heap_total ?? 0)), max_outside_v8: Math.max(...samples.map((s) => s.hub_mem?.outside_v8 ?? 0)) } } : {}),
     ...(MEMSTAT ? { holders_mem: { at20: s20.holders_mem, at100: [...samples].reverse().find((s) => s.holders_mem)?.holders_mem, max_heap_total: Math.max(...samples.map((s) => s.holders_mem?.heap_total ?? 0)) } } : {}),
     hot_mb: { at20: s20.hot_mb, at100: s100.hot_mb, max: maxHot }, archive_mb: s100.archive_mb,
     restarts, hub_restart_max_ms: Math.max(...hubRestarts), worker_restart_max_ms: procRestarts.some((x) => x === null) ? null : Math.max(...(procRestarts as number[])),
     hub_cpu_us_per_task: { start: perTask('start0', 'start1'), end: perTask('end0', 'end1') },
     hub_cpu_us_per_task_by_5pct: Array.from({ length: 19 }, (_, k) => perTask(`p${k + 1}`, `p${k + 2}`)),
-    rss_over_time: samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 40)) === 0 || i === samples.length - 1).map(({ holders_mem: m, ...s }) => (m ? { ...s, holders_heap_used_mb: m.heap_used, holders_heap_total_mb: m.heap_total, holders_external_mb: m.external, holders_outside_v8_mb: m.outside_v8 } : s)),
+    rss_over_time: samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 40)) === 0 || i === samples.length - 1).map(({ holders_mem: m, hub_mem: h, ...s }) => ({ ...s, ...(m ? { holders_heap_used_mb: m.heap_used, holders_heap_total_mb: m.heap_total, holders_external_mb: m.external, holders_outside_v8_mb: m.outside_v8 } : {}), ...(h ? { hub_heap_used_mb: h.heap_used, hub_heap_total_mb: h.heap_total, hub_external_mb: h.external, hub_outside_v8_mb: h.outside_v8 } : {}) })),
   };
+  if (SAMPLES) fs.writeFileSync(SAMPLES, samples.map((x) => JSON.stringify(x.holders_mem ? { ...x, holders_mem: { ...x.holders_mem, per_pid: undefined } } : x)).join('\n') + '\n');
   fs.mkdirSync(path.dirname(OUT), { recursive: true });
   fs.appendFileSync(OUT, JSON.stringify(row) + '\n');
   console.log(JSON_OUT ? JSON.stringify(row) : JSON.stringify(row, null, 2));

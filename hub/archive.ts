@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { SwarmError, type ErrorCode } from '../protocol/index.js';
 import { decodeChecked, encodeLine } from './journal-record.js';
-import { fsyncDir, io } from './journal-files.js';
+import { WriteBuffer, fsyncDir, io } from './journal-files.js';
 import type { TaskRecord, TaskResult, TaskSpec } from './task.js';
 
 /** One finished task as the archive keeps it: everything `swarm results` shows. */
@@ -83,6 +83,8 @@ export function fromArchived(a: ArchivedTask): TaskRecord {
 export class ResultsArchive {
   readonly stats: ArchiveStats;
   private busy = false;
+  /** Each batch's bytes (one append at a time). */
+  private readonly out = new WriteBuffer();
 
   private constructor(private readonly dir: string, private file: number, private fd: number, private size: number, bytes: number, files: number, private readonly rotateBytes: number) {
     this.stats = { dir, files, bytes, archived: 0, write_errors: 0, disk_full: false };
@@ -110,13 +112,10 @@ export class ResultsArchive {
     this.busy = true;
     try {
       if (this.size >= this.rotateBytes) this.rotate();
-      const lines = recs.map(encodeLine);
-      const offsets: number[] = [];
-      let at = this.size;
-      for (const l of lines) { offsets.push(at); at += Buffer.byteLength(l); }
-      const buf = Buffer.from(lines.join(''), 'utf8');
+      const starts: number[] = [];
+      let written = 0;
       try {
-        await io.write(this.fd, buf);
+        for (const piece of this.out.pieces(recs.map(encodeLine), starts)) { await io.write(this.fd, piece); written += piece.length; }
         await io.fsync(this.fd);
       } catch (e) {
         try { await io.ftruncate(this.fd, this.size); } catch { /* the next open cuts the torn line */ }
@@ -129,8 +128,9 @@ export class ResultsArchive {
           ? new SwarmError('SWARM_ERR_DISK_FULL', `the results archive's disk is full; the finished tasks stay in the hot state (retried when space frees): ${(e as Error).message}`, { cause: e })
           : new SwarmError('SWARM_ERR_JOURNAL', `results archive write failed; the finished tasks stay in the hot state: ${(e as Error).message}`, { cause: e });
       }
-      this.size += buf.length;
-      this.stats.bytes += buf.length;
+      const offsets = starts.map((x) => x + this.size);
+      this.size += written;
+      this.stats.bytes += written;
       this.stats.archived += recs.length;
       this.stats.disk_full = false;
       return { file: this.file, offsets, end: this.size };

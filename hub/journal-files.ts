@@ -135,3 +135,34 @@ export const io = {
   fsync: (fd: number): Promise<void> => new Promise((resolve, reject) => fs.fsync(fd, (e) => (e ? reject(e) : resolve()))),
   ftruncate: (fd: number, len: number): Promise<void> => new Promise((resolve, reject) => fs.ftruncate(fd, len, (e) => (e ? reject(e) : resolve()))),
 };
+
+/** A writer's buffer: its pieces are this large at most (a line longer than that goes out alone). */
+const PIECE_BYTES = 1024 * 1024;
+
+/**
+ * One reusable buffer through which a writer's lines go out, a piece at a time. A fresh Buffer per
+ * write (and the joined string before it) is garbage that only V8's next full collection frees:
+ * between two, the journal's and the archive's traffic piled up outside the JS heap (up to 200 MB in
+ * the hub), and a snapshot went out as one piece as large as the hot state. One user at a time (the
+ * writer's own chain or busy flag): each piece is valid until the next one is asked for.
+ */
+export class WriteBuffer {
+  private readonly buf = Buffer.allocUnsafeSlow(PIECE_BYTES);
+
+  /** `lines` as UTF-8 in pieces of whole lines; `starts` (if given) gets each line's offset from the first byte. */
+  *pieces(lines: readonly string[], starts?: number[]): Generator<Buffer> {
+    const buf = this.buf;
+    let at = 0, base = 0;
+    for (const l of lines) {
+      // A UTF-16 unit takes at most 3 UTF-8 bytes: the exact count only when that bound does not fit.
+      if (l.length * 3 > buf.length - at) {
+        const n = Buffer.byteLength(l, 'utf8');
+        if (n > buf.length - at && at > 0) { yield buf.subarray(0, at); base += at; at = 0; }
+        if (n > buf.length) { starts?.push(base); yield Buffer.from(l, 'utf8'); base += n; continue; }
+      }
+      starts?.push(base + at);
+      at += buf.write(l, at, 'utf8');
+    }
+    if (at > 0) yield buf.subarray(0, at);
+  }
+}

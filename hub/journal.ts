@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { SwarmError } from '../protocol/index.js';
 import { encodeRecord, type JournalRecord } from './journal-record.js';
-import { fsyncDir, io, journalPaths, quarantine, readJournalFile, type Damage, type JournalPaths } from './journal-files.js';
+import { WriteBuffer, fsyncDir, io, journalPaths, quarantine, readJournalFile, type Damage, type JournalPaths } from './journal-files.js';
 export type { JournalRecord } from './journal-record.js';
 
 export interface JournalOptions {
@@ -40,6 +40,10 @@ export interface JournalStats {
 }
 
 const DEFAULT_COMPACT = 64 * 1024 * 1024;
+/** A snapshot's lines are encoded this many characters at a time (one piece of it all was the hot state's size again in memory, twice). */
+const SNAPSHOT_PIECE_CHARS = 1024 * 1024;
+/** Snapshot bytes written between two turns of the event loop. */
+const SNAPSHOT_YIELD_BYTES = 16 * 1024 * 1024;
 
 /**
  * The append-only journal, crash-safe and self-checking (docs/journal.md). Appends made while a
@@ -62,6 +66,9 @@ export class Journal {
   private snapshotSource?: () => Iterable<JournalRecord>;
   private readonly syncTimer?: NodeJS.Timeout;
   private readonly mode: 'always' | 'interval';
+  /** The appends' bytes (one flush at a time, on the chain) and the snapshot's (one compaction at a time). */
+  private readonly out = new WriteBuffer();
+  private readonly snapshotOut = new WriteBuffer();
   readonly stats: JournalStats;
 
   private constructor(private fd: number, private readonly paths: JournalPaths, private readonly opts: JournalOptions, size: number, snapshotBytes: number) {
@@ -157,11 +164,11 @@ export class Journal {
     const waiters = this.waiters;
     this.pending = [];
     this.waiters = [];
-    const buf = Buffer.from(lines.join(''), 'utf8');
+    let written = 0;
     try {
       if (this.repair) { await io.ftruncate(this.fd, this.size); this.repair = false; }
       try {
-        await io.write(this.fd, buf);
+        for (const piece of this.out.pieces(lines)) { await io.write(this.fd, piece); written += piece.length; }
         if (this.mode === 'always') await io.fsync(this.fd); else this.dirty = true;
       } catch (e) {
         // Part of the batch may be in the file: cut it back so no unacknowledged record is replayed
@@ -169,7 +176,7 @@ export class Journal {
         try { await io.ftruncate(this.fd, this.size); } catch { this.repair = true; }
         throw e;
       }
-      this.size += buf.length;
+      this.size += written;
       this.stats.segment_bytes = this.size;
       this.stats.disk_full = false;
       for (const w of waiters) w.resolve();
@@ -233,20 +240,30 @@ export class Journal {
     try {
       const fd = fs.openSync(p.snapshotTmp, 'w', 0o600);
       try {
-        let chunk: string[] = [];
-        let n = 0;
-        for (const rec of source()) {
-          chunk.push(encodeRecord(rec));
-          if (++n % 20_000 === 0) {
-            const b = Buffer.from(chunk.join(''), 'utf8');
-            await io.write(fd, b);
+        let lines: string[] = [];
+        let chars = 0;
+        let sinceYield = 0;
+        // Written in place (a page-cache write of a piece takes well under a millisecond); the event
+        // loop gets a turn every few megabytes, not every piece: under load one turn is long, and a
+        // snapshot written one turn per piece took minutes while the tail it replaces grew.
+        const put = (): void => {
+          for (const b of this.snapshotOut.pieces(lines)) {
+            for (let off = 0; off < b.length;) off += fs.writeSync(fd, b, off, b.length - off);
             bytes += b.length;
-            chunk = [];
+            sinceYield += b.length;
           }
+          lines = [];
+          chars = 0;
+        };
+        for (const rec of source()) {
+          const line = encodeRecord(rec);
+          lines.push(line);
+          chars += line.length;
+          if (chars < SNAPSHOT_PIECE_CHARS) continue;
+          put();
+          if (sinceYield >= SNAPSHOT_YIELD_BYTES) { sinceYield = 0; await new Promise((r) => setImmediate(r)); }
         }
-        const b = Buffer.from(chunk.join(''), 'utf8');
-        await io.write(fd, b);
-        bytes += b.length;
+        put();
         this.crash('snapshot-written');
         await io.fsync(fd);
         this.crash('snapshot-synced');

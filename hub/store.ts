@@ -183,18 +183,25 @@ export class TaskStore {
 
   /** The records that rebuild the current state: tasks in submission order, their final records, meta. */
   *snapshot(): Iterable<JournalRecord> {
-    for (const m of this.metas) yield { t: 'meta', kind: m.kind, data: m.data, at: m.at, ...(m.unchecked ? { unchecked: true as const } : {}) };
+    // Which records, taken at once: the writer yields to the event loop between pieces, and a live
+    // Map's iterator also visits what is added meanwhile (under load it chased new tasks for minutes).
+    // Each record is encoded as it is when its piece is written; the journal's tail covers any change.
+    const metas = [...this.metas];
+    const evicts = [...this.evictor.snapshot(this.acceptedFloor)];
+    const tasks = [...this.q.all()];
+    const orphans = [...this.orphans.values()];
+    for (const m of metas) yield { t: 'meta', kind: m.kind, data: m.data, at: m.at, ...(m.unchecked ? { unchecked: true as const } : {}) };
     // Before the tasks: an id accepted again after its window is hot, and must stay so on replay.
-    yield* this.evictor.snapshot(this.acceptedFloor);
+    yield* evicts;
     const { task, final } = this.unchecked;
-    for (const r of this.q.all()) {
+    for (const r of tasks) {
       yield { t: 'task', spec: r.spec, at: r.submittedAt, ...(task.size && task.has(r.id) ? { unchecked: true as const } : {}) };
       const u = final.size && final.has(r.id) ? { unchecked: true as const } : {};
       if (r.state === 'done' && r.result) yield { t: 'result', id: r.id, text: r.result.text, worker: r.result.worker, attempt: r.result.attempt, receipt: r.result.receipt, at: r.finishedAt ?? 0, ...u };
       else if (r.state === 'failed' && r.error) yield { t: 'fail', id: r.id, error: r.error, attempts: r.attempts, at: r.finishedAt ?? 0, ...u };
     }
     // After the tasks: a task submitted again since takes its orphaned result on replay.
-    yield* this.orphans.values();
+    yield* orphans;
   }
 
   /** Subscribe to the typed event stream; returns the unsubscribe function. */

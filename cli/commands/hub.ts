@@ -102,7 +102,8 @@ export function registerHub(program: Command): void {
     .action(async (o: HubCliOptions & { supervise: number; procs: Procs; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; caps?: string; logFile?: string; engine: EngineMode; failover: boolean; readyFd?: number; orphanExitMs?: number }) => {
       try {
         // Loaded here, not at the top: `swarm up` imports this file for its options only.
-        const [{ makeLogger }, { runHub }] = await Promise.all([import('../log.js'), import('../run-hub.js')]);
+        const [{ makeLogger }, { runHub }, { boundHeapGrowth }] = await Promise.all([import('../log.js'), import('../run-hub.js'), import('../../hub/store-heap.js')]);
+        boundHeapGrowth();
         const dir = stateDir(o.stateDir);
         const token = hubToken(o, dir);
         const log = makeLogger('hub', o.logFile);

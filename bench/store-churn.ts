@@ -1,0 +1,91 @@
+/**
+ * The hub's store in its steady state, in one process and without the swarm: the soak's tasks (prompts
+ * of 100 B-16 KB, the result their echo) submitted in batches as `POST /tasks` parses them, leased and
+ * completed, with the retention horizon archiving the oldest, the journal compacting into its snapshot
+ * and the duplicate window's tombstones filling: every part of the hub's memory that grows with
+ * finished tasks, and none of the sockets. Prints the process's RSS split by kind (V8 heap used and
+ * total, external buffers, the rest: malloc and code) at every 10% and the RSS growth between the
+ * 20% and 100% marks, the soak's hub figure without its faults and its network.
+ *
+ * Run: `npm run build && node dist/bench/store-churn.js [--tasks 150000] [--retain 24h,20000] [--batch 500] [--window 4]`
+ * (node flags and MALLOC_* variables go on the command line: the same file measures a before and an after).
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import v8 from 'node:v8';
+import { arg, checkArgs } from './args.js';
+import { memstat } from './memstat-hook.js';
+import { TaskStore } from '../hub/store.js';
+import { parseRetain } from '../hub/retention.js';
+import { soakPrompt } from './soak-prompt.js';
+
+const TASKS = Number(arg('tasks', '150000', 'tasks to run through the store'));
+const RETAIN = arg('retain', '24h,20000', 'the retention horizon (AGE,COUNT)');
+const BATCH = Number(arg('batch', '500', 'tasks per submit'));
+const WINDOW = Number(arg('window', '4', 'batches in flight at once'));
+const SNAPSHOT = arg('snapshot', '', 'write a heap snapshot to this file at the end');
+checkArgs('store-churn', "The hub's store alone: the soak's tasks submitted, completed, archived past the horizon, compacted; RSS by kind at every 10%.");
+
+type Row = { at: number; done: number; rss: number; heap_used: number; heap_total: number; external: number; outside_v8: number; hot_mb: number; snapshot_mb: number; compactions: number; last_compaction_ms?: number };
+
+async function main(): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-store-churn-'));
+  const store = await TaskStore.open(dir, { maxDepth: 1_000_000, leaseMs: 600_000, defaultMaxAttempts: 3 }, { fsyncMs: 0 }, { retain: parseRetain(RETAIN), evictEveryMs: 1000 });
+  const w = { id: 'w-1', caps: [] as string[] };
+  const hot = () => ['journal.ndjson', 'snapshot.ndjson', 'journal.old.ndjson'].reduce((a, f) => { try { return a + fs.statSync(path.join(dir, f)).size; } catch { return a; } }, 0);
+  const rows: Row[] = [];
+  let done = 0, maxRss = 0;
+  const sample = (): Row => {
+    const m = memstat() as { rss: number; heap_used: number; heap_total: number; external: number; outside_v8: number };
+    maxRss = Math.max(maxRss, m.rss);
+    return { at: Math.round((100 * done) / TASKS), done, rss: m.rss, heap_used: m.heap_used, heap_total: m.heap_total, external: m.external, outside_v8: m.outside_v8, hot_mb: +(hot() / 2 ** 20).toFixed(1), snapshot_mb: +((store.journalStats?.snapshot_bytes ?? 0) / 2 ** 20).toFixed(1), compactions: store.journalStats?.compactions ?? 0, last_compaction_ms: store.journalStats?.last_compaction_ms };
+  };
+  const timer = setInterval(() => { maxRss = Math.max(maxRss, process.memoryUsage().rss / 2 ** 20); }, 500);
+  const t0 = performance.now();
+  const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; };
+  const cpu0 = cpu();
+  let cpu20: number | undefined, done20 = 0;
+  const batch = async (from: number, n: number): Promise<void> => {
+    // As the control API gets them: one JSON body parsed into fresh strings.
+    const body = JSON.stringify({ tasks: Array.from({ length: n }, (_, k) => ({ id: `soak-${from + k}`, prompt: soakPrompt(from + k) })) });
+    await store.submitMany((JSON.parse(body) as { tasks: unknown[] }).tasks);
+    const finishing: Promise<unknown>[] = [];
+    for (let r = store.lease(w); r; r = store.lease(w)) {
+      // As a worker's TASK_RES decodes: a fresh string per result.
+      const res = JSON.parse(JSON.stringify({ text: `echo: ${r.spec.prompt}` })) as { text: string };
+      finishing.push(store.complete(r.id, { text: res.text, worker: w.id, attempt: 1 }));
+    }
+    await Promise.all(finishing);
+    done += n;
+  };
+  const inflight = new Set<Promise<void>>();
+  let next = 0, mark = 10;
+  while (next < TASKS || inflight.size) {
+    while (next < TASKS && inflight.size < WINDOW) {
+      const p = batch(next, Math.min(BATCH, TASKS - next)).finally(() => inflight.delete(p));
+      inflight.add(p);
+      next += BATCH;
+    }
+    await Promise.race(inflight);
+    if ((100 * done) / TASKS >= mark) { rows.push(sample()); mark += 10; }
+    if (cpu20 === undefined && done >= 0.2 * TASKS) { cpu20 = cpu(); done20 = done; }
+  }
+  clearInterval(timer);
+  const wall = (performance.now() - t0) / 1000;
+  const at20 = rows.find((x) => x.at >= 20)!, at100 = rows.at(-1)!;
+  const mean = (from: number, to: number) => { const xs = rows.filter((x) => x.at >= from && x.at <= to); return +(xs.reduce((a, x) => a + x.rss, 0) / xs.length).toFixed(1); };
+  console.log(JSON.stringify({
+    date: new Date().toISOString(), command: `node ${process.execArgv.join(' ')} dist/bench/store-churn.js ${process.argv.slice(2).join(' ')}`.replace(/\s+/g, ' ').trim(),
+    env: Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('MALLOC_'))),
+    tasks: TASKS, retain: RETAIN, wall_s: +wall.toFixed(1), tasks_per_s: Math.round(TASKS / wall), hot: store.retention.hot_finished, remembered_ids: store.retention.remembered_ids,
+    cpu_us_per_task: Math.round((1e6 * (cpu() - cpu0)) / TASKS), cpu_us_per_task_20_100: Math.round((1e6 * (cpu() - cpu20!)) / (done - done20)),
+    rss_mb_at20: at20.rss, rss_mb_at100: at100.rss, growth_pct: +((100 * (at100.rss - at20.rss)) / at20.rss).toFixed(1), max_rss_mb: +maxRss.toFixed(1),
+    mean_rss_20_40: mean(20, 40), mean_rss_80_100: mean(80, 100), load: os.loadavg().map((x) => +x.toFixed(2)), by_10pct: rows,
+  }));
+  if (SNAPSHOT) v8.writeHeapSnapshot(SNAPSHOT);
+  await store.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+
+void main().then(() => process.exit(0));
