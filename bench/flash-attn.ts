@@ -6,6 +6,11 @@
  * whole process (robust to a loaded machine) and wall time. Prints a table and appends each row to
  * bench/results/flash-attn.jsonl with the load average beside it.
  * Run: `npm run build && node dist/bench/flash-attn.js [MODEL...]` (default: stories260K, synth 15M, synth 110M).
+ *
+ * `--sequences [MODEL]` (default synth 15M): the same costs on one sequence of an engine whose other
+ * sequences each hold 1,400 tokens, for 2, 4 and 8 sequences in a unified KV cache (the self-built
+ * addon) and 8 with a stream per sequence, flash attention on and off: off attends over every cell
+ * in use in a unified cache, all sequences', where flash attention skips the masked ones.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -13,12 +18,13 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LlamaLogLevel, type LlamaContextSequence, type LlamaModel, type Token } from 'node-llama-cpp';
 import { loadLlama } from '../drivers/embedded/load-llama.js';
+import { withKvUnified } from '../drivers/batched/kv-unified.js';
 import { attentionShape, flashAttnChoice } from '../drivers/batched/flash-attn.js';
 import { machine } from './proc.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const OUT = path.join(ROOT, 'bench/results/flash-attn.jsonl');
-const models = process.argv.slice(2).length > 0 ? process.argv.slice(2) : [
+const models = process.argv.slice(2).length > 0 && process.argv[2] !== '--sequences' ? process.argv.slice(2) : [
   '/work/shared/models/stories260K.gguf',
   '/work/shared/models/synth-llama-15M-shape-q8_0.gguf',
   '/tmp/swarm-bench-models/synth-llama-110M-shape-q8_0.gguf',
@@ -58,6 +64,38 @@ async function measure(seq: LlamaContextSequence, toks: Token[], n: number): Pro
 }
 
 const { llama, path: loadPath } = await loadLlama({ logLevel: LlamaLogLevel.error, logger: () => {}, selfBuilt: true });
+const record = (o: Record<string, unknown>) => {
+  fs.mkdirSync(path.dirname(OUT), { recursive: true });
+  fs.appendFileSync(OUT, JSON.stringify({ bench: 'flash-attn', machine: machine(), binding: loadPath, date: new Date().toISOString(), load_avg: os.loadavg(), threads: 1, ...o }) + '\n');
+};
+
+/** One more prompt, and generated tokens after it, on an engine whose other sequences hold `held` tokens each. */
+async function sequences(file: string): Promise<void> {
+  const model = await llama.loadModel({ modelPath: file });
+  const held = 1400;
+  const toks = tokensOf(model, held + GEN);
+  const cases = [...[2, 4, 8].map((n) => ({ n, unified: true })), { n: 8, unified: false }].filter((c) => !c.unified || loadPath === 'self-built');
+  const out: string[] = [];
+  for (const c of cases) for (const fa of [true, false]) {
+    const make = () => model.createContext({ contextSize: 2048, sequences: c.n, threads: 1, flashAttention: fa });
+    const context = c.unified ? (await withKvUnified(llama, make)).value : await make();
+    const seqs = Array.from({ length: c.n }, () => context.getSequence());
+    for (const s of seqs.slice(1)) await s.evaluateWithoutGeneratingNewTokens(toks.slice(0, held));
+    const m = await measure(seqs[0]!, toks, held - TAIL - GEN);
+    const row = { model: path.basename(file), sequences: c.n, kv: c.unified ? 'unified' : 'per sequence', setting: fa ? 'on' : 'off', others_hold: held, ctx: held - TAIL - GEN, ...m };
+    record({ part: 'sequences', ...row });
+    out.push(`| ${c.n} | ${row.kv} | ${row.setting} | ${m.prompt_cpu_ms} | ${m.gen_cpu_ms} | ${m.tail_cpu_ms} |`);
+    console.log(out[out.length - 1], `load ${os.loadavg()[0]!.toFixed(1)}`);
+    await context.dispose();
+  }
+  console.log(`\n${path.basename(file)}, the other sequences holding ${held} tokens each:\n| sequences | KV cache | flash attention | prompt of ${held - TAIL - GEN} ms CPU | generated token ms CPU | 12-token tail ms CPU |\n|---:|---|---|---:|---:|---:|\n${out.join('\n')}`);
+}
+
+if (process.argv[2] === '--sequences') {
+  await sequences(process.argv[3] ?? '/work/shared/models/synth-llama-15M-shape-q8_0.gguf');
+  process.exit(0);
+}
+
 const rows: Row[] = [];
 for (const file of models) {
   if (!fs.existsSync(file)) { console.log(`skipped (missing): ${file}`); continue; }
@@ -65,15 +103,14 @@ for (const file of models) {
   const shape = attentionShape(model);
   const ctxSize = Math.min(2048, model.trainContextSize);
   const toks = tokensOf(model, ctxSize);
-  console.log(`${path.basename(file)}: head size ${shape?.headDim}, ${shape?.heads} heads x ${shape?.layers} layers; auto chooses ${flashAttnChoice('auto', shape, llama.systemInfo).on ? 'on' : 'off'}`);
+  console.log(`${path.basename(file)}: head size ${shape?.headDim}, ${shape?.heads} heads x ${shape?.layers} layers; auto chooses ${flashAttnChoice('auto', shape, llama.systemInfo).on ? 'on' : 'off'} for one sequence`);
   for (const s of SETTINGS) {
     const context = await model.createContext({ contextSize: ctxSize, sequences: 1, threads: 1, flashAttention: s.flashAttention, ...(s.kv ? { experimentalKvCacheKeyType: s.kv, experimentalKvCacheValueType: s.kv } : {}) });
     const seq = context.getSequence();
     for (const n of LENGTHS.filter((l) => l + GEN + TAIL <= ctxSize)) {
       const row: Row = { model: path.basename(file), setting: s.name, ctx: n, ...await measure(seq, toks, n) };
       rows.push(row);
-      fs.mkdirSync(path.dirname(OUT), { recursive: true });
-      fs.appendFileSync(OUT, JSON.stringify({ bench: 'flash-attn', machine: machine(), binding: loadPath, date: new Date().toISOString(), load_avg: os.loadavg(), threads: 1, head_dim: shape?.headDim, ...row }) + '\n');
+      record({ head_dim: shape?.headDim, ...row });
       console.log(`  ${s.name.padEnd(11)} ctx ${String(n).padStart(4)}: prompt ${row.prompt_cpu_ms} ms CPU (${row.prompt_wall_ms} wall), a generated token ${row.gen_cpu_ms} ms (${row.gen_wall_ms}), ${TAIL}-token tail ${row.tail_cpu_ms} ms (${row.tail_wall_ms}); load ${os.loadavg()[0]!.toFixed(1)}`);
     }
     await context.dispose();

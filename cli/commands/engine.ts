@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { buildAddon, buildLlama, findLlamaBinary, findSelfBuiltAddon, LLAMA_BINARIES, type BuildProgress } from '../../drivers/llama-build/index.js';
-import { probeFlashAttn } from '../../drivers/batched/flash-attn.js';
+import { probeFlashAttn, UNIFIED_OFF_MAX_SEQUENCES } from '../../drivers/batched/flash-attn.js';
 import { fail } from '../exit.js';
 import { int } from '../options.js';
 import { Progress } from '../progress.js';
@@ -73,11 +73,12 @@ export function registerEngine(program: Command): void {
     .action(async (o: { json: boolean; model?: string }) => {
       const found: Record<string, string | null> = Object.fromEntries(LLAMA_BINARIES.map((n) => [n, findLlamaBinary(n) ?? null]));
       found['llama-addon'] = findSelfBuiltAddon()?.addon ?? null;
-      let fa: { on: boolean; why: string } | undefined;
+      let fa: { on: boolean; why: string; manyUnified: { on: boolean; why: string } } | undefined;
       if (o.model) try { fa = await probeFlashAttn(o.model); } catch (err) { fail(err, o.json); return; }
-      if (o.json) { process.stdout.write(JSON.stringify(fa ? { ...found, flash_attn: fa.on ? 'on' : 'off', flash_attn_why: fa.why } : found) + '\n'); return; }
+      const onOff = (c: { on: boolean }) => (c.on ? 'on' : 'off');
+      if (o.json) { process.stdout.write(JSON.stringify(fa ? { ...found, flash_attn: onOff(fa), flash_attn_why: fa.why, flash_attn_unified_many: onOff(fa.manyUnified), flash_attn_unified_many_why: fa.manyUnified.why } : found) + '\n'); return; }
       const lines = Object.entries(found).map(([n, p]) => `${n.padEnd(18)}${p ?? (n === 'llama-addon' ? "node-llama-cpp's prebuilt (`swarm engine build --addon` builds one with a unified KV cache)" : 'not found (run `swarm engine build`)')}`);
-      if (fa) lines.push(`${'flash attention'.padEnd(18)}${fa.on ? 'on' : 'off'} (${fa.why})`);
+      if (fa) lines.push(`${'flash attention'.padEnd(18)}${onOff(fa)} (${fa.why})${fa.manyUnified.on !== fa.on ? `; ${onOff(fa.manyUnified)} in a unified KV cache of more than ${UNIFIED_OFF_MAX_SEQUENCES} sequences` : ''}`);
       process.stdout.write(lines.join('\n') + '\n');
     });
 }

@@ -39,38 +39,60 @@ export function f16Step(systemInfo: string): number {
 /** What the engine runs with and why (its log and `swarm engine which` say it). */
 export interface FlashAttnChoice { on: boolean; why: string }
 
+/** The KV layout the engine makes: one unified cache for all sequences, or a stream per sequence. */
+export interface KvLayout { unified: boolean; sequences: number }
+
+/**
+ * Most sequences of a unified KV cache for which `auto` turns flash attention off on heads the kernel
+ * runs scalar. Off, attention is a matrix product over every cell in use, all sequences' (the mask
+ * only zeroes the others' afterwards), where flash attention skips the masked cells: synth 15M, the
+ * other sequences holding 1,400 tokens each, one thread, a generated token cost 11.9 ms off against
+ * 24.9 on with 2 sequences, 23.1 against 21.6 with 4 and 44.7 against 18.5 with 8, and a 1,400-token
+ * prompt 2x, 3.8x and 4.6x the CPU. The diamond debate (4 sequences, not all full at once) ran 1.38x
+ * faster off.
+ */
+export const UNIFIED_OFF_MAX_SEQUENCES = 4;
+
 /**
  * Flash attention on or off for one context (llama.cpp fixes it when the context is made). On the
  * CPU, ggml's flash-attention kernel walks every cached cell once per query row, head and layer for a
  * batch under 64 query tokens, which every generated token is; with a head size that is not a multiple
  * of the f16 step (f16Step) that walk runs scalar (synth 15M, heads of 48, one thread: 22 ms of CPU a
- * generated token after 1,900 tokens, against 7.1 ms off). Off, attention is two matrix products whose
- * long dimension (the cells) is vectorized, but a prompt builds its whole attention matrix: 1.3-1.7x
- * the CPU of a long prompt on the same shape. The two break even at about one generated token per
- * 65-110 evaluated prompt tokens (bench/flash-attn.ts); agents generate far more than that (and the
- * prefix cache spares most prompt tokens), so `auto` turns it off for such heads. Heads of 8
- * (stories260K) are faster off at every length, prompts included; heads of 64 (synth 110M) faster on
- * at every length. Where the shape is unknown it stays on, as llama.cpp's own auto has it.
+ * generated token after 1,900 tokens, against 7.1 ms off). Off, attention is two matrix products, but a
+ * prompt builds its whole attention matrix: 1.3-1.7x the CPU of a long prompt on the same shape. The
+ * two break even at about one generated token per 65-110 evaluated prompt tokens (bench/flash-attn.ts);
+ * agents generate far more than that (and the prefix cache spares most prompt tokens), so `auto` turns
+ * it off for such heads: always with a KV stream per sequence, and with a unified cache for up to
+ * UNIFIED_OFF_MAX_SEQUENCES sequences (beyond, off would attend over every sequence's cells). Heads of
+ * 8 (stories260K) are faster off at every length, prompts included; heads of 64 (synth 110M) faster on.
+ * Where the shape is unknown it stays on, as llama.cpp's own auto has it. Without `kv`, the verdict
+ * for one sequence.
  */
-export function flashAttnChoice(setting: FlashAttnSetting, shape: AttentionShape | undefined, systemInfo: string): FlashAttnChoice {
+export function flashAttnChoice(setting: FlashAttnSetting, shape: AttentionShape | undefined, systemInfo: string, kv?: KvLayout): FlashAttnChoice {
   if (setting === 'on') return { on: true, why: 'flash_attn=on' };
   if (setting === 'off') return { on: false, why: 'flash_attn=off' };
   if (!shape) return { on: true, why: 'auto: model shape unknown' };
   const step = f16Step(systemInfo);
   if (step > 0 && shape.headDim % step === 0) return { on: true, why: `auto: head size ${shape.headDim} fills the CPU's ${step}-lane f16 loops` };
-  return { on: false, why: `auto: head size ${shape.headDim} is not a multiple of the CPU's ${step || 'scalar'}${step ? '-lane' : ''} f16 loops, so per-token attention would run scalar` };
+  const scalar = `head size ${shape.headDim} is not a multiple of the CPU's ${step || 'scalar'}${step ? '-lane' : ''} f16 loops`;
+  if (kv?.unified && kv.sequences > UNIFIED_OFF_MAX_SEQUENCES) {
+    return { on: true, why: `auto: ${scalar}, but off would attend over all ${kv.sequences} sequences of the unified KV cache (kv_unified=0 or flash_attn=off turns it off)` };
+  }
+  return { on: false, why: `auto: ${scalar}, so per-token attention would run scalar` };
 }
 
 /**
- * What the batched engine would choose for `modelPath` on this machine: the binding it loads (its CPU
- * variant's system info) and the file's metadata, without loading the weights. Loaded on demand, so
+ * What the batched engine would choose for `modelPath` on this machine, for an engine of few sequences
+ * or a KV stream per sequence, and for a unified cache of more (`manyUnified`): from the binding it
+ * loads (its CPU variant's system info) and the file's metadata, without loading the weights. Loaded on demand, so
  * that importing this file stays cheap.
  */
-export async function probeFlashAttn(modelPath: string, setting: FlashAttnSetting = 'auto'): Promise<FlashAttnChoice & { shape: AttentionShape | undefined }> {
+export async function probeFlashAttn(modelPath: string, setting: FlashAttnSetting = 'auto'): Promise<FlashAttnChoice & { shape: AttentionShape | undefined; manyUnified: FlashAttnChoice }> {
   const [{ readGgufFileInfo, LlamaLogLevel }, { loadLlama }] = await Promise.all([import('node-llama-cpp'), import('../embedded/load-llama.js')]);
   if (!fs.existsSync(modelPath)) throw new SwarmError('SWARM_ERR_CONFIG', `model not found: ${modelPath}`);
   const info = await readGgufFileInfo(modelPath, { readTensorInfo: false });
   const shape = attentionShape({ fileInfo: info } as unknown as Pick<LlamaModel, 'fileInfo'>);
   const { llama } = await loadLlama({ logLevel: LlamaLogLevel.error, logger: () => {}, selfBuilt: true });
-  return { ...flashAttnChoice(setting, shape, llama.systemInfo), shape };
+  const many = { unified: true, sequences: UNIFIED_OFF_MAX_SEQUENCES + 1 };
+  return { ...flashAttnChoice(setting, shape, llama.systemInfo), shape, manyUnified: flashAttnChoice(setting, shape, llama.systemInfo, many) };
 }

@@ -232,10 +232,11 @@ async function main(): Promise<void> {
     log(`model failed to load: ${cfg.model}: ${err instanceof Error ? err.message : String(err)}`);
     shutdown(LOAD_FAILED_EXIT);
   }
-  // Flash attention from the model's head size and the CPU (flash-attn.ts): llama.cpp's own "auto"
-  // turns it on for every CPU model, which on heads its kernel runs scalar costs each generated token
-  // 3x or more.
-  const fa = flashAttnChoice(cfg.flashAttn ?? 'auto', attentionShape(model), llama.systemInfo);
+  // Flash attention from the model's head size, the CPU and the KV layout (flash-attn.ts): llama.cpp's
+  // own "auto" turns it on for every CPU model, which on heads its kernel runs scalar costs each
+  // generated token 3x or more.
+  const wantUnified = cfg.kvUnified !== false && loadPath === 'self-built';
+  const fa = flashAttnChoice(cfg.flashAttn ?? 'auto', attentionShape(model), llama.systemInfo, { unified: wantUnified, sequences: cfg.sequences });
   const limit = cpuLimit();
   const threads = cfg.threads === 'auto' ? await startThreads(limit) : cfg.threads;
   const makeContext = () => model.createContext({
@@ -243,7 +244,7 @@ async function main(): Promise<void> {
   });
   // One KV cache for all sequences where the binding takes it (the self-built addon): llama.cpp then
   // batches any set of busy sequences in one pass, and a shared prefix is copied as cell metadata.
-  const { value: context, unified } = cfg.kvUnified !== false && loadPath === 'self-built'
+  const { value: context, unified } = wantUnified
     ? await withKvUnified(llama, makeContext) : { value: await makeContext(), unified: false };
   const tuner = cfg.threads === 'auto' && limit > 1 ? new ThreadTuner({ max: limit, start: threads, freeCores: idleCores() }) : undefined;
   if (tuner && !installThreadTuner(context, cfg.sequences, tuner)) log(`node-llama-cpp internals moved: ${threads} thread(s), not tuned`);

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { attentionShape, f16Step, flashAttnChoice, type AttentionShape } from '../../drivers/batched/flash-attn.js';
+import { UNIFIED_OFF_MAX_SEQUENCES, attentionShape, f16Step, flashAttnChoice, type AttentionShape } from '../../drivers/batched/flash-attn.js';
 
 const AVX512 = 'CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | AVX512 = 1 | AVX512_VNNI = 1 | ';
 const AVX2 = 'CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | ';
@@ -26,6 +26,16 @@ t.test('auto: off where the per-row kernel runs scalar, on where it is vectorize
   t.same(flashAttnChoice('auto', shape(48), 'CPU : NEON = 1 | ').on, true, 'heads of 48 on plain NEON: three 16-lane steps');
   t.same(flashAttnChoice('auto', undefined, AVX512).on, true, 'shape unknown: as llama.cpp decides it');
   t.match(flashAttnChoice('auto', shape(48), AVX512).why, /head size 48/);
+});
+
+t.test('auto with a unified KV cache: off only for few sequences, where attending over all their cells stays cheaper', async (t) => {
+  const unified = (sequences: number) => ({ unified: true, sequences });
+  t.same(flashAttnChoice('auto', shape(48), AVX512, unified(4)).on, false, '4 sequences (a diamond debate): off');
+  t.same(flashAttnChoice('auto', shape(48), AVX512, unified(UNIFIED_OFF_MAX_SEQUENCES + 1)).on, true, 'more: on');
+  t.match(flashAttnChoice('auto', shape(48), AVX512, unified(25)).why, /all 25 sequences of the unified KV cache/);
+  t.same(flashAttnChoice('auto', shape(48), AVX512, { unified: false, sequences: 25 }).on, false, 'a KV stream per sequence: off at any count');
+  t.same(flashAttnChoice('auto', shape(64), AVX512, unified(25)).on, true, 'vectorized heads: on either way');
+  t.same(flashAttnChoice('off', shape(48), AVX512, unified(25)).on, false, 'off is taken as it is');
 });
 
 t.test('on and off are taken as they are', async (t) => {
