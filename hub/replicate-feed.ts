@@ -63,6 +63,11 @@ export class HolderFeed {
   private at?: { seq?: number };
   /** The last mark sent: the holder's own mark (it keeps the last one it got), what a resume starts from. */
   private told?: SyncMark;
+  /**
+   * Where the sync under way when `told` was sent ends (Infinity: none under way): the tasks from there
+   * on went to the holder as deltas, so a resume sends those only if they changed since.
+   */
+  private toldEnd = Infinity;
   private waiting = false;
   private yielded = false;
   private stopped = false;
@@ -79,7 +84,7 @@ export class HolderFeed {
     /** The mark of what is queued to every holder now (hub/replicate-resume.ts); none: frames carry no mark. */
     private readonly mark?: (seq?: number) => SyncMark,
     /** What a holder at mark `m` (none: told none yet) lacks (hub/replicate-resume.ts), or undefined if only the whole state will do. */
-    private readonly resumeFrom?: (m: SyncMark | undefined) => { records: Iterable<TaskRecord>; upTo: number; bare?: (r: TaskRecord) => boolean } | undefined,
+    private readonly resumeFrom?: (m: SyncMark | undefined, end: number) => { records: Iterable<TaskRecord>; upTo: number; bare?: (r: TaskRecord) => boolean } | undefined,
   ) {}
 
   /** No longer a holder: nothing more goes out (a sync under way, deltas waiting). */
@@ -107,7 +112,7 @@ export class HolderFeed {
       // and again, and each time started over: most of a restarted hub's CPU per task).
       // A holder told no mark yet (a restarted hub's first sync under way) starts over, less what it
       // reported it holds (the `state` it is given).
-      const r = this.resumeFrom?.(this.told);
+      const r = this.resumeFrom?.(this.told, this.toldEnd);
       if (r) this.resumeSync(r.records, r.upTo, r.bare);
       else this.startSync();
       return;
@@ -195,6 +200,7 @@ export class HolderFeed {
         if (d.ver !== undefined && this.at && this.mark) {
           const m = { ...this.mark(this.at.seq), ver: d.ver };
           this.told = m;
+          this.toldEnd = this.at.seq !== undefined ? this.sync?.end ?? Infinity : Infinity;
           const [payload, json] = this.marked(d.payload, '"full":false', d.entries ?? '', m);
           this.link.send(payload, json);
         } else this.link.send(d.payload, d.json);
@@ -243,6 +249,7 @@ export class HolderFeed {
       this.at = {};
       const m = mark();
       this.told = m;
+      this.toldEnd = Infinity;
       this.link.send({ full: true, part, parts: part + 1, entries: [], sync: m }, `{"full":true,"part":${part},"parts":${part + 1},"entries":[],"sync":${JSON.stringify(m)}}`);
       this.stats.frames++;
       return -1;
@@ -261,6 +268,7 @@ export class HolderFeed {
       if (mark && (end || (seq !== undefined && seq > s.upTo))) {
         this.at = end ? {} : { seq };
         this.told = mark(this.at.seq);
+        this.toldEnd = end ? Infinity : s.end;
         [payload, json] = this.marked(payload, head, c.json, this.told);
       }
       this.link.send(payload, json);

@@ -105,23 +105,30 @@ export class Versions {
 
   /**
    * What a holder at `m` lacks, in the order to send it: tasks the sync had covered (seq up to
-   * `m.seq`) and changed since `m.ver`, then the rest of the sync (every task past `m.seq`, read
-   * lazily). `covered` counts the first part: those frames carry no mark.
+   * `m.seq`) and changed since `m.ver`, then the rest of the sync (every task past `m.seq` up to the
+   * sync's `end`, if known, and those after it changed since `m.ver`; read lazily). `covered` counts
+   * the first part: those frames carry no mark.
    */
-  resume(m: SyncMark, all: () => Iterable<TaskRecord>): { records: Iterable<TaskRecord>; covered: number; bare: (r: TaskRecord) => boolean } {
+  resume(m: SyncMark, all: () => Iterable<TaskRecord>, end = Infinity): { records: Iterable<TaskRecord>; covered: number; bare: (r: TaskRecord) => boolean } {
     const upTo = m.seq ?? Infinity;
     const changed: TaskRecord[] = [];
-    for (const r of all()) if (r.seq <= upTo && (this.of.get(r.id) ?? 0) > m.ver) changed.push(r);
+    const of = this.of;
+    for (const r of all()) if (r.seq <= upTo && (of.get(r.id) ?? 0) > m.ver) changed.push(r);
     function* rest(): Iterable<TaskRecord> {
       yield* changed;
       if (upTo === Infinity) return;
-      for (const r of all()) if (r.seq > upTo) yield r;
+      // From `end` on (the tasks submitted after the sync began) the holder got every change by
+      // `m.ver` as deltas: only those changed since (read when the sync gets there). A resume that
+      // sent them all again extended each sync to the store's tail, and under full load a holder
+      // that fell behind fell behind again before the sync ended, over and over.
+      for (const r of all()) if (r.seq > upTo && (r.seq < end || (of.get(r.id) ?? 0) > m.ver)) yield r;
     }
     // The holder has the spec of every task its sync covered (up to `seq`) and, its sync complete, of
     // every task sent by version `ver`: those go without it (a spec re-encoded and re-signed for a
     // holder that has it was most of what a fallen-behind holder cost the hub).
     const specs = m.seq ?? this.specsBy(m.ver);
-    return { records: rest(), covered: changed.length, bare: (r) => r.seq <= specs && r.seq <= upTo };
+    const sent = end === Infinity ? -1 : this.specsBy(m.ver);
+    return { records: rest(), covered: changed.length, bare: (r) => (r.seq <= specs && r.seq <= upTo) || (r.seq >= end && r.seq <= sent) };
   }
 }
 

@@ -219,10 +219,12 @@ export class HubReplicator {
   }
 
   /** What a holder at mark `m` lacks, as a resumed sync sends it; undefined if only the whole state will do. */
-  private lacking(m: SyncMark | undefined): { records: Iterable<TaskRecord>; upTo: number; bare: (r: TaskRecord) => boolean } | undefined {
+  private lacking(m: SyncMark | undefined, end = Infinity, w?: WorkerEntry): { records: Iterable<TaskRecord>; upTo: number; bare: (r: TaskRecord) => boolean } | undefined {
     if (!this.versions.canResume(m)) return undefined;
-    const { records, bare } = this.versions.resume(m, () => this.store().queue.all());
-    return { records, upTo: m.seq ?? Infinity, bare };
+    const { records, bare } = this.versions.resume(m, () => this.store().queue.all(), end);
+    // A holder that reported what it held when it joined this hub does not get that again either.
+    const held = w && heldBy(this.haves.get(w), this.store().queue.all(), this.versions);
+    return { records: held ? this.omit(records, held.held) : records, upTo: m.seq ?? Infinity, bare };
   }
 
   /** A holder's feed (made on first use). */
@@ -238,8 +240,8 @@ export class HubReplicator {
       }, (r, withSpec) => this.entry(r, withSpec), () => this.whole(w), {
         chunkBytes: this.opts.chunkBytes ?? 256 * 1024, maxBacklog: this.opts.maxBacklog ?? 4 * 1024 * 1024, log: this.log.child({ holder: w.id }),
         seqOf: (id) => this.store().queue.get(id)?.seq, nextSeq: () => this.store().queue.nextSeq,
-      }, (seq) => this.versions.mark(seq), (m) => {
-        const r = m && this.lacking(m);
+      }, (seq) => this.versions.mark(seq), (m, end) => {
+        const r = m && this.lacking(m, end, w);
         if (r) this.stats.behindResumed++; else this.stats.behindRestarted++;
         return r;
       });

@@ -33,6 +33,28 @@ t.test('a resume sends without their spec the tasks the holder has the spec of',
   const out = [...m.records];
   t.ok(out.filter((x) => x.seq <= 4).every(m.bare), 'covered by the sync: bare');
   t.ok(out.filter((x) => x.seq > 4).every((x) => !m.bare(x)), 'past its position: with the spec');
+
+  // The sync under way then ended at seq 8: the tasks from there on went as deltas, so of those only
+  // what changed since the mark goes again, and without the spec where it had gone by then.
+  const ended = v.resume(mid, () => all, 8);
+  const again = [...ended.records].map((x) => x.id);
+  t.same(again.filter((id) => Number(id.slice(1)) > 4), ['t5', 't6', 't7', 't10', 't11', 't12', 't13', 't14'], 'the rest of the sync, then what changed after its end');
+  t.notOk(again.includes('t8') || again.includes('t9'), 'tasks past its end unchanged since the mark are not sent again');
+});
+
+t.test('past the end of the sync, tasks the holder got as deltas and that changed go without their spec', async (t) => {
+  const v = new Versions();
+  const all: TaskRecord[] = [];
+  for (let i = 0; i < 10; i++) { const r = rec(`u${i}`, i); all.push(r); v.changed(r.id, r.seq); }
+  v.flushed();
+  const m = v.mark(2);
+  v.changed('u9');
+  v.changed('u1');
+  v.flushed();
+  const r = v.resume(m, () => all, 6);
+  const sent = [...r.records];
+  t.same(sent.map((x) => x.id), ['u1', 'u3', 'u4', 'u5', 'u9'], 'covered and changed, the rest of the sync, then changed past its end');
+  t.same(sent.filter(r.bare).map((x) => x.id), ['u1', 'u9'], 'the covered one and the one past the end go bare');
 });
 
 t.test('the spec marks stay bounded however many flushes carried new tasks', async (t) => {
