@@ -1,10 +1,12 @@
 import { InvalidArgumentError } from 'commander';
 
 /** commander parser for a positive integer option. */
-export function int(name: string, min = 0) {
+export function int(name: string, min = 0, max = Number.MAX_SAFE_INTEGER) {
   return (v: string): number => {
-    const n = Number(v);
+    // Number('') is 0: an empty value (an unset shell variable) would read as the smallest setting.
+    const n = v.trim() === '' ? NaN : Number(v);
     if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer >= ${min}`);
+    if (n > max) throw new InvalidArgumentError(`${name} must be at most ${max}`);
     return n;
   };
 }

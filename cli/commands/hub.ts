@@ -8,7 +8,7 @@ import { fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
 import { envToken, stateDir, swarmToken } from '../state.js';
 import { readiness, reportReady } from '../ready.js';
-import { ORPHAN_EXIT_HELP, workerArgs } from './worker.js';
+import { ORPHAN_EXIT_HELP, ORPHAN_EXIT_MAX_MS, workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
 import { PROCS_HELP, parseProcs, type Procs } from '../procs.js';
 import { DEFAULT_ENGINE, engineDriver, parseEngineMode, type EngineMode } from '../shared-engine.js';
@@ -96,7 +96,7 @@ export function registerHub(program: Command): void {
     .option('--caps <list>', 'capabilities of the supervised workers (comma-separated)')
     .option('--engine <mode>', 'supervised workers: batched (one llama.cpp engine, a sequence each), per-worker engines, or one shared llama-server', parseEngineMode, DEFAULT_ENGINE)
     .option('--failover', 'supervised workers keep a replica and finish the run by gossip if the hub dies', false)
-    .option('--orphan-exit-ms <ms>', `supervised workers: ${ORPHAN_EXIT_HELP}`, int('--orphan-exit-ms', 0))
+    .option('--orphan-exit-ms <ms>', `supervised workers: ${ORPHAN_EXIT_HELP}`, int('--orphan-exit-ms', 0, ORPHAN_EXIT_MAX_MS))
     .option('--log-file <file>', 'write logs here instead of stderr')
     .addOption(new Option('--ready-fd <fd>', 'report the number of connected workers on this fd (used by `swarm up --detach`)').argParser(int('--ready-fd')).hideHelp())
     .action(async (o: HubCliOptions & { supervise: number; procs: Procs; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; caps?: string; logFile?: string; engine: EngineMode; failover: boolean; readyFd?: number; orphanExitMs?: number }) => {

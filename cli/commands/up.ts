@@ -12,7 +12,7 @@ import { logPath, readHubFile, stateDir, type HubFile } from '../state.js';
 import { nodeArgs } from '../node-args.js';
 import { hubConfigFrom, hubOptions, hubToken, retainArg, type HubCliOptions } from './hub.js';
 import { PROCS_HELP, parseProcs, supervisedProcesses, type Procs } from '../procs.js';
-import { ORPHAN_EXIT_HELP, workerArgs } from './worker.js';
+import { ORPHAN_EXIT_HELP, ORPHAN_EXIT_MAX_MS, workerArgs } from './worker.js';
 import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
 import { refuseBeyondPlan } from './plan.js';
 import { DEFAULT_ENGINE, engineDriver, parseEngineMode, type EngineMode } from '../shared-engine.js';
@@ -39,7 +39,7 @@ export function registerUp(program: Command): void {
     .option('--no-failover', 'star only: no peer ports, and a run waits for a hub that dies (a little cheaper: see README)')
     .option('--slots <n>', 'tasks in flight per worker', int('--slots', 1), 1)
     .option('--caps <list>', 'capabilities of the workers (comma-separated): tasks that ask for caps go only to workers that have them')
-    .option('--orphan-exit-ms <ms>', ORPHAN_EXIT_HELP, int('--orphan-exit-ms', 0))
+    .option('--orphan-exit-ms <ms>', ORPHAN_EXIT_HELP, int('--orphan-exit-ms', 0, ORPHAN_EXIT_MAX_MS))
     .option('-d, --detach', 'return once ready; the swarm keeps running (stop it with `swarm down`)', false)
     .option('--ready-timeout <ms>', 'give up if the workers are not ready in time', int('--ready-timeout', 1), 120_000)
     .option('--json', 'print the summary as JSON', false)

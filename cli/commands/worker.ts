@@ -9,9 +9,12 @@ import { hostPort, int, keyValue } from '../options.js';
 import { envToken, readHubFile, stateDir } from '../state.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
 import { driverOptionsHelp } from '../../drivers/option-summary.js';
+import { parseBatchedOptions } from '../../drivers/batched/options.js';
 
 /** The arguments `swarm up` passes to the workers it supervises. */
 export function workerArgs(o: { driver: string; driverOpt: Record<string, string>; model?: string; slots: number; failover?: boolean; caps?: string; tlsCert?: string; tlsKey?: string; orphanExitMs?: number }): string[] {
+  // The batched engine's options checked here, where a supervised worker that exits on them at start would be respawned forever.
+  if (o.driver === 'batched') parseBatchedOptions(o.driverOpt);
   const args = ['--driver', o.driver, '--slots', String(o.slots)];
   if (o.orphanExitMs !== undefined) args.push('--orphan-exit-ms', String(o.orphanExitMs));
   if (o.caps) args.push('--caps', o.caps);
@@ -31,6 +34,7 @@ interface WorkerCliOptions {
 }
 
 /** `--orphan-exit-ms`, shared by `swarm worker`, `swarm up` and `swarm hub --supervise` (its default is the worker config's). */
+export const ORPHAN_EXIT_MAX_MS = 30 * 24 * 3600_000; // the worker config's bound (worker/config-schema.ts): refused here, before a supervised worker fails on it
 export const ORPHAN_EXIT_HELP = 'a worker whose parent process is gone, that reaches no hub and sees no failover peer for this long, exits (code 3); 0: never (default 600000: 10 min)';
 
 /**
@@ -79,7 +83,7 @@ export function registerWorker(program: Command): void {
     .option('--peer-tls-ca <file>', 'failover: verify peers\' certificates against this CA (without it, peer links are encrypted, not verified)')
     .option('--restart-killed-ms <ms>', 'start a worker the hub sends KILL again after this long (a supervised process of several)', int('--restart-killed-ms'))
     .option('--host-id <id>', 'failover: the host this worker runs on, as the hub spreads replica holders over hosts (env SWARM_HOST_ID; default: the hostname with its machine, boot and namespace ids)')
-    .option('--orphan-exit-ms <ms>', ORPHAN_EXIT_HELP, int('--orphan-exit-ms', 0))
+    .option('--orphan-exit-ms <ms>', ORPHAN_EXIT_HELP, int('--orphan-exit-ms', 0, ORPHAN_EXIT_MAX_MS))
     .option('--hub-lapse-ms <ms>', 'failover: hub silence before peers are asked (default 3000, the spec\'s); peers that heard the hub within half of it veto', int('--hub-lapse-ms', 200))
     .addHelpText('after', driverOptionsHelp())
     .action(async (o: WorkerCliOptions) => {
