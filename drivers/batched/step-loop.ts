@@ -71,12 +71,19 @@ interface Job {
 const ONE_LOGIT = Uint32Array.of(0);
 const NO_LOGITS = new Uint32Array(0);
 const NONE: Token[] = [];
+/** A promise whose rejection is handled later (or dropped): not an unhandled rejection meanwhile. */
+const quiet = <T>(p: Promise<T>): Promise<T> => { p.catch(() => {}); return p; };
 
 export class StepLoop {
   private jobs: Job[] = [];
   private readonly arriving: { chat: StepChat; resolve: (r: StopReason) => void; reject: (e: unknown) => void }[] = [];
   private running = false;
   private readonly batchSize: number;
+  /**
+   * node-llama-cpp runs the decode and every sample as jobs of libuv's pool, first come first served:
+   * with one pool thread (the engine's, engine-start.ts) a sample queued after a decode runs after it.
+   */
+  private readonly pipelined = process.env.UV_THREADPOOL_SIZE === '1';
 
   private constructor(private readonly context: LlamaContext, private readonly ctx: AddonContext,
     private readonly newSampler: () => AddonSampler, private readonly model: LlamaModel,
@@ -172,6 +179,7 @@ export class StepLoop {
     if (total === 0) return;
     const ctx = this.ctx;
     const inBatch: Job[] = [];
+    let decoded: Promise<void>;
     try {
       ctx.initBatch(total);
       for (const j of live) {
@@ -183,13 +191,23 @@ export class StepLoop {
         j.logit = whole ? idx[0]! : -1;
         inBatch.push(j);
       }
-      await ctx.decodeBatch();
+      decoded = ctx.decodeBatch();
     } catch (err) {
       for (const j of inBatch) this.fail(j, err);
       return;
     }
-    // Every sample is queued at once (they run one after another on the pool thread), and each is
-    // handled as it comes back, while the next ones are sampled.
+    // With one pool thread the samples, queued behind the decode, run right after it without a round
+    // trip through this thread (one wake-up less per step); with more they must wait for it.
+    const samples = new Map<Job, Promise<Token | -1>>();
+    if (this.pipelined) for (const j of inBatch) if (j.logit >= 0) samples.set(j, quiet(ctx.sampleToken(j.logit, j.sampler)));
+    try {
+      await decoded;
+    } catch (err) {
+      // Samples queued behind a failed decode read stale logits: their results are dropped (and their
+      // samplers freed once they have run).
+      for (const j of inBatch) this.fail(j, err, samples.get(j));
+      return;
+    }
     let waiting = 0;
     let wake: (() => void) | undefined;
     const settled = (): void => { if (--waiting === 0) wake?.(); };
@@ -201,7 +219,8 @@ export class StepLoop {
       if (j.logit < 0) continue;
       j.pending = NONE;
       waiting++;
-      ctx.sampleToken(j.logit, j.sampler).then((token) => {
+      // Each sample is handled as it comes back, while the next ones are sampled.
+      (samples.get(j) ?? ctx.sampleToken(j.logit, j.sampler)).then((token) => {
         if (token === -1) this.fail(j, new Error('Failed to sample next token'));
         else this.sampled(j, token, ctxSize);
         settled();
@@ -219,12 +238,13 @@ export class StepLoop {
     else j.pending = [token];
   }
 
-  private remove(j: Job): void {
+  private remove(j: Job, inUse?: Promise<unknown>): void {
     const i = this.jobs.indexOf(j);
     if (i >= 0) this.jobs.splice(i, 1);
-    j.sampler.dispose();
+    if (inUse) void inUse.finally(() => j.sampler.dispose()).catch(() => {});
+    else j.sampler.dispose();
   }
 
   private finish(j: Job, reason: StopReason): void { this.remove(j); j.resolve(reason); }
-  private fail(j: Job, err: unknown): void { this.remove(j); j.reject(err); }
+  private fail(j: Job, err: unknown, inUse?: Promise<unknown>): void { this.remove(j, inUse); j.reject(err); }
 }
