@@ -4,7 +4,8 @@
  * driven directly at every thread count 1..cores, with and without `-kvu` (the bar: the fastest in wall
  * time for `vs_best_bare`, the cheapest per token for `cpu_vs_best_bare`),
  * same model, same load (N concurrent streams, R requests each, T tokens per request), in one run.
- * Modes: `bare-T`, `bare-kvu-T`, `batched` (the default threads), `batched-T`, `batched-streams` (a KV
+ * Modes: `bare-T`, `bare-kvu-T`, `bare-nofa-T`, `bare-nofa-kvu-T` (`-fa off`: llama-server turns flash
+ * attention on for the CPU, the engine off where its kernel runs scalar), `batched` (the default threads), `batched-T`, `batched-streams` (a KV
  * stream per sequence, `kv_unified=0`), `batched-direct`, `batched-library` (the engine's own decode
  * loop or node-llama-cpp's, `loop=`; `-streams` after either: `kv_unified=0` too), `shared`, `per-worker`,
  * and `base`: the batched default of another build (SWARM_BENCH_BASE=its checkout, e.g. main's), so a
@@ -31,7 +32,7 @@ const n = Number(process.argv[3] ?? 8);
 const reqs = Number(process.argv[4] ?? 3);
 const cores = os.availableParallelism();
 const threadCounts = Array.from({ length: cores }, (_, i) => i + 1);
-const DEFAULT_MODES = [...threadCounts.map((t) => `bare-${t}`), ...threadCounts.map((t) => `bare-kvu-${t}`), 'batched'].join(',');
+const DEFAULT_MODES = [...['bare', 'bare-kvu', 'bare-nofa', 'bare-nofa-kvu'].flatMap((b) => threadCounts.map((t) => `${b}-${t}`)), 'batched'].join(',');
 const modes = (process.argv[5] && process.argv[5] !== 'default' ? process.argv[5] : DEFAULT_MODES).split(',');
 const condition = process.argv[6] === 'loaded' ? 'loaded' : 'quiet';
 const TOKENS = 64;
@@ -86,13 +87,13 @@ function throughSwarm(engine: string, extra: string[], label: string, cli = CLI)
   }
 }
 
-async function bare(threads: number, kvu: boolean) {
-  const set = await sharedServer(model, n, threads, CTX, kvu ? '-kvu' : '');
+async function bare(threads: number, kvu: boolean, fa = true) {
+  const set = await sharedServer(model, n, threads, CTX, [kvu ? '-kvu' : '', fa ? '' : '-fa off'].filter(Boolean).join(' '));
   try {
     await runLoad(set, 1, TOKENS); // warm-up
     const load = os.loadavg()[0];
     const r = await runLoad(set, reqs, TOKENS);
-    return { mode: `bare llama-server -np ${n} -t ${threads}${kvu ? ' -kvu' : ''}`, tokens: r.tokens, wall_s: +r.wall_s.toFixed(2), tokens_per_s: Math.round(r.tokens_per_s), cpu_s: r.engine_cpu_s, tokens_per_cpu_s: Math.round(r.tokens_per_cpu_s), load_avg_1m_before: load };
+    return { mode: `bare llama-server -np ${n} -t ${threads}${kvu ? ' -kvu' : ''}${fa ? '' : ' -fa off'}`, tokens: r.tokens, wall_s: +r.wall_s.toFixed(2), tokens_per_s: Math.round(r.tokens_per_s), cpu_s: r.engine_cpu_s, tokens_per_cpu_s: Math.round(r.tokens_per_cpu_s), load_avg_1m_before: load };
   } finally { await set.stop(); }
 }
 
@@ -101,7 +102,9 @@ const competing = condition === 'loaded' ? busyLoad(cores, 3_600_000) : undefine
 process.on('exit', () => competing?.stop());
 const rows: { mode: string; tokens_per_s: number; tokens_per_cpu_s: number }[] = [];
 for (const m of modes) {
-  if (m.startsWith('bare-kvu-')) rows.push(await bare(Number(m.slice(9)), true));
+  if (m.startsWith('bare-nofa-kvu-')) rows.push(await bare(Number(m.slice(14)), true, false));
+  else if (m.startsWith('bare-nofa-')) rows.push(await bare(Number(m.slice(10)), false, false));
+  else if (m.startsWith('bare-kvu-')) rows.push(await bare(Number(m.slice(9)), true));
   else if (m.startsWith('bare-')) rows.push(await bare(Number(m.slice(5)), false));
   else if (m === 'batched') rows.push(throughSwarm('batched', ['--driver-opt', `ctx=${CTX}`], 'swarm batched (default threads)'));
   else if (m === 'batched-streams') rows.push(throughSwarm('batched', ['--driver-opt', 'kv_unified=0', '--driver-opt', `ctx=${CTX}`], 'swarm batched, a KV stream per sequence'));

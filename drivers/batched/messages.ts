@@ -52,7 +52,7 @@ export type FromEngine =
   | { t: 'error'; id: number; code: string; message: string };
 
 /** The decode loop an engine runs unless `--driver-opt loop=` says otherwise (drivers/option-schemas.ts). */
-export const DEFAULT_LOOP: 'direct' | 'library' = 'library';
+export const DEFAULT_LOOP: 'direct' | 'library' = 'direct';
 
 /** Longest line either side accepts: a prompt travels in one line. */
 export const MAX_LINE = 8 * 1024 * 1024;
