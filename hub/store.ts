@@ -177,7 +177,12 @@ export class TaskStore {
   /** A journaled final record applied to memory (replay, or an orphan whose task came back). */
   private applyFinal(r: FinalRecord): void {
     if (r.t === 'result') this.q.complete(r.id, { text: r.text, worker: r.worker, attempt: r.attempt, receipt: r.receipt }, r.at);
-    else this.q.markFailed(r.id, r.error, r.at);
+    else {
+      this.q.markFailed(r.id, r.error, r.at);
+      // Leases are not journaled: the attempts a failure used come back only from its own record.
+      const rec = this.q.get(r.id);
+      if (rec && r.attempts > rec.attempts) rec.attempts = r.attempts;
+    }
     if (r.unchecked) this.unchecked.final.add(r.id);
   }
 
