@@ -29,6 +29,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/worker/lazy-abort.test.ts',
   'test/worker/orphan-guard.test.ts',
   'test/failover/handback-failure-attack.test.ts',
+  'test/hub/replicate-mark-attack.test.ts',
   'test/worker/gossip-failure-mac.test.ts',
   'test/worker/worker-config.test.ts',
   'test/worker/gossip-replica.test.ts',
