@@ -78,7 +78,7 @@ export interface ReplayState {
  * since then writes such lines. A checksummed record that says it came from such a line
  * (`unchecked`, written by a compaction) counts as legacy too: the snapshot does not vouch for it.
  */
-export function readJournalFile(file: string, seen: ReplayState = { checked: false }): { records: JournalRecord[]; damage: Damage[]; legacy: number; size: number; goodEnd: number } {
+export function readJournalFile(file: string, seen: ReplayState = { checked: false }, sink?: (r: JournalRecord) => void): { records: JournalRecord[]; damage: Damage[]; legacy: number; size: number; goodEnd: number } {
   const records: JournalRecord[] = [];
   const damage: Damage[] = [];
   let legacy = 0;
@@ -94,7 +94,7 @@ export function readJournalFile(file: string, seen: ReplayState = { checked: fal
       seen.checked = true;
       if ((d.rec as { unchecked?: unknown }).unchecked === true) legacy++;
     }
-    records.push(d.rec);
+    if (sink) sink(d.rec); else records.push(d.rec);
   });
   if (!r) return { records, damage, legacy, size: 0, goodEnd: 0 };
   if (r.goodEnd < r.size) {

@@ -89,8 +89,9 @@ export class Journal {
    * Open the journal in `dir` and read back what it holds: the snapshot, a segment a compaction left
    * frozen, then the live segment. Damaged records (bad checksum, wrong shape, a torn tail) are
    * copied to the quarantine file and left out; every intact record is kept. Never throws for damage.
+   * With `sink`, each intact record goes to it as it is read, in order, and `records` comes back empty.
    */
-  static open(dir: string, opts: JournalOptions): OpenedJournal {
+  static open(dir: string, opts: JournalOptions, sink?: (r: JournalRecord) => void): OpenedJournal {
     const p = journalPaths(dir);
     try { fs.rmSync(p.snapshotTmp, { force: true }); } catch { /* a leftover of a crash; harmless */ }
     const records: JournalRecord[] = [];
@@ -102,7 +103,7 @@ export class Journal {
     const seen = { checked: false };
     for (const file of [p.snapshot, p.old, p.current]) {
       let r;
-      try { r = readJournalFile(file, seen); } catch (e) {
+      try { r = readJournalFile(file, seen, sink); } catch (e) {
         throw new SwarmError('SWARM_ERR_JOURNAL', `cannot read ${file}: ${(e as Error).message}`);
       }
       for (const x of r.records) records.push(x);
