@@ -230,7 +230,8 @@ async function main(): Promise<void> {
       const m = samples.at(-1);
       log(`${done}/${TASKS} done, load ${load()[0]}${m ? `; hub rss ${m.hub_rss_mb} MB${m.hub_mem ? ` (heap used ${m.hub_mem.heap_used} / total ${m.hub_mem.heap_total}, external ${m.hub_mem.external}, outside V8 ${m.hub_mem.outside_v8})` : ''}, hot ${m.hot_mb} MB; holders rss ${m.holders_rss_mb} MB${m.holders_mem ? ` (heap used ${m.holders_mem.heap_used} / total ${m.holders_mem.heap_total}, external ${m.holders_mem.external}, outside V8 ${m.holders_mem.outside_v8})` : ''}` : ''}`);
     }
-    if ((aborted || next >= TASKS) && inflight.size === 0) break;
+    // Past the deadline nothing is submitted: with nothing in flight either, the loop would spin (and starve the sampler).
+    if ((aborted || next >= TASKS || Date.now() >= deadline) && inflight.size === 0) break;
   }
   await Promise.allSettled(inflight);
   // A short run can finish before its last marks: the faults still run (and are timed) on the idle swarm.
