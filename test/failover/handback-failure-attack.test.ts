@@ -71,8 +71,19 @@ t.test('a failure and a result for one task in two frames, both orders', async (
   t.match((await handBack(r.w, [{ id: 'rf', ...r.held('rf'), result: result('w-6', 'rf', 'answer') }]))?.payload, { recorded: 1 });
   t.match((await handBack(r.w, [{ id: 'rf', ...r.held('rf'), failure: failure('w-5', 'rf') }]))?.payload, { recorded: 0, duplicate: 1 }, 'a failure after the result: a duplicate');
   t.equal(r.hub.store.queue.get('rf')?.result?.text, 'answer', 'the result stands');
+  // In one frame: the result before the failure, and one failure listed twice.
+  await r.hub.submit([{ id: 'one-rf', prompt: 'one frame' }, { id: 'twice', prompt: 'twice' }]);
+  const one = await handBack(r.w, [
+    { id: 'one-rf', ...r.held('one-rf'), result: result('w-6', 'one-rf', 'first') },
+    { id: 'one-rf', ...r.held('one-rf'), failure: failure('w-5', 'one-rf') },
+    { id: 'twice', ...r.held('twice'), failure: failure('w-5', 'twice') },
+    { id: 'twice', ...r.held('twice'), failure: failure('w-5', 'twice') },
+  ]);
+  t.match(one?.payload, { recorded: 2, duplicate: 2 }, `one frame: ${JSON.stringify(one?.payload)}`);
+  t.equal(r.hub.store.queue.get('one-rf')?.result?.text, 'first', 'the result is recorded, not the failure');
+  t.equal(r.hub.store.queue.get('twice')?.state, 'failed', 'the failure listed twice: failed');
   const c = r.hub.store.queue.counts();
-  t.equal(c.done + c.failed, 2, 'both final, each once');
+  t.equal(c.done + c.failed, 4, 'every task final, each once');
 });
 
 t.test('an error message past the bound, codes outside the catalogue', async (t) => {
