@@ -9,12 +9,14 @@ import { hostPort, int, keyValue } from '../options.js';
 import { envToken, readHubFile, stateDir } from '../state.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
 import { driverOptionsHelp } from '../../drivers/option-summary.js';
-import { parseBatchedOptions } from '../../drivers/batched/options.js';
+import { driverOptions } from '../../drivers/options.js';
+import { DRIVER_OPTION_CHECKS } from '#gen/driver-option-checks.js';
 
 /** The arguments `swarm up` passes to the workers it supervises. */
 export function workerArgs(o: { driver: string; driverOpt: Record<string, string>; model?: string; slots: number; failover?: boolean; caps?: string; tlsCert?: string; tlsKey?: string; orphanExitMs?: number }): string[] {
-  // The batched engine's options checked here, where a supervised worker that exits on them at start would be respawned forever.
-  if (o.driver === 'batched') parseBatchedOptions(o.driverOpt);
+  // Checked here: a supervised worker that exits on them at start would be respawned forever. Not
+  // ollama's, which its driver rewrites (case) before checking.
+  if (o.driver !== 'ollama' && DRIVER_OPTION_CHECKS[o.driver]) driverOptions(o.driver, o.driverOpt);
   const args = ['--driver', o.driver, '--slots', String(o.slots)];
   if (o.orphanExitMs !== undefined) args.push('--orphan-exit-ms', String(o.orphanExitMs));
   if (o.caps) args.push('--caps', o.caps);

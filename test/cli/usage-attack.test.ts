@@ -42,6 +42,9 @@ t.test('--driver-opt flash_attn and loop: a bad value is refused before anything
     refused(t, ['hub', '--supervise', '1', '--model', MODEL, '--driver-opt', opt], dir, new RegExp(`SWARM_ERR_CONFIG: batched option ${key}`));
     refused(t, ['worker', '--hub', '127.0.0.1:1', '--driver', 'batched', '--model', MODEL, '--driver-opt', opt], dir, new RegExp(`SWARM_ERR_CONFIG: batched option ${key}`));
   }
+  // An engine per worker: its options too (before, `up` waited its ready timeout at 0/N).
+  refused(t, ['up', '--agents', '1', '--model', MODEL, '--engine', 'per-worker', '--detach', '--driver-opt', 'threads=abc'], dir, /SWARM_ERR_CONFIG: embedded option threads/);
+  refused(t, ['up', '--agents', '1', '--driver', 'echo', '--detach', '--driver-opt', 'latency_ms=soon'], dir, /SWARM_ERR_CONFIG: echo option latency_ms/);
 });
 
 t.test('a worker under a live `swarm up` never exits for the orphan bound', async (t) => {
