@@ -103,3 +103,25 @@ t.test('an error message past the bound, codes outside the catalogue', async (t)
   await handBack(r.w, [{ id: 'big', ...r.held('big'), failure: failure('w-5', 'big') }]);
   t.equal(r.hub.store.queue.counts().failed + r.hub.store.queue.counts().queued, ids.length, 'nothing else changed');
 });
+
+t.test('a failure handed back for a task evicted after its result: never brought back, before or after a restart', async (t) => {
+  const dir = tempDir(t);
+  let r = await rig(t, dir);
+  const ids = ['ev-1', 'ev-2', 'ev-3'];
+  await r.hub.submit(ids.map((id) => ({ id, prompt: id })));
+  const held = Object.fromEntries(ids.map((id) => [id, r.held(id)]));
+  for (const id of ids) t.equal(await r.hub.store.complete(id, { text: `done ${id}`, worker: 'w-4', attempt: 1 }), 'recorded');
+  await r.hub.store.evict(Date.now() + 365 * 24 * 3600_000);
+  t.notOk(r.hub.store.queue.get('ev-1'), 'ev-1 evicted');
+  const frame = [{ id: 'ev-1', ...held['ev-1'], failure: failure('w-5', 'ev-1') }];
+  const a = await handBack(r.w, frame);
+  t.notOk(a?.payload?.recorded, `not recorded: ${JSON.stringify(a?.payload)}`);
+  t.notOk(r.hub.store.queue.get('ev-1'), 'and not back in the queue');
+  r.w.destroy();
+  await r.stop();
+  r = await rig(t, dir);
+  const b = await handBack(r.w, frame);
+  t.notOk(b?.payload?.recorded, `after a restart, not recorded: ${JSON.stringify(b?.payload)}`);
+  const rec = r.hub.store.queue.get('ev-1');
+  t.ok(!rec || rec.result?.text === 'done ev-1', `not brought back as a failure (${rec?.state ?? 'absent'})`);
+});
