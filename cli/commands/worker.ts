@@ -145,7 +145,12 @@ export function registerWorker(program: Command): void {
         // No parent, no hub, no peer for the bound: this worker outlived its swarm (a leak); it goes.
         const orphan = new OrphanGuard({
           hubLinked: () => pool.agents.some((a) => !!a.client.conn && !a.client.conn.isClosed),
-          peersLive: () => pool.agents.some((a) => (a.failover?.node.membership.live().length ?? 0) > 1),
+          // Only members of other processes count: this process's own agents see each other, and a
+          // swarm of one process whose hub is gone for good would otherwise never leave.
+          peersLive: () => {
+            const mine = new Set(pool.agents.map((a) => a.failover?.node.membership.id));
+            return pool.agents.some((a) => a.failover?.node.membership.live().some((id) => !mine.has(id)) ?? false);
+          },
         }, {
           afterMs: config.client.orphanExitMs,
           onOrphaned: (why) => { orphaned = why; void pool.stop('orphaned'); },
