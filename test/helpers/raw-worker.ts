@@ -28,6 +28,20 @@ export class RawWorker {
     return new RawWorker(sock);
   }
 
+  /** Connected and admitted as worker `id` with its credential (a failover peer address given); throws if refused. */
+  static async join(addr: { host: string; port: number }, id: string, token: string): Promise<RawWorker> {
+    const w = await RawWorker.connect(addr);
+    const ack = await w.handshake({ worker_id: id, token, slots: 1, peer_addr: '127.0.0.1:9' });
+    if (ack?.type !== 'HANDSHAKE_ACK') { w.destroy(); throw new Error(`${id} not admitted: ${JSON.stringify(ack)}`); }
+    return w;
+  }
+
+  /** A HANDBACK of these entries, and the hub's answer to it. */
+  async handBack(entries: unknown[]): Promise<Frame> {
+    const m = this.send('HANDBACK', { entries });
+    return this.next((f) => f.re === m);
+  }
+
   /** HANDSHAKE and wait for the reply (HANDSHAKE_ACK or ERROR); switches codec on an ACK. */
   async handshake(payload: Record<string, unknown>, ms = 5000): Promise<Frame> {
     const id = newId();

@@ -2,7 +2,7 @@ import t from 'tap';
 import { workerCredential } from '../../protocol/index.js';
 import { hubKey, hubSignSpec, signResult, signSpec } from '../../protocol/result-mac.js';
 import { startHub } from '../helpers/inproc.js';
-import { RawWorker, type Frame } from '../helpers/raw-worker.js';
+import { RawWorker } from '../helpers/raw-worker.js';
 
 /**
  * A handback result carries its producer's MAC: any worker may hand back a dead member's results,
@@ -12,18 +12,7 @@ import { RawWorker, type Frame } from '../helpers/raw-worker.js';
 const TOKEN = 'handback-identity-token-0123456789';
 const key = (id: string) => workerCredential(TOKEN, id);
 
-async function join(addr: { host: string; port: number }, id: string): Promise<RawWorker> {
-  const w = await RawWorker.connect(addr);
-  const ack = await w.handshake({ worker_id: id, token: key(id), slots: 1, peer_addr: '127.0.0.1:9' });
-  if (ack?.type !== 'HANDSHAKE_ACK') { w.destroy(); throw new Error(`${id} not admitted: ${JSON.stringify(ack)}`); }
-  return w;
-}
-
-async function handBack(w: RawWorker, entries: unknown[]): Promise<Frame> {
-  const m = w.send('HANDBACK', { entries });
-  return w.next((f) => f.re === m);
-}
-
+const join = (addr: { host: string; port: number }, id: string) => RawWorker.join(addr, id, key(id));
 t.test('forged results are refused with an ERROR and record nothing', async (t) => {
   const { hub, addr, stop } = await startHub({ token: TOKEN });
   t.teardown(stop);
@@ -40,34 +29,34 @@ t.test('forged results are refused with an ERROR and record nothing', async (t) 
   t.equal(hub.store.queue.get('q-2')?.state, 'queued');
 
   // The reported attack, word for word: w-9's own credential, a result in w-2's name.
-  const r1 = await handBack(w9, [{ id: 'i6-1', result: { worker: 'w-2', attempt: 1, text: 'FORGED' } }]);
+  const r1 = await w9.handBack([{ id: 'i6-1', result: { worker: 'w-2', attempt: 1, text: 'FORGED' } }]);
   t.equal(r1?.type, 'ERROR', 'forged over a live lease: refused');
   t.equal(r1?.payload.code, 'SWARM_ERR_HANDBACK_REFUSED');
   t.match(r1?.payload.msg, /i6-1: result has no valid MAC of worker w-2/);
   t.equal(hub.store.queue.get('i6-1')?.state, 'leased', 'nothing recorded');
 
   // A MAC made with w-9's key but in w-2's name does not verify either.
-  const r2 = await handBack(w9, [{ id: 'i6-1', result: { worker: 'w-2', attempt: 1, text: 'FORGED', mac: signResult(key('w-9'), 'i6-1', 1, 'FORGED') } }]);
+  const r2 = await w9.handBack([{ id: 'i6-1', result: { worker: 'w-2', attempt: 1, text: 'FORGED', mac: signResult(key('w-9'), 'i6-1', 1, 'FORGED') } }]);
   t.equal(r2?.payload.code, 'SWARM_ERR_HANDBACK_REFUSED', 'a MAC under the wrong key: refused');
 
   // w-9's own genuine MAC, but the task is w-2's live lease.
-  const r3 = await handBack(w9, [{ id: 'i6-1', result: { worker: 'w-9', attempt: 1, text: 'MINE', mac: signResult(key('w-9'), 'i6-1', 1, 'MINE') } }]);
+  const r3 = await w9.handBack([{ id: 'i6-1', result: { worker: 'w-9', attempt: 1, text: 'MINE', mac: signResult(key('w-9'), 'i6-1', 1, 'MINE') } }]);
   t.equal(r3?.payload.code, 'SWARM_ERR_HANDBACK_REFUSED', "a signed result over another worker's live lease: refused");
   t.match(r3?.payload.msg, /leased to w-2, which is connected/);
   t.equal(hub.store.queue.get('i6-1')?.state, 'leased', 'nothing recorded');
 
   // For a queued task.
-  const r4 = await handBack(w9, [{ id: 'q-2', result: { worker: 'w-2', attempt: 1, text: 'FORGED' } }]);
+  const r4 = await w9.handBack([{ id: 'q-2', result: { worker: 'w-2', attempt: 1, text: 'FORGED' } }]);
   t.equal(r4?.payload.code, 'SWARM_ERR_HANDBACK_REFUSED', 'forged for a queued task: refused');
   t.equal(hub.store.queue.get('q-2')?.state, 'queued', 'nothing recorded');
 
   // For an id the hub never had: neither a bare result nor one with an unsigned or forged spec creates it.
-  const r5 = await handBack(w9, [{ id: 'ghost-1', result: { worker: 'w-2', attempt: 1, text: 'FORGED' } }]);
+  const r5 = await w9.handBack([{ id: 'ghost-1', result: { worker: 'w-2', attempt: 1, text: 'FORGED' } }]);
   t.equal(r5?.payload.code, 'SWARM_ERR_HANDBACK_REFUSED', 'forged for an unknown id: refused');
-  const r6 = await handBack(w9, [{ id: 'ghost-2', spec: { id: 'ghost-2', prompt: 'x' }, seq: 1, result: { worker: 'w-9', attempt: 1, text: 'X', mac: signResult(key('w-9'), 'ghost-2', 1, 'X') } }]);
+  const r6 = await w9.handBack([{ id: 'ghost-2', spec: { id: 'ghost-2', prompt: 'x' }, seq: 1, result: { worker: 'w-9', attempt: 1, text: 'X', mac: signResult(key('w-9'), 'ghost-2', 1, 'X') } }]);
   t.equal(r6?.payload.code, 'SWARM_ERR_HANDBACK_REFUSED', 'an unknown id whose spec has no MAC: refused');
   t.match(r6?.payload.msg, /ghost-2: unknown task, and its spec has no valid MAC/);
-  const r7 = await handBack(w9, [{ id: 'ghost-3', spec: { id: 'ghost-3', prompt: 'x' }, spec_mac: 'sh1.' + '0'.repeat(64), seq: 1 }]);
+  const r7 = await w9.handBack([{ id: 'ghost-3', spec: { id: 'ghost-3', prompt: 'x' }, spec_mac: 'sh1.' + '0'.repeat(64), seq: 1 }]);
   t.equal(r7?.payload.code, 'SWARM_ERR_HANDBACK_REFUSED', 'an unknown id with a forged hub MAC: refused');
   t.notOk(hub.store.queue.has('ghost-1') || hub.store.queue.has('ghost-2') || hub.store.queue.has('ghost-3'), 'no task was created');
   t.equal(hub.failover.stats.recorded, 0, 'nothing recorded by any handback');
@@ -93,7 +82,7 @@ t.test("a survivor hands back a dead member's genuine results; they are recorded
   const hk = hubKey(TOKEN);
   const born = { id: 'born-1', prompt: 'a node of a topology run, created in gossip mode' };
   const fromHub = { id: 'lost-1', prompt: 'replicated by a hub that lost its journal', priority: 0 };
-  const r = await handBack(w9, [
+  const r = await w9.handBack([
     { id: queued, result: { worker: 'w-5', attempt: 1, text: 'by w-5', mac: signResult(key('w-5'), queued, 1, 'by w-5') } },
     // Its own result for the task it holds now.
     { id: leased, result: { worker: 'w-9', attempt: 1, text: 'by w-9', mac: signResult(key('w-9'), leased, 1, 'by w-9') } },
@@ -115,7 +104,7 @@ t.test("a survivor hands back a dead member's genuine results; they are recorded
   const free = ['m-1', 'm-2'].filter((id) => hub.store.queue.get(id)?.state === 'queued');
   t.ok(free.length >= 1);
   const [good, bad] = free.length === 2 ? free : [free[0]!, 'm-unknown'];
-  const m = await handBack(w9, [
+  const m = await w9.handBack([
     { id: good, result: { worker: 'w-5', attempt: 1, text: 'ok', mac: signResult(key('w-5'), good!, 1, 'ok') } },
     { id: bad, result: { worker: 'w-5', attempt: 1, text: 'forged' } },
   ]);
@@ -138,7 +127,7 @@ t.test('what the hub replicates carries its MAC, which it verifies when handed b
   void addr;
   const w = await join(addr2, 'w-9');
   t.teardown(() => w.destroy());
-  const r = await handBack(w, [e]);
+  const r = await w.handBack([e]);
   t.match(r?.payload, { recorded: 1 }, 'a new hub of the swarm takes it back');
   t.equal(hub2.store.queue.get('s-1')?.result?.worker, 'w-4');
 });
