@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t, { type Test } from 'tap';
-import { BatchedDriver } from '../../drivers/batched/index.js';
 import { findSelfBuiltAddon } from '../../drivers/llama-build/addon-paths.js';
+import { batchedAgents } from '../helpers/batched.js';
 import { tempDir } from '../helpers/cli.js';
 import { STORIES, collect, missingPrereq } from '../helpers/llama.js';
 
@@ -27,16 +27,7 @@ function withEnv(t: { teardown(fn: () => void): void }, key: string, value: stri
 }
 
 /** `n` batched agents started on one engine in `dir` (agent i on sequence i), stopped with the test. */
-async function agents(t: Test, dir: string, n: number, extra: Record<string, string>): Promise<BatchedDriver[]> {
-  const ds = Array.from({ length: n }, () => new BatchedDriver({ name: 'batched', model: STORIES, options: { dir, threads: '1', idle_ms: '500', sequences: String(n), ...extra } }));
-  t.teardown(async () => {
-    const pid = ds[0]?.enginePid();
-    await Promise.all(ds.map((d) => d.stop()));
-    if (pid) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
-  });
-  for (const d of ds) await d.start();
-  return ds;
-}
+const agents = (t: Test, dir: string, n: number, extra: Record<string, string>) => batchedAgents(t, STORIES, dir, n, extra);
 
 /** `n` batched agents on a fresh engine in `dir`, agent i on sequence i; the last one chats at temperature 0. */
 async function greedyOnLast(t: Test, dir: string, n: number, extra: Record<string, string>): Promise<string> {

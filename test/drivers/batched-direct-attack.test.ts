@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import t, { type Test } from 'tap';
-import { BatchedDriver } from '../../drivers/batched/index.js';
+import { batchedAgents } from '../helpers/batched.js';
 import { tempDir } from '../helpers/cli.js';
 import { STORIES, collect, drainError, missingPrereq } from '../helpers/llama.js';
 
@@ -15,17 +15,7 @@ import { STORIES, collect, drainError, missingPrereq } from '../helpers/llama.js
 const model = fs.existsSync(STORIES) ? {} : { missing: `test model ${STORIES} not found (set SWARM_TEST_MODELS)` };
 const PROMPT = 'Lily and Tom went to the park';
 
-async function engine(t: Test, n: number, extra: Record<string, string> = {}): Promise<BatchedDriver[]> {
-  const dir = tempDir(t);
-  const ds = Array.from({ length: n }, () => new BatchedDriver({ name: 'batched', model: STORIES, options: { dir, threads: '1', idle_ms: '500', sequences: String(n), loop: 'direct', ...extra } }));
-  t.teardown(async () => {
-    const pid = ds[0]?.enginePid();
-    await Promise.all(ds.map((d) => d.stop()));
-    if (pid) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
-  });
-  for (const d of ds) await d.start();
-  return ds;
-}
+const engine = (t: Test, n: number, extra: Record<string, string> = {}) => batchedAgents(t, STORIES, tempDir(t), n, { loop: 'direct', ...extra });
 
 t.test('every chat cancelled at once mid-generation frees its sequence: the next chats answer as on a fresh engine', async (t) => {
   if (missingPrereq(t, model)) return;

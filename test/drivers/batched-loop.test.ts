@@ -2,9 +2,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { LlamaLogLevel, type LlamaModel, type Token } from 'node-llama-cpp';
-import { BatchedDriver } from '../../drivers/batched/index.js';
+import type { BatchedDriver } from '../../drivers/batched/index.js';
 import { CompletionText, loadTextInternals, type StopReason } from '../../drivers/batched/completion-text.js';
 import { loadLlama } from '../../drivers/embedded/load-llama.js';
+import { batchedAgents } from '../helpers/batched.js';
 import { tempDir } from '../helpers/cli.js';
 import { MODELS, STORIES, collect, missingPrereq } from '../helpers/llama.js';
 
@@ -27,14 +28,7 @@ function engineLog(dir: string): string {
 /** `n` agents on one engine of `loop` in a fresh dir, stopped with the test. */
 async function agents(t: Test, file: string, n: number, extra: Record<string, string>): Promise<{ ds: BatchedDriver[]; dir: string }> {
   const dir = tempDir(t);
-  const ds = Array.from({ length: n }, () => new BatchedDriver({ name: 'batched', model: file, options: { dir, threads: '1', idle_ms: '500', sequences: String(n), ...extra } }));
-  t.teardown(async () => {
-    const pid = ds[0]?.enginePid();
-    await Promise.all(ds.map((d) => d.stop()));
-    if (pid) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
-  });
-  for (const d of ds) await d.start();
-  return { ds, dir };
+  return { ds: await batchedAgents(t, file, dir, n, extra), dir };
 }
 
 /** Everything one loop answers to the same script of chats: concurrent, stops, grammar, seeded sampling, shared prefixes. */
