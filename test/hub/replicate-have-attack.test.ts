@@ -2,7 +2,7 @@ import t from 'tap';
 import { WorkerPool } from '../../worker/index.js';
 import { HaveBuilder } from '../../protocol/replica-have.js';
 import { tempDir } from '../helpers/cli.js';
-import { quiet, startHub, waitWorkers } from '../helpers/inproc.js';
+import { finishAsGhost, quiet, startHub, waitWorkers } from '../helpers/inproc.js';
 import { RawWorker, type Frame } from '../helpers/raw-worker.js';
 import { until } from '../helpers/wait.js';
 
@@ -22,13 +22,7 @@ t.test('a lying or malformed have costs nobody but the liar', async (t) => {
   const { hub, addr, stop } = await startHub({ stateDir: dir });
   const ids = Array.from({ length: N }, (_, i) => `ha-${i}`);
   await hub.submit(ids.map((id) => ({ id, prompt: `p ${id}`, role: 'x' })));
-  const finish = async (n: number) => {
-    for (let k = 0; k < n; k++) {
-      const rec = hub.store.lease({ id: 'ghost', role: 'x', caps: [] });
-      if (!rec) return;
-      await hub.store.complete(rec.id, { text: `echo: ${rec.spec.prompt}`, worker: 'ghost', attempt: rec.attempts });
-    }
-  };
+  const finish = (n: number) => finishAsGhost(hub, n);
   await finish(N - OPEN);
 
   const pools: WorkerPool[] = [];

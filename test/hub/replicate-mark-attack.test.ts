@@ -1,6 +1,6 @@
 import t from 'tap';
 import { WorkerPool } from '../../worker/index.js';
-import { quiet, startHub, waitWorkers } from '../helpers/inproc.js';
+import { finishAsGhost, quiet, startHub, waitWorkers } from '../helpers/inproc.js';
 import { RawWorker } from '../helpers/raw-worker.js';
 import { until } from '../helpers/wait.js';
 
@@ -17,13 +17,7 @@ t.test('impossible sync marks of the hub\'s own generation cost nobody but the l
   const { hub, addr, stop } = await startHub();
   const ids = Array.from({ length: N }, (_, i) => `mk-${i}`);
   await hub.submit(ids.map((id) => ({ id, prompt: `p ${id}`, role: 'x' })));
-  const finish = async (n: number) => {
-    for (let k = 0; k < n; k++) {
-      const rec = hub.store.lease({ id: 'ghost', role: 'x', caps: [] });
-      if (!rec) return;
-      await hub.store.complete(rec.id, { text: `echo: ${rec.spec.prompt}`, worker: 'ghost', attempt: rec.attempts });
-    }
-  };
+  const finish = (n: number) => finishAsGhost(hub, n);
   await finish(N / 2);
   const pool = new WorkerPool({ ids: ['honest'], driver: { name: 'echo', options: {} }, slots: 1, locate: async () => addr, failover: { host: '127.0.0.1', port: 0 } }, quiet);
   const running = pool.run();
