@@ -248,7 +248,7 @@ async function main(): Promise<void> {
     ? await withKvUnified(llama, makeContext) : { value: await makeContext(), unified: false };
   const tuner = cfg.threads === 'auto' && limit > 1 ? new ThreadTuner({ max: limit, start: threads, freeCores: idleCores() }) : undefined;
   if (tuner && !installThreadTuner(context, cfg.sequences, tuner)) log(`node-llama-cpp internals moved: ${threads} thread(s), not tuned`);
-  if (tuner) exitNote = () => log(`threads at exit ${tuner.threads()}; tokens/s by threads ${JSON.stringify(tuner.rates())}`);
+  if (tuner) exitNote = () => log(`threads at exit ${tuner.threads()}; tokens/s by threads ${JSON.stringify(tuner.rates())}; switches ${tuner.switches}, probes ${tuner.probes}`);
   let shown = threads;
   if (tuner) setInterval(() => { if (tuner.threads() !== shown) { shown = tuner.threads(); log(`threads now ${shown}; tokens/s by threads ${JSON.stringify(tuner.rates())}`); } }, 5000).unref();
   const sequences = Array.from({ length: cfg.sequences }, () => context.getSequence());

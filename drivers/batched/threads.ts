@@ -134,6 +134,10 @@ export class ThreadTuner {
   /** The rates measured so far, by thread count (tokens per second). */
   rates(): Record<number, number> { return Object.fromEntries([...this.rate].map(([k, v]) => [k, Math.round(v * 1000)])); }
 
+  /** Changes of the count run (not probes) so far: collapses taken, probes won. */
+  switches = 0;
+  probes = 0;
+
   /** A generation step (about one token per generating sequence) decoded `tokens` in `ms` with threads(). */
   step(tokens: number, ms: number): void {
     if (!(ms > 0) || tokens <= 0) return;
@@ -146,7 +150,8 @@ export class ThreadTuner {
       // A probe ends after its window, or after one step that is already far behind.
       if (this.ms < this.o.probeMs && !(rate < base / 2)) return;
       this.rate.set(this.probing, rate);
-      if (rate > base * 1.05) { this.best = this.probing; this.wait = this.o.probeEveryMs; } else this.wait = Math.min(this.wait * 2, this.o.probeEveryMaxMs);
+      this.probes++;
+      if (rate > base * 1.05) { this.switches++; this.best = this.probing; this.wait = this.o.probeEveryMs; } else this.wait = Math.min(this.wait * 2, this.o.probeEveryMaxMs);
       this.probing = undefined;
       this.nextProbe = this.o.now() + this.wait;
       this.reset();
@@ -161,7 +166,7 @@ export class ThreadTuner {
     // The best count slowed below what a neighbour did when last measured: switch now, and let
     // the next window say whether the neighbour still does that well.
     const cur = this.rate.get(this.best)!;
-    for (const n of this.neighbours()) if ((this.rate.get(n) ?? 0) > cur * 1.2) { this.best = n; return; }
+    for (const n of this.neighbours()) if ((this.rate.get(n) ?? 0) > cur * 1.2) { this.switches++; this.best = n; return; }
     if (this.o.now() >= this.nextProbe) {
       const free = this.o.freeCores();
       const ns = this.neighbours().filter((n) => n < this.best || free === undefined || free >= 0.5);
