@@ -1,9 +1,10 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import t, { type Test } from 'tap';
 import { WorkerPool } from '../../worker/index.js';
 import { tempDir } from '../helpers/cli.js';
 import { quiet, startHub, waitWorkers } from '../helpers/inproc.js';
-import { STORIES, missingPrereq } from '../helpers/llama.js';
+import { STORIES, alive, missingPrereq } from '../helpers/llama.js';
 import { until } from '../helpers/wait.js';
 
 /**
@@ -24,7 +25,14 @@ async function rig(t: Test) {
     driver: { name: 'batched', model: STORIES, options: { dir, threads: '1', sequences: String(N), loop: 'direct', idle_ms: '500' } },
   }, quiet);
   const running = pool.run();
-  t.teardown(async () => { await pool.stop('test over'); await running; await stop(); });
+  t.teardown(async () => {
+    // The engine leaves idle_ms after its last worker; the test waits for that, and kills a straggler.
+    const engines = path.join(dir, 'engines');
+    const pids = fs.existsSync(engines) ? fs.readdirSync(engines).filter((f) => f.endsWith('.pid')).map((f) => Number(fs.readFileSync(path.join(engines, f), 'utf8').trim())).filter((p) => p > 0) : [];
+    await pool.stop('test over'); await running; await stop();
+    await until(() => pids.every((p) => !alive(p)), 10_000);
+    for (const p of pids) try { process.kill(p, 'SIGKILL'); } catch { /* gone */ }
+  });
   t.ok(await waitWorkers(hub, N, 30_000), 'the agents joined');
   return hub;
 }
