@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DEFAULT_MAX_LINE } from '../protocol/types.js';
+import { ORPHAN_EXIT_DEFAULT_MS, ORPHAN_EXIT_MAX_MS } from './orphan-bounds.js';
 
 /**
  * Worker settings: one strict schema with defaults, the definition worker/config.ts checks against
@@ -33,7 +34,7 @@ export const WorkerConfigSchema = z.object({
      * A worker whose parent process is gone, that reaches no hub and sees no failover peer for this
      * long, exits (worker/orphan.ts); 0: never. Members that see peers ride out any hub outage.
      */
-    orphanExitMs: n(0, 30 * 24 * 3600_000, 10 * 60_000),
+    orphanExitMs: n(0, ORPHAN_EXIT_MAX_MS, ORPHAN_EXIT_DEFAULT_MS),
   }),
   hubMonitor: group({
     /** Hub silence before it is suspected (the spec's 3 s). */

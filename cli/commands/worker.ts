@@ -11,6 +11,7 @@ import { DEFAULT_DRIVER, chooseModel } from '../model.js';
 import { driverOptionsHelp } from '../../drivers/option-summary.js';
 import { driverOptions } from '../../drivers/options.js';
 import { DRIVER_OPTION_CHECKS } from '#gen/driver-option-checks.js';
+import { ORPHAN_EXIT_DEFAULT_MS, ORPHAN_EXIT_MAX_MS } from '../../worker/orphan-bounds.js';
 
 /** The arguments `swarm up` passes to the workers it supervises. */
 export function workerArgs(o: { driver: string; driverOpt: Record<string, string>; model?: string; slots: number; failover?: boolean; caps?: string; tlsCert?: string; tlsKey?: string; orphanExitMs?: number }): string[] {
@@ -36,8 +37,7 @@ interface WorkerCliOptions {
 }
 
 /** `--orphan-exit-ms`, shared by `swarm worker`, `swarm up` and `swarm hub --supervise` (its default is the worker config's). */
-export const ORPHAN_EXIT_MAX_MS = 30 * 24 * 3600_000; // the worker config's bound (worker/config-schema.ts): refused here, before a supervised worker fails on it
-export const ORPHAN_EXIT_HELP = 'a worker whose parent process is gone, that reaches no hub and sees no failover peer for this long, exits (code 3); 0: never (default 600000: 10 min)';
+export const ORPHAN_EXIT_HELP = `a worker whose parent process is gone, that reaches no hub and sees no failover peer in another process for this long, exits (code 3); 0: never (default ${ORPHAN_EXIT_DEFAULT_MS}: ${ORPHAN_EXIT_DEFAULT_MS / 60_000} min)`;
 
 /**
  * V8's interrupt budget for a one-agent worker process, 8x the default (67,584). A worker's own

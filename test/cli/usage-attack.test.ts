@@ -3,7 +3,7 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import { alive, api, pidsMentioning, sleep, swarm, tempDir, until } from '../helpers/cli.js';
 import { workerConfig } from '../../worker/index.js';
-import { ORPHAN_EXIT_MAX_MS } from '../../cli/commands/worker.js';
+import { ORPHAN_EXIT_MAX_MS } from '../../worker/orphan-bounds.js';
 import { STORIES, missingPrereq } from '../helpers/llama.js';
 
 /**
