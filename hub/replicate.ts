@@ -88,7 +88,7 @@ export class HubReplicator {
    * first or one begun again when it falls behind before any mark, leaves that out. Still true later:
    * a holder's finished entries stay until evicted, and the hub no longer has an evicted task either.
    */
-  private readonly haves = new Map<WorkerEntry, HaveDigest>();
+  private readonly haves = new Map<WorkerEntry, { have: HaveDigest; held?: ReturnType<typeof heldBy> }>();
   /** New holders whose full sync waits for the holder set to settle, and since when. */
   private readonly syncDue = new Set<WorkerEntry>();
   private settleTimer?: NodeJS.Timeout;
@@ -168,7 +168,7 @@ export class HubReplicator {
   /** A worker with a peer port joined: tell it everyone, tell everyone about it, send it the state. */
   join(w: WorkerEntry, peerAddr: string, sync?: SyncMark): void {
     if (sync) this.resumeAt.set(w, sync);
-    if (sync?.have) this.haves.set(w, sync.have);
+    if (sync?.have) this.haves.set(w, { have: sync.have });
     const view: FailoverView = { id: w.id, peerAddr, mode: 'star', coordinator: 'hub', epoch: 0 };
     this.peers.set(w.id, { w, view });
     // Caps and role go along: in gossip mode the acting coordinator routes tasks as the hub does.
@@ -223,7 +223,7 @@ export class HubReplicator {
     if (!this.versions.canResume(m)) return undefined;
     const { records, bare } = this.versions.resume(m, () => this.store().queue.all(), end);
     // A holder that reported what it held when it joined this hub does not get that again either.
-    const held = w && heldBy(this.haves.get(w), this.store().queue.all(), this.versions);
+    const held = w && this.heldOf(w);
     return { records: held ? this.omit(records, held.held) : records, upTo: m.seq ?? Infinity, bare };
   }
 
@@ -399,12 +399,22 @@ export class HubReplicator {
    * restarted) came with what the holder holds of the finished tasks, which stays out.
    */
   private whole(w: WorkerEntry): Iterable<TaskRecord> {
-    const all = this.store().queue.all();
-    const held = heldBy(this.haves.get(w), all, this.versions);
-    if (!held) return all;
+    const held = this.heldOf(w);
+    if (!held) return this.store().queue.all();
     this.stats.haveSyncs++;
     this.log.info({ holder: w.id, buckets: held.buckets, same: held.same }, 'holder reports what it holds: only the differing buckets are synced');
     return this.omit(this.store().queue.all(), held.held);
+  }
+
+  /**
+   * What holder `w` reported holding, compared with the state once (a pass over every task): a
+   * sync begun again or resumed later reuses it, since a task changed after it is sent anyway.
+   */
+  private heldOf(w: WorkerEntry): ReturnType<typeof heldBy> {
+    const h = this.haves.get(w);
+    if (!h) return undefined;
+    h.held ??= heldBy(h.have, this.store().queue.all(), this.versions);
+    return h.held;
   }
 
   /** `records` without those `held` says the holder has (counted in `haveHeld`), lazily. */
