@@ -8,7 +8,10 @@
  * Every restart's time to ready is measured: `swarm up`'s wall time and its `ready_ms` for the hub,
  * and for a worker process the time until the hub again has 25 workers (and 3 holders) without it.
  * Sampled every 2 s: the hub's and the holders' RSS (/proc/PID/status), the hot state's bytes
- * (journal + snapshot), the archive's (<state>/results). CPU per task is the hub's utime+stime
+ * (journal + snapshot), the archive's (<state>/results). RSS is reported at the 20% and 100% marks
+ * (fractions of the tasks done when the load ended; the 100% sample is taken as the last batch
+ * finishes, on the running swarm, before any trailing fault or the stop) and as the means of the
+ * samples at 15-25% and 90-100%. CPU per task is the hub's utime+stime
  * (/proc/PID/stat) over a window near the start and one near the end, each within one hub's life.
  * At the end the swarm is stopped and every acknowledged id is checked in the archive and the hot
  * state: lost (no result), duplicated (two different results recorded: it ran twice), changed (text
@@ -234,6 +237,9 @@ async function main(): Promise<void> {
     if ((aborted || next >= TASKS || Date.now() >= deadline) && inflight.size === 0) break;
   }
   await Promise.allSettled(inflight);
+  // The 100% mark: the swarm as the load leaves it, before any trailing fault or the stop.
+  await sample();
+  const running = samples.length;
   // A short run can finish before its last marks: the faults still run (and are timed) on the idle swarm.
   while (!aborted && faults.length && Date.now() < deadline + 300_000) await fault(faults.shift()!.kind);
   sampling = false;
@@ -249,8 +255,20 @@ async function main(): Promise<void> {
     if (!x || !y || x.hub !== y.hub || y.at === x.at) return null;
     return +(((y.cpu - x.cpu) * 1e6) / (y.at - x.at)).toFixed(1); // µs of hub CPU per task
   };
-  const at = (frac: number) => samples.find((s) => s.done >= frac * TASKS) ?? samples.at(-1)!;
-  const s20 = at(0.2), s100 = samples.at(-1)!;
+  // Marks are fractions of the tasks done when the load ended (all of them, or fewer where --max-min
+  // cut the run), taken on samples of the running swarm only: the last one is the 100% mark.
+  const live = samples.slice(0, running), total = live.at(-1)!.done || 1;
+  const at = (frac: number) => live.find((s) => s.done >= frac * total) ?? live.at(-1)!;
+  const s20 = at(0.2), s100 = live.at(-1)!;
+  // Single samples land anywhere in the hub's collection cycle; a mean over a window does not.
+  const mean = (from: number, to: number, f: (s: Sample) => number) => {
+    const xs = live.filter((s) => s.done >= from * total && s.done <= to * total).map(f).filter((x) => x > 0);
+    return xs.length ? +(xs.reduce((a, x) => a + x, 0) / xs.length).toFixed(1) : 0;
+  };
+  const rssMarks = (f: (s: Sample) => number) => {
+    const m1 = mean(0.15, 0.25, f), m2 = mean(0.9, 1, f);
+    return { at20: f(s20), at100: f(s100), growth_pct: growth(f(s20), f(s100)), mean_15_25: m1, mean_90_100: m2, mean_growth_pct: growth(m1, m2), max: Math.max(...samples.map(f)) };
+  };
   const hubRestarts = restarts.filter((r) => r.kind === 'hub').map((r) => r.wall_ms as number);
   const procRestarts = restarts.filter((r) => r.kind === 'worker' || r.kind === 'holder').map((r) => r.ready_ms as number | null);
   const growth = (a: number, b: number) => (a > 0 ? +((100 * (b - a)) / a).toFixed(1) : null);
@@ -260,12 +278,12 @@ async function main(): Promise<void> {
     tasks: TASKS, agents: AGENTS, procs: PROCS, retain: RETAIN || 'default', acknowledged: acked, done, failed, unfinished_at_end: unfinished, aborted: aborted ?? null, wall_s: +wallS.toFixed(1),
     tasks_per_s: Math.round(done / wallS), load_start: loadStart, load_end: loadEnd,
     ...check,
-    hub_rss_mb: { at20: s20.hub_rss_mb, at100: s100.hub_rss_mb, growth_pct: growth(s20.hub_rss_mb, s100.hub_rss_mb), max: Math.max(...samples.map((s) => s.hub_rss_mb)) },
-    holders_rss_mb: { at20: s20.holders_rss_mb, at100: s100.holders_rss_mb, growth_pct: growth(s20.holders_rss_mb, s100.holders_rss_mb), max: Math.max(...samples.map((s) => s.holders_rss_mb)) },
-    // At 100%: the last sample taken while the swarm still ran (the final one can see processes stopping).
-    ...(MEMSTAT ? { hub_mem: { at20: s20.hub_mem, at100: [...samples].reverse().find((s) => s.hub_mem)?.hub_mem, max_heap_total: Math.max(...samples.map((s) => s.hub_mem?.heap_total ?? 0)), max_outside_v8: Math.max(...samples.map((s) => s.hub_mem?.outside_v8 ?? 0)) } } : {}),
-    ...(MEMSTAT ? { holders_mem: { at20: s20.holders_mem, at100: [...samples].reverse().find((s) => s.holders_mem)?.holders_mem, max_heap_total: Math.max(...samples.map((s) => s.holders_mem?.heap_total ?? 0)) } } : {}),
-    hot_mb: { at20: s20.hot_mb, at100: s100.hot_mb, max: maxHot }, archive_mb: s100.archive_mb,
+    rss_marks: { tasks_at_100: total, sample_at20: { t_s: s20.t_s, done: s20.done }, sample_at100: { t_s: s100.t_s, done: s100.done } },
+    hub_rss_mb: rssMarks((s) => s.hub_rss_mb),
+    holders_rss_mb: rssMarks((s) => s.holders_rss_mb),
+    ...(MEMSTAT ? { hub_mem: { at20: s20.hub_mem, at100: [...live].reverse().find((s) => s.hub_mem)?.hub_mem, max_heap_total: Math.max(...samples.map((s) => s.hub_mem?.heap_total ?? 0)), max_outside_v8: Math.max(...samples.map((s) => s.hub_mem?.outside_v8 ?? 0)) } } : {}),
+    ...(MEMSTAT ? { holders_mem: { at20: s20.holders_mem, at100: [...live].reverse().find((s) => s.holders_mem)?.holders_mem, max_heap_total: Math.max(...samples.map((s) => s.holders_mem?.heap_total ?? 0)) } } : {}),
+    hot_mb: { at20: s20.hot_mb, at100: s100.hot_mb, max: maxHot }, archive_mb: samples.at(-1)!.archive_mb,
     restarts, hub_restart_max_ms: Math.max(...hubRestarts), worker_restart_max_ms: procRestarts.some((x) => x === null) ? null : Math.max(...(procRestarts as number[])),
     hub_cpu_us_per_task: { start: perTask('start0', 'start1'), end: perTask('end0', 'end1') },
     hub_cpu_us_per_task_by_5pct: Array.from({ length: 19 }, (_, k) => perTask(`p${k + 1}`, `p${k + 2}`)),

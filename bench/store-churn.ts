@@ -8,6 +8,9 @@
  * 20% and 100% marks, the soak's hub figure without its faults and its network.
  *
  * Run: `npm run build && node dist/bench/store-churn.js [--tasks 150000] [--retain 24h,20000] [--batch 500] [--window 4]`
+ * With `--window-ids N` it measures the duplicate window alone instead: N evicted ids remembered (as
+ * eviction adds them, 5,000 per batch), its bytes per id (V8 heap and array buffers, after a GC) and
+ * the RSS at 20% and 100% of it filled.
  * (node flags and MALLOC_* variables go on the command line: the same file measures a before and an after).
  */
 import fs from 'node:fs';
@@ -17,19 +20,53 @@ import v8 from 'node:v8';
 import { arg, checkArgs } from './args.js';
 import { memstat } from './memstat-hook.js';
 import { TaskStore } from '../hub/store.js';
+import vm from 'node:vm';
 import { parseRetain } from '../hub/retention.js';
+import { Tombstones } from '../hub/dup-window.js';
 import { soakPrompt } from './soak-prompt.js';
 
 const TASKS = Number(arg('tasks', '150000', 'tasks to run through the store'));
 const RETAIN = arg('retain', '24h,20000', 'the retention horizon (AGE,COUNT)');
 const BATCH = Number(arg('batch', '500', 'tasks per submit'));
 const WINDOW = Number(arg('window', '4', 'batches in flight at once'));
+const WINDOW_IDS = Number(arg('window-ids', '0', 'measure only the duplicate window, filled with this many ids'));
 const SNAPSHOT = arg('snapshot', '', 'write a heap snapshot to this file at the end');
 checkArgs('store-churn', "The hub's store alone: the soak's tasks submitted, completed, archived past the horizon, compacted; RSS by kind at every 10%.");
 
 type Row = { at: number; done: number; rss: number; heap_used: number; heap_total: number; external: number; outside_v8: number; hot_mb: number; snapshot_mb: number; compactions: number; last_compaction_ms?: number };
 
+/** The duplicate window alone: bytes per remembered id and the RSS as it fills (20% and 100%). */
+function windowOnly(n: number): void {
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc') as () => void;
+  const live = () => { gc(); gc(); const m = process.memoryUsage(); return { js: m.heapUsed + m.arrayBuffers, rss: m.rss }; };
+  const rssMb = (x: number) => +(x / 2 ** 20).toFixed(1);
+  const base = live();
+  const w = new Tombstones({ ageMs: 24 * 3600_000, count: n });
+  const marks: { at: number; rss_mb: number; js_mb: number }[] = [];
+  const t0 = performance.now();
+  let at = Date.now(), offset = 0;
+  for (let i = 0; i < n; i++) {
+    if (i % 5000 === 0) at++;
+    // As eviction adds them: an id parsed from a body (a fresh string), its archive line's place.
+    const id = JSON.parse(`"soak-${i}"`) as string;
+    w.add(id, { file: 1, offset, at, acc: at - 1000 });
+    offset += 900;
+    if ((i + 1) % Math.ceil(n / 10) === 0 || i === n - 1) { const m = live(); marks.push({ at: Math.round((100 * (i + 1)) / n), rss_mb: rssMb(m.rss), js_mb: rssMb(m.js - base.js) }); }
+  }
+  const ms = performance.now() - t0;
+  const end = live();
+  const m20 = marks.find((x) => x.at >= 20)!, m100 = marks.at(-1)!;
+  console.log(JSON.stringify({
+    date: new Date().toISOString(), command: `node dist/bench/store-churn.js ${process.argv.slice(2).join(' ')}`, ids: n, remembered: w.size,
+    bytes_per_id: Math.round((end.js - base.js) / n), rss_bytes_per_id: Math.round((end.rss - base.rss) / n), add_ns_per_id: Math.round((1e6 * ms) / n),
+    rss_mb_at20: m20.rss_mb, rss_mb_at100: m100.rss_mb, growth_pct: +((100 * (m100.rss_mb - m20.rss_mb)) / m20.rss_mb).toFixed(1),
+    load: os.loadavg().map((x) => +x.toFixed(2)), by_10pct: marks,
+  }));
+}
+
 async function main(): Promise<void> {
+  if (WINDOW_IDS > 0) return windowOnly(WINDOW_IDS);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-store-churn-'));
   const store = await TaskStore.open(dir, { maxDepth: 1_000_000, leaseMs: 600_000, defaultMaxAttempts: 3 }, { fsyncMs: 0 }, { retain: parseRetain(RETAIN), evictEveryMs: 1000 });
   const w = { id: 'w-1', caps: [] as string[] };

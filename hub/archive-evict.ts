@@ -1,7 +1,8 @@
 import { ResultsArchive, fromArchived, toArchived } from './archive.js';
 import { readArchiveAfter, type ArchivePlace } from './archive-read.js';
 import type { JournalRecord } from './journal-record.js';
-import { Retention, Tombstones, type RetainOptions } from './retention.js';
+import { Retention, type RetainOptions } from './retention.js';
+import { Tombstones } from './dup-window.js';
 import { isFinal, type TaskRecord } from './task.js';
 
 /** What eviction needs of the store: its records, its journal, and its event stream. */

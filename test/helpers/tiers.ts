@@ -57,6 +57,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/hub/handback-holds.test.ts',
   'test/hub/handback-identity.test.ts',
   'test/hub/handback-evicted.test.ts',
+  'test/hub/dup-window.test.ts',
   'test/hub/holder-settle.test.ts',
   'test/hub/replicate-resume.test.ts',
   'test/hub/replicate-behind.test.ts',

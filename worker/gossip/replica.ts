@@ -66,7 +66,7 @@ export function bucketOf(id: string): number { return fnv(id) % BUCKETS; }
 
 /**
  * Evicted ids a replica remembers, so a peer's copy does not bring them back (about 100 bytes each):
- * the hub's own duplicate window at the default horizon (hub/retention.ts `Tombstones`).
+ * the hub's own duplicate window at the default horizon (hub/dup-window.ts `Tombstones`).
  */
 const FORGOTTEN_MAX = 100_000;
 
