@@ -111,10 +111,11 @@ export class ResultsArchive {
     if (this.busy) throw new SwarmError('SWARM_ERR_INTERNAL', 'archive append already under way');
     this.busy = true;
     try {
-      if (this.size >= this.rotateBytes) this.rotate();
       const starts: number[] = [];
       let written = 0;
       try {
+        // Inside the try: a new file that cannot be made (a full disk) fails the batch like a write.
+        if (this.size >= this.rotateBytes || this.unlinked()) this.rotate();
         for (const piece of this.out.pieces(recs.map(encodeLine), starts)) { await io.write(this.fd, piece); written += piece.length; }
         await io.fsync(this.fd);
       } catch (e) {
@@ -142,7 +143,18 @@ export class ResultsArchive {
     return readArchivedAt(path.join(this.dir, fileName(file)), offset);
   }
 
+  /**
+   * The file being appended to was removed (an operator clearing old results took the live one too,
+   * or the whole results folder): lines written there would vanish with the last descriptor, so the
+   * next batch goes to a new file instead. One fstat per batch.
+   */
+  private unlinked(): boolean {
+    try { return fs.fstatSync(this.fd).nlink === 0; } catch { return true; }
+  }
+
   private rotate(): void {
+    // The folder may be gone too (rm -r results/): made again, owner-only.
+    fs.mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     const next = this.file + 1;
     const fd = fs.openSync(path.join(this.dir, fileName(next)), 'a+', 0o600);
     fsyncDir(this.dir);
