@@ -82,7 +82,7 @@ export class HolderFeed {
     private readonly state: () => Iterable<TaskRecord>,
     private readonly opts: FeedOptions,
     /** The mark of what is queued to every holder now (hub/replicate-resume.ts); none: frames carry no mark. */
-    private readonly mark?: (seq?: number) => SyncMark,
+    private readonly mark?: (seq?: number, end?: number) => SyncMark,
     /** What a holder at mark `m` (none: told none yet) lacks (hub/replicate-resume.ts), or undefined if only the whole state will do. */
     private readonly resumeFrom?: (m: SyncMark | undefined, end: number) => { records: Iterable<TaskRecord>; upTo: number; bare?: (r: TaskRecord) => boolean } | undefined,
   ) {}
@@ -198,9 +198,11 @@ export class HolderFeed {
       if (d) {
         this.backlog -= d.json.length;
         if (d.ver !== undefined && this.at && this.mark) {
-          const m = { ...this.mark(this.at.seq), ver: d.ver };
-          this.told = m;
+          // With where the sync under way ends: the tasks from there on came as deltas, which a
+          // reconnect need not bring again (the holder says so in its HANDSHAKE).
           this.toldEnd = this.at.seq !== undefined ? this.sync?.end ?? Infinity : Infinity;
+          const m = { ...this.mark(this.at.seq, this.toldEnd), ver: d.ver };
+          this.told = m;
           const [payload, json] = this.marked(d.payload, '"full":false', d.entries ?? '', m);
           this.link.send(payload, json);
         } else this.link.send(d.payload, d.json);
@@ -267,8 +269,8 @@ export class HolderFeed {
       const seq = c.entries.at(-1)?.seq;
       if (mark && (end || (seq !== undefined && seq > s.upTo))) {
         this.at = end ? {} : { seq };
-        this.told = mark(this.at.seq);
         this.toldEnd = end ? Infinity : s.end;
+        this.told = mark(this.at.seq, this.toldEnd);
         [payload, json] = this.marked(payload, head, c.json, this.told);
       }
       this.link.send(payload, json);

@@ -6,7 +6,7 @@ import type { TaskRecord } from './task.js';
  * How far a holder's copy goes, as STATE `sync` and HANDSHAKE `sync` carry it; in HANDSHAKE also
  * what it holds of the finished tasks (`have`, for a hub of another `gen`).
  */
-export interface SyncMark { gen: string; ver: number; seq?: number; have?: HaveDigest }
+export interface SyncMark { gen: string; ver: number; seq?: number; end?: number; have?: HaveDigest }
 
 /** Evicted ids remembered for resumes, at most (about 40 bytes each). */
 const MAX_LOG_IDS = 200_000;
@@ -44,8 +44,14 @@ export class Versions {
   private acceptedMax = -1;
   private acceptedDue = false;
 
-  /** The mark of what is queued to every holder now, at sync position `seq` (none: complete). */
-  mark(seq?: number): SyncMark { return seq === undefined ? { gen: this.gen, ver: this.flushedVer } : { gen: this.gen, ver: this.flushedVer, seq }; }
+  /**
+   * The mark of what is queued to every holder now, at sync position `seq` (none: complete) of a sync
+   * that ends at `end` (the tasks from there on go as deltas; Infinity or none: not known).
+   */
+  mark(seq?: number, end?: number): SyncMark {
+    if (seq === undefined) return { gen: this.gen, ver: this.flushedVer };
+    return end === undefined || end === Infinity ? { gen: this.gen, ver: this.flushedVer, seq } : { gen: this.gen, ver: this.flushedVer, seq, end };
+  }
 
   /** A change to task `id`; `seq`: it is a new task, with its spec (submission order `seq`). */
   changed(id: string, seq?: number): void {

@@ -240,7 +240,7 @@ export class HubReplicator {
       }, (r, withSpec) => this.entry(r, withSpec), () => this.whole(w), {
         chunkBytes: this.opts.chunkBytes ?? 256 * 1024, maxBacklog: this.opts.maxBacklog ?? 4 * 1024 * 1024, log: this.log.child({ holder: w.id }),
         seqOf: (id) => this.store().queue.get(id)?.seq, nextSeq: () => this.store().queue.nextSeq,
-      }, (seq) => this.versions.mark(seq), (m, end) => {
+      }, (seq, end) => this.versions.mark(seq, end), (m, end) => {
         const r = m && this.lacking(m, end, w);
         if (r) this.stats.behindResumed++; else this.stats.behindRestarted++;
         return r;
@@ -359,7 +359,8 @@ export class HubReplicator {
     const at = this.resumeAt.get(w);
     this.resumeAt.delete(w);
     const f = this.feed(w);
-    const lacking = this.lacking(at);
+    // Where its cut sync was to end: the tasks past it reached the holder as deltas, by its version.
+    const lacking = this.lacking(at, endOf(at));
     if (lacking) {
       // The same hub, and it still knows every eviction since: only what the holder lacks goes.
       this.stats.resumedSyncs++;
@@ -494,6 +495,11 @@ export class HubReplicator {
     }
     w.conn.send(Type.ACK, { ok: true, recorded, duplicate }, { re: msg.id });
   }
+}
+
+/** The end a holder's mark names for its sync under way, if it is one a sync could have (past its position). */
+function endOf(m: SyncMark | undefined): number {
+  return m?.seq !== undefined && m.end !== undefined && Number.isSafeInteger(m.end) && m.end > m.seq ? m.end : Infinity;
 }
 
 /** The records after the first `n` (the repair window's start), lazily. */

@@ -107,7 +107,7 @@ export const Payloads = {
      * restarted hub sends what differs, not the whole state.
      */
     sync: z.object({
-      gen: z.string().max(64), ver: z.number().int().nonnegative(), seq: z.number().int().optional(),
+      gen: z.string().max(64), ver: z.number().int().nonnegative(), seq: z.number().int().optional(), end: z.number().int().optional(),
       have: z.object({ n: z.number().int().min(1).max(4096), h: z.array(z.number().int().nonnegative().max(0xffffffff)).max(4096) }).optional(),
     }).optional(),
     /** The `session` of this worker's previous HANDSHAKE_ACK: proves a reconnect is the same worker. */
@@ -203,10 +203,11 @@ export const Payloads = {
     /**
      * How far the receiver's copy now goes, for a resume after a cut (hub/replicate-resume.ts): every
      * change up to version `ver` of hub generation `gen`, for the tasks up to `seq` (submission order)
-     * of the whole-state sync under way; no `seq`: for every task (the sync is complete). A frame
+     * of the whole-state sync under way; no `seq`: for every task (the sync is complete). `end`: where
+     * that sync ends (the tasks from there on reached the receiver as deltas, up to `ver`). A frame
      * without it changes nothing of what the receiver reports.
      */
-    sync: z.object({ gen: z.string().max(64), ver: z.number().int().nonnegative(), seq: z.number().int().optional() }).optional(),
+    sync: z.object({ gen: z.string().max(64), ver: z.number().int().nonnegative(), seq: z.number().int().optional(), end: z.number().int().optional() }).optional(),
   }),
   [Type.HANDBACK]: z.object({
     /** Final replica entries to merge (empty in an offer). */

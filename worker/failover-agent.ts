@@ -216,11 +216,11 @@ export class AgentFailover {
   /**
    * How far this agent's copy of the hub's state goes, for the next HANDSHAKE: a holder whose link
    * was cut mid-sync then gets the rest, not the whole state again (hub/replicate-resume.ts).
-   * Given once: a link that does not resume from it starts over.
+   * Kept until a newer one comes: the copy only gains from what a resumed sync sends, so the mark still
+   * holds if that link is cut too before the hub marks a frame (only a shed copy drops it).
    */
   takeSyncMark(): Payload<'HANDSHAKE'>['sync'] {
     const m = this.syncMark;
-    this.syncMark = undefined;
     // With what it holds: a restarted hub (whose versions mean nothing of this mark) sends only what differs.
     return m && { ...m, have: this.node.replica.have() };
   }

@@ -14,6 +14,8 @@ export class RawWorker {
   private decoder: Decoder;
   private waiters: (() => void)[] = [];
   codec: 'ndjson' | 'msgpack' = 'ndjson';
+  /** Called with each frame as it is decoded, before anything else sees it (a test that cuts the link at an exact frame). */
+  onFrame?: (f: Frame) => void;
 
   private constructor(readonly sock: net.Socket) {
     this.decoder = this.lineDecoder();
@@ -87,6 +89,7 @@ export class RawWorker {
     return new LineDecoder({
       frame: (v) => {
         const f = v as Frame;
+        this.onFrame?.(f);
         this.frames.push(f);
         if (f?.type === 'HANDSHAKE_ACK' && f.payload?.codec === 'msgpack') {
           this.codec = 'msgpack';
