@@ -11,6 +11,13 @@
  * sequences each hold 1,400 tokens, for 2, 4 and 8 sequences in a unified KV cache (the self-built
  * addon) and 8 with a stream per sequence, flash attention on and off: off attends over every cell
  * in use in a unified cache, all sequences', where flash attention skips the masked ones.
+ *
+ * `--grid [MODEL] [S,…] [L,…]` (default synth 15M, 4,8,16,25 sequences, 32 to 1,024 tokens): the
+ * engine's case, where `auto`'s rule comes from: S sequences in a unified KV cache each holding L
+ * tokens, and a decode step that adds one token to every sequence in one batch, flash attention on
+ * and off; the sequences grow from one L to the next, so each context is filled once. CPU ms per
+ * generated token, and which is cheaper, per (S, L); `GRID_ACTIVE=1`: one sequence generates, the rest only hold theirs; `GRID_MAX_CELLS` (default 13,000) skips the
+ * points whose S x L would make filling the cache with flash attention off take minutes.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -24,7 +31,7 @@ import { machine } from './proc.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const OUT = path.join(ROOT, 'bench/results/flash-attn.jsonl');
-const models = process.argv.slice(2).length > 0 && process.argv[2] !== '--sequences' ? process.argv.slice(2) : [
+const models = process.argv.slice(2).length > 0 && !process.argv[2]!.startsWith('--') ? process.argv.slice(2) : [
   '/work/shared/models/stories260K.gguf',
   '/work/shared/models/synth-llama-15M-shape-q8_0.gguf',
   '/tmp/swarm-bench-models/synth-llama-110M-shape-q8_0.gguf',
@@ -89,6 +96,52 @@ async function sequences(file: string): Promise<void> {
     await context.dispose();
   }
   console.log(`\n${path.basename(file)}, the other sequences holding ${held} tokens each:\n| sequences | KV cache | flash attention | prompt of ${held - TAIL - GEN} ms CPU | generated token ms CPU | 12-token tail ms CPU |\n|---:|---|---|---:|---:|---:|\n${out.join('\n')}`);
+}
+
+/** CPU ms per generated token of a decode step of one token for each of S sequences holding L tokens each. */
+async function grid(file: string, counts: number[], lengths: number[]): Promise<void> {
+  if (loadPath !== 'self-built') throw new Error('--grid needs the unified KV cache of the self-built addon (swarm engine build --addon)');
+  const model = await llama.loadModel({ modelPath: file });
+  const maxCells = Number(process.env.GRID_MAX_CELLS ?? 13_000);
+  const steps = 16;
+  // GRID_ACTIVE=1: one sequence generates while the others only hold their tokens.
+  const active = process.env.GRID_ACTIVE ? Number(process.env.GRID_ACTIVE) : undefined;
+  const line = model.tokenize('Once upon a time a little bird flew over the green hill to find her friend the old tree. ');
+  const res = new Map<string, Record<string, number>>();
+  for (const n of counts) for (const fa of [true, false]) {
+    const ls = lengths.filter((l) => n * l <= maxCells);
+    if (ls.length === 0) continue;
+    const per = Math.ceil((ls[ls.length - 1]! + steps * 2 + 64) / 256) * 256;
+    const context = (await withKvUnified(llama, () => model.createContext({ contextSize: Math.min(per, model.trainContextSize), sequences: n, threads: 1, flashAttention: fa }))).value;
+    const seqs = Array.from({ length: n }, () => context.getSequence());
+    const tok = (i: number) => line[i % line.length]!;
+    let held = 0;
+    for (const l of ls) {
+      // Grow every sequence to l tokens together (one batch per step of node-llama-cpp's queue).
+      const add = Array.from({ length: l - held }, (_, i) => tok(held + i));
+      const f = await cost(() => Promise.all(seqs.map((s) => s.evaluateWithoutGeneratingNewTokens(add))));
+      held = l;
+      const g = await cost(async () => {
+        for (let i = 0; i < steps; i++) await Promise.all(seqs.slice(0, active ?? n).map((s) => s.evaluateWithoutGeneratingNewTokens([tok(held + i)])));
+      });
+      // The decode steps left `steps` more tokens in each sequence: erase them, so the next L is L.
+      await Promise.all(seqs.slice(0, active ?? n).map((s) => s.eraseContextTokenRanges([{ start: held, end: held + steps }])));
+      const gen = Math.round(g.cpu / (steps * (active ?? n)) * 1000) / 1000;
+      const key = `${n}\0${l}`;
+      res.set(key, { ...res.get(key), [fa ? 'on' : 'off']: gen });
+      record({ part: 'grid', model: path.basename(file), sequences: n, held: l, setting: fa ? 'on' : 'off', ctx_per_sequence: per, fill_cpu_ms: Math.round(f.cpu), gen_cpu_ms: gen, gen_wall_ms: Math.round(g.wall / (steps * (active ?? n)) * 1000) / 1000, active: active ?? n });
+      console.log(`${path.basename(file)} ${active ?? n} of ${n} sequences generating, each holding ${l} tokens, flash attention ${fa ? 'on ' : 'off'}: ${gen} ms CPU a generated token (fill ${Math.round(f.cpu)} ms CPU); load ${os.loadavg()[0]!.toFixed(1)}`);
+    }
+    await context.dispose();
+  }
+  console.log(`\n${path.basename(file)}, ms CPU per generated token, ${active ? `${active} sequence(s)` : 'all sequences'} generating, one thread (on / off, off/on):\n| sequences \\ tokens held | ${lengths.join(' | ')} |\n|---|${lengths.map(() => '---').join('|')}|`);
+  for (const n of counts) console.log(`| ${n} | ${lengths.map((l) => { const r = res.get(`${n}\0${l}`); return r?.on && r.off ? `${r.on} / ${r.off} (${(r.off / r.on).toFixed(2)})` : '-'; }).join(' | ')} |`);
+}
+
+if (process.argv[2] === '--grid') {
+  const list = (s: string | undefined, d: number[]) => (s ? s.split(',').map(Number) : d);
+  await grid(process.argv[3] ?? '/work/shared/models/synth-llama-15M-shape-q8_0.gguf', list(process.argv[4], [4, 8, 16, 25]), list(process.argv[5], [32, 64, 128, 256, 512, 1024]));
+  process.exit(0);
 }
 
 if (process.argv[2] === '--sequences') {

@@ -6,7 +6,8 @@
  * same model, same load (N concurrent streams, R requests each, T tokens per request), in one run.
  * Modes: `bare-T`, `bare-kvu-T`, `bare-nofa-T`, `bare-nofa-kvu-T` (`-fa off`: llama-server turns flash
  * attention on for the CPU, the engine off where its kernel runs scalar), `batched` (the default threads), `batched-T`, `batched-streams` (a KV
- * stream per sequence, `kv_unified=0`), `batched-direct`, `batched-library` (the engine's own decode
+ * stream per sequence, `kv_unified=0`), `batched-fa-on`, `batched-fa-off` (flash attention fixed, where `batched` runs
+ * what `flash_attn=auto` resolves), `batched-direct`, `batched-library` (the engine's own decode
  * loop or node-llama-cpp's, `loop=`; `-streams` after either: `kv_unified=0` too), `shared`, `per-worker`,
  * and `base`: the batched default of another build (SWARM_BENCH_BASE=its checkout, e.g. main's), so a
  * change and what it replaces meet the same neighbours in one run.
@@ -107,6 +108,7 @@ for (const m of modes) {
   else if (m.startsWith('bare-kvu-')) rows.push(await bare(Number(m.slice(9)), true));
   else if (m.startsWith('bare-')) rows.push(await bare(Number(m.slice(5)), false));
   else if (m === 'batched') rows.push(throughSwarm('batched', ['--driver-opt', `ctx=${CTX}`], 'swarm batched (default threads)'));
+  else if (/^batched-fa-(on|off)$/.test(m)) rows.push(throughSwarm('batched', ['--driver-opt', `flash_attn=${m.slice(11)}`, '--driver-opt', `ctx=${CTX}`], `swarm batched, flash attention ${m.slice(11)}`));
   else if (m === 'batched-streams') rows.push(throughSwarm('batched', ['--driver-opt', 'kv_unified=0', '--driver-opt', `ctx=${CTX}`], 'swarm batched, a KV stream per sequence'));
   else if (/^batched-(direct|library)(-streams)?$/.test(m)) {
     const [, loop, streams] = /^batched-(direct|library)(-streams)?$/.exec(m)!;

@@ -12,6 +12,7 @@ import { sharedWorkerArgs, startSharedEngine, type SharedEngine } from './shared
 import { StateDirGuard } from './state-guard.js';
 import { nodeArgs } from './node-args.js';
 import { groupIds, supervisedProcesses, type Procs } from './procs.js';
+import { describeEngines, runningEngines } from '../drivers/batched/engine-info.js';
 
 export interface RunHubOptions {
   dir: string;
@@ -91,7 +92,7 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
     host: config.controlHost, port: controlPort, token: config.token, tls: controlTls,
     status: () => ({
       state_dir: o.dir, agents_wanted: o.agents ?? 0, supervised_pids: supervisor?.pids() ?? [],
-      engine: { ...(engine ? { mode: 'shared', url: engine.url, pid: engine.pid } : { mode: engineMode(o.workerArgs ?? []) }), ...engineFailure(hub) },
+      engine: { ...(engine ? { mode: 'shared', url: engine.url, pid: engine.pid } : { mode: engineMode(o.workerArgs ?? []), ...resolvedEngines(o.dir) }), ...engineFailure(hub) },
       ...(o.workerArgs?.length ? { workers_engine: workersEngine(o.workerArgs) } : {}),
     }),
     onShutdown: (workers: 'all' | 'supervised') => void stop(workers),
@@ -178,6 +179,12 @@ function workersEngine(args: string[]): { driver?: string; model?: string; drive
   });
   const model = argValue(args, '--model');
   return { driver: argValue(args, '--driver'), ...(model ? { model: path.resolve(model) } : {}), driver_opt: opts };
+}
+
+/** What the swarm's batched engines resolved at start (flash attention and why): `swarm status` shows it. */
+function resolvedEngines(dir: string | undefined): { resolved?: string[] } {
+  const lines = dir ? describeEngines(runningEngines(dir)) : [];
+  return lines.length ? { resolved: lines } : {};
 }
 
 /** What the supervised workers' arguments say about their engine. */

@@ -36,7 +36,7 @@ export const DriverOptionSchemas = {
     kv_unified: flag('1'),
     /** Widen a short uncached prompt tail to 64 tokens where the model's shape makes that cheaper (0: evaluate just the tail). */
     tail_widen: flag('1'),
-    /** Flash attention: `auto` turns it off where the CPU's kernel would run scalar for the model's head size, unless a unified KV cache holds more than 4 sequences (drivers/batched/flash-attn.ts). */
+    /** Flash attention: `auto` turns it off where the CPU's kernel would run scalar for the model's head size, unless a unified KV cache holds more than 4 sequences and more than 16,384 cells (sequences x ctx; drivers/batched/flash-attn.ts). */
     flash_attn: z.enum(['auto', 'on', 'off']).meta({ title: 'auto|on|off' }).default('auto'),
     /** The engine's decode loop: its own, one step for all sequences (`direct`), or node-llama-cpp's completion per sequence (`library`). */
     loop: z.enum(['direct', 'library']).meta({ title: 'direct|library' }).default(DEFAULT_LOOP),
@@ -53,6 +53,8 @@ export const DriverOptionSchemas = {
     stop_grace_ms: ms(0, 3000),
     /** An `hf:` download fails when no bytes arrive for this long. */
     download_stall_ms: ms(100, 30_000),
+    /** Flash attention: `auto` decides as the batched engine does, for a KV stream per slot (off where the CPU's kernel would run scalar for the model's head size). */
+    flash_attn: z.enum(['auto', 'on', 'off']).meta({ title: 'auto|on|off' }).default('auto'),
   }).strict().describe('embedded, --engine per-worker'),
   llamaServer: z.object({
     /** A running server to use; without it the driver starts its own. */

@@ -9,6 +9,7 @@ import {
 } from '../topologies/index.js';
 import { RunFolder } from '../topologies/artifacts.js';
 import { makePassport } from '../topologies/passport.js';
+import { passportFields, runningEngines } from '../drivers/batched/engine-info.js';
 import type { NodeRecord } from '../topologies/report.js';
 import type { Hub } from './hub.js';
 import { isFinal, type TaskRecord } from './task.js';
@@ -88,11 +89,16 @@ export class RunManager {
     const run = newRunId();
     const passport = await makePassport({
       run, experiment, swarmVersion: this.o.version, baseDir, defaultDriver: body.driver, defaultModel: body.model, driverOptions: body.driver_options,
-      replayOf: body.replay_of, engines: ((mode): Record<string, string> => (mode ? { swarm_engine: mode } : {}))(this.o.engine?.()),
+      replayOf: body.replay_of, engines: { ...((mode): Record<string, string> => (mode ? { swarm_engine: mode } : {}))(this.o.engine?.()), ...this.resolvedEngines() },
     });
     await this.hub.store.appendMeta('run', { run, spec, passport });
     await this.launch(run, spec, passport, false);
     return { run, dir: path.join(this.o.dir, run) };
+  }
+
+  /** What the swarm's batched engines resolved at start (flash attention and why), read from the state dir. */
+  private resolvedEngines(): Record<string, string> {
+    return this.hub.config.stateDir ? passportFields(runningEngines(this.hub.config.stateDir)) : {};
   }
 
   /** Resume every journaled run that has no `run_done` record (after a hub restart). */

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { buildAddon, buildLlama, findLlamaBinary, findSelfBuiltAddon, LLAMA_BINARIES, type BuildProgress } from '../../drivers/llama-build/index.js';
-import { probeFlashAttn, UNIFIED_OFF_MAX_SEQUENCES } from '../../drivers/batched/flash-attn.js';
+import { probeFlashAttn, type FlashAttnSetting } from '../../drivers/batched/flash-attn.js';
+import { SwarmError } from '../../protocol/index.js';
 import { fail } from '../exit.js';
 import { int } from '../options.js';
 import { Progress } from '../progress.js';
@@ -69,16 +70,27 @@ export function registerEngine(program: Command): void {
   engine.command('which')
     .description('show where each llama.cpp program is found (SWARM_LLAMA_BIN_DIR, the build cache, then PATH)')
     .option('--json', 'print one JSON object {name: path|null}', false)
-    .option('--model <path>', "also say whether the batched engine runs this model with flash attention (`--driver-opt flash_attn=auto`) and why")
-    .action(async (o: { json: boolean; model?: string }) => {
+    .option('--model <path>', 'also say whether the batched engine runs this model with flash attention, and why (as `swarm up` would start it: --agents, --ctx)')
+    .option('--agents <n>', 'with --model: the engine\'s sequences (agents x slots, as `swarm up --agents`)', int('--agents', 1), 4)
+    .option('--ctx <n>', 'with --model: context tokens per sequence (`--driver-opt ctx`)', int('--ctx', 16), 2048)
+    .option('--flash-attn <auto|on|off>', 'with --model: `--driver-opt flash_attn`', 'auto')
+    .action(async (o: { json: boolean; model?: string; agents: number; ctx: number; flashAttn: string }) => {
       const found: Record<string, string | null> = Object.fromEntries(LLAMA_BINARIES.map((n) => [n, findLlamaBinary(n) ?? null]));
       found['llama-addon'] = findSelfBuiltAddon()?.addon ?? null;
-      let fa: { on: boolean; why: string; manyUnified: { on: boolean; why: string } } | undefined;
-      if (o.model) try { fa = await probeFlashAttn(o.model); } catch (err) { fail(err, o.json); return; }
+      let fa: Awaited<ReturnType<typeof probeFlashAttn>> | undefined;
+      if (o.model) {
+        try {
+          if (!['auto', 'on', 'off'].includes(o.flashAttn)) throw new SwarmError('SWARM_ERR_CONFIG', '--flash-attn must be auto, on or off');
+          fa = await probeFlashAttn(o.model, { setting: o.flashAttn as FlashAttnSetting, sequences: o.agents, ctx: o.ctx });
+        } catch (err) { fail(err, o.json); return; }
+      }
       const onOff = (c: { on: boolean }) => (c.on ? 'on' : 'off');
-      if (o.json) { process.stdout.write(JSON.stringify(fa ? { ...found, flash_attn: onOff(fa), flash_attn_why: fa.why, flash_attn_unified_many: onOff(fa.manyUnified), flash_attn_unified_many_why: fa.manyUnified.why } : found) + '\n'); return; }
+      if (o.json) {
+        process.stdout.write(JSON.stringify(fa ? { ...found, flash_attn: onOff(fa), flash_attn_why: fa.why, kv: fa.kv.unified ? 'unified' : 'per sequence', sequences: fa.kv.sequences, ctx: fa.kv.ctx } : found) + '\n');
+        return;
+      }
       const lines = Object.entries(found).map(([n, p]) => `${n.padEnd(18)}${p ?? (n === 'llama-addon' ? "node-llama-cpp's prebuilt (`swarm engine build --addon` builds one with a unified KV cache)" : 'not found (run `swarm engine build`)')}`);
-      if (fa) lines.push(`${'flash attention'.padEnd(18)}${onOff(fa)} (${fa.why})${fa.manyUnified.on !== fa.on ? `; ${onOff(fa.manyUnified)} in a unified KV cache of more than ${UNIFIED_OFF_MAX_SEQUENCES} sequences` : ''}`);
+      if (fa) lines.push(`${'flash attention'.padEnd(18)}${onOff(fa)} (${fa.why}); for ${fa.kv.sequences} sequence(s) of ${fa.kv.ctx} tokens, KV ${fa.kv.unified ? 'unified' : 'per sequence'}`);
       process.stdout.write(lines.join('\n') + '\n');
     });
 }

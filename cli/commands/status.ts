@@ -8,7 +8,7 @@ import { readFailoverStatus, type FailoverStatusFile } from '../../worker/index.
 interface Status {
   hub: { pid: number; address?: { host: string; port: number }; uptime_s: number; mode: string; coordinator?: string };
   workers: { id: string; state: string; status: string; role: string; driver: string; inflight: number; done: number; addr?: string; pid?: number }[];
-  engine?: { mode: string; pid?: number; error?: string; failed_workers?: number };
+  engine?: { mode: string; pid?: number; error?: string; failed_workers?: number; resolved?: string[] };
   tasks: { queued: number; leased: number; done: number; failed: number };
   metrics: { dispatch_p50_ms: number; dispatch_p99_ms: number; tokens_out: number };
   failover?: { workers: { id: string; mode: string; coordinator: string }[] };
@@ -73,7 +73,8 @@ export function registerStatus(program: Command): void {
         const lines = [
           `hub      ${s.hub.address?.host}:${s.hub.address?.port} pid ${s.hub.pid} up ${s.hub.uptime_s}s mode ${s.hub.mode}${fo.length ? ` (${fo.length} failover workers)` : ''}`,
           `workers  ${s.workers.length} (${[...byState].map(([k, v]) => `${v} ${k}`).join(', ') || 'none'})${procs ? ` in ${procs} process${procs === 1 ? '' : 'es'}` : ''}`,
-          ...(s.engine ? [`engine   ${s.engine.mode}${s.engine.error ? `; FAILED to start on ${s.engine.failed_workers ?? 1} worker(s): ${s.engine.error}` : ''}`] : []),
+          ...(s.engine ? [`engine   ${s.engine.mode}${s.engine.error ? `; FAILED to start on ${s.engine.failed_workers ?? 1} worker(s): ${s.engine.error}` : ''}${s.engine.resolved?.length === 1 ? `; ${s.engine.resolved[0]}` : ''}`] : []),
+          ...(s.engine?.resolved && s.engine.resolved.length > 1 ? s.engine.resolved.map((r) => `         ${r}`) : []),
           `tasks    ${s.tasks.queued} queued, ${s.tasks.leased} running, ${s.tasks.done} done, ${s.tasks.failed} failed`,
           `dispatch p50 ${s.metrics.dispatch_p50_ms.toFixed(3)} ms, p99 ${s.metrics.dispatch_p99_ms.toFixed(3)} ms; tokens out ${s.metrics.tokens_out}`,
           ...(s.journal ? [`journal  fsync ${s.journal.fsync}${s.journal.disk_full ? '; DISK FULL: new work is refused until space frees' : ''}${s.journal.damaged_records ? `; ${s.journal.damaged_records} damaged records set aside in ${s.journal.quarantine}` : ''}`] : []),

@@ -16,7 +16,7 @@ const HOST_SCRIPT = path.join(path.dirname(HERE), 'host' + path.extname(HERE));
 const hostExecArgv = (): string[] => process.execArgv.filter((a) => !/^--(inspect|debug)/.test(a));
 
 /** The files of one engine: its socket, the lock its starter holds, its pid and its log. */
-export interface EnginePaths { socket: string; lock: string; pid: string; log: string; failed: string }
+export interface EnginePaths { socket: string; lock: string; pid: string; log: string; failed: string; info: string }
 
 /**
  * Where the engine for (dir, model, ctx, threads) lives. One engine per model and settings in a
@@ -33,7 +33,7 @@ export function enginePaths(dir: string | undefined, key: { model: string; ctx: 
     fs.mkdirSync(short, { recursive: true, mode: 0o700 });
     socket = path.join(short, crypto.createHash('sha256').update(socket).digest('hex').slice(0, 16) + '.sock');
   }
-  return { socket, lock: path.join(root, `${id}.lock`), pid: path.join(root, `${id}.pid`), log: path.join(root, `${id}.log`), failed: path.join(root, `${id}.failed`) };
+  return { socket, lock: path.join(root, `${id}.lock`), pid: path.join(root, `${id}.pid`), log: path.join(root, `${id}.log`), failed: path.join(root, `${id}.failed`), info: path.join(root, `${id}.json`) };
 }
 
 /** Connect to the engine's socket; rejects with the system error (ENOENT, ECONNREFUSED: no engine). */
@@ -109,7 +109,7 @@ export async function ensureEngine(paths: EnginePaths, cfg: Omit<EngineConfig, '
 }
 
 async function startEngine(paths: EnginePaths, cfg: Omit<EngineConfig, 'socket'>, deadline: number): Promise<void> {
-  const full: EngineConfig = { ...cfg, socket: paths.socket };
+  const full: EngineConfig = { ...cfg, socket: paths.socket, info: paths.info };
   const out = fs.openSync(paths.log, 'a', 0o600);
   // One libuv pool thread: node-llama-cpp runs each decode and each sequence's sampling as a pool job,
   // and with the default four threads on a 2-core host the eight samplings of a step ran side by side

@@ -39,19 +39,33 @@ export function f16Step(systemInfo: string): number {
 /** What the engine runs with and why (its log and `swarm engine which` say it). */
 export interface FlashAttnChoice { on: boolean; why: string }
 
-/** The KV layout the engine makes: one unified cache for all sequences, or a stream per sequence. */
-export interface KvLayout { unified: boolean; sequences: number }
+/** The KV layout the engine makes: one unified cache for all sequences, or a stream per sequence; `ctx`: tokens per sequence. */
+export interface KvLayout { unified: boolean; sequences: number; ctx?: number }
 
 /**
  * Most sequences of a unified KV cache for which `auto` turns flash attention off on heads the kernel
- * runs scalar. Off, attention is a matrix product over every cell in use, all sequences' (the mask
- * only zeroes the others' afterwards), where flash attention skips the masked cells: synth 15M, the
- * other sequences holding 1,400 tokens each, one thread, a generated token cost 11.9 ms off against
- * 24.9 on with 2 sequences, 23.1 against 21.6 with 4 and 44.7 against 18.5 with 8, and a 1,400-token
- * prompt 2x, 3.8x and 4.6x the CPU. The diamond debate (4 sequences, not all full at once) ran 1.38x
- * faster off.
+ * runs scalar, whatever their context size. Off, attention is a matrix product over every cell in use,
+ * all sequences' (the mask only zeroes the others' afterwards), where flash attention skips the masked
+ * cells: synth 15M, one sequence generating while the others hold 1,400 tokens each, one thread, a
+ * generated token cost 11.9 ms off against 24.9 on with 2 sequences, 23.1 against 21.6 with 4 and 44.7
+ * against 18.5 with 8, and a 1,400-token prompt 2x, 3.8x and 4.6x the CPU.
  */
 export const UNIFIED_OFF_MAX_SEQUENCES = 4;
+
+/**
+ * Most KV cells (sequences x context tokens per sequence) of a unified cache for which `auto` turns
+ * flash attention off on such heads with more sequences than UNIFIED_OFF_MAX_SEQUENCES. The product
+ * bounds what off can attend over. When the engine's sequences generate together (every busy agent's
+ * token in one batch) off is one matrix product for the whole batch and wins at every size measured:
+ * synth 15M, one thread, a generated token 0.35-0.83x the CPU of on at 4-25 sequences of 32-1,024
+ * tokens (bench/flash-attn.ts --grid). What it loses is a prompt (each prompt token attends over
+ * every cell: 2.7-3.6x on's CPU once the cache holds 4,000-6,400 tokens) and a lone generating agent
+ * beside idle ones that hold theirs (one of 8 holding 256-1,024 tokens each: 2.0-2.2x on's CPU a
+ * token; one of 25 holding 64-512: 1.9-6.0x); both grow with the cells the cache can hold, so past
+ * this bound `auto` keeps flash attention on. The bound keeps off for 8 agents of `swarm up`'s 2,048
+ * tokens and 25 of 512, and on for 25 of 2,048.
+ */
+export const UNIFIED_OFF_MAX_CELLS = 16_384;
 
 /**
  * Flash attention on or off for one context (llama.cpp fixes it when the context is made). On the
@@ -62,9 +76,10 @@ export const UNIFIED_OFF_MAX_SEQUENCES = 4;
  * prompt builds its whole attention matrix: 1.3-1.7x the CPU of a long prompt on the same shape. The
  * two break even at about one generated token per 65-110 evaluated prompt tokens (bench/flash-attn.ts);
  * agents generate far more than that (and the prefix cache spares most prompt tokens), so `auto` turns
- * it off for such heads: always with a KV stream per sequence, and with a unified cache for up to
- * UNIFIED_OFF_MAX_SEQUENCES sequences (beyond, off would attend over every sequence's cells). Heads of
- * 8 (stories260K) are faster off at every length, prompts included; heads of 64 (synth 110M) faster on.
+ * it off for such heads: always with a KV stream per sequence, and with a unified cache of up to
+ * UNIFIED_OFF_MAX_SEQUENCES sequences or up to UNIFIED_OFF_MAX_CELLS cells (beyond, off would attend
+ * over every sequence's cells in every prompt and every lone agent's token). Heads of 8 (stories260K)
+ * are faster off at every length, prompts included; heads of 64 (synth 110M) faster on.
  * Where the shape is unknown it stays on, as llama.cpp's own auto has it. Without `kv`, the verdict
  * for one sequence.
  */
@@ -76,23 +91,29 @@ export function flashAttnChoice(setting: FlashAttnSetting, shape: AttentionShape
   if (step > 0 && shape.headDim % step === 0) return { on: true, why: `auto: head size ${shape.headDim} fills the CPU's ${step}-lane f16 loops` };
   const scalar = `head size ${shape.headDim} is not a multiple of the CPU's ${step || 'scalar'}${step ? '-lane' : ''} f16 loops`;
   if (kv?.unified && kv.sequences > UNIFIED_OFF_MAX_SEQUENCES) {
-    return { on: true, why: `auto: ${scalar}, but off would attend over all ${kv.sequences} sequences of the unified KV cache (kv_unified=0 or flash_attn=off turns it off)` };
+    const cells = kv.ctx === undefined ? undefined : kv.sequences * kv.ctx;
+    if (cells !== undefined && cells <= UNIFIED_OFF_MAX_CELLS) {
+      return { on: false, why: `auto: ${scalar}, and the unified KV cache holds at most ${cells} cells (${kv.sequences} sequences of ${kv.ctx} tokens; off above ${UNIFIED_OFF_MAX_CELLS})` };
+    }
+    return { on: true, why: `auto: ${scalar}, but off would attend over all ${kv.sequences} sequences${cells ? ` (${cells} cells, above ${UNIFIED_OFF_MAX_CELLS})` : ''} of the unified KV cache (a smaller ctx, kv_unified=0 or flash_attn=off turns it off)` };
   }
   return { on: false, why: `auto: ${scalar}, so per-token attention would run scalar` };
 }
 
 /**
- * What the batched engine would choose for `modelPath` on this machine, for an engine of few sequences
- * or a KV stream per sequence, and for a unified cache of more (`manyUnified`): from the binding it
- * loads (its CPU variant's system info) and the file's metadata, without loading the weights. Loaded on demand, so
- * that importing this file stays cheap.
+ * What the batched engine would choose for `modelPath` on this machine with `sequences` sequences of
+ * `ctx` tokens: from the binding it loads (its CPU variant's system info, and whether it is the
+ * self-built one, which makes the KV cache unified unless `kvUnified` is false) and the file's
+ * metadata, without loading the weights. Loaded on demand, so that importing this file stays cheap.
  */
-export async function probeFlashAttn(modelPath: string, setting: FlashAttnSetting = 'auto'): Promise<FlashAttnChoice & { shape: AttentionShape | undefined; manyUnified: FlashAttnChoice }> {
+export async function probeFlashAttn(modelPath: string, o: { setting?: FlashAttnSetting; sequences: number; ctx: number; kvUnified?: boolean }): Promise<FlashAttnChoice & { shape: AttentionShape | undefined; kv: KvLayout }> {
   const [{ readGgufFileInfo, LlamaLogLevel }, { loadLlama }] = await Promise.all([import('node-llama-cpp'), import('../embedded/load-llama.js')]);
   if (!fs.existsSync(modelPath)) throw new SwarmError('SWARM_ERR_CONFIG', `model not found: ${modelPath}`);
   const info = await readGgufFileInfo(modelPath, { readTensorInfo: false });
   const shape = attentionShape({ fileInfo: info } as unknown as Pick<LlamaModel, 'fileInfo'>);
-  const { llama } = await loadLlama({ logLevel: LlamaLogLevel.error, logger: () => {}, selfBuilt: true });
-  const many = { unified: true, sequences: UNIFIED_OFF_MAX_SEQUENCES + 1 };
-  return { ...flashAttnChoice(setting, shape, llama.systemInfo), shape, manyUnified: flashAttnChoice(setting, shape, llama.systemInfo, many) };
+  const { llama, path: loadPath } = await loadLlama({ logLevel: LlamaLogLevel.error, logger: () => {}, selfBuilt: true });
+  // As host.ts: the context is capped at the model's training context.
+  const train = (info.architectureMetadata as { context_length?: number }).context_length;
+  const kv: KvLayout = { unified: o.kvUnified !== false && loadPath === 'self-built', sequences: o.sequences, ctx: train ? Math.min(o.ctx, train) : o.ctx };
+  return { ...flashAttnChoice(o.setting ?? 'auto', shape, llama.systemInfo, kv), shape, kv };
 }

@@ -14,6 +14,7 @@ import { withKvUnified } from './kv-unified.js';
 import { LlamaCompletion, generate, tailShape } from './generate.js';
 import type { TailShape } from './prefix.js';
 import { attentionShape, flashAttnChoice } from './flash-attn.js';
+import { writeEngineInfo } from './engine-info.js';
 import { GrammarCache } from '../embedded/grammar.js';
 import { errorCodeOf } from '../../protocol/errors.js';
 import { installBatchGate, type BatchGate } from './batch-gate.js';
@@ -236,11 +237,12 @@ async function main(): Promise<void> {
   // own "auto" turns it on for every CPU model, which on heads its kernel runs scalar costs each
   // generated token 3x or more.
   const wantUnified = cfg.kvUnified !== false && loadPath === 'self-built';
-  const fa = flashAttnChoice(cfg.flashAttn ?? 'auto', attentionShape(model), llama.systemInfo, { unified: wantUnified, sequences: cfg.sequences });
+  const ctxSize = Math.min(cfg.ctx, model.trainContextSize);
+  const fa = flashAttnChoice(cfg.flashAttn ?? 'auto', attentionShape(model), llama.systemInfo, { unified: wantUnified, sequences: cfg.sequences, ctx: ctxSize });
   const limit = cpuLimit();
   const threads = cfg.threads === 'auto' ? await startThreads(limit) : cfg.threads;
   const makeContext = () => model.createContext({
-    contextSize: Math.min(cfg.ctx, model.trainContextSize), sequences: cfg.sequences, threads, flashAttention: fa.on,
+    contextSize: ctxSize, sequences: cfg.sequences, threads, flashAttention: fa.on,
   });
   // One KV cache for all sequences where the binding takes it (the self-built addon): llama.cpp then
   // batches any set of busy sequences in one pass, and a shared prefix is copied as cell metadata.
@@ -265,6 +267,10 @@ async function main(): Promise<void> {
   server = net.createServer((sock) => engine.accept(sock));
   await new Promise<void>((resolve, reject) => { server!.once('error', reject); server!.listen(cfg.socket, () => resolve()); });
   process.umask(old);
+  if (cfg.info) {
+    writeEngineInfo(cfg.info, { pid: process.pid, model: cfg.model, sequences: cfg.sequences, ctx: context.contextSize, kv: unified ? 'unified' : 'per sequence', binding: loadPath,
+      loop: loop ? 'direct' : 'library', threads: tuner ? `auto, ${threads} at start` : threads, flash_attn: fa.on ? 'on' : 'off', flash_attn_why: fa.why });
+  }
   log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, KV cache ${unified ? 'unified' : 'per sequence'} (${loadPath} binding), ${loop ? 'own' : 'node-llama-cpp\'s'} decode loop, ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, flash attention ${fa.on ? 'on' : 'off'} (${fa.why}), ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
 }
 

@@ -18,6 +18,8 @@ export interface EngineConfig {
   /** Sequences in the shared context: one per connected worker slot; more connections wait. */
   sequences: number;
   socket: string;
+  /** Where the engine writes what it resolved at start (engine-info.ts). */
+  info?: string;
   /** With no connection for this long, the engine exits (its workers are gone). */
   idleMs: number;
   /** Most connections waiting for a sequence; more are refused (bounded). */

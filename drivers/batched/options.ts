@@ -46,7 +46,8 @@ export interface BatchedOptions {
    * Flash attention for the engine's context (llama.cpp fixes it per context). `auto` (the default)
    * decides from the model's head size, the CPU's vector width and the KV layout (flash-attn.ts): off
    * where ggml's per-row kernel, which every generated token takes, would run scalar (synth 15M,
-   * stories260K) unless a unified KV cache holds more than 4 sequences, on where it is vectorized
+   * stories260K) unless a unified KV cache holds more than 4 sequences of more than 16,384 cells in
+   * all (sequences x ctx), on where it is vectorized
    * (heads of 64). A short prompt tail is widened only while it is on.
    */
   flashAttn: FlashAttnSetting;

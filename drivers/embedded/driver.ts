@@ -44,6 +44,8 @@ export class EmbeddedDriver implements Driver {
   loadTimes: EmbeddedLoadTimes | undefined;
   /** How the current engine loaded llama.cpp: `prebuilt-direct` skipped node-llama-cpp's binary test process. */
   loadPath: 'prebuilt-direct' | 'getLlama' | 'self-built' | undefined;
+  /** What the engine resolved for flash attention, and why (from its `ready`). */
+  flashAttn: { on: boolean; why: string } | undefined;
   private proc: EngineProcess | undefined;
   private starting: Promise<void> | undefined;
   private modelPath: string | undefined;
@@ -112,7 +114,7 @@ export class EmbeddedDriver implements Driver {
     if (!this.config.model) throw new SwarmError('SWARM_ERR_CONFIG', 'the embedded driver needs a model (--model PATH.gguf or an hf: URI)');
     this.modelPath ??= await resolveModel(this.config.model, { stallMs: this.options.downloadStallMs });
     if (this.proc) await this.proc.stop(0);
-    const cfg: HostConfig = { model: this.modelPath, threads: this.options.threads, ctx: this.options.ctx, slots: this.options.slots };
+    const cfg: HostConfig = { model: this.modelPath, threads: this.options.threads, ctx: this.options.ctx, slots: this.options.slots, flashAttn: this.options.flashAttn };
     this.partial = '';
     const t0 = performance.now();
     const proc = new EngineProcess(process.execPath, [...hostExecArgv(), HOST_SCRIPT, JSON.stringify(cfg)], { stdin: true, onStdout: this.onStdout });
@@ -128,6 +130,7 @@ export class EmbeddedDriver implements Driver {
       if (typeof first === 'object' && 't' in first && first.t === 'ready') {
         this.loadTimes = { ...first.ms, total: Math.round(performance.now() - t0) };
         this.loadPath = first.load;
+        this.flashAttn = first.flashAttn;
         void proc.exited.then(() => this.onExit(proc));
         return;
       }

@@ -10,6 +10,7 @@ import { loadLlama } from './load-llama.js';
 import { GrammarCache } from './grammar.js';
 import { checkFits, completionOptions } from './completion.js';
 import { errorCodeOf } from '../../protocol/errors.js';
+import { attentionShape, flashAttnChoice } from '../batched/flash-attn.js';
 
 const send = (m: FromHost): void => { process.stdout.write(JSON.stringify(m) + '\n'); };
 const log = (msg: string): void => { process.stderr.write(msg.endsWith('\n') ? msg : msg + '\n'); };
@@ -93,9 +94,12 @@ async function main(): Promise<void> {
   stage = 'model';
   const model = await llama.loadModel({ modelPath: cfg.model });
   const t2 = performance.now();
-  const context = await model.createContext({
-    contextSize: Math.min(cfg.ctx, model.trainContextSize), sequences: cfg.slots, threads: cfg.threads,
-  });
+  // The batched engine's rule (node-llama-cpp's default turns it on for every CPU model, which on heads
+  // ggml's kernel runs scalar costs each generated token 3x or more); this context is a KV stream per slot.
+  const ctx = Math.min(cfg.ctx, model.trainContextSize);
+  const fa = flashAttnChoice(cfg.flashAttn ?? 'auto', attentionShape(model), llama.systemInfo, { unified: false, sequences: cfg.slots, ctx });
+  const context = await model.createContext({ contextSize: ctx, sequences: cfg.slots, threads: cfg.threads, flashAttention: fa.on });
+  log(`flash attention ${fa.on ? 'on' : 'off'} (${fa.why})`);
   const sequences = Array.from({ length: cfg.slots }, () => context.getSequence());
   const t3 = performance.now();
   const host = new Host(llama, model, sequences);
@@ -115,7 +119,7 @@ async function main(): Promise<void> {
   // The driver closed our stdin (it stopped, or died): nothing more can be asked of us.
   process.stdin.on('end', () => process.exit(0));
   process.on('SIGTERM', () => process.exit(0));
-  send({ t: 'ready', ms: { boot: Math.round(t0), llama: Math.round(t1 - t0), model: Math.round(t2 - t1), context: Math.round(t3 - t2) }, ctx: context.contextSize, load: loadPath });
+  send({ t: 'ready', ms: { boot: Math.round(t0), llama: Math.round(t1 - t0), model: Math.round(t2 - t1), context: Math.round(t3 - t2) }, ctx: context.contextSize, load: loadPath, flashAttn: fa });
 }
 
 main().catch((err: unknown) => {

@@ -4,7 +4,11 @@
  */
 
 /** What the host is started with (its last command-line argument, as JSON). */
-export interface HostConfig { model: string; threads: number; ctx: number; slots: number }
+export interface HostConfig {
+  model: string; threads: number; ctx: number; slots: number;
+  /** `auto` (or absent): the batched engine's rule (drivers/batched/flash-attn.ts), for a KV stream per slot. */
+  flashAttn?: 'auto' | 'on' | 'off';
+}
 
 /** Generation settings of one chat, as sent to the host. */
 export interface HostChatOptions {
@@ -24,7 +28,7 @@ export type ToHost =
 /** Host to driver. */
 export type FromHost =
   /** `load`: how node-llama-cpp's binding was loaded (load-llama.ts). */
-  | { t: 'ready'; ms: { boot: number; llama: number; model: number; context: number }; ctx: number; load: 'prebuilt-direct' | 'getLlama' | 'self-built' }
+  | { t: 'ready'; ms: { boot: number; llama: number; model: number; context: number }; ctx: number; load: 'prebuilt-direct' | 'getLlama' | 'self-built'; flashAttn?: { on: boolean; why: string } }
   /** `stage`: loading the llama.cpp binding, or the model and its context. */
   | { t: 'fatal'; stage: 'binding' | 'model'; message: string }
   | { t: 'chunk'; id: number; text: string }

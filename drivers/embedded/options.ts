@@ -14,10 +14,12 @@ export interface EmbeddedOptions {
   stopGraceMs: number;
   /** An `hf:` download fails when no bytes arrive for this long (offline, stalled). */
   downloadStallMs: number;
+  /** Flash attention: `auto` decides as the batched engine does (drivers/batched/flash-attn.ts), for a KV stream per slot. */
+  flashAttn: 'auto' | 'on' | 'off';
 }
 
 /** Validate the string options of DriverConfig into typed settings. */
 export function parseEmbeddedOptions(raw: Record<string, string>): EmbeddedOptions {
   const o = driverOptions<'embedded'>('embedded', raw);
-  return { threads: o.threads, ctx: o.ctx, slots: o.slots, startTimeoutMs: o.start_timeout_ms, stopGraceMs: o.stop_grace_ms, downloadStallMs: o.download_stall_ms };
+  return { threads: o.threads, ctx: o.ctx, slots: o.slots, startTimeoutMs: o.start_timeout_ms, stopGraceMs: o.stop_grace_ms, downloadStallMs: o.download_stall_ms, flashAttn: o.flash_attn };
 }

@@ -85,7 +85,8 @@ t.test('swarm up --driver batched: every worker gets a sequence (more workers th
 
   const state = path.join(dir, 'state');
   t.teardown(() => { swarm(['down', '--state-dir', state]); });
-  const up = swarm(['up', '--agents', '10', '--driver', 'batched', '--model', model, '--detach', '--json', '--state-dir', state], { timeoutMs: 120_000 });
+  // ctx=512: 10 sequences of it stay within the cells for which `auto` turns flash attention off in a unified cache.
+  const up = swarm(['up', '--agents', '10', '--driver', 'batched', '--driver-opt', 'ctx=512', '--model', model, '--detach', '--json', '--state-dir', state], { timeoutMs: 120_000 });
   t.equal(up.code, 0, up.stderr);
   t.equal((JSON.parse(up.stdout) as { engine: string }).engine, 'batched', 'up names the engine it runs');
   const file = path.join(dir, 'tasks.jsonl');
@@ -96,4 +97,13 @@ t.test('swarm up --driver batched: every worker gets a sequence (more workers th
   const res = JSON.parse(sub.stdout) as { complete: boolean; tasks: { state: string; worker?: string }[] };
   t.equal(res.tasks.filter((x) => x.state === 'done').length, 10, 'all ten answered');
   t.equal(new Set(res.tasks.map((x) => x.worker)).size, 10, 'each by its own worker: all ten hold a sequence');
+  // What the engine resolved, not the option as given: heads of 8 run scalar on every CPU, so off.
+  const st = swarm(['status', '--state-dir', state]);
+  t.match(st.stdout, /^engine\s+batched; 10 sequences of 512 tokens, KV (unified|per sequence), flash attention off \(auto: head size 8 /m, st.stdout);
+  const exp = path.join(dir, 'one.yaml');
+  fs.writeFileSync(exp, 'name: fa-passport\ntopology: star\ninputs: {items: [a]}\nroles: {agent: {prompt: "say {{item}}", max_tokens: 2}}\n');
+  const run = swarm(['run', exp, '--state-dir', state, '--json'], { timeoutMs: 90_000 });
+  t.equal(run.code, 0, run.stderr + run.stdout);
+  const pass = JSON.parse(fs.readFileSync(path.join((JSON.parse(run.stdout) as { dir: string }).dir, 'passport.json'), 'utf8')) as { engines: Record<string, string> };
+  t.match(pass.engines, { swarm_engine: 'batched', flash_attention: /^off \(auto: head size 8 /, batched_engine: /^10 sequences of 512 tokens/ }, `the passport too: ${JSON.stringify(pass.engines)}`);
 });

@@ -28,6 +28,8 @@ t.test('on Linux x64 the prebuilt binary is loaded directly, without the test pr
   t.teardown(() => d.stop());
   await d.start();
   t.equal(d.loadPath, 'prebuilt-direct');
+  // The batched engine's rule, not node-llama-cpp's default (on for every CPU model): heads of 8 run scalar.
+  t.match(d.flashAttn, { on: false, why: /^auto: head size 8 / }, 'flash attention off, and why');
   t.comment(`engine load (ms): ${JSON.stringify(d.loadTimes)}`);
   const text = (await collect(d.chat('Once upon a time', { maxTokens: 8, temperature: 0 }))).text;
   t.ok(text.trim().length > 0, `it generates: ${JSON.stringify(text)}`);

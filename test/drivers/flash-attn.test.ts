@@ -1,5 +1,5 @@
 import t from 'tap';
-import { UNIFIED_OFF_MAX_SEQUENCES, attentionShape, f16Step, flashAttnChoice, type AttentionShape } from '../../drivers/batched/flash-attn.js';
+import { UNIFIED_OFF_MAX_CELLS, UNIFIED_OFF_MAX_SEQUENCES, attentionShape, f16Step, flashAttnChoice, type AttentionShape } from '../../drivers/batched/flash-attn.js';
 
 const AVX512 = 'CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | AVX512 = 1 | AVX512_VNNI = 1 | ';
 const AVX2 = 'CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | ';
@@ -36,6 +36,19 @@ t.test('auto with a unified KV cache: off only for few sequences, where attendin
   t.same(flashAttnChoice('auto', shape(48), AVX512, { unified: false, sequences: 25 }).on, false, 'a KV stream per sequence: off at any count');
   t.same(flashAttnChoice('auto', shape(64), AVX512, unified(25)).on, true, 'vectorized heads: on either way');
   t.same(flashAttnChoice('off', shape(48), AVX512, unified(25)).on, false, 'off is taken as it is');
+});
+
+t.test('auto with a unified KV cache of more sequences: off while sequences x ctx stays within the cells bound', async (t) => {
+  const kv = (sequences: number, ctx: number) => ({ unified: true, sequences, ctx });
+  t.same(flashAttnChoice('auto', shape(48), AVX512, kv(8, 512)).on, false, '8 agents of 512 tokens (the bench): off');
+  t.same(flashAttnChoice('auto', shape(48), AVX512, kv(25, 512)).on, false, '25 agents of 512 tokens: off');
+  t.same(flashAttnChoice('auto', shape(48), AVX512, kv(8, 2048)).on, false, "8 agents of swarm up's 2,048: off");
+  t.same(flashAttnChoice('auto', shape(48), AVX512, kv(25, 2048)).on, true, '25 agents of 2,048 tokens: on');
+  t.same(flashAttnChoice('auto', shape(48), AVX512, kv(1, UNIFIED_OFF_MAX_CELLS * 2)).on, false, 'few sequences: off at any size');
+  t.match(flashAttnChoice('auto', shape(48), AVX512, kv(25, 512)).why, /at most 12800 cells \(25 sequences of 512 tokens/);
+  t.match(flashAttnChoice('auto', shape(48), AVX512, kv(25, 2048)).why, /51200 cells, above 16384/);
+  t.same(flashAttnChoice('auto', shape(64), AVX512, kv(8, 512)).on, true, 'vectorized heads: on at any size');
+  t.same(flashAttnChoice('on', shape(48), AVX512, kv(8, 512)).on, true, 'on is taken as it is');
 });
 
 t.test('on and off are taken as they are', async (t) => {
