@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import v8 from 'node:v8';
-import { arg, checkArgs } from './args.js';
+import { arg, flag, checkArgs } from './args.js';
 import { memstat } from './memstat-hook.js';
 import { TaskStore } from '../hub/store.js';
 import vm from 'node:vm';
@@ -30,10 +30,11 @@ const RETAIN = arg('retain', '24h,20000', 'the retention horizon (AGE,COUNT)');
 const BATCH = Number(arg('batch', '500', 'tasks per submit'));
 const WINDOW = Number(arg('window', '4', 'batches in flight at once'));
 const WINDOW_IDS = Number(arg('window-ids', '0', 'measure only the duplicate window, filled with this many ids'));
+const GC = flag('gc', 'a full collection before each 10% sample: live bytes, not where the collector happened to be');
 const SNAPSHOT = arg('snapshot', '', 'write a heap snapshot to this file at the end');
 checkArgs('store-churn', "The hub's store alone: the soak's tasks submitted, completed, archived past the horizon, compacted; RSS by kind at every 10%.");
 
-type Row = { at: number; done: number; rss: number; heap_used: number; heap_total: number; external: number; outside_v8: number; hot_mb: number; snapshot_mb: number; compactions: number; last_compaction_ms?: number };
+type Row = { at: number; done: number; hot: number; hot_text_mb: number; rss: number; heap_used: number; heap_total: number; external: number; outside_v8: number; hot_mb: number; snapshot_mb: number; compactions: number; last_compaction_ms?: number };
 
 /** The duplicate window alone: bytes per remembered id and the RSS as it fills (20% and 100%). */
 function windowOnly(n: number): void {
@@ -73,10 +74,16 @@ async function main(): Promise<void> {
   const hot = () => ['journal.ndjson', 'snapshot.ndjson', 'journal.old.ndjson'].reduce((a, f) => { try { return a + fs.statSync(path.join(dir, f)).size; } catch { return a; } }, 0);
   const rows: Row[] = [];
   let done = 0, maxRss = 0;
+  if (GC) v8.setFlagsFromString('--expose-gc');
+  const gc = GC ? (vm.runInNewContext('gc') as () => void) : () => {};
   const sample = (): Row => {
+    gc();
     const m = memstat() as { rss: number; heap_used: number; heap_total: number; external: number; outside_v8: number };
     maxRss = Math.max(maxRss, m.rss);
-    return { at: Math.round((100 * done) / TASKS), done, rss: m.rss, heap_used: m.heap_used, heap_total: m.heap_total, external: m.external, outside_v8: m.outside_v8, hot_mb: +(hot() / 2 ** 20).toFixed(1), snapshot_mb: +((store.journalStats?.snapshot_bytes ?? 0) / 2 ** 20).toFixed(1), compactions: store.journalStats?.compactions ?? 0, last_compaction_ms: store.journalStats?.last_compaction_ms };
+    // The hot tasks' prompts and results (one byte a character: the soak's are ASCII): the live heap's bulk.
+    let nHot = 0, text = 0;
+    for (const r of store.queue.all()) { nHot++; text += r.spec.prompt.length + (r.result?.text.length ?? 0); }
+    return { at: Math.round((100 * done) / TASKS), done, hot: nHot, hot_text_mb: +(text / 2 ** 20).toFixed(1), rss: m.rss, heap_used: m.heap_used, heap_total: m.heap_total, external: m.external, outside_v8: m.outside_v8, hot_mb: +(hot() / 2 ** 20).toFixed(1), snapshot_mb: +((store.journalStats?.snapshot_bytes ?? 0) / 2 ** 20).toFixed(1), compactions: store.journalStats?.compactions ?? 0, last_compaction_ms: store.journalStats?.last_compaction_ms };
   };
   const timer = setInterval(() => { maxRss = Math.max(maxRss, process.memoryUsage().rss / 2 ** 20); }, 500);
   const t0 = performance.now();
