@@ -18,6 +18,12 @@ import { journalMetrics, journalStatus } from './journal-report.js';
 import { handshakeCause, rememberRemotes, remoteOf } from './tls-refusal.js';
 
 const MAX_BODY = 64 * 1024 * 1024;
+/**
+ * Tasks in one `POST /tasks`. A batch is validated and journaled in one turn of the event loop
+ * (all or none): a million tiny tasks held the hub ~50 s, long enough for every worker to call it
+ * dead. Past this the request is refused at once; `swarm submit` sends 5,000 at a time.
+ */
+export const MAX_TASKS_PER_REQUEST = 100_000;
 const readBody = (req: http.IncomingMessage): Promise<string> => readBodyMax(req, MAX_BODY);
 /** Idle keep-alive connections are closed by the server after this long (exported for tests). */
 export const KEEP_ALIVE_MS = 65_000;
@@ -221,12 +227,26 @@ export class ControlServer {
 }
 
 function parseTasks(body: string): { tasks: unknown[]; wait?: { timeout_ms?: unknown } } {
+  const out = parseBody(body);
+  tooMany(out.tasks.length);
+  return out;
+}
+
+function tooMany(n: number): void {
+  if (n <= MAX_TASKS_PER_REQUEST) return;
+  throw new SwarmError('SWARM_ERR_TOO_LARGE', `${n} tasks in one request; at most ${MAX_TASKS_PER_REQUEST.toLocaleString('en-US')}: send them in several (nothing of this one was accepted)`);
+}
+
+function parseBody(body: string): { tasks: unknown[]; wait?: { timeout_ms?: unknown } } {
   const trimmed = body.trim();
   if (!trimmed) throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', 'empty body');
   let v: unknown;
   try { v = JSON.parse(trimmed); } catch {
+    const lines = trimmed.split('\n').filter((l) => l.trim());
+    // Counted before a line is parsed: parsing a million of them is itself the stall.
+    tooMany(lines.length);
     return {
-      tasks: trimmed.split('\n').filter((l) => l.trim()).map((line, i) => {
+      tasks: lines.map((line, i) => {
         try { return JSON.parse(line) as unknown; } catch { throw new SwarmError('SWARM_ERR_BAD_JSON', `line ${i + 1} is not valid JSON`); }
       }),
     };
