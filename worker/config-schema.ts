@@ -31,8 +31,9 @@ export const WorkerConfigSchema = z.object({
     minBackoffMs: n(1, 600_000, 100),
     maxBackoffMs: n(1, 600_000, 2000),
     /**
-     * A worker whose parent process is gone, that reaches no hub and sees no failover peer for this
-     * long, exits (worker/orphan.ts); 0: never. Members that see peers ride out any hub outage.
+     * A worker whose parent process is gone, that reaches no hub and sees no failover peer that is not
+     * orphaned too, for this long, exits (worker/orphan.ts); 0: never. Members that see a peer with a
+     * parent or a hub ride out any hub outage.
      */
     orphanExitMs: n(0, ORPHAN_EXIT_MAX_MS, ORPHAN_EXIT_DEFAULT_MS),
   }),

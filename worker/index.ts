@@ -1,7 +1,8 @@
 export { Agent, AgentState, type AgentOptions } from './agent.js';
 export { WorkerClient, type HubLocator, type ClientStatus } from './client.js';
 export { WorkerPool, type PoolOptions } from './pool.js';
-export { OrphanGuard, parentWatch, type OrphanSignals } from './orphan.js';
+export { OrphanGuard, orphanCheckMs, parentWatch, type OrphanSignals } from './orphan.js';
+export { poolOrphanSignals } from './orphan-gossip.js';
 // Types only: the gossip code loads when an agent runs with failover (agent.ts).
 export type { AgentFailover, AgentFailoverOptions } from './failover-agent.js';
 export { readFailoverStatus, failoverStatusPath, type FailoverStatusFile, type AgentFailoverStatus } from './failover-status.js';

@@ -37,7 +37,7 @@ interface WorkerCliOptions {
 }
 
 /** `--orphan-exit-ms`, shared by `swarm worker`, `swarm up` and `swarm hub --supervise` (its default is the worker config's). */
-export const ORPHAN_EXIT_HELP = `a worker whose parent process is gone, that reaches no hub and sees no failover peer in another process for this long, exits (code 3); 0: never (default ${ORPHAN_EXIT_DEFAULT_MS}: ${ORPHAN_EXIT_DEFAULT_MS / 60_000} min)`;
+export const ORPHAN_EXIT_HELP = `a worker whose parent process is gone, that reaches no hub and sees no failover peer in another process that is not orphaned too, for this long, exits (code 3); 0: never (default ${ORPHAN_EXIT_DEFAULT_MS}: ${ORPHAN_EXIT_DEFAULT_MS / 60_000} min)`;
 
 /**
  * V8's interrupt budget for a one-agent worker process, 8x the default (67,584). A worker's own
@@ -95,7 +95,7 @@ export function registerWorker(program: Command): void {
       if (o.count === 1) v8.setFlagsFromString(`--interrupt-budget=${ONE_AGENT_JIT_BUDGET}`);
       try {
         // Loaded here, not at the top: `swarm up` and `swarm hub` import this file for workerArgs() only.
-        const [{ deferredLogger }, { WorkerPool, OrphanGuard, failoverStatusPath, workerConfig }, { killAllChildren, loadDriver }] = await Promise.all([
+        const [{ deferredLogger }, { WorkerPool, OrphanGuard, orphanCheckMs, poolOrphanSignals, failoverStatusPath, workerConfig }, { killAllChildren, loadDriver }] = await Promise.all([
           import('../deferred-log.js'), import('../../worker/index.js'), import('../../drivers/index.js')]);
         // pino loads once this worker has joined (or failed to): see cli/deferred-log.ts.
         const { log, load: loadLogger } = deferredLogger('worker', o.logFile);
@@ -143,15 +143,8 @@ export function registerWorker(program: Command): void {
         });
         let orphaned: string | undefined;
         // No parent, no hub, no peer for the bound: this worker outlived its swarm (a leak); it goes.
-        const orphan = new OrphanGuard({
-          hubLinked: () => pool.agents.some((a) => !!a.client.conn && !a.client.conn.isClosed),
-          // Only members of other processes count: this process's own agents see each other, and a
-          // swarm of one process whose hub is gone for good would otherwise never leave.
-          peersLive: () => {
-            const mine = new Set(pool.agents.map((a) => a.failover?.node.membership.id));
-            return pool.agents.some((a) => a.failover?.node.membership.live().some((id) => !mine.has(id)) ?? false);
-          },
-        }, {
+        // Peers say whether they are orphaned too: an announcement stands for three checks.
+        const orphan = new OrphanGuard(poolOrphanSignals(pool, 3 * orphanCheckMs(config.client.orphanExitMs) + 2000), {
           afterMs: config.client.orphanExitMs,
           onOrphaned: (why) => { orphaned = why; void pool.stop('orphaned'); },
         });

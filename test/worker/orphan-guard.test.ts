@@ -5,12 +5,13 @@ import { OrphanGuard } from '../../worker/orphan.js';
 
 function rig(afterMs: number) {
   let now = 0;
-  const s = { parent: true, hub: false, peers: false };
+  const s = { parent: true, hub: false, peers: false, peersOrphaned: false };
   const why: string[] = [];
-  const g = new OrphanGuard({ hubLinked: () => s.hub, peersLive: () => s.peers }, {
+  const said: [boolean, number][] = [];
+  const g = new OrphanGuard({ hubLinked: () => s.hub, peersLive: () => s.peers, peersOrphaned: () => s.peersOrphaned, announce: (o, ms) => said.push([o, ms]) }, {
     afterMs, parentAlive: () => s.parent, now: () => now, every: () => () => {}, onOrphaned: (w) => why.push(w),
   });
-  return { s, why, g, at: (ms: number) => { now = ms; g.check(); } };
+  return { s, why, said, g, at: (ms: number) => { now = ms; g.check(); } };
 }
 
 t.test('a worker with a live parent waits for its hub as long as it takes', async (t) => {
@@ -53,4 +54,27 @@ t.test('a bound of 0 turns it off', async (t) => {
   r.s.parent = false;
   r.g.start();
   t.same(r.why, []);
+});
+
+t.test('peers that all say they are orphaned too do not keep it; one that is not does, and it says which it is', async (t) => {
+  const r = rig(1000);
+  r.s.parent = false;
+  r.s.peers = true;
+  r.s.peersOrphaned = true;
+  r.at(0); r.at(600);
+  t.same(r.said, [[true, 0], [true, 600]], 'it announces that it is orphaned, and for how long');
+  r.s.peersOrphaned = false;
+  r.at(900);
+  r.s.peersOrphaned = true;
+  r.at(1000); r.at(1800);
+  t.same(r.why, [], 'one peer not orphaned in between: the clock restarted');
+  r.at(2000);
+  t.equal(r.why.length, 1, 'a full bound with every peer orphaned: it fires');
+  t.match(r.why[0], /every failover peer it saw in another process was orphaned too/);
+  const k = rig(1000);
+  k.s.peers = true;
+  k.s.peersOrphaned = true;
+  for (let ms = 0; ms <= 10_000; ms += 500) k.at(ms);
+  t.same(k.why, [], 'its own parent alive: never');
+  t.ok(k.said.every(([o]) => !o), 'and it says it is not orphaned');
 });
