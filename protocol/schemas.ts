@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { Codec, PROTOCOL_VERSION, Type } from './types.js';
 import { ErrorCode } from './errors.js';
+import { MAX_QUEUE, MAX_SLOTS } from './bounds.js';
 
 const id = z.string().min(1).max(128);
 const shortText = z.string().max(256);
@@ -88,13 +89,13 @@ export const Payloads = {
     token: z.string().max(4096).optional(),
     worker_id: id.optional(),
     role: shortText.optional(),
-    slots: z.number().int().min(1).max(1024).default(1),
+    slots: z.number().int().min(1).max(MAX_SLOTS).default(1),
     /**
      * TASK_REQs the worker will hold queued beyond its slots, run in arrival order. The hub leases
      * that many more only while the worker's tasks are short (the round trip then costs more than the
      * task); a queued task not started soon is given back with SWARM_ERR_SLOTS_FULL.
      */
-    queue: z.number().int().min(0).max(64).default(0),
+    queue: z.number().int().min(0).max(MAX_QUEUE).default(0),
     codecs: z.array(z.string().max(32)).max(8).default([Codec.NDJSON]),
     pid: z.number().int().optional(),
     /** The worker's host (worker/host-id.ts): replica holders are spread over hosts, not pids. */

@@ -6,6 +6,7 @@ import { DEFAULT_RETAIN, parseRetain, type RetainOptions } from '../../hub/reten
 import { DEFAULT_MAX_ATTEMPTS } from '../../sched/retry.js';
 import { fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
+import { MAX_SLOTS } from '../../protocol/bounds.js';
 import { envToken, stateDir, swarmToken } from '../state.js';
 import { readiness, reportReady } from '../ready.js';
 import { ORPHAN_EXIT_HELP, workerArgs } from './worker.js';
@@ -93,7 +94,7 @@ export function registerHub(program: Command): void {
     .option('--driver <name>', 'driver for supervised workers', DEFAULT_DRIVER)
     .option('--driver-opt <key=value>', 'driver option for supervised workers (repeatable)', keyValue, {})
     .option('--model <path>', 'model for supervised workers: GGUF file or hf: URI (env SWARM_MODEL; default: the random-weight demo model)')
-    .option('--slots <n>', 'tasks in flight per supervised worker', int('--slots', 1), 1)
+    .option('--slots <n>', 'tasks in flight per supervised worker', int('--slots', 1, MAX_SLOTS), 1)
     .option('--caps <list>', 'capabilities of the supervised workers (comma-separated)')
     .option('--engine <mode>', 'supervised workers: batched (one llama.cpp engine, a sequence each), per-worker engines, or one shared llama-server', parseEngineMode, DEFAULT_ENGINE)
     .option('--failover', 'supervised workers keep a replica and finish the run by gossip if the hub dies', false)

@@ -6,6 +6,8 @@ import type { Command } from 'commander';
 import { SwarmError } from '../../protocol/errors.js';
 import { Exit, fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
+import { MAX_SLOTS } from '../../protocol/bounds.js';
+import { refuseBeyondHost } from '../agent-bound.js';
 import { Progress } from '../progress.js';
 import { readiness, readyCounter } from '../ready.js';
 import { logPath, readHubFile, stateDir, type HubFile } from '../state.js';
@@ -38,19 +40,20 @@ export function registerUp(program: Command): void {
     .option('--engine <mode>', 'batched: one llama.cpp engine for all agents, a sequence each (batching, no compile); per-worker: an engine per worker (isolation); llama-server (= shared): one llama-server -np N (needs `swarm engine build`)', parseEngineMode, DEFAULT_ENGINE)
     .option('--failover', 'hybrid star-gossip (the default): workers keep a replica of the queue and results, and finish the run, topologies included, by gossip if the hub dies', true)
     .option('--no-failover', 'star only: no peer ports, and a run waits for a hub that dies (a little cheaper: see README)')
-    .option('--slots <n>', 'tasks in flight per worker', int('--slots', 1), 1)
+    .option('--slots <n>', 'tasks in flight per worker', int('--slots', 1, MAX_SLOTS), 1)
     .option('--caps <list>', 'capabilities of the workers (comma-separated): tasks that ask for caps go only to workers that have them')
     .option('--orphan-exit-ms <ms>', ORPHAN_EXIT_HELP, int('--orphan-exit-ms', 0, ORPHAN_EXIT_MAX_MS))
     .option('-d, --detach', 'return once ready; the swarm keeps running (stop it with `swarm down`)', false)
     .option('--ready-timeout <ms>', 'give up if the workers are not ready in time', int('--ready-timeout', 1), 120_000)
     .option('--json', 'print the summary as JSON', false)
-    .option('--force', 'start more agents than `swarm plan` says fit in this machine\'s memory', false)
+    .option('--force', 'start more agents than `swarm plan` says fit in this machine\'s memory, or than its open files and ports hold', false)
     .option('--dashboard', 'once ready, print a one-time dashboard link and open it (see `swarm dashboard`)', false)
     .addHelpText('after', driverOptionsHelp())
     .action(async (o: UpOptions) => {
       try {
         // Refused before anything else is said (the demo model's notice) or done.
         await refuseIfRunning(stateDir(o.stateDir));
+        if (!o.force) refuseBeyondHost(o.agents, o.failover);
         // Once, here: workers get the resulting path and never make or download a model themselves.
         const model = await chooseModel(o.driver, o.model, { quiet: o.json });
         if (!o.force) await refuseBeyondPlan({ model: model.path, driver: o.driver, engine: o.engine, agents: o.agents, slots: o.slots, ctx: o.driverOpt.ctx, procs: o.procs });

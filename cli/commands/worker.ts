@@ -6,6 +6,7 @@ import { SwarmError } from '../../protocol/errors.js';
 import type { HubLocator } from '../../worker/index.js';
 import { fail } from '../exit.js';
 import { hostPort, int, keyValue } from '../options.js';
+import { MAX_QUEUE, MAX_SLOTS } from '../../protocol/bounds.js';
 import { envToken, readHubFile, stateDir } from '../state.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
 import { driverOptionsHelp } from '../../drivers/option-summary.js';
@@ -63,8 +64,8 @@ export function registerWorker(program: Command): void {
     .option('--model <path>', 'GGUF model file or hf: URI (env SWARM_MODEL; default: the random-weight demo model)')
     .option('--role <role>', 'role this worker takes tasks for')
     .option('--caps <list>', 'comma-separated capabilities')
-    .option('--slots <n>', 'tasks in flight at once', int('--slots', 1), 1)
-    .option('--queue <n>', 'tasks held queued beyond the slots; the hub fills them only while tasks are short (under its prefetch bound, 5 ms)', int('--queue', 0), 8)
+    .option('--slots <n>', 'tasks in flight at once', int('--slots', 1, MAX_SLOTS), 1)
+    .option('--queue <n>', 'tasks held queued beyond the slots; the hub fills them only while tasks are short (under its prefetch bound, 5 ms)', int('--queue', 0, MAX_QUEUE), 8)
     .option('--token <secret>', 'hub token, or this worker\'s own credential (`swarm credential <id>`) (env SWARM_TOKEN, or the state directory)')
     .option('--peer-token <secret>', 'failover: secret of the peer links when --token is a worker credential (env SWARM_PEER_TOKEN; `swarm credential --peers`)')
     .option('--tls', 'connect with TLS')

@@ -1,0 +1,44 @@
+import fs from 'node:fs';
+import { SwarmError } from '../protocol/errors.js';
+
+/** Open files the hub keeps besides its agents' links: journal, archive, logs, listeners, supervisor pipes. */
+const HUB_FILES = 256;
+/**
+ * Local ports an agent takes on this host: its link to the hub, and with failover its peer listener
+ * and at least one gossip link. A million echo agents took every ephemeral port: new worker
+ * processes and the hub itself then died on `listen EADDRINUSE` for port 0.
+ */
+const PORTS_PER_AGENT = { failover: 3, star: 1 } as const;
+
+/** The soft limit of open files of this process (its children inherit it), or undefined off Linux. */
+export function openFilesLimit(limits = '/proc/self/limits'): number | undefined {
+  try {
+    const m = /^Max open files\s+(\d+|unlimited)/m.exec(fs.readFileSync(limits, 'utf8'));
+    return m && m[1] !== 'unlimited' ? Number(m[1]) : undefined;
+  } catch { return undefined; }
+}
+
+/** How many ephemeral ports this host hands out (Linux), or undefined. */
+export function ephemeralPorts(file = '/proc/sys/net/ipv4/ip_local_port_range'): number | undefined {
+  try {
+    const [lo, hi] = fs.readFileSync(file, 'utf8').trim().split(/\s+/).map(Number);
+    return lo! > 0 && hi! >= lo! ? hi! - lo! + 1 : undefined;
+  } catch { return undefined; }
+}
+
+/** The most agents one host can run with its hub, and the resource that decides it. */
+export function agentBound(failover: boolean, host: { files?: number; ports?: number } = { files: openFilesLimit(), ports: ephemeralPorts() }): { max: number; why: string } | undefined {
+  const { files, ports } = host;
+  const byFiles = files !== undefined ? { max: Math.max(0, files - HUB_FILES), why: `the hub keeps a connection per agent and may open ${files.toLocaleString('en-US')} files (ulimit -n)` } : undefined;
+  const per = failover ? PORTS_PER_AGENT.failover : PORTS_PER_AGENT.star;
+  const byPorts = ports !== undefined ? { max: Math.floor(ports / per), why: `each agent takes ${per} local port(s)${failover ? ' with failover' : ''} of this host's ${ports.toLocaleString('en-US')} (net.ipv4.ip_local_port_range)` } : undefined;
+  if (!byFiles) return byPorts;
+  if (!byPorts) return byFiles;
+  return byFiles.max <= byPorts.max ? byFiles : byPorts;
+}
+
+/** Refuse `--agents` past what the host can hold (SWARM_ERR_CONFIG naming the limit); --force skips this. */
+export function refuseBeyondHost(agents: number, failover: boolean, bound = agentBound(failover)): void {
+  if (!bound || agents <= bound.max) return;
+  throw new SwarmError('SWARM_ERR_CONFIG', `--agents ${agents}: this host holds at most ${bound.max.toLocaleString('en-US')} agents: ${bound.why}. Raise the limit, or spread the agents over hosts (swarm worker on each); --force starts them anyway`);
+}
