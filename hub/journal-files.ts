@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { decodeLine, type Decoded, type JournalRecord } from './journal-record.js';
+import { decodeLazy, decodeLine, type Decoded, type JournalRecord, type LazyLine } from './journal-record.js';
 
 /** The files of a journal in its state directory. */
 export interface JournalPaths {
@@ -31,10 +31,13 @@ export function journalPaths(dir: string): JournalPaths {
 export interface Damage { file: string; offset: number; why: string; raw: string }
 
 const CHUNK = 8 * 1024 * 1024;
+const MIN_READ = 64 * 1024;
 
 /**
  * Every line of a file, read in chunks (a journal can pass V8's largest string). Returns the byte
- * length up to the last newline: anything after it is a torn tail a crash left mid-write.
+ * length up to the last newline: anything after it is a torn tail a crash left mid-write. Each
+ * chunk is a buffer of its own, never reused, so `onLine` may keep the line where it lies (replay
+ * keeps finished tasks' lines unparsed: hub/replayed.ts); the byte at `end` is the line's newline.
  */
 export function readLines(file: string, onLine: (buf: Buffer, start: number, end: number, offset: number) => void): { size: number; goodEnd: number } | undefined {
   let fd: number;
@@ -43,23 +46,29 @@ export function readLines(file: string, onLine: (buf: Buffer, start: number, end
     throw e;
   }
   try {
-    const buf = Buffer.allocUnsafe(CHUNK);
-    let carry: Buffer = Buffer.alloc(0);
+    let carry: Buffer | undefined;
     let pos = 0;
     let lineStart = 0;
+    // Sized by what the file holds (a small segment does not cost a whole chunk); read on to the end
+    // all the same, in case it grew meanwhile.
+    const size = fs.fstatSync(fd).size;
     for (;;) {
-      const n = fs.readSync(fd, buf, 0, CHUNK, pos);
+      const keep = carry?.length ?? 0;
+      const want = Math.min(CHUNK, Math.max(size - pos, MIN_READ));
+      const buf = Buffer.allocUnsafe(keep + want);
+      if (carry) carry.copy(buf, 0);
+      const n = fs.readSync(fd, buf, keep, want, pos);
       if (n === 0) break;
       pos += n;
-      const data: Buffer = carry.length ? Buffer.concat([carry, buf.subarray(0, n)]) : buf.subarray(0, n);
+      const data = buf.subarray(0, keep + n);
       let from = 0;
       for (let nl = data.indexOf(10, from); nl >= 0; nl = data.indexOf(10, from)) {
         if (nl > from) onLine(data, from, nl, lineStart);
         lineStart += nl + 1 - from;
         from = nl + 1;
       }
-      // Copied: `buf` is reused for the next chunk.
-      carry = Buffer.from(data.subarray(from));
+      // The next chunk starts with it.
+      carry = from < data.length ? data.subarray(from) : undefined;
     }
     return { size: pos, goodEnd: lineStart };
   } finally { fs.closeSync(fd); }
@@ -77,13 +86,18 @@ export interface ReplayState {
  * journal written before checksums, then appended to): after one, it is damage, since no writer
  * since then writes such lines. A checksummed record that says it came from such a line
  * (`unchecked`, written by a compaction) counts as legacy too: the snapshot does not vouch for it.
+ * With `lazy`, a task or result line in the writer's own form goes there unparsed (decodeLazy).
  */
-export function readJournalFile(file: string, seen: ReplayState = { checked: false }, sink?: (r: JournalRecord) => void): { records: JournalRecord[]; damage: Damage[]; legacy: number; size: number; goodEnd: number } {
+export function readJournalFile(file: string, seen: ReplayState = { checked: false }, sink?: (r: JournalRecord) => void, lazy?: (l: LazyLine) => void): { records: JournalRecord[]; damage: Damage[]; legacy: number; size: number; goodEnd: number } {
   const records: JournalRecord[] = [];
   const damage: Damage[] = [];
   let legacy = 0;
   const name = path.basename(file);
   const r = readLines(file, (buf, start, end, offset) => {
+    if (lazy) {
+      const l = decodeLazy(buf, start, end);
+      if (l) { seen.checked = true; lazy(l); return; }
+    }
     const d: Decoded = decodeLine(buf, start, end);
     if (d.ok && d.legacy && seen.checked) {
       damage.push({ file: name, offset, why: 'no checksum after checksummed records', raw: buf.toString('utf8', start, end) });
@@ -149,11 +163,21 @@ const PIECE_BYTES = 1024 * 1024;
 export class WriteBuffer {
   private readonly buf = Buffer.allocUnsafeSlow(PIECE_BYTES);
 
-  /** `lines` as UTF-8 in pieces of whole lines; `starts` (if given) gets each line's offset from the first byte. */
-  *pieces(lines: readonly string[], starts?: number[]): Generator<Buffer> {
+  /**
+   * `lines` as UTF-8 in pieces of whole lines; `starts` (if given) gets each line's offset from the
+   * first byte. A line given as bytes (a snapshot's line still as read) is copied as it is.
+   */
+  *pieces(lines: readonly (string | Buffer)[], starts?: number[]): Generator<Buffer> {
     const buf = this.buf;
     let at = 0, base = 0;
     for (const l of lines) {
+      if (typeof l !== 'string') {
+        if (l.length > buf.length - at && at > 0) { yield buf.subarray(0, at); base += at; at = 0; }
+        starts?.push(base + at);
+        if (l.length > buf.length) { yield l; base += l.length; continue; }
+        at += l.copy(buf, at);
+        continue;
+      }
       // A UTF-16 unit takes at most 3 UTF-8 bytes: the exact count only when that bound does not fit.
       if (l.length * 3 > buf.length - at) {
         const n = Buffer.byteLength(l, 'utf8');

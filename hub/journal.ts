@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import { SwarmError } from '../protocol/index.js';
-import { encodeRecord, type JournalRecord } from './journal-record.js';
+import { encodeRecord, type JournalRecord, type LazyLine, type RawLine } from './journal-record.js';
 import { WriteBuffer, fsyncDir, io, journalPaths, quarantine, readJournalFile, type Damage, type JournalPaths } from './journal-files.js';
-export type { JournalRecord } from './journal-record.js';
+export type { JournalRecord, LazyLine, RawLine } from './journal-record.js';
 
 export interface JournalOptions {
   /**
@@ -63,7 +63,7 @@ export class Journal {
   private dirty = false;
   private closed = false;
   private compacting?: Promise<void>;
-  private snapshotSource?: () => Iterable<JournalRecord>;
+  private snapshotSource?: () => Iterable<JournalRecord | RawLine>;
   private readonly syncTimer?: NodeJS.Timeout;
   private readonly mode: 'always' | 'interval';
   /** The appends' bytes (one flush at a time, on the chain) and the snapshot's (one compaction at a time). */
@@ -89,9 +89,10 @@ export class Journal {
    * Open the journal in `dir` and read back what it holds: the snapshot, a segment a compaction left
    * frozen, then the live segment. Damaged records (bad checksum, wrong shape, a torn tail) are
    * copied to the quarantine file and left out; every intact record is kept. Never throws for damage.
-   * With `sink`, each intact record goes to it as it is read, in order, and `records` comes back empty.
+   * With `sink`, each intact record goes to it as it is read, in order, and `records` comes back empty;
+   * with `lazy` too, task and result lines in the writer's own form go there unparsed, in the same order.
    */
-  static open(dir: string, opts: JournalOptions, sink?: (r: JournalRecord) => void): OpenedJournal {
+  static open(dir: string, opts: JournalOptions, sink?: (r: JournalRecord) => void, lazy?: (l: LazyLine) => void): OpenedJournal {
     const p = journalPaths(dir);
     try { fs.rmSync(p.snapshotTmp, { force: true }); } catch { /* a leftover of a crash; harmless */ }
     const records: JournalRecord[] = [];
@@ -103,7 +104,7 @@ export class Journal {
     const seen = { checked: false };
     for (const file of [p.snapshot, p.old, p.current]) {
       let r;
-      try { r = readJournalFile(file, seen, sink); } catch (e) {
+      try { r = readJournalFile(file, seen, sink, lazy); } catch (e) {
         throw new SwarmError('SWARM_ERR_JOURNAL', `cannot read ${file}: ${(e as Error).message}`);
       }
       for (const x of r.records) records.push(x);
@@ -133,8 +134,8 @@ export class Journal {
   /** Set once opening found something only a compaction removes (damage in place, a frozen segment). */
   wantCompaction = false;
 
-  /** Where a compaction takes the state to snapshot (the store, from memory). */
-  setSnapshotSource(fn: () => Iterable<JournalRecord>): void { this.snapshotSource = fn; }
+  /** Where a compaction takes the state to snapshot (the store, from memory; a record still unparsed goes as it was read). */
+  setSnapshotSource(fn: () => Iterable<JournalRecord | RawLine>): void { this.snapshotSource = fn; }
 
   /** Append records; resolves once they are durable (see JournalOptions.fsync). */
   append(...recs: JournalRecord[]): Promise<void> {
@@ -241,7 +242,7 @@ export class Journal {
     try {
       const fd = fs.openSync(p.snapshotTmp, 'w', 0o600);
       try {
-        let lines: string[] = [];
+        let lines: (string | Buffer)[] = [];
         let chars = 0;
         let sinceYield = 0;
         // Written in place (a page-cache write of a piece takes well under a millisecond); the event
@@ -257,7 +258,8 @@ export class Journal {
           chars = 0;
         };
         for (const rec of source()) {
-          const line = encodeRecord(rec);
+          // A line still unparsed goes as read, newline included (no decode, no encode).
+          const line = 'buf' in rec ? rec.buf.subarray(rec.start, rec.end + 1) : encodeRecord(rec);
           lines.push(line);
           chars += line.length;
           if (chars < SNAPSHOT_PIECE_CHARS) continue;

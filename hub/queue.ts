@@ -61,6 +61,33 @@ export class TaskQueue {
     return rec;
   }
 
+  /**
+   * Replay: a task read back before its spec is parsed (hub/replayed.ts), queued but not yet in the
+   * ready set (`makeReady` puts it there once its spec is read), in submission order as `add`.
+   */
+  restore(rec: TaskRecord): void {
+    rec.seq = this.seq++;
+    this.records.set(rec.id, rec);
+    this.n.queued++;
+  }
+
+  /** Replay: a restored task's result, its line kept unparsed by the record itself. */
+  restoreDone(rec: TaskRecord, at: number): void {
+    if (isFinal(rec) || this.records.get(rec.id) !== rec) return;
+    this.leave(rec);
+    rec.state = TaskState.DONE;
+    rec.finishedAt = at;
+    this.n.done++;
+  }
+
+  /** Replay's end: a restored task still queued joins the ready set, or (`drop`: its line did not parse) leaves. */
+  makeReady(rec: TaskRecord, drop = false): void {
+    if (rec.state !== TaskState.QUEUED || this.records.get(rec.id) !== rec) return;
+    if (!drop) { this.enqueue(rec); return; }
+    this.records.delete(rec.id);
+    this.n.queued--;
+  }
+
   /** The next task's submission order: every task added so far has a lower `seq`. */
   get nextSeq(): number { return this.seq; }
 

@@ -1,11 +1,13 @@
 import fs from 'node:fs';
 import { SwarmError, every, randomId, type ErrorCode } from '../protocol/index.js';
 import { StallClock } from '../sched/index.js';
-import { Journal, type JournalOptions, type JournalRecord, type JournalStats } from './journal.js';
+import { Journal, type JournalOptions, type JournalRecord, type JournalStats, type LazyLine, type RawLine } from './journal.js';
+import { decodeRecord } from './journal-record.js';
+import { ReplayedTask, readSpec } from './replayed.js';
 import { ResultsArchive, type ArchiveStats } from './archive.js';
 import { Evictor } from './archive-evict.js';
 import { DEFAULT_RETAIN, type RetainOptions } from './retention.js';
-import type { Damage } from './journal-files.js';
+import { journalPaths, quarantine, type Damage } from './journal-files.js';
 import { TaskQueue, type QueueOptions, type WorkerView } from './queue.js';
 import { TASK_SPEC } from '#gen/task-check.js';
 import { describe } from '../protocol/check.js';
@@ -75,6 +77,8 @@ export class TaskStore {
   /** Stops the store's clocks. */
   private readonly timers: (() => void)[] = [];
   private readonly tickMs: number;
+  /** Tasks replayed with their lines unparsed: those still queued at replay's end are parsed then. */
+  private restored: ReplayedTask[] = [];
 
   private constructor(queue: TaskQueue, private journal: Journal | undefined, private readonly archive: ResultsArchive | undefined, private readonly opts: StoreOptions) {
     this.q = queue;
@@ -117,8 +121,14 @@ export class TaskStore {
     // Each record is applied as it is read: collected first, a hot state of 240 MB was held twice (the
     // parsed records beside the store), and the collector's work was a third of a restart's CPU.
     let opened: ReturnType<typeof Journal.open>;
-    try { opened = Journal.open(stateDir, j, (r) => store.replayOne(r)); } catch (e) { archive.close(); throw e; }
+    try { opened = Journal.open(stateDir, j, (r) => store.replayOne(r), (l) => store.replayLazy(l)); } catch (e) { archive.close(); throw e; }
     const { journal, damage, legacy } = opened;
+    const unreadable = store.readyRestored();
+    if (unreadable.length) {
+      damage.push(...unreadable);
+      try { quarantine(journalPaths(stateDir).quarantine, unreadable); } catch { /* reported in the status and the log */ }
+      journal.wantCompaction = true;
+    }
     store.journal = journal;
     store.legacyRecords = legacy;
     store.damage = {
@@ -177,6 +187,46 @@ export class TaskStore {
     else if (r.t === 'meta') { this.meta.push({ kind: r.kind, data: r.data }); this.metas.push({ kind: r.kind, data: r.data, at: r.at, ...(r.unchecked ? { unchecked: true as const } : {}) }); }
   }
 
+  /**
+   * A task or result line read back unparsed (journal-record.ts `decodeLazy`), applied as replayOne
+   * applies the parsed record: a task is restored with its line, a result on such a task keeps its
+   * line; anything else (an orphan, a task that was parsed) is parsed here and goes to replayOne.
+   */
+  private replayLazy(l: LazyLine): void {
+    if (l.t === 'task') {
+      if (l.at > this.openFloor) this.openFloor = l.at;
+      if (this.q.has(l.id)) return;
+      const rec = new ReplayedTask(l.id, l.at, l);
+      this.q.restore(rec);
+      this.restored.push(rec);
+      return;
+    }
+    const rec = this.q.get(l.id);
+    if (rec && isFinal(rec)) return;
+    if (rec instanceof ReplayedTask) { rec.resultLine = l; this.q.restoreDone(rec, l.at); return; }
+    const d = decodeRecord(l.buf.toString('utf8', l.start, l.end));
+    if (d.ok) this.replayOne(d.rec);
+  }
+
+  /**
+   * Replay's end: tasks restored unparsed and still queued have their spec read and join the ready
+   * set. One whose line does not parse (its checksum held, so only a writer's bug makes one) is left
+   * out as damage, as it would have been had it been parsed when read.
+   */
+  private readyRestored(): Damage[] {
+    const bad: Damage[] = [];
+    for (const rec of this.restored) {
+      if (rec.state !== 'queued' || this.q.get(rec.id) !== rec) continue;
+      const line = rec.taskLine;
+      const spec = line === undefined ? rec.spec : readSpec(line, rec.id);
+      if (spec) { rec.spec = spec; this.q.makeReady(rec); continue; }
+      this.q.makeReady(rec, true);
+      bad.push({ file: 'journal', offset: -1, why: 'task line with a valid checksum does not parse', raw: line ? line.buf.toString('utf8', line.start, line.end) : '' });
+    }
+    this.restored = [];
+    return bad;
+  }
+
   /** A journaled final record applied to memory (replay, or an orphan whose task came back). */
   private applyFinal(r: FinalRecord): void {
     if (r.t === 'result') this.q.complete(r.id, { text: r.text, worker: r.worker, attempt: r.attempt, receipt: r.receipt }, r.at);
@@ -190,7 +240,7 @@ export class TaskStore {
   }
 
   /** The records that rebuild the current state: tasks in submission order, their final records, meta. */
-  *snapshot(): Iterable<JournalRecord> {
+  *snapshot(): Iterable<JournalRecord | RawLine> {
     // Which records, taken at once: the writer yields to the event loop between pieces, and a live
     // Map's iterator also visits what is added meanwhile (under load it chased new tasks for minutes).
     // Each record is encoded as it is when its piece is written; the journal's tail covers any change.
@@ -203,9 +253,15 @@ export class TaskStore {
     yield* evicts;
     const { task, final } = this.unchecked;
     for (const r of tasks) {
-      yield { t: 'task', spec: r.spec, at: r.submittedAt, ...(task.size && task.has(r.id) ? { unchecked: true as const } : {}) };
+      // A task replayed and not read since goes as it was read (no parse, no encode).
+      const lazy = r instanceof ReplayedTask ? r : undefined;
+      const taskLine = lazy?.taskLine;
+      if (taskLine) yield taskLine;
+      else yield { t: 'task', spec: idFirst(r.spec), at: r.submittedAt, ...(task.size && task.has(r.id) ? { unchecked: true as const } : {}) };
       const u = final.size && final.has(r.id) ? { unchecked: true as const } : {};
-      if (r.state === 'done' && r.result) yield { t: 'result', id: r.id, text: r.result.text, worker: r.result.worker, attempt: r.result.attempt, receipt: r.result.receipt, at: r.finishedAt ?? 0, ...u };
+      const resultLine = r.state === 'done' ? lazy?.resultLine : undefined;
+      if (resultLine) yield resultLine;
+      else if (r.state === 'done' && r.result) yield { t: 'result', id: r.id, text: r.result.text, worker: r.result.worker, attempt: r.result.attempt, receipt: r.result.receipt, at: r.finishedAt ?? 0, ...u };
       else if (r.state === 'failed' && r.error) yield { t: 'fail', id: r.id, error: r.error, attempts: r.attempts, at: r.finishedAt ?? 0, ...u };
     }
     // After the tasks: a task submitted again since takes its orphaned result on replay.
@@ -245,7 +301,8 @@ export class TaskStore {
     const ids = specs.map((s) => {
       const id = s.id ?? randomId();
       // Evicted but inside the duplicate window: a duplicate, answered from the archive.
-      if (!this.q.has(id) && !this.evictor.tombstones.has(id) && !fresh.has(id)) fresh.set(id, { ...s, id });
+      // The id first: replay reads it from its place in the line without parsing (journal-record.ts).
+      if (!this.q.has(id) && !this.evictor.tombstones.has(id) && !fresh.has(id)) { const spec = { id, ...s }; spec.id = id; fresh.set(id, spec); }
       return id;
     });
     this.q.checkRoom(fresh.size + this.reserved);
@@ -465,6 +522,12 @@ export class TaskStore {
     await this.journal?.close();
     this.archive?.close();
   }
+}
+
+/** The spec with `id` as its first key (a copy only if it is not: specs from older journals). */
+function idFirst<S extends { id: string }>(spec: S): S {
+  for (const k in spec) return k === 'id' ? spec : Object.assign({ id: spec.id }, spec);
+  return spec;
 }
 
 /** ` (did you mean "prompt"?)` for a task field one or two edits from a known one. */
