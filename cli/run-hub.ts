@@ -4,7 +4,7 @@ import { X509Certificate } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { SwarmError, peerSecret, workerCredential } from '../protocol/index.js';
-import { ControlServer, Hub, RESPAWN_DELAY_MS, Supervisor, hubConfig, isLoopback, procStart, type HubConfig } from '../hub/index.js';
+import { ControlServer, Hub, RESPAWN_DELAY_MS, Supervisor, hubConfig, isLoopback, procStart, workerNice, type HubConfig } from '../hub/index.js';
 import { hubIsOurs } from './running.js';
 import { VERSION, readHubFile, removeHubFile, writeHubFile, type HubFile } from './state.js';
 export { logPath, newToken } from './state.js';
@@ -45,6 +45,8 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
   if (prev && prev.pid !== process.pid && hubIsOurs(prev, o.dir)) {
     throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a swarm (hub pid ${prev.pid}) is already running in ${o.dir}; \`swarm down\` stops it`);
   }
+  // Checked before anything starts: a bad value is a usage error, not a hub left half up.
+  const nice = o.agents ? workerNice() : 0;
   fs.mkdirSync(o.dir, { recursive: true, mode: 0o700 });
   let config: HubConfig;
   // A restarted hub takes the port it had, so workers given HOST:PORT find it again.
@@ -127,7 +129,7 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
     const ids = Array.from({ length: o.agents }, (_, i) => `w-${i + 1}`);
     const groups = groupIds(ids, supervisedProcesses(ids.length, argValue(workerArgs, '--driver'), o.procs ?? 'auto', engine !== undefined));
     supervisor = new Supervisor({
-      groups, stateDir: o.dir, reconnectGraceMs: 2 * config.deadAfterMs, isConnected: (id) => hub.registry.get(id) !== undefined,
+      groups, stateDir: o.dir, reconnectGraceMs: 2 * config.deadAfterMs, isConnected: (id) => hub.registry.get(id) !== undefined, nice,
       command: (group) => ({
         file: process.execPath,
         // A shared llama-server gives each single-slot worker its own server slot (prompt cache affinity).

@@ -1,13 +1,31 @@
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { every } from '../protocol/index.js';
+import { SwarmError, every } from '../protocol/index.js';
 import { killGroup, startProcess } from '../drivers/lifecycle.js';
 import { isOldFormat, isSameProcess, readPidFile, writePidFile, type ProcId } from './proc-id.js';
 
 /** A worker process that exited is started again after this long (growing for a crash loop). */
 export const RESPAWN_DELAY_MS = 200;
+
+/**
+ * The niceness supervised worker processes run at (their engines inherit it): below the hub, so
+ * that a busy swarm does not starve the hub, above all while it replays its journal after a
+ * restart with every worker still running (the hub got a fifth of the CPU its workers did there).
+ * `SWARM_WORKER_NICE` (0-19; 0: the hub's own) overrides it.
+ */
+export const DEFAULT_WORKER_NICE = 5;
+
+/** The worker niceness `SWARM_WORKER_NICE` asks for (DEFAULT_WORKER_NICE when unset); a value out of 0-19 is a config error. */
+export function workerNice(env: NodeJS.ProcessEnv = process.env): number {
+  const v = env.SWARM_WORKER_NICE;
+  if (v === undefined || v === '') return DEFAULT_WORKER_NICE;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0 || n > 19) throw new SwarmError('SWARM_ERR_CONFIG', `SWARM_WORKER_NICE must be an integer from 0 to 19, not ${JSON.stringify(v)}`);
+  return n;
+}
 
 export interface SupervisorOptions {
   /** Worker ids to keep alive, grouped by process: each inner list runs in one process. */
@@ -27,6 +45,12 @@ export interface SupervisorOptions {
   reconnectGraceMs?: number;
   /** Whether the hub has a live link from this worker now (a grace that ends finds it back: no kill). */
   isConnected?: (id: string) => boolean;
+  /**
+   * Niceness added to each worker process it starts (default 0: as the hub). Set on the process's
+   * main thread right after the spawn: what it starts later (its engine) inherits it. Where the
+   * system does not allow it, the worker runs at the hub's priority and the hub logs that once.
+   */
+  nice?: number;
 }
 
 interface Slot {
@@ -189,11 +213,23 @@ export class Supervisor {
     slot.child = child;
     slot.pid = child.pid;
     slot.lastStart = Date.now();
+    if (child.pid && this.opts.nice) this.lower(child.pid);
     if (child.pid) { this.ours.add(child.pid); for (const id of slot.ids) this.writePid(id, child.pid, [file, ...args]); }
     child.once('exit', (code, signal) => {
       if (slot.child === child) { slot.child = undefined; this.exited(slot, `exit code ${code} signal ${signal}`); }
     });
     child.once('error', (err) => this.log.error({ workers: slot.ids, err }, 'worker spawn failed'));
+  }
+
+  private niceRefused = false;
+
+  /** The worker process below the hub in CPU priority (harmless where not permitted). */
+  private lower(pid: number): void {
+    try { os.setPriority(pid, Math.min(19, os.getPriority(pid) + this.opts.nice!)); } catch (err) {
+      if (this.niceRefused) return;
+      this.niceRefused = true;
+      this.log.warn({ pid, nice: this.opts.nice, err: (err as Error).message }, 'cannot lower the worker processes\' priority; they run at the hub\'s');
+    }
   }
 
   private exited(slot: Slot, why: string): void {
