@@ -1,20 +1,30 @@
 import type http from 'node:http';
 import { SwarmError, errorCodeOf } from '../protocol/index.js';
 
-/** Read a request body up to `max` bytes; past it the request is cut off with SWARM_ERR_LINE_TOO_LONG. */
+/**
+ * Past `max` a body is read on and thrown away, so the client, still sending, gets the answer (413
+ * SWARM_ERR_LINE_TOO_LONG) instead of a reset it cannot tell from a hub that died; past this many
+ * times `max` the connection is cut.
+ */
+const DISCARD_FACTOR = 16;
+
+/** Read a request body up to `max` bytes; a longer one is refused with SWARM_ERR_LINE_TOO_LONG (413) once it has arrived. */
 export function readBody(req: http.IncomingMessage, max: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const parts: Buffer[] = [];
     let size = 0;
     req.on('data', (c: Buffer) => {
       size += c.length;
-      if (size > max) { reject(new SwarmError('SWARM_ERR_LINE_TOO_LONG', `body over ${max} bytes`)); req.destroy(); return; }
-      parts.push(c);
+      if (size <= max) { parts.push(c); return; }
+      parts.length = 0;
+      if (size > max * DISCARD_FACTOR) { reject(tooLong(max)); req.destroy(); }
     });
-    req.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
+    req.on('end', () => (size > max ? reject(tooLong(max)) : resolve(Buffer.concat(parts).toString('utf8'))));
     req.on('error', reject);
   });
 }
+
+const tooLong = (max: number): SwarmError => new SwarmError('SWARM_ERR_LINE_TOO_LONG', `request body over ${max} bytes (${Math.round(max / 1048576)} MiB): send it in several`);
 
 /** A JSON reply (once; a second call on the same response is ignored). */
 export function send(res: http.ServerResponse, status: number, body: unknown): void {

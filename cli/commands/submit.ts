@@ -19,6 +19,23 @@ interface Waited {
 }
 
 const BATCH = 5000;
+/** Bytes of tasks in one upload, well under the hub's 64 MiB body limit (300 KB prompts came to 90 MB in one batch). */
+const BATCH_BYTES = 16 * 1024 * 1024;
+
+/** Tasks in uploads of at most BATCH tasks and BATCH_BYTES bytes (a task past that goes alone; the hub judges it). */
+export function batches<T>(tasks: readonly T[], maxBytes = BATCH_BYTES, max = BATCH): T[][] {
+  const out: T[][] = [];
+  let cur: T[] = [];
+  let bytes = 0;
+  for (const t of tasks) {
+    const n = Buffer.byteLength(JSON.stringify(t)) + 1;
+    if (cur.length && (cur.length >= max || bytes + n > maxBytes)) { out.push(cur); cur = []; bytes = 0; }
+    cur.push(t);
+    bytes += n;
+  }
+  if (cur.length) out.push(cur);
+  return out;
+}
 
 export function registerSubmit(program: Command): void {
   swarmOptions(program.command('submit')
@@ -55,7 +72,8 @@ export function registerSubmit(program: Command): void {
         };
         const quiet = o.json || tasks.length < BATCH;
         let waited: Waited;
-        if (o.wait && tasks.length <= BATCH) {
+        const uploads = batches(tasks);
+        if (o.wait && uploads.length === 1) {
           // One request submits and streams the results; once the hub has said "accepted", a retry
           // (a hub restarted under us) asks for the results alone.
           const ids = tasks.map((t) => t.id!);
@@ -70,9 +88,9 @@ export function registerSubmit(program: Command): void {
         } else {
           const progress = new Progress(quiet);
           const accepted: Accepted['accepted'] = [];
-          for (let i = 0; i < tasks.length; i += BATCH) {
+          for (const upload of uploads) {
             let sent = 0;
-            const r = await withRetry(() => { sent++; return call<Accepted>(hub(), 'POST', '/tasks', { tasks: tasks.slice(i, i + BATCH) }); }, o.retryFor, retried('upload'));
+            const r = await withRetry(() => { sent++; return call<Accepted>(hub(), 'POST', '/tasks', { tasks: upload }); }, o.retryFor, retried('upload'));
             // After a retry, "duplicate" may be this command's own earlier attempt: not the user's resubmission.
             accepted.push(...(sent > 1 ? r.accepted.map((a) => ({ ...a, duplicate: false })) : r.accepted));
             progress.update(`submitted ${accepted.length}/${tasks.length}`);
