@@ -6,6 +6,7 @@ export interface Tombstone { file: number; offset: number; at: number; /** When 
 /** Bytes of an id kept in its slot; a longer id (UTF-8) is kept in a side map. A UUID fits. */
 const ID_BYTES = 40;
 const LONG = 0xffff;
+const SURROGATE = /[\uD800-\uDFFF]/;
 
 /**
  * Evicted ids, remembered for the duplicate window after they leave the hot state (as JetStream
@@ -134,8 +135,13 @@ export class Tombstones {
     return -1;
   }
 
-  /** The id's UTF-8 bytes into `scratch` (up to ID_BYTES + 1 of them: enough to tell a long one); their count. */
+  /**
+   * The id's UTF-8 bytes into `scratch` if it fits a slot; their count. An id with a UTF-16 surrogate
+   * counts as long: a lone one encodes as U+FFFD, so its bytes would neither tell it from another id
+   * nor give it back.
+   */
   private encode(id: string): number {
+    if (SURROGATE.test(id)) return Infinity;
     const n = Buffer.byteLength(id);
     if (n <= ID_BYTES) this.scratch.write(id, 0, 'utf8');
     return n;

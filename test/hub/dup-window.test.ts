@@ -43,10 +43,13 @@ t.test('the age horizon: an id evicted exactly at it stays, one a millisecond ol
 t.test('an id added again replaces its entry; long, unicode and colliding-prefix ids are told apart', async (t) => {
   const w = new Tombstones({ ageMs: HOUR, count: 10 });
   const long = `x${'é'.repeat(100)}`; // over a slot's bytes: kept aside
-  const ids = ['a', 'ab', 'ä', 'a\u0000', long, `${long}y`, '6fa459ea-ee8a-3ca4-894e-db77e160355e'];
+  // Lone surrogates all encode as U+FFFD in UTF-8: kept as strings, so each is its own id and reads back as given.
+  const ids = ['a', 'ab', 'ä', 'a\u0000', long, `${long}y`, '6fa459ea-ee8a-3ca4-894e-db77e160355e', 'x\uD800', 'x\uD801', 'x\uFFFD', '😀'];
   ids.forEach((id, i) => w.add(id, stone(10, i)));
   for (const [i, id] of ids.entries()) t.equal(w.get(id)?.offset, i, `${JSON.stringify(id.slice(0, 8))} found`);
   t.notOk(w.has('b'));
+  t.notOk(w.has('x\uDC00'), 'another lone surrogate is another id');
+  t.same([...w.groups()].flatMap((g) => g.ids), ids, 'the snapshot writes every id as it was given');
   t.notOk(w.has(long.slice(0, -1)), 'a prefix of a long id is another id');
   w.add('a', stone(20, 99));
   t.equal(w.size, ids.length, 'no second entry');
