@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from '../sched/index.js';
 import { DEFAULT_MAX_LINE, DEFAULT_MAX_OUTBOUND, SwarmError, isPlaceholderToken } from '../protocol/index.js';
 import { DEFAULT_RETAIN } from './retention.js';
+import { DEFAULT_COMPACT_BYTES } from './journal.js';
 
 /** Hub settings: one strict schema with defaults, validated once, frozen. */
 export const HubConfigSchema = z.object({
@@ -42,7 +43,7 @@ export const HubConfigSchema = z.object({
   /** Retention horizon: at most this many finished tasks stay hot (memory, journal, replicas). */
   retainCount: z.number().int().positive().default(DEFAULT_RETAIN.count),
   /** Compact the journal (snapshot + fresh segment) once its live segment passes this size. */
-  compactBytes: z.number().int().min(4096).default(64 * 1024 * 1024),
+  compactBytes: z.number().int().min(4096).default(DEFAULT_COMPACT_BYTES),
   /**
    * Lease a worker its HANDSHAKE `queue` of tasks beyond its slots while the mean run time of its
    * recent tasks is under this many ms (0: never). Short tasks then cost one wake per batch of

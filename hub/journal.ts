@@ -13,7 +13,7 @@ export interface JournalOptions {
   fsync?: 'always' | 'interval';
   /** The fsync period in `interval` mode; 0 means `always` (kept for older configs). */
   fsyncMs: number;
-  /** Compact once the live segment passes this many bytes (and the last snapshot's size). */
+  /** Compact once the live segment passes this many bytes (and half the last snapshot's size). */
   compactBytes?: number;
   /** Test hook: die with SIGKILL at this compaction step (env SWARM_JOURNAL_CRASH_AT). */
   crashAt?: CompactStep;
@@ -39,7 +39,12 @@ export interface JournalStats {
   last_error?: string;
 }
 
-const DEFAULT_COMPACT = 64 * 1024 * 1024;
+/**
+ * A restart replays the snapshot and the live segment: the bound on the segment bounds the restart.
+ * Half the snapshot (16 MiB at least) keeps a replay within 1.5 snapshots, at twice the snapshot
+ * writes of a segment as large as the snapshot (docs/journal.md, "Compaction").
+ */
+export const DEFAULT_COMPACT_BYTES = 16 * 1024 * 1024;
 /** A snapshot's lines are encoded this many characters at a time (one piece of it all was the hot state's size again in memory, twice). */
 const SNAPSHOT_PIECE_CHARS = 1024 * 1024;
 /** Snapshot bytes written between two turns of the event loop. */
@@ -194,7 +199,7 @@ export class Journal {
       for (const w of waiters) w.reject(err);
       return;
     }
-    if (!this.compacting && this.snapshotSource && this.size > Math.max(this.opts.compactBytes ?? DEFAULT_COMPACT, this.stats.snapshot_bytes)) {
+    if (!this.compacting && this.snapshotSource && this.size > Math.max(this.opts.compactBytes ?? DEFAULT_COMPACT_BYTES, this.stats.snapshot_bytes / 2)) {
       void this.compact().catch(() => {});
     }
   }
