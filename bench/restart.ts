@@ -4,9 +4,15 @@
  * mid-stream (tasks still being submitted and finished), then time
  * - `TaskStore.open` on it in this process (wall and CPU: replay of snapshot plus tail), and
  * - `swarm up --agents 4 --driver echo --detach` on it: `ready_ms` as `up` reports it (the hub has
- *   replayed and every worker has joined), then `swarm down`.
- * Run: `npm run build && node dist/bench/restart.js [--tasks 1000000] [--retain 24h,100000] [--keep]`.
- * Writes bench/results/restart.json. The load average is recorded beside the numbers.
+ *   replayed and every worker has joined), then `swarm down`;
+ * - `--kills K` times, each on a fresh copy of that state: `swarm up --agents A --procs P --driver
+ *   echo` (failover on), tasks submitted without pause, the hub killed (`kill -9`) after --load-s
+ *   seconds, `swarm up` again: `up`'s ready_ms (every worker back) and its wall time from the kill,
+ *   and when the restarted hub ran a task submitted right after `up` returned (ready = accepts and
+ *   dispatches). The load average at each kill beside it.
+ * Run: `npm run build && node dist/bench/restart.js [--tasks 1000000] [--retain 24h,100000] [--keep]
+ *   [--from DIR] [--kills 5] [--agents 25] [--procs 5] [--load-s 3]` (--from: a state kept by --keep
+ *   instead of building one). Writes bench/results/restart.json.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -50,13 +56,105 @@ async function build(dir: string, n: number, retain: string): Promise<void> {
   for (;;) await round();
 }
 
+/** Call the control API of the hub in `dir`; undefined if none answers. */
+async function api<T>(dir: string, method: string, p: string, body?: unknown): Promise<T | undefined> {
+  let h: { control: { host: string; port: number }; token?: string };
+  try { h = JSON.parse(fs.readFileSync(path.join(dir, 'hub.json'), 'utf8')) as typeof h; } catch { return undefined; }
+  try {
+    const headers = { 'content-type': 'application/json', ...(h.token ? { authorization: `Bearer ${h.token}` } : {}) };
+    const res = await fetch(`http://${h.control.host}:${h.control.port}${p}`, { method, body: body === undefined ? undefined : JSON.stringify(body), headers, signal: AbortSignal.timeout(30_000) });
+    return (await res.json()) as T;
+  } catch { return undefined; }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** One kill: a live swarm on a copy of `built`, loaded, its hub killed and started again. */
+async function killRun(built: string, run: number, retain: string): Promise<Record<string, unknown>> {
+  const dir = `${built}.run${run}`;
+  fs.rmSync(dir, { recursive: true, force: true });
+  spawnSync('cp', ['-r', built, dir]);
+  const agents = arg('--agents', '25'), procs = arg('--procs', '5');
+  const up = () => {
+    const t0 = performance.now();
+    const r = spawnSync(process.execPath, [CLI, 'up', '--agents', agents, '--procs', procs, '--driver', 'echo', '--detach', '--json', '--state-dir', dir, '--retain', retain, '--ready-timeout', '120000'], { encoding: 'utf8', timeout: 150_000 });
+    let readyMs: number | undefined;
+    try { readyMs = (JSON.parse(r.stdout.trim().split('\n').at(-1)!) as { ready_ms: number }).ready_ms; } catch { /* below */ }
+    return { readyMs, wallMs: Math.round(performance.now() - t0), error: readyMs === undefined ? `${r.stdout}${r.stderr}`.slice(-1000) : undefined };
+  };
+  try {
+    const first = up();
+    let stop = false;
+    let submitted = 0;
+    const pad = 'x'.repeat(180);
+    // Clients that keep submitting, through the kill and the restart (a refused call is retried).
+    const loader = (async () => {
+      for (let b = 0; !stop; b++) {
+        const tasks = Array.from({ length: 200 }, (_, k) => ({ id: `load-${run}-${b}-${k}`, prompt: `load ${b} ${k} ${pad}` }));
+        const r = await api<{ accepted?: unknown[] }>(dir, 'POST', '/tasks', { tasks });
+        if (r?.accepted) submitted += tasks.length; else await sleep(50);
+        await sleep(20);
+      }
+    })();
+    await sleep(Number(arg('--load-s', '3')) * 1000);
+    const hub = (JSON.parse(fs.readFileSync(path.join(dir, 'hub.json'), 'utf8')) as { pid: number }).pid;
+    const loadAtKill = load();
+    const tKill = performance.now();
+    process.kill(hub, 'SIGKILL');
+    await sleep(50);
+    // Off the event loop of this process: `up` runs as a child and the load keeps going meanwhile.
+    const again = await new Promise<{ readyMs?: number; wallMs: number; error?: string }>((resolve) => {
+      const t0 = performance.now();
+      const c = spawn(process.execPath, [CLI, 'up', '--agents', agents, '--procs', procs, '--driver', 'echo', '--detach', '--json', '--state-dir', dir, '--retain', retain, '--ready-timeout', '120000'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      c.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      c.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+      c.on('close', () => {
+        let readyMs: number | undefined;
+        try { readyMs = (JSON.parse(out.trim().split('\n').at(-1)!) as { ready_ms: number }).ready_ms; } catch { /* below */ }
+        resolve({ readyMs, wallMs: Math.round(performance.now() - t0), error: readyMs === undefined ? out.slice(-1000) : undefined });
+      });
+    });
+    const upDoneMs = Math.round(performance.now() - tKill);
+    const killedAt = Date.now() - upDoneMs;
+    // Ready means it takes and runs work: one task, submitted now, run to its result (first in line:
+    // the clients' backlog is not what it measures).
+    const probe = `probe-${run}`;
+    await api(dir, 'POST', '/tasks', { tasks: [{ id: probe, prompt: 'probe', priority: 1_000_000 }] });
+    const w = await api<{ complete?: boolean }>(dir, 'POST', '/wait', { ids: [probe], timeout_ms: 60_000 });
+    const probeMs = Math.round(performance.now() - tKill);
+    stop = true;
+    await loader;
+    // When the new hub listened, from its log (its first line after the kill).
+    let listenMs: number | null = null;
+    try {
+      for (const l of fs.readFileSync(path.join(dir, 'logs', 'hub.log'), 'utf8').split('\n')) {
+        const m = /"time":(\d+).*"msg":"hub listening"/.exec(l);
+        if (m && Number(m[1]) > killedAt) { listenMs = Number(m[1]) - killedAt; break; }
+      }
+    } catch { /* no log */ }
+    const row = {
+      run, load_at_kill: loadAtKill, first_up_ready_ms: first.readyMs ?? null, tasks_submitted_under_load: submitted,
+      kill_to_hub_listening_ms: listenMs, restart_up_ready_ms: again.readyMs ?? null, kill_to_up_returned_ms: upDoneMs, kill_to_probe_result_ms: w?.complete ? probeMs : null,
+      ...(first.error || again.error ? { error: first.error ?? again.error } : {}),
+    };
+    console.error(JSON.stringify(row));
+    return row;
+  } finally {
+    spawnSync(process.execPath, [CLI, 'down', '--state-dir', dir], { encoding: 'utf8', timeout: 60_000 });
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function main(): Promise<void> {
   const n = Number(arg('--tasks', '1000000'));
   const retain = arg('--retain', '24h,100000');
-  const keep = process.argv.includes('--keep');
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-restart-'));
+  const from = process.argv.includes('--from') ? arg('--from', '') : undefined;
+  const keep = process.argv.includes('--keep') || from !== undefined;
+  const dir = from ?? fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-restart-'));
   try {
     const t0 = performance.now();
+    if (!from) {
     const child = spawn(process.execPath, [SELF, '--child', dir, String(n), retain], { stdio: ['ignore', 'pipe', 'inherit'] });
     await new Promise<void>((resolve, reject) => {
       let out = '';
@@ -67,30 +165,41 @@ async function main(): Promise<void> {
       child.once('exit', (code, sig) => { if (sig !== 'SIGKILL') reject(new Error(`builder exited ${code ?? sig}`)); });
     });
     await new Promise((r) => child.once('exit', r));
-    const buildS = (performance.now() - t0) / 1000;
+    }
+    const buildS = from ? null : +((performance.now() - t0) / 1000).toFixed(1);
+    // Each measurement on a copy: a hub that opens the state compacts and evicts it.
+    const copy = `${dir}.open`;
+    fs.rmSync(copy, { recursive: true, force: true });
+    spawnSync('cp', ['-r', dir, copy]);
     const files = Object.fromEntries(fs.readdirSync(dir).filter((f) => f.endsWith('.ndjson')).map((f) => [f, +(fs.statSync(path.join(dir, f)).size / 2 ** 20).toFixed(1)]));
     const archiveMb = +(fs.readdirSync(path.join(dir, 'results')).reduce((a, f) => a + fs.statSync(path.join(dir, 'results', f)).size, 0) / 2 ** 20).toFixed(1);
 
     const loadOpen = load();
     const w0 = performance.now();
     const c0 = cpu();
-    const s = await TaskStore.open(dir, Q, J, { retain: parseRetain(retain), evictEveryMs: 3600_000 });
+    const s = await TaskStore.open(copy, Q, J, { retain: parseRetain(retain), evictEveryMs: 3600_000 });
     const openMs = Math.round(performance.now() - w0);
     const openCpuMs = Math.round(cpu() - c0);
     const hot = s.queue.counts();
     const rss = Math.round(process.memoryUsage().rss / 2 ** 20);
     await s.close();
+    fs.rmSync(copy, { recursive: true, force: true });
+    spawnSync('cp', ['-r', dir, copy]);
 
     const loadUp = load();
-    const up = spawnSync(process.execPath, [CLI, 'up', '--agents', '4', '--driver', 'echo', '--detach', '--json', '--no-failover', '--insecure-no-auth', '--state-dir', dir, '--retain', retain], { encoding: 'utf8', timeout: 120_000 });
-    spawnSync(process.execPath, [CLI, 'down', '--state-dir', dir], { encoding: 'utf8', timeout: 60_000 });
+    const up = spawnSync(process.execPath, [CLI, 'up', '--agents', '4', '--driver', 'echo', '--detach', '--json', '--no-failover', '--insecure-no-auth', '--state-dir', copy, '--retain', retain], { encoding: 'utf8', timeout: 120_000 });
+    spawnSync(process.execPath, [CLI, 'down', '--state-dir', copy], { encoding: 'utf8', timeout: 60_000 });
+    fs.rmSync(copy, { recursive: true, force: true });
+    const kills = [];
+    for (let k = 0; k < Number(arg('--kills', '5')); k++) kills.push(await killRun(dir, k, retain));
     let readyMs: number | undefined;
     try { readyMs = (JSON.parse(up.stdout.trim().split('\n').at(-1)!) as { ready_ms: number }).ready_ms; } catch { /* below */ }
     const out = {
       at: new Date().toISOString(), command: `node dist/bench/restart.js ${process.argv.slice(2).join(' ')}`.trim(), machine: machine(),
-      history_tasks: n, retain, build_s: +buildS.toFixed(1), files_mb: files, archive_mb: archiveMb,
+      history_tasks: n, retain, build_s: buildS, files_mb: files, archive_mb: archiveMb,
       hot_after_restart: hot, open_ms: openMs, open_cpu_ms: openCpuMs, rss_after_open_mb: rss, load_at_open: loadOpen,
       swarm_up_ready_ms: readyMs ?? null, swarm_up_error: readyMs === undefined ? `${up.stdout}${up.stderr}`.slice(-2000) : undefined, load_at_up: loadUp,
+      kills,
     };
     console.log(JSON.stringify(out, null, 2));
     const file = path.join(ROOT, 'bench/results/restart.json');
