@@ -8,7 +8,7 @@ import { podmanHostsObjects } from './podman-hosts.js';
 
 export { deploySpec, hubArgs, workerArgs, TOKEN_FILE, type DeployOptions, type DeploySpec } from './spec.js';
 export { k3sObjects, K3S_SECRETS, CONTROL_CLIENT_LABEL, MODELS_CLAIM } from './k3s.js';
-export { STARTUP_BUDGET_S } from './probes.js';
+export { HUB_STARTUP_BUDGET_S, STARTUP_BUDGET_S } from './probes.js';
 export { packageVersion } from './version.js';
 export { podmanObjects, quadletUnits, systemdUnit } from './podman.js';
 export { podmanHostsObjects, parseHosts, spread, type DeployHost } from './podman-hosts.js';

@@ -12,7 +12,7 @@
  */
 import type { DeploySpec } from './spec.js';
 import { TOKEN_ENV, hubArgs, workerArgs, workerMem } from './spec.js';
-import { hubHttpGet, startupProbe, tcpProbe } from './probes.js';
+import { HUB_CPU_REQUEST_M, HUB_STARTUP_BUDGET_S, hubHttpGet, startupProbe, tcpProbe } from './probes.js';
 
 type Obj = Record<string, unknown>;
 
@@ -95,8 +95,8 @@ export function k3sObjects(s: DeploySpec): Obj[] {
             args: [...hubArgs(s), '--control-host', '0.0.0.0', '--tls-cert', '/certs/hub.crt', '--tls-key', '/certs/hub.key', '--tls-ca', '/certs/ca.crt'],
             env: [TOKEN_ENV],
             ports: [{ name: 'workers', containerPort: s.hubPort }, { name: 'control', containerPort: s.controlPort }],
-            resources: { requests: { cpu: '100m', memory: `${s.hubMemMi.request}Mi` }, limits: { memory: `${s.hubMemMi.limit}Mi` } },
-            startupProbe: startupProbe(hubHttpGet(s.controlPort, true)),
+            resources: { requests: { cpu: `${HUB_CPU_REQUEST_M}m`, memory: `${s.hubMemMi.request}Mi` }, limits: { memory: `${s.hubMemMi.limit}Mi` } },
+            startupProbe: startupProbe(hubHttpGet(s.controlPort, true), HUB_STARTUP_BUDGET_S),
             livenessProbe: { ...hubHttpGet(s.controlPort, true), periodSeconds: 10, timeoutSeconds: 3, failureThreshold: 3 },
             readinessProbe: { ...tcpProbe('workers'), periodSeconds: 5 },
             securityContext: containerSecurity,

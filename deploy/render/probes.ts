@@ -7,20 +7,36 @@
  * has one; deploy/container/make-base-image.sh copies the host's).
  */
 
-/**
- * How long a hub may take from start to answering /healthz before it is restarted: journal replay
- * and snapshot load. Measured: ready 4.3 s after kill -9 with 1M tasks of history at the default retention
- * (docs/performance.md); on a shared 2-core VM wall time ran 2-6x the CPU time, hence a 60 s budget.
- */
-export const STARTUP_BUDGET_S = 60;
 /** Startup probes poll this often; failureThreshold makes up the budget. */
 export const STARTUP_PERIOD_S = 2;
 
+/**
+ * How long a worker may take from start to opening its peer port before it is restarted (its engine
+ * starts first: a model load).
+ */
+export const STARTUP_BUDGET_S = 60;
+
+/** The hub's CPU request: all it is sure to get on a node whose workers keep every core busy. */
+export const HUB_CPU_REQUEST_M = 100;
+
+/**
+ * CPU seconds a hub takes from exec to answering: node's start, then the journal's replay. Measured
+ * (docs/performance.md, "Restart at any age"): 1.1 s with 1M tasks of history at the default
+ * retention; a live segment at its bound (half the snapshot) adds about 0.3 s.
+ */
+export const HUB_START_CPU_S = 1.4;
+
+/**
+ * How long a hub may take from start to answering /healthz before it is restarted: its start's CPU
+ * at its CPU request (14 s), twice over, in whole probe periods.
+ */
+export const HUB_STARTUP_BUDGET_S = STARTUP_PERIOD_S * Math.ceil((2 * HUB_START_CPU_S * 1000) / HUB_CPU_REQUEST_M / STARTUP_PERIOD_S);
+
 type Obj = Record<string, unknown>;
 
-/** A startupProbe with the budget: liveness starts only once it passed, so a slow replay is not killed. */
-export function startupProbe(action: Obj): Obj {
-  return { ...action, periodSeconds: STARTUP_PERIOD_S, failureThreshold: Math.ceil(STARTUP_BUDGET_S / STARTUP_PERIOD_S), timeoutSeconds: 2 };
+/** A startupProbe with a budget: liveness starts only once it passed, so a slow replay is not killed. */
+export function startupProbe(action: Obj, budgetS = STARTUP_BUDGET_S): Obj {
+  return { ...action, periodSeconds: STARTUP_PERIOD_S, failureThreshold: Math.ceil(budgetS / STARTUP_PERIOD_S), timeoutSeconds: 2 };
 }
 
 /** k3s hub: GET /healthz on the control API (HTTPS: kubelet does not verify the certificate of a probe). */
@@ -38,6 +54,6 @@ export function podmanExec(role: 'hub' | 'worker', stateDir: string): Obj {
   return {
     exec: { command: ['node', '/app/deploy/healthcheck.mjs', role, stateDir] },
     // Podman maps the liveness delay to the health check's start period.
-    initialDelaySeconds: STARTUP_BUDGET_S, periodSeconds: 30, timeoutSeconds: 10, failureThreshold: 3,
+    initialDelaySeconds: role === 'hub' ? HUB_STARTUP_BUDGET_S : STARTUP_BUDGET_S, periodSeconds: 30, timeoutSeconds: 10, failureThreshold: 3,
   };
 }

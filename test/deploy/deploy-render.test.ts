@@ -7,7 +7,7 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import YAML from 'yaml';
 import { plan, readModelShape } from '../../deploy/plan/index.js';
-import { STARTUP_BUDGET_S, packageVersion, renderDeployment, type DeployOptions } from '../../deploy/render/index.js';
+import { HUB_STARTUP_BUDGET_S, STARTUP_BUDGET_S, packageVersion, renderDeployment, type DeployOptions } from '../../deploy/render/index.js';
 import { llama3_8bShape, writeGguf } from '../helpers/gguf-writer.js';
 import { k8sProblems } from '../helpers/k8s-strict.js';
 import { ROOT } from '../helpers/paths.js';
@@ -82,7 +82,7 @@ t.test('k3s at chart level: TLS and token from Secrets, PDB, spread, NetworkPoli
     t.equal(c.image, `localhost/swarm:${packageVersion()}`, `${role}: the image pinned to the package version`);
     t.ok(c.startupProbe && c.livenessProbe, `${role}: startup and liveness probes`);
     t.notOk(c.livenessProbe.exec || c.startupProbe.exec || c.readinessProbe?.exec, `${role}: no exec probe (no Node process inside the memory limit)`);
-    t.equal(c.startupProbe.periodSeconds * c.startupProbe.failureThreshold, STARTUP_BUDGET_S, `${role}: the startup budget`);
+    t.equal(c.startupProbe.periodSeconds * c.startupProbe.failureThreshold, role === 'hub' ? HUB_STARTUP_BUDGET_S : STARTUP_BUDGET_S, `${role}: the startup budget`);
   }
   t.same(hc.args.slice(hc.args.indexOf('--control-host')), ['--control-host', '0.0.0.0', '--tls-cert', '/certs/hub.crt', '--tls-key', '/certs/hub.key', '--tls-ca', '/certs/ca.crt'], 'the hub: mutual TLS, the control API on the pod IP (HTTPS)');
   t.same([arg(wc, '--tls-ca'), arg(wc, '--tls-cert'), arg(wc, '--tls-key')], ['/certs/ca.crt', '/certs/worker.crt', '/certs/worker.key'], 'workers verify the hub and present their certificate');
