@@ -60,7 +60,7 @@ export interface LivenessDeps {
   readonly registry: Pick<Registry, 'all'>;
   readonly store: Pick<TaskStore, 'expireLeases' | 'holding' | 'queue'>;
   /** The failover mode and who holds the state go out with the heartbeats (a member that holds none sheds its gossip-mode state once the swarm is back in star mode). */
-  readonly failover: Pick<HubReplicator, 'active' | 'mode' | 'holders'>;
+  readonly failover: Pick<HubReplicator, 'active' | 'mode' | 'holders' | 'keeperIds'>;
   readonly sessions: Pick<Sessions, 'drop'>;
   readonly dispatcher: Pick<Dispatcher, 'offer' | 'schedule' | 'armReadyTimer'>;
 }

@@ -18,12 +18,13 @@ export class Liveness {
 
   private tick(now: number): void {
     const { registry, store, config, failover, sessions, dispatcher } = this.hub;
-    const fo = failover.active ? { mode: failover.mode, holders: new Set(failover.holders()) } : undefined;
+    const fo = failover.active ? { mode: failover.mode, holders: new Set(failover.holders()), keepers: new Set(failover.keeperIds()) } : undefined;
     const beat = fo ? { load: 0, status: 'hub', mode: fo.mode } : { load: 0, status: 'hub' };
     const holderBeat = { ...beat, holder: true };
+    const keeperBeat = { ...beat, keeper: true };
     for (const w of [...registry.all()]) {
       if (now - w.lastSeen > config.deadAfterMs) sessions.drop(w, `silent for ${now - w.lastSeen} ms`);
-      else w.conn.send(Type.HEARTBEAT, fo?.holders.has(w.id) ? holderBeat : beat);
+      else w.conn.send(Type.HEARTBEAT, fo?.holders.has(w.id) ? holderBeat : fo?.keepers.has(w.id) ? keeperBeat : beat);
     }
     const expired = store.expireLeases();
     for (const rec of expired) for (const w of registry.all()) if (w.release(rec.id)) dispatcher.offer(w);

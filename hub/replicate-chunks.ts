@@ -3,8 +3,11 @@ import type { ReplicaEntry } from '../protocol/index.js';
 
 type ReplEntry = ReplicaEntry;
 
-/** One STATE frame's entries, and the same entries as JSON text (the array's inside, without brackets). */
-export interface Chunk { entries: ReplEntry[]; json: string }
+/**
+ * One STATE frame's entries, and the same entries as JSON text (the array's inside, without brackets);
+ * `closed`: ids of finished tasks, for a keeper of the open tasks only (hub/replicate-keepers.ts).
+ */
+export interface Chunk { entries: ReplEntry[]; json: string; closed?: string[] }
 
 /** Longest entry replicated, JSON characters: frames are bounded at 1 MiB. */
 const MAX_ENTRY = 900 * 1024;
@@ -15,13 +18,15 @@ const MAX_ENTRY = 900 * 1024;
  * sent as it is to every holder (three holders used to cost three encodings of every delta, plus
  * one more of each spec to measure it).
  */
-export function chunks(entries: readonly ReplEntry[], max: number, log: Logger): Chunk[] {
+export function chunks(entries: readonly ReplEntry[], max: number, log: Logger, texts?: readonly string[]): Chunk[] {
   const out: Chunk[] = [];
   let cur: ReplEntry[] = [];
   let parts: string[] = [];
   let size = 0;
-  for (const e of entries) {
-    const text = JSON.stringify(e);
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i]!;
+    // `texts`: the entries already serialised (shared by the holders' and the keepers' frames).
+    const text = texts?.[i] ?? JSON.stringify(e);
     if (text.length > MAX_ENTRY) { log.warn({ task: e.id, bytes: text.length }, 'task too large to replicate'); continue; }
     if (cur.length && size + text.length > max) { out.push({ entries: cur, json: parts.join(',') }); cur = []; parts = []; size = 0; }
     cur.push(e); parts.push(text); size += text.length + 1;

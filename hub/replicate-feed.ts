@@ -30,6 +30,12 @@ export interface FeedOptions {
    */
   turnBytes?: number;
   /**
+   * A keeper of the open tasks only (hub/replicate-keepers.ts): a sync is the open tasks, and is
+   * preceded, in order, by a frame that has the keeper drop the open tasks it holds (some may have
+   * finished while it was not told: a cut link, deltas dropped).
+   */
+  resetOpen?: boolean;
+  /**
    * A task's submission order (its `seq`), if it is still in the store, and the next task's: a
    * whole-state sync covers the tasks there when it starts, and while it is under way a change to one
    * of them it has not reached yet is not sent as a delta (the sync reads the task as it is when it
@@ -117,6 +123,10 @@ export class HolderFeed {
       else this.startSync();
       return;
     }
+    if (c.closed) {
+      this.queue({ payload: { full: false, entries: c.entries, closed: c.closed }, json: `{"full":false,"entries":[${c.json}],"closed":${JSON.stringify(c.closed)}}` });
+      return;
+    }
     this.queue({ payload: { full: false, entries: c.entries }, json: `{"full":false,"entries":[${c.json}]}`, entries: c.json, ver: this.mark?.().ver });
   }
 
@@ -138,8 +148,8 @@ export class HolderFeed {
     const keep = c.entries.filter((e) => { const q = seqOf(e.id); return q === undefined || q <= s.reached || q >= s.end; });
     this.stats.skipped += c.entries.length - keep.length;
     if (keep.length === c.entries.length) return c;
-    if (!keep.length) return undefined;
-    return { entries: keep, json: keep.map((e) => JSON.stringify(e)).join(',') };
+    if (!keep.length && !c.closed) return undefined;
+    return { entries: keep, json: keep.map((e) => JSON.stringify(e)).join(','), closed: c.closed };
   }
 
   /** Queue an eviction (`json` is the payload's text), in order behind the deltas before it. */
@@ -159,6 +169,8 @@ export class HolderFeed {
    */
   startSync(records: Iterable<TaskRecord> = this.state(), limit = Infinity, whole = limit === Infinity): void {
     this.stats.syncs++;
+    // Kept like an eviction if deltas are dropped: it goes before everything the sync and later deltas bring.
+    if (whole && this.opts.resetOpen) { this.sync = undefined; this.queue({ payload: { full: false, entries: [], reset_open: true }, json: '{"full":false,"entries":[],"reset_open":true}', evict: true }); }
     this.sync = { iter: records[Symbol.iterator](), part: 0, left: limit, whole, upTo: -1, reached: -1, end: this.end(whole) };
     this.pump();
   }

@@ -3,6 +3,7 @@ import { Type, type Message, type Payload, type ReplicaEntry } from '../protocol
 import { DEFAULT_LEASE_MS } from '../sched/index.js';
 import { chunks } from './replicate-chunks.js';
 import { HolderFeed } from './replicate-feed.js';
+import { OpenKeepers } from './replicate-keepers.js';
 import { Versions, heldBy, type SyncMark } from './replicate-resume.js';
 import type { HaveDigest } from '../protocol/replica-have.js';
 import { HandbackHolds } from './handback-holds.js';
@@ -119,6 +120,8 @@ export class HubReplicator {
     haveSyncs: 0, haveHeld: 0, haveSent: 0,
   };
   private readonly signer: EntrySigner;
+  /** The lowest id of each process without a holder keeps the open tasks (hub/replicate-keepers.ts). */
+  readonly keepers: OpenKeepers;
 
   constructor(
     private readonly store: () => TaskStore,
@@ -129,6 +132,10 @@ export class HubReplicator {
     // Held tasks that become ready again wake the dispatcher through the store's `ready` event.
     this.holds = new HandbackHolds(store, log, () => {});
     this.signer = new EntrySigner(opts.token);
+    this.keepers = new OpenKeepers({
+      store, entry: (r, withSpec) => this.entry(r, withSpec), chunkBytes: opts.chunkBytes ?? 256 * 1024, maxBacklog: opts.maxBacklog ?? 4 * 1024 * 1024,
+      log: log.child({ part: 'keepers' }), settleMs: opts.settleMs, settleMaxMs: opts.settleMaxMs,
+    });
   }
 
   get active(): boolean { return this.peers.size > 0; }
@@ -149,6 +156,8 @@ export class HubReplicator {
 
   /** Ids of the workers that hold the replicated state now. */
   holders(): string[] { return this.holding.map((w) => w.id); }
+  /** Ids of the workers that keep the open tasks only. */
+  keeperIds(): string[] { return this.keepers.ids(); }
 
   start(): void {
     const every = this.opts.fullSyncMs ?? 10_000;
@@ -162,6 +171,7 @@ export class HubReplicator {
     if (this.fullTimer) clearInterval(this.fullTimer);
     if (this.batchTimer) clearTimeout(this.batchTimer);
     if (this.settleTimer) clearTimeout(this.settleTimer);
+    this.keepers.stop();
     this.holds.stop();
   }
 
@@ -202,6 +212,7 @@ export class HubReplicator {
     for (const w of this.haves.keys()) if (!next.includes(w)) this.haves.delete(w);
     for (const w of next) if (!before.has(w)) this.syncDue.add(w);
     if (this.syncDue.size) this.settle();
+    this.keepers.elect([...this.peers.values()].map((p) => p.w), next);
   }
 
   /** (Re)arm the settle timer: the due full syncs start once the holder set is still. */
@@ -323,13 +334,16 @@ export class HubReplicator {
   flush(): void {
     if (this.batchTimer) clearTimeout(this.batchTimer);
     this.batchTimer = undefined;
-    const entries = [...this.pending.values()].map((p) => this.entry(p.rec, p.spec));
+    const recs = [...this.pending.values()];
+    const entries = recs.map((p) => this.entry(p.rec, p.spec));
     this.pending = new Map();
     if (!entries.length) return;
     this.versions.flushed();
     this.stats.deltas += entries.length;
-    // Encoded once for every holder; each holder's feed sends them as its socket drains.
-    for (const c of chunks(entries, this.opts.chunkBytes ?? 256 * 1024, this.log)) for (const w of this.holding) this.feed(w).delta(c);
+    // Encoded once for every holder and keeper; each one's feed sends them as its socket drains.
+    const texts = this.keepers.size ? entries.map((e) => JSON.stringify(e)) : undefined;
+    for (const c of chunks(entries, this.opts.chunkBytes ?? 256 * 1024, this.log, texts)) for (const w of this.holding) this.feed(w).delta(c);
+    if (texts) this.keepers.delta(recs.map((p) => p.rec), entries, texts);
   }
 
   /**

@@ -166,6 +166,8 @@ export const Payloads = {
     mode: z.string().max(32).optional(),
     /** Hub to a failover worker: it holds the replicated state now. */
     holder: z.boolean().optional(),
+    /** Hub to a failover worker: it keeps the open tasks only (its process holds no replica; hub/replicate-keepers.ts). */
+    keeper: z.boolean().optional(),
     coordinator: z.string().max(128).optional(),
     epoch: z.number().int().nonnegative().optional(),
     /** The worker's engine: loading, ready to run tasks, or failed to start (`engine_error` says why). */
@@ -201,6 +203,10 @@ export const Payloads = {
     runs: z.array(z.object({ run: id, spec: z.unknown().optional(), ended: z.boolean().optional() })).max(1000).optional(),
     /** Finished tasks that left the hub's hot state (its retention horizon): a holder drops them too. */
     evicted: z.array(id).max(100_000).optional(),
+    /** To a keeper of the open tasks: these tasks finished; it drops them (unless it ran them itself). */
+    closed: z.array(id).max(100_000).optional(),
+    /** To a keeper of the open tasks: drop every open task held (a sync of the open tasks follows). */
+    reset_open: z.boolean().optional(),
     /**
      * How far the receiver's copy now goes, for a resume after a cut (hub/replicate-resume.ts): every
      * change up to version `ver` of hub generation `gen`, for the tasks up to `seq` (submission order)

@@ -57,6 +57,8 @@ export class AgentFailover {
   private readonly hubTasks = new Set<string>();
   /** The hub's heartbeats say this member holds the replicated state (the hub elected it). */
   private holdsState = false;
+  /** The hub's heartbeats say this member keeps the open tasks only (hub/replicate-keepers.ts). */
+  private keepsOpen = false;
   /** Gossip mode filled the replica, or the hub stopped keeping it current, since it was last shed (see `shedIfDone`). */
   private shedDue = false;
   /** The last STATE `sync` mark from the hub (see `takeSyncMark`). */
@@ -124,6 +126,8 @@ export class AgentFailover {
   listen(): Promise<string> { return this.transport.listen(); }
 
   get mode(): Mode { return this.node.mode; }
+  /** The hub elected this member a keeper of the open tasks (hub/replicate-keepers.ts). */
+  get keepsOpenTasks(): boolean { return this.keepsOpen; }
   status(): NodeStatus { return this.node.status(); }
 
   /** The client connected to a hub: start gossip on the first connect, reconcile after gossip mode. */
@@ -152,6 +156,10 @@ export class AgentFailover {
       const holds = m.payload.holder === true;
       if (this.holdsState && !holds) this.shedDue = true;
       this.holdsState = holds;
+      // A keeper no longer elected gets no more of the open tasks either: what it keeps goes stale.
+      const keeps = m.payload.keeper === true;
+      if (this.keepsOpen && !keeps) this.shedDue = true;
+      this.keepsOpen = keeps;
       this.node.sync.setHolder(holds);
       // The hub says star once every member has handed back.
       if (m.payload.mode === Mode.STAR) this.shedIfDone();
@@ -174,7 +182,9 @@ export class AgentFailover {
     if (m.type === Type.STATE) {
       // Merged below before anything else can read it: the mark says how far this copy now goes.
       if (m.payload.sync) this.syncMark = m.payload.sync;
+      if (m.payload.reset_open) this.dropOpen();
       if (m.payload.entries.length) this.controller.state(m.payload.entries);
+      if (m.payload.closed?.length) this.dropClosed(m.payload.closed);
       if (m.payload.evicted?.length) this.controller.evicted(m.payload.evicted);
       if (m.payload.runs) this.runs.merge(m.payload.runs as ReplicatedRun[]);
       return true;
@@ -208,9 +218,31 @@ export class AgentFailover {
     if (!this.shedDue || this.holdsState || this.mode !== Mode.STAR) return;
     this.shedDue = false;
     const running = new Set(this.node.executor.active);
-    const n = this.controller.shed((id) => this.hubTasks.has(id) || running.has(id));
+    // A keeper keeps the open tasks: the hub synced them when it became one, and keeps them current.
+    const open = (id: string) => { const s = this.node.replica.state(id); return s === 'queued' || s === 'leased'; };
+    const n = this.controller.shed((id) => this.hubTasks.has(id) || running.has(id) || (this.keepsOpen && open(id)));
     this.syncMark = undefined; // what it vouched for is gone
     this.log.info({ shed: n, kept: this.node.replica.size }, 'swarm back in star mode: gossip-mode replica shed');
+  }
+
+  /**
+   * A keeper's sync of the open tasks begins: the open tasks it holds go (some may have finished
+   * while it was not told), but for those running here; what it ran itself stays.
+   */
+  private dropOpen(): void {
+    const running = new Set(this.node.executor.active);
+    const r = this.node.replica;
+    const ids: string[] = [];
+    for (const e of r.openEntries()) if (!this.hubTasks.has(e.id) && !running.has(e.id)) ids.push(e.id);
+    r.discard(ids, () => false);
+    this.syncMark = undefined; // what it vouched for is gone
+  }
+
+  /** A keeper hears that these tasks finished: it drops them, but for its own outcomes and those running here. */
+  private dropClosed(ids: readonly string[]): void {
+    const self = this.node.id;
+    const running = new Set(this.node.executor.active);
+    this.node.replica.discard(ids, (e) => this.hubTasks.has(e.id) || running.has(e.id) || e.result?.worker === self || e.failure?.worker === self);
   }
 
   /**

@@ -11,6 +11,8 @@ export interface AgentFailoverStatus {
   coordinating: boolean; peer_addr: string; gossip_since?: number; last_final_at?: number;
   /** Takes in the whole replicated state in gossip mode: a holder the hub elected, or the acting coordinator. */
   holds_state?: boolean;
+  /** The hub elected it a keeper of the open tasks (its process holds no replica). */
+  keeps_open?: boolean;
   replica: { queued: number; leased: number; done: number; failed: number; size: number };
   /** In gossip mode, when at most 5 tasks are left: those tasks and their leases (what a stalled run waits on). */
   left?: { id: string; lease?: Lease }[];
@@ -86,7 +88,7 @@ export class FailoverStatusWriter {
       return [{
         id: fo.node.id, mode: s.mode, coordinator: s.coordinator, epoch: s.epoch, live: s.live, hub: s.hub,
         coordinating: fo.node.coordinator.isCoordinating, peer_addr: fo.transport.addr, gossip_since: fo.node.gossipSince, last_final_at: fo.lastFinalAt,
-        holds_state: fo.node.sync.pulls,
+        holds_state: fo.node.sync.pulls, keeps_open: fo.keepsOpenTasks || undefined,
         replica: { ...fo.node.replica.counts(), size: fo.node.replica.size },
         left: this.left(fo.node.replica, s.mode),
         leases: fo.node.coordinator.isCoordinating ? (({ revoked, forgiven, stalls, failed }) => ({ revoked, forgiven, stalls, failed }))(fo.node.coordinator.stats) : undefined,

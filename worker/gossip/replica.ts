@@ -253,6 +253,22 @@ export class Replica {
     return gone.length;
   }
 
+  /**
+   * Drop the entries of `ids` that `keep` refuses (it sees them as `peek` does), without remembering
+   * them: a keeper of the open tasks drops those the hub says finished. Returns how many went.
+   */
+  discard(ids: Iterable<string>, keep: (e: Entry) => boolean): number {
+    this.settle();
+    let n = 0;
+    for (const id of ids) {
+      const e = this.entries.get(id);
+      if (!e || keep(e)) continue;
+      this.drop(id, e);
+      n++;
+    }
+    return n;
+  }
+
   /** Remove one entry from every structure that holds it (its fingerprints are settled). */
   private drop(id: string, e: Entry): void {
     const h = this.hashes.get(id);

@@ -1,0 +1,126 @@
+import type { Logger } from 'pino';
+import { Type, type ReplicaEntry } from '../protocol/index.js';
+import { chunks } from './replicate-chunks.js';
+import { HolderFeed } from './replicate-feed.js';
+import type { WorkerEntry } from './registry.js';
+import type { TaskStore } from './store.js';
+import { isFinal, type TaskRecord } from './task.js';
+
+/** What the keepers need of the replicator. */
+export interface KeeperDeps {
+  store: () => TaskStore;
+  /** A record as a replica entry, with or without its spec (hub/replicate.ts `entry`). */
+  entry: (rec: TaskRecord, withSpec: boolean) => ReplicaEntry;
+  chunkBytes: number;
+  maxBacklog: number;
+  log: Logger;
+  /** The keepers' syncs start once the set has been still this long (at most `settleMaxMs` after the first change). */
+  settleMs?: number;
+  settleMaxMs?: number;
+}
+
+/** Ids a closed frame carries at most. */
+const CLOSED_PER_FRAME = 10_000;
+
+/**
+ * Keepers of the open tasks: the lowest id of every worker process that has no replica holder. Each
+ * gets the open tasks (spec, lease) and the ids of those that finish, which it drops, so it holds the
+ * open work only, however long the swarm has run. The acting coordinator is the lowest live id; if the
+ * hub and every holder's process die together, that is the lowest id of a surviving process: a keeper,
+ * which then has every open task to dispatch (without keepers, such a coordinator had only what each
+ * member ran itself, and the queued tasks waited for a hub). What it costs: one copy of the open work
+ * per worker process without a holder, and one decode of each new task's spec there; finished tasks
+ * go as ids only.
+ */
+export class OpenKeepers {
+  private keeping: WorkerEntry[] = [];
+  private readonly feeds = new Map<WorkerEntry, HolderFeed>();
+  private readonly due = new Set<WorkerEntry>();
+  private timer?: NodeJS.Timeout;
+  private since = 0;
+  readonly stats = { syncs: 0, deltas: 0, closed: 0 };
+
+  constructor(private readonly deps: KeeperDeps) {}
+
+  /** Ids of the keepers now. */
+  ids(): string[] { return this.keeping.map((w) => w.id); }
+  get size(): number { return this.keeping.length; }
+
+  /** Choose the keepers among `peers`: one per process that has no holder. A new keeper gets the open tasks once the set is still. */
+  elect(peers: Iterable<WorkerEntry>, holders: readonly WorkerEntry[]): void {
+    const key = (w: WorkerEntry) => (w.pid !== undefined || w.host !== undefined ? `${w.host ?? ''}\u0000${w.pid ?? ''}` : `id:${w.id}`);
+    const held = new Set(holders.map(key));
+    const lowest = new Map<string, WorkerEntry>();
+    for (const w of peers) {
+      const k = key(w);
+      if (held.has(k)) continue;
+      const cur = lowest.get(k);
+      if (!cur || w.id < cur.id) lowest.set(k, w);
+    }
+    const next = [...lowest.values()];
+    const before = new Set(this.keeping);
+    this.keeping = next;
+    for (const w of before) if (!next.includes(w)) { this.feeds.get(w)?.stop(); this.feeds.delete(w); this.due.delete(w); }
+    for (const w of next) if (!before.has(w)) this.due.add(w);
+    if (this.due.size) this.settle();
+  }
+
+  private settle(): void {
+    const now = Date.now();
+    if (!this.timer) this.since = now;
+    clearTimeout(this.timer);
+    const wait = Math.max(0, Math.min(this.deps.settleMs ?? 300, this.since + (this.deps.settleMaxMs ?? 2000) - now));
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      for (const w of this.due) if (this.keeping.includes(w) && !w.conn.isClosed) { this.stats.syncs++; this.feed(w).startSync(); }
+      this.due.clear();
+    }, wait);
+    this.timer.unref();
+  }
+
+  /**
+   * A flush's changes: `recs` as they are now, `entries` built from them (as the holders get them),
+   * `texts` their JSON. The open ones go as they are; the finished ones as ids.
+   */
+  delta(recs: readonly TaskRecord[], entries: readonly ReplicaEntry[], texts: readonly string[]): void {
+    if (!this.keeping.length) return;
+    const open: ReplicaEntry[] = [];
+    const openTexts: string[] = [];
+    const closed: string[] = [];
+    recs.forEach((r, i) => { if (isFinal(r)) closed.push(r.id); else { open.push(entries[i]!); openTexts.push(texts[i]!); } });
+    const cs = chunks(open, this.deps.chunkBytes, this.deps.log, openTexts);
+    for (let i = 0; i < closed.length; i += CLOSED_PER_FRAME) cs.push({ entries: [], json: '', closed: closed.slice(i, i + CLOSED_PER_FRAME) });
+    this.stats.deltas += open.length;
+    this.stats.closed += closed.length;
+    // A keeper whose sync has not started gets nothing yet: the sync covers every task there when it starts.
+    for (const w of this.keeping) if (!this.due.has(w)) for (const c of cs) this.feed(w).delta(c);
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+    for (const f of this.feeds.values()) f.stop();
+  }
+
+  private feed(w: WorkerEntry): HolderFeed {
+    let f = this.feeds.get(w);
+    if (f) return f;
+    const conn = w.conn;
+    const store = this.deps.store;
+    f = new HolderFeed({
+      send: (payload, payloadJson) => conn.send(Type.STATE, payload, { payloadJson }),
+      get writable() { return conn.writable; },
+      drained: () => conn.drained(),
+      get isClosed() { return conn.isClosed; },
+    }, (r, withSpec) => this.deps.entry(r, withSpec), () => openOf(store().queue.all()), {
+      chunkBytes: this.deps.chunkBytes, maxBacklog: this.deps.maxBacklog, log: this.deps.log.child({ keeper: w.id }), resetOpen: true,
+      seqOf: (id) => store().queue.get(id)?.seq, nextSeq: () => store().queue.nextSeq,
+    });
+    this.feeds.set(w, f);
+    return f;
+  }
+}
+
+/** The records not final, lazily, as they are when the sync reaches them. */
+function* openOf(all: Iterable<TaskRecord>): Iterable<TaskRecord> {
+  for (const r of all) if (!isFinal(r)) yield r;
+}
