@@ -61,6 +61,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/hub/dup-window.test.ts',
   'test/hub/holder-settle.test.ts',
   'test/hub/replicate-resume.test.ts',
+  'test/hub/replicate-reconnect.test.ts',
   'test/hub/replicate-behind.test.ts',
   'test/hub/replicate-feed-ahead.test.ts',
   'test/hub/replicate-have.test.ts',
