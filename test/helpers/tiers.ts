@@ -28,6 +28,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/hub/wait-stream.test.ts',
   'test/worker/lazy-abort.test.ts',
   'test/worker/orphan-guard.test.ts',
+  'test/worker/orphan-gossip.test.ts',
   'test/failover/handback-failure-attack.test.ts',
   'test/hub/replicate-mark-attack.test.ts',
   'test/worker/gossip-failure-mac.test.ts',
