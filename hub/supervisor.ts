@@ -11,12 +11,14 @@ import { isOldFormat, isSameProcess, readPidFile, writePidFile, type ProcId } fr
 export const RESPAWN_DELAY_MS = 200;
 
 /**
- * The niceness supervised worker processes run at (their engines inherit it): below the hub, so
- * that a busy swarm does not starve the hub, above all while it replays its journal after a
- * restart with every worker still running (the hub got a fifth of the CPU its workers did there).
- * `SWARM_WORKER_NICE` (0-19; 0: the hub's own) overrides it.
+ * The niceness supervised worker processes run at above the hub's (their engines inherit it):
+ * `SWARM_WORKER_NICE` (0-19). Off by default: it puts the hub first among the swarm's own processes
+ * (a replay after a restart with every worker still running), but on a machine loaded by others the
+ * workers then rejoin a restarted hub later: after kill -9 with 1M tasks of history at load 18-20,
+ * the swarm was ready 29-33 s after the kill at +5 against 20-23 s at 0, and the hub listened no
+ * sooner (docs/performance.md, "Restart at any age").
  */
-export const DEFAULT_WORKER_NICE = 5;
+export const DEFAULT_WORKER_NICE = 0;
 
 /** The worker niceness `SWARM_WORKER_NICE` asks for (DEFAULT_WORKER_NICE when unset); a value out of 0-19 is a config error. */
 export function workerNice(env: NodeJS.ProcessEnv = process.env): number {
