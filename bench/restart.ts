@@ -6,8 +6,8 @@
  * - `swarm up --agents 4 --driver echo --detach` on it: `ready_ms` as `up` reports it (the hub has
  *   replayed and every worker has joined), then `swarm down`;
  * - `--kills K` times, each on a fresh copy of that state: `swarm up --agents A --procs P --driver
- *   echo` (failover on), tasks submitted without pause, the hub killed (`kill -9`) after --load-s
- *   seconds, `swarm up` again: `up`'s ready_ms (every worker back) and its wall time from the kill,
+ *   echo` (failover on), tasks submitted without pause, the hub killed (`kill -9`) --load-s seconds
+ *   after its replica holders have their whole copy (a steady swarm), `swarm up` again: `up`'s ready_ms (every worker back) and its wall time from the kill,
  *   and when the restarted hub ran a task submitted right after `up` returned (ready = accepts and
  *   dispatches). The load average at each kill beside it.
  * Run: `npm run build && node dist/bench/restart.js [--tasks 1000000] [--retain 24h,100000] [--keep]
@@ -96,6 +96,16 @@ async function killRun(built: string, run: number, retain: string): Promise<Reco
         await sleep(20);
       }
     })();
+    // A steady swarm: the holders have their copy (their first whole sync of 100,000 tasks done), as
+    // any swarm that has run a while; then the clients' load for a while.
+    const tSync = performance.now();
+    for (let i = 0; i < 120; i++) {
+      const st = await api<{ failover?: { holders?: string[]; feeds?: { syncing: boolean; syncs: number; synced: number }[] } }>(dir, 'GET', '/status');
+      const feeds = st?.failover?.feeds ?? [];
+      if (feeds.length && feeds.length >= (st?.failover?.holders?.length ?? 0) && feeds.every((f) => !f.syncing && f.syncs > 0 && f.synced > 0)) break;
+      await sleep(500);
+    }
+    const holdersSyncedMs = Math.round(performance.now() - tSync);
     await sleep(Number(arg('--load-s', '3')) * 1000);
     const hub = (JSON.parse(fs.readFileSync(path.join(dir, 'hub.json'), 'utf8')) as { pid: number }).pid;
     const loadAtKill = load();
@@ -134,7 +144,7 @@ async function killRun(built: string, run: number, retain: string): Promise<Reco
       }
     } catch { /* no log */ }
     const row = {
-      run, load_at_kill: loadAtKill, first_up_ready_ms: first.readyMs ?? null, tasks_submitted_under_load: submitted,
+      run, load_at_kill: loadAtKill, first_up_ready_ms: first.readyMs ?? null, holders_synced_after_ms: holdersSyncedMs, tasks_submitted_under_load: submitted,
       kill_to_hub_listening_ms: listenMs, restart_up_ready_ms: again.readyMs ?? null, kill_to_up_returned_ms: upDoneMs, kill_to_probe_result_ms: w?.complete ? probeMs : null,
       ...(first.error || again.error ? { error: first.error ?? again.error } : {}),
     };
