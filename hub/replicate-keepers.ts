@@ -5,6 +5,7 @@ import { HolderFeed } from './replicate-feed.js';
 import type { WorkerEntry } from './registry.js';
 import type { TaskStore } from './store.js';
 import { isFinal, type TaskRecord } from './task.js';
+import { Settle } from './settle.js';
 
 /** What the keepers need of the replicator. */
 export interface KeeperDeps {
@@ -36,11 +37,15 @@ export class OpenKeepers {
   private keeping: WorkerEntry[] = [];
   private readonly feeds = new Map<WorkerEntry, HolderFeed>();
   private readonly due = new Set<WorkerEntry>();
-  private timer?: NodeJS.Timeout;
-  private since = 0;
+  private readonly settle: Settle;
   readonly stats = { syncs: 0, deltas: 0, closed: 0 };
 
-  constructor(private readonly deps: KeeperDeps) {}
+  constructor(private readonly deps: KeeperDeps) {
+    this.settle = new Settle(() => {
+      for (const w of this.due) if (this.keeping.includes(w) && !w.conn.isClosed) { this.stats.syncs++; this.feed(w).startSync(); }
+      this.due.clear();
+    }, deps.settleMs, deps.settleMaxMs);
+  }
 
   /** Ids of the keepers now. */
   ids(): string[] { return this.keeping.map((w) => w.id); }
@@ -62,20 +67,7 @@ export class OpenKeepers {
     this.keeping = next;
     for (const w of before) if (!next.includes(w)) { this.feeds.get(w)?.stop(); this.feeds.delete(w); this.due.delete(w); }
     for (const w of next) if (!before.has(w)) this.due.add(w);
-    if (this.due.size) this.settle();
-  }
-
-  private settle(): void {
-    const now = Date.now();
-    if (!this.timer) this.since = now;
-    clearTimeout(this.timer);
-    const wait = Math.max(0, Math.min(this.deps.settleMs ?? 300, this.since + (this.deps.settleMaxMs ?? 2000) - now));
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      for (const w of this.due) if (this.keeping.includes(w) && !w.conn.isClosed) { this.stats.syncs++; this.feed(w).startSync(); }
-      this.due.clear();
-    }, wait);
-    this.timer.unref();
+    if (this.due.size) this.settle.poke();
   }
 
   /**
@@ -97,7 +89,7 @@ export class OpenKeepers {
   }
 
   stop(): void {
-    clearTimeout(this.timer);
+    this.settle.stop();
     for (const f of this.feeds.values()) f.stop();
   }
 

@@ -15,6 +15,7 @@ import type { WorkerEntry } from './registry.js';
 import type { TaskStore } from './store.js';
 import type { StoreEvent } from './store-events.js';
 import { isFinal, type TaskRecord } from './task.js';
+import { Settle } from './settle.js';
 
 /** A replica entry as the workers' gossip layer merges it: the wire type STATE and HANDBACK carry. */
 export type ReplEntry = ReplicaEntry;
@@ -90,10 +91,9 @@ export class HubReplicator {
    * a holder's finished entries stay until evicted, and the hub no longer has an evicted task either.
    */
   private readonly haves = new Map<WorkerEntry, { have: HaveDigest; held?: ReturnType<typeof heldBy> }>();
-  /** New holders whose full sync waits for the holder set to settle, and since when. */
+  /** New holders whose full sync waits for the holder set to settle. */
   private readonly syncDue = new Set<WorkerEntry>();
-  private settleTimer?: NodeJS.Timeout;
-  private settleSince = 0;
+  private readonly settle: Settle;
   private lastHandback = 0;
   /** Offered tasks leased to no one until the handback brings them. */
   readonly holds: HandbackHolds;
@@ -132,6 +132,10 @@ export class HubReplicator {
     // Held tasks that become ready again wake the dispatcher through the store's `ready` event.
     this.holds = new HandbackHolds(store, log, () => {});
     this.signer = new EntrySigner(opts.token);
+    this.settle = new Settle(() => {
+      for (const w of this.syncDue) if (this.holding.includes(w) && !w.conn.isClosed) this.fullSync(w);
+      this.syncDue.clear();
+    }, opts.settleMs, opts.settleMaxMs);
     this.keepers = new OpenKeepers({
       store, entry: (r, withSpec) => this.entry(r, withSpec), chunkBytes: opts.chunkBytes ?? 256 * 1024, maxBacklog: opts.maxBacklog ?? 4 * 1024 * 1024,
       log: log.child({ part: 'keepers' }), settleMs: opts.settleMs, settleMaxMs: opts.settleMaxMs,
@@ -170,7 +174,7 @@ export class HubReplicator {
   stop(): void {
     if (this.fullTimer) clearInterval(this.fullTimer);
     if (this.batchTimer) clearTimeout(this.batchTimer);
-    if (this.settleTimer) clearTimeout(this.settleTimer);
+    this.settle.stop();
     this.keepers.stop();
     this.holds.stop();
   }
@@ -211,23 +215,10 @@ export class HubReplicator {
     // A member not a holder sheds its copy once the swarm is in star mode: what it reported holding no longer stands.
     for (const w of this.haves.keys()) if (!next.includes(w)) this.haves.delete(w);
     for (const w of next) if (!before.has(w)) this.syncDue.add(w);
-    if (this.syncDue.size) this.settle();
+    if (this.syncDue.size) this.settle.poke();
     this.keepers.elect([...this.peers.values()].map((p) => p.w), next);
   }
 
-  /** (Re)arm the settle timer: the due full syncs start once the holder set is still. */
-  private settle(): void {
-    const now = Date.now();
-    if (!this.settleTimer) this.settleSince = now;
-    clearTimeout(this.settleTimer);
-    const wait = Math.max(0, Math.min(this.opts.settleMs ?? 300, this.settleSince + (this.opts.settleMaxMs ?? 2000) - now));
-    this.settleTimer = setTimeout(() => {
-      this.settleTimer = undefined;
-      for (const w of this.syncDue) if (this.holding.includes(w) && !w.conn.isClosed) this.fullSync(w);
-      this.syncDue.clear();
-    }, wait);
-    this.settleTimer.unref();
-  }
 
   /** What a holder at mark `m` lacks, as a resumed sync sends it; undefined if only the whole state will do. */
   private lacking(m: SyncMark | undefined, end = Infinity, w?: WorkerEntry): { records: Iterable<TaskRecord>; upTo: number; bare: (r: TaskRecord) => boolean } | undefined {
