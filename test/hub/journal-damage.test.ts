@@ -163,7 +163,10 @@ t.test('kill -9 at random points while tasks are written, evicted and compacted:
     // compactions a 4 KiB segment bound starts every few batches, wherever it falls.
     const r = await runChild(dir, '', 'forever', [String(next), '40'], Math.floor(Math.random() * 1000));
     t.equal(r.signal, 'SIGKILL', `round ${round}: killed`);
-    t.match(r.out, /^open 0$/m, `round ${round}: the restart found no damage`);
+    // A kill inside a write can leave its last line torn (the kernel copies page by page): that is
+    // set aside as such, never acknowledged; anything else would be damage the kill made.
+    const found = /^open (\d+) ?(.*)$/m.exec(r.out);
+    t.ok(found && (found[1] === '0' || found[2]!.split('|').every((why) => /torn last line/.test(why))), `round ${round}: the restart found no damage but a torn last line (${found?.[0]})`);
     const nums = told(check, r.out);
     next = Math.max(next, ...nums.map((n) => n + 10)) + 10;
     // (A round killed before its first batch leaves nothing told; the next one goes on.)
@@ -171,7 +174,7 @@ t.test('kill -9 at random points while tasks are written, evicted and compacted:
   t.ok(check.counts.accepted > 100, `${check.counts.accepted} acknowledged over ${rounds} kills`);
   const s = await TaskStore.open(dir, opts, { fsyncMs: 0 }, { retain: { ageMs: 3600_000, count: 40 }, evictEveryMs: 3600_000 });
   t.teardown(() => s.close());
-  t.equal(s.damage.records, 0, 'no damage from the kills');
+  t.ok(s.damage.samples.every((d) => /torn last line/.test(d.why)), 'no damage from the kills but a torn last line');
   // Every task is hot or archived, once; the archive's lines are counted with the hot results.
   const final: FinalTask[] = state(s);
   const records = new Map<string, number>();
