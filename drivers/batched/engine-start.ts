@@ -24,16 +24,32 @@ export interface EnginePaths { socket: string; lock: string; pid: string; log: s
  * limited to 107 bytes, so a long directory gets its socket under the system's temp dir instead.
  */
 export function enginePaths(dir: string | undefined, key: { model: string; ctx: number; threads: number | 'auto'; prefixCache?: boolean; kvUnified?: boolean; tailWiden?: boolean; flashAttn?: FlashAttnSetting; loop?: 'direct' | 'library' }): EnginePaths {
-  const base = dir ?? path.join(os.tmpdir(), `swarm-engines-${process.getuid?.() ?? 'u'}`);
+  let base = dir;
+  if (base === undefined) privateDir(base = path.join(os.tmpdir(), `swarm-engines-${process.getuid?.() ?? 'u'}`));
   const id = crypto.createHash('sha256').update(`${path.resolve(key.model)}\0${key.ctx}\0${key.threads}${key.prefixCache === false ? '\0nocache' : ''}${key.kvUnified === false ? '\0nokvu' : ''}${key.tailWiden === false ? '\0nowiden' : ''}${key.flashAttn && key.flashAttn !== 'auto' ? `\0fa-${key.flashAttn}` : ''}${key.loop && key.loop !== DEFAULT_LOOP ? `\0loop=${key.loop}` : ''}`).digest('hex').slice(0, 12);
   const root = path.join(base, 'engines');
   let socket = path.join(root, `${id}.sock`);
   if (Buffer.byteLength(socket) > 100) {
     const short = path.join(os.tmpdir(), `swarm-eng-${process.getuid?.() ?? 'u'}`);
-    fs.mkdirSync(short, { recursive: true, mode: 0o700 });
+    privateDir(short);
     socket = path.join(short, crypto.createHash('sha256').update(socket).digest('hex').slice(0, 16) + '.sock');
   }
   return { socket, lock: path.join(root, `${id}.lock`), pid: path.join(root, `${id}.pid`), log: path.join(root, `${id}.log`), failed: path.join(root, `${id}.failed`), info: path.join(root, `${id}.json`) };
+}
+
+/**
+ * Make `dir` (a folder under the shared temp dir, whose name anyone can guess) or take it as found only
+ * if it is ours and no one else may write in it: another local user who made it first could put their
+ * own socket there and answer every prompt.
+ */
+function privateDir(dir: string): void {
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const st = fs.lstatSync(dir);
+  const uid = process.getuid?.();
+  if (!st.isDirectory() || (uid !== undefined && st.uid !== uid)) {
+    throw new SwarmError('SWARM_ERR_CONFIG', `${dir} is not a folder of this user (owner uid ${st.uid}${st.isSymbolicLink() ? ', a symlink' : ''}): the engine's socket will not go there; remove it or use a shorter state dir`);
+  }
+  if (st.mode & 0o077) fs.chmodSync(dir, 0o700);
 }
 
 /** Connect to the engine's socket; rejects with the system error (ENOENT, ECONNREFUSED: no engine). */

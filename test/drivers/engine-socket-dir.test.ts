@@ -9,9 +9,7 @@ import { enginePaths } from '../../drivers/batched/index.js';
  * system's temp dir, in a folder whose name anyone can guess (`swarm-eng-<uid>`). Another local user
  * who made that folder first (mode 0777) could replace the socket and answer every prompt.
  */
-t.test('the short socket folder is not one another user made first', {
-  todo: 'drivers/batched/engine-start.ts enginePaths: mkdirSync(short, {recursive}) accepts an existing folder of any owner and mode; it should check owner == this uid and mode 0700 (lstat, not a symlink), or use a private mkdtemp folder recorded in the state dir.',
-}, async (t) => {
+t.test('the short socket folder is not one another user made first', async (t) => {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-sockdir-'));
   t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
   const saved = process.env.TMPDIR;
@@ -22,11 +20,21 @@ t.test('the short socket folder is not one another user made first', {
   fs.chmodSync(squat, 0o777);
   // As root, hand it to nobody, as the other user would have it.
   if (process.getuid?.() === 0) fs.chownSync(squat, 65534, 65534);
-  let socket: string | undefined;
-  try { socket = enginePaths('/tmp/' + 'x'.repeat(120), { model: '/m.gguf', ctx: 2048, threads: 1 }).socket; } catch { /* refused: fine */ }
-  if (socket !== undefined) {
-    const dir = fs.lstatSync(path.dirname(socket));
-    t.equal(dir.uid, process.getuid?.(), 'the socket folder is ours');
-    t.equal(dir.mode & 0o077, 0, 'and no one else may write in it');
+  const longDir = '/tmp/' + 'x'.repeat(120);
+  const key = { model: '/m.gguf', ctx: 2048, threads: 1 } as const;
+  if (process.getuid?.() === 0) {
+    t.throws(() => enginePaths(longDir, key), /not a folder of this user \(owner uid 65534\)/, "another user's folder: refused, naming its owner");
+    fs.chownSync(squat, 0, 0);
   }
+  // Ours but open to everyone (made so by an old version or by hand): closed before use.
+  const socket = enginePaths(longDir, key).socket;
+  const dir = fs.lstatSync(path.dirname(socket));
+  t.equal(path.dirname(socket), squat);
+  t.equal(dir.uid, process.getuid?.(), 'the socket folder is ours');
+  t.equal(dir.mode & 0o077, 0, 'and no one else may write in it');
+  // A symlink in its place, to a folder of ours elsewhere: refused, not followed.
+  fs.rmSync(squat, { recursive: true });
+  const elsewhere = fs.mkdtempSync(path.join(tmp, 'elsewhere-'));
+  fs.symlinkSync(elsewhere, squat);
+  t.throws(() => enginePaths(longDir, key), /a symlink/, 'a symlink in its place: refused');
 });
