@@ -14,7 +14,7 @@ export type JournalRecord =
   /**
    * Finished tasks that left the hot state for the results archive (hub/archive.ts): their lines are
    * in archive file `file` at `offsets` (same order as `ids`). Replay drops them and remembers the
-   * ids for the duplicate window (hub/retention.ts). `end`: the archive file's length after the
+   * ids for the duplicate window (hub/dup-window.ts). `end`: the archive file's length after the
    * write, so a restart knows which archived lines no evict record covers (hub/archive-evict.ts).
    */
   | { t: 'evict'; ids: string[]; file: number; offsets: number[]; at: number; end?: number; /** TaskStore.acceptedFloor when the snapshot was written. */ floor?: number };
