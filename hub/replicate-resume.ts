@@ -97,6 +97,12 @@ export class Versions {
     this.flushedVer = this.ver; // queued at once, behind the deltas flushed before
   }
 
+  /**
+   * Every id this hub process evicted, oldest first, while it still knows them all (none forgotten
+   * past the log's bound); undefined once it does not.
+   */
+  evictedAll(): string[] | undefined { return this.floor === 0 ? this.evictedSince(0) : undefined; }
+
   /** True if a holder at `m` can be brought up to date from here without the whole state. */
   canResume(m: SyncMark | undefined): m is SyncMark {
     return !!m && m.gen === this.gen && m.ver >= this.floor && m.ver <= this.flushedVer;
@@ -143,17 +149,36 @@ export class Versions {
  * predicate true for the finished tasks it already holds as this hub does, which its whole-state sync
  * leaves out; undefined without a usable digest. Read once over the state now: a task that changes
  * after (a version past `versions.now`) is sent whatever its bucket says.
+ *
+ * `evicted`: the ids this hub evicted since it started, with a way to read each one back (the
+ * archive). A restarted hub applies its retention horizon within a second of opening, before most
+ * holders are back, so a holder in step with the hub before the kill holds those tasks too: a bucket
+ * also counts as held when it equals this hub's plus the evicted tasks in it, and the caller sends the
+ * holder those evictions first (they never reached it). Read back only for the buckets that differ.
  */
-export function heldBy(have: HaveDigest | undefined, all: Iterable<TaskRecord>, versions: Versions): { held: (r: TaskRecord) => boolean; buckets: number; same: number } | undefined {
+export function heldBy(have: HaveDigest | undefined, all: Iterable<TaskRecord>, versions: Versions, evicted?: { ids: readonly string[]; lookup: (id: string) => TaskRecord | undefined }): { held: (r: TaskRecord) => boolean; buckets: number; same: number; withEvicted: number } | undefined {
   if (!validHave(have)) return undefined;
   const mine = new HaveBuilder(have.n);
   for (const r of all) addOutcome(mine, r);
   const same = new Uint8Array(have.n);
   let n = 0;
   for (let b = 0; b < have.n; b++) if (mine.h[b] === have.h[b]! >>> 0) { same[b] = 1; n++; }
+  let withEvicted = 0;
+  if (evicted?.ids.length && n < have.n) {
+    const plus = new HaveBuilder(have.n);
+    plus.h.set(mine.h);
+    const touched = new Uint8Array(have.n);
+    for (const id of evicted.ids) {
+      const b = haveBucketOf(id, have.n);
+      if (same[b]) continue;
+      const r = evicted.lookup(id);
+      if (r) { addOutcome(plus, r); touched[b] = 1; }
+    }
+    for (let b = 0; b < have.n; b++) if (touched[b] && plus.h[b] === have.h[b]! >>> 0) { same[b] = 1; n++; withEvicted++; }
+  }
   const at = versions.now;
   return {
-    buckets: have.n, same: n,
+    buckets: have.n, same: n, withEvicted,
     held: (r) => {
       if (!outcome(r) || versions.versionOf(r.id) > at) return false;
       return same[haveBucketOf(r.id, have.n)] === 1;

@@ -90,7 +90,7 @@ export class HubReplicator {
    * first or one begun again when it falls behind before any mark, leaves that out. Still true later:
    * a holder's finished entries stay until evicted, and the hub no longer has an evicted task either.
    */
-  private readonly haves = new Map<WorkerEntry, { have: HaveDigest; held?: ReturnType<typeof heldBy> }>();
+  private readonly haves = new Map<WorkerEntry, { have: HaveDigest; held?: ReturnType<typeof heldBy>; evictsSent?: true }>();
   /** New holders whose full sync waits for the holder set to settle. */
   private readonly syncDue = new Set<WorkerEntry>();
   private readonly settle: Settle;
@@ -377,6 +377,14 @@ export class HubReplicator {
       f.resumeSync(lacking.records, lacking.upTo, lacking.bare);
     } else {
       this.stats.fullSyncs++;
+      // A holder back from a hub before this one: what this hub evicted before it came back never reached it.
+      const h = this.haves.get(w);
+      const gone = h && !h.evictsSent ? this.versions.evictedAll() : undefined;
+      if (h) h.evictsSent = true;
+      for (let i = 0; gone && i < gone.length; i += 10_000) {
+        const part = gone.slice(i, i + 10_000);
+        f.evict(part, JSON.stringify({ full: false, entries: [], evicted: part }));
+      }
       f.startSync();
     }
     for (const [run, spec] of this.runs) w.conn.send(Type.STATE, { full: false, entries: [], runs: [{ run, spec }] });
@@ -408,7 +416,7 @@ export class HubReplicator {
     const held = this.heldOf(w);
     if (!held) return this.store().queue.all();
     this.stats.haveSyncs++;
-    this.log.info({ holder: w.id, buckets: held.buckets, same: held.same }, 'holder reports what it holds: only the differing buckets are synced');
+    this.log.info({ holder: w.id, buckets: held.buckets, same: held.same, same_with_evicted: held.withEvicted }, 'holder reports what it holds: only the differing buckets are synced');
     return this.omit(this.store().queue.all(), held.held);
   }
 
@@ -419,7 +427,10 @@ export class HubReplicator {
   private heldOf(w: WorkerEntry): ReturnType<typeof heldBy> {
     const h = this.haves.get(w);
     if (!h) return undefined;
-    h.held ??= heldBy(h.have, this.store().queue.all(), this.versions);
+    const store = this.store();
+    const ids = this.versions.evictedAll();
+    // Read back from the archive, never the hot record of an id submitted anew since.
+    h.held ??= heldBy(h.have, store.queue.all(), this.versions, ids && { ids, lookup: (id) => (store.queue.get(id) ? undefined : store.lookup(id)) });
     return h.held;
   }
 

@@ -73,7 +73,14 @@ export class WorkerClient {
     while (!this.stopped) {
       let attempt = 0;
       try {
-        const conn = await pRetry(() => this.connectOnce(), {
+        // A hub that gave up waiting for this link's HANDSHAKE (a loaded host) is up and answering: try
+        // again at once, not after a backoff that grows with every such miss.
+        const once = () => this.connectOnce().catch((err: unknown) => {
+          if (this.stopped || !(err instanceof SwarmError && err.code === 'SWARM_ERR_HANDSHAKE_TIMEOUT')) throw err;
+          this.log.info('the hub timed out this link before its HANDSHAKE arrived; connecting again at once');
+          return this.connectOnce();
+        });
+        const conn = await pRetry(once, {
           retries: Number.POSITIVE_INFINITY,
           minTimeout: this.opts.minBackoffMs ?? WORKER_DEFAULTS.client.minBackoffMs,
           maxTimeout: this.opts.maxBackoffMs ?? WORKER_DEFAULTS.client.maxBackoffMs,
@@ -113,6 +120,9 @@ export class WorkerClient {
     if (this.stopped) throw new Error('stopped');
     this.early = [];
     const where = await this.opts.locate();
+    // Before connecting: the hub gives a new link a few seconds to say HANDSHAKE, and what it carries
+    // (a replica holder's digest of its copy, a pass over its history) took most of them on a loaded host.
+    const hs = this.opts.handshake();
     const tls = where.tls ? await import('node:tls') : undefined; // only a TLS link pays for loading it
     if (tls && where.ca === undefined && where.pin === undefined) {
       throw new SwarmError('SWARM_ERR_CONFIG', `TLS to ${where.host}:${where.port} without --tls-ca or --tls-pin: the hub's certificate could not be verified and the token would go to whoever answers; give the CA that signed it (swarm certs: ca.crt) or its SHA-256 fingerprint`);
@@ -132,7 +142,6 @@ export class WorkerClient {
     let socketError: NodeJS.ErrnoException | undefined;
     socket.on('error', (err: NodeJS.ErrnoException) => { socketError = err; });
     const conn = new Connection(socket, { name: this.opts.id, maxLine: this.opts.maxLine });
-    const hs = this.opts.handshake();
     const ack = await new Promise<Message<'HANDSHAKE_ACK'>>((resolve, reject) => {
       const t = setTimeout(() => { conn.destroy('handshake timeout'); reject(new Error('handshake timeout')); }, this.opts.handshakeTimeoutMs ?? WORKER_DEFAULTS.client.handshakeTimeoutMs);
       conn.onStatus((s) => {

@@ -1,5 +1,6 @@
 import t from 'tap';
 import { WorkerPool } from '../../worker/index.js';
+import { heldBy, Versions } from '../../hub/replicate-resume.js';
 import { tempDir } from '../helpers/cli.js';
 import { quiet, startHub, waitWorkers } from '../helpers/inproc.js';
 import { until } from '../helpers/wait.js';
@@ -70,4 +71,59 @@ t.test('a holder rejoining a restarted hub gets what it lacks or holds different
   t.ok(s.haveHeld >= N - bound, 'the rest was left out');
   t.equal(hub.store.queue.counts().done, N - OPEN + LATE, 'every finished task recorded once, none lost');
   t.equal(ids.filter((id) => { const r = replica()?.get(id)?.result; return hub.store.queue.get(id)?.state === 'done' && r?.text !== `echo: ${pad} ${id}`; }).length, 0, 'changed 0: the copy holds each result as recorded');
+});
+
+/**
+ * A restarted hub applies its retention horizon before its holders are back: the tasks it evicted
+ * then never reached them. A holder in step with the hub before (its digest the same in every
+ * bucket) still matches: the hub counts those evicted tasks in, sends the holder the evictions, and
+ * resends no finished task.
+ */
+t.test('a holder in step before the restart gets no finished task again, though the new hub evicted before it came back', async (t) => {
+  const dir = tempDir(t);
+  const HOT = 4000, TOTAL = 6000, AFTER = 3500;
+  const first = await startHub({ stateDir: dir, retainCount: HOT });
+  let addr = first.addr;
+  let open: () => void = () => {};
+  let gate = Promise.resolve();
+  const ids = Array.from({ length: TOTAL }, (_, i) => `ev-${i}`);
+  await first.hub.submit(ids.map((id) => ({ id, prompt: `${pad} ${id}`, role: 'x' })));
+  for (let k = 0; k < TOTAL; k++) {
+    const rec = first.hub.store.lease({ id: 'ghost', role: 'x', caps: [] });
+    if (!rec) break;
+    await first.hub.store.complete(rec.id, { text: `echo: ${rec.spec.prompt}`, worker: 'ghost', attempt: rec.attempts });
+  }
+  const pool = new WorkerPool({ ids: ['ev-w1'], driver: { name: 'echo', options: {} }, slots: 2, locate: async () => { await gate; return addr; }, failover: { host: '127.0.0.1', port: 0 } }, quiet);
+  const running = pool.run();
+  let second: Awaited<ReturnType<typeof startHub>> | undefined;
+  t.teardown(async () => { await pool.stop('test over'); await running; await second?.stop(); });
+  t.ok(await waitWorkers(first.hub, 1), 'the holder joined');
+  const replica = () => pool.agents[0]?.failover?.node.replica;
+  const hotIds = (hub: typeof first.hub) => [...hub.store.queue.all()].map((r) => r.id);
+  const agree = (hub: typeof first.hub) => {
+    const r = replica();
+    return !!r && r.counts().done === hub.store.queue.counts().done && hotIds(hub).every((id) => r.state(id) === 'done');
+  };
+  t.ok(await until(() => first.hub.store.queue.counts().done === HOT && agree(first.hub), 60_000), `steady: the hub and the holder hold the same ${HOT} finished tasks (holder ${replica()?.counts().done})`);
+  const steady = heldBy(replica()!.have(), first.hub.store.queue.all(), new Versions());
+  t.equal(steady?.same, steady?.buckets, `the holder's digest matches the hub's in every bucket (${steady?.same} of ${steady?.buckets})`);
+
+  gate = new Promise<void>((r) => { open = r; });
+  await first.hub.stop({ killWorkers: false });
+  // A lower horizon: the new hub evicts within its first second, before the holder is let back.
+  second = await startHub({ stateDir: dir, retainCount: AFTER });
+  addr = second.addr;
+  const hub = second.hub;
+  t.ok(await until(() => hub.store.queue.counts().done === AFTER, 30_000), `the restarted hub evicted down to ${AFTER}`);
+  open();
+  t.ok(await waitWorkers(hub, 1), 'the holder rejoined the restarted hub');
+  t.ok(await until(() => agree(hub), 60_000), `the holder dropped what the new hub evicted (${replica()?.counts().done} done)`);
+  const s = hub.failover.stats;
+  t.equal(s.haveSyncs, 1, 'one sync from what the holder reported');
+  t.equal(s.haveSent, 0, `no finished task sent again (${s.haveHeld} left out as held)`);
+  t.equal(s.haveHeld, AFTER, 'every hot task left out');
+  const r = replica()!;
+  const lost = hotIds(hub).filter((id) => r.state(id) !== 'done').length;
+  const changed = hotIds(hub).filter((id) => r.get(id)?.result?.text !== `echo: ${pad} ${id}`).length;
+  t.same({ lost, changed, extra: r.counts().done - AFTER }, { lost: 0, changed: 0, extra: 0 }, 'lost 0, changed 0, nothing the hub evicted left in the copy');
 });

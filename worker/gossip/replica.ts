@@ -119,6 +119,9 @@ export class Replica {
   /** The same, oldest first (a head index, not `values().next()`: a Set's deleted slots make that quadratic). */
   private forgottenOrder: string[] = [];
   private forgottenHead = 0;
+  /** Merges and drops so far: `have` is computed again only after one (a pass over the whole history). */
+  private changes = 0;
+  private haveAt?: { changes: number; d: HaveDigest };
 
   /** Tasks known, in submission order (dispatch order adds priority: sched's `compareRanked`). */
   ids(): string[] {
@@ -283,6 +286,7 @@ export class Replica {
     this.open?.delete(id);
     this.blobTotal -= blobBytes(e);
     this.entries.delete(id);
+    this.changes++;
   }
 
   /** How many entries each structure holds now (tests and benches check they stay bounded). */
@@ -323,6 +327,7 @@ export class Replica {
     const stored = isFinal ? pack(e, cur) : e;
     this.blobTotal += blobBytes(stored) - (cur ? blobBytes(cur) : 0);
     this.entries.set(d.id, stored);
+    this.changes++;
     this.unhashed.push(d.id);
     if (this.unhashed.length > 4 * this.entries.size + 1024) this.settle();
     if (this.listeners.length) {
@@ -387,13 +392,16 @@ export class Replica {
    * are not counted: the hub sends those again, spec and all.
    */
   have(): HaveDigest {
+    // A worker reconnecting again and again to a hub that is down asks each time: the copy seldom changed since.
+    if (this.haveAt?.changes === this.changes) return this.haveAt.d;
     const d = new HaveBuilder(haveBuckets(this.finals));
     for (const e of this.entries.values()) {
       if (!e.spec) continue;
       if (e.result) d.add(e.id, 3, e.result.worker, e.result.attempt);
       else if (e.failure) d.add(e.id, 4, e.failure.worker, e.failure.attempt);
     }
-    return d.digest();
+    this.haveAt = { changes: this.changes, d: d.digest() };
+    return this.haveAt.d;
   }
 
   /** The summary digest: one fingerprint per bucket of ids. Equal buckets hold the same entries. */
