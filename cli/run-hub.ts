@@ -10,6 +10,7 @@ import { VERSION, readHubFile, removeHubFile, writeHubFile, type HubFile } from 
 export { logPath, newToken } from './state.js';
 import { sharedWorkerArgs, startSharedEngine, type SharedEngine } from './shared-engine.js';
 import { StateDirGuard } from './state-guard.js';
+import { lockStateDir, type StateLock } from './state-lock.js';
 import { nodeArgs } from './node-args.js';
 import { groupIds, supervisedProcesses, type Procs } from './procs.js';
 import { describeEngines, runningEngines } from '../drivers/batched/engine-info.js';
@@ -41,6 +42,15 @@ const CLI = fileURLToPath(new URL('./main.js', import.meta.url));
 
 /** Start a hub (and optionally its workers) on a state directory, and write hub.json. */
 export async function runHub(o: RunHubOptions): Promise<RunningHub> {
+  fs.mkdirSync(o.dir, { recursive: true, mode: 0o700 });
+  // Held until this hub stops: a second hub started at the same moment is refused here.
+  const lock = await lockStateDir(o.dir);
+  try {
+    return await startHub(o, lock);
+  } catch (err) { lock?.release(); throw err; }
+}
+
+async function startHub(o: RunHubOptions, lock: StateLock | undefined): Promise<RunningHub> {
   const prev = readHubFile(o.dir);
   if (prev && prev.pid !== process.pid && hubIsOurs(prev, o.dir)) {
     throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a swarm (hub pid ${prev.pid}) is already running in ${o.dir}; \`swarm down\` stops it`);
@@ -82,6 +92,7 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
       await engine?.stop();
       await control.stop();
       removeHubFile(o.dir, process.pid);
+      lock?.release();
       o.log.flush?.();
       resolveStopped();
     })();

@@ -1,0 +1,47 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { SwarmError } from '../protocol/errors.js';
+
+/** A held state-directory lock; `release` gives it up (a process that dies gives it up too). */
+export interface StateLock { release(): void }
+
+/**
+ * The name of the directory's lock: a random id kept in the directory (owner-only), so another local
+ * user, who cannot read it, cannot take the name first and keep the hub from starting. Made once, by
+ * link(2): two processes racing on a fresh directory read the same id.
+ */
+function lockId(dir: string): string {
+  const file = path.join(dir, 'lock-id');
+  for (let i = 0; i < 50; i++) {
+    try {
+      const id = fs.readFileSync(file, 'utf8').trim();
+      if (/^[0-9a-f]{32}$/.test(id)) return id;
+    } catch (e) { if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e; }
+    const tmp = `${file}.${process.pid}.${crypto.randomBytes(4).toString('hex')}`;
+    fs.writeFileSync(tmp, crypto.randomBytes(16).toString('hex') + '\n', { mode: 0o600 });
+    try { fs.linkSync(tmp, file); } catch (e) { if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e; } finally { fs.rmSync(tmp, { force: true }); }
+  }
+  throw new SwarmError('SWARM_ERR_INTERNAL', `cannot read ${file}`);
+}
+
+/**
+ * Take the state directory for this process's hub, or refuse with SWARM_ERR_ALREADY_RUNNING. The check
+ * of hub.json alone raced: two `swarm up` started together each found none, and two hubs appended to
+ * one journal. The lock is an abstract Unix socket (Linux), which the kernel frees with its process
+ * however it ends: no stale lock after a kill -9. Elsewhere there is no lock (undefined).
+ */
+export async function lockStateDir(dir: string): Promise<StateLock | undefined> {
+  if (process.platform !== 'linux') return undefined;
+  const name = `\0swarm-hub-${lockId(dir)}`;
+  const server = net.createServer((s) => s.destroy());
+  try {
+    await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(name, () => resolve()); });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `another hub is starting or running in ${dir}; \`swarm down\` stops it`);
+    throw e;
+  }
+  server.unref();
+  return { release: () => { server.close(); } };
+}
