@@ -133,19 +133,30 @@ async function killRun(built: string, run: number, retain: string): Promise<Reco
     await api(dir, 'POST', '/tasks', { tasks: [{ id: probe, prompt: 'probe', priority: 1_000_000 }] });
     const w = await api<{ complete?: boolean }>(dir, 'POST', '/wait', { ids: [probe], timeout_ms: 60_000 });
     const probeMs = Math.round(performance.now() - tKill);
+    // What the holders' digests saved the restarted hub: finished tasks left out as held, and sent.
+    const fo = (await api<{ failover?: { haveSyncs?: number; haveHeld?: number; haveSent?: number } }>(dir, 'GET', '/status'))?.failover;
     stop = true;
     await loader;
     // When the new hub listened, from its log (its first line after the kill).
     let listenMs: number | null = null;
+    // Per holder that reported a digest: buckets the same as the new hub's / all; and links the hub
+    // refused for a HANDSHAKE that came too late.
+    const buckets: string[] = [];
+    let refused = 0;
     try {
       for (const l of fs.readFileSync(path.join(dir, 'logs', 'hub.log'), 'utf8').split('\n')) {
-        const m = /"time":(\d+).*"msg":"hub listening"/.exec(l);
-        if (m && Number(m[1]) > killedAt) { listenMs = Number(m[1]) - killedAt; break; }
+        const at = Number(/"time":(\d+)/.exec(l)?.[1] ?? 0);
+        if (at <= killedAt) continue;
+        if (listenMs === null && l.includes('"msg":"hub listening"')) listenMs = at - killedAt;
+        if (l.includes('no HANDSHAKE in time')) refused++;
+        const h = /"buckets":(\d+),"same":(\d+)(?:,"same_with_evicted":(\d+))?/.exec(l);
+        if (h) buckets.push(`${h[2]}/${h[1]}${h[3] ? ` (${h[3]} with evicted)` : ''}`);
       }
     } catch { /* no log */ }
     const row = {
       run, load_at_kill: loadAtKill, first_up_ready_ms: first.readyMs ?? null, holders_synced_after_ms: holdersSyncedMs, tasks_submitted_under_load: submitted,
       kill_to_hub_listening_ms: listenMs, restart_up_ready_ms: again.readyMs ?? null, kill_to_up_returned_ms: upDoneMs, kill_to_probe_result_ms: w?.complete ? probeMs : null,
+      holder_buckets_same: buckets, have_held: fo?.haveHeld ?? null, have_sent: fo?.haveSent ?? null, handshakes_refused: refused,
       ...(first.error || again.error ? { error: first.error ?? again.error } : {}),
     };
     console.error(JSON.stringify(row));

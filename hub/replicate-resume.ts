@@ -158,30 +158,41 @@ export class Versions {
  */
 export function heldBy(have: HaveDigest | undefined, all: Iterable<TaskRecord>, versions: Versions, evicted?: { ids: readonly string[]; lookup: (id: string) => TaskRecord | undefined }): { held: (r: TaskRecord) => boolean; buckets: number; same: number; withEvicted: number } | undefined {
   if (!validHave(have)) return undefined;
-  const mine = new HaveBuilder(have.n);
-  for (const r of all) addOutcome(mine, r);
+  // Two folds: every finished task here, and those as replayed only. A task this hub finished since it
+  // started (run here, or handed back from what the swarm ran without a hub) is one a holder back from
+  // a hub before this one left out of its digest (worker/failover-agent.ts) or never had.
+  const mine = new HaveBuilder(have.n), old = new HaveBuilder(have.n);
+  for (const r of all) { addOutcome(mine, r); if (versions.versionOf(r.id) === 0) addOutcome(old, r); }
+  // Per bucket: 0 differs, 1 the same as all here, 2 the same as the replayed ones.
   const same = new Uint8Array(have.n);
   let n = 0;
-  for (let b = 0; b < have.n; b++) if (mine.h[b] === have.h[b]! >>> 0) { same[b] = 1; n++; }
+  const compare = (a: Uint32Array, b: number) => a[b] === have.h[b]! >>> 0;
+  for (let b = 0; b < have.n; b++) if (compare(mine.h, b)) { same[b] = 1; n++; } else if (compare(old.h, b)) { same[b] = 2; n++; }
   let withEvicted = 0;
   if (evicted?.ids.length && n < have.n) {
-    const plus = new HaveBuilder(have.n);
-    plus.h.set(mine.h);
+    const plusAll = new HaveBuilder(have.n), plusOld = new HaveBuilder(have.n);
+    plusAll.h.set(mine.h);
+    plusOld.h.set(old.h);
     const touched = new Uint8Array(have.n);
     for (const id of evicted.ids) {
       const b = haveBucketOf(id, have.n);
       if (same[b]) continue;
       const r = evicted.lookup(id);
-      if (r) { addOutcome(plus, r); touched[b] = 1; }
+      if (r) { addOutcome(plusAll, r); addOutcome(plusOld, r); touched[b] = 1; }
     }
-    for (let b = 0; b < have.n; b++) if (touched[b] && plus.h[b] === have.h[b]! >>> 0) { same[b] = 1; n++; withEvicted++; }
+    for (let b = 0; b < have.n; b++) {
+      if (!touched[b]) continue;
+      if (compare(plusAll.h, b)) same[b] = 1; else if (compare(plusOld.h, b)) same[b] = 2; else continue;
+      n++; withEvicted++;
+    }
   }
   const at = versions.now;
   return {
     buckets: have.n, same: n, withEvicted,
     held: (r) => {
-      if (!outcome(r) || versions.versionOf(r.id) > at) return false;
-      return same[haveBucketOf(r.id, have.n)] === 1;
+      if (!outcome(r)) return false;
+      const v = versions.versionOf(r.id), s = same[haveBucketOf(r.id, have.n)];
+      return s === 1 ? v <= at : s === 2 && v === 0;
     },
   };
 }

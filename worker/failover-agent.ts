@@ -39,6 +39,9 @@ export interface AgentFailoverOptions {
  * One agent's failover machinery: a peer port, a GossipNode and the FailoverController,
  * plus the agent-facing glue: hub frames in, HANDBACK requests out over the current hub connection.
  */
+/** Finals kept out of a holder's digest, at most (a digest with more only differs in more buckets). */
+const MAX_FINALS_OFF_HUB = 200_000;
+
 export class AgentFailover {
   readonly transport: TcpTransport;
   readonly node: GossipNode;
@@ -63,6 +66,13 @@ export class AgentFailover {
   private shedDue = false;
   /** The last STATE `sync` mark from the hub (see `takeSyncMark`). */
   private syncMark?: Payload<'STATE'>['sync'];
+  /**
+   * Tasks that became final here while no hub was linked (run in gossip mode, or finished as the hub
+   * died): a restarted hub has them open, or takes them in from handbacks after it started, so they stay
+   * out of the digest this holder reports (`takeSyncMark`), else each would make its whole bucket differ.
+   * Cleared once a hub marks a frame to this holder: its copy then goes by that hub's marks.
+   */
+  private readonly finalsOffHub = new Set<string>();
   /** When a task last became final in this replica (epoch ms): the end of a run, for benches. */
   lastFinalAt?: number;
   /** HANDBACK frames sent, by envelope id: resolved by the ACK that names them (`re`). */
@@ -102,7 +112,11 @@ export class AgentFailover {
       },
     });
     // A task became final in this replica (the delta passed along may repeat an old result).
-    this.node.replica.onChange((_e, _d, becameFinal) => { if (becameFinal) this.lastFinalAt = Date.now(); });
+    this.node.replica.onChange((e, _d, becameFinal) => {
+      if (!becameFinal) return;
+      this.lastFinalAt = Date.now();
+      if (!this.conn && this.holdsState && this.finalsOffHub.size < MAX_FINALS_OFF_HUB) this.finalsOffHub.add(e.id);
+    });
     // A task from gossip mode that finishes here after the hub is back: report it like any result.
     // Only this member's own gossip-mode executions: a replica merge (the hub's STATE, a peer's delta)
     // can repeat a result the hub already has, and reporting that would be a duplicate TASK_RES.
@@ -181,7 +195,7 @@ export class AgentFailover {
     }
     if (m.type === Type.STATE) {
       // Merged below before anything else can read it: the mark says how far this copy now goes.
-      if (m.payload.sync) this.syncMark = m.payload.sync;
+      if (m.payload.sync) { this.syncMark = m.payload.sync; this.finalsOffHub.clear(); }
       if (m.payload.reset_open) this.dropOpen();
       if (m.payload.entries.length) this.controller.state(m.payload.entries);
       if (m.payload.closed?.length) this.dropClosed(m.payload.closed);
@@ -222,6 +236,7 @@ export class AgentFailover {
     const open = (id: string) => { const s = this.node.replica.state(id); return s === 'queued' || s === 'leased'; };
     const n = this.controller.shed((id) => this.hubTasks.has(id) || running.has(id) || (this.keepsOpen && open(id)));
     this.syncMark = undefined; // what it vouched for is gone
+    this.finalsOffHub.clear();
     this.log.info({ shed: n, kept: this.node.replica.size }, 'swarm back in star mode: gossip-mode replica shed');
   }
 
@@ -236,6 +251,7 @@ export class AgentFailover {
     for (const e of r.openEntries()) if (!this.hubTasks.has(e.id) && !running.has(e.id)) ids.push(e.id);
     r.discard(ids, () => false);
     this.syncMark = undefined; // what it vouched for is gone
+    this.finalsOffHub.clear();
   }
 
   /** A keeper hears that these tasks finished: it drops them, but for its own outcomes and those running here. */
@@ -254,7 +270,7 @@ export class AgentFailover {
   takeSyncMark(): Payload<'HANDSHAKE'>['sync'] {
     const m = this.syncMark;
     // With what it holds: a restarted hub (whose versions mean nothing of this mark) sends only what differs.
-    return m && { ...m, have: this.node.replica.have() };
+    return m && { ...m, have: this.node.replica.have(this.finalsOffHub) };
   }
 
   /** A final result for a task in this agent's replica or a sibling's, if gossip mode (or a peer) already finished it. */

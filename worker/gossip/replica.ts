@@ -121,7 +121,7 @@ export class Replica {
   private forgottenHead = 0;
   /** Merges and drops so far: `have` is computed again only after one (a pass over the whole history). */
   private changes = 0;
-  private haveAt?: { changes: number; d: HaveDigest };
+  private haveAt?: { changes: number; left: number; d: HaveDigest };
 
   /** Tasks known, in submission order (dispatch order adds priority: sched's `compareRanked`). */
   ids(): string[] {
@@ -389,18 +389,19 @@ export class Replica {
   /**
    * What this copy holds of the hub's finished tasks (protocol/replica-have.ts): a holder reconnecting
    * to a restarted hub reports it, and gets only the buckets that differ. Entries without their spec
-   * are not counted: the hub sends those again, spec and all.
+   * are not counted: the hub sends those again, spec and all; nor those in `without`.
    */
-  have(): HaveDigest {
+  have(without?: ReadonlySet<string>): HaveDigest {
     // A worker reconnecting again and again to a hub that is down asks each time: the copy seldom changed since.
-    if (this.haveAt?.changes === this.changes) return this.haveAt.d;
+    const left = without?.size ?? -1;
+    if (this.haveAt?.changes === this.changes && this.haveAt.left === left) return this.haveAt.d;
     const d = new HaveBuilder(haveBuckets(this.finals));
     for (const e of this.entries.values()) {
-      if (!e.spec) continue;
+      if (!e.spec || without?.has(e.id)) continue;
       if (e.result) d.add(e.id, 3, e.result.worker, e.result.attempt);
       else if (e.failure) d.add(e.id, 4, e.failure.worker, e.failure.attempt);
     }
-    this.haveAt = { changes: this.changes, d: d.digest() };
+    this.haveAt = { changes: this.changes, left, d: d.digest() };
     return this.haveAt.d;
   }
 
