@@ -3,6 +3,7 @@ import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from '../sched/index.js';
 import { DEFAULT_MAX_LINE, DEFAULT_MAX_OUTBOUND, SwarmError, isPlaceholderToken } from '../protocol/index.js';
 import { DEFAULT_RETAIN } from './retention.js';
 import { DEFAULT_COMPACT_BYTES } from './journal.js';
+import { MAX_ATTEMPTS } from '../protocol/bounds.js';
 
 /** Hub settings: one strict schema with defaults, validated once, frozen. */
 export const HubConfigSchema = z.object({
@@ -29,7 +30,7 @@ export const HubConfigSchema = z.object({
   /** Lease length of a task without its own timeout_ms; the acting coordinator uses it too after a failover. */
   leaseMs: z.number().int().positive().default(DEFAULT_LEASE_MS),
   /** Leases of a task without its own max_attempts; the acting coordinator uses it too after a failover. */
-  maxAttempts: z.number().int().positive().default(DEFAULT_MAX_ATTEMPTS),
+  maxAttempts: z.number().int().positive().max(MAX_ATTEMPTS).default(DEFAULT_MAX_ATTEMPTS),
   /** max_tokens of a task that gives none (set at submit, so replicas and a restarted hub see it too). */
   defaultMaxTokens: z.number().int().positive().max(1_000_000).default(512),
   /**

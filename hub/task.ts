@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { ErrorCode, Receipt } from '../protocol/index.js';
 import { isFinalState, type TaskState } from '../sched/index.js';
+import { MAX_ATTEMPTS } from '../protocol/bounds.js';
 
 const id = z.string().min(1).max(128).regex(/^[^\s/]+$/, 'no spaces or slashes');
 
@@ -23,7 +24,7 @@ export const TaskSpecSchema = z.object({
   grammar: z.string().max(1024 * 1024).optional(),
   json_schema: z.record(z.string(), z.unknown()).optional(),
   timeout_ms: z.number().int().positive().optional(),
-  max_attempts: z.number().int().min(1).max(100).optional(),
+  max_attempts: z.number().int().min(1).max(MAX_ATTEMPTS).optional(),
   /** Free-form labels (a run id, a node id); carried, never interpreted by the hub. */
   meta: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])).optional(),
 }).strict();

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Codec, PROTOCOL_VERSION, Type } from './types.js';
 import { ErrorCode } from './errors.js';
-import { MAX_QUEUE, MAX_SLOTS } from './bounds.js';
+import { MAX_ATTEMPTS, MAX_QUEUE, MAX_SLOTS } from './bounds.js';
 
 const id = z.string().min(1).max(128);
 const shortText = z.string().max(256);
@@ -33,7 +33,7 @@ export const WireSpec = z.object({
   priority: z.number().int().optional(),
   role: shortText.optional(),
   caps: z.array(shortText).max(64).optional(),
-  max_attempts: z.number().int().min(1).max(100).optional(),
+  max_attempts: z.number().int().min(1).max(MAX_ATTEMPTS).optional(),
   timeout_ms: z.number().int().positive().optional(),
 }).passthrough();
 export type WireSpec = z.infer<typeof WireSpec>;

@@ -6,7 +6,7 @@ import { DEFAULT_RETAIN, parseRetain, type RetainOptions } from '../../hub/reten
 import { DEFAULT_MAX_ATTEMPTS } from '../../sched/retry.js';
 import { fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
-import { MAX_SLOTS } from '../../protocol/bounds.js';
+import { MAX_ATTEMPTS, MAX_SLOTS } from '../../protocol/bounds.js';
 import { envToken, stateDir, swarmToken } from '../state.js';
 import { readiness, reportReady } from '../ready.js';
 import { ORPHAN_EXIT_HELP, workerArgs } from './worker.js';
@@ -31,7 +31,7 @@ export function hubOptions(cmd: Command): Command {
     .option('--heartbeat-ms <n>', 'heartbeat interval', int('--heartbeat-ms', 10), 2000)
     .option('--dead-after-ms <n>', 'a worker silent this long is dead', int('--dead-after-ms', 100), 10000)
     .option('--max-line <bytes>', 'maximum protocol line length', int('--max-line', 1024), 1024 * 1024)
-    .option('--max-attempts <n>', 'attempts per task before it fails', int('--max-attempts', 1), DEFAULT_MAX_ATTEMPTS)
+    .option('--max-attempts <n>', 'attempts per task before it fails', int('--max-attempts', 1, MAX_ATTEMPTS), DEFAULT_MAX_ATTEMPTS)
     .option('--max-tokens <n>', 'max_tokens of a task that gives none (a bound on every generation; a task may ask for more)', int('--max-tokens', 1), 512)
     .option('--prefetch-below-ms <ms>', 'lease a worker its queue (beyond its slots) while its tasks run under this long on average; 0: never', int('--prefetch-below-ms', 0), 5)
     .option('--no-journal', 'keep tasks in memory only (nothing survives a restart)')

@@ -28,7 +28,7 @@ t.test('--agents past the open files the hub may hold: a usage error naming the 
   t.notOk(fs.existsSync(path.join(state, 'hub.json')), 'no hub was started');
 });
 
-t.test('--slots and --queue past the HANDSHAKE bounds are usage errors, not a wait for the ready timeout', async (t) => {
+t.test('--slots, --queue and --max-attempts past their protocol bounds are usage errors, not a wait for the ready timeout', async (t) => {
   const state = path.join(tempDir(t), 'state');
   const up = swarm(['up', '--state-dir', state, '--driver', 'echo', '--slots', '100000', '-d', '--ready-timeout', '5000']);
   t.equal(up.code, 2, up.stderr);
@@ -36,4 +36,8 @@ t.test('--slots and --queue past the HANDSHAKE bounds are usage errors, not a wa
   const w = swarm(['worker', '--state-dir', state, '--driver', 'echo', '--queue', '640']);
   t.equal(w.code, 2, w.stderr);
   t.match(w.stderr, /--queue must be at most 64/);
+  // The same bound as a task's own max_attempts: past it a failing task is retried all but forever.
+  const a = swarm(['up', '--state-dir', state, '--driver', 'echo', '--max-attempts', '1000000000', '-d', '--ready-timeout', '5000']);
+  t.equal(a.code, 2, a.stderr);
+  t.match(a.stderr, /--max-attempts must be at most 100/);
 });
