@@ -57,6 +57,9 @@ export interface ReplicatorOptions {
   live?: (worker: string) => boolean;
 }
 
+/** Tasks evicted since this hub started read back to compare a holder's digest, at most (a restart's first passes are far fewer). */
+const MAX_EVICTED_READ_BACK = 50_000;
+
 /**
  * Hub side of failover: peers, state replication to workers, and the handback merge.
  *
@@ -67,6 +70,7 @@ export interface ReplicatorOptions {
  * lowest ids, one per worker process (a process's agents die together): if the first holder's
  * process dies, the next coordinator is the next holder. Everyone else syncs from them in gossip mode.
  */
+
 export class HubReplicator {
   private readonly peers = new Map<string, { w: WorkerEntry; view: FailoverView }>();
   private holding: WorkerEntry[] = [];
@@ -428,9 +432,10 @@ export class HubReplicator {
     const h = this.haves.get(w);
     if (!h) return undefined;
     const store = this.store();
-    const ids = this.versions.evictedAll();
-    // Read back from the archive, never the hot record of an id submitted anew since.
-    h.held ??= heldBy(h.have, store.queue.all(), this.versions, ids && { ids, lookup: (id) => (store.queue.get(id) ? undefined : store.lookup(id)) });
+    // Read back from the archive (a pread each, on this loop: bounded), never the hot record of an id submitted anew since.
+    const ids = h.held ? undefined : this.versions.evictedAll();
+    const back = ids && ids.length <= MAX_EVICTED_READ_BACK ? { ids, lookup: (id: string) => (store.queue.get(id) ? undefined : store.lookup(id)) } : undefined;
+    h.held ??= heldBy(h.have, store.queue.all(), this.versions, back);
     return h.held;
   }
 

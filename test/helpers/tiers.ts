@@ -35,6 +35,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/worker/worker-config.test.ts',
   'test/worker/gossip-replica.test.ts',
   'test/worker/replica-packed.test.ts',
+  'test/worker/replica-have-digest.test.ts',
   'test/worker/gossip-stall.test.ts',
   'test/worker/gossip-membership.test.ts',
   'test/worker/gossip-relaxed.test.ts',
