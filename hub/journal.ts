@@ -67,6 +67,7 @@ export class Journal {
   private repair = false;
   private dirty = false;
   private closed = false;
+  private lastSnapshotCheck = 0;
   private compacting?: Promise<void>;
   private snapshotSource?: () => Iterable<JournalRecord | RawLine>;
   private readonly syncTimer?: NodeJS.Timeout;
@@ -172,7 +173,9 @@ export class Journal {
     this.pending = [];
     this.waiters = [];
     let written = 0;
+    let lostFile = false;
     try {
+      lostFile = this.reopenIfRemoved();
       if (this.repair) { await io.ftruncate(this.fd, this.size); this.repair = false; }
       try {
         for (const piece of this.out.pieces(lines)) { await io.write(this.fd, piece); written += piece.length; }
@@ -199,9 +202,39 @@ export class Journal {
       for (const w of waiters) w.reject(err);
       return;
     }
+    if (lostFile && this.snapshotSource) { void this.compact().catch(() => {}); return; }
     if (!this.compacting && this.snapshotSource && this.size > Math.max(this.opts.compactBytes ?? DEFAULT_COMPACT_BYTES, this.stats.snapshot_bytes / 2)) {
       void this.compact().catch(() => {});
     }
+  }
+
+  /**
+   * The live segment, or the snapshot, removed under the running hub (by hand, or by a cleaner of old
+   * files): appends would go on into an inode no name leads to, and every record since the last
+   * snapshot would be gone at the next start. The segment is made again under its name, and the
+   * caller writes a snapshot from memory at once, which holds everything recorded so far. True when
+   * something was missing. The snapshot is looked for at most once a second (a stat; the segment's
+   * check is an fstat of the open file).
+   */
+  private reopenIfRemoved(): boolean {
+    const now = Date.now();
+    let gone = fs.fstatSync(this.fd).nlink === 0;
+    if (!gone && now - this.lastSnapshotCheck >= 1000) {
+      this.lastSnapshotCheck = now;
+      gone = this.stats.snapshot_bytes > 0 && !this.compacting && !fs.existsSync(this.paths.snapshot);
+    }
+    if (!gone) return false;
+    if (fs.fstatSync(this.fd).nlink === 0) {
+      fs.mkdirSync(this.paths.dir, { recursive: true, mode: 0o700 });
+      const fd = fs.openSync(this.paths.current, 'a', 0o600);
+      fs.closeSync(this.fd);
+      this.fd = fd;
+      this.size = 0;
+      this.repair = false;
+      this.stats.segment_bytes = 0;
+    }
+    this.stats.last_error = 'the journal or its snapshot was removed under the running hub: a snapshot is written again from memory';
+    return true;
   }
 
   /**
