@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from '../sched/index.js';
 import { DEFAULT_MAX_LINE, DEFAULT_MAX_OUTBOUND, SwarmError, isPlaceholderToken } from '../protocol/index.js';
-import { DEFAULT_RETAIN } from './retention.js';
+import { DEFAULT_RETAIN, MAX_RETAIN_COUNT, MAX_RETAIN_MS } from './retention.js';
 import { DEFAULT_COMPACT_BYTES } from './journal.js';
 import { MAX_ATTEMPTS } from '../protocol/bounds.js';
 
@@ -40,9 +40,9 @@ export const HubConfigSchema = z.object({
   fsync: z.enum(['always', 'interval']).default('always'),
   fsyncMs: z.number().int().min(0).default(1000),
   /** Retention horizon: finished tasks older than this (ms) leave the hot state for the results archive. */
-  retainMs: z.number().int().positive().default(DEFAULT_RETAIN.ageMs),
+  retainMs: z.number().int().positive().max(MAX_RETAIN_MS).default(DEFAULT_RETAIN.ageMs),
   /** Retention horizon: at most this many finished tasks stay hot (memory, journal, replicas). */
-  retainCount: z.number().int().positive().default(DEFAULT_RETAIN.count),
+  retainCount: z.number().int().positive().max(MAX_RETAIN_COUNT).default(DEFAULT_RETAIN.count),
   /** Compact the journal (snapshot + fresh segment) once its live segment passes this size. */
   compactBytes: z.number().int().min(4096).default(DEFAULT_COMPACT_BYTES),
   /**

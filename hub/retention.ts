@@ -11,6 +11,15 @@ export interface RetainOptions {
 /** The default horizon: a day, or 100,000 finished tasks, whichever is reached first. */
 export const DEFAULT_RETAIN: Readonly<RetainOptions> = Object.freeze({ ageMs: 24 * 3600_000, count: 100_000 });
 
+/**
+ * The most finished tasks `--retain` may keep hot. The duplicate window is allocated at the count
+ * (about 90 bytes an id, hub/dup-window.ts) and the hot state holds each task's text besides, so a
+ * count past this would ask for gigabytes at the first eviction rather than fail here.
+ */
+export const MAX_RETAIN_COUNT = 10_000_000;
+/** The longest `--retain` age: a year. */
+export const MAX_RETAIN_MS = 366 * 86_400_000;
+
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3600_000, d: 86_400_000 };
 
 /** `500ms`, `90s`, `15m`, `24h`, `7d` (a bare number is seconds) as milliseconds; NaN if unparsable. */
@@ -34,11 +43,13 @@ export function parseRetain(v: string): RetainOptions {
   if (a.trim()) {
     const ms = parseDuration(a);
     if (!(ms > 0)) throw bad(`age ${JSON.stringify(a.trim())} is not a positive duration (ms, s, m, h or d)`);
+    if (ms > MAX_RETAIN_MS) throw bad(`age ${JSON.stringify(a.trim())} is longer than 366d`);
     out.ageMs = ms;
   }
   if (c.trim()) {
-    const n = Number(c.trim());
+    const n = /^\d+$/.test(c.trim()) ? Number(c.trim()) : NaN;
     if (!Number.isInteger(n) || n < 1) throw bad(`count ${JSON.stringify(c.trim())} is not a positive integer`);
+    if (n > MAX_RETAIN_COUNT) throw bad(`count ${n} is more than ${MAX_RETAIN_COUNT} (each is kept in memory, with its id in the duplicate window)`);
     out.count = n;
   }
   if (!a.trim() && !c.trim()) throw bad('empty');

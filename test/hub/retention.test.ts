@@ -126,7 +126,8 @@ t.test('--retain: 0, negative or unparsable is a usage error', async (t) => {
   t.same(parseRetain('24h,100000'), { ageMs: 86_400_000, count: 100_000 });
   t.same(parseRetain('90m'), { ageMs: 5_400_000, count: 100_000 });
   t.same(parseRetain(',500'), { ageMs: 86_400_000, count: 500 });
-  for (const bad of ['0', '-1h', 'soon', '1h,0', '1h,-5', '1h,2.5', ',', '1h,2,3']) t.throws(() => parseRetain(bad), { code: 'SWARM_ERR_CONFIG' }, bad);
+  for (const bad of ['0', '-1h', 'soon', '1h,0', '1h,-5', '1h,2.5', ',', '1h,2,3', '1h,0x10', '1h,1e3', '1h,10000001', '1h,999999999999', '367d']) t.throws(() => parseRetain(bad), { code: 'SWARM_ERR_CONFIG' }, bad);
+  t.same(parseRetain('366d,10000000'), { ageMs: 366 * 86_400_000, count: 10_000_000 }, 'the largest horizon is taken');
   const r = swarm(['up', '--retain', '0', '--state-dir', tempDir(t)]);
   t.equal(r.code, 2, 'swarm up --retain 0 exits with the usage code');
   t.match(r.stderr, /SWARM_ERR_CONFIG: --retain "0"/);
