@@ -9,6 +9,8 @@ import { DEFAULT_LOOP } from './batched/messages.js';
  * fallback) stays in each driver's options.ts.
  */
 const int = (min: number) => z.number().int().min(min);
+/** ggml runs at most 512 threads (GGML_MAX_N_THREADS); a larger count is a typo, refused before any engine starts. */
+const threads = () => int(1).max(512);
 const ms = (min: number, dflt: number) => int(min).default(dflt);
 const text = (title: string) => z.string().meta({ title });
 const flag = (dflt: '0' | '1') => z.enum(['0', '1', 'true', 'false']).meta({ title: '0|1' }).default(dflt);
@@ -18,7 +20,7 @@ const unused = z.unknown().optional();
 export const DriverOptionSchemas = {
   batched: z.object({
     /** `auto` (the default) picks the count by measuring decode steps (drivers/batched/threads.ts); a number fixes it. */
-    threads: z.string().regex(/^(auto|[1-9][0-9]*)$/).meta({ title: 'N|auto' }).default('auto'),
+    threads: z.string().regex(/^(auto|[1-9][0-9]?|[1-4][0-9][0-9]|50[0-9]|51[0-2])$/).meta({ title: 'N|auto' }).default('auto'),
     /** Context tokens per sequence. */
     ctx: int(16).default(2048),
     /** Sequences the engine holds (`swarm up` passes agents x slots). */
@@ -44,7 +46,7 @@ export const DriverOptionSchemas = {
   }).strict().describe('embedded, batched engine (the default)'),
   embedded: z.object({
     /** CPU threads for generation; 1 was faster than 2 on the 2-core test machine. */
-    threads: int(1).default(1),
+    threads: threads().default(1),
     /** Context size in tokens (capped at the model's training context). */
     ctx: int(16).default(2048),
     /** Parallel sequences in the engine: chats beyond this wait for a free one. */
@@ -64,7 +66,7 @@ export const DriverOptionSchemas = {
     slots: int(1).optional(),
     /** Tokens for all slots together (default 2048 per slot). */
     ctx: int(0).optional(),
-    threads: int(1).default(1),
+    threads: threads().default(1),
     bin: text('PATH').optional(),
     /** More arguments for llama-server, split on spaces. */
     args: text('"…"').optional(),
@@ -75,7 +77,7 @@ export const DriverOptionSchemas = {
   llamaCli: z.object({
     bin: text('PATH').optional(),
     ctx: int(0).default(4096),
-    threads: int(1).optional(),
+    threads: threads().optional(),
     n_predict: int(1).default(512),
     transport: z.enum(['pipe', 'pty']).default('pipe'),
     /** What ends a turn in the output. */

@@ -28,6 +28,9 @@ t.test('driver options: text converted to numbers, defaults filled, unknown and 
   t.throws(() => parseEchoOptions({ latency_ms: '-1' }), { code: 'SWARM_ERR_CONFIG', message: /echo option latency_ms: must be >= 0, got "-1"/ });
   t.throws(() => parseEchoOptions({ token_ms: '1.5' }), { code: 'SWARM_ERR_CONFIG' });
   t.throws(() => parseBatchedOptions({ threads: 'many' }), { code: 'SWARM_ERR_CONFIG' });
+  for (const n of ['1000000', '513', '0', '007']) t.throws(() => parseBatchedOptions({ threads: n }), { code: 'SWARM_ERR_CONFIG' }, `threads=${n}: refused`);
+  t.equal(parseBatchedOptions({ threads: '512' }).threads, 512, 'ggml\'s largest count is taken');
+  t.throws(() => parseLlamaServerOptions({ threads: '1000000' }), { code: 'SWARM_ERR_CONFIG' }, 'the same bound for llama-server');
   t.throws(() => parseSimulatedOptions({ p: '2' }), { code: 'SWARM_ERR_CONFIG' });
   t.throws(() => parseEchoOptions(JSON.parse('{"__proto__":"1"}') as Record<string, string>), { code: 'SWARM_ERR_CONFIG' }, 'a key named __proto__ is a key');
 });
