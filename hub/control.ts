@@ -123,7 +123,7 @@ export class ControlServer {
         // Failover: a hub that answers is `star`, or `reconciling` while workers hand back.
         mode: this.hub.failover.mode, coordinator: this.hub.name,
       },
-      failover: { ...this.hub.failover.stats, holders: this.hub.failover.holders(), feeds: this.hub.failover.feedViews(), workers: this.hub.failover.views() },
+      failover: { ...this.hub.failover.stats, holders: this.hub.failover.holders(), keepers: this.hub.failover.keeperIds(), feeds: this.hub.failover.feedViews(), workers: this.hub.failover.views() },
       workers,
       tasks: this.hub.store.queue.counts(),
       journal: journalStatus(this.hub.store),

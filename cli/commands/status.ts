@@ -11,7 +11,7 @@ interface Status {
   engine?: { mode: string; pid?: number; error?: string; failed_workers?: number; resolved?: string[] };
   tasks: { queued: number; leased: number; done: number; failed: number };
   metrics: { dispatch_p50_ms: number; dispatch_p99_ms: number; tokens_out: number };
-  failover?: { workers: { id: string; mode: string; coordinator: string }[] };
+  failover?: { workers: { id: string; mode: string; coordinator: string }[]; holders?: string[]; keepers?: string[] };
   journal?: { fsync: string; disk_full: boolean; damaged_records: number; quarantine?: string; retention?: { hot_finished: number; evicted: number; archive?: { bytes: number; disk_full: boolean } } };
 }
 
@@ -75,6 +75,8 @@ export function registerStatus(program: Command): void {
           `workers  ${s.workers.length} (${[...byState].map(([k, v]) => `${v} ${k}`).join(', ') || 'none'})${procs ? ` in ${procs} process${procs === 1 ? '' : 'es'}` : ''}`,
           ...(s.engine ? [`engine   ${s.engine.mode}${s.engine.error ? `; FAILED to start on ${s.engine.failed_workers ?? 1} worker(s): ${s.engine.error}` : ''}${s.engine.resolved?.length === 1 ? `; ${s.engine.resolved[0]}` : ''}`] : []),
           ...(s.engine?.resolved && s.engine.resolved.length > 1 ? s.engine.resolved.map((r) => `         ${r}`) : []),
+          // Who a failover would leave the state with: the replica holders, and the keepers of the open tasks.
+          ...(s.failover?.holders?.length ? [`replicas held by ${s.failover.holders.join(', ')}${s.failover.keepers?.length ? `; open tasks also kept by ${s.failover.keepers.join(', ')}` : ''}`] : []),
           `tasks    ${s.tasks.queued} queued, ${s.tasks.leased} running, ${s.tasks.done} done, ${s.tasks.failed} failed`,
           `dispatch p50 ${s.metrics.dispatch_p50_ms.toFixed(3)} ms, p99 ${s.metrics.dispatch_p99_ms.toFixed(3)} ms; tokens out ${s.metrics.tokens_out}`,
           ...(s.journal ? [`journal  fsync ${s.journal.fsync}${s.journal.disk_full ? '; DISK FULL: new work is refused until space frees' : ''}${s.journal.damaged_records ? `; ${s.journal.damaged_records} damaged records set aside in ${s.journal.quarantine}` : ''}`] : []),

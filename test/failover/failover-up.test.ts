@@ -12,6 +12,10 @@ t.test('swarm up --failover: the hub killed mid-run, the supervised workers fini
   t.equal(up.code, 0, up.stderr);
   const ids = await submit(dir, TASKS);
   t.ok(await until(() => agents(dir).some((a) => a.replica.done >= 20), 20_000, 20), 'the run is under way');
+  const before = JSON.parse(swarm(['status', '--json', '--state-dir', dir]).stdout || '{}') as { failover?: { holders?: string[]; keepers?: string[] } };
+  t.ok(before.failover?.holders?.length, `status --json names the replica holders: ${before.failover?.holders?.join(', ')}`);
+  t.ok(Array.isArray(before.failover?.keepers), `and the keepers of the open tasks: ${before.failover?.keepers?.join(', ') || 'none'}`);
+  t.match(swarm(['status', '--state-dir', dir]).stdout, new RegExp(`replicas held by ${before.failover?.holders?.[0]}`), 'the text status says who holds the replicas');
   const pid = hubFile(dir)!.pid;
   process.kill(pid, 'SIGKILL');
   t.ok(await allInMode(dir, 'gossip', N, 20_000), 'every supervised worker went to gossip mode');
