@@ -133,10 +133,13 @@ async function startHub(o: RunHubOptions, lock: StateLock | undefined): Promise<
     try {
       engine = await startSharedEngine({ model: o.sharedEngine.model, slots: o.agents * o.sharedEngine.slotsPerWorker });
     } catch (err) { await stop(); throw err; }
-    o.log.info({ url: engine.url, pid: engine.pid }, 'shared engine ready');
+    // A `swarm down` while the engine started found no engine to stop: stop it here.
+    if (stopping) await engine.stop();
+    else o.log.info({ url: engine.url, pid: engine.pid }, 'shared engine ready');
     workerArgs = [...sharedWorkerArgs(engine.url, o.sharedEngine.slotsPerWorker), ...(workerArgs.includes('--failover') ? ['--failover'] : [])];
   }
-  if (o.agents && o.agents > 0) {
+  // Stopped already (`swarm down` came while it started): no worker is started after the stop.
+  if (o.agents && o.agents > 0 && !stopping) {
     const ids = Array.from({ length: o.agents }, (_, i) => `w-${i + 1}`);
     const groups = groupIds(ids, supervisedProcesses(ids.length, argValue(workerArgs, '--driver'), o.procs ?? 'auto', engine !== undefined));
     supervisor = new Supervisor({

@@ -7,6 +7,14 @@ import { SwarmError } from '../protocol/errors.js';
 /** A held state-directory lock; `release` gives it up (a process that dies gives it up too). */
 export interface StateLock { release(): void }
 
+/** The directory's lock id if one was made (read only: a probe must not create it). */
+function existingLockId(dir: string): string | undefined {
+  try {
+    const id = fs.readFileSync(path.join(dir, 'lock-id'), 'utf8').trim();
+    return /^[0-9a-f]{32}$/.test(id) ? id : undefined;
+  } catch { return undefined; }
+}
+
 /**
  * The name of the directory's lock: a random id kept in the directory (owner-only), so another local
  * user, who cannot read it, cannot take the name first and keep the hub from starting. Made once, by
@@ -44,4 +52,19 @@ export async function lockStateDir(dir: string): Promise<StateLock | undefined> 
   }
   server.unref();
   return { release: () => { server.close(); } };
+}
+
+/**
+ * Whether a hub holds the directory's lock (it is starting or running): a hub takes it before it
+ * writes hub.json, so `swarm down` sees a hub in that window by this. False where there is no lock.
+ */
+export async function lockHeld(dir: string): Promise<boolean> {
+  if (process.platform !== 'linux') return false;
+  const id = existingLockId(dir);
+  if (!id) return false;
+  return new Promise<boolean>((resolve) => {
+    const s = net.connect(`\0swarm-hub-${id}`);
+    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('error', () => resolve(false));
+  });
 }

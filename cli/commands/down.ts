@@ -7,7 +7,9 @@ import { fail } from '../exit.js';
 import { call, swarmOptions, remoteTarget, type RemoteOptions } from '../http.js';
 import { int } from '../options.js';
 import { hubIsOurs } from '../running.js';
-import { pidFiles, readHubFile, stateDir } from '../state.js';
+import { pidFiles, readHubFile, stateDir, type HubFile } from '../state.js';
+import { startingProcs } from '../starting.js';
+import { lockHeld } from '../state-lock.js';
 
 export function registerDown(program: Command): void {
   swarmOptions(program.command('down')
@@ -31,7 +33,11 @@ export function registerDown(program: Command): void {
         const warnings: string[] = [];
         if (file && file.proc_start === undefined && alive(file.pid)) warnings.push(`hub.json names pid ${file.pid} without a start time (an older format): left alone; if it is this swarm's hub, stop it yourself`);
         // A hub.json whose pid now belongs to another process is stale: nothing of it is signalled.
-        const hub = file && hubIsOurs(file) ? file : undefined;
+        let hub = file && hubIsOurs(file) ? file : undefined;
+        // A swarm that is starting (`swarm up` before its hub wrote hub.json) is waited for and stopped,
+        // never reported as "not running" to come up behind this.
+        const starting = hub ? { left: [] as ProcId[], held: false } : await awaitStarting(dir, o.timeout);
+        hub ??= starting.hub;
         let clean = false;
         if (hub) {
           await call(hub, 'POST', '/shutdown', { workers: 'all' }, 5000).catch(() => undefined);
@@ -54,17 +60,46 @@ export function registerDown(program: Command): void {
         await until(() => left.every((p) => !isSameProcess(p)), 3000);
         // The batched engine would idle out a moment after its workers: down returns once it has exited.
         await stopEngines(dir);
-        const remaining = ours().length + (hub && hubIsOurs(hub) ? 1 : 0);
-        const result = { stopped: Boolean(hub), clean, killed_leftovers: left.length, remaining, not_ours: foreign, warnings };
+        // Still starting past --timeout with no hub to ask: its `swarm up` is stopped (before it spawned a
+        // hub, nothing else is left); a hub that holds the lock without hub.json is counted as remaining.
+        for (const p of starting.left) try { process.kill(p.pid, 'SIGTERM'); } catch { /* gone */ }
+        if (starting.left.length) await until(() => starting.left.every((p) => !isSameProcess(p)), 3000);
+        const startingLeft = starting.left.filter((p) => isSameProcess(p)).length + (!hub && await lockHeld(dir) ? 1 : 0);
+        const remaining = ours().length + (hub && hubIsOurs(hub) ? 1 : 0) + startingLeft;
+        const result = { stopped: Boolean(hub) || starting.left.length > 0, clean, killed_leftovers: left.length, remaining, not_ours: foreign, warnings };
         for (const w of warnings) process.stderr.write(`swarm down: warning: ${w}\n`);
         if (o.json) process.stdout.write(JSON.stringify(result) + '\n');
         else {
-          process.stdout.write(hub ? `swarm down: stopped${clean ? '' : ' (forced)'}${left.length ? `, ${left.length} leftover process(es) killed` : ''}\n` : `swarm down: no swarm was running in ${dir}\n`);
+          process.stdout.write(hub ? `swarm down: stopped${starting.hub ? ' (it was starting)' : ''}${clean ? '' : ' (forced)'}${left.length ? `, ${left.length} leftover process(es) killed` : ''}\n`
+            : starting.left.length ? `swarm down: a swarm was starting in ${dir} and not up after ${o.timeout} ms: its \`swarm up\` (pid ${starting.left.map((p) => p.pid).join(', ')}) stopped\n`
+              : `swarm down: no swarm was running in ${dir}\n`);
+          if (startingLeft) process.stdout.write(`swarm down: a hub is still starting in ${dir} (it holds the state directory's lock); run \`swarm down\` again\n`);
           if (foreign.length) process.stdout.write(`swarm down: left alone pid(s) ${foreign.join(', ')}: pid files name processes this swarm cannot prove it started\n`);
         }
         process.exit(remaining ? 1 : 0);
       } catch (err) { fail(err, o.json); }
     });
+}
+
+/**
+ * Wait (at most `ms`) for a starting swarm's hub.json: a `swarm up` marked as starting or a hub that
+ * holds the directory's lock is a swarm on its way. Returns its hub once written, or what still starts.
+ */
+async function awaitStarting(dir: string, ms: number): Promise<{ hub?: HubFile; left: ProcId[]; held: boolean }> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const f = readHubFile(dir);
+    if (f && f.proc_start !== undefined && hubIsOurs(f)) return { hub: f, left: [], held: false };
+    const left = startingProcs(dir);
+    const held = await lockHeld(dir);
+    if (!left.length && !held) {
+      // The hub may have written hub.json between the two reads: look once more.
+      const g = readHubFile(dir);
+      return g && g.proc_start !== undefined && hubIsOurs(g) ? { hub: g, left: [], held: false } : { left: [], held: false };
+    }
+    if (Date.now() >= deadline) return { left, held };
+    await new Promise((r) => setTimeout(r, 25));
+  }
 }
 
 async function until(cond: () => boolean, ms: number): Promise<boolean> {

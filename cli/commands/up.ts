@@ -12,6 +12,7 @@ import { Progress } from '../progress.js';
 import { readiness, readyCounter } from '../ready.js';
 import { logPath, readHubFile, stateDir, type HubFile } from '../state.js';
 import { nodeArgs } from '../node-args.js';
+import { markStarting } from '../starting.js';
 import { hubConfigFrom, hubOptions, hubToken, retainArg, type HubCliOptions } from './hub.js';
 import { PROCS_HELP, parseProcs, supervisedProcesses, type Procs } from '../procs.js';
 import { ORPHAN_EXIT_HELP, workerArgs } from './worker.js';
@@ -53,6 +54,8 @@ export function registerUp(program: Command): void {
       try {
         // Refused before anything else is said (the demo model's notice) or done.
         await refuseIfRunning(stateDir(o.stateDir));
+        // From here until hub.json is written, `swarm down` finds this swarm by this mark.
+        markStarting(stateDir(o.stateDir));
         if (!o.force) refuseBeyondHost(o.agents, o.failover);
         // Once, here: workers get the resulting path and never make or download a model themselves.
         const model = await chooseModel(o.driver, o.model, { quiet: o.json });

@@ -1,0 +1,34 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { isSameProcess, readPidFile, writePidFile, type ProcId } from '../hub/proc-id.js';
+
+/**
+ * `swarm up` marks the state directory while it starts: between its start and the hub's hub.json
+ * (choosing a model, spawning the hub, the hub taking its lock) nothing else says a swarm is coming,
+ * and a `swarm down` in that window said "no swarm was running" while one came up behind it.
+ */
+function startingDir(dir: string): string { return path.join(dir, 'starting'); }
+
+/** Mark this process as starting a swarm in `dir`; the mark goes when the process exits. */
+export function markStarting(dir: string): void {
+  const file = path.join(startingDir(dir), `${process.pid}.json`);
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  writePidFile(file, process.pid, process.argv);
+  process.once('exit', () => { try { fs.rmSync(file, { force: true }); } catch { /* the directory is gone */ } });
+}
+
+/** The `swarm up` processes still starting in `dir` (only those this record proves are the ones that wrote it). */
+export function startingProcs(dir: string): ProcId[] {
+  let names: string[];
+  try { names = fs.readdirSync(startingDir(dir)); } catch { return []; }
+  const live: ProcId[] = [];
+  for (const n of names) {
+    if (!/^\d+\.json$/.test(n)) continue;
+    const file = path.join(startingDir(dir), n);
+    const rec = readPidFile(file);
+    if (rec && isSameProcess(rec)) live.push(rec);
+    // A mark left by a process killed -9: nothing starts under it any more.
+    else try { fs.rmSync(file, { force: true }); } catch { /* raced with its owner */ }
+  }
+  return live;
+}
