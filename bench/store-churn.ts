@@ -10,7 +10,9 @@
  * Run: `npm run build && node dist/bench/store-churn.js [--tasks 150000] [--retain 24h,20000] [--batch 500] [--window 4]`
  * With `--window-ids N` it measures the duplicate window alone instead: N evicted ids remembered (as
  * eviction adds them, 5,000 per batch), its bytes per id (V8 heap and array buffers, after a GC) and
- * the RSS at 20% and 100% of it filled.
+ * the RSS at 20% and 100% of it filled. With `--holder-ids N` the same for a replica holder's evicted
+ * ids (worker/gossip/replica.ts): N final entries merged and forgotten, 5,000 at a time, as the hub's
+ * eviction reaches a holder.
  * (node flags and MALLOC_* variables go on the command line: the same file measures a before and an after).
  */
 import fs from 'node:fs';
@@ -23,6 +25,7 @@ import { TaskStore } from '../hub/store.js';
 import vm from 'node:vm';
 import { parseRetain } from '../hub/retention.js';
 import { Tombstones } from '../hub/dup-window.js';
+import { Replica } from '../worker/gossip/replica.js';
 import { soakPrompt } from './soak-prompt.js';
 
 const TASKS = Number(arg('tasks', '150000', 'tasks to run through the store'));
@@ -30,6 +33,7 @@ const RETAIN = arg('retain', '24h,20000', 'the retention horizon (AGE,COUNT)');
 const BATCH = Number(arg('batch', '500', 'tasks per submit'));
 const WINDOW = Number(arg('window', '4', 'batches in flight at once'));
 const WINDOW_IDS = Number(arg('window-ids', '0', 'measure only the duplicate window, filled with this many ids'));
+const HOLDER_IDS = Number(arg('holder-ids', '0', "measure only a replica holder's evicted ids, this many forgotten"));
 const GC = flag('gc', 'a full collection before each 10% sample: live bytes, not where the collector happened to be');
 const SNAPSHOT = arg('snapshot', '', 'write a heap snapshot to this file at the end');
 checkArgs('store-churn', "The hub's store alone: the soak's tasks submitted, completed, archived past the horizon, compacted; RSS by kind at every 10%.");
@@ -37,29 +41,58 @@ checkArgs('store-churn', "The hub's store alone: the soak's tasks submitted, com
 type Row = { at: number; done: number; hot: number; hot_text_mb: number; rss: number; heap_used: number; heap_total: number; external: number; outside_v8: number; hot_mb: number; snapshot_mb: number; compactions: number; last_compaction_ms?: number };
 
 /** The duplicate window alone: bytes per remembered id and the RSS as it fills (20% and 100%). */
-function windowOnly(n: number): void {
+async function windowOnly(n: number): Promise<void> {
+  const w = new Tombstones({ ageMs: 24 * 3600_000, count: n });
+  let at = Date.now(), offset = 0;
+  await idsOnly(n, () => w.size, (from, to) => {
+    at++;
+    // As eviction adds them: an id parsed from a body (a fresh string), its archive line's place.
+    for (let i = from; i < to; i++) { w.add(JSON.parse(`"soak-${i}"`) as string, { file: 1, offset, at, acc: at - 1000 }); offset += 900; }
+  });
+}
+
+/** A holder's evicted ids alone: final entries merged (as deltas decode: fresh strings), then forgotten. */
+async function holderOnly(n: number): Promise<void> {
+  const r = new Replica();
+  await idsOnly(n, () => r.sizes().forgotten, (from, to) => {
+    const ids: string[] = [];
+    for (let i = from; i < to; i++) {
+      const id = JSON.parse(`"soak-${i}"`) as string;
+      r.merge({ id, spec: { id, prompt: 'p' }, seq: i });
+      r.merge({ id, result: { worker: 'w-2', attempt: 1, text: 't' } });
+      ids.push(id);
+    }
+    r.forget(ids);
+  });
+}
+
+/**
+ * Fill in runs of 5,000 ids; bytes per id (V8 heap and array buffers after a GC) and the RSS at every 10%.
+ * A turn of the event loop after each run and each GC: the finalizers of the replica's shared blobs
+ * (replica-pack.ts) run there, as they do in a holder, and their map would count here otherwise.
+ */
+async function idsOnly(n: number, size: () => number, fill: (from: number, to: number) => void): Promise<void> {
   v8.setFlagsFromString('--expose-gc');
   const gc = vm.runInNewContext('gc') as () => void;
-  const live = () => { gc(); gc(); const m = process.memoryUsage(); return { js: m.heapUsed + m.arrayBuffers, rss: m.rss }; };
+  const turn = () => new Promise((res) => setImmediate(res));
+  const live = async () => { gc(); await turn(); gc(); await turn(); const m = process.memoryUsage(); return { js: m.heapUsed + m.arrayBuffers, rss: m.rss }; };
   const rssMb = (x: number) => +(x / 2 ** 20).toFixed(1);
-  const base = live();
-  const w = new Tombstones({ ageMs: 24 * 3600_000, count: n });
+  const base = await live();
   const marks: { at: number; rss_mb: number; js_mb: number }[] = [];
   const t0 = performance.now();
-  let at = Date.now(), offset = 0;
-  for (let i = 0; i < n; i++) {
-    if (i % 5000 === 0) at++;
-    // As eviction adds them: an id parsed from a body (a fresh string), its archive line's place.
-    const id = JSON.parse(`"soak-${i}"`) as string;
-    w.add(id, { file: 1, offset, at, acc: at - 1000 });
-    offset += 900;
-    if ((i + 1) % Math.ceil(n / 10) === 0 || i === n - 1) { const m = live(); marks.push({ at: Math.round((100 * (i + 1)) / n), rss_mb: rssMb(m.rss), js_mb: rssMb(m.js - base.js) }); }
+  const step = Math.ceil(n / 10);
+  for (let i = 0; i < n; ) {
+    const to = Math.min(n, i + 5000, (Math.floor(i / step) + 1) * step);
+    fill(i, to);
+    i = to;
+    await turn();
+    if (i % step === 0 || i === n) { const m = await live(); marks.push({ at: Math.round((100 * i) / n), rss_mb: rssMb(m.rss), js_mb: rssMb(m.js - base.js) }); }
   }
   const ms = performance.now() - t0;
-  const end = live();
+  const end = await live();
   const m20 = marks.find((x) => x.at >= 20)!, m100 = marks.at(-1)!;
   console.log(JSON.stringify({
-    date: new Date().toISOString(), command: `node dist/bench/store-churn.js ${process.argv.slice(2).join(' ')}`, ids: n, remembered: w.size,
+    date: new Date().toISOString(), command: `node dist/bench/store-churn.js ${process.argv.slice(2).join(' ')}`, ids: n, remembered: size(),
     bytes_per_id: Math.round((end.js - base.js) / n), rss_bytes_per_id: Math.round((end.rss - base.rss) / n), add_ns_per_id: Math.round((1e6 * ms) / n),
     rss_mb_at20: m20.rss_mb, rss_mb_at100: m100.rss_mb, growth_pct: +((100 * (m100.rss_mb - m20.rss_mb)) / m20.rss_mb).toFixed(1),
     load: os.loadavg().map((x) => +x.toFixed(2)), by_10pct: marks,
@@ -68,6 +101,7 @@ function windowOnly(n: number): void {
 
 async function main(): Promise<void> {
   if (WINDOW_IDS > 0) return windowOnly(WINDOW_IDS);
+  if (HOLDER_IDS > 0) return holderOnly(HOLDER_IDS);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-store-churn-'));
   const store = await TaskStore.open(dir, { maxDepth: 1_000_000, leaseMs: 600_000, defaultMaxAttempts: 3 }, { fsyncMs: 0 }, { retain: parseRetain(RETAIN), evictEveryMs: 1000 });
   const w = { id: 'w-1', caps: [] as string[] };

@@ -6,6 +6,7 @@
 export const UNIT: ReadonlySet<string> = new Set([
   'test/protocol/codec.test.ts',
   'test/protocol/shared-clock.test.ts',
+  'test/protocol/id-ring.test.ts',
   'test/worker/timer-grid.test.ts',
   'test/protocol/connection-flush.test.ts',
   'test/protocol/protocol-entries.test.ts',

@@ -7,6 +7,7 @@
  */
 
 import type { ReplicaEntry, WireLease, WireOutcome, WireSpec } from '../../protocol/index.js';
+import { IdRing } from '../../protocol/id-ring.js';
 import { HaveBuilder, haveBuckets, type HaveDigest } from '../../protocol/replica-have.js';
 import { signResult, signSpec } from '../../protocol/result-mac.js';
 import { fnv, fnvNum, fnvStr, pairHash } from './fingerprint.js';
@@ -65,13 +66,16 @@ function stateOf(e: Entry): EntryState {
 export function bucketOf(id: string): number { return fnv(id) % BUCKETS; }
 
 /**
- * Evicted ids a replica remembers, so a peer's copy does not bring them back (about 100 bytes each):
- * the hub's own duplicate window at the default horizon (hub/dup-window.ts `Tombstones`).
+ * Evicted ids a replica remembers, so a peer's copy does not bring them back: the hub's own duplicate
+ * window at the default horizon (hub/dup-window.ts `Tombstones`). A ring allocated at this bound
+ * (about 57 bytes an id, 5.7 MB), resident once an eighth of it is used: a holder, which forgets
+ * every evicted task, gets there early and stays flat after; a member that remembers only the few
+ * ids it held itself pays about the ids it holds and the ring's 1 MB index.
  */
 const FORGOTTEN_MAX = 100_000;
 
 /** The sizes of a replica's structures (each bounded by the retention horizon, see `forget` and `shed`). */
-export interface ReplicaSizes { entries: number; hashes: number; inBuckets: number; unhashed: number; open: number; forgotten: number; forgottenOrder: number; blobBytes: number }
+export interface ReplicaSizes { entries: number; hashes: number; inBuckets: number; unhashed: number; open: number; forgotten: number; forgottenOrder: number; /** The evicted ids' ring, allocated at its bound on the first. */ forgottenBytes: number; blobBytes: number }
 
 export class Replica {
   /**
@@ -112,13 +116,10 @@ export class Replica {
   private finals = 0;
   /**
    * Ids the hub evicted (its retention horizon), oldest first: a final entry for one (a peer's copy
-   * in a sync round) is not merged back. Bounded; a spec without an outcome (the id submitted anew
-   * after its duplicate window) is merged and clears the mark.
+   * in a sync round) is not merged back. Bounded (past it the oldest go); a spec without an outcome
+   * (the id submitted anew after its duplicate window) is merged and clears the mark.
    */
-  private readonly forgotten = new Set<string>();
-  /** The same, oldest first (a head index, not `values().next()`: a Set's deleted slots make that quadratic). */
-  private forgottenOrder: string[] = [];
-  private forgottenHead = 0;
+  private readonly forgotten = new IdRing(FORGOTTEN_MAX, FORGOTTEN_MAX / 8);
   /** Merges and drops so far: `have` is computed again only after one (a pass over the whole history). */
   private changes = 0;
   private haveAt?: { changes: number; left: number; d: HaveDigest };
@@ -231,14 +232,9 @@ export class Replica {
     for (const id of ids) {
       const e = this.entries.get(id);
       if (!e || !(e.result || e.failure)) continue;
-      if (!this.forgotten.has(id)) { this.forgotten.add(id); this.forgottenOrder.push(id); }
+      if (!this.forgotten.has(id)) this.forgotten.push(id);
       this.drop(id, e);
       n++;
-    }
-    while (this.forgotten.size > FORGOTTEN_MAX && this.forgottenHead < this.forgottenOrder.length) this.forgotten.delete(this.forgottenOrder[this.forgottenHead++]!);
-    if (this.forgottenHead > 65_536 && this.forgottenHead * 2 > this.forgottenOrder.length) {
-      this.forgottenOrder = this.forgottenOrder.slice(this.forgottenHead);
-      this.forgottenHead = 0;
     }
     return n;
   }
@@ -293,7 +289,7 @@ export class Replica {
   sizes(): ReplicaSizes {
     let inBuckets = 0;
     for (const b of this.inBucket) inBuckets += b.size;
-    return { entries: this.entries.size, hashes: this.hashes.size, inBuckets, unhashed: this.unhashed.length, open: this.open?.size ?? 0, forgotten: this.forgotten.size, forgottenOrder: this.forgottenOrder.length - this.forgottenHead, blobBytes: this.blobTotal };
+    return { entries: this.entries.size, hashes: this.hashes.size, inBuckets, unhashed: this.unhashed.length, open: this.open?.size ?? 0, forgotten: this.forgotten.size, forgottenOrder: this.forgotten.slotsUsed, forgottenBytes: this.forgotten.bytes, blobBytes: this.blobTotal };
   }
 
   /** Merge an entry or delta; true if anything changed. */
