@@ -58,13 +58,14 @@ const PLANNED_DRIVERS = new Set(['embedded', 'batched', 'llama-server', 'llama-c
  * `swarm up`'s capacity check: more agents than `swarm plan` says fit on this machine are refused
  * with the plan's figure (`--force` starts them anyway).
  */
-export async function refuseBeyondPlan(o: { model?: string; driver: string; engine: EngineMode; agents: number; slots: number; ctx?: string; procs: Procs }): Promise<void> {
+export async function refuseBeyondPlan(o: { model?: string; driver: string; engine: EngineMode; agents: number; slots: number; ctx?: string; procs: Procs }, hostMax = Infinity): Promise<void> {
   if (!o.model || (!PLANNED_DRIVERS.has(o.driver) && o.engine !== 'shared')) return;
   const engine: EngineMode = o.engine === 'shared' ? 'shared' : o.driver === 'batched' ? 'batched' : o.engine === 'batched' && o.driver === 'embedded' ? 'batched' : 'per-worker';
   const ctx = (o.ctx !== undefined && Number(o.ctx) > 0 ? Number(o.ctx) : PLAN_CTX) * Math.max(1, o.slots);
   const { beyondPlan, formatBytes } = await import('../../deploy/plan/index.js');
   const p = await beyondPlan({ model: o.model, agents: o.agents, engine, ctx, procs: o.procs });
-  if (!p) return;
+  // The lower bound is the one to name: the host's (files, ports) is refused by its own check.
+  if (!p || hostMax < p.maxAgents) return;
   throw new SwarmError('SWARM_ERR_CONFIG', `--agents ${o.agents}: at most ${p.maxAgents} agents of this model fit in this machine's ${formatBytes(p.options.ramBytes)} (${engine} engine, ctx ${ctx}; ${o.agents} need ${formatBytes(p.memory.total)}); \`swarm plan --agents ${o.agents} --model ${o.model} --engine ${engine}\` shows the arithmetic. --force starts them anyway`);
 }
 

@@ -7,7 +7,7 @@ import { SwarmError } from '../../protocol/errors.js';
 import { Exit, fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
 import { MAX_SLOTS } from '../../protocol/bounds.js';
-import { refuseBeyondHost } from '../agent-bound.js';
+import { agentBound, refuseBeyondHost } from '../agent-bound.js';
 import { Progress } from '../progress.js';
 import { readiness, readyCounter } from '../ready.js';
 import { logPath, readHubFile, stateDir, type HubFile } from '../state.js';
@@ -56,10 +56,14 @@ export function registerUp(program: Command): void {
         await refuseIfRunning(stateDir(o.stateDir));
         // From here until hub.json is written, `swarm down` finds this swarm by this mark.
         markStarting(stateDir(o.stateDir));
-        if (!o.force) refuseBeyondHost(o.agents, o.failover);
         // Once, here: workers get the resulting path and never make or download a model themselves.
         const model = await chooseModel(o.driver, o.model, { quiet: o.json });
-        if (!o.force) await refuseBeyondPlan({ model: model.path, driver: o.driver, engine: o.engine, agents: o.agents, slots: o.slots, ctx: o.driverOpt.ctx, procs: o.procs });
+        if (!o.force) {
+          // Two bounds, memory (the plan's) and the host's open files and ports: the lower is named.
+          const host = agentBound(o.failover);
+          await refuseBeyondPlan({ model: model.path, driver: o.driver, engine: o.engine, agents: o.agents, slots: o.slots, ctx: o.driverOpt.ctx, procs: o.procs }, host?.max);
+          refuseBeyondHost(o.agents, o.failover, host);
+        }
         if (o.detach) await upDetached(o, model);
         else await upForeground(o, model);
       } catch (err) { fail(err, o.json); }

@@ -26,6 +26,11 @@ t.test('--agents past the open files the hub may hold: a usage error naming the 
   t.equal(r.status, 2, `exit 2 (${r.stderr.trim().split('\n')[0]})`);
   t.match(r.stderr, /SWARM_ERR_CONFIG: --agents 1000: this host holds at most 256 agents: .*ulimit -n.*--force/);
   t.notOk(fs.existsSync(path.join(state, 'hub.json')), 'no hub was started');
+  // With a model both bounds apply (memory by the plan, files here): the lower one is named.
+  const m = spawnSync('sh', ['-c', `ulimit -n 512 && exec "${process.execPath}" "${CLI}" up --state-dir "${state}" --agents 100000 -d --ready-timeout 5000`], { encoding: 'utf8', timeout: 60_000 });
+  t.equal(m.status, 2, `exit 2 (${m.stderr.trim().split('\n').pop()})`);
+  t.match(m.stderr, /--agents 100000: this host holds at most 256 agents: .*ulimit -n/, 'the host bound, lower than the plan, is the one named');
+  t.notOk(fs.existsSync(path.join(state, 'hub.json')), 'no hub was started');
 });
 
 t.test('--slots, --queue and --max-attempts past their protocol bounds are usage errors, not a wait for the ready timeout', async (t) => {
