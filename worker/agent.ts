@@ -120,7 +120,16 @@ export class Agent {
       if (this.stopping) return;
       this.failover = new AgentFailover(this.opts.id, this.opts.failover.peerToken ?? this.opts.token, this.slots, (spec, attempt) => this.execute(spec, attempt), { config: this.cfg, resultKey: this.opts.token ? workerKey(this.opts.token, this.opts.id) : undefined, ...this.opts.failover }, this.log);
       this.client.onFrame = (m) => this.failover!.heard(m);
-      this.peerAddr = await this.failover.listen();
+      try {
+        this.peerAddr = await this.failover.listen();
+      } catch (err) {
+        // No peer port: this agent runs as a star-only worker (without a peer_addr the hub never makes
+        // it a member or a replica holder; its tasks go through the hub) rather than crash the process.
+        this.log.error({ code: errorCodeOf(err, 'SWARM_ERR_PEER_PORT'), worker: this.opts.id }, `failover off for this agent: ${(err as Error).message}`);
+        this.failover.stop();
+        this.failover = undefined;
+        this.client.onFrame = () => {};
+      }
     }
     await this.client.run();
   }

@@ -94,6 +94,12 @@ export class TcpTransport implements Transport {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(this.opts.port ?? 0, host, () => { server.off('error', reject); resolve(); });
+    }).catch((err: NodeJS.ErrnoException) => {
+      this.server = undefined;
+      // A taken port or no local port left (EADDRINUSE, EADDRNOTAVAIL) is said as what it is.
+      const why = err.code === 'EADDRINUSE' && this.opts.port ? `port ${this.opts.port} is taken`
+        : err.code === 'EADDRINUSE' || err.code === 'EADDRNOTAVAIL' ? 'no free local port is left' : err.message;
+      throw new SwarmError('SWARM_ERR_PEER_PORT', `cannot open the failover peer port on ${host}:${this.opts.port ?? 0}: ${why} (${err.code ?? 'error'})`, { cause: err });
     });
     const a = server.address() as net.AddressInfo;
     this.bound = a.family === 'IPv6' ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`;
