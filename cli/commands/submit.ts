@@ -1,4 +1,3 @@
-import fs from 'node:fs';
 import type { Command } from 'commander';
 import { SwarmError } from '../../protocol/errors.js';
 import { randomId } from '../../protocol/ids.js';
@@ -9,6 +8,7 @@ import { Progress } from '../progress.js';
 import { stateDir } from '../state.js';
 import { runningHub } from '../running.js';
 import { withRetry } from '../retry.js';
+import { BATCH, BATCH_BYTES, fileSize, taskSlices, type Slice, type TaskInput } from '../task-file.js';
 
 interface Accepted { accepted: { id: string; duplicate: boolean; state: string }[] }
 interface Waited {
@@ -18,9 +18,6 @@ interface Waited {
   tasks: { id: string; state: string; text?: string; error?: { code: string; msg: string }; receipt?: unknown }[];
 }
 
-const BATCH = 5000;
-/** Bytes of tasks in one upload, well under the hub's 64 MiB body limit (300 KB prompts came to 90 MB in one batch). */
-const BATCH_BYTES = 16 * 1024 * 1024;
 
 /** Tasks in uploads of at most BATCH tasks and BATCH_BYTES bytes (a task past that goes alone; the hub judges it). */
 export function batches<T>(tasks: readonly T[], maxBytes = BATCH_BYTES, max = BATCH): T[][] {
@@ -41,7 +38,7 @@ export function registerSubmit(program: Command): void {
   swarmOptions(program.command('submit')
     .description('submit a task (TEXT) or many (--file tasks.jsonl: one JSON task per line, or plain text lines)')
     .argument('[text]', 'the prompt')
-    .option('-f, --file <file>', 'JSONL file of tasks ({"prompt":…, "id":…, "role":…, …}); "-" reads stdin')
+    .option('-f, --file <file>', 'JSONL file of tasks ({"prompt":…, "id":…, "role":…, …}); "-" reads stdin; read as it is sent, in uploads of 5,000 tasks or 16 MiB. A line without an id gets a new id each run: give ids to make a re-run of a file that failed part way submit nothing twice')
     .option('--id <id>', 'idempotency key for a single task')
     .option('--role <role>', 'only workers with this role run it')
     .option('--priority <n>', 'higher runs first', Number)
@@ -56,26 +53,36 @@ export function registerSubmit(program: Command): void {
         const remote = remoteTarget(o);
         const hub = () => remote ?? runningHub(stateDir(o.stateDir));
         hub();
-        const tasks = o.file !== undefined ? readTasks(o.file) : text !== undefined ? [{ prompt: text, id: o.id }] : undefined;
-        if (!tasks || tasks.length === 0) throw new SwarmError('SWARM_ERR_CONFIG', 'give a prompt or --file with at least one task');
-        for (const t of tasks) {
+        // Ids before the first send: the hub keeps the first task of each id, so a batch sent again
+        // after a lost acknowledgement (the hub died mid-upload) submits nothing twice. A task without
+        // an id gets `<random>-<n>` (n: its place among the file's tasks), new for each run.
+        const batchId = randomId();
+        const prepare = (t: TaskInput, i: number): void => {
           if (o.role && t.role === undefined) t.role = o.role;
           if (o.priority !== undefined && t.priority === undefined) t.priority = o.priority;
           if (o.maxTokens && t.max_tokens === undefined) t.max_tokens = o.maxTokens;
-        }
-        // Ids before the first send: the hub keeps the first task of each id, so a batch sent again
-        // after a lost acknowledgement (the hub died mid-upload) submits nothing twice.
-        const batchId = randomId();
-        tasks.forEach((t, i) => { if (t.id === undefined) t.id = `${batchId}-${i}`; });
+          if (t.id === undefined) t.id = `${batchId}-${i}`;
+        };
+        const source: AsyncIterator<Slice> = o.file !== undefined ? taskSlices(o.file, prepare)
+          : (async function* () { if (text !== undefined) { const t: TaskInput = { prompt: text, id: o.id }; prepare(t, 0); yield { tasks: [t], firstLine: 1, lastLine: 1, bytesRead: 0 }; } })();
+        const first = await source.next();
+        if (first.done) throw new SwarmError('SWARM_ERR_CONFIG', 'give a prompt or --file with at least one task');
+        // One slice ahead: a file of one slice is submitted and waited for in one request. A bad line
+        // in the second slice is raised after the first is sent, as any later one is.
+        let second: IteratorResult<Slice> | undefined;
+        let readError: unknown;
+        try { second = await source.next(); } catch (err) { readError = err; }
         const retried = (what: string) => (err: unknown, n: number) => {
           process.stderr.write(`swarm submit: ${what} failed (${(err as Error).message}); retrying (${n})\n`);
         };
-        const quiet = o.json || tasks.length < BATCH;
+        const single = second?.done === true;
+        const quiet = o.json || single;
         let waited: Waited;
-        const uploads = batches(tasks);
-        if (o.wait && uploads.length === 1) {
+        let count = first.value.tasks.length;
+        if (o.wait && single) {
           // One request submits and streams the results; once the hub has said "accepted", a retry
           // (a hub restarted under us) asks for the results alone.
+          const tasks = first.value.tasks;
           const ids = tasks.map((t) => t.id!);
           let accepted = false;
           waited = await withRetry(async () => {
@@ -87,27 +94,46 @@ export function registerSubmit(program: Command): void {
           }, o.retryFor, (err, n) => retried(accepted ? 'wait' : 'upload')(err, n));
         } else {
           const progress = new Progress(quiet);
+          const size = o.file !== undefined ? fileSize(o.file) : undefined;
+          // Kept for --json (one object) and --wait (the ids); otherwise each slice's ids are printed as it is accepted.
+          const keep = o.json || o.wait;
           const accepted: Accepted['accepted'] = [];
-          for (const upload of uploads) {
+          let done = { slices: 0, tasks: 0, lastLine: 0 };
+          const send = async (slice: Slice): Promise<void> => {
             let sent = 0;
-            const r = await withRetry(() => { sent++; return call<Accepted>(hub(), 'POST', '/tasks', { tasks: upload }); }, o.retryFor, retried('upload'));
+            const r = await withRetry(() => { sent++; return call<Accepted>(hub(), 'POST', '/tasks', { tasks: slice.tasks }); }, o.retryFor, retried('upload'));
             // After a retry, "duplicate" may be this command's own earlier attempt: not the user's resubmission.
-            accepted.push(...(sent > 1 ? r.accepted.map((a) => ({ ...a, duplicate: false })) : r.accepted));
-            progress.update(`submitted ${accepted.length}/${tasks.length}`);
+            const acks = sent > 1 ? r.accepted.map((a) => ({ ...a, duplicate: false })) : r.accepted;
+            if (keep) accepted.push(...acks);
+            else process.stdout.write(acks.map((a) => `${a.id}${a.duplicate ? ' (duplicate: already submitted)' : ''}\n`).join(''));
+            done = { slices: done.slices + 1, tasks: done.tasks + acks.length, lastLine: slice.lastLine };
+            const mb = (n: number) => (n / 1048576).toFixed(0);
+            progress.update(`submitted ${done.tasks} task(s) in ${done.slices} upload(s)${size ? `, ${mb(slice.bytesRead)}/${mb(size)} MB of the file` : ''}`);
+          };
+          try {
+            await send(first.value);
+            if (readError) throw readError;
+            if (second && !second.done) {
+              await send(second.value);
+              for (let r = await source.next(); !r.done; r = await source.next()) { count += r.value.tasks.length; await send(r.value); }
+            }
+          } catch (err) {
+            progress.done();
+            throw partly(err, done, o.file);
           }
           progress.done();
           if (!o.wait) {
             if (o.json) process.stdout.write(JSON.stringify({ accepted }) + '\n');
-            else for (const a of accepted) process.stdout.write(`${a.id}${a.duplicate ? ' (duplicate: already submitted)' : ''}\n`);
             return;
           }
-          waited = (await withRetry(() => waitFor(hub(), accepted.map((a) => a.id), o.timeout, new Progress(quiet)), o.retryFor, retried('wait')))!;
+          count = accepted.length;
+          waited = (await withRetry(() => waitFor(hub(), accepted.map((a) => a.id), o.timeout, new Progress(o.json)), o.retryFor, retried('wait')))!;
         }
         const failed = waited.tasks.filter((t) => t.state === 'failed').length;
         // The lines as the hub sent them, not parsed and encoded again: the same JSON, 10-20 ms sooner.
         if (o.json) process.stdout.write(`{"complete":${waited.complete},"failed":${failed},"tasks":[${(waited.raw ?? waited.tasks.map((t) => JSON.stringify(t))).join(',')}]}\n`);
         else for (const t of waited.tasks) {
-          if (t.state === 'done') process.stdout.write(tasks.length === 1 ? `${t.text}\n` : `${t.id}\t${JSON.stringify(t.text)}\n`);
+          if (t.state === 'done') process.stdout.write(count === 1 ? `${t.text}\n` : `${t.id}\t${JSON.stringify(t.text)}\n`);
           else process.stdout.write(`${t.id}\t${t.state}${t.error ? `\t${t.error.code}: ${t.error.msg}` : ''}\n`);
         }
         if (!waited.complete) process.exit(Exit.TIMEOUT);
@@ -155,16 +181,15 @@ async function waitFor(hub: ControlTarget, ids: string[], timeoutMs: number, pro
   return { complete: end.complete === true, tasks: all.map((t) => t.view), raw: all.map((t) => t.raw) };
 }
 
-type TaskInput = { prompt: string; id?: string; role?: string; priority?: number; max_tokens?: number } & Record<string, unknown>;
-
-function readTasks(file: string): TaskInput[] {
-  const text = fs.readFileSync(file === '-' ? 0 : file, 'utf8');
-  return text.split('\n').flatMap((line, i) => {
-    const l = line.trim();
-    if (!l) return [];
-    if (!l.startsWith('{')) return [{ prompt: l }];
-    try { return [JSON.parse(l) as TaskInput]; } catch (e) {
-      throw new SwarmError('SWARM_ERR_BAD_JSON', `${file}:${i + 1}: ${(e as Error).message}`);
-    }
-  });
+/**
+ * An error after some uploads were accepted says which: the tasks of lines 1..N are in the hub (their
+ * ids were printed), nothing after was sent. A re-run of the whole file submits no task with its own
+ * id twice (the hub reports it duplicate), but lines without an id get new ids each run.
+ */
+function partly(err: unknown, done: { slices: number; tasks: number; lastLine: number }, file?: string): unknown {
+  if (!done.slices || !(err instanceof Error)) return err;
+  const rest = `lines 1-${done.lastLine} of ${file ?? 'the input'} (${done.tasks} task(s) in ${done.slices} upload(s)) were accepted, nothing after them was sent; `
+    + `to go on, submit from line ${done.lastLine + 1} (\`tail -n +${done.lastLine + 1}\`): a re-run of the whole file submits no task with its own id twice, but lines without an id would be submitted again`;
+  const code = err instanceof SwarmError ? err.code : 'SWARM_ERR_INTERNAL';
+  return new SwarmError(code, `${err.message}\n${rest}`, { cause: err });
 }
