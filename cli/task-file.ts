@@ -1,5 +1,6 @@
 import fs from 'node:fs';
-import readline from 'node:readline';
+import { StringDecoder } from 'node:string_decoder';
+import type { Readable } from 'node:stream';
 import { SwarmError } from '../protocol/errors.js';
 
 export type TaskInput = { prompt: string; id?: string; role?: string; priority?: number; max_tokens?: number } & Record<string, unknown>;
@@ -30,21 +31,15 @@ function parseLine(line: string, where: string): TaskInput | undefined {
  * slices before it were yielded; the slice it falls in is not.
  */
 export async function* taskSlices(file: string, prepare: (t: TaskInput, index: number) => void, maxBytes = BATCH_BYTES, max = BATCH): AsyncGenerator<Slice> {
-  const input = file === '-' ? process.stdin : fs.createReadStream(file);
-  // An unreadable file is an error of the stream, which readline does not pass on.
-  const failed = new Promise<never>((_, reject) => input.once('error', reject));
-  failed.catch(() => undefined);
-  const lines = readline.createInterface({ input, crlfDelay: Infinity })[Symbol.asyncIterator]();
+  const input: Readable = file === '-' ? process.stdin : fs.createReadStream(file);
   let cur: TaskInput[] = [];
   let bytes = 0, lineNo = 0, firstLine = 1, index = 0, read = 0;
   try {
-    for (;;) {
-      const r = await Promise.race([lines.next(), failed]);
-      if (r.done) break;
+    for await (const line of linesOf(input)) {
       lineNo++;
       const before = read;
-      read += Buffer.byteLength(r.value) + 1;
-      const t = parseLine(r.value, `${file}:${lineNo}`);
+      read += Buffer.byteLength(line) + 1;
+      const t = parseLine(line, `${file}:${lineNo}`);
       if (!t) continue;
       prepare(t, index++);
       const n = Buffer.byteLength(JSON.stringify(t)) + 1;
@@ -57,9 +52,31 @@ export async function* taskSlices(file: string, prepare: (t: TaskInput, index: n
     }
     if (cur.length) yield { tasks: cur, firstLine, lastLine: lineNo, bytesRead: read };
   } finally {
-    await lines.return?.();
-    if (file !== '-') (input as fs.ReadStream).destroy();
+    if (file !== '-') input.destroy();
   }
+}
+
+/**
+ * The lines of a stream, read as they are consumed: the stream's own iterator pauses it while a slice
+ * is sent (readline's reads ahead, and held most of a 1 GB file in memory while the uploads ran).
+ */
+async function* linesOf(input: Readable): AsyncGenerator<string> {
+  const decoder = new StringDecoder('utf8');
+  // Pieces of a line that spans chunks, joined once it ends (no repeated copies of a long line).
+  let pieces: string[] = [];
+  for await (const chunk of input) {
+    const s = typeof chunk === 'string' ? chunk : decoder.write(chunk as Buffer);
+    let start = 0;
+    for (let nl = s.indexOf('\n'); nl >= 0; nl = s.indexOf('\n', start)) {
+      pieces.push(s.slice(start, nl));
+      yield pieces.join('');
+      pieces = [];
+      start = nl + 1;
+    }
+    if (start < s.length) pieces.push(s.slice(start));
+  }
+  const last = pieces.join('') + decoder.end();
+  if (last) yield last;
 }
 
 /** Bytes of `file` read so far and its size, for progress (undefined for stdin or a pipe). */
