@@ -12,9 +12,16 @@ function startingDir(dir: string): string { return path.join(dir, 'starting'); }
 /** Mark this process as starting a swarm in `dir`; the mark goes when the process exits. */
 export function markStarting(dir: string): void {
   const file = path.join(startingDir(dir), `${process.pid}.json`);
+  const made = !fs.existsSync(dir);
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   writePidFile(file, process.pid, process.argv);
-  process.once('exit', () => { try { fs.rmSync(file, { force: true }); } catch { /* the directory is gone */ } });
+  process.once('exit', () => {
+    try { fs.rmSync(file, { force: true }); } catch { /* the directory is gone */ }
+    // An `up` refused before it started anything leaves no trace: the folders it made only for the
+    // mark go too (rmdir removes only empty ones, so nothing a hub wrote meanwhile).
+    try { fs.rmdirSync(startingDir(dir)); } catch { /* not empty, or gone */ }
+    if (made) try { fs.rmdirSync(dir); } catch { /* the swarm's files are in it */ }
+  });
 }
 
 /** The `swarm up` processes still starting in `dir` (only those this record proves are the ones that wrote it). */
