@@ -1,5 +1,6 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { CLI, pidsMentioning, sleep, tempDir, until } from '../helpers/cli.js';
 
@@ -20,11 +21,14 @@ function run(args: string[]): Run {
 
 t.test('swarm down right after swarm up -d: nothing of the swarm is left, and down says it stopped it', async (t) => {
   const base = tempDir(t);
-  // Different moments of the start: before the hub is spawned, while it loads, as it writes hub.json.
+  // Different moments of the start: before the hub is spawned, while it loads, as it writes hub.json,
+  // each counted from when up made the state directory (a `down` that runs before `up` has done
+  // anything at all cannot know of it).
   for (const [round, delay] of [0, 150, 400].entries()) {
     const state = path.join(base, `state${round}`);
     const up = run(['up', '-d', '--state-dir', state, '--driver', 'echo', '--agents', '1', '--no-failover', '--ready-timeout', '30000']);
     t.teardown(() => { for (const p of pidsMentioning(state)) try { process.kill(p, 'SIGKILL'); } catch { /* gone */ } });
+    t.ok(await until(() => fs.existsSync(state), 30_000, 5), `round ${round}: up made the state directory`);
     await sleep(delay);
     const down = run(['down', '--state-dir', state]);
     await down.exited;
