@@ -49,8 +49,13 @@ async function script(t: Test, file: string, loop: string, extra: Record<string,
   out.push([js.text, counts(js.stats)]);
   const yn = await collect(ds[1]!.chat('Is the sky blue?', { grammar: 'root ::= "yes" | "no"', maxTokens: 8, seed: 1 }));
   out.push([yn.text, counts(yn.stats)]);
-  const seeded = await Promise.all(ds.map((d, i) => collect(d.chat(prompts[i]!, { maxTokens: 32, temperature: 0.8, seed: 11 + i }))));
-  out.push(...seeded.map((r) => [r.text, counts(r.stats)]));
+  // Sampled chats one at a time: run together, when a chat steps alone or beside others depends on
+  // timing, and ggml's single-row and batched kernels round differently, which a sample at 0.8 can
+  // turn into another token (both loops alike; seen once in CI).
+  for (const [i, d] of ds.entries()) {
+    const r = await collect(d.chat(prompts[i]!, { maxTokens: 32, temperature: 0.8, seed: 11 + i }));
+    out.push([r.text, counts(r.stats)]);
+  }
   // A long shared start: the second agent copies the first one's cells.
   const doc = Array.from({ length: 4 }, () => 'Once upon a time there was a little girl named Lily who lived in a small house by the sea.').join(' ');
   const a = await collect(ds[2]!.chat(`${doc} One day`, { maxTokens: 12, temperature: 0 }));
