@@ -3,7 +3,7 @@ import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from '../sched/index.js';
 import { DEFAULT_MAX_LINE, DEFAULT_MAX_OUTBOUND, SwarmError, isPlaceholderToken } from '../protocol/index.js';
 import { DEFAULT_RETAIN, MAX_RETAIN_COUNT, MAX_RETAIN_MS } from './retention.js';
 import { DEFAULT_COMPACT_BYTES } from './journal.js';
-import { MAX_ATTEMPTS } from '../protocol/bounds.js';
+import { MAX_ATTEMPTS, MAX_DEFAULT_TOKENS, MAX_LINE, MAX_PREFETCH_BELOW_MS } from '../protocol/bounds.js';
 
 /** Hub settings: one strict schema with defaults, validated once, frozen. */
 export const HubConfigSchema = z.object({
@@ -20,7 +20,7 @@ export const HubConfigSchema = z.object({
   heartbeatMs: z.number().int().positive().default(2000),
   deadAfterMs: z.number().int().positive().default(10000),
   handshakeTimeoutMs: z.number().int().positive().default(5000),
-  maxLine: z.number().int().min(1024).default(DEFAULT_MAX_LINE),
+  maxLine: z.number().int().min(1024).max(MAX_LINE).default(DEFAULT_MAX_LINE),
   /**
    * Bound on bytes waiting to go out to one worker; past it the link is cut (a peer that reads
    * nothing). Replication paces itself under it: large transfers wait for the socket to drain.
@@ -32,7 +32,7 @@ export const HubConfigSchema = z.object({
   /** Leases of a task without its own max_attempts; the acting coordinator uses it too after a failover. */
   maxAttempts: z.number().int().positive().max(MAX_ATTEMPTS).default(DEFAULT_MAX_ATTEMPTS),
   /** max_tokens of a task that gives none (set at submit, so replicas and a restarted hub see it too). */
-  defaultMaxTokens: z.number().int().positive().max(1_000_000).default(512),
+  defaultMaxTokens: z.number().int().positive().max(MAX_DEFAULT_TOKENS).default(512),
   /**
    * `always`: tasks and results are acknowledged and shown only once fsynced (one fsync per group
    * commit). `interval`: once written, with fsync every `fsyncMs` (a power loss can lose that much).
@@ -50,7 +50,7 @@ export const HubConfigSchema = z.object({
    * recent tasks is under this many ms (0: never). Short tasks then cost one wake per batch of
    * frames instead of one per task; LLM tasks (seconds) never qualify.
    */
-  prefetchBelowMs: z.number().min(0).max(60_000).default(5),
+  prefetchBelowMs: z.number().min(0).max(MAX_PREFETCH_BELOW_MS).default(5),
   /** Offer msgpack to workers. Off by default: NDJSON (the spec's codec) measured faster for our frames. */
   msgpack: z.boolean().default(false),
   /** Role plan: how many workers should hold each role (hub/roles.ts); handed out with ASSIGN_ROLE. */

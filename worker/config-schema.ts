@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DEFAULT_MAX_LINE } from '../protocol/types.js';
+import { MAX_LINE } from '../protocol/bounds.js';
 import { ORPHAN_EXIT_DEFAULT_MS, ORPHAN_EXIT_MAX_MS } from './orphan-bounds.js';
 
 /**
@@ -23,7 +24,7 @@ export const WorkerConfigSchema = z.object({
     /** The same output line more often than this is a loop (SWARM_ERR_LOOP_DETECTED). */
     loopRepeats: n(1, 10_000, 5),
     /** Longest protocol line to the hub, bytes. */
-    maxLine: n(1024, 64 * MiB, DEFAULT_MAX_LINE),
+    maxLine: n(1024, MAX_LINE, DEFAULT_MAX_LINE),
   }),
   client: group({
     handshakeTimeoutMs: n(100, 600_000, 5000),

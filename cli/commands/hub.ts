@@ -6,7 +6,7 @@ import { DEFAULT_RETAIN, parseRetain, type RetainOptions } from '../../hub/reten
 import { DEFAULT_MAX_ATTEMPTS } from '../../sched/retry.js';
 import { fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
-import { MAX_ATTEMPTS, MAX_SLOTS } from '../../protocol/bounds.js';
+import { MAX_ATTEMPTS, MAX_DEFAULT_TOKENS, MAX_LINE, MAX_PREFETCH_BELOW_MS, MAX_SLOTS } from '../../protocol/bounds.js';
 import { envToken, stateDir, swarmToken } from '../state.js';
 import { readiness, reportReady } from '../ready.js';
 import { ORPHAN_EXIT_HELP, workerArgs } from './worker.js';
@@ -19,8 +19,8 @@ import { DEFAULT_ENGINE, engineDriver, parseEngineMode, type EngineMode } from '
 export function hubOptions(cmd: Command): Command {
   return cmd
     .option('--host <addr>', 'address workers connect to (non-loopback needs --token)', '127.0.0.1')
-    .option('--port <n>', 'worker port (0 = any free port; a restart reuses the previous one)', int('--port'), 0)
-    .option('--control-port <n>', 'HTTP control API port on loopback (0 = any)', int('--control-port'), 0)
+    .option('--port <n>', 'worker port (0 = any free port; a restart reuses the previous one)', int('--port', 0, 65535), 0)
+    .option('--control-port <n>', 'HTTP control API port on loopback (0 = any)', int('--control-port', 0, 65535), 0)
     .option('--control-host <addr>', 'serve the control API on this address (off loopback: HTTPS with --tls-cert, and --token)', '127.0.0.1')
     .option('--token <secret>', 'shared secret workers must present (env SWARM_TOKEN; default: the state directory\'s, generated on first use and stored 0600 in <state-dir>/token)')
     .option('--insecure-no-auth', 'accept any worker and control client without a token (loopback only; every local user can then read prompts, join as a worker and stop the hub)', false)
@@ -30,10 +30,10 @@ export function hubOptions(cmd: Command): Command {
     .option('--state-dir <dir>', 'journal, logs, pids and the hub address (env SWARM_STATE_DIR, default ./.swarm)')
     .option('--heartbeat-ms <n>', 'heartbeat interval', int('--heartbeat-ms', 10), 2000)
     .option('--dead-after-ms <n>', 'a worker silent this long is dead', int('--dead-after-ms', 100), 10000)
-    .option('--max-line <bytes>', 'maximum protocol line length', int('--max-line', 1024), 1024 * 1024)
+    .option('--max-line <bytes>', 'maximum protocol line length', int('--max-line', 1024, MAX_LINE), 1024 * 1024)
     .option('--max-attempts <n>', 'attempts per task before it fails', int('--max-attempts', 1, MAX_ATTEMPTS), DEFAULT_MAX_ATTEMPTS)
-    .option('--max-tokens <n>', 'max_tokens of a task that gives none (a bound on every generation; a task may ask for more)', int('--max-tokens', 1), 512)
-    .option('--prefetch-below-ms <ms>', 'lease a worker its queue (beyond its slots) while its tasks run under this long on average; 0: never', int('--prefetch-below-ms', 0), 5)
+    .option('--max-tokens <n>', 'max_tokens of a task that gives none (a bound on every generation; a task may ask for more)', int('--max-tokens', 1, MAX_DEFAULT_TOKENS), 512)
+    .option('--prefetch-below-ms <ms>', 'lease a worker its queue (beyond its slots) while its tasks run under this long on average; 0: never', int('--prefetch-below-ms', 0, MAX_PREFETCH_BELOW_MS), 5)
     .option('--no-journal', 'keep tasks in memory only (nothing survives a restart)')
     .option('--fsync <mode>', 'always: acknowledge tasks and show results only once fsynced (group commit); interval: fsync once a second (a power loss can lose up to 1 s of acknowledged work)', fsyncMode, 'always')
     .option('--msgpack', 'offer msgpack to workers (NDJSON is the default: measured faster for these small frames)', false)

@@ -1,0 +1,23 @@
+import fs from 'node:fs';
+import t from 'tap';
+import { pidsMentioning, swarm, tempDir } from '../helpers/cli.js';
+
+/**
+ * Settings past their bounds, as a careless user types them: each is a usage error (exit 2, the
+ * option named) before anything starts, and the state directory is left as it was. Before, a port
+ * past 65535, --max-tokens past 1,000,000 or --prefetch-below-ms past 60,000 were refused only by
+ * the hub's own check, after `up` had made the state directory with its token, lock and logs; and a
+ * --max-line past half the outbound bound was taken, after which every send of a long task cut the
+ * worker's link and the acknowledged task failed as leased too often.
+ */
+t.test('settings past their bounds are refused before anything starts', async (t) => {
+  const dir = `${tempDir(t)}/state`;
+  for (const [opt, v] of [['--port', '70000'], ['--control-port', '70000'], ['--max-tokens', '2000000'],
+    ['--prefetch-below-ms', '100000'], ['--max-line', String(32 * 1024 * 1024)]] as const) {
+    const r = swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', opt, v, '--state-dir', dir], { timeoutMs: 30_000 });
+    t.equal(r.code, 2, `${opt} ${v}: a usage error`);
+    t.match(r.stderr, new RegExp(`SWARM_ERR_CONFIG: .*${opt}`), `${opt} ${v}: names the option`);
+    t.notOk(fs.existsSync(dir), `${opt} ${v}: no state directory made`);
+    t.same(pidsMentioning(dir), [], 'no process left');
+  }
+});
