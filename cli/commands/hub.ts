@@ -113,7 +113,7 @@ export function registerHub(program: Command): void {
         const model = o.supervise > 0 ? await chooseModel(o.driver, o.model) : { path: o.model };
         const running = await runHub({
           dir, log, config: hubConfigFrom(o, token), agents: o.supervise, procs: o.procs, journal: o.journal,
-          workerArgs: workerArgs({ ...engineDriver(o.engine, o.driver, o.driverOpt, o.supervise, o.slots), model: model.path, slots: o.slots, failover: o.failover, caps: o.caps, tlsCert: o.tlsCert, tlsKey: o.tlsKey, orphanExitMs: o.orphanExitMs }),
+          workerArgs: workerArgs({ ...engineDriver(o.engine, o.driver, o.driverOpt, o.supervise, o.slots), model: model.path, slots: o.slots, failover: o.failover, caps: o.caps, tlsCert: o.tlsCert, tlsKey: o.tlsKey, orphanExitMs: o.orphanExitMs, maxLine: o.maxLine }),
           sharedEngine: o.engine === 'shared' ? { model: model.path, slotsPerWorker: o.slots } : undefined,
         });
         if (o.readyFd !== undefined) reportReady(o.readyFd, () => readiness(running.hub.registry.all()), o.supervise);

@@ -78,7 +78,7 @@ async function refuseIfRunning(dir: string): Promise<void> {
 /** Supervised workers' arguments; `peerTls` only where they go to workers directly (a detached hub derives them from its own --tls-*). */
 function args(o: UpOptions, model: ChosenModel, peerTls = false) {
   const { driver, driverOpt } = engineDriver(o.engine, o.driver, o.driverOpt, o.agents, o.slots);
-  return workerArgs({ driver, driverOpt, model: model.path, slots: o.slots, failover: o.failover, caps: o.caps, orphanExitMs: o.orphanExitMs, ...(peerTls ? { tlsCert: o.tlsCert, tlsKey: o.tlsKey } : {}) });
+  return workerArgs({ driver, driverOpt, model: model.path, slots: o.slots, failover: o.failover, caps: o.caps, orphanExitMs: o.orphanExitMs, maxLine: o.maxLine, ...(peerTls ? { tlsCert: o.tlsCert, tlsKey: o.tlsKey } : {}) });
 }
 
 // The hub's code loads only in the process that runs the hub: `up --detach` starts `swarm hub` as

@@ -6,7 +6,8 @@ import { SwarmError } from '../../protocol/errors.js';
 import type { HubLocator } from '../../worker/index.js';
 import { fail } from '../exit.js';
 import { hostPort, int, keyValue } from '../options.js';
-import { MAX_QUEUE, MAX_SLOTS } from '../../protocol/bounds.js';
+import { MAX_LINE, MAX_QUEUE, MAX_SLOTS } from '../../protocol/bounds.js';
+import { DEFAULT_MAX_LINE } from '../../protocol/types.js';
 import { envToken, readHubFile, stateDir } from '../state.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
 import { driverOptionsHelp } from '../../drivers/option-summary.js';
@@ -15,12 +16,14 @@ import { DRIVER_OPTION_CHECKS } from '#gen/driver-option-checks.js';
 import { ORPHAN_EXIT_DEFAULT_MS, ORPHAN_EXIT_MAX_MS } from '../../worker/orphan-bounds.js';
 
 /** The arguments `swarm up` passes to the workers it supervises. */
-export function workerArgs(o: { driver: string; driverOpt: Record<string, string>; model?: string; slots: number; failover?: boolean; caps?: string; tlsCert?: string; tlsKey?: string; orphanExitMs?: number }): string[] {
+export function workerArgs(o: { driver: string; driverOpt: Record<string, string>; model?: string; slots: number; failover?: boolean; caps?: string; tlsCert?: string; tlsKey?: string; orphanExitMs?: number; maxLine?: number }): string[] {
   // Checked here: a supervised worker that exits on them at start would be respawned forever. Not
   // ollama's, which its driver rewrites (case) before checking.
   if (o.driver !== 'ollama' && DRIVER_OPTION_CHECKS[o.driver]) driverOptions(o.driver, o.driverOpt);
   const args = ['--driver', o.driver, '--slots', String(o.slots)];
   if (o.orphanExitMs !== undefined) args.push('--orphan-exit-ms', String(o.orphanExitMs));
+  // The hub's line bound: a worker on the default refused every TASK_REQ past 1 MiB the hub accepted.
+  if (o.maxLine !== undefined && o.maxLine !== DEFAULT_MAX_LINE) args.push('--max-line', String(o.maxLine));
   if (o.caps) args.push('--caps', o.caps);
   if (o.failover) args.push('--failover');
   // Peer links follow the hub's TLS: the same certificate and key serve the workers' peer ports.
@@ -34,7 +37,7 @@ interface WorkerCliOptions {
   hub?: { host: string; port: number }; stateDir?: string; id?: string; ids?: string[]; count: number; driver: string;
   driverOpt: Record<string, string>; model?: string; role?: string; caps?: string; slots: number; queue: number; token?: string;
   peerToken?: string; tls: boolean; tlsCa?: string; tlsPin?: string; tlsCert?: string; tlsKey?: string; msgpack: boolean; logFile?: string; failover: boolean; peerHost?: string; advertise?: string; peerPort: number; peerPorts?: string; peerAdvertise?: string; hubLapseMs?: number; hostId?: string;
-  peerTlsCert?: string; peerTlsKey?: string; peerTlsCa?: string; restartKilledMs?: number; orphanExitMs?: number;
+  peerTlsCert?: string; peerTlsKey?: string; peerTlsCa?: string; restartKilledMs?: number; orphanExitMs?: number; maxLine?: number;
 }
 
 /** `--orphan-exit-ms`, shared by `swarm worker`, `swarm up` and `swarm hub --supervise` (its default is the worker config's). */
@@ -66,6 +69,7 @@ export function registerWorker(program: Command): void {
     .option('--caps <list>', 'comma-separated capabilities')
     .option('--slots <n>', 'tasks in flight at once', int('--slots', 1, MAX_SLOTS), 1)
     .option('--queue <n>', 'tasks held queued beyond the slots; the hub fills them only while tasks are short (under its prefetch bound, 5 ms)', int('--queue', 0, MAX_QUEUE), 8)
+    .option('--max-line <bytes>', `longest protocol line to and from the hub; give the hub's --max-line (default ${DEFAULT_MAX_LINE})`, int('--max-line', 1024, MAX_LINE))
     .option('--token <secret>', 'hub token, or this worker\'s own credential (`swarm credential <id>`) (env SWARM_TOKEN, or the state directory)')
     .option('--peer-token <secret>', 'failover: secret of the peer links when --token is a worker credential (env SWARM_PEER_TOKEN; `swarm credential --peers`)')
     .option('--tls', 'connect with TLS')
@@ -124,7 +128,7 @@ export function registerWorker(program: Command): void {
         const token = o.token ?? envToken() ?? (fixed ? undefined : readHubFile(dir)?.token);
         const base = o.id ?? `w-${os.hostname().split('.')[0]}-${process.pid}`;
         const ids = o.ids ?? (o.count === 1 ? [base] : Array.from({ length: o.count }, (_, i) => `${base}-${i + 1}`));
-        const config = workerConfig({ agent: { slots: o.slots, queue: o.queue }, ...(o.orphanExitMs !== undefined ? { client: { orphanExitMs: o.orphanExitMs } } : {}),
+        const config = workerConfig({ agent: { slots: o.slots, queue: o.queue, ...(o.maxLine !== undefined ? { maxLine: o.maxLine } : {}) }, ...(o.orphanExitMs !== undefined ? { client: { orphanExitMs: o.orphanExitMs } } : {}),
           ...(o.hubLapseMs !== undefined ? { hubMonitor: { lapseMs: o.hubLapseMs } } : {}) });
         const pool = new WorkerPool({
           ids, locate, token, tokens: credentials(process.env.SWARM_CREDENTIALS), role: o.role, slots: o.slots, msgpack: o.msgpack, restartKilledMs: o.restartKilledMs,

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import t from 'tap';
-import { pidsMentioning, swarm, tempDir } from '../helpers/cli.js';
+import { api, pidsMentioning, swarm, tempDir, until } from '../helpers/cli.js';
 
 /**
  * Settings past their bounds, as a careless user types them: each is a usage error (exit 2, the
@@ -20,4 +20,17 @@ t.test('settings past their bounds are refused before anything starts', async (t
     t.notOk(fs.existsSync(dir), `${opt} ${v}: no state directory made`);
     t.same(pidsMentioning(dir), [], 'no process left');
   }
+});
+
+t.test('swarm up --max-line reaches the workers it starts: a task past 1 MiB runs', async (t) => {
+  const dir = tempDir(t);
+  const up = swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--max-line', String(4 * 1024 * 1024), '--state-dir', dir], { timeoutMs: 60_000 });
+  t.equal(up.code, 0, up.stderr);
+  t.teardown(() => { swarm(['down', '--state-dir', dir]); });
+  const prompt = 'y'.repeat(2 * 1024 * 1024);
+  await api(dir, 'POST', '/tasks', { id: 'long', prompt });
+  let rec: { state?: string; error?: unknown; text?: string } = {};
+  t.ok(await until(async () => ['done', 'failed'].includes((rec = await api(dir, 'GET', '/tasks/long')).state ?? ''), 30_000, 100), 'the task ends');
+  t.equal(rec.state, 'done', `it ran (${JSON.stringify(rec.error)})`);
+  t.equal(rec.text, `echo: ${prompt}`, 'its whole result is recorded');
 });
