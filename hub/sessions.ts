@@ -111,7 +111,7 @@ export class Sessions {
       // Not "down": the id is back at once, so the supervisor must not kill the process that just reconnected.
       this.drop(old, resumed ? 'replaced by its reconnect' : `replaced by a new connection (old link quiet for ${quietMs} ms)`, false);
     }
-    const w = new WorkerEntry({ id, role: p.role ?? '', driver: p.driver, caps: p.caps, slots: p.slots, queue: p.queue, prefetchBelowMs: config.prefetchBelowMs, conn, pid: p.pid, host: p.host_id, session: randomId() + randomId(), engine: p.engine }, now);
+    const w = new WorkerEntry({ id, role: p.role ?? '', driver: p.driver, caps: p.caps, slots: p.slots, queue: p.queue, prefetchBelowMs: config.prefetchBelowMs, conn, pid: p.pid, host: p.host_id, session: randomId() + randomId(), engine: p.engine, failoverError: p.failover_error }, now);
     conn.peer = id;
     registry.add(w);
     const codec = this.codecFor(p.codecs);

@@ -14,6 +14,8 @@ export interface WorkerJoin {
   prefetchBelowMs?: number;
   /** HANDSHAKE `engine`: its engine's state when it joined. */
   engine?: 'starting' | 'ready' | 'failed';
+  /** HANDSHAKE `failover_error`: it was started for failover and could not take part. */
+  failoverError?: { code: string; msg: string };
 }
 
 /** Weight of the newest run time in the mean that decides prefetch (about the last ten tasks). */
@@ -41,6 +43,8 @@ export class WorkerEntry {
   /** Secret given in HANDSHAKE_ACK: a reconnect that presents it replaces this connection at once. */
   readonly session: string;
   readonly connectedAt: number;
+  /** Why it runs without failover though started for it (HANDSHAKE `failover_error`), for status output. */
+  readonly failoverError?: { code: string; msg: string };
   /** The worker's own state (HEARTBEAT `state`, the spec's 5.1), for status output only. */
   state = 'IDLE';
   lastSeen: number;
@@ -78,6 +82,7 @@ export class WorkerEntry {
     this.conn = j.conn; this.pid = j.pid; this.host = j.host; this.session = j.session;
     this.connectedAt = now; this.lastSeen = now;
     this.engine = j.engine;
+    this.failoverError = j.failoverError;
   }
 
   get status(): 'idle' | 'busy' | 'dead' { return this.gone ? 'dead' : this.inflight.size ? 'busy' : 'idle'; }

@@ -115,6 +115,8 @@ export const Payloads = {
     session: z.string().max(128).optional(),
     /** Its engine as HEARTBEAT `engine` reports it; absent: a worker that does not say (counted ready once joined). */
     engine: z.enum(['starting', 'ready', 'failed']).optional(),
+    /** A worker asked to take part in failover that could not (no `peer_addr` then): why, for status output. */
+    failover_error: z.object({ code: z.enum(Object.keys(ErrorCode) as [keyof typeof ErrorCode, ...(keyof typeof ErrorCode)[]]), msg: z.string().max(4096) }).optional(),
   }),
   [Type.HANDSHAKE_ACK]: z.object({
     status: z.literal('ok'),

@@ -1,6 +1,6 @@
 import os from 'node:os';
 import type { Logger } from 'pino';
-import { SwarmError, Type, errorCodeOf, isErrorCode, type Connection, type Message, type AnyMessage } from '../protocol/index.js';
+import { SwarmError, Type, errorCodeOf, isErrorCode, type ErrorCode, type Connection, type Message, type AnyMessage } from '../protocol/index.js';
 import { isRetryable } from '../sched/retry.js';
 import { isPermanentEngineError, type Driver } from '../drivers/index.js';
 import { WorkerClient, type HubLocator } from './client.js';
@@ -63,6 +63,8 @@ export class Agent {
   /** Set with `failover` once run() has begun: the gossip side of this agent. */
   failover?: AgentFailover;
   private peerAddr?: string;
+  /** Why this agent runs without failover though asked for it (HANDSHAKE `failover_error`: the hub's status shows it). */
+  private failoverError?: { code: ErrorCode; msg: string };
   /** The role this agent takes tasks for: from its options, then from the hub's ASSIGN_ROLE (kept across reconnects). */
   role?: string;
 
@@ -75,7 +77,7 @@ export class Agent {
     this.driveDeps = { driver: opts.driver, engine: this.engine, workerId: opts.id, loopRepeats: opts.loopRepeats ?? this.cfg.agent.loopRepeats };
     this.client = new WorkerClient({
       id: opts.id, locate: opts.locate, token: opts.token, msgpack: opts.msgpack, maxLine: this.cfg.agent.maxLine, ...this.cfg.client,
-      handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: this.role, slots: this.slots, queue: this.queueMax, pid: process.pid, host_id: hostId(), peer_addr: this.peerAddr, engine: this.engine.state, sync: this.failover?.takeSyncMark() }),
+      handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: this.role, slots: this.slots, queue: this.queueMax, pid: process.pid, host_id: hostId(), peer_addr: this.peerAddr, ...(this.failoverError ? { failover_error: this.failoverError } : {}), engine: this.engine.state, sync: this.failover?.takeSyncMark() }),
     }, log);
     this.client.heartbeatPayload = () => {
       const fo = this.failover?.status();
@@ -125,7 +127,9 @@ export class Agent {
       } catch (err) {
         // No peer port: this agent runs as a star-only worker (without a peer_addr the hub never makes
         // it a member or a replica holder; its tasks go through the hub) rather than crash the process.
-        this.log.error({ code: errorCodeOf(err, 'SWARM_ERR_PEER_PORT'), worker: this.opts.id }, `failover off for this agent: ${(err as Error).message}`);
+        const code = errorCodeOf(err, 'SWARM_ERR_PEER_PORT');
+        this.log.error({ code, worker: this.opts.id }, `failover off for this agent: ${(err as Error).message}`);
+        this.failoverError = { code, msg: (err as Error).message.slice(0, 4096) };
         this.failover.stop();
         this.failover = undefined;
         this.client.onFrame = () => {};

@@ -7,7 +7,7 @@ import { readFailoverStatus, type FailoverStatusFile } from '../../worker/index.
 
 interface Status {
   hub: { pid: number; address?: { host: string; port: number }; uptime_s: number; mode: string; coordinator?: string };
-  workers: { id: string; state: string; status: string; role: string; driver: string; inflight: number; done: number; addr?: string; pid?: number }[];
+  workers: { id: string; state: string; status: string; role: string; driver: string; inflight: number; done: number; addr?: string; pid?: number; failover_error?: { code: string; msg: string } }[];
   engine?: { mode: string; pid?: number; error?: string; failed_workers?: number; resolved?: string[] };
   tasks: { queued: number; leased: number; done: number; failed: number };
   metrics: { dispatch_p50_ms: number; dispatch_p99_ms: number; tokens_out: number };
@@ -69,6 +69,7 @@ export function registerStatus(program: Command): void {
         for (const w of s.workers) byState.set(w.state, (byState.get(w.state) ?? 0) + 1);
         const fo = s.failover?.workers ?? [];
         // Agents that share a process go down and come back together (`swarm up --procs`).
+        const noFailover = s.workers.filter((w) => w.failover_error);
         const procs = new Set(s.workers.flatMap((w) => (w.pid ? [`${w.addr ?? ''}/${w.pid}`] : []))).size;
         const lines = [
           `hub      ${s.hub.address?.host}:${s.hub.address?.port} pid ${s.hub.pid} up ${s.hub.uptime_s}s mode ${s.hub.mode}${fo.length ? ` (${fo.length} failover workers)` : ''}`,
@@ -77,6 +78,8 @@ export function registerStatus(program: Command): void {
           ...(s.engine?.resolved && s.engine.resolved.length > 1 ? s.engine.resolved.map((r) => `         ${r}`) : []),
           // Who a failover would leave the state with: the replica holders, and the keepers of the open tasks.
           ...(s.failover?.holders?.length ? [`replicas held by ${s.failover.holders.join(', ')}${s.failover.keepers?.length ? `; open tasks also kept by ${s.failover.keepers.join(', ')}` : ''}`] : []),
+          // Shown whatever the number of workers: such an agent runs star-only, and only its log said so.
+          ...(noFailover.length ? [`failover OFF for ${noFailover.length} worker(s) (star only): ${noFailover.slice(0, 5).map((w) => `${w.id}: ${w.failover_error!.code}: ${w.failover_error!.msg}`).join('; ')}${noFailover.length > 5 ? '; …' : ''}`] : []),
           `tasks    ${s.tasks.queued} queued, ${s.tasks.leased} running, ${s.tasks.done} done, ${s.tasks.failed} failed`,
           `dispatch p50 ${s.metrics.dispatch_p50_ms.toFixed(3)} ms, p99 ${s.metrics.dispatch_p99_ms.toFixed(3)} ms; tokens out ${s.metrics.tokens_out}`,
           ...(s.journal ? [`journal  fsync ${s.journal.fsync}${s.journal.disk_full ? '; DISK FULL: new work is refused until space frees' : ''}${s.journal.damaged_records ? `; ${s.journal.damaged_records} damaged records set aside in ${s.journal.quarantine}` : ''}`] : []),

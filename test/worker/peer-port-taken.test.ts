@@ -8,7 +8,7 @@ import { alive, api, hubFile, swarm, swarmBg, tempDir, until } from '../helpers/
  * EADDRINUSE. It runs on without failover, says SWARM_ERR_PEER_PORT and why, and its tasks are done.
  */
 
-interface Status { workers: { id: string }[]; tasks: { queued: number; leased: number; done: number; failed: number } }
+interface Status { workers: { id: string; failover_error?: { code: string; msg: string } }[]; tasks: { queued: number; leased: number; done: number; failed: number } }
 
 t.test('a taken peer port: the worker runs on without failover and says why (SWARM_ERR_PEER_PORT)', async (t) => {
   const state = tempDir(t);
@@ -33,4 +33,10 @@ t.test('a taken peer port: the worker runs on without failover and says why (SWA
   t.match(worker.output(), /SWARM_ERR_PEER_PORT/, 'it names the error code');
   t.match(worker.output(), new RegExp(`port ${port} is taken`), 'and the cause');
   t.notMatch(worker.output(), /listen EADDRINUSE|Node.js v/, 'no unhandled error');
+  // Not only in its log: the hub's status names the worker, the code and the cause.
+  const w = (await api<Status>(state, 'GET', '/status')).workers.find((x) => x.id === 'pp');
+  t.equal(w?.failover_error?.code, 'SWARM_ERR_PEER_PORT', 'status --json names the code for that worker');
+  t.match(w?.failover_error?.msg, new RegExp(`port ${port} is taken`), 'and the cause');
+  const text = swarm(['status', '--state-dir', state]);
+  t.match(text.stdout, new RegExp(`failover OFF for 1 worker\\(s\\) \\(star only\\): pp: SWARM_ERR_PEER_PORT: .*port ${port} is taken`), 'swarm status says so');
 });
