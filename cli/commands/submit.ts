@@ -8,7 +8,7 @@ import { Progress } from '../progress.js';
 import { stateDir } from '../state.js';
 import { runningHub } from '../running.js';
 import { withRetry } from '../retry.js';
-import { BATCH, BATCH_BYTES, fileSize, taskSlices, type Slice, type TaskInput } from '../task-file.js';
+import { fileSize, taskSlices, type Slice, type TaskInput } from '../task-file.js';
 
 interface Accepted { accepted: { id: string; duplicate: boolean; state: string }[] }
 interface Waited {
@@ -16,22 +16,6 @@ interface Waited {
   /** Each task's line as the hub sent it (a streamed answer), for output without encoding it again. */
   raw?: string[];
   tasks: { id: string; state: string; text?: string; error?: { code: string; msg: string }; receipt?: unknown }[];
-}
-
-
-/** Tasks in uploads of at most BATCH tasks and BATCH_BYTES bytes (a task past that goes alone; the hub judges it). */
-export function batches<T>(tasks: readonly T[], maxBytes = BATCH_BYTES, max = BATCH): T[][] {
-  const out: T[][] = [];
-  let cur: T[] = [];
-  let bytes = 0;
-  for (const t of tasks) {
-    const n = Buffer.byteLength(JSON.stringify(t)) + 1;
-    if (cur.length && (cur.length >= max || bytes + n > maxBytes)) { out.push(cur); cur = []; bytes = 0; }
-    cur.push(t);
-    bytes += n;
-  }
-  if (cur.length) out.push(cur);
-  return out;
 }
 
 export function registerSubmit(program: Command): void {

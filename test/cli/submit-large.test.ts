@@ -4,7 +4,7 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { CLI, hubFile, swarm, tempDir } from '../helpers/cli.js';
 import { Checker, type FinalTask } from '../helpers/checker.js';
-import { batches } from '../../cli/commands/submit.js';
+import { taskSlices } from '../../cli/task-file.js';
 
 /**
  * Uploads past the control API's 64 MiB body: `swarm submit --file` of tasks that are each well
@@ -14,10 +14,17 @@ import { batches } from '../../cli/commands/submit.js';
  */
 
 t.test('uploads are split by bytes as well as by count', async (t) => {
-  const tasks = Array.from({ length: 10 }, (_, i) => ({ id: `b${i}`, prompt: 'x'.repeat(100) }));
-  t.same(batches(tasks, 400, 5000).map((b) => b.length), [3, 3, 3, 1]);
-  t.same(batches(tasks, 1 << 20, 4).map((b) => b.length), [4, 4, 2]);
-  t.same(batches([{ prompt: 'y'.repeat(1000) }], 10).map((b) => b.length), [1], 'a task past the byte bound goes alone');
+  const file = path.join(tempDir(t), 'tasks.jsonl');
+  const sizes = async (maxBytes: number, max: number): Promise<number[]> => {
+    const out: number[] = [];
+    for await (const s of taskSlices(file, () => {}, maxBytes, max)) out.push(s.tasks.length);
+    return out;
+  };
+  fs.writeFileSync(file, Array.from({ length: 10 }, (_, i) => JSON.stringify({ id: `b${i}`, prompt: 'x'.repeat(100) })).join('\n') + '\n');
+  t.same(await sizes(400, 5000), [3, 3, 3, 1]);
+  t.same(await sizes(1 << 20, 4), [4, 4, 2]);
+  fs.writeFileSync(file, JSON.stringify({ prompt: 'y'.repeat(1000) }) + '\n');
+  t.same(await sizes(10, 5000), [1], 'a task past the byte bound goes alone');
 });
 
 t.test('swarm submit --file of 72 MB of tasks: every task done once, unchanged; one 70 MB body gets 413 SWARM_ERR_LINE_TOO_LONG', async (t) => {
