@@ -49,25 +49,19 @@ export function registerSubmit(program: Command): void {
         };
         const source: AsyncIterator<Slice> = o.file !== undefined ? taskSlices(o.file, prepare)
           : (async function* () { if (text !== undefined) { const t: TaskInput = { prompt: text, id: o.id }; prepare(t, 0); yield { tasks: [t], firstLine: 1, lastLine: 1, bytesRead: 0 }; } })();
-        const first = await source.next();
-        if (first.done) throw new SwarmError('SWARM_ERR_CONFIG', 'give a prompt or --file with at least one task');
-        // One slice ahead: a file of one slice is submitted and waited for in one request. A bad line
-        // in the second slice is raised after the first is sent, as any later one is.
-        let second: IteratorResult<Slice> | undefined;
-        let readError: unknown;
-        try { second = await source.next(); } catch (err) { readError = err; }
+        const ahead = await lookAhead(source);
+        if (!ahead) throw new SwarmError('SWARM_ERR_CONFIG', 'give a prompt or --file with at least one task');
         const retried = (what: string) => (err: unknown, n: number) => {
           process.stderr.write(`swarm submit: ${what} failed (${(err as Error).message}); retrying (${n})\n`);
         };
-        const single = second?.done === true;
-        const quiet = o.json || single;
         let waited: Waited;
-        let count = first.value.tasks.length;
-        if (o.wait && single) {
+        let count: number;
+        if (o.wait && ahead.single) {
           // One request submits and streams the results; once the hub has said "accepted", a retry
           // (a hub restarted under us) asks for the results alone.
-          const tasks = first.value.tasks;
+          const tasks = ahead.first.tasks;
           const ids = tasks.map((t) => t.id!);
+          const quiet = true; // one slice: no progress line
           let accepted = false;
           waited = await withRetry(async () => {
             const r = accepted ? await waitFor(hub(), ids, o.timeout, new Progress(quiet))
@@ -76,36 +70,10 @@ export function registerSubmit(program: Command): void {
             accepted = true; // a hub that predates the combined request answered the upload alone
             return (await waitFor(hub(), ids, o.timeout, new Progress(quiet)))!;
           }, o.retryFor, (err, n) => retried(accepted ? 'wait' : 'upload')(err, n));
+          count = tasks.length;
         } else {
-          const progress = new Progress(quiet);
-          const size = o.file !== undefined ? fileSize(o.file) : undefined;
           // Kept for --json (one object) and --wait (the ids); otherwise each slice's ids are printed as it is accepted.
-          const keep = o.json || o.wait;
-          const accepted: Accepted['accepted'] = [];
-          let done = { slices: 0, tasks: 0, lastLine: 0 };
-          const send = async (slice: Slice): Promise<void> => {
-            let sent = 0;
-            const r = await withRetry(() => { sent++; return call<Accepted>(hub(), 'POST', '/tasks', { tasks: slice.tasks }); }, o.retryFor, retried('upload'));
-            // After a retry, "duplicate" may be this command's own earlier attempt: not the user's resubmission.
-            const acks = sent > 1 ? r.accepted.map((a) => ({ ...a, duplicate: false })) : r.accepted;
-            if (keep) accepted.push(...acks);
-            else process.stdout.write(acks.map((a) => `${a.id}${a.duplicate ? ' (duplicate: already submitted)' : ''}\n`).join(''));
-            done = { slices: done.slices + 1, tasks: done.tasks + acks.length, lastLine: slice.lastLine };
-            const mb = (n: number) => (n / 1048576).toFixed(0);
-            progress.update(`submitted ${done.tasks} task(s) in ${done.slices} upload(s)${size ? `, ${mb(slice.bytesRead)}/${mb(size)} MB of the file` : ''}`);
-          };
-          try {
-            await send(first.value);
-            if (readError) throw readError;
-            if (second && !second.done) {
-              await send(second.value);
-              for (let r = await source.next(); !r.done; r = await source.next()) { count += r.value.tasks.length; await send(r.value); }
-            }
-          } catch (err) {
-            progress.done();
-            throw partly(err, done, o.file);
-          }
-          progress.done();
+          const accepted = await uploadAll(hub, ahead.all, { file: o.file, keep: o.json || o.wait, quiet: o.json || ahead.single, retryFor: o.retryFor, onRetry: retried('upload') });
           if (!o.wait) {
             if (o.json) process.stdout.write(JSON.stringify({ accepted }) + '\n');
             return;
@@ -113,17 +81,74 @@ export function registerSubmit(program: Command): void {
           count = accepted.length;
           waited = (await withRetry(() => waitFor(hub(), accepted.map((a) => a.id), o.timeout, new Progress(o.json)), o.retryFor, retried('wait')))!;
         }
-        const failed = waited.tasks.filter((t) => t.state === 'failed').length;
-        // The lines as the hub sent them, not parsed and encoded again: the same JSON, 10-20 ms sooner.
-        if (o.json) process.stdout.write(`{"complete":${waited.complete},"failed":${failed},"tasks":[${(waited.raw ?? waited.tasks.map((t) => JSON.stringify(t))).join(',')}]}\n`);
-        else for (const t of waited.tasks) {
-          if (t.state === 'done') process.stdout.write(count === 1 ? `${t.text}\n` : `${t.id}\t${JSON.stringify(t.text)}\n`);
-          else process.stdout.write(`${t.id}\t${t.state}${t.error ? `\t${t.error.code}: ${t.error.msg}` : ''}\n`);
-        }
-        if (!waited.complete) process.exit(Exit.TIMEOUT);
-        if (failed) process.exit(Exit.TASKS_FAILED);
+        printWaited(waited, count, o.json);
       } catch (err) { fail(err, o.json); }
     });
+}
+
+/**
+ * One slice ahead: a file of one slice is submitted and waited for in one request. The first slice,
+ * whether it is the only one, and all of them in order; a bad line in the second slice is raised after
+ * the first is yielded, as any later one is. Undefined: no task at all.
+ */
+async function lookAhead(source: AsyncIterator<Slice>): Promise<{ first: Slice; single: boolean; all: AsyncIterable<Slice> } | undefined> {
+  const first = await source.next();
+  if (first.done) return undefined;
+  let second: IteratorResult<Slice> | undefined;
+  let readError: unknown;
+  try { second = await source.next(); } catch (err) { readError = err; }
+  const all = async function* (): AsyncGenerator<Slice> {
+    yield first.value;
+    if (readError) throw readError;
+    if (second && !second.done) {
+      yield second.value;
+      for (let r = await source.next(); !r.done; r = await source.next()) yield r.value;
+    }
+  };
+  return { first: first.value, single: second?.done === true, all: all() };
+}
+
+/**
+ * Send each slice as it is read (each upload retried for `retryFor`), printing each slice's ids as it is
+ * accepted, or keeping them (`keep`) for the caller. An error after some uploads were accepted says
+ * which lines went in (see `partly`).
+ */
+async function uploadAll(hub: () => ControlTarget, slices: AsyncIterable<Slice>, o: { file?: string; keep: boolean; quiet: boolean; retryFor: number; onRetry(err: unknown, n: number): void }): Promise<Accepted['accepted']> {
+  const progress = new Progress(o.quiet);
+  const size = o.file !== undefined ? fileSize(o.file) : undefined;
+  const mb = (n: number) => (n / 1048576).toFixed(0);
+  const accepted: Accepted['accepted'] = [];
+  const done = { slices: 0, tasks: 0, lastLine: 0 };
+  try {
+    for await (const slice of slices) {
+      let sent = 0;
+      const r = await withRetry(() => { sent++; return call<Accepted>(hub(), 'POST', '/tasks', { tasks: slice.tasks }); }, o.retryFor, o.onRetry);
+      // After a retry, "duplicate" may be this command's own earlier attempt: not the user's resubmission.
+      const acks = sent > 1 ? r.accepted.map((a) => ({ ...a, duplicate: false })) : r.accepted;
+      if (o.keep) accepted.push(...acks);
+      else process.stdout.write(acks.map((a) => `${a.id}${a.duplicate ? ' (duplicate: already submitted)' : ''}\n`).join(''));
+      done.slices++; done.tasks += acks.length; done.lastLine = slice.lastLine;
+      progress.update(`submitted ${done.tasks} task(s) in ${done.slices} upload(s)${size ? `, ${mb(slice.bytesRead)}/${mb(size)} MB of the file` : ''}`);
+    }
+  } catch (err) {
+    throw partly(err, done, o.file);
+  } finally {
+    progress.done();
+  }
+  return accepted;
+}
+
+/** The results: the hub's lines as one JSON object (--json), else a line a task (a single task's text alone). */
+function printWaited(waited: Waited, count: number, json: boolean): void {
+  const failed = waited.tasks.filter((t) => t.state === 'failed').length;
+  // The lines as the hub sent them, not parsed and encoded again: the same JSON, 10-20 ms sooner.
+  if (json) process.stdout.write(`{"complete":${waited.complete},"failed":${failed},"tasks":[${(waited.raw ?? waited.tasks.map((t) => JSON.stringify(t))).join(',')}]}\n`);
+  else for (const t of waited.tasks) {
+    if (t.state === 'done') process.stdout.write(count === 1 ? `${t.text}\n` : `${t.id}\t${JSON.stringify(t.text)}\n`);
+    else process.stdout.write(`${t.id}\t${t.state}${t.error ? `\t${t.error.code}: ${t.error.msg}` : ''}\n`);
+  }
+  if (!waited.complete) process.exit(Exit.TIMEOUT);
+  if (failed) process.exit(Exit.TASKS_FAILED);
 }
 
 type TaskView = Waited['tasks'][number];
