@@ -35,13 +35,13 @@ export interface AgentFailoverOptions {
   siblings?: Set<AgentFailover>;
 }
 
+/** Finals kept out of a holder's digest, at most (a digest with more only differs in more buckets). */
+const MAX_FINALS_OFF_HUB = 200_000;
+
 /**
  * One agent's failover machinery: a peer port, a GossipNode and the FailoverController,
  * plus the agent-facing glue: hub frames in, HANDBACK requests out over the current hub connection.
  */
-/** Finals kept out of a holder's digest, at most (a digest with more only differs in more buckets). */
-const MAX_FINALS_OFF_HUB = 200_000;
-
 export class AgentFailover {
   readonly transport: TcpTransport;
   readonly node: GossipNode;
@@ -231,12 +231,11 @@ export class AgentFailover {
   private shedIfDone(): void {
     if (!this.shedDue || this.holdsState || this.mode !== Mode.STAR) return;
     this.shedDue = false;
-    const running = new Set(this.node.executor.active);
+    const busy = this.busyHere();
     // A keeper keeps the open tasks: the hub synced them when it became one, and keeps them current.
     const open = (id: string) => { const s = this.node.replica.state(id); return s === 'queued' || s === 'leased'; };
-    const n = this.controller.shed((id) => this.hubTasks.has(id) || running.has(id) || (this.keepsOpen && open(id)));
-    this.syncMark = undefined; // what it vouched for is gone
-    this.finalsOffHub.clear();
+    const n = this.controller.shed((id) => busy(id) || (this.keepsOpen && open(id)));
+    this.forgetMark();
     this.log.info({ shed: n, kept: this.node.replica.size }, 'swarm back in star mode: gossip-mode replica shed');
   }
 
@@ -245,20 +244,29 @@ export class AgentFailover {
    * while it was not told), but for those running here; what it ran itself stays.
    */
   private dropOpen(): void {
-    const running = new Set(this.node.executor.active);
+    const busy = this.busyHere();
     const r = this.node.replica;
-    const ids: string[] = [];
-    for (const e of r.openEntries()) if (!this.hubTasks.has(e.id) && !running.has(e.id)) ids.push(e.id);
-    r.discard(ids, () => false);
-    this.syncMark = undefined; // what it vouched for is gone
-    this.finalsOffHub.clear();
+    r.discard([...r.openEntries()].map((e) => e.id), (e) => busy(e.id));
+    this.forgetMark();
   }
 
   /** A keeper hears that these tasks finished: it drops them, but for its own outcomes and those running here. */
   private dropClosed(ids: readonly string[]): void {
     const self = this.node.id;
+    const busy = this.busyHere();
+    this.node.replica.discard(ids, (e) => busy(e.id) || e.result?.worker === self || e.failure?.worker === self);
+  }
+
+  /** Tasks a cut-back copy keeps whatever else goes: run here under a hub lease, or running here now. */
+  private busyHere(): (id: string) => boolean {
     const running = new Set(this.node.executor.active);
-    this.node.replica.discard(ids, (e) => this.hubTasks.has(e.id) || running.has(e.id) || e.result?.worker === self || e.failure?.worker === self);
+    return (id) => this.hubTasks.has(id) || running.has(id);
+  }
+
+  /** The copy was cut back: its sync mark, and the finals it kept out of its digest, vouch for what is gone. */
+  private forgetMark(): void {
+    this.syncMark = undefined;
+    this.finalsOffHub.clear();
   }
 
   /**
