@@ -47,11 +47,17 @@ export async function waitTasks(hub: Hub, total: number, ms = 30_000): Promise<b
   return finished() >= total;
 }
 
-/** Lease and complete `n` queued tasks of role `x` as a worker that is not there (`ghost`), straight on the store. */
-export async function finishAsGhost(hub: Hub, n: number): Promise<void> {
+/**
+ * Lease and complete up to `n` queued tasks of role `x` as a worker that is not there (`ghost`),
+ * straight on the store; the ids finished (fewer than `n` once none is left to lease).
+ */
+export async function finishAsGhost(hub: Hub, n: number): Promise<string[]> {
+  const done: string[] = [];
   for (let k = 0; k < n; k++) {
     const rec = hub.store.lease({ id: 'ghost', role: 'x', caps: [] });
-    if (!rec) return;
+    if (!rec) break;
     await hub.store.complete(rec.id, { text: `echo: ${rec.spec.prompt}`, worker: 'ghost', attempt: rec.attempts });
+    done.push(rec.id);
   }
+  return done;
 }

@@ -2,7 +2,7 @@ import t from 'tap';
 import { WorkerPool } from '../../worker/index.js';
 import { heldBy, Versions } from '../../hub/replicate-resume.js';
 import { tempDir } from '../helpers/cli.js';
-import { quiet, startHub, waitWorkers } from '../helpers/inproc.js';
+import { finishAsGhost, quiet, startHub, waitWorkers } from '../helpers/inproc.js';
 import { until } from '../helpers/wait.js';
 
 /**
@@ -28,14 +28,7 @@ t.test('a holder rejoining a restarted hub gets what it lacks or holds different
   let gate = Promise.resolve();
   const ids = Array.from({ length: N }, (_, i) => `hv-${i}`);
   await first.hub.submit(ids.map((id) => ({ id, prompt: `${pad} ${id}`, role: 'x' })));
-  const finish = async (hub: typeof first.hub, n: number) => {
-    for (let k = 0; k < n; k++) {
-      const rec = hub.store.lease({ id: 'ghost', role: 'x', caps: [] });
-      if (!rec) return;
-      await hub.store.complete(rec.id, { text: `echo: ${rec.spec.prompt}`, worker: 'ghost', attempt: rec.attempts });
-    }
-  };
-  await finish(first.hub, N - OPEN);
+  await finishAsGhost(first.hub, N - OPEN);
 
   const pool = new WorkerPool({ ids: ['hv-w1'], driver: { name: 'echo', options: {} }, slots: 2, locate: async () => { await gate; return addr; }, failover: { host: '127.0.0.1', port: 0 } }, quiet);
   const running = pool.run();
@@ -57,7 +50,7 @@ t.test('a holder rejoining a restarted hub gets what it lacks or holds different
   const hub = second.hub;
   t.equal(hub.store.queue.counts().done, N - OPEN, 'the restarted hub has every finished task');
   // Tasks finished while the holder was away: open in its copy, done here.
-  await finish(hub, LATE);
+  await finishAsGhost(hub, LATE);
   open();
   t.ok(await waitWorkers(hub, 1), 'the holder rejoined the restarted hub');
   t.ok(await until(() => agree(hub), 60_000), `the holder's copy equals the restarted hub's state (${replica()?.counts().done} done)`);
@@ -88,11 +81,7 @@ t.test('a holder in step before the restart gets no finished task again, though 
   let gate = Promise.resolve();
   const ids = Array.from({ length: TOTAL }, (_, i) => `ev-${i}`);
   await first.hub.submit(ids.map((id) => ({ id, prompt: `${pad} ${id}`, role: 'x' })));
-  for (let k = 0; k < TOTAL; k++) {
-    const rec = first.hub.store.lease({ id: 'ghost', role: 'x', caps: [] });
-    if (!rec) break;
-    await first.hub.store.complete(rec.id, { text: `echo: ${rec.spec.prompt}`, worker: 'ghost', attempt: rec.attempts });
-  }
+  await finishAsGhost(first.hub, TOTAL);
   const pool = new WorkerPool({ ids: ['ev-w1'], driver: { name: 'echo', options: {} }, slots: 2, locate: async () => { await gate; return addr; }, failover: { host: '127.0.0.1', port: 0 } }, quiet);
   const running = pool.run();
   let second: Awaited<ReturnType<typeof startHub>> | undefined;

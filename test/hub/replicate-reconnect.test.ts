@@ -1,5 +1,5 @@
 import t from 'tap';
-import { startHub } from '../helpers/inproc.js';
+import { finishAsGhost, startHub } from '../helpers/inproc.js';
 import { RawWorker, type Frame } from '../helpers/raw-worker.js';
 import { until } from '../helpers/wait.js';
 
@@ -70,13 +70,7 @@ t.test('a holder reconnecting to the same hub after a cut gets what its sync sti
 
   // The hub sees the link gone; tasks the holder had finish while it is away.
   t.ok(await until(() => hub.failover.holders().length === 0, 10_000), 'the hub saw the link go');
-  const finished = new Set<string>();
-  while (finished.size < RUN) {
-    const rec = hub.store.lease({ id: 'ghost', role: 'x', caps: [] });
-    if (!rec) break;
-    await hub.store.complete(rec.id, { text: `echo: ${rec.spec.prompt}`, worker: 'ghost', attempt: rec.attempts });
-    finished.add(rec.id);
-  }
+  const finished = new Set(await finishAsGhost(hub, RUN));
   t.equal([...finished].filter((id) => had.has(id)).length, RUN, `${RUN} tasks it had finished meanwhile`);
   // It comes back with its last mark.
   const b = await RawWorker.connect(addr);

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { WorkerPool } from '../../worker/index.js';
 import { FaultNet } from '../helpers/fault-proxy.js';
-import { quiet, startHub, waitWorkers } from '../helpers/inproc.js';
+import { finishAsGhost, quiet, startHub, waitWorkers } from '../helpers/inproc.js';
 import { until } from '../helpers/wait.js';
 
 /**
@@ -38,12 +38,7 @@ t.test('a whole-state sync cut mid-way resumes on reconnect: the rest is sent, n
   let ran = 0;
   const runner = (async () => {
     while (ran < RUN) {
-      for (let k = 0; k < 20; k++) {
-        const rec = hub.store.lease({ id: 'ghost', role: 'x', caps: [] });
-        if (!rec) break;
-        await hub.store.complete(rec.id, { text: `echo: ${rec.spec.prompt}`, worker: 'ghost', attempt: rec.attempts });
-        ran++;
-      }
+      ran += (await finishAsGhost(hub, 20)).length;
       await new Promise((r) => setTimeout(r, 50));
     }
   })();
