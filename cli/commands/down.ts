@@ -36,7 +36,7 @@ export function registerDown(program: Command): void {
         let hub = file && hubIsOurs(file) ? file : undefined;
         // A swarm that is starting (`swarm up` before its hub wrote hub.json) is waited for and stopped,
         // never reported as "not running" to come up behind this.
-        const starting = hub ? { left: [] as ProcId[], held: false } : await awaitStarting(dir, o.timeout);
+        const starting = hub ? { left: [] } : await awaitStarting(dir, o.timeout);
         hub ??= starting.hub;
         let clean = false;
         if (hub) {
@@ -44,20 +44,8 @@ export function registerDown(program: Command): void {
           clean = await until(() => !alive(hub.pid), o.timeout);
           if (!clean && hubIsOurs(hub)) killGroup(hub.pid, 'SIGKILL');
         }
-        // Whatever survived (a killed hub leaves its workers): stop by pid files, but only the
-        // processes they name that are still the ones this swarm started.
-        // A process of several workers is named by each one's pid file: count and signal it once.
-        const named = (): ProcId[] => [...new Map(pidFiles(dir).flatMap((p): [number, ProcId][] => { const r = readPidFile(p.file); return r ? [[r.pid, r]] : []; })).values()];
-        const ours = (): ProcId[] => named().filter((r) => isSameProcess(r));
-        const left = ours();
-        const foreignRecs = named().filter((r) => alive(r.pid) && !isSameProcess(r));
-        const foreign = foreignRecs.map((r) => r.pid);
-        const old = foreignRecs.filter(isOldFormat).map((r) => r.pid);
+        const { left, foreign, old } = await stopLeftovers(dir);
         if (old.length) warnings.push(`pid file(s) without a start time (an older format) name pid(s) ${old.join(', ')}: left alone`);
-        for (const p of left) killGroup(p.pid, 'SIGTERM');
-        await until(() => left.every((p) => !isSameProcess(p)), 3000);
-        for (const p of left) if (isSameProcess(p)) killGroup(p.pid, 'SIGKILL');
-        await until(() => left.every((p) => !isSameProcess(p)), 3000);
         // The batched engine would idle out a moment after its workers: down returns once it has exited.
         await stopEngines(dir);
         // Still starting past --timeout with no hub to ask: its `swarm up` is stopped (before it spawned a
@@ -65,7 +53,7 @@ export function registerDown(program: Command): void {
         for (const p of starting.left) try { process.kill(p.pid, 'SIGTERM'); } catch { /* gone */ }
         if (starting.left.length) await until(() => starting.left.every((p) => !isSameProcess(p)), 3000);
         const startingLeft = starting.left.filter((p) => isSameProcess(p)).length + (!hub && await lockHeld(dir) ? 1 : 0);
-        const remaining = ours().length + (hub && hubIsOurs(hub) ? 1 : 0) + startingLeft;
+        const remaining = ourPids(dir).length + (hub && hubIsOurs(hub) ? 1 : 0) + startingLeft;
         const result = { stopped: Boolean(hub) || starting.left.length > 0, clean, killed_leftovers: left.length, remaining, not_ours: foreign, warnings };
         for (const w of warnings) process.stderr.write(`swarm down: warning: ${w}\n`);
         if (o.json) process.stdout.write(JSON.stringify(result) + '\n');
@@ -83,23 +71,44 @@ export function registerDown(program: Command): void {
 
 /**
  * Wait (at most `ms`) for a starting swarm's hub.json: a `swarm up` marked as starting or a hub that
- * holds the directory's lock is a swarm on its way. Returns its hub once written, or what still starts.
+ * holds the directory's lock is a swarm on its way. Returns its hub once written, or the `swarm up`
+ * processes still starting.
  */
-async function awaitStarting(dir: string, ms: number): Promise<{ hub?: HubFile; left: ProcId[]; held: boolean }> {
+async function awaitStarting(dir: string, ms: number): Promise<{ hub?: HubFile; left: ProcId[] }> {
+  const ourHub = (): HubFile | undefined => { const f = readHubFile(dir); return f && hubIsOurs(f) ? f : undefined; };
   const deadline = Date.now() + ms;
   for (;;) {
-    const f = readHubFile(dir);
-    if (f && f.proc_start !== undefined && hubIsOurs(f)) return { hub: f, left: [], held: false };
+    const hub = ourHub();
+    if (hub) return { hub, left: [] };
     const left = startingProcs(dir);
-    const held = await lockHeld(dir);
-    if (!left.length && !held) {
-      // The hub may have written hub.json between the two reads: look once more.
-      const g = readHubFile(dir);
-      return g && g.proc_start !== undefined && hubIsOurs(g) ? { hub: g, left: [], held: false } : { left: [], held: false };
-    }
-    if (Date.now() >= deadline) return { left, held };
+    // The hub may have written hub.json between the two reads: look once more.
+    if (!left.length && !await lockHeld(dir)) return { hub: ourHub(), left: [] };
+    if (Date.now() >= deadline) return { left };
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/** The processes the pid files name, once each (a process of several workers is named by each one's file). */
+function namedPids(dir: string): ProcId[] {
+  return [...new Map(pidFiles(dir).flatMap((p): [number, ProcId][] => { const r = readPidFile(p.file); return r ? [[r.pid, r]] : []; })).values()];
+}
+
+/** Those still the processes this swarm started. */
+function ourPids(dir: string): ProcId[] { return namedPids(dir).filter((r) => isSameProcess(r)); }
+
+/**
+ * Whatever survived (a killed hub leaves its workers): stopped by pid files, but only the processes
+ * they name that are still the ones this swarm started (`left`: those it signalled). `foreign`: live
+ * pids the files name that it cannot prove it started; `old`: those of them whose files have no start time.
+ */
+async function stopLeftovers(dir: string): Promise<{ left: ProcId[]; foreign: number[]; old: number[] }> {
+  const left = ourPids(dir);
+  const foreignRecs = namedPids(dir).filter((r) => alive(r.pid) && !isSameProcess(r));
+  for (const p of left) killGroup(p.pid, 'SIGTERM');
+  await until(() => left.every((p) => !isSameProcess(p)), 3000);
+  for (const p of left) if (isSameProcess(p)) killGroup(p.pid, 'SIGKILL');
+  await until(() => left.every((p) => !isSameProcess(p)), 3000);
+  return { left, foreign: foreignRecs.map((r) => r.pid), old: foreignRecs.filter(isOldFormat).map((r) => r.pid) };
 }
 
 async function until(cond: () => boolean, ms: number): Promise<boolean> {
