@@ -7,12 +7,22 @@ import { SwarmError } from '../protocol/errors.js';
 /** A held state-directory lock; `release` gives it up (a process that dies gives it up too). */
 export interface StateLock { release(): void }
 
+/** The abstract socket a hub of the directory whose lock id this is listens on. */
+const lockName = (id: string): string => `\0swarm-hub-${id}`;
+
+/** The id in `file`: undefined if there is none yet or it is not one; a read that fails otherwise throws. */
+function readLockId(file: string): string | undefined {
+  let id: string;
+  try { id = fs.readFileSync(file, 'utf8').trim(); } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
+  }
+  return /^[0-9a-f]{32}$/.test(id) ? id : undefined;
+}
+
 /** The directory's lock id if one was made (read only: a probe must not create it). */
 function existingLockId(dir: string): string | undefined {
-  try {
-    const id = fs.readFileSync(path.join(dir, 'lock-id'), 'utf8').trim();
-    return /^[0-9a-f]{32}$/.test(id) ? id : undefined;
-  } catch { return undefined; }
+  try { return readLockId(path.join(dir, 'lock-id')); } catch { return undefined; }
 }
 
 /**
@@ -23,10 +33,8 @@ function existingLockId(dir: string): string | undefined {
 function lockId(dir: string): string {
   const file = path.join(dir, 'lock-id');
   for (let i = 0; i < 50; i++) {
-    try {
-      const id = fs.readFileSync(file, 'utf8').trim();
-      if (/^[0-9a-f]{32}$/.test(id)) return id;
-    } catch (e) { if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e; }
+    const id = readLockId(file);
+    if (id) return id;
     const tmp = `${file}.${process.pid}.${crypto.randomBytes(4).toString('hex')}`;
     fs.writeFileSync(tmp, crypto.randomBytes(16).toString('hex') + '\n', { mode: 0o600 });
     try { fs.linkSync(tmp, file); } catch (e) { if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e; } finally { fs.rmSync(tmp, { force: true }); }
@@ -42,7 +50,7 @@ function lockId(dir: string): string {
  */
 export async function lockStateDir(dir: string): Promise<StateLock | undefined> {
   if (process.platform !== 'linux') return undefined;
-  const name = `\0swarm-hub-${lockId(dir)}`;
+  const name = lockName(lockId(dir));
   const server = net.createServer((s) => s.destroy());
   try {
     await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(name, () => resolve()); });
@@ -63,7 +71,7 @@ export async function lockHeld(dir: string): Promise<boolean> {
   const id = existingLockId(dir);
   if (!id) return false;
   return new Promise<boolean>((resolve) => {
-    const s = net.connect(`\0swarm-hub-${id}`);
+    const s = net.connect(lockName(id));
     s.once('connect', () => { s.destroy(); resolve(true); });
     s.once('error', () => resolve(false));
   });
