@@ -1,7 +1,8 @@
 export { Hub, type HubEvents } from './hub.js';
 export { hubConfig, HubConfigSchema, isLoopback, type HubConfig } from './config.js';
 export { ControlServer, type ControlOptions } from './control.js';
-export { DEFAULT_WORKER_NICE, RESPAWN_DELAY_MS, Supervisor, alive, killGroup, workerNice, type SupervisorOptions } from './supervisor.js';
+export { RESPAWN_DELAY_MS, Supervisor, alive, killGroup, type SupervisorOptions } from './supervisor.js';
+export { DEFAULT_WORKER_NICE, workerNice } from './worker-nice.js';
 export { isSameProcess, procStart, readPidFile, writePidFile, type ProcId } from './proc-id.js';
 export { Registry, type WorkerEntry } from './registry.js';
 export { TaskStore } from './store.js';

@@ -1,33 +1,14 @@
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { SwarmError, every } from '../protocol/index.js';
+import { every } from '../protocol/index.js';
 import { killGroup, startProcess } from '../drivers/lifecycle.js';
 import { isOldFormat, isSameProcess, readPidFile, writePidFile, type ProcId } from './proc-id.js';
+import { lowerPriority } from './worker-nice.js';
 
 /** A worker process that exited is started again after this long (growing for a crash loop). */
 export const RESPAWN_DELAY_MS = 200;
-
-/**
- * The niceness supervised worker processes run at above the hub's (their engines inherit it):
- * `SWARM_WORKER_NICE` (0-19). Off by default: it puts the hub first among the swarm's own processes
- * (a replay after a restart with every worker still running), but on a machine loaded by others the
- * workers then rejoin a restarted hub later: after kill -9 with 1M tasks of history at load 18-20,
- * the swarm was ready 29-33 s after the kill at +5 against 20-23 s at 0, and the hub listened no
- * sooner (docs/performance.md, "Restart at any age").
- */
-export const DEFAULT_WORKER_NICE = 0;
-
-/** The worker niceness `SWARM_WORKER_NICE` asks for (DEFAULT_WORKER_NICE when unset); a value out of 0-19 is a config error. */
-export function workerNice(env: NodeJS.ProcessEnv = process.env): number {
-  const v = env.SWARM_WORKER_NICE;
-  if (v === undefined || v === '') return DEFAULT_WORKER_NICE;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 0 || n > 19) throw new SwarmError('SWARM_ERR_CONFIG', `SWARM_WORKER_NICE must be an integer from 0 to 19, not ${JSON.stringify(v)}`);
-  return n;
-}
 
 export interface SupervisorOptions {
   /** Worker ids to keep alive, grouped by process: each inner list runs in one process. */
@@ -227,7 +208,7 @@ export class Supervisor {
 
   /** The worker process below the hub in CPU priority (harmless where not permitted). */
   private lower(pid: number): void {
-    try { os.setPriority(pid, Math.min(19, os.getPriority(pid) + this.opts.nice!)); } catch (err) {
+    try { lowerPriority(pid, this.opts.nice!); } catch (err) {
       if (this.niceRefused) return;
       this.niceRefused = true;
       this.log.warn({ pid, nice: this.opts.nice, err: (err as Error).message }, 'cannot lower the worker processes\' priority; they run at the hub\'s');
