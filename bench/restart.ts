@@ -11,8 +11,8 @@
  *   and when the restarted hub ran a task submitted right after `up` returned (ready = accepts and
  *   dispatches). The load average at each kill beside it.
  * Run: `npm run build && node dist/bench/restart.js [--tasks 1000000] [--retain 24h,100000] [--keep]
- *   [--from DIR] [--kills 5] [--agents 25] [--procs 5] [--load-s 3]` (--from: a state kept by --keep
- *   instead of building one). Writes bench/results/restart.json.
+ *   [--from DIR] [--kills 5] [--agents 25] [--procs 5] [--load-s 3] [--keep-logs]` (--from: a state kept by --keep
+ *   instead of building one; --keep-logs: each run's logs/ as DIR.logsN). Writes bench/results/restart.json.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -143,10 +143,20 @@ async function killRun(built: string, run: number, retain: string): Promise<Reco
     // refused for a HANDSHAKE that came too late.
     const buckets: string[] = [];
     let refused = 0;
+    // The new hub's own timeline from the kill: its process started, replay began and ended, the first and last worker joined.
+    const timeline: Record<string, number> = {};
+    let joined = 0;
     try {
       for (const l of fs.readFileSync(path.join(dir, 'logs', 'hub.log'), 'utf8').split('\n')) {
         const at = Number(/"time":(\d+)/.exec(l)?.[1] ?? 0);
         if (at <= killedAt) continue;
+        const r = /"boot_ms":(\d+),"bind_ms":(\d+),"replay_ms":(\d+)/.exec(l);
+        if (r && timeline.replayed === undefined) {
+          timeline.hub_exec = at - killedAt - Number(r[1]) - Number(r[2]) - Number(r[3]);
+          timeline.bound = at - killedAt - Number(r[3]);
+          timeline.replayed = at - killedAt;
+        }
+        if (l.includes('"msg":"worker joined"')) { timeline.first_join ??= at - killedAt; timeline.last_join = at - killedAt; joined++; }
         if (listenMs === null && l.includes('"msg":"hub listening"')) listenMs = at - killedAt;
         if (l.includes('no HANDSHAKE in time')) refused++;
         const h = /"buckets":(\d+),"same":(\d+)(?:,"same_with_evicted":(\d+))?/.exec(l);
@@ -155,7 +165,7 @@ async function killRun(built: string, run: number, retain: string): Promise<Reco
     } catch { /* no log */ }
     const row = {
       run, load_at_kill: loadAtKill, first_up_ready_ms: first.readyMs ?? null, holders_synced_after_ms: holdersSyncedMs, tasks_submitted_under_load: submitted,
-      kill_to_hub_listening_ms: listenMs, restart_up_ready_ms: again.readyMs ?? null, kill_to_up_returned_ms: upDoneMs, kill_to_probe_result_ms: w?.complete ? probeMs : null,
+      kill_to_hub_listening_ms: listenMs, timeline_ms: { ...timeline, listening: listenMs, joins: joined }, restart_up_ready_ms: again.readyMs ?? null, kill_to_up_returned_ms: upDoneMs, kill_to_probe_result_ms: w?.complete ? probeMs : null,
       holder_buckets_same: buckets, have_held: fo?.haveHeld ?? null, have_sent: fo?.haveSent ?? null, handshakes_refused: refused,
       ...(first.error || again.error ? { error: first.error ?? again.error } : {}),
     };
@@ -163,6 +173,8 @@ async function killRun(built: string, run: number, retain: string): Promise<Reco
     return row;
   } finally {
     spawnSync(process.execPath, [CLI, 'down', '--state-dir', dir], { encoding: 'utf8', timeout: 60_000 });
+    // --keep-logs: the run's logs (and any CPU profiles) stay beside the state for a look.
+    if (process.argv.includes('--keep-logs')) spawnSync('cp', ['-r', path.join(dir, 'logs'), `${built}.logs${run}`]);
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -63,17 +63,24 @@ export class Hub implements HubContext {
     });
   }
 
-  /** Open the journal and listen. Resolves with the bound address. */
+  /**
+   * Listen, then open the journal. The port is bound before the replay (seconds at a large age, on a
+   * loaded host): a worker whose hub was killed connects as soon as the new one binds, and its
+   * HANDSHAKE waits in the socket instead of in a reconnect backoff that grew while the port was
+   * closed. Links are held unread until the replay has ended: nothing joins, and nothing is leased,
+   * before the store is whole. Resolves with the bound address.
+   */
   async start(): Promise<{ host: string; port: number }> {
-    this.store = await TaskStore.open(this.config.stateDir, {
-      maxDepth: this.config.maxQueue, leaseMs: this.config.leaseMs, defaultMaxAttempts: this.config.maxAttempts,
-    }, { fsync: this.config.fsync, fsyncMs: this.config.fsyncMs, compactBytes: this.config.compactBytes },
-    { retain: { ageMs: this.config.retainMs, count: this.config.retainCount } });
-    const damage = this.store.damage;
-    if (damage.records || damage.orphans) this.log.warn({ damaged: damage.records, orphans: damage.orphans, quarantine: damage.quarantine, samples: damage.samples }, 'journal: damaged records set aside; every intact record was kept');
-    // The store's events are the spine: counters, replication and dispatch follow them; nobody reports by hand.
-    for (const part of [this.metrics, this.failover, this.dispatcher]) this.store.subscribe(part.onStoreEvent);
-    const onSocket = (s: net.Socket) => this.sessions.accept(s);
+    const t0 = performance.now();
+    const held: net.Socket[] = [];
+    let accept: ((s: net.Socket) => void) | undefined;
+    // A link that resets while held has no reader yet: its error is not the process's.
+    const ignore = (): void => {};
+    const onSocket = (s: net.Socket) => {
+      if (accept) { accept(s); return; }
+      s.on('error', ignore);
+      held.push(s);
+    };
     this.server = this.config.tlsCert && this.config.tlsKey
       ? tls.createServer({ cert: fs.readFileSync(this.config.tlsCert), key: fs.readFileSync(this.config.tlsKey),
         // With a CA, a worker must present a certificate it signed. The handshake lets others through
@@ -86,14 +93,32 @@ export class Hub implements HubContext {
     // A worker that does not trust our certificate (or presents none we trust) fails in the handshake: log it here too.
     rememberRemotes(this.server);
     this.server.on('tlsClientError', (err: NodeJS.ErrnoException, s: net.Socket) => this.log.warn({ remote: remoteOf(s), code: err.code, err: handshakeCause(err) }, 'worker link refused in the TLS handshake'));
+    await listen(this.server, this.config.port, this.config.host);
+    const tBound = performance.now();
     try {
-      await listen(this.server, this.config.port, this.config.host);
+      this.store = await TaskStore.open(this.config.stateDir, {
+        maxDepth: this.config.maxQueue, leaseMs: this.config.leaseMs, defaultMaxAttempts: this.config.maxAttempts,
+      }, { fsync: this.config.fsync, fsyncMs: this.config.fsyncMs, compactBytes: this.config.compactBytes },
+      { retain: { ageMs: this.config.retainMs, count: this.config.retainCount } });
     } catch (err) {
-      await this.store.close();
+      for (const s of held) s.destroy();
+      await new Promise<void>((resolve) => this.server!.close(() => resolve()));
       throw err;
     }
+    // Where a restart's time went: node and the modules (boot), the bind, the replay.
+    this.log.info({ boot_ms: Math.round(t0), bind_ms: Math.round(tBound - t0), replay_ms: Math.round(performance.now() - tBound), hot: this.store.queue.counts() }, 'journal replayed');
+    const damage = this.store.damage;
+    if (damage.records || damage.orphans) this.log.warn({ damaged: damage.records, orphans: damage.orphans, quarantine: damage.quarantine, samples: damage.samples }, 'journal: damaged records set aside; every intact record was kept');
+    // The store's events are the spine: counters, replication and dispatch follow them; nobody reports by hand.
+    for (const part of [this.metrics, this.failover, this.dispatcher]) this.store.subscribe(part.onStoreEvent);
     this.liveness.start();
     this.failover.start();
+    accept = (s) => this.sessions.accept(s);
+    for (const s of held.splice(0)) {
+      s.off('error', ignore);
+      if (s.destroyed) continue;
+      accept(s);
+    }
     this.scheduleDispatch();
     const addr = this.server.address() as net.AddressInfo;
     this.log.info({ host: addr.address, port: addr.port, tls: Boolean(this.config.tlsCert) }, 'hub listening');

@@ -5,6 +5,10 @@ import type { Logger } from 'pino';
 import { Connection, SwarmError, Type, every, type AnyMessage, type Message, type Payload } from '../protocol/index.js';
 import { refusal } from './refusal.js';
 
+/** After a joined link is lost: dial again every 100-200 ms for 15 s before backing off (`redial`). */
+const REDIAL_MS = 100;
+const REDIAL_FOR_MS = 15_000;
+
 /** Where the hub is; called before every (re)connect so a restarted hub on a new port is found. */
 export type HubLocator = () => Promise<HubAddress>;
 
@@ -53,6 +57,8 @@ export class WorkerClient {
   /** Stops this link's heartbeat on the process's shared clock. */
   private stopBeat?: () => void;
   private lastHeard = 0;
+  /** In `redial`: a hub just lost is being dialed again. */
+  private redialing = false;
   /** The session of the last HANDSHAKE_ACK: a reconnect presents it, so a half-open old link does not block it. */
   private session?: string;
   /** Frames that arrived between HANDSHAKE_ACK and serve(). */
@@ -70,6 +76,7 @@ export class WorkerClient {
 
   /** Run sessions until stop(): connect, serve, and on loss reconnect. */
   async run(): Promise<void> {
+    let lostAt: number | undefined;
     while (!this.stopped) {
       let attempt = 0;
       try {
@@ -80,20 +87,21 @@ export class WorkerClient {
           this.log.info('the hub timed out this link before its HANDSHAKE arrived; connecting again at once');
           return this.connectOnce();
         });
-        const conn = await pRetry(once, {
+        const failed = (error: unknown) => {
+          attempt++;
+          this.emit({ type: 'reconnecting', attempt, error: (error as Error)?.message ?? String(error) });
+        };
+        const conn = (lostAt === undefined ? undefined : await this.redial(once, lostAt, failed)) ?? await pRetry(once, {
           retries: Number.POSITIVE_INFINITY,
           minTimeout: this.opts.minBackoffMs ?? WORKER_DEFAULTS.client.minBackoffMs,
           maxTimeout: this.opts.maxBackoffMs ?? WORKER_DEFAULTS.client.maxBackoffMs,
           factor: 2,
           randomize: true,
           shouldRetry: (ctx) => !this.stopped && (this.joined || !refusal(ctx.error)),
-          onFailedAttempt: (ctx) => {
-            attempt++;
-            const error = (ctx as unknown as { error?: Error }).error ?? (ctx as unknown as Error);
-            this.emit({ type: 'reconnecting', attempt, error: error?.message ?? String(error) });
-          },
+          onFailedAttempt: (ctx) => failed((ctx as unknown as { error?: Error }).error ?? ctx),
         });
         const reason = await this.serve(conn);
+        lostAt = Date.now();
         this.emit({ type: 'disconnected', reason });
       } catch (err) {
         if (this.stopped) break;
@@ -106,6 +114,39 @@ export class WorkerClient {
         this.log.warn({ err }, 'connect loop failed');
       }
     }
+  }
+
+  /**
+   * Right after a joined link is lost, the hub is most likely restarting (killed, or rolled out), and
+   * its port opens again within seconds: dial every REDIAL_MS (jittered) while the port is closed or
+   * the link is cut, for REDIAL_FOR_MS, so the worker is back within a fraction of a second of the
+   * new hub binding. The backoff, which grew to its 2 s bound while the port was closed, had it wait
+   * up to that long more (25 workers back 1.5-2.5 s after the new hub bound). Anything else (a
+   * refusal, an ERROR) and the end of the window go on to the backoff. Undefined: not connected.
+   */
+  private async redial(once: () => Promise<Connection>, lostAt: number, failed: (err: unknown) => void): Promise<Connection | undefined> {
+    this.redialing = true;
+    try {
+      while (!this.stopped && Date.now() - lostAt < REDIAL_FOR_MS) {
+        try { return await once(); } catch (err) {
+          if (this.stopped || err instanceof SwarmError) return undefined;
+          failed(err);
+        }
+        await new Promise((r) => setTimeout(r, REDIAL_MS * (1 + Math.random())));
+      }
+      return undefined;
+    } finally { this.redialing = false; }
+  }
+
+  /**
+   * How long a HANDSHAKE waits for its ACK. While redialing a hub just lost, a link that connects is
+   * most likely a restarted hub that bound its port and is still replaying its journal (seconds on a
+   * loaded host; hub.ts holds the link unread until then): it is given REDIAL_FOR_MS, not the few
+   * seconds that would cut it and dial again, each cut link then read and answered by the new hub.
+   */
+  private handshakeWaitMs(): number {
+    const base = this.opts.handshakeTimeoutMs ?? WORKER_DEFAULTS.client.handshakeTimeoutMs;
+    return this.redialing ? Math.max(base, REDIAL_FOR_MS) : base;
   }
 
   stop(): void {
@@ -142,11 +183,17 @@ export class WorkerClient {
     let socketError: NodeJS.ErrnoException | undefined;
     socket.on('error', (err: NodeJS.ErrnoException) => { socketError = err; });
     const conn = new Connection(socket, { name: this.opts.id, maxLine: this.opts.maxLine });
+    let settled = false;
     const ack = await new Promise<Message<'HANDSHAKE_ACK'>>((resolve, reject) => {
-      const t = setTimeout(() => { conn.destroy('handshake timeout'); reject(new Error('handshake timeout')); }, this.opts.handshakeTimeoutMs ?? WORKER_DEFAULTS.client.handshakeTimeoutMs);
+      // Decided after a turn of the loop: a process that was starved (a loaded host) runs its due
+      // timers before it reads its sockets, and the ACK may be waiting in this one.
+      const t = setTimeout(() => setImmediate(() => {
+        if (conn.isClosed || settled) return;
+        conn.destroy('handshake timeout'); reject(new Error('handshake timeout'));
+      }), this.handshakeWaitMs());
       conn.onStatus((s) => {
         if (s.type !== 'close') return;
-        clearTimeout(t);
+        clearTimeout(t); settled = true;
         const closed = Object.assign(new Error(`closed during handshake: ${s.reason}`), { code: socketError?.code });
         // A TLS hub drops a plain link without a byte: ask it (a bare TLS handshake, no token sent)
         // whether it speaks TLS, else this worker retries forever what can never work.
@@ -157,14 +204,14 @@ export class WorkerClient {
       });
       conn.onMessage((m) => {
         if (m.type === Type.HANDSHAKE_ACK) {
-          clearTimeout(t);
+          clearTimeout(t); settled = true;
           // Switch now, inside this frame's callback: the hub may already have sent the next frame
           // in the new codec, in the same read. Frames before serve() starts are kept, not dropped.
           conn.onMessage((next) => this.early.push(next)); // before setCodec: it re-reads buffered bytes at once
           conn.setCodec(m.payload.codec);
           resolve(m);
         }
-        else if (m.type === Type.ERROR) { clearTimeout(t); reject(new SwarmError(m.payload.code, `${m.payload.code}: ${m.payload.msg}`)); }
+        else if (m.type === Type.ERROR) { clearTimeout(t); settled = true; reject(new SwarmError(m.payload.code, `${m.payload.code}: ${m.payload.msg}`)); }
       });
       conn.send(Type.HANDSHAKE, { ...hs, token: this.opts.token, session: this.session, codecs: this.opts.msgpack === false ? ['ndjson'] : ['msgpack', 'ndjson'] });
     });

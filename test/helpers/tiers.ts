@@ -15,6 +15,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/sched/affinity.test.ts',
   'test/sched/sched-gossip.test.ts',
   'test/hub/core.test.ts',
+  'test/hub/restart-bind.test.ts',
   'test/hub/dashboard-auth.test.ts',
   'test/hub/duplicate-worker.test.ts',
   'test/hub/hub-frames.test.ts',
