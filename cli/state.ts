@@ -2,6 +2,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomId } from '../protocol/ids.js';
+import { SwarmError } from '../protocol/errors.js';
 
 /** What a running hub writes to `<state-dir>/hub.json` so the CLI and workers can find it. */
 export interface HubFile {
@@ -66,16 +67,28 @@ export function tokenPath(dir: string): string { return path.join(dir, 'token');
  * one, stored 0600. Workers that outlive their hub hold this token: a restarted hub must keep it.
  */
 export function swarmToken(dir: string, given?: string): string {
-  if (given) return given;
-  try {
-    const stored = fs.readFileSync(tokenPath(dir), 'utf8').trim();
-    if (stored) return stored;
-  } catch { /* none yet */ }
-  const token = readHubFile(dir)?.token ?? newToken();
+  if (given) return checkToken(given, 'the token given (--token, SWARM_TOKEN)');
+  let stored = '';
+  try { stored = fs.readFileSync(tokenPath(dir), 'utf8').trim(); } catch { /* none yet */ }
+  if (stored) return checkToken(stored, `the token in ${tokenPath(dir)}`);
+  const old = readHubFile(dir)?.token;
+  const token = old ? checkToken(old, `the token in ${path.join(dir, 'hub.json')}`) : newToken();
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   const tmp = `${tokenPath(dir)}.${process.pid}.tmp`;
   fs.writeFileSync(tmp, token + '\n', { mode: 0o600 });
   fs.renameSync(tmp, tokenPath(dir));
+  return token;
+}
+
+/**
+ * A token travels in an HTTP header (`Authorization: Bearer …`), which takes visible ASCII only: a
+ * swarm started with `pässwort-…` or a damaged token file ran, and then every submit, status and
+ * down was refused or failed as a bug. Throws SWARM_ERR_CONFIG naming where the token came from.
+ */
+export function checkToken(token: string, from: string): string {
+  if (!/^[\x21-\x7e]+$/.test(token)) {
+    throw new SwarmError('SWARM_ERR_CONFIG', `${from} has characters an HTTP header cannot carry: use visible ASCII only (letters, digits, punctuation; no spaces, control or non-ASCII characters), e.g. \`openssl rand -hex 24\``);
+  }
   return token;
 }
 

@@ -120,8 +120,8 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   const dir = stateDir(o.stateDir);
   // Settings refused (too few engine sequences) before anything is written to the state directory.
   const supervised = args(o, model);
+  const token = hubToken(o, dir); // a refused token too
   fs.mkdirSync(path.join(dir, 'logs'), { recursive: true, mode: 0o700 });
-  const token = hubToken(o, dir);
   const hubArgs = [CLI, 'hub', '--state-dir', dir, '--supervise', String(o.agents), '--procs', String(o.procs), '--log-file', logPath(dir, 'hub'),
     '--host', o.host, '--port', String(o.port), '--control-port', String(o.controlPort),
     '--heartbeat-ms', String(o.heartbeatMs), '--dead-after-ms', String(o.deadAfterMs), '--max-line', String(o.maxLine),

@@ -34,3 +34,24 @@ t.test('swarm up --max-line reaches the workers it starts: a task past 1 MiB run
   t.equal(rec.state, 'done', `it ran (${JSON.stringify(rec.error)})`);
   t.equal(rec.text, `echo: ${prompt}`, 'its whole result is recorded');
 });
+
+t.test('a token an HTTP header cannot carry is refused before anything starts, wherever it comes from', async (t) => {
+  const dir = `${tempDir(t)}/state`;
+  // Before, the swarm started, and then every submit was refused (wrong token) or failed as a bug,
+  // and `swarm down` had to kill the hub it could not ask to stop.
+  for (const token of ['pässwort-long-enough', 'with space-long-enough', 'tab\there-long-enough']) {
+    const r = swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--token', token, '--state-dir', dir], { timeoutMs: 30_000 });
+    t.equal(r.code, 2, `${JSON.stringify(token)}: a usage error`);
+    t.match(r.stderr, /SWARM_ERR_CONFIG: the token given .*visible ASCII/, 'says what a token may hold');
+    t.notOk(fs.existsSync(dir), 'no state directory made');
+    const env = swarm(['hub', '--state-dir', dir], { env: { SWARM_TOKEN: token }, timeoutMs: 30_000 });
+    t.equal(env.code, 2, `SWARM_TOKEN ${JSON.stringify(token)}: a usage error for swarm hub too`);
+  }
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(`${dir}/token`, Buffer.from([0x11, 0xfe, 0x13, 0x34, 0x4e, 0xff, 0x19, 0x5b, 0x1b, 0x07, 0x2f]));
+  const r = swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--state-dir', dir], { timeoutMs: 30_000 });
+  t.equal(r.code, 2, 'a damaged token file: a usage error');
+  t.match(r.stderr, new RegExp(`SWARM_ERR_CONFIG: the token in ${dir}/token has characters`), 'naming the file');
+  t.notOk(fs.existsSync(`${dir}/hub.json`), 'no hub was started');
+  t.same(pidsMentioning(dir), [], 'no process left');
+});
