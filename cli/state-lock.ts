@@ -33,13 +33,21 @@ function existingLockId(dir: string): string | undefined {
 function lockId(dir: string): string {
   const file = path.join(dir, 'lock-id');
   for (let i = 0; i < 50; i++) {
-    const id = readLockId(file);
+    let id: string | undefined;
+    try { id = readLockId(file); } catch (e) { throw damagedLockId(file, (e as Error).message); }
     if (id) return id;
+    // Made by link(2), whole or not at all: one that is there and holds no id was damaged by someone
+    // else. Not replaced here: two hubs that each replaced it would take two locks on one journal.
+    if (fs.existsSync(file)) throw damagedLockId(file, 'it holds no lock id');
     const tmp = `${file}.${process.pid}.${crypto.randomBytes(4).toString('hex')}`;
     fs.writeFileSync(tmp, crypto.randomBytes(16).toString('hex') + '\n', { mode: 0o600 });
     try { fs.linkSync(tmp, file); } catch (e) { if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e; } finally { fs.rmSync(tmp, { force: true }); }
   }
   throw new SwarmError('SWARM_ERR_INTERNAL', `cannot read ${file}`);
+}
+
+function damagedLockId(file: string, why: string): SwarmError {
+  return new SwarmError('SWARM_ERR_CONFIG', `${file} is damaged (${why}); if no swarm runs in this directory, remove it (\`rm -r ${file}\`): the next start makes a new one`);
 }
 
 /**
