@@ -30,7 +30,24 @@ export function stateDir(opt?: string): string {
 export function hubFilePath(dir: string): string { return path.join(dir, 'hub.json'); }
 
 export function readHubFile(dir: string): HubFile | undefined {
-  try { return JSON.parse(fs.readFileSync(hubFilePath(dir), 'utf8')) as HubFile; } catch { return undefined; }
+  let text: string;
+  try { text = fs.readFileSync(hubFilePath(dir), 'utf8'); } catch (e) {
+    // Not there is no hub; unreadable says nothing of one: another user's swarm may run there, and
+    // "no swarm was running" (exit 0 from down) would be a wrong answer.
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EACCES' || code === 'EPERM') throw stateAccess(hubFilePath(dir), e);
+    return undefined;
+  }
+  try { return JSON.parse(text) as HubFile; } catch { return undefined; }
+}
+
+/** A state file this user may not read: SWARM_ERR_STATE_ACCESS naming it and its owner. */
+export function stateAccess(file: string, err: unknown): SwarmError {
+  let owner = '';
+  for (let p = file; p !== path.dirname(p); p = path.dirname(p)) {
+    try { owner = ` (${p} belongs to uid ${fs.statSync(p).uid})`; break; } catch { /* climb */ }
+  }
+  return new SwarmError('SWARM_ERR_STATE_ACCESS', `cannot read ${file}: ${(err as Error).message.replace(/^[A-Z]+: /, '')}${owner}`);
 }
 
 /** Written atomically, readable by this user only (it may hold the token). */

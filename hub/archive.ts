@@ -42,7 +42,12 @@ const fileName = (n: number): string => `results-${String(n).padStart(6, '0')}.n
 /** The archive's files in order, as [number, path]. */
 export function archiveFiles(dir: string): [number, string][] {
   let names: string[];
-  try { names = fs.readdirSync(dir); } catch { return []; }
+  try { names = fs.readdirSync(dir); } catch (e) {
+    // None yet is an empty archive; one this user may not read is not (`swarm results` said "no archived results").
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'EACCES' && code !== 'EPERM') return [];
+    throw new SwarmError('SWARM_ERR_STATE_ACCESS', `cannot read the results archive ${dir}: ${(e as Error).message}`);
+  }
   return names.flatMap((n) => { const m = NAME.exec(n); return m ? [[Number(m[1]), path.join(dir, n)] as [number, string]] : []; })
     .sort((a, b) => a[0] - b[0]);
 }

@@ -1,6 +1,8 @@
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import t from 'tap';
-import { pidsMentioning, swarm, tempDir } from '../helpers/cli.js';
+import { CLI, pidsMentioning, swarm, tempDir } from '../helpers/cli.js';
 
 /**
  * State files damaged while no swarm runs, as a disk error, a careless edit or another tool leaves
@@ -24,4 +26,26 @@ t.test('a damaged lock-id: up refuses naming the file and the remedy; once remov
   fs.rmSync(file, { recursive: true });
   t.equal(up().code, 0, 'with it removed, up starts');
   t.equal(swarm(['down', '--state-dir', dir]).code, 0);
+});
+
+t.test("another user's state directory: status, submit, down and results say they cannot read it, not that nothing runs", async (t) => {
+  const dir = tempDir(t);
+  t.equal(swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--state-dir', dir], { timeoutMs: 60_000 }).code, 0, 'a swarm runs');
+  t.teardown(() => { swarm(['down', '--state-dir', dir]); });
+  // Another user: as root, the CLI runs as nobody; else the directory is shut to its own owner.
+  const root = process.getuid?.() === 0;
+  if (!root) { fs.chmodSync(dir, 0o000); t.teardown(() => fs.chmodSync(dir, 0o700)); }
+  const as = (args: string[]) => {
+    // env -i: tap hooks every child node (NODE_OPTIONS) to write files under the repo, which nobody may not.
+    const r = root ? spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', 'env', '-i', `PATH=${process.env.PATH ?? ''}`, `HOME=${os.tmpdir()}`, process.execPath, CLI, ...args], { encoding: 'utf8', timeout: 30_000 })
+      : spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 30_000 });
+    return { code: r.status, stderr: `${r.stderr}${r.error ?? ""}` };
+  };
+  for (const cmd of [['status'], ['submit', 'x'], ['down'], ['results']]) {
+    const r = as([...cmd, '--state-dir', dir]);
+    t.equal(r.code, 2, `${cmd[0]}: exit 2 (${r.stderr})`);
+    t.match(r.stderr, /SWARM_ERR_STATE_ACCESS: cannot read /, `${cmd[0]}: says it cannot read the state directory`);
+  }
+  if (!root) fs.chmodSync(dir, 0o700);
+  t.match(swarm(['status', '--state-dir', dir]).stdout, /workers {2}1/, 'the swarm still runs');
 });
