@@ -31,14 +31,14 @@ export function hubFile(dir: string): HubFile | undefined {
   try { return JSON.parse(fs.readFileSync(path.join(dir, 'hub.json'), 'utf8')) as HubFile; } catch { return undefined; }
 }
 
-/** Call the control API of the state dir's hub; undefined if none answers. */
-export async function api<T>(dir: string, method: string, p: string, body?: unknown): Promise<T | undefined> {
+/** Call the control API of the state dir's hub; undefined if none answers (within `timeoutMs`, if given). */
+export async function api<T>(dir: string, method: string, p: string, body?: unknown, timeoutMs?: number): Promise<T | undefined> {
   const h = hubFile(dir);
   if (!h) return undefined;
   try {
     // A hub keeps a token in its state dir (generated when none is given): the control API wants it.
     const headers = { 'content-type': 'application/json', ...(h.token ? { authorization: `Bearer ${h.token}` } : {}) };
-    const res = await fetch(`http://${h.control.host}:${h.control.port}${p}`, { method, body: body === undefined ? undefined : JSON.stringify(body), headers });
+    const res = await fetch(`http://${h.control.host}:${h.control.port}${p}`, { method, body: body === undefined ? undefined : JSON.stringify(body), headers, ...(timeoutMs ? { signal: AbortSignal.timeout(timeoutMs) } : {}) });
     return (await res.json()) as T;
   } catch { return undefined; }
 }

@@ -22,9 +22,9 @@ import { fileURLToPath } from 'node:url';
 import { TaskStore } from '../hub/store.js';
 import { parseRetain } from '../hub/retention.js';
 import { machine } from './proc.js';
+import { api } from './failover-procs.js';
+import { CLI, ROOT } from './args.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const CLI = path.join(ROOT, 'dist/cli/main.js');
 const SELF = fileURLToPath(import.meta.url);
 const arg = (name: string, def: string): string => { const i = process.argv.indexOf(name); return i >= 0 ? process.argv[i + 1]! : def; };
 const load = (): number[] => os.loadavg().map((x) => +x.toFixed(1));
@@ -56,34 +56,88 @@ async function build(dir: string, n: number, retain: string): Promise<void> {
   for (;;) await round();
 }
 
-/** Call the control API of the hub in `dir`; undefined if none answers. */
-async function api<T>(dir: string, method: string, p: string, body?: unknown): Promise<T | undefined> {
-  let h: { control: { host: string; port: number }; token?: string };
-  try { h = JSON.parse(fs.readFileSync(path.join(dir, 'hub.json'), 'utf8')) as typeof h; } catch { return undefined; }
-  try {
-    const headers = { 'content-type': 'application/json', ...(h.token ? { authorization: `Bearer ${h.token}` } : {}) };
-    const res = await fetch(`http://${h.control.host}:${h.control.port}${p}`, { method, body: body === undefined ? undefined : JSON.stringify(body), headers, signal: AbortSignal.timeout(30_000) });
-    return (await res.json()) as T;
-  } catch { return undefined; }
+/** Control API calls of the bench give up after this long (a hub killed mid-call). */
+const CALL_MS = 30_000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A fresh copy of the state `from` at `to`: a hub that opens a state compacts and evicts it, so each measurement has its own. */
+function copyState(from: string, to: string): void {
+  fs.rmSync(to, { recursive: true, force: true });
+  spawnSync('cp', ['-r', from, to]);
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** `swarm up --driver echo --detach --json` in a child (this event loop runs on): up's own ready_ms and wall time, or what it said. */
+function swarmUp(args: string[]): Promise<{ readyMs?: number; wallMs: number; error?: string }> {
+  return new Promise((resolve) => {
+    const t0 = performance.now();
+    const c = spawn(process.execPath, [CLI, 'up', '--driver', 'echo', '--detach', '--json', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '', err = '';
+    c.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    c.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    const timer = setTimeout(() => c.kill('SIGKILL'), 150_000);
+    c.on('close', () => {
+      clearTimeout(timer);
+      let readyMs: number | undefined;
+      try { readyMs = (JSON.parse(out.trim().split('\n').at(-1)!) as { ready_ms: number }).ready_ms; } catch { /* below */ }
+      resolve({ readyMs, wallMs: Math.round(performance.now() - t0), error: readyMs === undefined ? `${out}${err}`.slice(-2000) : undefined });
+    });
+  });
+}
+
+/**
+ * How long until the swarm is steady: its holders have their copy (their first whole sync of the hot
+ * state done), as any swarm that has run a while. At most a minute.
+ */
+async function holdersSynced(dir: string): Promise<number> {
+  const t0 = performance.now();
+  for (let i = 0; i < 120; i++) {
+    const st = await api<{ failover?: { holders?: string[]; feeds?: { syncing: boolean; syncs: number; synced: number }[] } }>(dir, 'GET', '/status', undefined, CALL_MS);
+    const feeds = st?.failover?.feeds ?? [];
+    if (feeds.length && feeds.length >= (st?.failover?.holders?.length ?? 0) && feeds.every((f) => !f.syncing && f.syncs > 0 && f.synced > 0)) break;
+    await sleep(500);
+  }
+  return Math.round(performance.now() - t0);
+}
+
+/**
+ * What the hub log says of the hub started after `killedAt`: when it listened; per holder that
+ * reported a digest, its buckets the same as the new hub's / all; links refused for a HANDSHAKE that
+ * came too late; the new hub's own timeline from the kill (its process started, replay began and
+ * ended, the first and last worker joined).
+ */
+function restartLog(dir: string, killedAt: number): { listenMs: number | null; buckets: string[]; refused: number; timeline: Record<string, number>; joined: number } {
+  let listenMs: number | null = null;
+  const buckets: string[] = [];
+  let refused = 0;
+  const timeline: Record<string, number> = {};
+  let joined = 0;
+  try {
+    for (const l of fs.readFileSync(path.join(dir, 'logs', 'hub.log'), 'utf8').split('\n')) {
+      const at = Number(/"time":(\d+)/.exec(l)?.[1] ?? 0);
+      if (at <= killedAt) continue;
+      const r = /"boot_ms":(\d+),"bind_ms":(\d+),"replay_ms":(\d+)/.exec(l);
+      if (r && timeline.replayed === undefined) {
+        timeline.hub_exec = at - killedAt - Number(r[1]) - Number(r[2]) - Number(r[3]);
+        timeline.bound = at - killedAt - Number(r[3]);
+        timeline.replayed = at - killedAt;
+      }
+      if (l.includes('"msg":"worker joined"')) { timeline.first_join ??= at - killedAt; timeline.last_join = at - killedAt; joined++; }
+      if (listenMs === null && l.includes('"msg":"hub listening"')) listenMs = at - killedAt;
+      if (l.includes('no HANDSHAKE in time')) refused++;
+      const h = /"buckets":(\d+),"same":(\d+)(?:,"same_with_evicted":(\d+))?/.exec(l);
+      if (h) buckets.push(`${h[2]}/${h[1]}${h[3] ? ` (${h[3]} with evicted)` : ''}`);
+    }
+  } catch { /* no log */ }
+  return { listenMs, buckets, refused, timeline, joined };
+}
 
 /** One kill: a live swarm on a copy of `built`, loaded, its hub killed and started again. */
 async function killRun(built: string, run: number, retain: string): Promise<Record<string, unknown>> {
   const dir = `${built}.run${run}`;
-  fs.rmSync(dir, { recursive: true, force: true });
-  spawnSync('cp', ['-r', built, dir]);
-  const agents = arg('--agents', '25'), procs = arg('--procs', '5');
-  const up = () => {
-    const t0 = performance.now();
-    const r = spawnSync(process.execPath, [CLI, 'up', '--agents', agents, '--procs', procs, '--driver', 'echo', '--detach', '--json', '--state-dir', dir, '--retain', retain, '--ready-timeout', '120000'], { encoding: 'utf8', timeout: 150_000 });
-    let readyMs: number | undefined;
-    try { readyMs = (JSON.parse(r.stdout.trim().split('\n').at(-1)!) as { ready_ms: number }).ready_ms; } catch { /* below */ }
-    return { readyMs, wallMs: Math.round(performance.now() - t0), error: readyMs === undefined ? `${r.stdout}${r.stderr}`.slice(-1000) : undefined };
-  };
+  copyState(built, dir);
+  const upArgs = ['--agents', arg('--agents', '25'), '--procs', arg('--procs', '5'), '--state-dir', dir, '--retain', retain, '--ready-timeout', '120000'];
   try {
-    const first = up();
+    const first = await swarmUp(upArgs);
     let stop = false;
     let submitted = 0;
     const pad = 'x'.repeat(180);
@@ -91,21 +145,13 @@ async function killRun(built: string, run: number, retain: string): Promise<Reco
     const loader = (async () => {
       for (let b = 0; !stop; b++) {
         const tasks = Array.from({ length: 200 }, (_, k) => ({ id: `load-${run}-${b}-${k}`, prompt: `load ${b} ${k} ${pad}` }));
-        const r = await api<{ accepted?: unknown[] }>(dir, 'POST', '/tasks', { tasks });
+        const r = await api<{ accepted?: unknown[] }>(dir, 'POST', '/tasks', { tasks }, CALL_MS);
         if (r?.accepted) submitted += tasks.length; else await sleep(50);
         await sleep(20);
       }
     })();
-    // A steady swarm: the holders have their copy (their first whole sync of 100,000 tasks done), as
-    // any swarm that has run a while; then the clients' load for a while.
-    const tSync = performance.now();
-    for (let i = 0; i < 120; i++) {
-      const st = await api<{ failover?: { holders?: string[]; feeds?: { syncing: boolean; syncs: number; synced: number }[] } }>(dir, 'GET', '/status');
-      const feeds = st?.failover?.feeds ?? [];
-      if (feeds.length && feeds.length >= (st?.failover?.holders?.length ?? 0) && feeds.every((f) => !f.syncing && f.syncs > 0 && f.synced > 0)) break;
-      await sleep(500);
-    }
-    const holdersSyncedMs = Math.round(performance.now() - tSync);
+    // A steady swarm, then the clients' load for a while.
+    const holdersSyncedMs = await holdersSynced(dir);
     await sleep(Number(arg('--load-s', '3')) * 1000);
     const hub = (JSON.parse(fs.readFileSync(path.join(dir, 'hub.json'), 'utf8')) as { pid: number }).pid;
     const loadAtKill = load();
@@ -113,56 +159,20 @@ async function killRun(built: string, run: number, retain: string): Promise<Reco
     process.kill(hub, 'SIGKILL');
     await sleep(50);
     // Off the event loop of this process: `up` runs as a child and the load keeps going meanwhile.
-    const again = await new Promise<{ readyMs?: number; wallMs: number; error?: string }>((resolve) => {
-      const t0 = performance.now();
-      const c = spawn(process.execPath, [CLI, 'up', '--agents', agents, '--procs', procs, '--driver', 'echo', '--detach', '--json', '--state-dir', dir, '--retain', retain, '--ready-timeout', '120000'], { stdio: ['ignore', 'pipe', 'pipe'] });
-      let out = '';
-      c.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-      c.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-      c.on('close', () => {
-        let readyMs: number | undefined;
-        try { readyMs = (JSON.parse(out.trim().split('\n').at(-1)!) as { ready_ms: number }).ready_ms; } catch { /* below */ }
-        resolve({ readyMs, wallMs: Math.round(performance.now() - t0), error: readyMs === undefined ? out.slice(-1000) : undefined });
-      });
-    });
+    const again = await swarmUp(upArgs);
     const upDoneMs = Math.round(performance.now() - tKill);
     const killedAt = Date.now() - upDoneMs;
     // Ready means it takes and runs work: one task, submitted now, run to its result (first in line:
     // the clients' backlog is not what it measures).
     const probe = `probe-${run}`;
-    await api(dir, 'POST', '/tasks', { tasks: [{ id: probe, prompt: 'probe', priority: 1_000_000 }] });
-    const w = await api<{ complete?: boolean }>(dir, 'POST', '/wait', { ids: [probe], timeout_ms: 60_000 });
+    await api(dir, 'POST', '/tasks', { tasks: [{ id: probe, prompt: 'probe', priority: 1_000_000 }] }, CALL_MS);
+    const w = await api<{ complete?: boolean }>(dir, 'POST', '/wait', { ids: [probe], timeout_ms: 60_000 }, 60_000 + CALL_MS);
     const probeMs = Math.round(performance.now() - tKill);
     // What the holders' digests saved the restarted hub: finished tasks left out as held, and sent.
-    const fo = (await api<{ failover?: { haveSyncs?: number; haveHeld?: number; haveSent?: number } }>(dir, 'GET', '/status'))?.failover;
+    const fo = (await api<{ failover?: { haveSyncs?: number; haveHeld?: number; haveSent?: number } }>(dir, 'GET', '/status', undefined, CALL_MS))?.failover;
     stop = true;
     await loader;
-    // When the new hub listened, from its log (its first line after the kill).
-    let listenMs: number | null = null;
-    // Per holder that reported a digest: buckets the same as the new hub's / all; and links the hub
-    // refused for a HANDSHAKE that came too late.
-    const buckets: string[] = [];
-    let refused = 0;
-    // The new hub's own timeline from the kill: its process started, replay began and ended, the first and last worker joined.
-    const timeline: Record<string, number> = {};
-    let joined = 0;
-    try {
-      for (const l of fs.readFileSync(path.join(dir, 'logs', 'hub.log'), 'utf8').split('\n')) {
-        const at = Number(/"time":(\d+)/.exec(l)?.[1] ?? 0);
-        if (at <= killedAt) continue;
-        const r = /"boot_ms":(\d+),"bind_ms":(\d+),"replay_ms":(\d+)/.exec(l);
-        if (r && timeline.replayed === undefined) {
-          timeline.hub_exec = at - killedAt - Number(r[1]) - Number(r[2]) - Number(r[3]);
-          timeline.bound = at - killedAt - Number(r[3]);
-          timeline.replayed = at - killedAt;
-        }
-        if (l.includes('"msg":"worker joined"')) { timeline.first_join ??= at - killedAt; timeline.last_join = at - killedAt; joined++; }
-        if (listenMs === null && l.includes('"msg":"hub listening"')) listenMs = at - killedAt;
-        if (l.includes('no HANDSHAKE in time')) refused++;
-        const h = /"buckets":(\d+),"same":(\d+)(?:,"same_with_evicted":(\d+))?/.exec(l);
-        if (h) buckets.push(`${h[2]}/${h[1]}${h[3] ? ` (${h[3]} with evicted)` : ''}`);
-      }
-    } catch { /* no log */ }
+    const { listenMs, buckets, refused, timeline, joined } = restartLog(dir, killedAt);
     const row = {
       run, load_at_kill: loadAtKill, first_up_ready_ms: first.readyMs ?? null, holders_synced_after_ms: holdersSyncedMs, tasks_submitted_under_load: submitted,
       kill_to_hub_listening_ms: listenMs, timeline_ms: { ...timeline, listening: listenMs, joins: joined }, restart_up_ready_ms: again.readyMs ?? null, kill_to_up_returned_ms: upDoneMs, kill_to_probe_result_ms: w?.complete ? probeMs : null,
@@ -179,6 +189,20 @@ async function killRun(built: string, run: number, retain: string): Promise<Reco
   }
 }
 
+/** Write `n` tasks of history into `dir` in a child process, killed (-9) 0.3-1 s after the last, mid-stream. */
+async function buildState(dir: string, n: number, retain: string): Promise<void> {
+  const child = spawn(process.execPath, [SELF, '--child', dir, String(n), retain], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (c: Buffer) => {
+      out += c.toString();
+      if (/built \d+/.test(out)) setTimeout(() => { child.kill('SIGKILL'); resolve(); }, 300 + Math.random() * 700);
+    });
+    child.once('exit', (code, sig) => { if (sig !== 'SIGKILL') reject(new Error(`builder exited ${code ?? sig}`)); });
+  });
+  await new Promise((r) => child.once('exit', r));
+}
+
 async function main(): Promise<void> {
   const n = Number(arg('--tasks', '1000000'));
   const retain = arg('--retain', '24h,100000');
@@ -187,23 +211,11 @@ async function main(): Promise<void> {
   const dir = from ?? fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-restart-'));
   try {
     const t0 = performance.now();
-    if (!from) {
-    const child = spawn(process.execPath, [SELF, '--child', dir, String(n), retain], { stdio: ['ignore', 'pipe', 'inherit'] });
-    await new Promise<void>((resolve, reject) => {
-      let out = '';
-      child.stdout!.on('data', (c: Buffer) => {
-        out += c.toString();
-        if (/built \d+/.test(out)) setTimeout(() => { child.kill('SIGKILL'); resolve(); }, 300 + Math.random() * 700);
-      });
-      child.once('exit', (code, sig) => { if (sig !== 'SIGKILL') reject(new Error(`builder exited ${code ?? sig}`)); });
-    });
-    await new Promise((r) => child.once('exit', r));
-    }
+    if (!from) await buildState(dir, n, retain);
     const buildS = from ? null : +((performance.now() - t0) / 1000).toFixed(1);
     // Each measurement on a copy: a hub that opens the state compacts and evicts it.
     const copy = `${dir}.open`;
-    fs.rmSync(copy, { recursive: true, force: true });
-    spawnSync('cp', ['-r', dir, copy]);
+    copyState(dir, copy);
     const files = Object.fromEntries(fs.readdirSync(dir).filter((f) => f.endsWith('.ndjson')).map((f) => [f, +(fs.statSync(path.join(dir, f)).size / 2 ** 20).toFixed(1)]));
     const archiveMb = +(fs.readdirSync(path.join(dir, 'results')).reduce((a, f) => a + fs.statSync(path.join(dir, 'results', f)).size, 0) / 2 ** 20).toFixed(1);
 
@@ -216,22 +228,19 @@ async function main(): Promise<void> {
     const hot = s.queue.counts();
     const rss = Math.round(process.memoryUsage().rss / 2 ** 20);
     await s.close();
-    fs.rmSync(copy, { recursive: true, force: true });
-    spawnSync('cp', ['-r', dir, copy]);
+    copyState(dir, copy);
 
     const loadUp = load();
-    const up = spawnSync(process.execPath, [CLI, 'up', '--agents', '4', '--driver', 'echo', '--detach', '--json', '--no-failover', '--insecure-no-auth', '--state-dir', copy, '--retain', retain], { encoding: 'utf8', timeout: 120_000 });
+    const up = await swarmUp(['--agents', '4', '--no-failover', '--insecure-no-auth', '--state-dir', copy, '--retain', retain]);
     spawnSync(process.execPath, [CLI, 'down', '--state-dir', copy], { encoding: 'utf8', timeout: 60_000 });
     fs.rmSync(copy, { recursive: true, force: true });
     const kills = [];
     for (let k = 0; k < Number(arg('--kills', '5')); k++) kills.push(await killRun(dir, k, retain));
-    let readyMs: number | undefined;
-    try { readyMs = (JSON.parse(up.stdout.trim().split('\n').at(-1)!) as { ready_ms: number }).ready_ms; } catch { /* below */ }
     const out = {
       at: new Date().toISOString(), command: `node dist/bench/restart.js ${process.argv.slice(2).join(' ')}`.trim(), machine: machine(),
       history_tasks: n, retain, build_s: buildS, files_mb: files, archive_mb: archiveMb,
       hot_after_restart: hot, open_ms: openMs, open_cpu_ms: openCpuMs, rss_after_open_mb: rss, load_at_open: loadOpen,
-      swarm_up_ready_ms: readyMs ?? null, swarm_up_error: readyMs === undefined ? `${up.stdout}${up.stderr}`.slice(-2000) : undefined, load_at_up: loadUp,
+      swarm_up_ready_ms: up.readyMs ?? null, swarm_up_error: up.error, load_at_up: loadUp,
       kills,
     };
     console.log(JSON.stringify(out, null, 2));
