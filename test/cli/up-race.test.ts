@@ -1,7 +1,6 @@
 import t from 'tap';
-import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { CLI, alive, hubFile, pidsMentioning, sleep, swarm, tempDir, until } from '../helpers/cli.js';
+import { alive, hubFile, pidsMentioning, sleep, swarm, swarmRun, tempDir, until, type SwarmRun } from '../helpers/cli.js';
 
 /**
  * Two `swarm up` on one state directory started at the same moment: each found no hub.json, and both
@@ -9,15 +8,9 @@ import { CLI, alive, hubFile, pidsMentioning, sleep, swarm, tempDir, until } fro
  * worker). One of them must be refused; a kill -9 of the winner must not leave the directory locked.
  */
 
-interface Run { pid: number; code: number | null; out: string; exited: Promise<void> }
-
 /** `swarm up` in the foreground (detached: -d did not show the race), or with -d. */
-function up(state: string, detach = false): Run {
-  const c = spawn(process.execPath, [CLI, 'up', '--state-dir', state, '--driver', 'echo', '--agents', '1', '--no-failover', '--ready-timeout', '30000', ...(detach ? ['-d'] : [])], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const run: Run = { pid: c.pid!, code: null, out: '', exited: new Promise((resolve) => c.on('exit', (code) => { run.code = code; resolve(); })) };
-  c.stdout.on('data', (d: Buffer) => { run.out += d.toString(); });
-  c.stderr.on('data', (d: Buffer) => { run.out += d.toString(); });
-  return run;
+function up(state: string, detach = false): SwarmRun {
+  return swarmRun(['up', '--state-dir', state, '--driver', 'echo', '--agents', '1', '--no-failover', '--ready-timeout', '30000', ...(detach ? ['-d'] : [])]);
 }
 
 t.test('two swarm up at once on one state directory: exactly one hub runs, the other is refused (exit 6)', async (t) => {

@@ -25,6 +25,18 @@ export function swarmBg(args: string[], opts: { cwd?: string; env?: NodeJS.Proce
   return { child, output: () => out };
 }
 
+/** A `swarm` command running in the background (in this process group): its output so far, and its exit code once `exited`. */
+export interface SwarmRun { pid: number; code: number | null; out: string; exited: Promise<void> }
+
+/** Start `swarm ARGS` in the background; stdout and stderr are gathered together in `out`. */
+export function swarmRun(args: string[]): SwarmRun {
+  const c = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const run: SwarmRun = { pid: c.pid!, code: null, out: '', exited: new Promise((resolve) => c.on('exit', (code) => { run.code = code; resolve(); })) };
+  c.stdout.on('data', (d: Buffer) => { run.out += d.toString(); });
+  c.stderr.on('data', (d: Buffer) => { run.out += d.toString(); });
+  return run;
+}
+
 /** True if the pid exists and is not a zombie. */
 export function alive(pid: number): boolean {
   try { process.kill(pid, 0); } catch { return false; }
