@@ -13,13 +13,7 @@ const byId = <T extends { id: string }>(a: T, b: T) => (a.id < b.id ? -1 : a.id 
  * say nothing across containers or pid namespaces (every container's worker is PID 1).
  */
 export function electHolders<T extends HolderCandidate>(workers: Iterable<T>, n: number): T[] {
-  const procs = new Map<string, T>();
-  for (const w of workers) {
-    const key = w.pid !== undefined || w.host !== undefined ? `${w.host ?? ''}\u0000${w.pid ?? ''}` : `id:${w.id}`;
-    const cur = procs.get(key);
-    if (!cur || w.id < cur.id) procs.set(key, w);
-  }
-  const ordered = [...procs.values()].sort(byId);
+  const ordered = [...lowestPerProcess(workers).values()].sort(byId);
   const hosts = new Set<string>();
   const first: T[] = [];
   const rest: T[] = [];
@@ -28,4 +22,20 @@ export function electHolders<T extends HolderCandidate>(workers: Iterable<T>, n:
     if (hosts.has(host)) rest.push(w); else { hosts.add(host); first.push(w); }
   }
   return [...first, ...rest].slice(0, Math.max(1, n)).sort(byId);
+}
+
+/** The process a worker runs in: its host and pid; a worker that reports neither is a process of its own. */
+export function processKey(w: HolderCandidate): string {
+  return w.pid !== undefined || w.host !== undefined ? `${w.host ?? ''}\u0000${w.pid ?? ''}` : `id:${w.id}`;
+}
+
+/** The lowest id of each process among `workers`, by `processKey`. */
+export function lowestPerProcess<T extends HolderCandidate>(workers: Iterable<T>): Map<string, T> {
+  const procs = new Map<string, T>();
+  for (const w of workers) {
+    const key = processKey(w);
+    const cur = procs.get(key);
+    if (!cur || w.id < cur.id) procs.set(key, w);
+  }
+  return procs;
 }
