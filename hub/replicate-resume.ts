@@ -1,12 +1,13 @@
 import { randomId } from '../protocol/index.js';
-import { HaveBuilder, haveBucketOf, validHave, type HaveDigest } from '../protocol/replica-have.js';
+import type { HaveDigest } from '../protocol/replica-have.js';
 import type { TaskRecord } from './task.js';
 
 /**
  * How far a holder's copy goes, as STATE `sync` and HANDSHAKE `sync` carry it; in HANDSHAKE also
- * what it holds of the finished tasks (`have`, for a hub of another `gen`).
+ * what it holds of the finished tasks (`have`, for a hub of another `gen`), and with a cut sync's
+ * `seq` the ids where the part it has ends (`last`, `next`: hub/replicate-held.ts).
  */
-export interface SyncMark { gen: string; ver: number; seq?: number; end?: number; have?: HaveDigest }
+export interface SyncMark { gen: string; ver: number; seq?: number; end?: number; have?: HaveDigest; last?: string; next?: string }
 
 /** Evicted ids remembered for resumes, at most (about 40 bytes each). */
 const MAX_LOG_IDS = 200_000;
@@ -142,68 +143,4 @@ export class Versions {
     const sent = end === Infinity ? -1 : this.specsBy(m.ver);
     return { records: rest(), covered: changed.length, bare: (r) => (r.seq <= specs && r.seq <= upTo) || (r.seq >= end && r.seq <= sent) };
   }
-}
-
-/**
- * For a holder that reports `have` (protocol/replica-have.ts) to a hub of another generation: a
- * predicate true for the finished tasks it already holds as this hub does, which its whole-state sync
- * leaves out; undefined without a usable digest. Read once over the state now: a task that changes
- * after (a version past `versions.now`) is sent whatever its bucket says.
- *
- * `evicted`: the ids this hub evicted since it started, with a way to read each one back (the
- * archive). A restarted hub applies its retention horizon within a second of opening, before most
- * holders are back, so a holder in step with the hub before the kill holds those tasks too: a bucket
- * also counts as held when it equals this hub's plus the evicted tasks in it, and the caller sends the
- * holder those evictions first (they never reached it). Read back only for the buckets that differ.
- */
-export function heldBy(have: HaveDigest | undefined, all: Iterable<TaskRecord>, versions: Versions, evicted?: { ids: readonly string[]; lookup: (id: string) => TaskRecord | undefined }): { held: (r: TaskRecord) => boolean; buckets: number; same: number; withEvicted: number } | undefined {
-  if (!validHave(have)) return undefined;
-  // Two folds: every finished task here, and those as replayed only. A task this hub finished since it
-  // started (run here, or handed back from what the swarm ran without a hub) is one a holder back from
-  // a hub before this one left out of its digest (worker/failover-agent.ts) or never had.
-  const mine = new HaveBuilder(have.n), old = new HaveBuilder(have.n);
-  for (const r of all) { addOutcome(mine, r); if (versions.versionOf(r.id) === 0) addOutcome(old, r); }
-  // Per bucket: 0 differs, 1 the same as all here, 2 the same as the replayed ones.
-  const same = new Uint8Array(have.n);
-  let n = 0;
-  const compare = (a: Uint32Array, b: number) => a[b] === have.h[b]! >>> 0;
-  for (let b = 0; b < have.n; b++) if (compare(mine.h, b)) { same[b] = 1; n++; } else if (compare(old.h, b)) { same[b] = 2; n++; }
-  let withEvicted = 0;
-  if (evicted?.ids.length && n < have.n) {
-    const plusAll = new HaveBuilder(have.n), plusOld = new HaveBuilder(have.n);
-    plusAll.h.set(mine.h);
-    plusOld.h.set(old.h);
-    const touched = new Uint8Array(have.n);
-    for (const id of evicted.ids) {
-      const b = haveBucketOf(id, have.n);
-      if (same[b]) continue;
-      const r = evicted.lookup(id);
-      if (r) { addOutcome(plusAll, r); addOutcome(plusOld, r); touched[b] = 1; }
-    }
-    for (let b = 0; b < have.n; b++) {
-      if (!touched[b]) continue;
-      if (compare(plusAll.h, b)) same[b] = 1; else if (compare(plusOld.h, b)) same[b] = 2; else continue;
-      n++; withEvicted++;
-    }
-  }
-  const at = versions.now;
-  return {
-    buckets: have.n, same: n, withEvicted,
-    held: (r) => {
-      if (!outcome(r)) return false;
-      const v = versions.versionOf(r.id), s = same[haveBucketOf(r.id, have.n)];
-      return s === 1 ? v <= at : s === 2 && v === 0;
-    },
-  };
-}
-
-/** A finished record's outcome as hub/replicate.ts `entry` replicates it: [kind, worker, attempt]. */
-function outcome(r: TaskRecord): [3 | 4, string, number] | undefined {
-  if (r.result) return [3, r.result.worker, r.result.attempt];
-  if (r.state === 'failed') return [4, r.worker ?? 'hub', Math.max(1, r.attempts)];
-  return undefined;
-}
-function addOutcome(d: HaveBuilder, r: TaskRecord): void {
-  const o = outcome(r);
-  if (o) d.add(r.id, o[0], o[1], o[2]);
 }

@@ -4,7 +4,8 @@ import { DEFAULT_LEASE_MS } from '../sched/index.js';
 import { chunks } from './replicate-chunks.js';
 import { HolderFeed } from './replicate-feed.js';
 import { OpenKeepers } from './replicate-keepers.js';
-import { Versions, heldBy, type SyncMark } from './replicate-resume.js';
+import { Versions, type SyncMark } from './replicate-resume.js';
+import { heldByAsync, readBack, type Held } from './replicate-held.js';
 import type { HaveDigest } from '../protocol/replica-have.js';
 import { HandbackHolds } from './handback-holds.js';
 import { electHolders } from './holders.js';
@@ -94,7 +95,7 @@ export class HubReplicator {
    * first or one begun again when it falls behind before any mark, leaves that out. Still true later:
    * a holder's finished entries stay until evicted, and the hub no longer has an evicted task either.
    */
-  private readonly haves = new Map<WorkerEntry, { have: HaveDigest; held?: ReturnType<typeof heldBy>; evictsSent?: true }>();
+  private readonly haves = new Map<WorkerEntry, { have: HaveDigest; mark: SyncMark; held?: Held; comparing?: Promise<void>; evictsSent?: true }>();
   /** New holders whose full sync waits for the holder set to settle. */
   private readonly syncDue = new Set<WorkerEntry>();
   private readonly settle: Settle;
@@ -122,6 +123,8 @@ export class HubReplicator {
      * another generation), the finished tasks they left out because it holds them, and the tasks they sent.
      */
     haveSyncs: 0, haveHeld: 0, haveSent: 0,
+    /** Over those syncs: the digests' buckets, and those that matched this hub's. */
+    haveBuckets: 0, haveSame: 0,
   };
   private readonly signer: EntrySigner;
   /** The lowest id of each process without a holder keeps the open tasks (hub/replicate-keepers.ts). */
@@ -137,7 +140,7 @@ export class HubReplicator {
     this.holds = new HandbackHolds(store, log, () => {});
     this.signer = new EntrySigner(opts.token);
     this.settle = new Settle(() => {
-      for (const w of this.syncDue) if (this.holding.includes(w) && !w.conn.isClosed) this.fullSync(w);
+      for (const w of this.syncDue) if (this.holding.includes(w) && !w.conn.isClosed) this.syncWhenCompared(w);
       this.syncDue.clear();
     }, opts.settleMs, opts.settleMaxMs);
     this.keepers = new OpenKeepers({
@@ -186,7 +189,7 @@ export class HubReplicator {
   /** A worker with a peer port joined: tell it everyone, tell everyone about it, send it the state. */
   join(w: WorkerEntry, peerAddr: string, sync?: SyncMark): void {
     if (sync) this.resumeAt.set(w, sync);
-    if (sync?.have) this.haves.set(w, { have: sync.have });
+    if (sync?.have) this.haves.set(w, { have: sync.have, mark: sync });
     const view: FailoverView = { id: w.id, peerAddr, mode: 'star', coordinator: 'hub', epoch: 0 };
     this.peers.set(w.id, { w, view });
     // Caps and role go along: in gossip mode the acting coordinator routes tasks as the hub does.
@@ -420,23 +423,40 @@ export class HubReplicator {
     const held = this.heldOf(w);
     if (!held) return this.store().queue.all();
     this.stats.haveSyncs++;
-    this.log.info({ holder: w.id, buckets: held.buckets, same: held.same, same_with_evicted: held.withEvicted }, 'holder reports what it holds: only the differing buckets are synced');
+    this.stats.haveBuckets += held.buckets;
+    this.stats.haveSame += held.same;
+    this.log.info({ holder: w.id, buckets: held.buckets, same: held.same, same_with_evicted: held.withEvicted, gap: held.gap }, 'holder reports what it holds: only the differing buckets are synced');
     return this.omit(this.store().queue.all(), held.held);
   }
 
   /**
-   * What holder `w` reported holding, compared with the state once (a pass over every task): a
-   * sync begun again or resumed later reuses it, since a task changed after it is sent anyway.
+   * What holder `w` reported holding, compared with the state (hub/replicate-held.ts) before its
+   * sync starts; a sync begun again or resumed later reuses it, since a task changed after it is sent
+   * anyway. Undefined while not compared: that sync sends everything.
    */
-  private heldOf(w: WorkerEntry): ReturnType<typeof heldBy> {
+  private heldOf(w: WorkerEntry): Held | undefined { return this.haves.get(w)?.held; }
+
+  /**
+   * Start holder `w`'s whole-state sync, once what it reported holding is compared with the state:
+   * a slice at a time and the evicted tasks read back in one batch, so the hub keeps answering its
+   * other links meanwhile (a pread each, in one turn, held a restarted hub's loop for 40 s).
+   */
+  private syncWhenCompared(w: WorkerEntry): void {
     const h = this.haves.get(w);
-    if (!h) return undefined;
+    if (!h || h.held) { this.fullSync(w); return; }
+    if (h.comparing) return;
     const store = this.store();
-    // Read back from the archive (a pread each, on this loop: bounded), never the hot record of an id submitted anew since.
-    const ids = h.held ? undefined : this.versions.evictedAll();
-    const back = ids && ids.length <= MAX_EVICTED_READ_BACK ? { ids, lookup: (id: string) => (store.queue.get(id) ? undefined : store.lookup(id)) } : undefined;
-    h.held ??= heldBy(h.have, store.queue.all(), this.versions, back);
-    return h.held;
+    const ids = this.versions.evictedAll();
+    const lookup = (id: string) => (store.queue.get(id) ? undefined : store.lookup(id));
+    const evicted = ids && ids.length <= MAX_EVICTED_READ_BACK ? { ids, lookup, readMany: readBack(store) } : undefined;
+    h.comparing = heldByAsync({ have: h.have, all: store.queue.all(), versions: this.versions, evicted, gap: gapOf(h.mark, store) })
+      .catch((err: unknown) => { this.log.warn({ err, holder: w.id }, 'comparing what a holder holds failed; it is synced in full'); return undefined; })
+      .then((held) => {
+        h.comparing = undefined;
+        if (this.haves.get(w) !== h) return;
+        h.held = held;
+        if (this.holding.includes(w) && !w.conn.isClosed) this.fullSync(w);
+      });
   }
 
   /** `records` without those `held` says the holder has (counted in `haveHeld`), lazily. */
@@ -521,6 +541,18 @@ export class HubReplicator {
 /** The end a holder's mark names for its sync under way, if it is one a sync could have (past its position). */
 function endOf(m: SyncMark | undefined): number {
   return m?.seq !== undefined && m.end !== undefined && Number.isSafeInteger(m.end) && m.end > m.seq ? m.end : Infinity;
+}
+
+/**
+ * The part of this hub's order a holder's cut sync did not reach (hub/replicate-held.ts `gap`), from
+ * the ids it names at its edges; undefined for a complete copy, or one whose edge is no longer here.
+ */
+function gapOf(m: SyncMark, store: TaskStore): { after: number; before: number } | undefined {
+  if (m.seq === undefined) return undefined;
+  const after = m.last === undefined ? -1 : store.queue.get(m.last)?.seq;
+  if (after === undefined) return undefined;
+  const before = m.next === undefined ? Infinity : store.queue.get(m.next)?.seq ?? Infinity;
+  return before > after ? { after, before } : undefined;
 }
 
 /** The records after the first `n` (the repair window's start), lazily. */

@@ -507,6 +507,12 @@ export class TaskStore {
   /** A task by id: hot, or archived inside the duplicate window (read back from the archive). */
   lookup(id: string): TaskRecord | undefined { return this.q.get(id) ?? this.evictor.archived(id); }
 
+  /** Where evicted task `id`'s archive line is (archive file number, byte offset), inside the duplicate window: read back in batches. */
+  archivedAt(id: string): { file: number; offset: number } | undefined {
+    const t = this.evictor.tombstones.get(id);
+    return t && t.offset >= 0 && this.archive ? { file: t.file, offset: t.offset } : undefined;
+  }
+
   /** True while `id` is remembered: hot, or evicted inside the duplicate window. */
   knows(id: string): boolean { return this.q.has(id) || this.evictor.tombstones.has(id); }
 

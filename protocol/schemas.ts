@@ -110,6 +110,8 @@ export const Payloads = {
     sync: z.object({
       gen: z.string().max(64), ver: z.number().int().nonnegative(), seq: z.number().int().optional(), end: z.number().int().optional(),
       have: z.object({ n: z.number().int().min(1).max(4096), h: z.array(z.number().int().nonnegative().max(0xffffffff)).max(4096) }).optional(),
+      /** With `seq` (a cut sync): the ids where the part the holder has of it ends (worker/gossip/replica.ts `anchors`). */
+      last: id.optional(), next: id.optional(),
     }).optional(),
     /** The `session` of this worker's previous HANDSHAKE_ACK: proves a reconnect is the same worker. */
     session: z.string().max(128).optional(),

@@ -278,7 +278,7 @@ export class AgentFailover {
   takeSyncMark(): Payload<'HANDSHAKE'>['sync'] {
     const m = this.syncMark;
     // With what it holds: a restarted hub (whose versions mean nothing of this mark) sends only what differs.
-    return m && { ...m, have: this.node.replica.have(this.finalsOffHub) };
+    return m && { ...m, have: this.node.replica.have(this.finalsOffHub), ...(m.seq !== undefined ? this.node.replica.anchors(m.seq, m.end) : {}) };
   }
 
   /** A final result for a task in this agent's replica or a sibling's, if gossip mode (or a peer) already finished it. */

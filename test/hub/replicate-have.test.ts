@@ -1,6 +1,7 @@
 import t from 'tap';
 import { WorkerPool } from '../../worker/index.js';
-import { heldBy, Versions } from '../../hub/replicate-resume.js';
+import { Versions } from '../../hub/replicate-resume.js';
+import { heldBy } from '../../hub/replicate-held.js';
 import { tempDir } from '../helpers/cli.js';
 import { finishAsGhost, quiet, startHub, waitWorkers } from '../helpers/inproc.js';
 import { until } from '../helpers/wait.js';
@@ -94,7 +95,7 @@ t.test('a holder in step before the restart gets no finished task again, though 
     return !!r && r.counts().done === hub.store.queue.counts().done && hotIds(hub).every((id) => r.state(id) === 'done');
   };
   t.ok(await until(() => first.hub.store.queue.counts().done === HOT && agree(first.hub), 60_000), `steady: the hub and the holder hold the same ${HOT} finished tasks (holder ${replica()?.counts().done})`);
-  const steady = heldBy(replica()!.have(), first.hub.store.queue.all(), new Versions());
+  const steady = heldBy({ have: replica()!.have(), all: first.hub.store.queue.all(), versions: new Versions() });
   t.equal(steady?.same, steady?.buckets, `the holder's digest matches the hub's in every bucket (${steady?.same} of ${steady?.buckets})`);
 
   gate = new Promise<void>((r) => { open = r; });

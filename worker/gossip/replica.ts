@@ -401,6 +401,22 @@ export class Replica {
     return this.haveAt.d;
   }
 
+  /**
+   * Where this copy's part of a cut whole-state sync ends, by task id (a restarted hub numbers its
+   * tasks anew): `last`, the last task up to sync position `seq`; `next`, the first from `end` on
+   * (those came as deltas). A restarted hub leaves the tasks between them out of the digest's
+   * comparison and sends them; the rest of a holder cut mid-sync then still matches.
+   */
+  anchors(seq: number, end?: number): { last?: string; next?: string } {
+    let last: string | undefined, next: string | undefined, ls = -Infinity, ns = Infinity;
+    for (const e of this.entries.values()) {
+      if (!e.spec || e.seq === undefined) continue;
+      if (e.seq <= seq && e.seq > ls) { ls = e.seq; last = e.id; }
+      if (end !== undefined && e.seq >= end && e.seq < ns) { ns = e.seq; next = e.id; }
+    }
+    return { ...(last !== undefined ? { last } : {}), ...(next !== undefined ? { next } : {}) };
+  }
+
   /** The summary digest: one fingerprint per bucket of ids. Equal buckets hold the same entries. */
   buckets(): number[] { this.settle(); return Array.from(this.bucketHash); }
 
