@@ -143,7 +143,12 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   const joined = readyCounter(child.stdio[3] as Readable);
   fs.closeSync(out);
   let exited: string | undefined;
-  child.once('exit', (code, signal) => { exited = `hub exited (code ${code}, signal ${signal})`; });
+  let stopped = false;
+  child.once('exit', (code, signal) => {
+    exited = `hub exited (code ${code}, signal ${signal})`;
+    // A clean exit or a stop signal: someone stopped it (`swarm down` run meanwhile), not a crash.
+    stopped = code === 0 || signal === 'SIGTERM' || signal === 'SIGINT';
+  });
   child.unref();
   const progress = new Progress(o.json);
   let count = 0;
@@ -165,6 +170,7 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
     // A hub that refused to start (port taken, bad config) said why as `swarm: CODE: message`: that is the error.
     const own = exited ? hubError(tail) : undefined;
     if (own) throw own;
+    if (stopped) throw new SwarmError('SWARM_ERR_SHUTDOWN', `the swarm was stopped while it started (\`swarm down\` or a signal to the hub); nothing of it runs${tail ? `\n${tail}` : ''}`);
     throw new SwarmError(exited ? 'SWARM_ERR_INTERNAL' : 'SWARM_ERR_TIMEOUT', `${exited ?? `only ${count}/${o.agents} workers ready after ${o.readyTimeout} ms`}${tail ? `\n${tail}` : ''}`);
   }
   summary(o, model, hub, dir, performance.now() - t0, true);
