@@ -6,6 +6,7 @@ import type { WorkerEntry } from './registry.js';
 import type { TaskStore } from './store.js';
 import { isFinal, type TaskRecord } from './task.js';
 import { Settle } from './settle.js';
+import { lowestPerProcess, processKey } from './holders.js';
 
 /** What the keepers need of the replicator. */
 export interface KeeperDeps {
@@ -15,23 +16,35 @@ export interface KeeperDeps {
   chunkBytes: number;
   maxBacklog: number;
   log: Logger;
+  /** Keepers at most (default `DEFAULT_KEEPERS`). */
+  max?: number;
   /** The keepers' syncs start once the set has been still this long (at most `settleMaxMs` after the first change). */
   settleMs?: number;
   settleMaxMs?: number;
 }
 
+/**
+ * Keepers at most. Each one holds a copy of the open work (every queued and running task's spec) and
+ * decodes every new task: with one per process, a swarm of 25 processes kept 22 copies, for a case
+ * where the first keeper alone serves (the acting coordinator is the lowest live id). Two: the next
+ * process still has the open tasks if the first keeper's process dies with the hub and the holders.
+ * Past that, the coordinator has what each member ran; the rest of the open work waits for a hub,
+ * which journaled it before it was acknowledged: later, never lost.
+ */
+export const DEFAULT_KEEPERS = 2;
+
 /** Ids a closed frame carries at most. */
 const CLOSED_PER_FRAME = 10_000;
 
 /**
- * Keepers of the open tasks: the lowest id of every worker process that has no replica holder. Each
+ * Keepers of the open tasks: the lowest id of each worker process that has no replica holder, for the
+ * `max` lowest such processes (by that id; see `DEFAULT_KEEPERS`). Each
  * gets the open tasks (spec, lease) and the ids of those that finish, which it drops, so it holds the
  * open work only, however long the swarm has run. The acting coordinator is the lowest live id; if the
  * hub and every holder's process die together, that is the lowest id of a surviving process: a keeper,
  * which then has every open task to dispatch (without keepers, such a coordinator had only what each
  * member ran itself, and the queued tasks waited for a hub). What it costs: one copy of the open work
- * per worker process without a holder, and one decode of each new task's spec there; finished tasks
- * go as ids only.
+ * per keeper, and one decode of each new task's spec there; finished tasks go as ids only.
  */
 export class OpenKeepers {
   private keeping: WorkerEntry[] = [];
@@ -51,18 +64,15 @@ export class OpenKeepers {
   ids(): string[] { return this.keeping.map((w) => w.id); }
   get size(): number { return this.keeping.length; }
 
-  /** Choose the keepers among `peers`: one per process that has no holder. A new keeper gets the open tasks once the set is still. */
+  /**
+   * Choose the keepers among `peers`: the lowest id of each process that has no holder, the `max`
+   * lowest of those (the next acting coordinators). A new keeper gets the open tasks once the set is still.
+   */
   elect(peers: Iterable<WorkerEntry>, holders: readonly WorkerEntry[]): void {
-    const key = (w: WorkerEntry) => (w.pid !== undefined || w.host !== undefined ? `${w.host ?? ''}\u0000${w.pid ?? ''}` : `id:${w.id}`);
-    const held = new Set(holders.map(key));
-    const lowest = new Map<string, WorkerEntry>();
-    for (const w of peers) {
-      const k = key(w);
-      if (held.has(k)) continue;
-      const cur = lowest.get(k);
-      if (!cur || w.id < cur.id) lowest.set(k, w);
-    }
-    const next = [...lowest.values()];
+    const held = new Set(holders.map(processKey));
+    const next = [...lowestPerProcess([...peers].filter((w) => !held.has(processKey(w)))).values()]
+      .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+      .slice(0, Math.max(0, this.deps.max ?? DEFAULT_KEEPERS));
     const before = new Set(this.keeping);
     this.keeping = next;
     for (const w of before) if (!next.includes(w)) { this.feeds.get(w)?.stop(); this.feeds.delete(w); this.due.delete(w); }

@@ -29,6 +29,8 @@ export interface ReplicatorOptions {
   batchMs?: number;
   /** How many workers hold the replicated state in star mode (see `holders`). */
   holders?: number;
+  /** Keepers of the open tasks at most (hub/replicate-keepers.ts `DEFAULT_KEEPERS`). */
+  keepers?: number;
   /** One holder (in rotation) gets the next window of the state this often (a repair; deltas are the path). */
   fullSyncMs?: number;
   /** Bound on one periodic sync window, entries: its cost stays flat however long the hub has run. */
@@ -144,7 +146,7 @@ export class HubReplicator {
       this.syncDue.clear();
     }, opts.settleMs, opts.settleMaxMs);
     this.keepers = new OpenKeepers({
-      store, entry: (r, withSpec) => this.entry(r, withSpec), chunkBytes: opts.chunkBytes ?? 256 * 1024, maxBacklog: opts.maxBacklog ?? 4 * 1024 * 1024,
+      store, max: opts.keepers, entry: (r, withSpec) => this.entry(r, withSpec), chunkBytes: opts.chunkBytes ?? 256 * 1024, maxBacklog: opts.maxBacklog ?? 4 * 1024 * 1024,
       log: log.child({ part: 'keepers' }), settleMs: opts.settleMs, settleMaxMs: opts.settleMaxMs,
     });
   }
