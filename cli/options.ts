@@ -11,6 +11,14 @@ export function int(name: string, min = 0, max = Number.MAX_SAFE_INTEGER) {
   };
 }
 
+/** commander parser for an option that takes one of `values`. */
+export function oneOf<T extends string>(name: string, values: readonly T[]) {
+  return (v: string): T => {
+    if (!values.includes(v as T)) throw new InvalidArgumentError(`${name} must be one of ${values.join(', ')}`);
+    return v as T;
+  };
+}
+
 /** commander collector for repeatable `key=value` options. */
 export function keyValue(v: string, prev: Record<string, string> = {}): Record<string, string> {
   const i = v.indexOf('=');

@@ -4,7 +4,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { plan, readModelShape, type Plan } from '../../deploy/plan/index.js';
 import { parseHosts, renderDeployment, type DeployHost } from '../../deploy/render/index.js';
 import { fail } from '../exit.js';
-import { int, keyValue } from '../options.js';
+import { int, keyValue, oneOf } from '../options.js';
 
 interface RenderFlags {
   target: 'podman' | 'k3s'; agents: number; model: string; out?: string; image?: string; driver: string;
@@ -13,11 +13,6 @@ interface RenderFlags {
   failover: boolean; peerPort: number; name: string; stateSize: string; storageClass?: string; hosts?: DeployHost[]; certsDir: string;
   stateDir?: string; workerStateDir?: string; json: boolean; modelImage?: string; modelSize: string;
 }
-
-const oneOf = <T extends string>(name: string, values: readonly T[]) => (v: string): T => {
-  if (!values.includes(v as T)) throw new InvalidArgumentError(`${name} must be one of ${values.join(', ')}`);
-  return v as T;
-};
 
 function hostsOption(v: string): DeployHost[] {
   try { return parseHosts(v); } catch (err) { throw new InvalidArgumentError((err as Error).message); }

@@ -1,9 +1,8 @@
 import type { Command } from 'commander';
 import { buildAddon, buildLlama, findLlamaBinary, findSelfBuiltAddon, LLAMA_BINARIES, type BuildProgress } from '../../drivers/llama-build/index.js';
 import { probeFlashAttn, type FlashAttnSetting } from '../../drivers/batched/flash-attn.js';
-import { SwarmError } from '../../protocol/index.js';
 import { fail } from '../exit.js';
-import { int } from '../options.js';
+import { int, oneOf } from '../options.js';
 import { Progress } from '../progress.js';
 
 interface BuildFlags { out?: string; jobs: number; force: boolean; json: boolean; quiet: boolean; addon: boolean }
@@ -73,16 +72,13 @@ export function registerEngine(program: Command): void {
     .option('--model <path>', 'also say whether the batched engine runs this model with flash attention, and why (as `swarm up` would start it: --agents, --ctx)')
     .option('--agents <n>', 'with --model: the engine\'s sequences (agents x slots, as `swarm up --agents`)', int('--agents', 1), 4)
     .option('--ctx <n>', 'with --model: context tokens per sequence (`--driver-opt ctx`)', int('--ctx', 16), 2048)
-    .option('--flash-attn <auto|on|off>', 'with --model: `--driver-opt flash_attn`', 'auto')
-    .action(async (o: { json: boolean; model?: string; agents: number; ctx: number; flashAttn: string }) => {
+    .option('--flash-attn <auto|on|off>', 'with --model: `--driver-opt flash_attn`', oneOf<FlashAttnSetting>('--flash-attn', ['auto', 'on', 'off']), 'auto')
+    .action(async (o: { json: boolean; model?: string; agents: number; ctx: number; flashAttn: FlashAttnSetting }) => {
       const found: Record<string, string | null> = Object.fromEntries(LLAMA_BINARIES.map((n) => [n, findLlamaBinary(n) ?? null]));
       found['llama-addon'] = findSelfBuiltAddon()?.addon ?? null;
       let fa: Awaited<ReturnType<typeof probeFlashAttn>> | undefined;
       if (o.model) {
-        try {
-          if (!['auto', 'on', 'off'].includes(o.flashAttn)) throw new SwarmError('SWARM_ERR_CONFIG', '--flash-attn must be auto, on or off');
-          fa = await probeFlashAttn(o.model, { setting: o.flashAttn as FlashAttnSetting, sequences: o.agents, ctx: o.ctx });
-        } catch (err) { fail(err, o.json); return; }
+        try { fa = await probeFlashAttn(o.model, { setting: o.flashAttn, sequences: o.agents, ctx: o.ctx }); } catch (err) { fail(err, o.json); return; }
       }
       const onOff = (c: { on: boolean }) => (c.on ? 'on' : 'off');
       if (o.json) {
