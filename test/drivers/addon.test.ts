@@ -1,8 +1,7 @@
 import fs from 'node:fs';
-import path from 'node:path';
 import t, { type Test } from 'tap';
 import { findSelfBuiltAddon } from '../../drivers/llama-build/addon-paths.js';
-import { batchedAgents } from '../helpers/batched.js';
+import { batchedAgents, engineLog } from '../helpers/batched.js';
 import { tempDir } from '../helpers/cli.js';
 import { STORIES, collect, missingPrereq } from '../helpers/llama.js';
 
@@ -12,12 +11,6 @@ import { STORIES, collect, missingPrereq } from '../helpers/llama.js';
  */
 
 const model = fs.existsSync(STORIES) ? { model: STORIES } : { missing: `test model ${STORIES} not found (set SWARM_TEST_MODELS)` };
-
-/** The engine's log lines from the state dir `dir`. */
-function engineLog(dir: string): string {
-  const logs = path.join(dir, 'engines');
-  return fs.readdirSync(logs).filter((f) => f.endsWith('.log')).map((f) => fs.readFileSync(path.join(logs, f), 'utf8')).join('\n');
-}
 
 /** Set env `key` for the test (the engine host, started detached, inherits it). */
 function withEnv(t: { teardown(fn: () => void): void }, key: string, value: string): void {

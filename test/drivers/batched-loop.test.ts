@@ -5,7 +5,7 @@ import { LlamaLogLevel, type LlamaModel, type Token } from 'node-llama-cpp';
 import type { BatchedDriver } from '../../drivers/batched/index.js';
 import { CompletionText, loadTextInternals, type StopReason } from '../../drivers/batched/completion-text.js';
 import { loadLlama } from '../../drivers/embedded/load-llama.js';
-import { batchedAgents } from '../helpers/batched.js';
+import { batchedAgents, engineLog } from '../helpers/batched.js';
 import { tempDir } from '../helpers/cli.js';
 import { MODELS, STORIES, collect, missingPrereq } from '../helpers/llama.js';
 
@@ -19,11 +19,6 @@ const M15 = path.join(MODELS, 'synth-llama-15M-shape-q8_0.gguf');
 
 type Stats = { tokensIn: number; tokensOut: number; tokensCached: number };
 const counts = (s: unknown): Stats => { const x = s as Stats; return { tokensIn: x.tokensIn, tokensOut: x.tokensOut, tokensCached: x.tokensCached }; };
-
-function engineLog(dir: string): string {
-  const logs = path.join(dir, 'engines');
-  return fs.readdirSync(logs).filter((f) => f.endsWith('.log')).map((f) => fs.readFileSync(path.join(logs, f), 'utf8')).join('\n');
-}
 
 /** `n` agents on one engine of `loop` in a fresh dir, stopped with the test. */
 async function agents(t: Test, file: string, n: number, extra: Record<string, string>): Promise<{ ds: BatchedDriver[]; dir: string }> {

@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import type { Test } from 'tap';
 import { BatchedDriver } from '../../drivers/batched/index.js';
 
@@ -14,4 +16,10 @@ export async function batchedAgents(t: Test, model: string, dir: string, n: numb
   });
   for (const d of ds) await d.start();
   return ds;
+}
+
+/** The batched engines' log lines from the state dir `dir`. */
+export function engineLog(dir: string): string {
+  const logs = path.join(dir, 'engines');
+  return fs.readdirSync(logs).filter((f) => f.endsWith('.log')).map((f) => fs.readFileSync(path.join(logs, f), 'utf8')).join('\n');
 }
