@@ -129,11 +129,19 @@ export class Evictor {
   /** Wait for a pass under way (close). */
   async idle(): Promise<void> { await this.running?.catch(() => {}); }
 
+  /**
+   * Tasks the next write takes: halved after a write the disk had no room for, doubled back after
+   * one that went. The whole backlog in one write (all or nothing) never fitted a disk with some room
+   * left, so nothing drained and the hot state grew past the horizon until the disk was emptied.
+   */
+  private batch = BATCH;
+
   private async pass(now: number): Promise<number> {
     this.tombstones.prune(now);
     let total = 0;
     for (let round = 0; round < ROUNDS; round++) {
-      const ids = this.retention.due(now, BATCH);
+      const asked = this.batch;
+      const ids = this.retention.due(now, asked);
       if (!ids.length) break;
       // A task whose final record is still being written is not evicted before it is durable.
       const n = ids.findIndex((id) => this.host.busy(id));
@@ -147,9 +155,11 @@ export class Evictor {
         if (loc.end !== undefined) this.advance({ file: loc.file, end: loc.end });
       } catch (e) {
         this.lastError = (e as Error).message;
+        if ((e as { code?: string }).code === 'SWARM_ERR_DISK_FULL') this.batch = Math.max(1, take.length >> 1);
         throw e;
       }
       this.lastError = undefined;
+      this.batch = Math.min(BATCH, this.batch * 2);
       this.retention.drop(take.length);
       recs.forEach((r, i) => {
         this.host.remove(r.id);
@@ -158,7 +168,7 @@ export class Evictor {
       this.evictedTotal += recs.length;
       total += recs.length;
       if (recs.length) this.host.evicted(recs.map((r) => r.id));
-      if (take.length < BATCH) break;
+      if (take.length < asked) break;
     }
     return total;
   }
