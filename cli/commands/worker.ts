@@ -17,9 +17,8 @@ import { ORPHAN_EXIT_DEFAULT_MS, ORPHAN_EXIT_MAX_MS } from '../../worker/orphan-
 
 /** The arguments `swarm up` passes to the workers it supervises. */
 export function workerArgs(o: { driver: string; driverOpt: Record<string, string>; model?: string; slots: number; failover?: boolean; caps?: string; tlsCert?: string; tlsKey?: string; orphanExitMs?: number; maxLine?: number }): string[] {
-  // Checked here: a supervised worker that exits on them at start would be respawned forever. Not
-  // ollama's, which its driver rewrites (case) before checking.
-  if (o.driver !== 'ollama' && DRIVER_OPTION_CHECKS[o.driver]) driverOptions(o.driver, o.driverOpt);
+  // Checked here: a supervised worker that exits on them at start would be respawned forever.
+  if (DRIVER_OPTION_CHECKS[o.driver]) driverOptions(o.driver, o.driverOpt);
   const args = ['--driver', o.driver, '--slots', String(o.slots)];
   if (o.orphanExitMs !== undefined) args.push('--orphan-exit-ms', String(o.orphanExitMs));
   // The hub's line bound: a worker on the default refused every TASK_REQ past 1 MiB the hub accepted.

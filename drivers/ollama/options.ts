@@ -26,7 +26,7 @@ const on = (v: string): boolean => v === '1' || v === 'true' || v === 'yes' || v
 
 /** Validate the string options into typed settings; `env` is consulted for OLLAMA_HOST. */
 export function parseOllamaOptions(raw: Record<string, string>, model: string | undefined, env: NodeJS.ProcessEnv = process.env): OllamaOptions {
-  const o = driverOptions<'ollama'>('ollama', Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, k === 'raw' || k === 'check_model' ? v.toLowerCase() : v])));
+  const o = driverOptions<'ollama'>('ollama', raw);
   const name = o.model || model;
   if (!name) throw new SwarmError('SWARM_ERR_CONFIG', 'the ollama driver needs a model name (--model NAME or --driver-opt model=NAME)');
   const url = ollamaBaseUrl(o.host ?? env.OLLAMA_HOST);

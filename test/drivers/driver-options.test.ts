@@ -34,3 +34,9 @@ t.test('driver options: text converted to numbers, defaults filled, unknown and 
   t.throws(() => parseSimulatedOptions({ p: '2' }), { code: 'SWARM_ERR_CONFIG' });
   t.throws(() => parseEchoOptions(JSON.parse('{"__proto__":"1"}') as Record<string, string>), { code: 'SWARM_ERR_CONFIG' }, 'a key named __proto__ is a key');
 });
+
+t.test('swarm up checks the options of every driver it supervises as the driver does: ollama\'s flags in any case', async (t) => {
+  const { workerArgs } = await import('../../cli/commands/worker.js');
+  t.same(workerArgs({ driver: 'ollama', driverOpt: { raw: 'TRUE', check_model: 'Off' }, slots: 1 }).slice(0, 2), ['--driver', 'ollama'], 'a flag in capitals is taken');
+  t.throws(() => workerArgs({ driver: 'ollama', driverOpt: { rwa: '1' }, slots: 1 }), { code: 'SWARM_ERR_CONFIG' }, 'a misspelt ollama option is refused before a worker starts');
+});
