@@ -115,8 +115,9 @@ function restartLog(dir: string, killedAt: number): { listenMs: number | null; b
     for (const l of fs.readFileSync(path.join(dir, 'logs', 'hub.log'), 'utf8').split('\n')) {
       const at = Number(/"time":(\d+)/.exec(l)?.[1] ?? 0);
       if (at <= killedAt) continue;
-      const r = /"boot_ms":(\d+),"bind_ms":(\d+),"replay_ms":(\d+)/.exec(l);
+      const r = /"boot_ms":(\d+),"bind_ms":(\d+),"replay_ms":(\d+),"cpu_ms":(\d+)/.exec(l);
       if (r && timeline.replayed === undefined) {
+        timeline.hub_cpu_at_replayed = Number(r[4]);
         timeline.hub_exec = at - killedAt - Number(r[1]) - Number(r[2]) - Number(r[3]);
         timeline.bound = at - killedAt - Number(r[3]);
         timeline.replayed = at - killedAt;

@@ -1,6 +1,7 @@
 import { crc32 } from 'node:zlib';
 import type { Receipt, ErrorCode } from '../protocol/index.js';
 import type { TaskSpec } from './task.js';
+import { crc32Range } from './crc32-range.js';
 
 /**
  * One record of the journal (and of its snapshot). `unchecked`: it was read from a line without a
@@ -39,7 +40,8 @@ export function encodeLine(r: object): string {
 export type Decoded = { ok: true; rec: JournalRecord; legacy: boolean } | { ok: false; why: string };
 
 const TAIL_BYTES = Buffer.from(TAIL);
-const CLOSE = Buffer.from('}');
+/** The record's closing brace, which the check covers in place of its check fields. */
+const CLOSE_BYTE = 0x7d;
 
 /**
  * decodeRecord on the line's bytes as read (without its newline): the checksum is taken on those
@@ -60,7 +62,7 @@ export function decodeChecked(buf: Buffer, start: number, end: number, shape: (v
   if (!m) return { ok: false, why: 'malformed check fields' };
   const len = at - start + 1;
   if (len !== Number(m[1])) return { ok: false, why: `length ${len}, expected ${m[1]}` };
-  if (crc32(CLOSE, crc32(buf.subarray(start, at))).toString(16).padStart(8, '0') !== m[2]) return { ok: false, why: 'checksum mismatch' };
+  if (crc32Range(buf, start, at, CLOSE_BYTE).toString(16).padStart(8, '0') !== m[2]) return { ok: false, why: 'checksum mismatch' };
   let v: unknown;
   try { v = JSON.parse(buf.toString('utf8', start, at) + '}'); } catch { return { ok: false, why: 'not JSON' }; }
   const why = shape(v);
@@ -115,7 +117,7 @@ export function decodeLazy(buf: Buffer, start: number, end: number): LazyLine | 
   if (mul === 1 || !startsWith(buf, d - TAIL_BYTES.length + 1, TAIL_BYTES)) return undefined;
   const tail = d - TAIL_BYTES.length + 1;
   if (tail - start + 1 !== n) return undefined;
-  if ((crc32(CLOSE, crc32(buf.subarray(start, tail))) >>> 0) !== crc) return undefined;
+  if (crc32Range(buf, start, tail, CLOSE_BYTE) !== crc) return undefined;
   // The record's time: its last field, `,"at":DIGITS` right before the check fields.
   let at = 0;
   mul = 1;

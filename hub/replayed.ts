@@ -58,7 +58,8 @@ export class ReplayedTask implements TaskRecord {
 
   get result(): TaskResult | undefined {
     if (this.rb) {
-      this.parsedResult = readResult({ buf: this.rb, start: this.rs, end: this.re }) ?? { text: '', worker: '', attempt: 0 };
+      const line = { buf: this.rb, start: this.rs, end: this.re };
+      this.parsedResult = resultWithLazyText(line) ?? readResult(line) ?? { text: '', worker: '', attempt: 0 };
       this.rb = undefined;
     }
     return this.parsedResult;
@@ -89,4 +90,58 @@ function readResult(line: RawLine): TaskResult | undefined {
   if (checkShape(v)) return undefined;
   const r = v as { t: string; text: string; worker: string; attempt: number; receipt?: TaskResult['receipt'] };
   return r.t === 'result' ? { text: r.text, worker: r.worker, attempt: r.attempt, receipt: r.receipt } : undefined;
+}
+
+const RESULT_HEAD = Buffer.from('{"t":"result","id":"');
+const TEXT_KEY = Buffer.from('","text":"');
+const WORKER_KEY = Buffer.from('","worker":');
+const CHECK_FIELDS = Buffer.from(',"_n":');
+/** Where a result's text still lies unparsed (non-enumerable: spreads and JSON do not see it). */
+const TEXT_AT = Symbol('text at');
+type LazyResult = TaskResult & { [TEXT_AT]?: RawLine };
+
+function lazyText(this: LazyResult): string {
+  const l = this[TEXT_AT]!;
+  let text = '';
+  try { const v: unknown = JSON.parse(l.buf.toString('utf8', l.start, l.end)); if (typeof v === 'string') text = v; } catch { /* its line's checksum held: not reached */ }
+  setText.call(this, text);
+  return text;
+}
+function setText(this: LazyResult, text: string): void {
+  Object.defineProperty(this, 'text', { value: text, writable: true, enumerable: true, configurable: true });
+  this[TEXT_AT] = undefined;
+}
+
+/**
+ * A result line in the writer's form (`{"t":"result","id":…,"text":…,"worker":…,"attempt":…,
+ * ["receipt":…,]"at":…,<check fields>}`) read for all but its text, which is parsed when first read.
+ * A restarted hub compares each returning replica holder's digest with its own, which reads the worker
+ * and attempt of every finished task it holds: parsed whole, every replayed result was parsed then,
+ * on the hub's one thread, while the first tasks after the restart waited. The text ends at the first
+ * `","worker":` after it starts: inside a JSON string every `"` is escaped, so the `"` after that
+ * comma cannot be in it. Undefined when the line is not in that form (the full parse reads it).
+ */
+function resultWithLazyText(line: RawLine): TaskResult | undefined {
+  const { buf, start, end } = line;
+  let q = start + RESULT_HEAD.length;
+  // The id has no `"` nor `\` (decodeLazy): it ends at the first quote.
+  while (q < end && buf[q] !== 0x22) q++;
+  if (q + TEXT_KEY.length > end || buf.compare(TEXT_KEY, 0, TEXT_KEY.length, q, q + TEXT_KEY.length) !== 0) return undefined;
+  const textAt = q + TEXT_KEY.length - 1;
+  const w = buf.indexOf(WORKER_KEY, textAt + 1);
+  const check = buf.lastIndexOf(CHECK_FIELDS, end);
+  if (w < 0 || check < 0 || w >= check || check >= end) return undefined;
+  let v: Record<string, unknown>;
+  try { v = JSON.parse(`{${buf.toString('utf8', w + 2, check)}}`) as Record<string, unknown>; } catch { return undefined; }
+  const { worker, attempt, receipt } = v;
+  if (typeof worker !== 'string' || typeof attempt !== 'number' || !Number.isFinite(attempt)) return undefined;
+  if (receipt !== undefined && (typeof receipt !== 'object' || receipt === null || Array.isArray(receipt))) return undefined;
+  // Keys in the order a full parse gives them (text, worker, attempt, receipt).
+  const r = {} as LazyResult;
+  Object.defineProperty(r, 'text', { get: lazyText, set: setText, enumerable: true, configurable: true });
+  Object.defineProperty(r, TEXT_AT, { value: { buf, start: textAt, end: w + 1 }, writable: true, enumerable: false, configurable: true });
+  r.worker = worker;
+  r.attempt = attempt;
+  r.receipt = receipt as TaskResult['receipt'];
+  return r;
 }

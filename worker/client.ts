@@ -126,16 +126,39 @@ export class WorkerClient {
    */
   private async redial(once: () => Promise<Connection>, lostAt: number, failed: (err: unknown) => void): Promise<Connection | undefined> {
     this.redialing = true;
+    let closed = false;
     try {
       while (!this.stopped && Date.now() - lostAt < REDIAL_FOR_MS) {
-        try { return await once(); } catch (err) {
-          if (this.stopped || err instanceof SwarmError) return undefined;
-          failed(err);
-        }
+        // While the port is closed, a bare connect asks whether it opened: a HANDSHAKE is made for each
+        // real attempt, and a replica holder's (its digest, a pass over its copy, new whenever the copy
+        // changed, as it does in gossip mode) made ten times a second starved the process.
+        const why = closed ? await this.portClosed() : undefined;
+        if (why === undefined) {
+          try { return await once(); } catch (err) {
+            if (this.stopped || err instanceof SwarmError) return undefined;
+            closed = (err as NodeJS.ErrnoException).code === 'ECONNREFUSED';
+            failed(err);
+          }
+        } else failed(why);
         await new Promise((r) => setTimeout(r, REDIAL_MS * (1 + Math.random())));
       }
       return undefined;
     } finally { this.redialing = false; }
+  }
+
+  /**
+   * Whether the hub's port still refuses a connection (the error), by a bare TCP connect closed at once:
+   * no HANDSHAKE is made for it, and a hub that has bound reads nothing from it. A TLS hub is not asked
+   * (it would log a link that left in its TLS handshake): undefined, as for an open port.
+   */
+  private async portClosed(): Promise<Error | undefined> {
+    let where: HubAddress;
+    try { where = await this.opts.locate(); } catch { return undefined; }
+    if (where.tls) return undefined;
+    return new Promise((resolve) => {
+      const s = net.connect({ host: where.host, port: where.port }, () => { s.destroy(); resolve(undefined); });
+      s.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'ECONNREFUSED' ? err : undefined));
+    });
   }
 
   /**

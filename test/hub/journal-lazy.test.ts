@@ -50,3 +50,47 @@ t.test('a replayed task parses its lines when first read, as the full parse woul
   t.equal(rec.taskLine, undefined, 'parsed once, the line let go');
   t.same(JSON.parse(JSON.stringify(rec)).spec, spec, 'JSON sees the parsed fields');
 });
+
+t.test('the in-place CRC-32 replay checks lines with equals zlib\'s over the line and its closing brace', async (t) => {
+  const { crc32 } = await import('node:zlib');
+  const { crc32Range } = await import('../../hub/crc32-range.js');
+  const buf = Buffer.alloc(4096);
+  let x = 12345;
+  for (let i = 0; i < buf.length; i++) { x = (x * 1103515245 + 12345) >>> 0; buf[i] = x >>> 24; }
+  let bad = 0;
+  // Every length from 0 to 40 (both loops, each remainder of 8) at several offsets, and long ranges.
+  for (const start of [0, 1, 3, 7, 100]) {
+    for (const len of [...Array.from({ length: 41 }, (_, i) => i), 150, 1000, 3900]) {
+      const want = crc32(Buffer.from('}'), crc32(buf.subarray(start, start + len))) >>> 0;
+      if (crc32Range(buf, start, start + len, 0x7d) !== want) bad++;
+    }
+  }
+  t.equal(bad, 0, 'every range agrees');
+});
+
+t.test('a replayed result is read for its worker and attempt without its text, which parses when read, as the full parse would', async (t) => {
+  const texts = ['', 'plain', 'q "x" ä€😀', 'ends in a backslash \\', '","worker":"evil","attempt":9', 'a\\","worker":"x', '\n\t\u0000 }', 'x'.repeat(70_000)];
+  const receipts = [undefined, { at: 5, sig: 'abc', worker: 'not-this' }];
+  let n = 0;
+  for (const text of texts) for (const receipt of receipts) {
+    const r: JournalRecord = { t: 'result', id: `id-${n++}`, text, worker: 'w-7', attempt: 3, ...(receipt ? { receipt: receipt as never } : {}), at: 11 };
+    const rl = bytes(encodeRecord(r));
+    const full = decodeLine(rl.buf, 0, rl.end);
+    t.ok(full.ok, 'the full parse reads it', { diagnostic: false });
+    const want = full.ok ? { text: (full.rec as { text: string }).text, worker: 'w-7', attempt: 3, receipt } : undefined;
+    const rec = new ReplayedTask(r.id, 1, { buf: rl.buf, start: 0, end: rl.end });
+    rec.resultLine = { buf: rl.buf, start: 0, end: rl.end };
+    const res = rec.result!;
+    t.ok(Object.getOwnPropertyDescriptor(res, 'text')?.get, 'its text is not parsed yet', { diagnostic: false });
+    t.equal(res.worker, 'w-7', 'worker read', { diagnostic: false });
+    t.equal(res.attempt, 3, 'attempt read', { diagnostic: false });
+    t.same({ ...res }, want, `spread of ${JSON.stringify(text).slice(0, 40)}`);
+    t.equal(JSON.stringify(rec.result), JSON.stringify(want), 'JSON of it as of the full parse', { diagnostic: false });
+  }
+  const rl = bytes(encodeRecord({ t: 'result', id: 'm', text: 'old', worker: 'w', attempt: 1, at: 2 }));
+  const rec = new ReplayedTask('m', 1, { buf: rl.buf, start: 0, end: rl.end });
+  rec.resultLine = { buf: rl.buf, start: 0, end: rl.end };
+  rec.result!.text = 'new';
+  t.equal(rec.result!.text, 'new', 'its text can be set before it is read');
+  t.same(Object.keys(rec.result!), ['text', 'worker', 'attempt', 'receipt'], 'keys in the full parse\'s order');
+});
