@@ -7,6 +7,11 @@ import { SwarmError } from '../protocol/index.js';
 export const ENVELOPE_RESERVE = 2048;
 /** Deepest nesting a json_schema may have (msgpack frames allow 64 levels; schemas need far fewer). */
 export const MAX_SCHEMA_DEPTH = 32;
+/**
+ * Deepest nesting any task may have (its json_schema's levels and the task's own): a body of 200,000
+ * nested brackets overflowed the stack of the encoder below, answered as SWARM_ERR_INTERNAL.
+ */
+export const MAX_TASK_DEPTH = MAX_SCHEMA_DEPTH + 8;
 /** Most nodes (objects, arrays, values) a json_schema may hold. */
 export const MAX_SCHEMA_NODES = 20_000;
 
@@ -27,7 +32,9 @@ export function checkTasksFit(specs: readonly unknown[], maxLine: number): void 
     // Most tasks are far below the bound: an upper bound from their strings' lengths says so without
     // encoding them (5,000 encodings were ~10 ms of an upload); else one encoding of the whole task
     // (UTF-8 is at most 3 bytes a UTF-16 unit; the margin covers what the per-field count below adds).
-    if (flatBound(s) <= room || JSON.stringify(s).length * 3 + 4096 <= room) return;
+    if (flatBound(s) <= room) return;
+    checkDepth(s, name);
+    if (JSON.stringify(s).length * 3 + 4096 <= room) return;
     let total = 2;
     let largest = { field: '', bytes: 0 };
     for (const [field, value] of Object.entries(s)) {
@@ -57,6 +64,17 @@ function flatBound(s: Record<string, unknown>): number {
     else return Infinity;
   }
   return n;
+}
+
+/** Nesting of a whole task, walked iteratively (JSON.stringify and the schema check recurse). */
+function checkDepth(task: object, name: string): void {
+  const stack: [unknown, number][] = [[task, 1]];
+  while (stack.length) {
+    const [v, depth] = stack.pop()!;
+    if (!v || typeof v !== 'object') continue;
+    if (depth > MAX_TASK_DEPTH) throw new SwarmError('SWARM_ERR_TOO_LARGE', `${name} is nested deeper than ${MAX_TASK_DEPTH} levels`);
+    for (const child of Object.values(v)) if (child && typeof child === 'object') stack.push([child, depth + 1]);
+  }
 }
 
 function checkSchema(schema: unknown, name: string): void {

@@ -34,9 +34,11 @@ export function send(res: http.ServerResponse, status: number, body: unknown): v
   res.end(text);
 }
 
-/** An error reply `{code, msg}` with the code's HTTP status; bad JSON is 400, anything unknown 500. */
+/** An error reply `{code, msg}` with the code's HTTP status; bad JSON or a malformed URL is 400, anything unknown 500. */
 export function sendError(res: http.ServerResponse, err: unknown): void {
   if (err instanceof SwarmError) return send(res, err.status, { code: err.code, msg: err.message });
   if (err instanceof SyntaxError) return send(res, 400, { code: 'SWARM_ERR_BAD_JSON', msg: err.message });
+  // decodeURIComponent of a path like /tasks/%E0%A4%A: the client's URL, not a bug of the hub.
+  if (err instanceof URIError) return send(res, 400, { code: 'SWARM_ERR_BAD_PAYLOAD', msg: `malformed percent-encoding in the URL: ${err.message}` });
   send(res, 500, { code: errorCodeOf(err, 'SWARM_ERR_INTERNAL'), msg: (err as Error)?.message ?? String(err) });
 }

@@ -10,7 +10,7 @@ async function control(over: Parameters<typeof startHub>[0] = {}) {
     const res = await fetch(`http://127.0.0.1:${addr.port}/tasks`, { method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body), headers: { 'content-type': 'application/json' } });
     return { status: res.status, body: await res.json() as { code?: string; msg?: string; accepted?: unknown[] } };
   };
-  return { ...h, post, stop: async () => { await c.stop(); await h.stop(); } };
+  return { ...h, post, controlPort: addr.port, stop: async () => { await c.stop(); await h.stop(); } };
 }
 
 function deepSchema(levels: number): Record<string, unknown> {
@@ -62,4 +62,22 @@ t.test('a worker that cannot take a TASK_REQ names the task: that attempt fails 
   t.equal(rec.attempts, 2, 'each attempt failed, none hung');
   t.match(rec.error?.msg ?? '', /LINE_TOO_LONG|longer than 1048576/, `error: ${JSON.stringify(rec.error)}`);
   t.equal(hub.store.queue.get('small')!.result?.text, 'echo: hi', 'the worker went on with other work');
+});
+
+t.test('a task nested 200,000 deep anywhere, and a malformed URL, are 400s naming the fault, not SWARM_ERR_INTERNAL', async (t) => {
+  const { hub, controlPort, post, stop } = await control();
+  t.teardown(stop);
+  const deep = (n: number) => '['.repeat(n) + ']'.repeat(n);
+  for (const [what, body] of [['a bare body', deep(200_000)], ['a field', `{"id":"d1","prompt":"x","meta":${deep(200_000)}}`],
+    ['a task in a list', `{"tasks":[{"id":"d2","prompt":"x","meta":{"a":${deep(200_000)}}}]}`]]) {
+    const r = await post(body!);
+    t.equal(r.status, 400, `${what}: 400 (was 500, the stack overflowed)`);
+    t.equal(r.body.code, 'SWARM_ERR_TOO_LARGE', `${what}: says it is too deep (${r.body.msg})`);
+  }
+  t.notOk(hub.store.queue.get('d1') ?? hub.store.queue.get('d2'), 'nothing accepted');
+  const nested = await post({ id: 'fine', prompt: 'p', json_schema: deepSchema(15) });
+  t.equal(nested.status, 202, `ordinary nesting is accepted (${JSON.stringify(nested.body)})`);
+  const url = await fetch(`http://127.0.0.1:${controlPort}/tasks/%E0%A4%A`);
+  t.equal(url.status, 400, 'a malformed percent-encoding is a 400');
+  t.equal(((await url.json()) as { code: string }).code, 'SWARM_ERR_BAD_PAYLOAD');
 });
