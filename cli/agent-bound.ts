@@ -37,8 +37,8 @@ export function agentBound(failover: boolean, host: { files?: number; ports?: nu
   return byFiles.max <= byPorts.max ? byFiles : byPorts;
 }
 
-/** Refuse `--agents` past what the host can hold (SWARM_ERR_CONFIG naming the limit); --force skips this. */
-export function refuseBeyondHost(agents: number, failover: boolean, bound = agentBound(failover)): void {
-  if (!bound || agents <= bound.max) return;
-  throw new SwarmError('SWARM_ERR_CONFIG', `--agents ${agents}: this host holds at most ${bound.max.toLocaleString('en-US')} agents: ${bound.why}. Raise the limit, or spread the agents over hosts (swarm worker on each); --force starts them anyway`);
+/** The refusal of `--agents` past what the host can hold (SWARM_ERR_CONFIG naming the limit) and that bound, or undefined; --force skips this. */
+export function hostRefusal(agents: number, failover: boolean, bound = agentBound(failover)): { max: number; error: SwarmError } | undefined {
+  if (!bound || agents <= bound.max) return undefined;
+  return { max: bound.max, error: new SwarmError('SWARM_ERR_CONFIG', `--agents ${agents}: this host holds at most ${bound.max.toLocaleString('en-US')} agents: ${bound.why}. Raise the limit, or spread the agents over hosts (swarm worker on each); --force starts them anyway`) };
 }

@@ -7,7 +7,7 @@ import { SwarmError } from '../../protocol/errors.js';
 import { Exit, fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
 import { MAX_SLOTS } from '../../protocol/bounds.js';
-import { agentBound, refuseBeyondHost } from '../agent-bound.js';
+import { hostRefusal } from '../agent-bound.js';
 import { Progress } from '../progress.js';
 import { readiness, readyCounter } from '../ready.js';
 import { logPath, readHubFile, stateDir, type HubFile } from '../state.js';
@@ -18,7 +18,7 @@ import { PROCS_HELP, parseProcs, supervisedProcesses, type Procs } from '../proc
 import { ORPHAN_EXIT_HELP, workerArgs } from './worker.js';
 import { ORPHAN_EXIT_MAX_MS } from '../../worker/orphan-bounds.js';
 import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
-import { refuseBeyondPlan } from './plan.js';
+import { planRefusal } from './plan.js';
 import { DEFAULT_ENGINE, engineDriver, parseEngineMode, type EngineMode } from '../shared-engine.js';
 import { startProcess } from '../../drivers/lifecycle.js';
 import { driverOptionsHelp } from '../../drivers/option-summary.js';
@@ -60,9 +60,12 @@ export function registerUp(program: Command): void {
         const model = await chooseModel(o.driver, o.model, { quiet: o.json });
         if (!o.force) {
           // Two bounds, memory (the plan's) and the host's open files and ports: the lower is named.
-          const host = agentBound(o.failover);
-          await refuseBeyondPlan({ model: model.path, driver: o.driver, engine: o.engine, agents: o.agents, slots: o.slots, ctx: o.driverOpt.ctx, procs: o.procs }, host?.max);
-          refuseBeyondHost(o.agents, o.failover, host);
+          const refusals = [
+            await planRefusal({ model: model.path, driver: o.driver, engine: o.engine, agents: o.agents, slots: o.slots, ctx: o.driverOpt.ctx, procs: o.procs }),
+            hostRefusal(o.agents, o.failover),
+          ].filter((r) => r !== undefined);
+          const lowest = refusals.sort((a, b) => a.max - b.max)[0];
+          if (lowest) throw lowest.error;
         }
         if (o.detach) await upDetached(o, model);
         else await upForeground(o, model);
