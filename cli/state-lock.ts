@@ -84,3 +84,35 @@ export async function lockHeld(dir: string): Promise<boolean> {
     s.once('error', () => resolve(false));
   });
 }
+
+/**
+ * The pid of the process that holds the directory's lock (Linux: its abstract socket's inode in
+ * /proc/net/unix, then the process with that socket open), or undefined. What `swarm down` stops
+ * when hub.json is gone or damaged under a running hub: the lock proves which hub is this directory's.
+ */
+export function lockHolder(dir: string): number | undefined {
+  if (process.platform !== 'linux') return undefined;
+  const id = existingLockId(dir);
+  if (!id) return undefined;
+  const want = `@${lockName(id).slice(1)}`;
+  let inode: string | undefined;
+  try {
+    for (const line of fs.readFileSync('/proc/net/unix', 'utf8').split('\n')) {
+      const f = line.trim().split(/\s+/);
+      // The listening socket (flag __SO_ACCEPTCON), not one it accepted (a probe's, closed since); the
+      // name is shown with its padding NULs as '@'.
+      if (f.length >= 8 && f[3] === '00010000' && f[7]!.replace(/@+$/, '') === want) { inode = f[6]; break; }
+    }
+  } catch { return undefined; }
+  if (!inode) return undefined;
+  const target = `socket:[${inode}]`;
+  for (const p of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(p)) continue;
+    let fds: string[];
+    try { fds = fs.readdirSync(`/proc/${p}/fd`); } catch { continue; }
+    for (const fd of fds) {
+      try { if (fs.readlinkSync(`/proc/${p}/fd/${fd}`) === target) return Number(p); } catch { /* closed meanwhile */ }
+    }
+  }
+  return undefined;
+}

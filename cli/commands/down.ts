@@ -9,7 +9,7 @@ import { int } from '../options.js';
 import { hubIsOurs } from '../running.js';
 import { pidFiles, readHubFile, stateDir, type HubFile } from '../state.js';
 import { startingProcs } from '../starting.js';
-import { lockHeld } from '../state-lock.js';
+import { lockHeld, lockHolder } from '../state-lock.js';
 
 export function registerDown(program: Command): void {
   swarmOptions(program.command('down')
@@ -44,6 +44,19 @@ export function registerDown(program: Command): void {
           clean = await until(() => !alive(hub.pid), o.timeout);
           if (!clean && hubIsOurs(hub)) killGroup(hub.pid, 'SIGKILL');
         }
+        // A hub that holds the directory's lock with no hub.json to name it (removed or damaged while it
+        // ran) and no `swarm up` starting it: down said "still starting, run again" for ever. Its lock
+        // proves it is this directory's hub: it is stopped as one that does not answer.
+        let byLock: number | undefined;
+        if (!hub && !starting.left.length && await lockHeld(dir)) {
+          byLock = lockHolder(dir);
+          if (byLock !== undefined) {
+            const pid = byLock;
+            killGroup(pid, 'SIGTERM');
+            clean = await until(() => !alive(pid), o.timeout);
+            if (!clean) { killGroup(pid, 'SIGKILL'); await until(() => !alive(pid), 3000); }
+          }
+        }
         const { left, foreign, old } = await stopLeftovers(dir);
         if (old.length) warnings.push(`pid file(s) without a start time (an older format) name pid(s) ${old.join(', ')}: left alone`);
         // The batched engine would idle out a moment after its workers: down returns once it has exited.
@@ -54,11 +67,12 @@ export function registerDown(program: Command): void {
         if (starting.left.length) await until(() => starting.left.every((p) => !isSameProcess(p)), 3000);
         const startingLeft = starting.left.filter((p) => isSameProcess(p)).length + (!hub && await lockHeld(dir) ? 1 : 0);
         const remaining = ourPids(dir).length + (hub && hubIsOurs(hub) ? 1 : 0) + startingLeft;
-        const result = { stopped: Boolean(hub) || starting.left.length > 0, clean, killed_leftovers: left.length, remaining, not_ours: foreign, warnings };
+        const result = { stopped: Boolean(hub) || byLock !== undefined || starting.left.length > 0, clean, killed_leftovers: left.length, remaining, not_ours: foreign, warnings };
         for (const w of warnings) process.stderr.write(`swarm down: warning: ${w}\n`);
         if (o.json) process.stdout.write(JSON.stringify(result) + '\n');
         else {
-          process.stdout.write(hub ? `swarm down: stopped${starting.hub ? ' (it was starting)' : ''}${clean ? '' : ' (forced)'}${left.length ? `, ${left.length} leftover process(es) killed` : ''}\n`
+          process.stdout.write(byLock !== undefined ? `swarm down: stopped the hub (pid ${byLock}) found by the state directory's lock: its hub.json was missing or damaged${clean ? '' : ' (forced)'}${left.length ? `, ${left.length} leftover process(es) killed` : ''}\n`
+            : hub ? `swarm down: stopped${starting.hub ? ' (it was starting)' : ''}${clean ? '' : ' (forced)'}${left.length ? `, ${left.length} leftover process(es) killed` : ''}\n`
             : starting.left.length ? `swarm down: a swarm was starting in ${dir} and not up after ${o.timeout} ms: its \`swarm up\` (pid ${starting.left.map((p) => p.pid).join(', ')}) stopped\n`
               : `swarm down: no swarm was running in ${dir}\n`);
           if (startingLeft) process.stdout.write(`swarm down: a hub is still starting in ${dir} (it holds the state directory's lock); run \`swarm down\` again\n`);

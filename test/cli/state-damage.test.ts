@@ -49,3 +49,19 @@ t.test("another user's state directory: status, submit, down and results say the
   if (!root) fs.chmodSync(dir, 0o700);
   t.match(swarm(['status', '--state-dir', dir]).stdout, /workers {2}1/, 'the swarm still runs');
 });
+
+t.test('hub.json damaged or removed under a running swarm: swarm down still stops every process of it', async (t) => {
+  for (const damage of ['garbled', 'removed']) {
+    const dir = tempDir(t);
+    t.equal(swarm(['up', '--agents', '2', '--driver', 'echo', '--detach', '--state-dir', dir], { timeoutMs: 60_000 }).code, 0, `${damage}: a swarm runs`);
+    if (damage === 'garbled') fs.writeFileSync(`${dir}/hub.json`, '{garbage');
+    else fs.rmSync(`${dir}/hub.json`);
+    // Before, down waited, said "a hub is still starting ... run swarm down again" (exit 1), every time.
+    const down = swarm(['down', '--timeout', '2000', '--state-dir', dir], { timeoutMs: 60_000 });
+    t.equal(down.code, 0, `${damage}: down exits 0 (${down.stdout.trim()} ${down.stderr.trim()})`);
+    t.match(down.stdout, /stopped the hub \(pid \d+\) found by the state directory's lock/, `${damage}: says how it found the hub`);
+    t.same(pidsMentioning(dir), [], `${damage}: no process of it is left`);
+    t.equal(swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--state-dir', dir], { timeoutMs: 60_000 }).code, 0, `${damage}: a new swarm starts there`);
+    t.equal(swarm(['down', '--state-dir', dir]).code, 0);
+  }
+});
