@@ -9,7 +9,7 @@
  * thread at one thread) and on the rest (V8's compiler and GC helpers, llama.cpp's other threads).
  * Each engine is warmed with over 3,000 tokens first: V8 compiles the engine's hot paths over its
  * first few thousand tokens, which a long-lived engine does not pay.
- * Modes: `bare`, `bare -kvu`, each also with `-fa off` (always; the best of them is the bar), and the
+ * Modes: `bare`, `bare -kvu`, each also with `-fa off` (all of them unless some are named; the best is the bar), and the
  * batched engine with node-llama-cpp's decode loop or its own (`library …`, `direct …`), unified or a
  * stream per sequence (`… unified`, `… streams`); `direct unified fa off` fixes flash attention off.
  * Run: `node dist/bench/engine-cpu.js [MODEL] [N] [R] [THREADS] [ROUNDS] [MODE,…]`; appends to
@@ -42,8 +42,10 @@ const allModes: Record<string, () => Promise<EngineSet>> = {
   // Flash attention fixed off (auto decides from the head size and the KV layout: drivers/batched/flash-attn.ts).
   'direct unified fa off': engine({ loop: 'direct', flash_attn: 'off' }),
 };
-// Every bare server always runs: the best of them is the bar.
-const modes = Object.fromEntries(Object.entries(allModes).filter(([m]) => !pick || m.startsWith('bare') || pick.split(',').includes(m)));
+// Every bare server runs unless some are named: the best of them is the bar.
+const picked = pick?.split(',');
+const pickedBare = picked?.some((m) => m.startsWith('bare'));
+const modes = Object.fromEntries(Object.entries(allModes).filter(([m]) => !picked || picked.includes(m) || (m.startsWith('bare') && !pickedBare)));
 
 const WARM_TOKENS = 3072;
 

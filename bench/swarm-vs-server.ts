@@ -6,7 +6,7 @@
  * same model, same load (N concurrent streams, R requests each, T tokens per request), in one run.
  * Modes: `bare-T`, `bare-kvu-T`, `bare-nofa-T`, `bare-nofa-kvu-T` (`-fa off`: llama-server turns flash
  * attention on for the CPU, the engine off where its kernel runs scalar), `batched` (the default threads), `batched-T`, `batched-streams` (a KV
- * stream per sequence, `kv_unified=0`), `batched-fa-on`, `batched-fa-off` (flash attention fixed, where `batched` runs
+ * stream per sequence, `kv_unified=0`), `batched-unified` (one KV cache, `kv_unified=1`; `batched` runs what `kv_unified=auto` resolves), `batched-fa-on`, `batched-fa-off` (flash attention fixed, where `batched` runs
  * what `flash_attn=auto` resolves), `batched-direct`, `batched-library` (the engine's own decode
  * loop or node-llama-cpp's, `loop=`; `-streams` after either: `kv_unified=0` too), `shared`, `per-worker`,
  * and `base`: the batched default of another build (SWARM_BENCH_BASE=its checkout, e.g. main's), so a
@@ -63,6 +63,8 @@ function swarmCpu(dir: string): number {
 function throughSwarm(engine: string, extra: string[], label: string, cli = CLI) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-'));
   const swarm = (args: string[], input?: string) => swarmAt(args, input, cli);
+  // What the engine resolved and where its time went, from its log once it has exited (filled in below).
+  const engineLog: { kv?: string; threads_at_exit?: string; loop_at_exit?: string } = {};
   try {
     const up = swarm(['up', '--agents', String(n), '--engine', engine, '--model', model, '--detach', '--json', '--state-dir', dir, '--ready-timeout', '600000', ...extra]);
     if (up.code !== 0) throw new Error(up.stderr);
@@ -81,9 +83,19 @@ function throughSwarm(engine: string, extra: string[], label: string, cli = CLI)
     const cpu = swarmCpu(dir) - cpu0;
     const res = JSON.parse(sub.stdout) as { tasks: { state: string; receipt?: { tokens_out?: number; ttft_ms?: number } }[] };
     const tokens = res.tasks.reduce((a, x) => a + (x.receipt?.tokens_out ?? 0), 0);
-    return { mode: label, ready_ms: ready.ready_ms, done: res.tasks.filter((x) => x.state === 'done').length, tokens, wall_s: +wall.toFixed(2), tokens_per_s: Math.round(tokens / wall), cpu_s: +cpu.toFixed(2), tokens_per_cpu_s: Math.round(tokens / cpu), load_avg_1m_before: load };
+    return { mode: label, ready_ms: ready.ready_ms, done: res.tasks.filter((x) => x.state === 'done').length, tokens, wall_s: +wall.toFixed(2), tokens_per_s: Math.round(tokens / wall), cpu_s: +cpu.toFixed(2), tokens_per_cpu_s: Math.round(tokens / cpu), load_avg_1m_before: load, engine: engineLog };
   } finally {
     swarm(['down', '--state-dir', dir]);
+    try {
+      const logs = path.join(dir, 'engines');
+      const text = fs.readdirSync(logs).filter((f) => f.endsWith('.log')).map((f) => fs.readFileSync(path.join(logs, f), 'utf8')).join('\n');
+      const kv = /KV cache ([^(]+)\(([^)]*)\)/.exec(text);
+      if (kv) engineLog.kv = `${kv[1]!.trim()} (${kv[2]}); flash attention ${/flash attention (on|off)/.exec(text)?.[1] ?? '?'}`;
+      const line = (re: RegExp) => re.exec(text)?.[1]?.trim();
+      const threads = line(/threads at exit (.*)/), loop = line(/loop at exit: (.*)/);
+      if (threads) engineLog.threads_at_exit = threads;
+      if (loop) engineLog.loop_at_exit = loop;
+    } catch { /* no engine log */ }
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -110,6 +122,7 @@ for (const m of modes) {
   else if (m === 'batched') rows.push(throughSwarm('batched', ['--driver-opt', `ctx=${CTX}`], 'swarm batched (default threads)'));
   else if (/^batched-fa-(on|off)$/.test(m)) rows.push(throughSwarm('batched', ['--driver-opt', `flash_attn=${m.slice(11)}`, '--driver-opt', `ctx=${CTX}`], `swarm batched, flash attention ${m.slice(11)}`));
   else if (m === 'batched-streams') rows.push(throughSwarm('batched', ['--driver-opt', 'kv_unified=0', '--driver-opt', `ctx=${CTX}`], 'swarm batched, a KV stream per sequence'));
+  else if (m === 'batched-unified') rows.push(throughSwarm('batched', ['--driver-opt', 'kv_unified=1', '--driver-opt', `ctx=${CTX}`], 'swarm batched, one unified KV cache'));
   else if (/^batched-(direct|library)(-streams)?$/.test(m)) {
     const [, loop, streams] = /^batched-(direct|library)(-streams)?$/.exec(m)!;
     rows.push(throughSwarm('batched', ['--driver-opt', `loop=${loop}`, ...(streams ? ['--driver-opt', 'kv_unified=0'] : []), '--driver-opt', `ctx=${CTX}`], `swarm batched, ${loop === 'direct' ? 'its own' : "node-llama-cpp's"} decode loop${streams ? ', a KV stream per sequence' : ''}`));

@@ -34,8 +34,8 @@ export const DriverOptionSchemas = {
     seq_wait_ms: ms(0, 10_000),
     /** Keep a sequence's tokens between chats, so a prompt that starts like the last evaluates only the rest. */
     prefix_cache: flag('1'),
-    /** One KV cache shared by all sequences, when the self-built addon is there (`swarm engine build --addon`). */
-    kv_unified: flag('1'),
+    /** One KV cache shared by all sequences, when the self-built addon is there (`swarm engine build --addon`); `auto` keeps a stream per sequence where flash attention's walk over a full unified cache would cost more than a quarter of a token's weights (drivers/batched/kv-layout.ts). */
+    kv_unified: z.enum(['auto', '0', '1', 'true', 'false']).meta({ title: 'auto|0|1' }).default('auto'),
     /** Widen a short uncached prompt tail to 64 tokens where the model's shape makes that cheaper (0: evaluate just the tail). */
     tail_widen: flag('1'),
     /** Flash attention: `auto` turns it off where the CPU's kernel would run scalar for the model's head size, unless a unified KV cache holds more than 4 sequences and more than 16,384 cells (sequences x ctx; drivers/batched/flash-attn.ts). */

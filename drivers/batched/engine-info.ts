@@ -13,6 +13,8 @@ export interface EngineInfo {
   /** Context tokens per sequence, as the context was made. */
   ctx: number;
   kv: 'unified' | 'per sequence';
+  /** Why (kv-layout.ts); absent in files of engines from before it. */
+  kv_why?: string;
   binding: string;
   loop: 'direct' | 'library';
   /** At start; `auto` goes on choosing them. */

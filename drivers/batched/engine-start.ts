@@ -9,6 +9,7 @@ import { killGroup, startProcess } from '../lifecycle.js';
 import { EngineLoadError } from '../engine-error.js';
 import { DEFAULT_LOOP, LOAD_FAILED_EXIT, type EngineConfig } from './messages.js';
 import type { FlashAttnSetting } from './flash-attn.js';
+import type { KvUnifiedSetting } from './kv-layout.js';
 
 const HERE = fileURLToPath(import.meta.url);
 /** The host script next to this file, with our own extension (.ts under tap's loader, .js in dist). */
@@ -23,10 +24,10 @@ export interface EnginePaths { socket: string; lock: string; pid: string; log: s
  * directory: every worker of a swarm (same state dir) finds the same one. Unix socket paths are
  * limited to 107 bytes, so a long directory gets its socket under the system's temp dir instead.
  */
-export function enginePaths(dir: string | undefined, key: { model: string; ctx: number; threads: number | 'auto'; prefixCache?: boolean; kvUnified?: boolean; tailWiden?: boolean; flashAttn?: FlashAttnSetting; loop?: 'direct' | 'library' }): EnginePaths {
+export function enginePaths(dir: string | undefined, key: { model: string; ctx: number; threads: number | 'auto'; prefixCache?: boolean; kvUnified?: KvUnifiedSetting; tailWiden?: boolean; flashAttn?: FlashAttnSetting; loop?: 'direct' | 'library' }): EnginePaths {
   let base = dir;
   if (base === undefined) privateDir(base = path.join(os.tmpdir(), `swarm-engines-${process.getuid?.() ?? 'u'}`));
-  const id = crypto.createHash('sha256').update(`${path.resolve(key.model)}\0${key.ctx}\0${key.threads}${key.prefixCache === false ? '\0nocache' : ''}${key.kvUnified === false ? '\0nokvu' : ''}${key.tailWiden === false ? '\0nowiden' : ''}${key.flashAttn && key.flashAttn !== 'auto' ? `\0fa-${key.flashAttn}` : ''}${key.loop && key.loop !== DEFAULT_LOOP ? `\0loop=${key.loop}` : ''}`).digest('hex').slice(0, 12);
+  const id = crypto.createHash('sha256').update(`${path.resolve(key.model)}\0${key.ctx}\0${key.threads}${key.prefixCache === false ? '\0nocache' : ''}${key.kvUnified === false ? '\0nokvu' : key.kvUnified === true ? '\0kvu' : ''}${key.tailWiden === false ? '\0nowiden' : ''}${key.flashAttn && key.flashAttn !== 'auto' ? `\0fa-${key.flashAttn}` : ''}${key.loop && key.loop !== DEFAULT_LOOP ? `\0loop=${key.loop}` : ''}`).digest('hex').slice(0, 12);
   const root = path.join(base, 'engines');
   let socket = path.join(root, `${id}.sock`);
   if (Buffer.byteLength(socket) > 100) {

@@ -103,17 +103,18 @@ export function flashAttnChoice(setting: FlashAttnSetting, shape: AttentionShape
 /**
  * What the batched engine would choose for `modelPath` on this machine with `sequences` sequences of
  * `ctx` tokens: from the binding it loads (its CPU variant's system info, and whether it is the
- * self-built one, which makes the KV cache unified unless `kvUnified` is false) and the file's
+ * self-built one, with which kv-layout.ts decides whether the KV cache is unified) and the file's
  * metadata, without loading the weights. Loaded on demand, so that importing this file stays cheap.
  */
-export async function probeFlashAttn(modelPath: string, o: { setting?: FlashAttnSetting; sequences: number; ctx: number; kvUnified?: boolean }): Promise<FlashAttnChoice & { shape: AttentionShape | undefined; kv: KvLayout }> {
-  const [{ readGgufFileInfo, LlamaLogLevel }, { loadLlama }] = await Promise.all([import('node-llama-cpp'), import('../embedded/load-llama.js')]);
+export async function probeFlashAttn(modelPath: string, o: { setting?: FlashAttnSetting; sequences: number; ctx: number; kvUnified?: 'auto' | boolean }): Promise<FlashAttnChoice & { shape: AttentionShape | undefined; kv: KvLayout & { why: string } }> {
+  const [{ readGgufFileInfo, LlamaLogLevel }, { loadLlama }, { kvLayoutChoice }] = await Promise.all([import('node-llama-cpp'), import('../embedded/load-llama.js'), import('./kv-layout.js')]);
   if (!fs.existsSync(modelPath)) throw new SwarmError('SWARM_ERR_CONFIG', `model not found: ${modelPath}`);
   const info = await readGgufFileInfo(modelPath, { readTensorInfo: false });
   const shape = attentionShape({ fileInfo: info } as unknown as Pick<LlamaModel, 'fileInfo'>);
   const { llama, path: loadPath } = await loadLlama({ logLevel: LlamaLogLevel.error, logger: () => {}, selfBuilt: true });
   // As host.ts: the context is capped at the model's training context.
   const train = (info.architectureMetadata as { context_length?: number }).context_length;
-  const kv: KvLayout = { unified: o.kvUnified !== false && loadPath === 'self-built', sequences: o.sequences, ctx: train ? Math.min(o.ctx, train) : o.ctx };
-  return { ...flashAttnChoice(o.setting ?? 'auto', shape, llama.systemInfo, kv), shape, kv };
+  const ctx = train ? Math.min(o.ctx, train) : o.ctx;
+  const layout = kvLayoutChoice({ setting: o.kvUnified ?? 'auto', canUnify: loadPath === 'self-built', flashAttn: o.setting ?? 'auto', shape, systemInfo: llama.systemInfo, sequences: o.sequences, ctx });
+  return { ...layout.flashAttn, shape, kv: { unified: layout.unified, why: layout.why, sequences: o.sequences, ctx } };
 }

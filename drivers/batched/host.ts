@@ -13,7 +13,8 @@ import { loadLlama } from '../embedded/load-llama.js';
 import { withKvUnified } from './kv-unified.js';
 import { LlamaCompletion, generate, tailShape } from './generate.js';
 import type { TailShape } from './prefix.js';
-import { attentionShape, flashAttnChoice } from './flash-attn.js';
+import { attentionShape } from './flash-attn.js';
+import { kvLayoutChoice } from './kv-layout.js';
 import { writeEngineInfo } from './engine-info.js';
 import { GrammarCache } from '../embedded/grammar.js';
 import { errorCodeOf } from '../../protocol/errors.js';
@@ -209,11 +210,11 @@ const QUIET_FLUSH_LINES = 16;
 let server: net.Server | undefined;
 let socketPath: string | undefined;
 
-/** A last line for the log, once the engine is up. */
-let exitNote: (() => void) | undefined;
+/** Last lines for the log, once the engine is up. */
+const exitNotes: (() => void)[] = [];
 
 function shutdown(code: number): never {
-  exitNote?.();
+  for (const note of exitNotes) note();
   try { server?.close(); } catch { /* closing anyway */ }
   if (socketPath) try { fs.rmSync(socketPath, { force: true }); } catch { /* gone */ }
   process.exit(code);
@@ -236,9 +237,13 @@ async function main(): Promise<void> {
   // Flash attention from the model's head size, the CPU and the KV layout (flash-attn.ts): llama.cpp's
   // own "auto" turns it on for every CPU model, which on heads its kernel runs scalar costs each
   // generated token 3x or more.
-  const wantUnified = cfg.kvUnified !== false && loadPath === 'self-built';
+  // The KV layout with it (kv-layout.ts): flash attention's verdict depends on the layout, and a unified
+  // cache's cost under flash attention on the cells the sequences hold.
   const ctxSize = Math.min(cfg.ctx, model.trainContextSize);
-  const fa = flashAttnChoice(cfg.flashAttn ?? 'auto', attentionShape(model), llama.systemInfo, { unified: wantUnified, sequences: cfg.sequences, ctx: ctxSize });
+  const layout = kvLayoutChoice({ setting: cfg.kvUnified ?? 'auto', canUnify: loadPath === 'self-built', flashAttn: cfg.flashAttn ?? 'auto',
+    shape: attentionShape(model), systemInfo: llama.systemInfo, sequences: cfg.sequences, ctx: ctxSize });
+  const wantUnified = layout.unified;
+  const fa = layout.flashAttn;
   const limit = cpuLimit();
   const threads = cfg.threads === 'auto' ? await startThreads(limit) : cfg.threads;
   const makeContext = () => model.createContext({
@@ -250,12 +255,20 @@ async function main(): Promise<void> {
     ? await withKvUnified(llama, makeContext) : { value: await makeContext(), unified: false };
   const tuner = cfg.threads === 'auto' && limit > 1 ? new ThreadTuner({ max: limit, start: threads, freeCores: idleCores() }) : undefined;
   if (tuner && !installThreadTuner(context, cfg.sequences, tuner)) log(`node-llama-cpp internals moved: ${threads} thread(s), not tuned`);
-  if (tuner) exitNote = () => log(`threads at exit ${tuner.threads()}; tokens/s by threads ${JSON.stringify(tuner.rates())}; switches ${tuner.switches}, probes ${tuner.probes}`);
+  if (tuner) exitNotes.push(() => log(`threads at exit ${tuner.threads()}; tokens/s by threads ${JSON.stringify(tuner.rates())}; switches ${tuner.switches}, probes ${tuner.probes}`));
   let shown = threads;
   if (tuner) setInterval(() => { if (tuner.threads() !== shown) { shown = tuner.threads(); log(`threads now ${shown}; tokens/s by threads ${JSON.stringify(tuner.rates())}`); } }, 5000).unref();
   const sequences = Array.from({ length: cfg.sequences }, () => context.getSequence());
   // The engine's own decode loop (step-loop.ts) where asked for and node-llama-cpp's internals allow it.
   const loop = cfg.loop === 'direct' ? await StepLoop.create(context, model, sequences[0]!) : undefined;
+  if (loop) {
+    // Where the loop's time went (step-loop.ts, LoopStats): the benches read it from the log.
+    exitNotes.push(() => {
+      const s = loop.stats;
+      const ms = (x: number) => Math.round(x);
+      log(`loop at exit: ${s.steps} steps, ${s.tokens} tokens decoded, ${s.generated} sampled (${s.steps ? (s.generated / s.steps).toFixed(1) : 0} a step); running ${ms(s.runningMs)} ms: decodes ${ms(s.decodeMs)}, samples ${ms(s.sampleMs)}, the rest ${ms(s.runningMs - s.decodeMs - s.sampleMs)}`);
+    });
+  }
   if (cfg.loop === 'direct' && !loop) log('node-llama-cpp internals moved (or the model needs KV checkpoints): node-llama-cpp\'s decode loop');
   const gate = loop ? undefined : installBatchGate(context);
   if (!loop && !gate) log('node-llama-cpp internals moved: decodes are batched as node-llama-cpp queues them (slower)');
@@ -268,10 +281,10 @@ async function main(): Promise<void> {
   await new Promise<void>((resolve, reject) => { server!.once('error', reject); server!.listen(cfg.socket, () => resolve()); });
   process.umask(old);
   if (cfg.info) {
-    writeEngineInfo(cfg.info, { pid: process.pid, model: cfg.model, sequences: cfg.sequences, ctx: context.contextSize, kv: unified ? 'unified' : 'per sequence', binding: loadPath,
+    writeEngineInfo(cfg.info, { pid: process.pid, model: cfg.model, sequences: cfg.sequences, ctx: context.contextSize, kv: unified ? 'unified' : 'per sequence', kv_why: layout.why, binding: loadPath,
       loop: loop ? 'direct' : 'library', threads: tuner ? `auto, ${threads} at start` : threads, flash_attn: fa.on ? 'on' : 'off', flash_attn_why: fa.why });
   }
-  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, KV cache ${unified ? 'unified' : 'per sequence'} (${loadPath} binding), ${loop ? 'own' : 'node-llama-cpp\'s'} decode loop, ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, flash attention ${fa.on ? 'on' : 'off'} (${fa.why}), ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
+  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, KV cache ${unified ? 'unified' : 'per sequence'} (${loadPath} binding), ${layout.why}, ${loop ? 'own' : 'node-llama-cpp\'s'} decode loop, ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, flash attention ${fa.on ? 'on' : 'off'} (${fa.why}), ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
 }
 
 process.on('SIGTERM', () => shutdown(0));

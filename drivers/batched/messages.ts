@@ -5,6 +5,7 @@
  */
 import type { HostChatOptions } from '../embedded/messages.js';
 import type { FlashAttnSetting } from './flash-attn.js';
+import type { KvUnifiedSetting } from './kv-layout.js';
 
 export type { HostChatOptions };
 
@@ -26,8 +27,8 @@ export interface EngineConfig {
   maxWaiting: number;
   /** false: every chat starts from an empty sequence (no prefix reuse). */
   prefixCache?: boolean;
-  /** false: a KV stream per sequence even where the binding could unify them (the bench's baseline). */
-  kvUnified?: boolean;
+  /** false: a KV stream per sequence even where the binding could unify them; true: unified; `auto` (or absent): kv-layout.ts decides. */
+  kvUnified?: KvUnifiedSetting;
   /** false: a short prompt tail is evaluated as it is, never widened (the bench's baseline). */
   tailWiden?: boolean;
   /** Flash attention; `auto` (or absent) decides from the model's shape (flash-attn.ts). */

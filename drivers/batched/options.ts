@@ -1,5 +1,6 @@
 import { driverOptions } from '../options.js';
 import type { FlashAttnSetting } from './flash-attn.js';
+import type { KvUnifiedSetting } from './kv-layout.js';
 
 /** Settings of the batched driver, from `--driver-opt k=v` (DriverConfig.options). */
 export interface BatchedOptions {
@@ -34,9 +35,9 @@ export interface BatchedOptions {
   /**
    * One KV cache shared by all sequences (llama.cpp's kv_unified), when the self-built addon is there
    * (`swarm engine build --addon`); the prebuilt addon cannot, and ignores it. `kv_unified=0` keeps a
-   * stream per sequence.
+   * stream per sequence; `auto` (the default) decides from the model's shape, sequences and ctx (kv-layout.ts).
    */
-  kvUnified: boolean;
+  kvUnified: KvUnifiedSetting;
   /**
    * Evaluate a short uncached prompt tail as 64 tokens where that is cheaper (prefix.ts, evalStart);
    * `tail_widen=0` evaluates just the tail: the baseline of the share bench.
@@ -70,7 +71,7 @@ export function parseBatchedOptions(raw: Record<string, string>): BatchedOptions
     idleMs: o.idle_ms,
     seqWaitMs: o.seq_wait_ms,
     prefixCache: o.prefix_cache === '1' || o.prefix_cache === 'true',
-    kvUnified: o.kv_unified === '1' || o.kv_unified === 'true',
+    kvUnified: o.kv_unified === 'auto' ? 'auto' : o.kv_unified === '1' || o.kv_unified === 'true',
     tailWiden: o.tail_widen === '1' || o.tail_widen === 'true',
     flashAttn: o.flash_attn,
     loop: o.loop,

@@ -74,7 +74,17 @@ const NONE: Token[] = [];
 /** A promise whose rejection is handled later (or dropped): not an unhandled rejection meanwhile. */
 const quiet = <T>(p: Promise<T>): Promise<T> => { p.catch(() => {}); return p; };
 
+/**
+ * Where the loop's wall time went, in ms since the engine started: running (at least one chat in the
+ * loop) split into decodes (a decode job queued until it returned), samples (after the decode, until
+ * the last sample of the step came back) and the rest (preparing chats, building batches, the main
+ * thread's turn); idle between is not counted. `steps` and `tokens` (generated tokens and prompt tokens
+ * decoded) say how full the steps were.
+ */
+export interface LoopStats { runningMs: number; decodeMs: number; sampleMs: number; steps: number; tokens: number; generated: number }
+
 export class StepLoop {
+  readonly stats: LoopStats = { runningMs: 0, decodeMs: 0, sampleMs: 0, steps: 0, tokens: 0, generated: 0 };
   private jobs: Job[] = [];
   private readonly arriving: { chat: StepChat; resolve: (r: StopReason) => void; reject: (e: unknown) => void }[] = [];
   private running = false;
@@ -116,6 +126,7 @@ export class StepLoop {
 
   private async spin(): Promise<void> {
     this.running = true;
+    const t0 = performance.now();
     try {
       while (this.jobs.length > 0 || this.arriving.length > 0) {
         if (this.arriving.length > 0) await this.admit();
@@ -123,6 +134,7 @@ export class StepLoop {
       }
     } finally {
       this.running = false;
+      this.stats.runningMs += performance.now() - t0;
     }
   }
 
@@ -196,6 +208,9 @@ export class StepLoop {
       for (const j of inBatch) this.fail(j, err);
       return;
     }
+    const tDecode = performance.now();
+    this.stats.steps++;
+    this.stats.tokens += total;
     // With one pool thread the samples, queued behind the decode, run right after it without a round
     // trip through this thread (one wake-up less per step); with more they must wait for it.
     const samples = new Map<Job, Promise<Token | -1>>();
@@ -208,6 +223,8 @@ export class StepLoop {
       for (const j of inBatch) this.fail(j, err, samples.get(j));
       return;
     }
+    const tSample = performance.now();
+    this.stats.decodeMs += tSample - tDecode;
     let waiting = 0;
     let wake: (() => void) | undefined;
     const settled = (): void => { if (--waiting === 0) wake?.(); };
@@ -226,7 +243,9 @@ export class StepLoop {
         settled();
       }, (err: unknown) => { this.fail(j, err); settled(); });
     }
+    this.stats.generated += waiting;
     if (waiting > 0) await new Promise<void>((r) => { wake = r; });
+    this.stats.sampleMs += performance.now() - tSample;
   }
 
   private sampled(j: Job, token: Token, ctxSize: number): void {

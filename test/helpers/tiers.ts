@@ -46,6 +46,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/drivers/ollama.test.ts',
   'test/drivers/driver-options.test.ts',
   'test/drivers/flash-attn.test.ts',
+  'test/drivers/batched-kv-layout.test.ts',
   'test/drivers/engine-socket-dir.test.ts',
   'test/drivers/engine-info.test.ts',
   'test/drivers/engine-build.test.ts',
