@@ -90,7 +90,7 @@ function throughSwarm(engine: string, extra: string[], label: string, cli = CLI)
       const logs = path.join(dir, 'engines');
       const text = fs.readdirSync(logs).filter((f) => f.endsWith('.log')).map((f) => fs.readFileSync(path.join(logs, f), 'utf8')).join('\n');
       const kv = /KV cache ([^(]+)\(([^)]*)\)/.exec(text);
-      if (kv) engineLog.kv = `${kv[1]!.trim()} (${kv[2]}); flash attention ${/flash attention (on|off)/.exec(text)?.[1] ?? '?'}`;
+      if (kv) engineLog.kv = `${kv[1]!.trim()} (${kv[2]}); flash attention ${/flash attention (on|off) \(/.exec(text)?.[1] ?? '?'}`;
       const line = (re: RegExp) => re.exec(text)?.[1]?.trim();
       const threads = line(/threads at exit (.*)/), loop = line(/loop at exit: (.*)/);
       if (threads) engineLog.threads_at_exit = threads;

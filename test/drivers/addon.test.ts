@@ -53,14 +53,15 @@ t.test('with the self-built addon, a unified KV cache generates the same text as
   if (!own && missingPrereq(t, { missing: 'no self-built addon (`swarm engine build --addon` builds one; .ci/run does)' })) return;
   const on = tempDir(t);
   const off = tempDir(t);
-  const unified = await greedyOnLast(t, on, 4, {});
+  // stories260K is so small that `auto` keeps a stream per sequence (kv-layout.ts): the unified cache asked for.
+  const unified = await greedyOnLast(t, on, 4, { kv_unified: '1' });
   const streams = await greedyOnLast(t, off, 4, { kv_unified: '0' });
   t.match(engineLog(on), /KV cache unified \(self-built binding\)/, 'the engine runs one unified KV cache');
   t.match(engineLog(off), /KV cache per sequence \(self-built binding\)/, 'kv_unified=0 keeps a stream per sequence');
   t.ok(unified.trim().length > 0, `it generates: ${JSON.stringify(unified)}`);
   t.equal(unified, streams, 'the same text either way');
 
-  const sharedOn = await sharedPrefix(t, tempDir(t), 4, {});
+  const sharedOn = await sharedPrefix(t, tempDir(t), 4, { kv_unified: '1' });
   const sharedOff = await sharedPrefix(t, tempDir(t), 4, { kv_unified: '0' });
   t.ok(sharedOn.cached > 32 && sharedOff.cached > 32, `the prefix was copied from another sequence (${sharedOn.cached}, ${sharedOff.cached} tokens)`);
   t.equal(sharedOn.text, sharedOff.text, 'a prompt started from a copied prefix reads the same either way');

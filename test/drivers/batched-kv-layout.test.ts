@@ -6,6 +6,7 @@ const AVX512 = 'CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | AVX51
 // The benches' models, as their GGUF metadata gives them.
 const M110: AttentionShape = { headDim: 64, heads: 12, kvHeads: 12, layers: 12, dim: 768, ff: 2048 };
 const M15: AttentionShape = { headDim: 48, heads: 6, kvHeads: 6, layers: 6, dim: 288, ff: 768 };
+const S260K: AttentionShape = { headDim: 8, heads: 8, kvHeads: 4, layers: 5, dim: 64, ff: 172 };
 const B7: AttentionShape = { headDim: 128, heads: 32, kvHeads: 32, layers: 32, dim: 4096, ff: 11008 };
 const pick = (shape: AttentionShape | undefined, sequences: number, ctx: number, more: Partial<Parameters<typeof kvLayoutChoice>[0]> = {}) =>
   kvLayoutChoice({ setting: 'auto', canUnify: true, flashAttn: 'auto', shape, systemInfo: AVX512, sequences, ctx, ...more });
@@ -19,6 +20,12 @@ t.test('auto: unified while flash attention is off or a full cache costs its wal
   t.match(pick(M110, 25, 512).why, /12800 cells .*above 25%/);
   t.same(pick(B7, 25, 2048).unified, true, 'a 7B shape, 25 agents of 2,048: the walk is small beside its weights');
   t.same(pick(M15, 25, 512).unified, true, 'synth 15M, 25 of 512: flash attention off, unified');
+  t.same(pick(M15, 8, 2048).unified, true, "synth 15M, 8 of swarm up's 2,048");
+  t.match(pick(M15, 25, 512).why, /flash attention off, and attention over a full cache's 12800 cells costs ~\d/);
+  t.same(pick(S260K, 25, 512).unified, false, 'stories260K, 25 of 512: attention over all cells would dwarf its weights');
+  t.same(pick(S260K, 4, 2048).unified, false, 'stories260K, 4 of 2,048');
+  t.same(pick(S260K, 2, 512).unified, true, 'stories260K, 2 of 512');
+  t.same(pick(S260K, 25, 512).flashAttn.on, false, 'heads of 8: off');
   t.same(pick(M15, 25, 512).flashAttn.on, false);
   t.same(pick(M15, 25, 2048).unified, false, 'synth 15M, 25 of 2,048: a unified cache would turn flash attention on');
   t.same(pick(M15, 25, 2048).flashAttn.on, false, '... and streams keep it off');
@@ -33,5 +40,5 @@ t.test('a setting or the binding fixes it', async (t) => {
   t.same(pick(M110, 8, 512, { canUnify: false }).unified, false, 'the prebuilt binding');
   t.match(pick(M110, 8, 512, { canUnify: false }).why, /prebuilt/);
   t.same(pick(M15, 25, 2048, { setting: true }).flashAttn.on, true, 'forced unified: flash attention as the unified rule has it');
-  t.same(pick(M110, 25, 512, { flashAttn: 'off' }).unified, true, 'flash attention forced off: no walk of masked cells, unified');
+  t.same(pick(M110, 25, 512, { flashAttn: 'off' }).unified, true, 'flash attention forced off: a matrix product the 110M shape carries, unified');
 });
