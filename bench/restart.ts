@@ -11,8 +11,9 @@
  *   and when the restarted hub ran a task submitted right after `up` returned (ready = accepts and
  *   dispatches). The load average at each kill beside it.
  * Run: `npm run build && node dist/bench/restart.js [--tasks 1000000] [--retain 24h,100000] [--keep]
- *   [--from DIR] [--kills 5] [--agents 25] [--procs 5] [--load-s 3] [--keep-logs]` (--from: a state kept by --keep
- *   instead of building one; --keep-logs: each run's logs/ as DIR.logsN). Writes bench/results/restart.json.
+ *   [--from DIR] [--kills 5] [--agents 25] [--procs 5] [--load-s 3] [--keep-logs] [--kill-in-sync] [--kill-at N]` (--from: a state kept by --keep
+ *   instead of building one; --keep-logs: each run's logs/ as DIR.logsN; --kill-in-sync: the hub killed
+ *   during a holder's first whole-state sync instead of a steady swarm, once it sent --kill-at entries). Writes bench/results/restart.json.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -100,6 +101,21 @@ async function holdersSynced(dir: string): Promise<number> {
 }
 
 /**
+ * --kill-in-sync: wait for a holder's first whole-state sync to be under way (some of it sent); false
+ * if every holder's sync ended first.
+ */
+async function holdersSyncing(dir: string): Promise<boolean> {
+  for (let i = 0; i < 1200; i++) {
+    const st = await api<{ failover?: { feeds?: { syncing: boolean; syncs: number; synced: number }[] } }>(dir, 'GET', '/status', undefined, CALL_MS);
+    const feeds = st?.failover?.feeds ?? [];
+    if (feeds.some((f) => f.syncing && f.synced >= Math.max(1, Number(arg('--kill-at', '1'))))) return true;
+    if (feeds.length && feeds.every((f) => !f.syncing && f.syncs > 0)) return false;
+    await sleep(50);
+  }
+  return false;
+}
+
+/**
  * What the hub log says of the hub started after `killedAt`: when it listened; per holder that
  * reported a digest, its buckets the same as the new hub's / all; links refused for a HANDSHAKE that
  * came too late; the new hub's own timeline from the kill (its process started, replay began and
@@ -151,9 +167,11 @@ async function killRun(built: string, run: number, retain: string): Promise<Reco
         await sleep(20);
       }
     })();
-    // A steady swarm, then the clients' load for a while.
-    const holdersSyncedMs = await holdersSynced(dir);
-    await sleep(Number(arg('--load-s', '3')) * 1000);
+    // A steady swarm, then the clients' load for a while; or (--kill-in-sync) a holder's first sync under way.
+    const inSync = process.argv.includes('--kill-in-sync');
+    const killedInSync = inSync ? await holdersSyncing(dir) : undefined;
+    const holdersSyncedMs = inSync ? null : await holdersSynced(dir);
+    if (!inSync) await sleep(Number(arg('--load-s', '3')) * 1000);
     const hub = (JSON.parse(fs.readFileSync(path.join(dir, 'hub.json'), 'utf8')) as { pid: number }).pid;
     const loadAtKill = load();
     const tKill = performance.now();
@@ -169,6 +187,8 @@ async function killRun(built: string, run: number, retain: string): Promise<Reco
     await api(dir, 'POST', '/tasks', { tasks: [{ id: probe, prompt: 'probe', priority: 1_000_000 }] }, CALL_MS);
     const w = await api<{ complete?: boolean }>(dir, 'POST', '/wait', { ids: [probe], timeout_ms: 60_000 }, 60_000 + CALL_MS);
     const probeMs = Math.round(performance.now() - tKill);
+    // Killed in a sync: the holders' new syncs (after comparing their digests) are what it measures.
+    if (inSync) await holdersSynced(dir);
     // What the holders' digests saved the restarted hub: finished tasks left out as held, and sent.
     const fo = (await api<{ failover?: { haveSyncs?: number; haveHeld?: number; haveSent?: number } }>(dir, 'GET', '/status', undefined, CALL_MS))?.failover;
     stop = true;
@@ -177,7 +197,7 @@ async function killRun(built: string, run: number, retain: string): Promise<Reco
     const row = {
       run, load_at_kill: loadAtKill, first_up_ready_ms: first.readyMs ?? null, holders_synced_after_ms: holdersSyncedMs, tasks_submitted_under_load: submitted,
       kill_to_hub_listening_ms: listenMs, timeline_ms: { ...timeline, listening: listenMs, joins: joined }, restart_up_ready_ms: again.readyMs ?? null, kill_to_up_returned_ms: upDoneMs, kill_to_probe_result_ms: w?.complete ? probeMs : null,
-      holder_buckets_same: buckets, have_held: fo?.haveHeld ?? null, have_sent: fo?.haveSent ?? null, handshakes_refused: refused,
+      ...(inSync ? { killed_in_sync: killedInSync } : {}), holder_buckets_same: buckets, have_held: fo?.haveHeld ?? null, have_sent: fo?.haveSent ?? null, handshakes_refused: refused,
       ...(first.error || again.error ? { error: first.error ?? again.error } : {}),
     };
     console.error(JSON.stringify(row));

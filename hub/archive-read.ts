@@ -87,8 +87,10 @@ export async function readArchivedMany(dir: string, places: readonly { id: strin
     let fh: fs.promises.FileHandle;
     try { fh = await fs.promises.open(name, 'r'); } catch { continue; }
     try {
-      let buf = Buffer.alloc(0), at = 0;
+      let buf = Buffer.alloc(0), at = 0, t0 = performance.now();
       for (const p of list) {
+        // A window holds thousands of lines: their checks yield to the loop every few ms too.
+        if (performance.now() - t0 >= 5) { await new Promise<void>((r) => setImmediate(r)); t0 = performance.now(); }
         let start = p.offset - at;
         let nl = start >= 0 && start < buf.length ? buf.indexOf(10, start) : -1;
         if (nl < 0) {

@@ -94,7 +94,7 @@ function* steps({ have, all, versions, evicted, gap }: HeldInput): Generator<str
   const mine = new HaveBuilder(have.n), old = new HaveBuilder(have.n);
   let i = 0, left = 0;
   for (const r of all) {
-    if ((++i & 511) === 0) yield;
+    if ((++i & 127) === 0) yield;
     if (out(r)) { if (outcome(r)) left++; continue; }
     addOutcome(mine, r);
     if (versions.versionOf(r.id) === 0) addOutcome(old, r);
@@ -110,11 +110,13 @@ function* steps({ have, all, versions, evicted, gap }: HeldInput): Generator<str
     plusAll.h.set(mine.h);
     plusOld.h.set(old.h);
     const touched = new Uint8Array(have.n);
-    const want = evicted.ids.filter((id) => !same[haveBucketOf(id, have.n)]);
+    const want: string[] = [];
+    let k = 0;
+    for (const id of evicted.ids) { if (!same[haveBucketOf(id, have.n)]) want.push(id); if ((++k & 1023) === 0) yield; }
     const back = want.length ? (yield want) ?? new Map<string, TaskRecord>() : new Map<string, TaskRecord>();
     let i2 = 0;
     for (const [id, r] of back) {
-      if ((++i2 & 511) === 0) yield;
+      if ((++i2 & 127) === 0) yield;
       addOutcome(plusAll, r); addOutcome(plusOld, r); touched[haveBucketOf(id, have.n)] = 1;
     }
     for (let b = 0; b < have.n; b++) {
@@ -153,7 +155,9 @@ export function readBack(store: TaskStore): ((ids: readonly string[]) => Promise
   if (!dir) return undefined;
   return async (ids) => {
     const places: { id: string; file: number; offset: number }[] = [];
+    let t0 = performance.now(), i = 0;
     for (const id of ids) {
+      if ((++i & 255) === 0 && performance.now() - t0 >= 5) { await new Promise<void>((r) => setImmediate(r)); t0 = performance.now(); }
       if (store.queue.get(id)) continue;
       const p = store.archivedAt(id);
       if (p) places.push({ id, ...p });
