@@ -4,7 +4,8 @@ import { InvalidArgumentError } from 'commander';
 export function int(name: string, min = 0, max = Number.MAX_SAFE_INTEGER) {
   return (v: string): number => {
     // Number('') is 0: an empty value (an unset shell variable) would read as the smallest setting.
-    const n = v.trim() === '' ? NaN : Number(v);
+    // Decimal digits only: Number() also reads 1e3 as 1000 and 0x10 as 16, which no one means by a count.
+    const n = /^\s*-?\d+\s*$/.test(v) ? Number(v) : NaN;
     if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer >= ${min}`);
     if (n > max) throw new InvalidArgumentError(`${name} must be at most ${max}`);
     return n;

@@ -55,3 +55,13 @@ t.test('a token an HTTP header cannot carry is refused before anything starts, w
   t.notOk(fs.existsSync(`${dir}/hub.json`), 'no hub was started');
   t.same(pidsMentioning(dir), [], 'no process left');
 });
+
+t.test('a count is decimal digits: 1e3, 0x10 and 4.5 are usage errors, not 1000 or 16 agents', async (t) => {
+  const dir = `${tempDir(t)}/state`;
+  for (const v of ['1e3', '0x10', '4.5', '1_000']) {
+    const r = swarm(['up', '--agents', v, '--driver', 'echo', '--detach', '--state-dir', dir], { timeoutMs: 30_000 });
+    t.equal(r.code, 2, `--agents ${v}: a usage error`);
+    t.match(r.stderr, /SWARM_ERR_CONFIG: .*--agents must be an integer/, 'says what it takes');
+    t.notOk(fs.existsSync(dir), 'nothing started');
+  }
+});
