@@ -22,6 +22,8 @@ t.test('status and the passport see what running engines resolved, not engines t
     flash_attention: "off (auto: head size 48 is not a multiple of the CPU's 64-lane f16 loops)",
     batched_engine: "8 sequences of 512 tokens, KV unified (self-built binding), own decode loop, threads auto, 2 at start",
   });
+  const why = { ...info(process.pid, '/m/synth-110M.gguf', 'on'), kv: 'per sequence' as const, kv_why: 'auto: a unified cache would cost more' };
+  t.match(passportFields([why]).batched_engine, /KV per sequence \(self-built binding; auto: a unified cache would cost more\)/, 'the passport says why the KV layout is what it is');
   t.same(runningEngines(path.join(dir, 'none')), [], 'no engines dir: none');
   t.equal(fs.statSync(path.join(dir, 'engines', 'a.json')).mode & 0o777, 0o600, 'owner-only, like the rest of the engine files');
 });
