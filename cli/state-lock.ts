@@ -7,8 +7,16 @@ import { SwarmError } from '../protocol/errors.js';
 /** A held state-directory lock; `release` gives it up (a process that dies gives it up too). */
 export interface StateLock { release(): void }
 
-/** The abstract socket a hub of the directory whose lock id this is listens on. */
-const lockName = (id: string): string => `\0swarm-hub-${id}`;
+/**
+ * The abstract socket a hub of the directory listens on: its lock id and the directory's own identity
+ * (device and inode). A copy of the directory (`cp -a`, a restored backup) carries the same lock-id
+ * file: by the id alone, its hub was refused while the original's ran ("another hub is running").
+ */
+function lockName(id: string, dir: string): string {
+  let ino = '';
+  try { const st = fs.statSync(dir, { bigint: true }); ino = `-${st.dev.toString(36)}-${st.ino.toString(36)}`; } catch { /* gone: the id alone */ }
+  return `\0swarm-hub-${id}${ino}`;
+}
 
 /** The id in `file`: undefined if there is none yet or it is not one; a read that fails otherwise throws. */
 function readLockId(file: string): string | undefined {
@@ -58,7 +66,7 @@ function damagedLockId(file: string, why: string): SwarmError {
  */
 export async function lockStateDir(dir: string): Promise<StateLock | undefined> {
   if (process.platform !== 'linux') return undefined;
-  const name = lockName(lockId(dir));
+  const name = lockName(lockId(dir), dir);
   const server = net.createServer((s) => s.destroy());
   try {
     await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(name, () => resolve()); });
@@ -79,7 +87,7 @@ export async function lockHeld(dir: string): Promise<boolean> {
   const id = existingLockId(dir);
   if (!id) return false;
   return new Promise<boolean>((resolve) => {
-    const s = net.connect(lockName(id));
+    const s = net.connect(lockName(id, dir));
     s.once('connect', () => { s.destroy(); resolve(true); });
     s.once('error', () => resolve(false));
   });
@@ -94,7 +102,7 @@ export function lockHolder(dir: string): number | undefined {
   if (process.platform !== 'linux') return undefined;
   const id = existingLockId(dir);
   if (!id) return undefined;
-  const want = `@${lockName(id).slice(1)}`;
+  const want = `@${lockName(id, dir).slice(1)}`;
   let inode: string | undefined;
   try {
     for (const line of fs.readFileSync('/proc/net/unix', 'utf8').split('\n')) {
@@ -106,13 +114,14 @@ export function lockHolder(dir: string): number | undefined {
   } catch { return undefined; }
   if (!inode) return undefined;
   const target = `socket:[${inode}]`;
+  let root: string;
+  try { root = fs.realpathSync(dir) + path.sep; } catch { return undefined; }
   for (const p of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(p)) continue;
-    let fds: string[];
-    try { fds = fs.readdirSync(`/proc/${p}/fd`); } catch { continue; }
-    for (const fd of fds) {
-      try { if (fs.readlinkSync(`/proc/${p}/fd/${fd}`) === target) return Number(p); } catch { /* closed meanwhile */ }
-    }
+    let links: string[];
+    try { links = fs.readdirSync(`/proc/${p}/fd`).map((fd) => { try { return fs.readlinkSync(`/proc/${p}/fd/${fd}`); } catch { return ''; } }); } catch { continue; }
+    // And it has a file of this directory open (its journal, its log): proof it is this directory's hub.
+    if (links.includes(target)) return links.some((l) => l.startsWith(root)) ? Number(p) : undefined;
   }
   return undefined;
 }

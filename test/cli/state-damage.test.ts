@@ -65,3 +65,20 @@ t.test('hub.json damaged or removed under a running swarm: swarm down still stop
     t.equal(swarm(['down', '--state-dir', dir]).code, 0);
   }
 });
+
+t.test('a copy of a state directory (cp -a, a restored backup) runs its own swarm beside the original, and down on one leaves the other', async (t) => {
+  const base = tempDir(t);
+  const a = `${base}/a`, b = `${base}/b`;
+  t.equal(swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--state-dir', a], { timeoutMs: 60_000 }).code, 0, 'the original runs');
+  t.equal(swarm(['down', '--state-dir', a]).code, 0);
+  fs.cpSync(a, b, { recursive: true });
+  t.equal(swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--state-dir', a], { timeoutMs: 60_000 }).code, 0, 'the original runs again');
+  // Before, the copy's lock-id named the original's lock: "another hub is starting or running".
+  const up = swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--state-dir', b], { timeoutMs: 60_000 });
+  t.equal(up.code, 0, `the copy starts too (${up.stderr.trim()})`);
+  fs.rmSync(`${b}/hub.json`);
+  t.equal(swarm(['down', '--timeout', '2000', '--state-dir', b], { timeoutMs: 60_000 }).code, 0, 'down on the copy');
+  t.same(pidsMentioning(b), [], 'stops the copy');
+  t.match(swarm(['status', '--state-dir', a]).stdout, /workers {2}1/, 'and leaves the original running');
+  t.equal(swarm(['down', '--state-dir', a]).code, 0);
+});
