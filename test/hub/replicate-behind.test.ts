@@ -12,7 +12,6 @@ import { until } from '../helpers/wait.js';
  */
 
 const N = 4000;
-const RUN = 400;
 const pad = 'b'.repeat(2000);
 
 t.test('a holder that falls behind during its sync is brought up to date from its mark, not synced again from zero', async (t) => {
@@ -35,19 +34,24 @@ t.test('a holder that falls behind during its sync is brought up to date from it
   t.teardown(async () => { await pool.stop('test over'); await running; await net.close(); await stop(); });
   t.ok(await waitWorkers(hub, 1), 'the holder joined');
   t.ok(await until(() => net.isPaused(), 60_000), 'the holder stopped reading mid-sync');
-  // Finish tasks while it reads nothing: their deltas wait for it, past the bound.
-  for (let ran = 0; ran < RUN;) {
-    const n = (await finishAsGhost(hub, Math.min(50, RUN - ran))).length;
+  // Finish tasks while it reads nothing, until their deltas pass the bound. How many that takes is
+  // the kernel's: the loopback socket buffers between the hub and the stalled reader take in several
+  // MB before the hub's socket stops draining, and on a loaded machine they once took the rest of the
+  // sync and all of a fixed 400 tasks' deltas, so the holder never fell behind (0 bare, the synced
+  // count that of the repair windows). Bounded by the tasks there are and by time.
+  const behind = () => hub.failover.stats.behindResumed + hub.failover.stats.behindRestarted;
+  let ran = 0;
+  for (const t0 = Date.now(); ran < N && behind() < 1 && Date.now() - t0 < 60_000;) {
+    const n = (await finishAsGhost(hub, 50)).length;
     if (!n) break;
     ran += n;
     await new Promise((r) => setTimeout(r, 10));
   }
-  const behind = () => hub.failover.stats.behindResumed + hub.failover.stats.behindRestarted;
-  t.ok(await until(() => behind() >= 1, 30_000), 'its deltas passed the bound and were dropped');
+  t.ok(await until(() => behind() >= 1, 30_000), `its deltas passed the bound and were dropped (${ran} tasks finished)`);
   net.unpause();
   const replica = () => pool.agents[0]?.failover?.node.replica;
   const agree = () => { const r = replica(); return !!r && ids.every((id) => r.state(id) === hub.store.queue.get(id)?.state); };
-  t.ok(await until(agree, 90_000), `the holder's copy equals the hub's state (${replica()?.counts().done} done of ${RUN})`);
+  t.ok(await until(agree, 90_000), `the holder's copy equals the hub's state (${replica()?.counts().done} done of ${ran})`);
   t.equal(hub.failover.stats.behindRestarted, 0, 'never synced again from zero');
   t.equal(hub.failover.stats.resumedSyncs, 0, 'the holder kept its link: what it lacked came on the feed that fell behind');
   t.ok(hub.failover.stats.behindResumed >= 1, `resumed from its mark ${hub.failover.stats.behindResumed} time(s)`);
@@ -55,12 +59,15 @@ t.test('a holder that falls behind during its sync is brought up to date from it
   const feed = hub.failover.feedViews()[0]!;
   t.ok(feed.bare > 0, `entries sent without the spec the holder has: ${feed.bare} of ${feed.synced} synced`);
   // Started over from zero, a holder stopped at 40% got 2.6 times the state (22.0 MB of 8.4, twice);
-  // from its mark, 1.5-2.1 times, and 1.1 once what it had covered goes without its spec: the 400 finished tasks deltas and entries again, and what the
-  // stopped socket had buffered of a sync begun again when it fell behind a second time.
+  // from its mark, 1.5-2.1 times, and 1.1 once what it had covered goes without its spec: the finished
+  // tasks go as deltas and again as changed entries (without their spec), and what the stopped socket
+  // had buffered of a sync begun again when it fell behind a second time.
   const sent = net.down(proxy);
-  t.ok(sent < state * 2.4, `bytes to the holder: ${sent}, the state ${state} (${(sent / state).toFixed(2)}x)`);
   const done = ids.filter((id) => hub.store.queue.get(id)?.state === 'done');
-  t.equal(done.length, RUN, 'every finished task is recorded once, none lost');
+  let fin = 0;
+  for (const id of done) fin += JSON.stringify(hub.failover.entry(hub.store.queue.get(id)!, false)).length;
+  t.ok(sent < state * 2 + fin * 2, `bytes to the holder: ${sent}, the state ${state} (${(sent / state).toFixed(2)}x) and ${fin} of finished entries`);
+  t.equal(done.length, ran, 'every finished task is recorded once, none lost');
   t.equal(hub.metrics.duplicateResults, 0, 'duplicated 0');
   t.equal(done.filter((id) => replica()?.get(id)?.result?.text !== `echo: ${pad} ${id}`).length, 0, 'changed 0: the copy holds each result as recorded');
 });
