@@ -50,7 +50,7 @@ export function hintFor(code: ErrorCode, cmd = commandName()): string {
     case 'SWARM_ERR_ENGINE_START': case 'SWARM_ERR_ENGINE_DIED': return 'the logs in <state-dir>/logs say why the engine did not run';
     case 'SWARM_ERR_DISK_FULL': case 'SWARM_ERR_JOURNAL': return 'free space in the state directory, then retry: nothing of the request was kept';
     case 'SWARM_ERR_SHUTDOWN': return 'it was stopped on purpose (swarm down, a signal): `swarm up` starts it again';
-    case 'SWARM_ERR_STATE_ACCESS': return 'run as the user who owns the state directory, or give your own --state-dir (or SWARM_STATE_DIR)';
+    case 'SWARM_ERR_STATE_ACCESS': return 'run as the user who owns the state directory, or give your own --state-dir (or SWARM_STATE_DIR); a hub whose hub.json is gone is stopped by `swarm down`';
     case 'SWARM_ERR_INTERNAL': return 'this is a bug: please report it with the command line and <state-dir>/logs';
     default: return 'protocol/PROTOCOL.md lists every error code';
   }

@@ -1,7 +1,9 @@
 import type { Command } from 'commander';
 import { fail } from '../exit.js';
 import { call, swarmOptions, remoteTarget, type RemoteOptions } from '../http.js';
-import { stateDir } from '../state.js';
+import { readHubFile, stateDir } from '../state.js';
+import { lockHolder } from '../state-lock.js';
+import { SwarmError } from '../../protocol/errors.js';
 import { runningHub } from '../running.js';
 import { readFailoverStatus, type FailoverStatusFile } from '../../worker/index.js';
 
@@ -51,6 +53,10 @@ export function registerStatus(program: Command): void {
         try {
           s = await call<Status>(remote ?? runningHub(dir), 'GET', '/status');
         } catch (err) {
+          // A hub that holds the directory's lock but has no readable hub.json (removed or damaged while
+          // it ran) is running: "unreachable" or "no running swarm" would be wrong.
+          const lost = remote || readHubFile(dir) ? undefined : lockHolder(dir);
+          if (lost !== undefined) throw new SwarmError('SWARM_ERR_STATE_ACCESS', `a hub runs in ${dir} (pid ${lost}, holding its lock) but its hub.json is missing or damaged, so it cannot be reached; \`swarm down\` stops it`);
           const files = remote ? [] : readFailoverStatus(dir);
           if (!files.length) throw err;
           const g = gossipStatus(files) as { hub: { mode: string; coordinator?: string }; workers: unknown[]; tasks?: Status['tasks']; runs: { run: string; state: string; verdict?: string }[] };

@@ -82,3 +82,13 @@ t.test('a copy of a state directory (cp -a, a restored backup) runs its own swar
   t.match(swarm(['status', '--state-dir', a]).stdout, /workers {2}1/, 'and leaves the original running');
   t.equal(swarm(['down', '--state-dir', a]).code, 0);
 });
+
+t.test('hub.json removed under a running hub: status says a hub runs that it cannot reach, not "unreachable" or "no swarm"', async (t) => {
+  const dir = tempDir(t);
+  t.equal(swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--state-dir', dir], { timeoutMs: 60_000 }).code, 0);
+  t.teardown(() => { swarm(['down', '--timeout', '2000', '--state-dir', dir]); });
+  fs.rmSync(`${dir}/hub.json`);
+  const r = swarm(['status', '--state-dir', dir]);
+  t.equal(r.code, 2, 'an error');
+  t.match(r.stderr, /SWARM_ERR_STATE_ACCESS: a hub runs in .* \(pid \d+, holding its lock\) but its hub.json is missing or damaged/, 'says a hub runs and why it cannot be reached');
+});
