@@ -87,7 +87,7 @@ const scratch: LazyLine = { t: 'task', id: '', at: 0, buf: Buffer.alloc(0), star
 
 /** How the writer starts these two records: the id is the task spec's first key (TaskStore puts it there). */
 const TASK_HEAD = Buffer.from('{"t":"task","spec":{"id":"');
-const RESULT_HEAD = Buffer.from('{"t":"result","id":"');
+export const RESULT_HEAD = Buffer.from('{"t":"result","id":"');
 const AT_KEY = Buffer.from(',"at":');
 const C_KEY = Buffer.from(',"_c":"');
 

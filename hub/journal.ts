@@ -144,7 +144,10 @@ export class Journal {
   setSnapshotSource(fn: () => Iterable<JournalRecord | RawLine>): void { this.snapshotSource = fn; }
 
   /** Append records; resolves once they are durable (see JournalOptions.fsync). */
-  append(...recs: JournalRecord[]): Promise<void> {
+  append(...recs: JournalRecord[]): Promise<void> { return this.appendAll(recs); }
+
+  /** `append` for a list of any length (spread into arguments, a million records overflow the stack). */
+  appendAll(recs: readonly JournalRecord[]): Promise<void> {
     if (this.closed) return Promise.reject(new SwarmError('SWARM_ERR_JOURNAL', 'journal is closed'));
     const lines = recs.map(encodeRecord);
     return new Promise((resolve, reject) => {

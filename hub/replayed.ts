@@ -1,5 +1,5 @@
 import { TaskState } from '../sched/index.js';
-import { checkShape, type RawLine } from './journal-record.js';
+import { checkShape, RESULT_HEAD, type RawLine } from './journal-record.js';
 import type { TaskRecord, TaskResult, TaskSpec } from './task.js';
 
 type Spec = TaskSpec & { id: string };
@@ -92,7 +92,6 @@ function readResult(line: RawLine): TaskResult | undefined {
   return r.t === 'result' ? { text: r.text, worker: r.worker, attempt: r.attempt, receipt: r.receipt } : undefined;
 }
 
-const RESULT_HEAD = Buffer.from('{"t":"result","id":"');
 const TEXT_KEY = Buffer.from('","text":"');
 const WORKER_KEY = Buffer.from('","worker":');
 const CHECK_FIELDS = Buffer.from(',"_n":');

@@ -308,7 +308,7 @@ export class TaskStore {
     this.q.checkRoom(fresh.size + this.reserved);
     const now = Date.now();
     if (fresh.size && this.journal) {
-      const write = appendAll(this.journal, [...fresh.values()].map((spec): JournalRecord => ({ t: 'task', spec, at: now })));
+      const write = this.journal.appendAll([...fresh.values()].map((spec): JournalRecord => ({ t: 'task', spec, at: now })));
       this.reserved += fresh.size;
       for (const id of fresh.keys()) this.accepting.set(id, write);
       try { await write; } finally {
@@ -550,18 +550,4 @@ function editDistance(a: string, b: string): number {
     prev = cur;
   }
   return prev[b.length]!;
-}
-
-/** Records per `append` call: spread into arguments, a million overflow the stack. */
-const APPEND_ARGS = 10_000;
-
-/**
- * Append any number of records as one group commit: every call below is made before the journal's
- * flush runs (it waits for a later turn), so they share one write and one fsync, all or none.
- */
-function appendAll(journal: Journal, recs: JournalRecord[]): Promise<void> {
-  if (recs.length <= APPEND_ARGS) return journal.append(...recs);
-  const parts: Promise<void>[] = [];
-  for (let i = 0; i < recs.length; i += APPEND_ARGS) parts.push(journal.append(...recs.slice(i, i + APPEND_ARGS)));
-  return Promise.all(parts).then(() => undefined);
 }
