@@ -470,6 +470,10 @@ export class HubReplicator {
   private syncWindow(w: WorkerEntry): void {
     const f = this.feed(w);
     if (f.syncing) return; // a sync under way repairs more than a window would
+    // Nor before a new holder's whole sync begins (the set settling, its digest being compared): that
+    // brings it all, and a window's frames, which carry no mark, left it holding tasks past its mark
+    // (a restarted hub then found its digest differing in every bucket).
+    if (this.syncDue.has(w) || this.haves.get(w)?.comparing) return;
     const q = this.store().queue;
     const size = q.counts();
     const total = size.queued + size.leased + size.done + size.failed;
