@@ -5,6 +5,7 @@
  * after a grace period, kill every tracked group at exit, and the orphan watchdog that takes an
  * engine down with its parent. No imports beyond Node: the hub takes this file without the driver registry.
  */
+import fs from 'node:fs';
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 
 /** How startProcess starts a program. */
@@ -33,6 +34,15 @@ export function startProcess(file: string, args: readonly string[], o: StartOpti
 }
 
 /** Signal a whole process group (a leader and its children), falling back to the pid alone. */
+/** True if a process with this pid exists (and is not a zombie we could reap). */
+export function alive(pid: number): boolean {
+  try { process.kill(pid, 0); } catch (e) { return (e as NodeJS.ErrnoException).code === 'EPERM'; }
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch { return true; }
+}
+
 export function killGroup(pid: number, signal: NodeJS.Signals): void {
   try { process.kill(-pid, signal); } catch { try { process.kill(pid, signal); } catch { /* gone */ } }
 }

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { every } from '../protocol/index.js';
-import { killGroup, startProcess } from '../drivers/lifecycle.js';
+import { alive, killGroup, startProcess } from '../drivers/lifecycle.js';
 import { isOldFormat, isSameProcess, readPidFile, writePidFile, type ProcId } from './proc-id.js';
 import { lowerPriority } from './worker-nice.js';
 
@@ -288,16 +288,7 @@ function sameIds(a: string[] | undefined, want: string[]): boolean {
   return a.length === want.length && a.every((id, i) => id === want[i]);
 }
 
-/** True if a process with this pid exists (and is not a zombie we could reap). */
-export function alive(pid: number): boolean {
-  try { process.kill(pid, 0); } catch (e) { return (e as NodeJS.ErrnoException).code === 'EPERM'; }
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch { return true; }
-}
-
 // The lifecycle file alone, not the drivers' face: the hub needs no driver registry.
-export { killGroup };
+export { alive, killGroup };
 
 function sleep(ms: number): Promise<void> { return new Promise((r) => setTimeout(r, ms)); }

@@ -5,6 +5,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { alive } from '../lifecycle.js';
 
 export interface EngineInfo {
   pid: number;
@@ -27,7 +28,6 @@ export function writeEngineInfo(file: string, info: EngineInfo): void {
   try { fs.writeFileSync(file, JSON.stringify(info) + '\n', { mode: 0o600 }); } catch { /* only status loses it */ }
 }
 
-const alive = (pid: number): boolean => { try { process.kill(pid, 0); return true; } catch (e) { return (e as NodeJS.ErrnoException).code === 'EPERM'; } };
 
 /** The engines of a state dir that run now (a file whose pid is gone is an engine that stopped or died). */
 export function runningEngines(stateDir: string): EngineInfo[] {

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SwarmError } from '../../protocol/index.js';
-import { killGroup, startProcess } from '../lifecycle.js';
+import { alive, killGroup, startProcess } from '../lifecycle.js';
 import { EngineLoadError } from '../engine-error.js';
 import { DEFAULT_LOOP, LOAD_FAILED_EXIT, type EngineConfig } from './messages.js';
 import type { FlashAttnSetting } from './flash-attn.js';
@@ -62,7 +62,6 @@ export function connectSocket(socket: string): Promise<net.Socket> {
   });
 }
 
-const alive = (pid: number): boolean => { try { process.kill(pid, 0); return true; } catch (e) { return (e as NodeJS.ErrnoException).code === 'EPERM'; } };
 
 /** How long a lock may stay empty or unreadable before it counts as damage, not as being written. */
 const LOCK_GRACE_MS = 1000;

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { alive } from '../lifecycle.js';
 
-const alive = (pid: number): boolean => { try { process.kill(pid, 0); return true; } catch (e) { return (e as NodeJS.ErrnoException).code === 'EPERM'; } };
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
