@@ -221,7 +221,9 @@ export class Journal {
    */
   private reopenIfRemoved(): boolean {
     const now = Date.now();
-    let gone = fs.fstatSync(this.fd).nlink === 0;
+    const st = fs.fstatSync(this.fd);
+    if (st.nlink > 0 && st.size < this.size) return this.cutShort(st.size);
+    let gone = st.nlink === 0;
     if (!gone && now - this.lastSnapshotCheck >= 1000) {
       this.lastSnapshotCheck = now;
       gone = this.stats.snapshot_bytes > 0 && !this.compacting && !fs.existsSync(this.paths.snapshot);
@@ -237,6 +239,22 @@ export class Journal {
       this.stats.segment_bytes = 0;
     }
     this.stats.last_error = 'the journal or its snapshot was removed under the running hub: a snapshot is written again from memory';
+    return true;
+  }
+
+  /**
+   * The live segment truncated under the running hub (`truncate`, `: >`, a tool rotating logs): the
+   * records cut off are still in memory, so a snapshot from memory (the caller's, at once) holds them
+   * again. Appends go on after what is left; a line break goes first so the next record does not land
+   * glued to a torn last line (a crash before the snapshot then loses only what the cut took).
+   */
+  private cutShort(left: number): boolean {
+    this.size = left;
+    this.repair = false;
+    // The fd only appends (it cannot read the last byte); replay skips an empty line.
+    if (left > 0) this.size += fs.writeSync(this.fd, '\n');
+    this.stats.segment_bytes = this.size;
+    this.stats.last_error = 'the journal was cut short under the running hub: a snapshot is written again from memory';
     return true;
   }
 

@@ -66,3 +66,29 @@ t.test('the journal removed under a running swarm: tasks acknowledged afterwards
   const known = out.accepted.filter((x) => x.duplicate).length;
   t.equal(known, 8, `${known}/8 acknowledged tasks were still known after the restart`);
 });
+
+t.test('the journal cut short under a running swarm (to nothing, then mid-line): every task acknowledged before and after survives a kill -9 of the hub', async (t) => {
+  const base = tempDir(t);
+  const state = path.join(base, 'state');
+  const up = swarm(['up', '--state-dir', state, '--driver', 'echo', '--agents', '2', '--no-failover', '-d']);
+  t.equal(up.code, 0, up.stderr);
+  const journal = path.join(state, 'journal.ndjson');
+  const files: string[] = [];
+  for (const [prefix, cut] of [['a', undefined], ['b', () => 0], ['c', () => Math.floor(fs.statSync(journal).size / 2)]] as const) {
+    if (cut) fs.truncateSync(journal, cut());
+    const file = path.join(base, `${prefix}.jsonl`);
+    fs.writeFileSync(file, tasks(prefix, 8));
+    files.push(file);
+    submit(state, file, new Checker());
+  }
+  process.kill(hubFile(state)!.pid, 'SIGKILL');
+  t.ok(await until(() => { try { process.kill(hubFile(state)!.pid, 0); return false; } catch { return true; } }, 10_000), 'hub killed');
+  const again = swarm(['up', '--state-dir', state, '--driver', 'echo', '--agents', '2', '--no-failover', '-d']);
+  t.equal(again.code, 0, again.stderr);
+  let known = 0;
+  for (const file of files) {
+    const w = swarm(['submit', '--file', file, '--json', '--state-dir', state]);
+    known += (JSON.parse(w.stdout) as { accepted: { duplicate: boolean }[] }).accepted.filter((x) => x.duplicate).length;
+  }
+  t.equal(known, 24, `${known}/24 acknowledged tasks were still known after the restart`);
+});
