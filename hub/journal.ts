@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import { SwarmError } from '../protocol/index.js';
 import { encodeRecord, type JournalRecord, type LazyLine, type RawLine } from './journal-record.js';
 import { WriteBuffer, fsyncDir, io, journalPaths, quarantine, readJournalFile, type Damage, type JournalPaths } from './journal-files.js';
@@ -47,6 +48,9 @@ export interface JournalStats {
 export const DEFAULT_COMPACT_BYTES = 16 * 1024 * 1024;
 /** A snapshot's lines are encoded this many characters at a time (one piece of it all was the hot state's size again in memory, twice). */
 const SNAPSHOT_PIECE_CHARS = 1024 * 1024;
+/** The last line of a whole snapshot: without it, a snapshot was cut short after it was written. */
+const SNAPSHOT_END = 'snapshot-end';
+const isSnapshotEnd = (r: JournalRecord): boolean => r.t === 'meta' && r.kind === SNAPSHOT_END;
 /** Snapshot bytes written between two turns of the event loop. */
 const SNAPSHOT_YIELD_BYTES = 16 * 1024 * 1024;
 
@@ -108,12 +112,19 @@ export class Journal {
     let size = 0;
     let torn = false;
     const seen = { checked: false };
+    let endMark = false;
     for (const file of [p.snapshot, p.old, p.current]) {
+      // The snapshot's end mark is the journal's own: it never reaches the store.
+      const mine = file === p.snapshot ? (x: JournalRecord): boolean => isSnapshotEnd(x) && (endMark = true) : () => false;
       let r;
-      try { r = readJournalFile(file, seen, sink, lazy); } catch (e) {
+      try { r = readJournalFile(file, seen, sink && ((x) => { if (!mine(x)) sink(x); }), lazy); } catch (e) {
         throw new SwarmError('SWARM_ERR_JOURNAL', `cannot read ${file}: ${(e as Error).message}`);
       }
-      for (const x of r.records) records.push(x);
+      for (const x of r.records) if (!mine(x)) records.push(x);
+      // A snapshot is renamed into place whole, so one without its mark was cut short since (or written before marks).
+      if (file === p.snapshot && !endMark && fs.existsSync(file)) {
+        damage.push({ file: path.basename(file), offset: r.size, why: 'the snapshot ends without its end mark: it was cut short after it was written and the records after this offset are missing (or a swarm before end marks wrote it)', raw: '' });
+      }
       damage.push(...r.damage);
       legacy += r.legacy;
       if (file === p.snapshot) snapshotBytes = r.size;
@@ -325,6 +336,7 @@ export class Journal {
           put();
           if (sinceYield >= SNAPSHOT_YIELD_BYTES) { sinceYield = 0; await new Promise((r) => setImmediate(r)); }
         }
+        lines.push(encodeRecord({ t: 'meta', kind: SNAPSHOT_END, data: {}, at: Date.now() }));
         put();
         this.crash('snapshot-written');
         await io.fsync(fd);

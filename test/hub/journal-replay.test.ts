@@ -85,3 +85,24 @@ t.test('an old journal without checksums replays, and a compaction does not vouc
   t.equal(s2.queue.get('o1')!.result?.text, 'R');
   t.ok(s2.queue.has('n1'));
 });
+
+t.test('a snapshot cut short or emptied after it was written is reported, not taken as the whole state', async (t) => {
+  for (const cut of ['half', 'empty'] as const) {
+    const dir = tempDir(t);
+    const s0 = await open(dir);
+    await s0.submitMany(Array.from({ length: 200 }, (_, i) => ({ id: `s${i}`, prompt: `p-${i} ${'x'.repeat(200)}` })));
+    await s0.compact();
+    await s0.close();
+    const snap = path.join(dir, 'snapshot.ndjson');
+    const whole = await open(dir);
+    t.equal(whole.damage.records, 0, `${cut}: a whole snapshot (its end mark read) is no damage`);
+    t.equal([...whole.queue.all()].length, 200, `${cut}: all 200 replayed`);
+    await whole.close();
+    fs.truncateSync(snap, cut === 'half' ? Math.floor(fs.statSync(snap).size / 2) : 0);
+    const s = await open(dir);
+    const why = s.damage.samples.map((d) => d.why).join('; ');
+    t.match(why, /snapshot ends without its end mark/, `${cut}: reported (${s.damage.records} damage entries)`);
+    t.ok([...s.queue.all()].length < 200, `${cut}: ${[...s.queue.all()].length} of 200 came back`);
+    await s.close();
+  }
+});
