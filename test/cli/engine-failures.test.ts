@@ -96,3 +96,21 @@ t.test('swarm down returns once the batched engine has exited', async (t) => {
   t.equal(down.code, 0, down.stderr);
   t.same(pids.filter(alive), [], 'the engine is gone when down returns');
 });
+
+t.test('swarm down stops the batched engine even when its pid file was damaged or removed', async (t) => {
+  for (const damage of ['garbage', 'removed'] as const) {
+    const state = path.join(tempDir(t), 'state');
+    t.teardown(() => { swarm(['down', '--state-dir', state]); });
+    const up = swarm(['up', '--agents', '2', '--detach', '--state-dir', state]);
+    t.equal(up.code, 0, up.stderr);
+    const pids = enginePids(state).filter(alive);
+    t.equal(pids.length, 1, `${damage}: one batched engine runs`);
+    const dir = path.join(state, 'engines');
+    for (const n of fs.readdirSync(dir).filter((x) => x.endsWith('.pid'))) {
+      if (damage === 'garbage') fs.writeFileSync(path.join(dir, n), 'garbage\n'); else fs.rmSync(path.join(dir, n));
+    }
+    const down = swarm(['down', '--state-dir', state, '--json']);
+    t.equal(down.code, 0, down.stderr);
+    t.same(pids.filter(alive), [], `${damage}: the engine is gone when down returns`);
+  }
+});
