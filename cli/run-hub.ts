@@ -199,9 +199,13 @@ function workersEngine(args: string[]): { driver?: string; model?: string; drive
 
 /** What the swarm's batched engines resolved at start (flash attention and why): `swarm status` shows it. */
 function resolvedEngines(dir: string | undefined): { resolved?: string[] } {
-  const lines = dir ? describeEngines(runningEngines(dir)) : [];
-  return lines.length ? { resolved: lines } : {};
+  const now = Date.now();
+  // Read from disk at most once a second once engines run: dashboards and benches poll the status
+  // twice a second, on the hub's thread. None yet is read again each time (an engine starting shows at once).
+  if (!engineMemo?.lines.length || now - engineMemo.at >= 1000) engineMemo = { at: now, lines: dir ? describeEngines(runningEngines(dir)) : [] };
+  return engineMemo.lines.length ? { resolved: engineMemo.lines } : {};
 }
+let engineMemo: { at: number; lines: string[] } | undefined;
 
 /** What the supervised workers' arguments say about their engine. */
 function engineMode(args: string[]): 'batched' | 'per-worker' {
