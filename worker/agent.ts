@@ -122,6 +122,7 @@ export class Agent {
       if (this.stopping) return;
       this.failover = new AgentFailover(this.opts.id, this.opts.failover.peerToken ?? this.opts.token, this.slots, (spec, attempt) => this.execute(spec, attempt), { config: this.cfg, resultKey: this.opts.token ? workerKey(this.opts.token, this.opts.id) : undefined, ...this.opts.failover }, this.log);
       this.client.onFrame = (m) => this.failover!.heard(m);
+      this.client.onLink = (s) => this.failover!.link(s);
       try {
         this.peerAddr = await this.failover.listen();
       } catch (err) {
@@ -133,6 +134,7 @@ export class Agent {
         this.failover.stop();
         this.failover = undefined;
         this.client.onFrame = () => {};
+        this.client.onLink = () => {};
       }
     }
     await this.client.run();

@@ -4,6 +4,7 @@ import pRetry from 'p-retry';
 import type { Logger } from 'pino';
 import { Connection, SwarmError, Type, every, type AnyMessage, type Message, type Payload } from '../protocol/index.js';
 import { refusal } from './refusal.js';
+import type { HubLinkState } from './gossip/hub-monitor.js';
 
 /** After a joined link is lost: dial again every 100-200 ms for 15 s before backing off (`redial`). */
 const REDIAL_MS = 100;
@@ -68,6 +69,8 @@ export class WorkerClient {
   heartbeatPayload: () => Payload<'HEARTBEAT'> = () => ({ load: 0, status: 'idle' });
   /** Called for every frame from the hub, heartbeats included (failover's hub monitor listens). */
   onFrame: (m: AnyMessage) => void = () => {};
+  /** A link's way to its HANDSHAKE_ACK: held by the hub's port, then answered, cut or timed out (failover's hub monitor listens). */
+  onLink: (s: HubLinkState) => void = () => {};
 
   constructor(private readonly opts: ClientOptions, private readonly log: Logger) {}
 
@@ -207,16 +210,23 @@ export class WorkerClient {
     socket.on('error', (err: NodeJS.ErrnoException) => { socketError = err; });
     const conn = new Connection(socket, { name: this.opts.id, maxLine: this.opts.maxLine });
     let settled = false;
+    // The port accepted: until this link is answered, the hub is taken as restarting, not gone.
+    let linkState: HubLinkState = 'held';
+    const link = (s: HubLinkState) => { if (linkState !== 'held') return; linkState = s; this.onLink(s); };
+    this.onLink('held');
     const ack = await new Promise<Message<'HANDSHAKE_ACK'>>((resolve, reject) => {
       // Decided after a turn of the loop: a process that was starved (a loaded host) runs its due
       // timers before it reads its sockets, and the ACK may be waiting in this one.
       const t = setTimeout(() => setImmediate(() => {
         if (conn.isClosed || settled) return;
+        link('timeout');
         conn.destroy('handshake timeout'); reject(new Error('handshake timeout'));
       }), this.handshakeWaitMs());
       conn.onStatus((s) => {
         if (s.type !== 'close') return;
         clearTimeout(t); settled = true;
+        // A hub that wrote something before closing (an ERROR, a refusal) is there; a silent close is a cut.
+        link(socket.bytesRead > 0 ? 'answered' : 'cut');
         const closed = Object.assign(new Error(`closed during handshake: ${s.reason}`), { code: socketError?.code });
         // A TLS hub drops a plain link without a byte: ask it (a bare TLS handshake, no token sent)
         // whether it speaks TLS, else this worker retries forever what can never work.
@@ -227,14 +237,14 @@ export class WorkerClient {
       });
       conn.onMessage((m) => {
         if (m.type === Type.HANDSHAKE_ACK) {
-          clearTimeout(t); settled = true;
+          clearTimeout(t); settled = true; link('answered');
           // Switch now, inside this frame's callback: the hub may already have sent the next frame
           // in the new codec, in the same read. Frames before serve() starts are kept, not dropped.
           conn.onMessage((next) => this.early.push(next)); // before setCodec: it re-reads buffered bytes at once
           conn.setCodec(m.payload.codec);
           resolve(m);
         }
-        else if (m.type === Type.ERROR) { clearTimeout(t); settled = true; reject(new SwarmError(m.payload.code, `${m.payload.code}: ${m.payload.msg}`)); }
+        else if (m.type === Type.ERROR) { clearTimeout(t); settled = true; link('answered'); reject(new SwarmError(m.payload.code, `${m.payload.code}: ${m.payload.msg}`)); }
       });
       conn.send(Type.HANDSHAKE, { ...hs, token: this.opts.token, session: this.session, codecs: this.opts.msgpack === false ? ['ndjson'] : ['msgpack', 'ndjson'] });
     });

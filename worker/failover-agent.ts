@@ -3,7 +3,7 @@ import { WORKER_DEFAULTS, type WorkerConfig } from './config.js';
 import { Type, every, type AnyMessage, type Connection, type Payload, type Receipt } from '../protocol/index.js';
 import {
   FailoverController, GossipNode, GossipRuns, Mode, TcpTransport,
-  type Entry, type ReplicatedRun, type Execute, type MembershipConfig, type HubMonitorOptions, type NodeStatus,
+  type Entry, type ReplicatedRun, type Execute, type MembershipConfig, type HubMonitorOptions, type HubLinkState, type NodeStatus,
 } from './gossip/index.js';
 
 /** Failover settings of one agent (`swarm worker --failover`). */
@@ -161,6 +161,9 @@ export class AgentFailover {
     this.conn = undefined;
     for (const [id, w] of this.waiting) { clearTimeout(w.timer); w.reject(new Error('hub connection lost')); this.waiting.delete(id); }
   }
+
+  /** The client's link to the hub's port before its HANDSHAKE_ACK (worker/gossip/hub-monitor.ts `link`). */
+  link(s: HubLinkState): void { if (this.started) this.node.hub.link(s); }
 
   /** Every frame from the hub (heartbeats too, which the agent does not see). */
   heard(m?: AnyMessage): void {

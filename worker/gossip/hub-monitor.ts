@@ -7,6 +7,13 @@ import { Quorum } from './quorum.js';
 
 export type HubStatus = 'alive' | 'suspect' | 'dead';
 
+/**
+ * A link to the hub's port while it waits for its HANDSHAKE_ACK: `held` (accepted, unanswered: a
+ * restarting hub replaying its journal), then `answered` (an ACK or an ERROR: the hub speaks),
+ * `cut` (closed unanswered) or `timeout` (the ACK wait ran out).
+ */
+export type HubLinkState = 'held' | 'answered' | 'cut' | 'timeout';
+
 export interface HubMonitorOptions {
   clock?: Clock;
   log?: Logger;
@@ -51,6 +58,10 @@ export class HubMonitor {
   private readonly quorum = new Quorum();
   /** The suspicion period ran out without a quorum: declared dead as soon as one confirms. */
   private awaitingQuorum = false;
+  /** A link the hub's port accepted waits for its ACK: the hub is restarting, not gone (see `link`). */
+  private holding = false;
+  /** An ACK wait ran out: links held after it are not taken as the hub restarting until it speaks. */
+  private holdSpent = false;
 
   /** Settings with defaults filled in (worker/config.ts); the veto window follows the lapse unless given. */
   private readonly cfg: typeof WORKER_DEFAULTS.hubMonitor;
@@ -66,7 +77,7 @@ export class HubMonitor {
 
   get state(): HubStatus { return this.status; }
   /** Milliseconds since the hub was last heard. */
-  get silentFor(): number { return this.clock.now() - this.lastHeard; }
+  get silentFor(): number { return this.holding ? 0 : this.clock.now() - this.lastHeard; }
 
   onStatus(fn: (s: HubStatus) => void): void { this.listeners.push(fn); }
 
@@ -86,6 +97,7 @@ export class HubMonitor {
     const lapse = this.cfg.lapseMs;
     const now = this.clock.now();
     const due = Math.max(this.lastHeard + lapse, this.vetoUntil);
+    if (this.holding) return this.arm(lapse);
     if (this.awaitingQuorum && this.status === 'suspect') this.ask(this.ms.live().filter((id) => id !== this.ms.id));
     if (this.status !== 'alive') return this.arm(lapse);
     if (now < due) return this.arm(due - now);
@@ -99,8 +111,36 @@ export class HubMonitor {
     this.suspicion = undefined;
   }
 
+  /**
+   * The client's link to the hub's port, before its HANDSHAKE_ACK. A restarted hub binds its port
+   * before it replays its journal and holds each link unread until then (hub/hub.ts): silence on a
+   * held link is a hub restarting, and suspecting it there sent a swarm into gossip mode for a
+   * replay of a few seconds, whose acting coordinator then stalled the rejoin. So while a link is
+   * held the hub is not suspected (a suspicion under way is dropped) and peers asking are told it
+   * is heard. The hub counts as silent again from before the hold once the link is cut unanswered
+   * or the ACK wait runs out, so it fails over at once then; a port that stays closed never holds,
+   * and fails over as before. After an ACK wait ran out, held links do not count until the hub speaks.
+   */
+  link(state: HubLinkState): void {
+    if (state === 'answered') { this.holding = false; this.heard(); return; }
+    if (state === 'held') {
+      if (this.holdSpent || this.status === 'dead') return;
+      this.holding = true;
+      this.suspicion?.cancel();
+      this.suspicion = undefined;
+      this.awaitingQuorum = false;
+      this.set('alive');
+      return;
+    }
+    if (state === 'timeout') this.holdSpent = true;
+    if (!this.holding) return;
+    this.holding = false;
+    this.arm(1);
+  }
+
   /** Anything arrived from the hub (a heartbeat or any message). */
   heard(): void {
+    this.holdSpent = false;
     this.lastHeard = this.clock.now();
     this.vetoUntil = 0;
     this.quorum.observe(this.lastHeard, () => this.ms.live().length);
@@ -114,7 +154,7 @@ export class HubMonitor {
 
   private check(): void {
     const now = this.clock.now();
-    if (this.status !== 'alive' || now - this.lastHeard < this.cfg.lapseMs || now < this.vetoUntil) return;
+    if (this.holding || this.status !== 'alive' || now - this.lastHeard < this.cfg.lapseMs || now < this.vetoUntil) return;
     this.stats.suspected++;
     this.set('suspect');
     const others = this.ms.live().filter((id) => id !== this.ms.id);
@@ -152,7 +192,7 @@ export class HubMonitor {
   private onPeer(from: string, m: HubQuery | HubAnswer): void {
     if (!m || typeof m !== 'object') return;
     if ('q' in m) {
-      this.ms.sendApp(from, CH, { a: true, ago: this.clock.now() - this.lastHeard, dead: this.status === 'dead' } satisfies HubAnswer);
+      this.ms.sendApp(from, CH, { a: true, ago: this.silentFor, dead: this.status === 'dead' } satisfies HubAnswer);
       return;
     }
     if (!('a' in m) || this.status !== 'suspect') return;

@@ -8,7 +8,7 @@ export { Replica, type Entry, type EntryState, type Lease, type Outcome, type Re
 export { ReplicaSync, type ReplicaSyncOptions } from './replica-sync.js';
 export { Coordinator, type Assign, type CoordinatorOptions } from './coordinator.js';
 export { Executor, type Execute, type ExecOutcome } from './executor.js';
-export { HubMonitor, type HubStatus, type HubMonitorOptions } from './hub-monitor.js';
+export { HubMonitor, type HubStatus, type HubMonitorOptions, type HubLinkState } from './hub-monitor.js';
 export { GossipNode, Mode, type GossipNodeOptions, type NodeStatus } from './node.js';
 export { handBack, type HandbackSink, type HandbackReport } from './handback.js';
 export { FailoverController, type HubLink, type PeerInfo } from './failover.js';
