@@ -39,6 +39,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/worker/replica-packed.test.ts',
   'test/worker/replica-have-digest.test.ts',
   'test/worker/gossip-stall.test.ts',
+  'test/worker/gossip-hub-restart.test.ts',
   'test/worker/gossip-membership.test.ts',
   'test/worker/gossip-relaxed.test.ts',
   'test/worker/gossip-runs.test.ts',
