@@ -1,7 +1,7 @@
 /** What the election reads of a failover worker. */
 export interface HolderCandidate { id: string; pid?: number; host?: string }
 
-const byId = <T extends { id: string }>(a: T, b: T) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+export const byId = <T extends { id: string }>(a: T, b: T) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 /**
  * Choose `n` replica holders. The state is needed at failover by the acting coordinator, the lowest

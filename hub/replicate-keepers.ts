@@ -6,7 +6,7 @@ import type { WorkerEntry } from './registry.js';
 import type { TaskStore } from './store.js';
 import { isFinal, type TaskRecord } from './task.js';
 import { Settle } from './settle.js';
-import { lowestPerProcess, processKey } from './holders.js';
+import { byId, lowestPerProcess, processKey } from './holders.js';
 
 /** What the keepers need of the replicator. */
 export interface KeeperDeps {
@@ -71,7 +71,7 @@ export class OpenKeepers {
   elect(peers: Iterable<WorkerEntry>, holders: readonly WorkerEntry[]): void {
     const held = new Set(holders.map(processKey));
     const next = [...lowestPerProcess([...peers].filter((w) => !held.has(processKey(w)))).values()]
-      .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+      .sort(byId)
       .slice(0, Math.max(0, this.deps.max ?? DEFAULT_KEEPERS));
     const before = new Set(this.keeping);
     this.keeping = next;

@@ -73,7 +73,6 @@ const MAX_EVICTED_READ_BACK = 50_000;
  * lowest ids, one per worker process (a process's agents die together): if the first holder's
  * process dies, the next coordinator is the next holder. Everyone else syncs from them in gossip mode.
  */
-
 export class HubReplicator {
   private readonly peers = new Map<string, { w: WorkerEntry; view: FailoverView }>();
   private holding: WorkerEntry[] = [];
