@@ -66,25 +66,19 @@ function flatBound(s: Record<string, unknown>): number {
   return n;
 }
 
-/** Nesting of a whole task, walked iteratively (JSON.stringify and the schema check recurse). */
-function checkDepth(task: object, name: string): void {
-  const stack: [unknown, number][] = [[task, 1]];
-  while (stack.length) {
-    const [v, depth] = stack.pop()!;
-    if (!v || typeof v !== 'object') continue;
-    if (depth > MAX_TASK_DEPTH) throw new SwarmError('SWARM_ERR_TOO_LARGE', `${name} is nested deeper than ${MAX_TASK_DEPTH} levels`);
-    for (const child of Object.values(v)) if (child && typeof child === 'object') stack.push([child, depth + 1]);
-  }
-}
+/** A whole task's nesting (JSON.stringify recurses, and a body 200,000 deep overflowed its stack). */
+const checkDepth = (task: object, name: string): void => checkNesting(task, name, MAX_TASK_DEPTH, Infinity);
+const checkSchema = (schema: unknown, name: string): void => checkNesting(schema, `${name}: json_schema`, MAX_SCHEMA_DEPTH, MAX_SCHEMA_NODES);
 
-function checkSchema(schema: unknown, name: string): void {
-  const stack: [unknown, number][] = [[schema, 1]];
+/** Depth and node count of a JSON value, walked iteratively so that no input can overflow the stack. */
+function checkNesting(value: unknown, what: string, maxDepth: number, maxNodes: number): void {
+  const stack: [unknown, number][] = [[value, 1]];
   let nodes = 0;
   while (stack.length) {
     const [v, depth] = stack.pop()!;
-    if (++nodes > MAX_SCHEMA_NODES) throw new SwarmError('SWARM_ERR_TOO_LARGE', `${name}: json_schema has more than ${MAX_SCHEMA_NODES} nodes`);
+    if (++nodes > maxNodes) throw new SwarmError('SWARM_ERR_TOO_LARGE', `${what} has more than ${maxNodes} nodes`);
     if (!v || typeof v !== 'object') continue;
-    if (depth > MAX_SCHEMA_DEPTH) throw new SwarmError('SWARM_ERR_TOO_LARGE', `${name}: json_schema is nested deeper than ${MAX_SCHEMA_DEPTH} levels`);
+    if (depth > maxDepth) throw new SwarmError('SWARM_ERR_TOO_LARGE', `${what} is nested deeper than ${maxDepth} levels`);
     for (const child of Object.values(v)) stack.push([child, depth + 1]);
   }
 }
