@@ -33,7 +33,6 @@ export function startProcess(file: string, args: readonly string[], o: StartOpti
   return spawn(f, a, { cwd: o.cwd, env: o.env ?? process.env, stdio: o.stdio ?? 'ignore', detached: o.group ?? true });
 }
 
-/** Signal a whole process group (a leader and its children), falling back to the pid alone. */
 /** True if a process with this pid exists (and is not a zombie we could reap). */
 export function alive(pid: number): boolean {
   try { process.kill(pid, 0); } catch (e) { return (e as NodeJS.ErrnoException).code === 'EPERM'; }
@@ -43,6 +42,7 @@ export function alive(pid: number): boolean {
   } catch { return true; }
 }
 
+/** Signal a whole process group (a leader and its children), falling back to the pid alone. */
 export function killGroup(pid: number, signal: NodeJS.Signals): void {
   try { process.kill(-pid, signal); } catch { try { process.kill(pid, signal); } catch { /* gone */ } }
 }

@@ -28,7 +28,6 @@ export function writeEngineInfo(file: string, info: EngineInfo): void {
   try { fs.writeFileSync(file, JSON.stringify(info) + '\n', { mode: 0o600 }); } catch { /* only status loses it */ }
 }
 
-
 /** The engines of a state dir that run now (a file whose pid is gone is an engine that stopped or died). */
 export function runningEngines(stateDir: string): EngineInfo[] {
   const root = path.join(stateDir, 'engines');

@@ -62,7 +62,6 @@ export function connectSocket(socket: string): Promise<net.Socket> {
   });
 }
 
-
 /** How long a lock may stay empty or unreadable before it counts as damage, not as being written. */
 const LOCK_GRACE_MS = 1000;
 
