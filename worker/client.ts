@@ -209,7 +209,6 @@ export class WorkerClient {
     let socketError: NodeJS.ErrnoException | undefined;
     socket.on('error', (err: NodeJS.ErrnoException) => { socketError = err; });
     const conn = new Connection(socket, { name: this.opts.id, maxLine: this.opts.maxLine });
-    let settled = false;
     // The port accepted: until this link is answered, the hub is taken as restarting, not gone.
     let linkState: HubLinkState = 'held';
     const link = (s: HubLinkState) => { if (linkState !== 'held') return; linkState = s; this.onLink(s); };
@@ -218,13 +217,13 @@ export class WorkerClient {
       // Decided after a turn of the loop: a process that was starved (a loaded host) runs its due
       // timers before it reads its sockets, and the ACK may be waiting in this one.
       const t = setTimeout(() => setImmediate(() => {
-        if (conn.isClosed || settled) return;
+        if (conn.isClosed || linkState !== 'held') return; // answered or closed meanwhile
         link('timeout');
         conn.destroy('handshake timeout'); reject(new Error('handshake timeout'));
       }), this.handshakeWaitMs());
       conn.onStatus((s) => {
         if (s.type !== 'close') return;
-        clearTimeout(t); settled = true;
+        clearTimeout(t);
         // A hub that wrote something before closing (an ERROR, a refusal) is there; a silent close is a cut.
         link(socket.bytesRead > 0 ? 'answered' : 'cut');
         const closed = Object.assign(new Error(`closed during handshake: ${s.reason}`), { code: socketError?.code });
@@ -237,14 +236,14 @@ export class WorkerClient {
       });
       conn.onMessage((m) => {
         if (m.type === Type.HANDSHAKE_ACK) {
-          clearTimeout(t); settled = true; link('answered');
+          clearTimeout(t); link('answered');
           // Switch now, inside this frame's callback: the hub may already have sent the next frame
           // in the new codec, in the same read. Frames before serve() starts are kept, not dropped.
           conn.onMessage((next) => this.early.push(next)); // before setCodec: it re-reads buffered bytes at once
           conn.setCodec(m.payload.codec);
           resolve(m);
         }
-        else if (m.type === Type.ERROR) { clearTimeout(t); settled = true; link('answered'); reject(new SwarmError(m.payload.code, `${m.payload.code}: ${m.payload.msg}`)); }
+        else if (m.type === Type.ERROR) { clearTimeout(t); link('answered'); reject(new SwarmError(m.payload.code, `${m.payload.code}: ${m.payload.msg}`)); }
       });
       conn.send(Type.HANDSHAKE, { ...hs, token: this.opts.token, session: this.session, codecs: this.opts.msgpack === false ? ['ndjson'] : ['msgpack', 'ndjson'] });
     });
