@@ -77,7 +77,7 @@ export class Agent {
     this.driveDeps = { driver: opts.driver, engine: this.engine, workerId: opts.id, loopRepeats: opts.loopRepeats ?? this.cfg.agent.loopRepeats };
     this.client = new WorkerClient({
       id: opts.id, locate: opts.locate, token: opts.token, msgpack: opts.msgpack, maxLine: this.cfg.agent.maxLine, ...this.cfg.client,
-      handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: this.role, slots: this.slots, queue: this.queueMax, pid: process.pid, host_id: hostId(), peer_addr: this.peerAddr, ...(this.failoverError ? { failover_error: this.failoverError } : {}), engine: this.engine.state, sync: this.failover?.takeSyncMark() }),
+      handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: this.role, slots: this.slots, queue: this.queueMax, pid: process.pid, host_id: hostId(), peer_addr: this.peerAddr, failover_error: this.failoverError, engine: this.engine.state, sync: this.failover?.takeSyncMark() }),
     }, log);
     this.client.heartbeatPayload = () => {
       const fo = this.failover?.status();
