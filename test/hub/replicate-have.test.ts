@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { WorkerPool } from '../../worker/index.js';
 import { Versions } from '../../hub/replicate-resume.js';
 import { heldBy } from '../../hub/replicate-held.js';
@@ -20,39 +20,56 @@ const LATE = 40;
 const LOST = 40;
 const pad = 'h'.repeat(300);
 
+type Started = Awaited<ReturnType<typeof startHub>>;
+
+/**
+ * One holder of `first`'s state, whose hub lookups wait at a gate: `hold()` closes it while the hub
+ * is stopped and another started on the same state, `restarted(second)` points the holder there,
+ * `letBack()` opens the gate.
+ */
+async function gatedHolder(t: Test, first: Started, id: string) {
+  let addr = first.addr;
+  let open: () => void = () => {};
+  let gate = Promise.resolve();
+  let second: Started | undefined;
+  const pool = new WorkerPool({ ids: [id], driver: { name: 'echo', options: {} }, slots: 2, locate: async () => { await gate; return addr; }, failover: { host: '127.0.0.1', port: 0 } }, quiet);
+  const running = pool.run();
+  t.teardown(async () => { await pool.stop('test over'); await running; await second?.stop(); });
+  t.ok(await waitWorkers(first.hub, 1), 'the holder joined');
+  return {
+    replica: () => pool.agents[0]?.failover?.node.replica,
+    hold: () => { gate = new Promise<void>((r) => { open = r; }); },
+    restarted: (h: Started) => { second = h; addr = h.addr; },
+    letBack: () => open(),
+  };
+}
+
 t.test('a holder rejoining a restarted hub gets what it lacks or holds differently, not the whole state', async (t) => {
   const dir = tempDir(t);
   const first = await startHub({ stateDir: dir });
-  let addr = first.addr;
-  // Closed while the hub restarts, so the holder reconnects only once the new hub has changed state.
-  let open: () => void = () => {};
-  let gate = Promise.resolve();
   const ids = Array.from({ length: N }, (_, i) => `hv-${i}`);
   await first.hub.submit(ids.map((id) => ({ id, prompt: `${pad} ${id}`, role: 'x' })));
   await finishAsGhost(first.hub, N - OPEN);
 
-  const pool = new WorkerPool({ ids: ['hv-w1'], driver: { name: 'echo', options: {} }, slots: 2, locate: async () => { await gate; return addr; }, failover: { host: '127.0.0.1', port: 0 } }, quiet);
-  const running = pool.run();
-  let second: Awaited<ReturnType<typeof startHub>> | undefined;
-  t.teardown(async () => { await pool.stop('test over'); await running; await second?.stop(); });
-  t.ok(await waitWorkers(first.hub, 1), 'the holder joined');
-  const replica = () => pool.agents[0]?.failover?.node.replica;
+  // Held back while the hub restarts, so the holder reconnects only once the new hub has changed state.
+  const holder = await gatedHolder(t, first, 'hv-w1');
+  const replica = holder.replica;
   const agree = (hub: typeof first.hub) => { const r = replica(); return !!r && ids.every((id) => r.state(id) === hub.store.queue.get(id)?.state); };
   t.ok(await until(() => agree(first.hub), 60_000), 'the holder has the whole state');
 
   // The holder loses some finished entries (as a bucket that differs for any reason), then the hub goes.
   const lost = new Set(ids.slice(100, 100 + LOST));
   replica()!.shed((e) => !lost.has(e.id));
-  gate = new Promise<void>((r) => { open = r; });
+  holder.hold();
   await first.hub.stop({ killWorkers: false });
 
-  second = await startHub({ stateDir: dir });
-  addr = second.addr;
+  const second = await startHub({ stateDir: dir });
+  holder.restarted(second);
   const hub = second.hub;
   t.equal(hub.store.queue.counts().done, N - OPEN, 'the restarted hub has every finished task');
   // Tasks finished while the holder was away: open in its copy, done here.
   await finishAsGhost(hub, LATE);
-  open();
+  holder.letBack();
   t.ok(await waitWorkers(hub, 1), 'the holder rejoined the restarted hub');
   t.ok(await until(() => agree(hub), 60_000), `the holder's copy equals the restarted hub's state (${replica()?.counts().done} done)`);
   t.ok([...lost].every((id) => replica()?.get(id)?.spec), 'the entries it lost are back, spec and all');
@@ -77,18 +94,11 @@ t.test('a holder in step before the restart gets no finished task again, though 
   const dir = tempDir(t);
   const HOT = 4000, TOTAL = 6000, AFTER = 3500;
   const first = await startHub({ stateDir: dir, retainCount: HOT });
-  let addr = first.addr;
-  let open: () => void = () => {};
-  let gate = Promise.resolve();
   const ids = Array.from({ length: TOTAL }, (_, i) => `ev-${i}`);
   await first.hub.submit(ids.map((id) => ({ id, prompt: `${pad} ${id}`, role: 'x' })));
   await finishAsGhost(first.hub, TOTAL);
-  const pool = new WorkerPool({ ids: ['ev-w1'], driver: { name: 'echo', options: {} }, slots: 2, locate: async () => { await gate; return addr; }, failover: { host: '127.0.0.1', port: 0 } }, quiet);
-  const running = pool.run();
-  let second: Awaited<ReturnType<typeof startHub>> | undefined;
-  t.teardown(async () => { await pool.stop('test over'); await running; await second?.stop(); });
-  t.ok(await waitWorkers(first.hub, 1), 'the holder joined');
-  const replica = () => pool.agents[0]?.failover?.node.replica;
+  const holder = await gatedHolder(t, first, 'ev-w1');
+  const replica = holder.replica;
   const hotIds = (hub: typeof first.hub) => [...hub.store.queue.all()].map((r) => r.id);
   const agree = (hub: typeof first.hub) => {
     const r = replica();
@@ -98,14 +108,14 @@ t.test('a holder in step before the restart gets no finished task again, though 
   const steady = heldBy({ have: replica()!.have(), all: first.hub.store.queue.all(), versions: new Versions() });
   t.equal(steady?.same, steady?.buckets, `the holder's digest matches the hub's in every bucket (${steady?.same} of ${steady?.buckets})`);
 
-  gate = new Promise<void>((r) => { open = r; });
+  holder.hold();
   await first.hub.stop({ killWorkers: false });
   // A lower horizon: the new hub evicts within its first second, before the holder is let back.
-  second = await startHub({ stateDir: dir, retainCount: AFTER });
-  addr = second.addr;
+  const second = await startHub({ stateDir: dir, retainCount: AFTER });
+  holder.restarted(second);
   const hub = second.hub;
   t.ok(await until(() => hub.store.queue.counts().done === AFTER, 30_000), `the restarted hub evicted down to ${AFTER}`);
-  open();
+  holder.letBack();
   t.ok(await waitWorkers(hub, 1), 'the holder rejoined the restarted hub');
   t.ok(await until(() => agree(hub), 60_000), `the holder dropped what the new hub evicted (${replica()?.counts().done} done)`);
   const s = hub.failover.stats;
