@@ -202,10 +202,11 @@ function resolvedEngines(dir: string | undefined): { resolved?: string[] } {
   const now = Date.now();
   // Read from disk at most once a second once engines run: dashboards and benches poll the status
   // twice a second, on the hub's thread. None yet is read again each time (an engine starting shows at once).
-  if (!engineMemo?.lines.length || now - engineMemo.at >= 1000) engineMemo = { at: now, lines: dir ? describeEngines(runningEngines(dir)) : [] };
+  // Kept per directory: a process may run more than one hub (tests do), each with its own engines.
+  if (!engineMemo || engineMemo.dir !== dir || !engineMemo.lines.length || now - engineMemo.at >= 1000) engineMemo = { dir, at: now, lines: dir ? describeEngines(runningEngines(dir)) : [] };
   return engineMemo.lines.length ? { resolved: engineMemo.lines } : {};
 }
-let engineMemo: { at: number; lines: string[] } | undefined;
+let engineMemo: { dir: string | undefined; at: number; lines: string[] } | undefined;
 
 /** What the supervised workers' arguments say about their engine. */
 function engineMode(args: string[]): 'batched' | 'per-worker' {
