@@ -33,7 +33,7 @@ export function registerDown(program: Command): void {
         const warnings: string[] = [];
         if (file && file.proc_start === undefined && alive(file.pid)) warnings.push(`hub.json names pid ${file.pid} without a start time (an older format): left alone; if it is this swarm's hub, stop it yourself`);
         // A hub.json whose pid now belongs to another process is stale: nothing of it is signalled.
-        let hub = file && hubIsOurs(file) ? file : undefined;
+        let hub = ourHub(file);
         // A swarm that is starting (`swarm up` before its hub wrote hub.json) is waited for and stopped,
         // never reported as "not running" to come up behind this.
         const starting = hub ? { left: [] } : await awaitStarting(dir, o.timeout);
@@ -47,15 +47,11 @@ export function registerDown(program: Command): void {
         // A hub that holds the directory's lock with no hub.json to name it (removed or damaged while it
         // ran) and no `swarm up` starting it: down said "still starting, run again" for ever. Its lock
         // proves it is this directory's hub: it is stopped as one that does not answer.
-        let byLock: number | undefined;
-        if (!hub && !starting.left.length && await lockHeld(dir)) {
-          byLock = lockHolder(dir);
-          if (byLock !== undefined) {
-            const pid = byLock;
-            killGroup(pid, 'SIGTERM');
-            clean = await until(() => !alive(pid), o.timeout);
-            if (!clean) { killGroup(pid, 'SIGKILL'); await until(() => !alive(pid), 3000); }
-          }
+        const byLock = !hub && !starting.left.length && await lockHeld(dir) ? lockHolder(dir) : undefined;
+        if (byLock !== undefined) {
+          killGroup(byLock, 'SIGTERM');
+          clean = await until(() => !alive(byLock), o.timeout);
+          if (!clean) { killGroup(byLock, 'SIGKILL'); await until(() => !alive(byLock), 3000); }
         }
         const { left, foreign, old } = await stopLeftovers(dir);
         if (old.length) warnings.push(`pid file(s) without a start time (an older format) name pid(s) ${old.join(', ')}: left alone`);
@@ -89,18 +85,20 @@ export function registerDown(program: Command): void {
  * processes still starting.
  */
 async function awaitStarting(dir: string, ms: number): Promise<{ hub?: HubFile; left: ProcId[] }> {
-  const ourHub = (): HubFile | undefined => { const f = readHubFile(dir); return f && hubIsOurs(f) ? f : undefined; };
   const deadline = Date.now() + ms;
   for (;;) {
-    const hub = ourHub();
+    const hub = ourHub(readHubFile(dir));
     if (hub) return { hub, left: [] };
     const left = startingProcs(dir);
     // The hub may have written hub.json between the two reads: look once more.
-    if (!left.length && !await lockHeld(dir)) return { hub: ourHub(), left: [] };
+    if (!left.length && !await lockHeld(dir)) return { hub: ourHub(readHubFile(dir)), left: [] };
     if (Date.now() >= deadline) return { left };
     await new Promise((r) => setTimeout(r, 25));
   }
 }
+
+/** hub.json's hub if its pid is still that hub (one whose pid now belongs to another process is stale). */
+function ourHub(file: HubFile | undefined): HubFile | undefined { return file && hubIsOurs(file) ? file : undefined; }
 
 /** The processes the pid files name, once each (a process of several workers is named by each one's file). */
 function namedPids(dir: string): ProcId[] {
