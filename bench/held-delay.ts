@@ -14,13 +14,17 @@ import { TaskStore } from '../hub/store.js';
 import { parseRetain } from '../hub/retention.js';
 import { Versions } from '../hub/replicate-resume.js';
 import { heldBy, heldByAsync, readBack, type HeldInput } from '../hub/replicate-held.js';
+import { arg, checkArgs, flag } from './args.js';
 
-const arg = (name: string, def: string): string => { const i = process.argv.indexOf(name); return i >= 0 ? process.argv[i + 1]! : def; };
+const TASKS = Number(arg('tasks', '150000', 'finished tasks in the state'));
+const HOT = Number(arg('hot', '100000', 'the horizon the state is reopened with (the rest are evicted and read back)'));
+const QUICK = flag('quick', 'the idle floor and the batched comparison only');
+checkArgs('held-delay', "The event-loop delay of a restarted hub's digest comparison with a holder that differs in every bucket.");
 const Q = { maxDepth: 1_000_000, leaseMs: 600_000, defaultMaxAttempts: 3 };
 const J = { fsyncMs: 0 };
 
 async function main(): Promise<void> {
-  const total = Number(arg('--tasks', '150000')), hot = Number(arg('--hot', '100000'));
+  const total = TASKS, hot = HOT;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-held-'));
   try {
     const s0 = await TaskStore.open(dir, Q, J, { retain: parseRetain(`24h,${total * 2}`), evictEveryMs: 3600_000 });
@@ -56,7 +60,7 @@ async function main(): Promise<void> {
     };
     // The floor: the same timer while this process does nothing for 2 s (on a loaded host the timer is late by itself).
     const idle = await measure(() => new Promise((r) => setTimeout(r, 2000)));
-    if (process.argv.includes('--quick')) { console.log(JSON.stringify({ idle, batched: await measure(() => heldByAsync(input(true))) })); await s.close(); return; }
+    if (QUICK) { console.log(JSON.stringify({ idle, batched: await measure(() => heldByAsync(input(true))) })); await s.close(); return; }
     const load = os.loadavg().map((x) => +x.toFixed(1));
     const oneTurn = await measure(async () => heldBy(input()));
     const sliced = await measure(() => heldByAsync(input()));
