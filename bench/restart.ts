@@ -23,7 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { TaskStore } from '../hub/store.js';
 import { parseRetain } from '../hub/retention.js';
 import { machine } from './proc.js';
-import { api } from './failover-procs.js';
+import { api, hubFile } from './failover-procs.js';
 import { CLI, ROOT } from './args.js';
 
 const SELF = fileURLToPath(import.meta.url);
@@ -172,7 +172,7 @@ async function killRun(built: string, run: number, retain: string): Promise<Reco
     const killedInSync = inSync ? await holdersSyncing(dir) : undefined;
     const holdersSyncedMs = inSync ? null : await holdersSynced(dir);
     if (!inSync) await sleep(Number(arg('--load-s', '3')) * 1000);
-    const hub = (JSON.parse(fs.readFileSync(path.join(dir, 'hub.json'), 'utf8')) as { pid: number }).pid;
+    const hub = hubFile(dir)!.pid;
     const loadAtKill = load();
     const tKill = performance.now();
     process.kill(hub, 'SIGKILL');
