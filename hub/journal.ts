@@ -260,10 +260,11 @@ export class Journal {
    * glued to a torn last line (a crash before the snapshot then loses only what the cut took).
    */
   private cutShort(left: number): boolean {
-    this.size = left;
+    // The fd only appends (it cannot read the last byte); replay skips an empty line. The size is
+    // taken only once that is written: a write that fails (a full disk) leaves the cut to be seen again.
+    const mended = left > 0 ? left + fs.writeSync(this.fd, '\n') : 0;
+    this.size = mended;
     this.repair = false;
-    // The fd only appends (it cannot read the last byte); replay skips an empty line.
-    if (left > 0) this.size += fs.writeSync(this.fd, '\n');
     this.stats.segment_bytes = this.size;
     this.stats.last_error = 'the journal was cut short under the running hub: a snapshot is written again from memory';
     return true;
