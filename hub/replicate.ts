@@ -189,6 +189,11 @@ export class HubReplicator {
 
   /** A worker with a peer port joined: tell it everyone, tell everyone about it, send it the state. */
   join(w: WorkerEntry, peerAddr: string, sync?: SyncMark): void {
+    // Changes made while no peer was linked went to no feed, so no flush recorded them, nor the specs
+    // of the tasks accepted meanwhile: they are in every whole sync from here on, as if flushed now.
+    // Without this a holder whose whole sync went out before the first delta had a mark older than
+    // every spec mark, and a resume re-sent each spec it held.
+    if (!this.active) this.versions.flushed();
     if (sync) this.resumeAt.set(w, sync);
     if (sync?.have) this.haves.set(w, { have: sync.have, mark: sync });
     const view: FailoverView = { id: w.id, peerAddr, mode: 'star', coordinator: 'hub', epoch: 0 };
