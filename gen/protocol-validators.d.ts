@@ -14,4 +14,6 @@ export declare const ACK: Check;
 export declare const PEERS: Check;
 export declare const STATE: Check;
 export declare const HANDBACK: Check;
+export declare const SYNC_IDS: Check;
+export declare const SYNC_WANT: Check;
 export declare const PAYLOAD_CHECKS: Record<Type, Check>;

@@ -46,7 +46,7 @@ export interface SessionDeps {
   readonly log: Logger;
   readonly registry: Registry;
   readonly metrics: Pick<HubMetrics, 'protocolErrors'>;
-  readonly failover: Pick<HubReplicator, 'join' | 'leave' | 'heartbeat' | 'isPeer' | 'handBack'>;
+  readonly failover: Pick<HubReplicator, 'join' | 'leave' | 'heartbeat' | 'isPeer' | 'handBack' | 'syncWant'>;
   readonly roles: Pick<RoleAssigner, 'joined' | 'left' | 'selfAssigned' | 'onAck'>;
   readonly events: HubEvents;
   readonly store: Pick<TaskStore, 'release'>;

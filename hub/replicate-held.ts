@@ -6,7 +6,15 @@ import type { TaskStore } from './store.js';
 import type { TaskRecord } from './task.js';
 
 /** What a holder holds of the finished tasks, compared with this hub's (see `heldBy`). */
-export interface Held { held: (r: TaskRecord) => boolean; buckets: number; same: number; withEvicted: number; gap: number }
+export interface Held {
+  held: (r: TaskRecord) => boolean; buckets: number; same: number; withEvicted: number; gap: number;
+  /** The buckets that differ (hub/replicate-ids.ts compares those id by id, with a holder that can). */
+  differing: number[];
+  /** True for a task in the part of the order the holder's copy does not cover (`gap`): always sent. */
+  out: (r: TaskRecord) => boolean;
+  /** Tasks of the differing buckets the holder said it holds, compared id by id (hub/replicate-ids.ts). */
+  perId?: number;
+}
 
 export interface HeldInput {
   have: HaveDigest | undefined;
@@ -125,8 +133,10 @@ function* steps({ have, all, versions, evicted, gap }: HeldInput): Generator<str
       n++; withEvicted++;
     }
   }
+  const differing: number[] = [];
+  for (let b = 0; b < have.n; b++) if (!same[b]) differing.push(b);
   return {
-    buckets: have.n, same: n, withEvicted, gap: left,
+    buckets: have.n, same: n, withEvicted, gap: left, differing, out,
     held: (r) => {
       if (!outcome(r) || out(r)) return false;
       const v = versions.versionOf(r.id), s = same[haveBucketOf(r.id, have.n)];
@@ -136,7 +146,7 @@ function* steps({ have, all, versions, evicted, gap }: HeldInput): Generator<str
 }
 
 /** A finished record's outcome as hub/replicate.ts `entry` replicates it: [kind, worker, attempt]. */
-function outcome(r: TaskRecord): [3 | 4, string, number] | undefined {
+export function outcome(r: TaskRecord): [3 | 4, string, number] | undefined {
   if (r.result) return [3, r.result.worker, r.result.attempt];
   if (r.state === 'failed') return [4, r.worker ?? 'hub', Math.max(1, r.attempts)];
   return undefined;

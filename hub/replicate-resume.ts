@@ -5,9 +5,10 @@ import type { TaskRecord } from './task.js';
 /**
  * How far a holder's copy goes, as STATE `sync` and HANDSHAKE `sync` carry it; in HANDSHAKE also
  * what it holds of the finished tasks (`have`, for a hub of another `gen`), and with a cut sync's
- * `seq` the ids where the part it has ends (`last`, `next`: hub/replicate-held.ts).
+ * `seq` the ids where the part it has ends (`last`, `next`: hub/replicate-held.ts), and whether it
+ * answers a per-id comparison of the buckets that differ (`ids`: hub/replicate-ids.ts).
  */
-export interface SyncMark { gen: string; ver: number; seq?: number; end?: number; have?: HaveDigest; last?: string; next?: string }
+export interface SyncMark { gen: string; ver: number; seq?: number; end?: number; have?: HaveDigest; last?: string; next?: string; ids?: boolean }
 
 /** Evicted ids remembered for resumes, at most (about 40 bytes each). */
 const MAX_LOG_IDS = 200_000;

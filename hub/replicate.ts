@@ -6,6 +6,7 @@ import { HolderFeed } from './replicate-feed.js';
 import { OpenKeepers } from './replicate-keepers.js';
 import { Versions, type SyncMark } from './replicate-resume.js';
 import { heldByAsync, readBack, type Held } from './replicate-held.js';
+import { IdExchange, IdsMemos } from './replicate-ids.js';
 import type { HaveDigest } from '../protocol/replica-have.js';
 import { HandbackHolds } from './handback-holds.js';
 import { electHolders } from './holders.js';
@@ -126,7 +127,19 @@ export class HubReplicator {
     haveSyncs: 0, haveHeld: 0, haveSent: 0,
     /** Over those syncs: the digests' buckets, and those that matched this hub's. */
     haveBuckets: 0, haveSame: 0,
+    /**
+     * Per-id comparisons of the differing buckets (hub/replicate-ids.ts): exchanges finished, SYNC_IDS
+     * frames and ids named, ids the holders lacked or held otherwise, buckets reused from an exchange a
+     * cut link interrupted, exchanges given up (whole buckets then), and ids of evicted tasks holders
+     * were told to drop.
+     */
+    idsExchanges: 0, idsFrames: 0, idsNamed: 0, idsWanted: 0, idsReused: 0, idsGivenUp: 0, idsEvicted: 0,
+    /** SYNC_WANT frames taken (as they come, not at an exchange's end). */
+    idsAnswers: 0,
   };
+  /** Each holder's per-id comparison under way, and what holders answered (kept past a cut link). */
+  private readonly exchanges = new Map<WorkerEntry, IdExchange>();
+  private readonly idsMemos = new IdsMemos();
   private readonly signer: EntrySigner;
   /** The lowest id of each process without a holder keeps the open tasks (hub/replicate-keepers.ts). */
   readonly keepers: OpenKeepers;
@@ -209,6 +222,7 @@ export class HubReplicator {
   isPeer(w: WorkerEntry): boolean { return this.peers.get(w.id)?.w === w; }
 
   leave(w: WorkerEntry): void {
+    this.exchanges.get(w)?.abort();
     this.holds.release(w);
     this.resumeAt.delete(w);
     this.haves.delete(w);
@@ -224,7 +238,7 @@ export class HubReplicator {
     // Pending deltas go out to the old holders first, so a new holder's full sync is not older than them.
     this.flush();
     this.holding = next;
-    for (const w of before) if (!next.includes(w)) { this.feeds.get(w)?.stop(); this.feeds.delete(w); this.syncDue.delete(w); }
+    for (const w of before) if (!next.includes(w)) { this.feeds.get(w)?.stop(); this.feeds.delete(w); this.syncDue.delete(w); this.exchanges.get(w)?.abort(); }
     // A member not a holder sheds its copy once the swarm is in star mode: what it reported holding no longer stands.
     for (const w of this.haves.keys()) if (!next.includes(w)) this.haves.delete(w);
     for (const w of next) if (!before.has(w)) this.syncDue.add(w);
@@ -431,7 +445,7 @@ export class HubReplicator {
     this.stats.haveSyncs++;
     this.stats.haveBuckets += held.buckets;
     this.stats.haveSame += held.same;
-    this.log.info({ holder: w.id, buckets: held.buckets, same: held.same, same_with_evicted: held.withEvicted, gap: held.gap }, 'holder reports what it holds: only the differing buckets are synced');
+    this.log.info({ holder: w.id, buckets: held.buckets, same: held.same, same_with_evicted: held.withEvicted, gap: held.gap, per_id: held.perId }, 'holder reports what it holds: only what differs is synced');
     return this.omit(this.store().queue.all(), held.held);
   }
 
@@ -456,6 +470,7 @@ export class HubReplicator {
     const lookup = (id: string) => (store.queue.get(id) ? undefined : store.lookup(id));
     const evicted = ids && ids.length <= MAX_EVICTED_READ_BACK ? { ids, lookup, readMany: readBack(store) } : undefined;
     h.comparing = heldByAsync({ have: h.have, all: store.queue.all(), versions: this.versions, evicted, gap: gapOf(h.mark, store) })
+      .then((held) => (held && h.mark.ids && held.differing.length && this.haves.get(w) === h ? this.perId(w, h.have, held) : held))
       .catch((err: unknown) => { this.log.warn({ err, holder: w.id }, 'comparing what a holder holds failed; it is synced in full'); return undefined; })
       .then((held) => {
         h.comparing = undefined;
@@ -463,6 +478,53 @@ export class HubReplicator {
         h.held = held;
         if (this.holding.includes(w) && !w.conn.isClosed) this.fullSync(w);
       });
+  }
+
+  /**
+   * The buckets that differ compared id by id with holder `w` (hub/replicate-ids.ts), which said it
+   * can (HANDSHAKE `sync.ids`): what it holds then, or `held` (those buckets whole) if the exchange
+   * did not finish and the link is still up.
+   */
+  private async perId(w: WorkerEntry, have: HaveDigest, held: Held): Promise<Held> {
+    const conn = w.conn;
+    const x = new IdExchange({
+      send: (payload) => conn.send(Type.SYNC_IDS, payload),
+      get writable() { return conn.writable; },
+      drained: () => conn.drained(),
+      get isClosed() { return conn.isClosed; },
+    }, have, held, this.idsMemos.of(w.id, have.n), this.versions, {
+      maxChars: this.opts.chunkBytes ?? 256 * 1024, log: this.log.child({ holder: w.id }),
+    }, (ids) => this.dropEvicted(w, ids));
+    this.exchanges.set(w, x);
+    let out: Held | undefined;
+    try { out = await x.run(() => this.store().queue.all()); } finally { if (this.exchanges.get(w) === x) this.exchanges.delete(w); }
+    const s = this.stats;
+    s.idsFrames += x.stats.frames; s.idsNamed += x.stats.pairs; s.idsWanted += x.stats.want; s.idsReused += x.stats.reused;
+    if (out) s.idsExchanges++; else s.idsGivenUp++;
+    this.log.info({ holder: w.id, differing: held.differing.length, asked: x.stats.asked, reused: x.stats.reused, named: x.stats.pairs, want: x.stats.want, extra: x.stats.extra, done: !!out }, 'differing buckets compared id by id');
+    return out ?? held;
+  }
+
+  /** A holder's answer to SYNC_IDS (hub/sessions.ts routes it here). */
+  syncWant(w: WorkerEntry, msg: Message<'SYNC_WANT'>): void {
+    if (this.exchanges.get(w)?.answer(msg.re, msg.payload)) this.stats.idsAnswers++;
+    else this.log.debug({ holder: w.id, re: msg.re }, 'SYNC_WANT for no exchange under way: ignored');
+  }
+
+  /**
+   * Finished tasks a holder holds that this hub did not name in its per-id comparison: those it
+   * evicted (a tombstone of its duplicate window, no hot record) go, in order behind the deltas
+   * queued; an id it never knew is left alone (a result only the holder may have).
+   */
+  private dropEvicted(w: WorkerEntry, ids: readonly string[]): void {
+    const store = this.store();
+    const gone = ids.filter((id) => !store.queue.get(id) && store.knows(id));
+    if (!gone.length || !this.holding.includes(w)) return;
+    this.stats.idsEvicted += gone.length;
+    for (let i = 0; i < gone.length; i += 10_000) {
+      const part = gone.slice(i, i + 10_000);
+      this.feed(w).evict(part, JSON.stringify({ full: false, entries: [], evicted: part }));
+    }
   }
 
   /** `records` without those `held` says the holder has (counted in `haveHeld`), lazily. */

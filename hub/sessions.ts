@@ -142,6 +142,9 @@ export class Sessions {
         if (!this.hub.failover.isPeer(w)) { w.conn.sendError('SWARM_ERR_UNEXPECTED', 'HANDBACK from a worker that did not join as a failover peer (no peer_addr)', { re: msg.id }); return; }
         void this.hub.failover.handBack(w, msg);
         return;
+      case Type.SYNC_WANT:
+        this.hub.failover.syncWant(w, msg);
+        return;
       case Type.TASK_RES:
         this.results.onResult(w, msg);
         return;

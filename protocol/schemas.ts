@@ -112,6 +112,8 @@ export const Payloads = {
       have: z.object({ n: z.number().int().min(1).max(4096), h: z.array(z.number().int().nonnegative().max(0xffffffff)).max(4096) }).optional(),
       /** With `seq` (a cut sync): the ids where the part the holder has of it ends (worker/gossip/replica.ts `anchors`). */
       last: id.optional(), next: id.optional(),
+      /** The holder answers SYNC_IDS: a hub compares the buckets that differ id by id instead of sending them whole. */
+      ids: z.boolean().optional(),
     }).optional(),
     /** The `session` of this worker's previous HANDSHAKE_ACK: proves a reconnect is the same worker. */
     session: z.string().max(128).optional(),
@@ -228,6 +230,20 @@ export const Payloads = {
      * with `want`, the offered ids it does not have final; the worker then sends only those as `entries`.
      */
     offer: z.array(id).max(100_000).optional(),
+  }),
+  [Type.SYNC_IDS]: z.object({
+    /** The digest's bucket count (HANDSHAKE `sync.have.n`) and the buckets this frame covers, each whole. */
+    n: z.number().int().min(1).max(4096),
+    buckets: z.array(z.number().int().nonnegative().max(4095)).max(4096),
+    /** The hub's finished tasks in those buckets, and each one's fingerprint (protocol/replica-have.ts `haveOf`), index by index. */
+    ids: z.array(id).max(100_000),
+    h: z.array(z.number().int().nonnegative().max(0xffffffff)).max(100_000),
+  }),
+  [Type.SYNC_WANT]: z.object({
+    /** Of the ids named (`re` = the SYNC_IDS), those the holder lacks or holds with another fingerprint. */
+    want: z.array(id).max(100_000),
+    /** Finished tasks the holder holds in those buckets that the SYNC_IDS did not name. */
+    extra: z.array(id).max(100_000).default([]),
   }),
 } as const;
 

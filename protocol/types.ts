@@ -15,6 +15,10 @@ export const Type = {
   STATE: 'STATE',
   /** Failover: a worker hands what gossip mode finished back to a returning hub. */
   HANDBACK: 'HANDBACK',
+  /** Failover: a restarted hub names, per id, the finished tasks of the digest buckets that differ. */
+  SYNC_IDS: 'SYNC_IDS',
+  /** Failover: a holder answers SYNC_IDS with the ids it lacks or holds differently. */
+  SYNC_WANT: 'SYNC_WANT',
 } as const;
 export type Type = (typeof Type)[keyof typeof Type];
 

@@ -3,8 +3,9 @@ import { WORKER_DEFAULTS, type WorkerConfig } from './config.js';
 import { Type, every, type AnyMessage, type Connection, type Payload, type Receipt } from '../protocol/index.js';
 import {
   FailoverController, GossipNode, GossipRuns, Mode, TcpTransport,
-  type Entry, type ReplicatedRun, type Execute, type MembershipConfig, type HubMonitorOptions, type HubLinkState, type NodeStatus,
+  type Entry, type Execute, type MembershipConfig, type HubMonitorOptions, type HubLinkState, type NodeStatus,
 } from './gossip/index.js';
+import { HubCopy } from './hub-copy.js';
 
 /** Failover settings of one agent (`swarm worker --failover`). */
 export interface AgentFailoverOptions {
@@ -33,10 +34,9 @@ export interface AgentFailoverOptions {
    * the coordinator's handback reaches it would have it run again, so a TASK_REQ is answered from any.
    */
   siblings?: Set<AgentFailover>;
+  /** Answer a restarted hub's per-id comparison (SYNC_IDS) and say so in HANDSHAKE; false acts as a holder that predates it (tests). */
+  syncIds?: boolean;
 }
-
-/** Finals kept out of a holder's digest, at most (a digest with more only differs in more buckets). */
-const MAX_FINALS_OFF_HUB = 200_000;
 
 /**
  * One agent's failover machinery: a peer port, a GossipNode and the FailoverController,
@@ -58,23 +58,8 @@ export class AgentFailover {
   private retry?: () => void;
   /** Tasks running here under a hub lease (the agent reports those itself). */
   private readonly hubTasks = new Set<string>();
-  /** The hub's heartbeats say this member holds the replicated state (the hub elected it). */
-  private holdsState = false;
-  /** The hub's heartbeats say this member keeps the open tasks only (hub/replicate-keepers.ts). */
-  private keepsOpen = false;
-  /** Gossip mode filled the replica, or the hub stopped keeping it current, since it was last shed (see `shedIfDone`). */
-  private shedDue = false;
-  /** The last STATE `sync` mark from the hub (see `takeSyncMark`). */
-  private syncMark?: Payload<'STATE'>['sync'];
-  /**
-   * Tasks that became final here while no hub was linked (run in gossip mode, or finished as the hub
-   * died): a restarted hub has them open, or takes them in from handbacks after it started, so they stay
-   * out of the digest this holder reports (`takeSyncMark`), else each would make its whole bucket differ.
-   * Cleared once a hub marks a frame to this holder: its copy then goes by that hub's marks.
-   */
-  private readonly finalsOffHub = new Set<string>();
-  /** When a task last became final in this replica (epoch ms): the end of a run, for benches. */
-  lastFinalAt?: number;
+  /** This agent's copy of the hub's state: holder or keeper, STATE frames, its sync mark, shedding (worker/hub-copy.ts). */
+  readonly copy: HubCopy;
   /** HANDBACK frames sent, by envelope id: resolved by the ACK that names them (`re`). */
   private readonly waiting = new Map<string, { resolve: (v: Record<string, unknown>) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
 
@@ -111,12 +96,6 @@ export class AgentFailover {
         return (e) => { const o = e.result ?? e.failure; return !o || o.worker === selfId || !live.has(o.worker); };
       },
     });
-    // A task became final in this replica (the delta passed along may repeat an old result).
-    this.node.replica.onChange((e, _d, becameFinal) => {
-      if (!becameFinal) return;
-      this.lastFinalAt = Date.now();
-      if (!this.conn && this.holdsState && this.finalsOffHub.size < MAX_FINALS_OFF_HUB) this.finalsOffHub.add(e.id);
-    });
     // A task from gossip mode that finishes here after the hub is back: report it like any result.
     // Only this member's own gossip-mode executions: a replica merge (the hub's STATE, a peer's delta)
     // can repeat a result the hub already has, and reporting that would be a duplicate TASK_RES.
@@ -126,12 +105,10 @@ export class AgentFailover {
         this.conn.send(Type.TASK_RES, { task_id: id, text: r.text, done: true, seq: 0 });
       }
     });
-    this.node.onMode((m) => {
-      if (m === Mode.GOSSIP) this.shedDue = true;
-      log.info({ mode: m, coordinator: this.node.status().coordinator }, 'failover mode');
-    });
+    this.node.onMode((m) => log.info({ mode: m, coordinator: this.node.status().coordinator }, 'failover mode'));
     if (opts.resultKey) this.node.replica.signer = { id: selfId, key: opts.resultKey };
     this.runs = new GossipRuns(this.node.replica, log.child({ part: 'runs' }));
+    this.copy = new HubCopy(this.node, this.controller, this.runs, { busy: () => this.busyHere(), conn: () => this.conn, syncIds: opts.syncIds, log });
     this.siblings = opts.siblings ?? new Set();
     this.siblings.add(this);
   }
@@ -141,7 +118,9 @@ export class AgentFailover {
 
   get mode(): Mode { return this.node.mode; }
   /** The hub elected this member a keeper of the open tasks (hub/replicate-keepers.ts). */
-  get keepsOpenTasks(): boolean { return this.keepsOpen; }
+  get keepsOpenTasks(): boolean { return this.copy.keepsOpenTasks; }
+  /** When a task last became final in this replica (epoch ms): the end of a run, for benches. */
+  get lastFinalAt(): number | undefined { return this.copy.lastFinalAt; }
   status(): NodeStatus { return this.node.status(); }
 
   /** The client connected to a hub: start gossip on the first connect, reconcile after gossip mode. */
@@ -168,19 +147,7 @@ export class AgentFailover {
   /** Every frame from the hub (heartbeats too, which the agent does not see). */
   heard(m?: AnyMessage): void {
     if (!this.started) return;
-    if (m?.type === Type.HEARTBEAT && m.payload.mode !== undefined) {
-      // A holder no longer elected gets no more deltas: what it holds goes stale, so it sheds too.
-      const holds = m.payload.holder === true;
-      if (this.holdsState && !holds) this.shedDue = true;
-      this.holdsState = holds;
-      // A keeper no longer elected gets no more of the open tasks either: what it keeps goes stale.
-      const keeps = m.payload.keeper === true;
-      if (this.keepsOpen && !keeps) this.shedDue = true;
-      this.keepsOpen = keeps;
-      this.node.sync.setHolder(holds);
-      // The hub says star once every member has handed back.
-      if (m.payload.mode === Mode.STAR) this.shedIfDone();
-    }
+    if (m?.type === Type.HEARTBEAT && m.payload.mode !== undefined) this.copy.heartbeat(m.payload);
     this.controller.heard();
     // A hub that was only stopped past the suspicion time speaks again on the same link: reconcile.
     if (this.mode === Mode.GOSSIP && this.conn && !this.conn.isClosed) void this.controller.hubConnected();
@@ -196,16 +163,8 @@ export class AgentFailover {
       this.controller.peers(m.payload.peers);
       return true;
     }
-    if (m.type === Type.STATE) {
-      // Merged below before anything else can read it: the mark says how far this copy now goes.
-      if (m.payload.sync) { this.syncMark = m.payload.sync; this.finalsOffHub.clear(); }
-      if (m.payload.reset_open) this.dropOpen();
-      if (m.payload.entries.length) this.controller.state(m.payload.entries);
-      if (m.payload.closed?.length) this.dropClosed(m.payload.closed);
-      if (m.payload.evicted?.length) this.controller.evicted(m.payload.evicted);
-      if (m.payload.runs) this.runs.merge(m.payload.runs as ReplicatedRun[]);
-      return true;
-    }
+    if (m.type === Type.STATE) { this.copy.state(m.payload); return true; }
+    if (m.type === Type.SYNC_IDS) { if (this.opts.syncIds !== false) this.copy.syncIds(m); return true; }
     if (m.type === Type.ACK && m.re && this.waiting.has(m.re)) {
       const w = this.waiting.get(m.re)!;
       this.waiting.delete(m.re);
@@ -225,64 +184,14 @@ export class AgentFailover {
     return false;
   }
 
-  /**
-   * The hub says every member is back in star mode (all handbacks done): a member that does not hold
-   * the replicated state drops what gossip mode gave it (the whole run state, pulled by anti-entropy),
-   * keeping its own results and the tasks it runs. A holder keeps everything; the hub keeps it current.
-   * Without this, every agent of a process kept a copy of the hot state after each failover.
-   */
-  private shedIfDone(): void {
-    if (!this.shedDue || this.holdsState || this.mode !== Mode.STAR) return;
-    this.shedDue = false;
-    const busy = this.busyHere();
-    // A keeper keeps the open tasks: the hub synced them when it became one, and keeps them current.
-    const open = (id: string) => { const s = this.node.replica.state(id); return s === 'queued' || s === 'leased'; };
-    const n = this.controller.shed((id) => busy(id) || (this.keepsOpen && open(id)));
-    this.forgetMark();
-    this.log.info({ shed: n, kept: this.node.replica.size }, 'swarm back in star mode: gossip-mode replica shed');
-  }
-
-  /**
-   * A keeper's sync of the open tasks begins: the open tasks it holds go (some may have finished
-   * while it was not told), but for those running here; what it ran itself stays.
-   */
-  private dropOpen(): void {
-    const busy = this.busyHere();
-    const r = this.node.replica;
-    r.discard([...r.openEntries()].map((e) => e.id), (e) => busy(e.id));
-    this.forgetMark();
-  }
-
-  /** A keeper hears that these tasks finished: it drops them, but for its own outcomes and those running here. */
-  private dropClosed(ids: readonly string[]): void {
-    const self = this.node.id;
-    const busy = this.busyHere();
-    this.node.replica.discard(ids, (e) => busy(e.id) || e.result?.worker === self || e.failure?.worker === self);
-  }
-
   /** Tasks a cut-back copy keeps whatever else goes: run here under a hub lease, or running here now. */
   private busyHere(): (id: string) => boolean {
     const running = new Set(this.node.executor.active);
     return (id) => this.hubTasks.has(id) || running.has(id);
   }
 
-  /** The copy was cut back: its sync mark, and the finals it kept out of its digest, vouch for what is gone. */
-  private forgetMark(): void {
-    this.syncMark = undefined;
-    this.finalsOffHub.clear();
-  }
-
-  /**
-   * How far this agent's copy of the hub's state goes, for the next HANDSHAKE: a holder whose link
-   * was cut mid-sync then gets the rest, not the whole state again (hub/replicate-resume.ts).
-   * Kept until a newer one comes: the copy only gains from what a resumed sync sends, so the mark still
-   * holds if that link is cut too before the hub marks a frame (only a shed copy drops it).
-   */
-  takeSyncMark(): Payload<'HANDSHAKE'>['sync'] {
-    const m = this.syncMark;
-    // With what it holds: a restarted hub (whose versions mean nothing of this mark) sends only what differs.
-    return m && { ...m, have: this.node.replica.have(this.finalsOffHub), ...(m.seq !== undefined ? this.node.replica.anchors(m.seq, m.end) : {}) };
-  }
+  /** How far this agent's copy of the hub's state goes, for the next HANDSHAKE (worker/hub-copy.ts). */
+  takeSyncMark(): Payload<'HANDSHAKE'>['sync'] { return this.copy.takeSyncMark(); }
 
   /** A final result for a task in this agent's replica or a sibling's, if gossip mode (or a peer) already finished it. */
   finished(id: string): { text: string; attempt: number; receipt?: Receipt } | undefined {

@@ -74,6 +74,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/hub/replicate-have.test.ts',
   'test/hub/replicate-specs.test.ts',
   'test/hub/replicate-have-cut.test.ts',
+  'test/hub/replicate-ids.test.ts',
   'test/hub/replicate-keepers-cap.test.ts',
   'test/hub/journal-replay.test.ts',
   'test/hub/journal-write-buffer.test.ts',

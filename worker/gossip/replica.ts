@@ -8,7 +8,7 @@
 
 import type { ReplicaEntry, WireLease, WireOutcome, WireSpec } from '../../protocol/index.js';
 import { IdRing } from '../../protocol/id-ring.js';
-import { HaveBuilder, haveBuckets, type HaveDigest } from '../../protocol/replica-have.js';
+import { HaveBuilder, haveBucketOf, haveBuckets, haveOf, type HaveDigest } from '../../protocol/replica-have.js';
 import { signResult, signSpec } from '../../protocol/result-mac.js';
 import { fnv, fnvNum, fnvStr, pairHash } from './fingerprint.js';
 import { blobBytes, pack, unpack, type Stored } from './replica-pack.js';
@@ -74,6 +74,21 @@ export function bucketOf(id: string): number { return fnv(id) % BUCKETS; }
  */
 const FORGOTTEN_MAX = 100_000;
 
+/**
+ * Ids `have` leaves out. `version`, if the owner keeps one, changes with every change to the set;
+ * without it the set's contents are fingerprinted (a pass over the set, not over the replica).
+ */
+export type Excluded = ReadonlySet<string> & { readonly version?: number };
+
+/** What a cached digest was computed without: the set's version, or its size and two order-free sums of its ids' hashes. */
+function excludedKey(x: Excluded | undefined): string {
+  if (!x) return '';
+  if (x.version !== undefined) return `v${x.version}`;
+  let a = 0, b = 0;
+  for (const id of x) { const h = fnv(id); a = (a ^ h) >>> 0; b = (b + Math.imul(h, 0x9e3779b1)) >>> 0; }
+  return `${x.size}:${a}:${b}`;
+}
+
 /** The sizes of a replica's structures (each bounded by the retention horizon, see `forget` and `shed`). */
 export interface ReplicaSizes { entries: number; hashes: number; inBuckets: number; unhashed: number; open: number; forgotten: number; forgottenOrder: number; /** The evicted ids' ring, allocated at its bound on the first. */ forgottenBytes: number; blobBytes: number }
 
@@ -122,7 +137,8 @@ export class Replica {
   private readonly forgotten = new IdRing(FORGOTTEN_MAX, FORGOTTEN_MAX / 8);
   /** Merges and drops so far: `have` is computed again only after one (a pass over the whole history). */
   private changes = 0;
-  private haveAt?: { changes: number; left: number; d: HaveDigest };
+  private haveAt?: { changes: number; without?: Excluded; key: string; d: HaveDigest };
+  private anchorsAt?: { changes: number; seq: number; end?: number; a: { last?: string; next?: string } };
 
   /** Tasks known, in submission order (dispatch order adds priority: sched's `compareRanked`). */
   ids(): string[] {
@@ -387,34 +403,80 @@ export class Replica {
    * to a restarted hub reports it, and gets only the buckets that differ. Entries without their spec
    * are not counted: the hub sends those again, spec and all; nor those in `without`.
    */
-  have(without?: ReadonlySet<string>): HaveDigest {
+  have(without?: Excluded): HaveDigest {
     // A worker reconnecting again and again to a hub that is down asks each time: the copy seldom changed since.
-    const left = without?.size ?? -1;
-    if (this.haveAt?.changes === this.changes && this.haveAt.left === left) return this.haveAt.d;
+    const key = excludedKey(without);
+    const c = this.haveAt;
+    if (c && c.changes === this.changes && c.without === without && c.key === key) return c.d;
     const d = new HaveBuilder(haveBuckets(this.finals));
     for (const e of this.entries.values()) {
       if (!e.spec || without?.has(e.id)) continue;
       if (e.result) d.add(e.id, 3, e.result.worker, e.result.attempt);
       else if (e.failure) d.add(e.id, 4, e.failure.worker, e.failure.attempt);
     }
-    this.haveAt = { changes: this.changes, left, d: d.digest() };
+    this.haveAt = { changes: this.changes, without, key, d: d.digest() };
     return this.haveAt.d;
+  }
+
+  /**
+   * A finished entry's fingerprint as `have` counts it (protocol/replica-have.ts `haveOf`), or
+   * undefined if `have` leaves it out (no spec, not final, or in `without`).
+   */
+  private haveHash(e: Entry, without?: Excluded): number | undefined {
+    if (!e.spec || without?.has(e.id)) return undefined;
+    if (e.result) return haveOf(e.id, 3, e.result.worker, e.result.attempt, 1).x;
+    if (e.failure) return haveOf(e.id, 4, e.failure.worker, e.failure.attempt, 1).x;
+    return undefined;
+  }
+
+  /**
+   * A restarted hub's per-id comparison of digest buckets that differ (SYNC_IDS): of `ids`, with the
+   * hub's fingerprints `h`, those this copy lacks or holds otherwise (`want`); and the finished tasks
+   * it counts in `buckets` (of `n`) that the hub did not name (`extra`: it may have evicted them).
+   * Reads only those buckets (the summary buckets hold them: both are FNV-1a of the id, masked).
+   */
+  compareIds(n: number, buckets: readonly number[], ids: readonly string[], h: readonly number[], without?: Excluded): { want: string[]; extra: string[] } {
+    this.settle();
+    const want: string[] = [];
+    for (let i = 0; i < ids.length; i++) {
+      const e = this.entries.get(ids[i]!);
+      if (!e || this.haveHash(e, without) !== (h[i]! >>> 0)) want.push(ids[i]!);
+    }
+    const asked = new Set(buckets);
+    const named = new Set(ids);
+    const scan = new Set<number>();
+    if (n >= BUCKETS) for (const b of buckets) scan.add(b % BUCKETS);
+    else for (let b = 0; b < BUCKETS; b++) if (asked.has(b & (n - 1))) scan.add(b);
+    const extra: string[] = [];
+    for (const b of scan) {
+      for (const id of this.inBucket[b]!) {
+        if (named.has(id) || !asked.has(haveBucketOf(id, n))) continue;
+        const e = this.entries.get(id);
+        if (e && this.haveHash(e, without) !== undefined) extra.push(id);
+      }
+    }
+    return { want, extra };
   }
 
   /**
    * Where this copy's part of a cut whole-state sync ends, by task id (a restarted hub numbers its
    * tasks anew): `last`, the last task up to sync position `seq`; `next`, the first from `end` on
    * (those came as deltas). A restarted hub leaves the tasks between them out of the digest's
-   * comparison and sends them; the rest of a holder cut mid-sync then still matches.
+   * comparison and sends them; the rest of a holder cut mid-sync then still matches. Cached like
+   * `have`: a pass over every entry, asked at each HANDSHAKE.
    */
   anchors(seq: number, end?: number): { last?: string; next?: string } {
+    const c = this.anchorsAt;
+    if (c && c.changes === this.changes && c.seq === seq && c.end === end) return c.a;
     let last: string | undefined, next: string | undefined, ls = -Infinity, ns = Infinity;
     for (const e of this.entries.values()) {
       if (!e.spec || e.seq === undefined) continue;
       if (e.seq <= seq && e.seq > ls) { ls = e.seq; last = e.id; }
       if (end !== undefined && e.seq >= end && e.seq < ns) { ns = e.seq; next = e.id; }
     }
-    return { ...(last !== undefined ? { last } : {}), ...(next !== undefined ? { next } : {}) };
+    const a = { ...(last !== undefined ? { last } : {}), ...(next !== undefined ? { next } : {}) };
+    this.anchorsAt = { changes: this.changes, seq, end, a };
+    return a;
   }
 
   /** The summary digest: one fingerprint per bucket of ids. Equal buckets hold the same entries. */
