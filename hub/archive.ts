@@ -31,6 +31,11 @@ export interface ArchiveStats {
   /** The last write failed for want of space (the tasks stay hot; retried). Cleared by the next good write. */
   disk_full: boolean;
   last_error?: string;
+  /**
+   * A torn last line cut when the archive was opened (a crash mid-write): where, and how many bytes.
+   * Its tasks lost nothing: the journal's evict record follows the archive's fsync, so they stayed hot.
+   */
+  torn_tail?: { file: string; offset: number; bytes: number };
 }
 
 const DEFAULT_ROTATE = 64 * 1024 * 1024;
@@ -103,9 +108,12 @@ export class ResultsArchive {
     for (const [, f] of files) bytes += fs.statSync(f).size;
     const [n, last] = files.at(-1) ?? [1, path.join(dir, fileName(1))];
     const fd = fs.openSync(last, 'a+', 0o600);
-    // A crash mid-write leaves a torn last line: cut it, so the next line starts clean.
+    // A crash mid-write leaves a torn last line: cut it, so the next line starts clean, and say so.
+    const before = fs.fstatSync(fd).size;
     const size = wholeLines(fd);
-    return new ResultsArchive(dir, n, fd, size, bytes, Math.max(1, files.length), rotateBytes);
+    const a = new ResultsArchive(dir, n, fd, size, bytes - (before - size), Math.max(1, files.length), rotateBytes);
+    if (size < before) a.stats.torn_tail = { file: last, offset: size, bytes: before - size };
+    return a;
   }
 
   /** Where the next line goes: the current file and its length. */

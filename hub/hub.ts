@@ -109,6 +109,8 @@ export class Hub implements HubContext {
     this.log.info({ boot_ms: Math.round(t0), bind_ms: Math.round(tBound - t0), replay_ms: Math.round(performance.now() - tBound), cpu_ms: Math.round(cpuMs()), hot: this.store.queue.counts() }, 'journal replayed');
     const damage = this.store.damage;
     if (damage.records || damage.orphans) this.log.warn({ damaged: damage.records, orphans: damage.orphans, quarantine: damage.quarantine, samples: damage.samples }, 'journal: damaged records set aside; every intact record was kept');
+    const torn = this.store.retention.archive?.torn_tail;
+    if (torn) this.log.warn(torn, 'results archive: its torn last line (a write cut short by a crash) was cut off; that write\'s tasks had no evict record yet, so they stayed hot and are archived again');
     // The store's events are the spine: counters, replication and dispatch follow them; nobody reports by hand.
     for (const part of [this.metrics, this.failover, this.dispatcher]) this.store.subscribe(part.onStoreEvent);
     this.liveness.start();

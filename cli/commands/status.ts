@@ -14,7 +14,7 @@ interface Status {
   tasks: { queued: number; leased: number; done: number; failed: number };
   metrics: { dispatch_p50_ms: number; dispatch_p99_ms: number; tokens_out: number };
   failover?: { workers: { id: string; mode: string; coordinator: string }[]; holders?: string[]; keepers?: string[] };
-  journal?: { fsync: string; disk_full: boolean; damaged_records: number; quarantine?: string; retention?: { hot_finished: number; evicted: number; archive?: { bytes: number; disk_full: boolean } } };
+  journal?: { fsync: string; disk_full: boolean; damaged_records: number; quarantine?: string; retention?: { hot_finished: number; evicted: number; archive?: { bytes: number; disk_full: boolean; torn_tail?: { file: string; offset: number; bytes: number } } } };
 }
 
 /**
@@ -89,7 +89,7 @@ export function registerStatus(program: Command): void {
           `tasks    ${s.tasks.queued} queued, ${s.tasks.leased} running, ${s.tasks.done} done, ${s.tasks.failed} failed`,
           `dispatch p50 ${s.metrics.dispatch_p50_ms.toFixed(3)} ms, p99 ${s.metrics.dispatch_p99_ms.toFixed(3)} ms; tokens out ${s.metrics.tokens_out}`,
           ...(s.journal ? [`journal  fsync ${s.journal.fsync}${s.journal.disk_full ? '; DISK FULL: new work is refused until space frees' : ''}${s.journal.damaged_records ? `; ${s.journal.damaged_records} damaged records set aside in ${s.journal.quarantine}` : ''}`] : []),
-          ...(s.journal?.retention ? [`archive  ${s.journal.retention.hot_finished} finished tasks hot, ${s.journal.retention.evicted} archived since start${s.journal.retention.archive?.disk_full ? '; DISK FULL: finished tasks stay hot until space frees (nothing is lost)' : ''} (swarm results)`] : []),
+          ...(s.journal?.retention ? [`archive  ${s.journal.retention.hot_finished} finished tasks hot, ${s.journal.retention.evicted} archived since start${s.journal.retention.archive?.disk_full ? '; DISK FULL: finished tasks stay hot until space frees (nothing is lost)' : ''}${s.journal.retention.archive?.torn_tail ? `; a torn last line was cut at start (${s.journal.retention.archive.torn_tail.file} offset ${s.journal.retention.archive.torn_tail.offset}, ${s.journal.retention.archive.torn_tail.bytes} bytes; its tasks stayed hot)` : ''} (swarm results)`] : []),
         ];
         if (s.workers.length <= 40) {
           lines.push('', 'ID'.padEnd(24) + 'STATE'.padEnd(10) + 'ROLE'.padEnd(12) + 'DRIVER'.padEnd(12) + 'INFLIGHT  DONE  PID       ADDRESS');
