@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { isSameProcess, readPidFile, writePidFile, type ProcId } from '../hub/proc-id.js';
+import { checkStateWritable, stateAccess } from './state.js';
 
 /**
  * `swarm up` marks the state directory while it starts: between its start and the hub's hub.json
@@ -13,8 +14,17 @@ function startingDir(dir: string): string { return path.join(dir, 'starting'); }
 export function markStarting(dir: string): void {
   const file = path.join(startingDir(dir), `${process.pid}.json`);
   const made = !fs.existsSync(dir);
-  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-  writePidFile(file, process.pid, process.argv);
+  try {
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    checkStateWritable(dir);
+    writePidFile(file, process.pid, process.argv);
+  } catch (e) {
+    // Another user's state directory (or one under a folder this user may not write): said as such,
+    // as down, status and submit say it, not as an internal EACCES.
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') throw stateAccess((e as NodeJS.ErrnoException).path ?? dir, e, 'write');
+    throw e;
+  }
   process.once('exit', () => {
     try { fs.rmSync(file, { force: true }); } catch { /* the directory is gone */ }
     // An `up` refused before it started anything leaves no trace: the folders it made only for the

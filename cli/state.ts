@@ -41,13 +41,32 @@ export function readHubFile(dir: string): HubFile | undefined {
   try { return JSON.parse(text) as HubFile; } catch { return undefined; }
 }
 
-/** A state file this user may not read: SWARM_ERR_STATE_ACCESS naming it and its owner. */
-export function stateAccess(file: string, err: unknown): SwarmError {
+/** A state file this user may not read (or write): SWARM_ERR_STATE_ACCESS naming it and its owner. */
+export function stateAccess(file: string, err: unknown, verb: 'read' | 'write' = 'read'): SwarmError {
   let owner = '';
   for (let p = file; p !== path.dirname(p); p = path.dirname(p)) {
     try { owner = ` (${p} belongs to uid ${fs.statSync(p).uid})`; break; } catch { /* climb */ }
   }
-  return new SwarmError('SWARM_ERR_STATE_ACCESS', `cannot read ${file}: ${(err as Error).message.replace(/^[A-Z]+: /, '')}${owner}`);
+  return new SwarmError('SWARM_ERR_STATE_ACCESS', `cannot ${verb} ${file}: ${(err as Error).message.replace(/^[A-Z]+: /, '')}${owner}`);
+}
+
+/** What a swarm writes in its state directory: each that exists must be this user's to use. */
+const STATE_ENTRIES = ['hub.json', 'token', 'lock-id', 'journal.ndjson', 'snapshot.ndjson', 'logs', 'pids', 'results', 'failover', 'starting'];
+
+/**
+ * Refuse a state directory whose files this user may not write (another user's swarm, or one run as
+ * root once): before anything is written, so a refused `swarm up` replaces no token of theirs and
+ * fails as SWARM_ERR_STATE_ACCESS naming the file and its owner, not later as an internal EACCES.
+ */
+export function checkStateWritable(dir: string): void {
+  for (const name of ['', ...STATE_ENTRIES]) {
+    const p = path.join(dir, name);
+    let st: fs.Stats;
+    try { st = fs.statSync(p); } catch { continue; }
+    try { fs.accessSync(p, st.isDirectory() ? fs.constants.R_OK | fs.constants.W_OK | fs.constants.X_OK : fs.constants.R_OK | fs.constants.W_OK); } catch (e) {
+      throw stateAccess(p, e, 'write');
+    }
+  }
 }
 
 /** Written atomically, readable by this user only (it may hold the token). */
