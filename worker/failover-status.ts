@@ -25,8 +25,28 @@ export interface AgentFailoverStatus {
   runs?: { known: string[]; driving: number; finished: { run: string; verdict?: string }[]; ended_on_hub: string[] };
 }
 
-/** A worker process's status file: `<state-dir>/failover/<pid>.json`. */
-export interface FailoverStatusFile { pid: number; at: number; agents: AgentFailoverStatus[] }
+/**
+ * A worker process's status file: `<state-dir>/failover/<pid>.json`. `start` (the process's start
+ * time, clock ticks since boot) and `pidns` (its pid namespace) let a reader tell a live writer from
+ * a dead one or a reused pid, where it shares the writer's pid namespace.
+ */
+export interface FailoverStatusFile { pid: number; at: number; start?: string; pidns?: string; agents: AgentFailoverStatus[] }
+
+/** A status file left by a worker process that is gone: shown as such, never as a live swarm. */
+export interface StaleFailoverStatus { pid: number; age_s: number; why: string }
+
+/** Start time of a live process (field 22 of /proc/PID/stat), undefined if gone or a zombie. */
+function procStart(pid: number | 'self'): string | undefined {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return fields[0] === 'Z' ? undefined : fields[19];
+  } catch { return undefined; }
+}
+
+function pidNamespace(): string | undefined {
+  try { return fs.readlinkSync('/proc/self/ns/pid'); } catch { return undefined; }
+}
 
 /** The file a worker process writes its failover status to, under a state directory. */
 export function failoverStatusPath(stateDir: string, pid = process.pid): string {
@@ -35,16 +55,35 @@ export function failoverStatusPath(stateDir: string, pid = process.pid): string 
 
 /** Read the status files of live-looking worker processes (written within `freshMs`). */
 export function readFailoverStatus(stateDir: string, freshMs = 5000): FailoverStatusFile[] {
+  return readFailoverStatusAll(stateDir, freshMs).live;
+}
+
+/**
+ * Every status file, split into live ones and those a gone process left (not rewritten within
+ * `freshMs`, or, in this pid namespace, its pid dead or now another process's). Right after every
+ * worker died, a file only seconds old read as a swarm in gossip mode with an acting coordinator.
+ */
+export function readFailoverStatusAll(stateDir: string, freshMs = 5000): { live: FailoverStatusFile[]; stale: StaleFailoverStatus[] } {
   const dir = path.join(stateDir, 'failover');
+  const out = { live: [] as FailoverStatusFile[], stale: [] as StaleFailoverStatus[] };
   let names: string[] = [];
-  try { names = fs.readdirSync(dir); } catch { return []; }
+  try { names = fs.readdirSync(dir); } catch { return out; }
   const now = Date.now();
-  return names.filter((n) => n.endsWith('.json')).flatMap((n) => {
-    try {
-      const f = JSON.parse(fs.readFileSync(path.join(dir, n), 'utf8')) as FailoverStatusFile;
-      return now - f.at <= freshMs ? [f] : [];
-    } catch { return []; }
-  });
+  const ns = pidNamespace();
+  for (const n of names.filter((x) => x.endsWith('.json'))) {
+    let f: FailoverStatusFile;
+    try { f = JSON.parse(fs.readFileSync(path.join(dir, n), 'utf8')) as FailoverStatusFile; } catch { continue; }
+    if (typeof f?.pid !== 'number' || typeof f.at !== 'number' || !Array.isArray(f.agents)) continue;
+    const age_s = Math.round((now - f.at) / 100) / 10;
+    // A writer in another pid namespace (another container) is judged by the file's age alone.
+    const here = f.pidns !== undefined && f.pidns === ns && f.start !== undefined;
+    const start = here ? procStart(f.pid) : undefined;
+    const why = now - f.at > freshMs ? `not rewritten for ${age_s} s`
+      : here && start === undefined ? `pid ${f.pid} is not alive`
+        : here && start !== f.start ? `pid ${f.pid} is another process now` : undefined;
+    if (why) out.stale.push({ pid: f.pid, age_s, why }); else out.live.push(f);
+  }
+  return out;
 }
 
 /**
@@ -60,6 +99,8 @@ export class FailoverStatusWriter {
   private last = '';
   private lastAt = 0;
   private soon = false;
+  /** Who writes: read once (a pid namespace and start time do not change). */
+  private readonly self = ((start, pidns) => ({ ...(start ? { start } : {}), ...(pidns ? { pidns } : {}) }))(procStart('self'), pidNamespace());
 
   constructor(private readonly file: string, private readonly agents: readonly Agent[], private readonly log: Logger, private readonly everyMs = 1000, private readonly refreshMs = 3000) {}
 
@@ -99,7 +140,7 @@ export class FailoverStatusWriter {
         } : undefined,
       }];
     });
-    return { pid: process.pid, at: Date.now(), agents };
+    return { pid: process.pid, at: Date.now(), ...this.self, agents };
   }
 
   private left(r: Replica, mode: string): AgentFailoverStatus['left'] {

@@ -5,5 +5,5 @@ export { OrphanGuard, orphanCheckMs, parentWatch, type OrphanSignals } from './o
 export { poolOrphanSignals } from './orphan-gossip.js';
 // Types only: the gossip code loads when an agent runs with failover (agent.ts).
 export type { AgentFailover, AgentFailoverOptions } from './failover-agent.js';
-export { readFailoverStatus, failoverStatusPath, type FailoverStatusFile, type AgentFailoverStatus } from './failover-status.js';
+export { readFailoverStatus, readFailoverStatusAll, failoverStatusPath, type FailoverStatusFile, type AgentFailoverStatus, type StaleFailoverStatus } from './failover-status.js';
 export { workerConfig, WORKER_DEFAULTS, type WorkerConfig, type WorkerConfigInput } from './config.js';

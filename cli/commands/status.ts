@@ -5,7 +5,7 @@ import { readHubFile, stateDir } from '../state.js';
 import { lockHolder } from '../state-lock.js';
 import { SwarmError } from '../../protocol/errors.js';
 import { runningHub } from '../running.js';
-import { readFailoverStatus, type FailoverStatusFile } from '../../worker/index.js';
+import { readFailoverStatusAll, type FailoverStatusFile, type StaleFailoverStatus } from '../../worker/index.js';
 
 interface Status {
   hub: { pid: number; address?: { host: string; port: number }; uptime_s: number; mode: string; coordinator?: string };
@@ -41,6 +41,12 @@ export function gossipStatus(files: FailoverStatusFile[]): Record<string, unknow
   };
 }
 
+/** The left-over status files, said in one line: how many, and why each is not a live worker's. */
+function staleNote(stale: StaleFailoverStatus[]): string {
+  const shown = stale.slice(0, 3).map((f) => `pid ${f.pid}: ${f.why}, written ${f.age_s} s ago`).join('; ');
+  return `ignored ${stale.length} failover status file(s) left by worker processes that are gone (${shown}${stale.length > 3 ? '; …' : ''})`;
+}
+
 export function registerStatus(program: Command): void {
   swarmOptions(program.command('status')
     .description('show the running swarm: hub, workers, tasks (and, if the hub is down, the failover mode)')
@@ -57,14 +63,15 @@ export function registerStatus(program: Command): void {
           // it ran) is running: "unreachable" or "no running swarm" would be wrong.
           const lost = remote || readHubFile(dir) ? undefined : lockHolder(dir);
           if (lost !== undefined) throw new SwarmError('SWARM_ERR_STATE_ACCESS', `a hub runs in ${dir} (pid ${lost}, holding its lock) but its hub.json is missing or damaged, so it cannot be reached; \`swarm down\` stops it`);
-          const files = remote ? [] : readFailoverStatus(dir);
-          if (!files.length) throw err;
-          const g = gossipStatus(files) as { hub: { mode: string; coordinator?: string }; workers: unknown[]; tasks?: Status['tasks']; runs: { run: string; state: string; verdict?: string }[] };
+          const { live: files, stale } = remote ? { live: [], stale: [] } : readFailoverStatusAll(dir);
+          // Files the workers left when they died say nothing of a swarm: named as left over, never shown as one.
+          if (!files.length) throw stale.length && err instanceof SwarmError ? new SwarmError(err.code, `${err.message}; ${staleNote(stale)}`) : err;
+          const g = { ...gossipStatus(files), ...(stale.length ? { stale_status_files: stale } : {}) } as { hub: { mode: string; coordinator?: string }; workers: unknown[]; tasks?: Status['tasks']; runs: { run: string; state: string; verdict?: string }[] };
           if (o.json) { process.stdout.write(JSON.stringify(g) + '\n'); return; }
           const t = g.tasks;
           process.stdout.write([
             `hub      unreachable; mode ${g.hub.mode}, coordinator ${g.hub.coordinator ?? '?'}`,
-            `workers  ${g.workers.length} (from failover status files)`,
+            `workers  ${g.workers.length} (from failover status files)${stale.length ? `; ${staleNote(stale)}` : ''}`,
             t ? `tasks    ${t.queued} queued, ${t.leased} running, ${t.done} done, ${t.failed} failed (coordinator's replica)` : '',
             ...g.runs.map((r) => `run      ${r.run} ${r.state}${r.verdict ? ` (${r.verdict})` : ''}, driven by the coordinator`),
           ].filter(Boolean).join('\n') + '\n');
