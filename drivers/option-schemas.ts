@@ -10,7 +10,19 @@ import { DEFAULT_LOOP } from './batched/messages.js';
  */
 const int = (min: number) => z.number().int().min(min);
 /** ggml runs at most 512 threads (GGML_MAX_N_THREADS); a larger count is a typo, refused before any engine starts. */
-const threads = () => int(1).max(512);
+export const MAX_THREADS = 512;
+const threads = () => int(1).max(MAX_THREADS);
+/** 1..max as decimal text without a leading zero (for an option that is a count or a word). */
+export function upTo(max: number): string {
+  const m = String(max);
+  const alts = m.length > 1 ? [`[1-9][0-9]{0,${m.length - 2}}`] : [];
+  // As many digits as max: its first i digits, then a smaller one, then any.
+  for (let i = 0; i < m.length; i++) {
+    const lo = i === 0 ? 1 : 0, hi = Number(m[i]) - 1;
+    if (hi >= lo) alts.push(`${m.slice(0, i)}[${lo}-${hi}]${i < m.length - 1 ? `[0-9]{${m.length - i - 1}}` : ''}`);
+  }
+  return [...alts, m].join('|');
+}
 const ms = (min: number, dflt: number) => int(min).default(dflt);
 const text = (title: string) => z.string().meta({ title });
 const flag = (dflt: '0' | '1') => z.enum(['0', '1', 'true', 'false']).meta({ title: '0|1' }).default(dflt);
@@ -20,7 +32,7 @@ const unused = z.unknown().optional();
 export const DriverOptionSchemas = {
   batched: z.object({
     /** `auto` (the default) picks the count by measuring decode steps (drivers/batched/threads.ts); a number fixes it. */
-    threads: z.string().regex(/^(auto|[1-9][0-9]?|[1-4][0-9][0-9]|50[0-9]|51[0-2])$/).meta({ title: 'N|auto' }).default('auto'),
+    threads: z.string().regex(new RegExp(`^(auto|${upTo(MAX_THREADS)})$`)).meta({ title: 'N|auto' }).default('auto'),
     /** Context tokens per sequence. */
     ctx: int(16).default(2048),
     /** Sequences the engine holds (`swarm up` passes agents x slots). */

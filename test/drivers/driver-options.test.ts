@@ -35,6 +35,19 @@ t.test('driver options: text converted to numbers, defaults filled, unknown and 
   t.throws(() => parseEchoOptions(JSON.parse('{"__proto__":"1"}') as Record<string, string>), { code: 'SWARM_ERR_CONFIG' }, 'a key named __proto__ is a key');
 });
 
+t.test('batched threads=N takes exactly the counts ggml runs: one bound, the pattern made from it', async (t) => {
+  const { MAX_THREADS, upTo } = await import('../../drivers/option-schemas.js');
+  for (const max of [1, 9, 10, 99, 100, 101, 512, 1000, 2047]) {
+    const re = new RegExp(`^(${upTo(max)})$`);
+    const wrong = Array.from({ length: max * 2 + 20 }, (_, n) => n).filter((n) => re.test(String(n)) !== (n >= 1 && n <= max));
+    t.same(wrong, [], `1..${max} and nothing else`);
+    t.notOk(re.test(`0${max}`) || re.test('01'), 'no leading zero');
+  }
+  const took = (n: number) => { try { return parseBatchedOptions({ threads: String(n) }).threads === n; } catch { return false; } };
+  t.ok(took(MAX_THREADS) && !took(MAX_THREADS + 1) && took(1) && !took(0), `the batched engine's bound is MAX_THREADS (${MAX_THREADS})`);
+  t.throws(() => parseLlamaServerOptions({ threads: String(MAX_THREADS + 1) }), { code: 'SWARM_ERR_CONFIG' }, 'and llama-server\'s');
+});
+
 t.test('swarm up checks the options of every driver it supervises as the driver does: ollama\'s flags in any case', async (t) => {
   const { workerArgs } = await import('../../cli/commands/worker.js');
   t.same(workerArgs({ driver: 'ollama', driverOpt: { raw: 'TRUE', check_model: 'Off' }, slots: 1 }).slice(0, 2), ['--driver', 'ollama'], 'a flag in capitals is taken');
