@@ -19,7 +19,7 @@ export function upTo(max: number): string {
   // As many digits as max: its first i digits, then a smaller one, then any.
   for (let i = 0; i < m.length; i++) {
     const lo = i === 0 ? 1 : 0, hi = Number(m[i]) - 1;
-    if (hi >= lo) alts.push(`${m.slice(0, i)}[${lo}-${hi}]${i < m.length - 1 ? `[0-9]{${m.length - i - 1}}` : ''}`);
+    if (hi >= lo) alts.push(`${m.slice(0, i)}${lo === hi ? lo : `[${lo}-${hi}]`}${i < m.length - 1 ? `[0-9]{${m.length - i - 1}}` : ''}`);
   }
   return [...alts, m].join('|');
 }

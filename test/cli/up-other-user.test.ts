@@ -18,7 +18,7 @@ const skip = process.getuid?.() !== 0 ? 'needs root (to run swarm as another use
 /** `swarm ARGS` as uid nobody (without tap's process-info hook in NODE_OPTIONS: it writes into the checkout, which nobody may not). */
 function asNobody(args: string[]) {
   const r = spawnSync(setpriv!, [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '/usr/bin/env', '-u', 'NODE_OPTIONS', process.execPath, CLI, ...args], { encoding: 'utf8', timeout: 60_000 });
-  return { code: r.status, stderr: r.stderr, stdout: r.stdout };
+  return { code: r.status, signal: r.signal, stderr: r.stderr, stdout: r.stdout };
 }
 
 t.test('swarm up against another user\'s state directory is SWARM_ERR_STATE_ACCESS naming file and owner', { skip }, async (t) => {
