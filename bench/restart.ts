@@ -10,10 +10,13 @@
  *   after its replica holders have their whole copy (a steady swarm), `swarm up` again: `up`'s ready_ms (every worker back) and its wall time from the kill,
  *   and when the restarted hub ran a task submitted right after `up` returned (ready = accepts and
  *   dispatches). The load average at each kill beside it.
- * Run: `npm run build && node dist/bench/restart.js [--tasks 1000000] [--retain 24h,100000] [--keep]
- *   [--from DIR] [--kills 5] [--agents 25] [--procs 5] [--load-s 3] [--keep-logs] [--kill-in-sync] [--kill-at N]` (--from: a state kept by --keep
- *   instead of building one; --keep-logs: each run's logs/ as DIR.logsN; --kill-in-sync: the hub killed
- *   during a holder's first whole-state sync instead of a steady swarm, once it sent --kill-at entries). Writes bench/results/restart.json.
+ * Run: `npm run build && node dist/bench/restart.js [options]` (`--help` lists them; --from: a state
+ *   kept by --keep instead of building one; --keep-logs: each run's logs/ as DIR.logsN; --kill-in-sync:
+ *   the hub killed during a holder's first whole-state sync instead of a steady swarm, once it sent
+ *   --kill-at entries; --compare ROOT: each kill run once with this checkout's dist and once with
+ *   ROOT's (another checkout, built), alternating which goes first, so that a change is measured
+ *   against its base under the same load; --kills-only: no in-process open and no first `up`).
+ *   Writes bench/results/restart.json.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -24,10 +27,26 @@ import { TaskStore } from '../hub/store.js';
 import { parseRetain } from '../hub/retention.js';
 import { machine } from './proc.js';
 import { api, hubFile } from './failover-procs.js';
-import { CLI, ROOT } from './args.js';
+import { CLI, ROOT, arg as declare, checkArgs, flag } from './args.js';
 
 const SELF = fileURLToPath(import.meta.url);
-const arg = (name: string, def: string): string => { const i = process.argv.indexOf(name); return i >= 0 ? process.argv[i + 1]! : def; };
+const CHILD = process.argv[2] === '--child';
+const O = CHILD ? undefined : {
+  tasks: declare('tasks', '1000000', 'tasks of history to build'),
+  retain: declare('retain', '24h,100000', 'the retention horizon (swarm up --retain)'),
+  keep: flag('keep', 'keep the built state (its path is printed)'),
+  from: declare('from', '', 'a state kept by --keep, instead of building one (copied, never changed)'),
+  kills: declare('kills', '5', 'hub kills, each on a fresh copy of the state'),
+  agents: declare('agents', '25', 'agents of each kill run'),
+  procs: declare('procs', '5', 'worker processes of each kill run'),
+  loadS: declare('load-s', '3', 'seconds of client load before each kill'),
+  keepLogs: flag('keep-logs', "each kill run's logs/ kept as DIR.logsN"),
+  killInSync: flag('kill-in-sync', "kill during a holder's first whole-state sync instead of a steady swarm"),
+  killAt: declare('kill-at', '1', 'with --kill-in-sync: once the sync sent this many entries'),
+  compare: declare('compare', '', "another checkout's root: each kill runs with its dist too, alternating which goes first"),
+  killsOnly: flag('kills-only', 'only the kill runs (no in-process open, no first swarm up)'),
+};
+if (O) checkArgs('restart', 'Restart at any age: a state with N tasks of history, the hub killed (kill -9) under load and started again;\nreports kill -> `swarm up` returned and kill -> first result, and the restarted hub\'s timeline and CPU.');
 const load = (): number[] => os.loadavg().map((x) => +x.toFixed(1));
 const cpu = (): number => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
 const Q = { maxDepth: 1_000_000, leaseMs: 600_000, defaultMaxAttempts: 3 };
@@ -61,6 +80,14 @@ async function build(dir: string, n: number, retain: string): Promise<void> {
 const CALL_MS = 30_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** A process's CPU time so far (user and system, ms; Linux's /proc, in ticks of 10 ms), or null. */
+function cpuOf(pid: number | undefined): number | null {
+  try {
+    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10;
+  } catch { return null; }
+}
+
 /** A fresh copy of the state `from` at `to`: a hub that opens a state compacts and evicts it, so each measurement has its own. */
 function copyState(from: string, to: string): void {
   fs.rmSync(to, { recursive: true, force: true });
@@ -68,10 +95,10 @@ function copyState(from: string, to: string): void {
 }
 
 /** `swarm up --driver echo --detach --json` in a child (this event loop runs on): up's own ready_ms and wall time, or what it said. */
-function swarmUp(args: string[]): Promise<{ readyMs?: number; wallMs: number; error?: string }> {
+function swarmUp(args: string[], cli = CLI): Promise<{ readyMs?: number; wallMs: number; error?: string }> {
   return new Promise((resolve) => {
     const t0 = performance.now();
-    const c = spawn(process.execPath, [CLI, 'up', '--driver', 'echo', '--detach', '--json', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const c = spawn(process.execPath, [cli, 'up', '--driver', 'echo', '--detach', '--json', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '', err = '';
     c.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     c.stderr!.on('data', (d: Buffer) => (err += d.toString()));
@@ -108,7 +135,7 @@ async function holdersSyncing(dir: string): Promise<boolean> {
   for (let i = 0; i < 1200; i++) {
     const st = await api<{ failover?: { feeds?: { syncing: boolean; syncs: number; synced: number }[] } }>(dir, 'GET', '/status', undefined, CALL_MS);
     const feeds = st?.failover?.feeds ?? [];
-    if (feeds.some((f) => f.syncing && f.synced >= Math.max(1, Number(arg('--kill-at', '1'))))) return true;
+    if (feeds.some((f) => f.syncing && f.synced >= Math.max(1, Number(O!.killAt)))) return true;
     if (feeds.length && feeds.every((f) => !f.syncing && f.syncs > 0)) return false;
     await sleep(50);
   }
@@ -148,13 +175,14 @@ function restartLog(dir: string, killedAt: number): { listenMs: number | null; b
   return { listenMs, buckets, refused, timeline, joined };
 }
 
-/** One kill: a live swarm on a copy of `built`, loaded, its hub killed and started again. */
-async function killRun(built: string, run: number, retain: string): Promise<Record<string, unknown>> {
+/** One kill: a live swarm on a copy of `built`, loaded, its hub killed and started again, by the `swarm` of `root` (a checkout). */
+async function killRun(built: string, run: number, retain: string, root = ROOT): Promise<Record<string, unknown>> {
   const dir = `${built}.run${run}`;
+  const cli = path.join(root, 'dist/cli/main.js');
   copyState(built, dir);
-  const upArgs = ['--agents', arg('--agents', '25'), '--procs', arg('--procs', '5'), '--state-dir', dir, '--retain', retain, '--ready-timeout', '120000'];
+  const upArgs = ['--agents', O!.agents, '--procs', O!.procs, '--state-dir', dir, '--retain', retain, '--ready-timeout', '120000'];
   try {
-    const first = await swarmUp(upArgs);
+    const first = await swarmUp(upArgs, cli);
     let stop = false;
     let submitted = 0;
     const pad = 'x'.repeat(180);
@@ -168,17 +196,17 @@ async function killRun(built: string, run: number, retain: string): Promise<Reco
       }
     })();
     // A steady swarm, then the clients' load for a while; or (--kill-in-sync) a holder's first sync under way.
-    const inSync = process.argv.includes('--kill-in-sync');
+    const inSync = O!.killInSync;
     const killedInSync = inSync ? await holdersSyncing(dir) : undefined;
     const holdersSyncedMs = inSync ? null : await holdersSynced(dir);
-    if (!inSync) await sleep(Number(arg('--load-s', '3')) * 1000);
+    if (!inSync) await sleep(Number(O!.loadS) * 1000);
     const hub = hubFile(dir)!.pid;
     const loadAtKill = load();
     const tKill = performance.now();
     process.kill(hub, 'SIGKILL');
     await sleep(50);
     // Off the event loop of this process: `up` runs as a child and the load keeps going meanwhile.
-    const again = await swarmUp(upArgs);
+    const again = await swarmUp(upArgs, cli);
     const upDoneMs = Math.round(performance.now() - tKill);
     const killedAt = Date.now() - upDoneMs;
     // Ready means it takes and runs work: one task, submitted now, run to its result (first in line:
@@ -187,6 +215,8 @@ async function killRun(built: string, run: number, retain: string): Promise<Reco
     await api(dir, 'POST', '/tasks', { tasks: [{ id: probe, prompt: 'probe', priority: 1_000_000 }] }, CALL_MS);
     const w = await api<{ complete?: boolean }>(dir, 'POST', '/wait', { ids: [probe], timeout_ms: 60_000 }, 60_000 + CALL_MS);
     const probeMs = Math.round(performance.now() - tKill);
+    // CPU is steadier than wall on a shared host: the new hub's, from exec to its first result.
+    const hubCpuMs = cpuOf(hubFile(dir)?.pid);
     // Killed in a sync: the holders' new syncs (after comparing their digests) are what it measures.
     if (inSync) await holdersSynced(dir);
     // What the holders' digests saved the restarted hub: finished tasks left out as held, and sent.
@@ -195,17 +225,17 @@ async function killRun(built: string, run: number, retain: string): Promise<Reco
     await loader;
     const { listenMs, buckets, refused, timeline, joined } = restartLog(dir, killedAt);
     const row = {
-      run, load_at_kill: loadAtKill, first_up_ready_ms: first.readyMs ?? null, holders_synced_after_ms: holdersSyncedMs, tasks_submitted_under_load: submitted,
-      kill_to_hub_listening_ms: listenMs, timeline_ms: { ...timeline, listening: listenMs, joins: joined }, restart_up_ready_ms: again.readyMs ?? null, kill_to_up_returned_ms: upDoneMs, kill_to_probe_result_ms: w?.complete ? probeMs : null,
+      run, ...(root !== ROOT ? { dist: root } : {}), load_at_kill: loadAtKill, first_up_ready_ms: first.readyMs ?? null, holders_synced_after_ms: holdersSyncedMs, tasks_submitted_under_load: submitted,
+      kill_to_hub_listening_ms: listenMs, timeline_ms: { ...timeline, listening: listenMs, joins: joined }, restart_up_ready_ms: again.readyMs ?? null, kill_to_up_returned_ms: upDoneMs, kill_to_probe_result_ms: w?.complete ? probeMs : null, hub_cpu_at_first_result_ms: hubCpuMs,
       ...(inSync ? { killed_in_sync: killedInSync } : {}), holder_buckets_same: buckets, have_held: fo?.haveHeld ?? null, have_sent: fo?.haveSent ?? null, handshakes_refused: refused,
       ...(first.error || again.error ? { error: first.error ?? again.error } : {}),
     };
     console.error(JSON.stringify(row));
     return row;
   } finally {
-    spawnSync(process.execPath, [CLI, 'down', '--state-dir', dir], { encoding: 'utf8', timeout: 60_000 });
+    spawnSync(process.execPath, [cli, 'down', '--state-dir', dir], { encoding: 'utf8', timeout: 60_000 });
     // --keep-logs: the run's logs (and any CPU profiles) stay beside the state for a look.
-    if (process.argv.includes('--keep-logs')) spawnSync('cp', ['-r', path.join(dir, 'logs'), `${built}.logs${run}`]);
+    if (O!.keepLogs) spawnSync('cp', ['-r', path.join(dir, 'logs'), `${built}.logs${run}${root !== ROOT ? '-compare' : ''}`]);
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -224,45 +254,54 @@ async function buildState(dir: string, n: number, retain: string): Promise<void>
   await new Promise((r) => child.once('exit', r));
 }
 
+/** `TaskStore.open` on a copy of the state in this process, then `swarm up --no-failover` on another. */
+async function openAndUp(dir: string, retain: string): Promise<Record<string, unknown>> {
+  const copy = `${dir}.open`;
+  copyState(dir, copy);
+  const loadOpen = load();
+  const w0 = performance.now();
+  const c0 = cpu();
+  const s = await TaskStore.open(copy, Q, J, { retain: parseRetain(retain), evictEveryMs: 3600_000 });
+  const openMs = Math.round(performance.now() - w0);
+  const openCpuMs = Math.round(cpu() - c0);
+  const hot = s.queue.counts();
+  const rss = Math.round(process.memoryUsage().rss / 2 ** 20);
+  await s.close();
+  copyState(dir, copy);
+  const loadUp = load();
+  const up = await swarmUp(['--agents', '4', '--no-failover', '--insecure-no-auth', '--state-dir', copy, '--retain', retain]);
+  spawnSync(process.execPath, [CLI, 'down', '--state-dir', copy], { encoding: 'utf8', timeout: 60_000 });
+  fs.rmSync(copy, { recursive: true, force: true });
+  return {
+    hot_after_restart: hot, open_ms: openMs, open_cpu_ms: openCpuMs, rss_after_open_mb: rss, load_at_open: loadOpen,
+    swarm_up_ready_ms: up.readyMs ?? null, swarm_up_error: up.error, load_at_up: loadUp,
+  };
+}
+
 async function main(): Promise<void> {
-  const n = Number(arg('--tasks', '1000000'));
-  const retain = arg('--retain', '24h,100000');
-  const from = process.argv.includes('--from') ? arg('--from', '') : undefined;
-  const keep = process.argv.includes('--keep') || from !== undefined;
+  const n = Number(O!.tasks);
+  const retain = O!.retain;
+  const from = O!.from || undefined;
+  const keep = O!.keep || from !== undefined;
   const dir = from ?? fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-restart-'));
   try {
     const t0 = performance.now();
     if (!from) await buildState(dir, n, retain);
     const buildS = from ? null : +((performance.now() - t0) / 1000).toFixed(1);
     // Each measurement on a copy: a hub that opens the state compacts and evicts it.
-    const copy = `${dir}.open`;
-    copyState(dir, copy);
     const files = Object.fromEntries(fs.readdirSync(dir).filter((f) => f.endsWith('.ndjson')).map((f) => [f, +(fs.statSync(path.join(dir, f)).size / 2 ** 20).toFixed(1)]));
     const archiveMb = +(fs.readdirSync(path.join(dir, 'results')).reduce((a, f) => a + fs.statSync(path.join(dir, 'results', f)).size, 0) / 2 ** 20).toFixed(1);
-
-    const loadOpen = load();
-    const w0 = performance.now();
-    const c0 = cpu();
-    const s = await TaskStore.open(copy, Q, J, { retain: parseRetain(retain), evictEveryMs: 3600_000 });
-    const openMs = Math.round(performance.now() - w0);
-    const openCpuMs = Math.round(cpu() - c0);
-    const hot = s.queue.counts();
-    const rss = Math.round(process.memoryUsage().rss / 2 ** 20);
-    await s.close();
-    copyState(dir, copy);
-
-    const loadUp = load();
-    const up = await swarmUp(['--agents', '4', '--no-failover', '--insecure-no-auth', '--state-dir', copy, '--retain', retain]);
-    spawnSync(process.execPath, [CLI, 'down', '--state-dir', copy], { encoding: 'utf8', timeout: 60_000 });
-    fs.rmSync(copy, { recursive: true, force: true });
+    const opened = O!.killsOnly ? {} : await openAndUp(dir, retain);
     const kills = [];
-    for (let k = 0; k < Number(arg('--kills', '5')); k++) kills.push(await killRun(dir, k, retain));
+    for (let k = 0; k < Number(O!.kills); k++) {
+      // --compare: the other checkout's run goes first every other kill (a load that drifts favours neither).
+      const roots = O!.compare ? (k % 2 ? [O!.compare, ROOT] : [ROOT, O!.compare]) : [ROOT];
+      for (const root of roots) kills.push(await killRun(dir, k, retain, root));
+    }
     const out = {
       at: new Date().toISOString(), command: `node dist/bench/restart.js ${process.argv.slice(2).join(' ')}`.trim(), machine: machine(),
       history_tasks: n, retain, build_s: buildS, files_mb: files, archive_mb: archiveMb,
-      hot_after_restart: hot, open_ms: openMs, open_cpu_ms: openCpuMs, rss_after_open_mb: rss, load_at_open: loadOpen,
-      swarm_up_ready_ms: up.readyMs ?? null, swarm_up_error: up.error, load_at_up: loadUp,
-      kills,
+      ...opened, kills,
     };
     console.log(JSON.stringify(out, null, 2));
     const file = path.join(ROOT, 'bench/results/restart.json');
@@ -271,6 +310,6 @@ async function main(): Promise<void> {
   } finally { if (keep) console.log(`kept ${dir}`); else fs.rmSync(dir, { recursive: true, force: true }); }
 }
 
-if (process.argv[2] === '--child') await build(process.argv[3]!, Number(process.argv[4]), process.argv[5]!);
+if (CHILD) await build(process.argv[3]!, Number(process.argv[4]), process.argv[5]!);
 else await main();
 process.exit(0);

@@ -55,14 +55,21 @@ export class Evictor {
     this.retention.load(done);
   }
 
-  /** Replay one evict record. */
-  replay(r: Extract<JournalRecord, { t: 'evict' }>): void {
+  /**
+   * Replay one evict record. `hot`: false while nothing is hot yet (a snapshot's evict records come
+   * before its tasks), so that no id is looked up for a task to drop.
+   */
+  replay(r: Extract<JournalRecord, { t: 'evict' }>, hot = true): void {
     if (r.end !== undefined) this.advance({ file: r.file, end: r.end });
-    r.ids.forEach((id, i) => {
-      const rec = this.host.get(id);
-      if (rec && isFinal(rec)) this.host.remove(id);
-      this.tombstones.add(id, { file: r.file, offset: r.offsets[i] ?? -1, at: r.at });
-    });
+    const { ids, offsets, file, at } = r;
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i]!;
+      if (hot) {
+        const rec = this.host.get(id);
+        if (rec && isFinal(rec)) this.host.remove(id);
+      }
+      this.tombstones.put(id, file, offsets[i] ?? -1, at);
+    }
   }
 
   /** The tombstones as evict records, for the snapshot (replayed before the tasks). */

@@ -44,12 +44,15 @@ export class Tombstones {
     return { file: p.file[i]!, offset: p.off[i]!, at: p.at[i]!, ...(Number.isNaN(acc) ? {} : { acc }) };
   }
 
-  add(id: string, t: Tombstone): void {
+  add(id: string, t: Tombstone): void { this.put(id, t.file, t.offset, t.at, t.acc); }
+
+  /** `add` without a Tombstone object (replay puts every id of the window). */
+  put(id: string, file: number, offset: number, at: number, acc = NaN): void {
     this.ring.delete(id);
     if (this.ring.full) this.dropOldest();
     const i = this.ring.push(id);
     const p = this.p!;
-    p.file[i] = t.file; p.off[i] = t.offset; p.at[i] = t.at; p.acc[i] = t.acc ?? NaN;
+    p.file[i] = file; p.off[i] = offset; p.at[i] = at; p.acc[i] = acc;
   }
 
   /** Forget ids evicted longer ago than the window (one evicted exactly at the horizon stays). */

@@ -1,5 +1,5 @@
 export { Hub, type HubEvents } from './hub.js';
-export { hubConfig, HubConfigSchema, isLoopback, type HubConfig } from './config.js';
+export { hubConfig, isLoopback, type HubConfig } from './config.js';
 export { ControlServer, type ControlOptions } from './control.js';
 export { RESPAWN_DELAY_MS, Supervisor, alive, killGroup, type SupervisorOptions } from './supervisor.js';
 export { DEFAULT_WORKER_NICE, workerNice } from './worker-nice.js';
@@ -8,5 +8,5 @@ export { Registry, type WorkerEntry } from './registry.js';
 export { TaskStore } from './store.js';
 export { TaskQueue, type QueueOptions, type WorkerView } from './queue.js';
 export { Journal, type JournalRecord } from './journal.js';
-export { TaskSpecSchema, TaskState, isFinal, type TaskInput, type TaskRecord, type TaskResult, type TaskSpec } from './task.js';
+export { TaskState, isFinal, type TaskInput, type TaskRecord, type TaskResult, type TaskSpec } from './task.js';
 export { RoleAssigner, parseRolePlan, checkRolePlan, type RolePlan } from './roles.js';

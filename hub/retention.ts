@@ -1,4 +1,4 @@
-import { SwarmError } from '../protocol/index.js';
+import { SwarmError } from '../protocol/errors.js';
 
 /** How long and how many finished tasks the hot state keeps (memory, journal, replicas). */
 export interface RetainOptions {

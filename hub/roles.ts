@@ -1,5 +1,8 @@
 import type { Logger } from 'pino';
-import { SwarmError, Type, type Message } from '../protocol/index.js';
+// The files, not protocol/index.js: `swarm up` reads its options from here, and the index loads the codecs and the connection.
+import { SwarmError } from '../protocol/errors.js';
+import { Type } from '../protocol/types.js';
+import type { Message } from '../protocol/schemas.js';
 import type { Registry, WorkerEntry } from './registry.js';
 
 /** How many workers should hold each role, e.g. `{ thinker: 2, worker: 3 }`. */

@@ -1,22 +1,24 @@
 import fs from 'node:fs';
 import { SwarmError, every, randomId, type ErrorCode } from '../protocol/index.js';
 import { StallClock } from '../sched/index.js';
-import { Journal, type JournalOptions, type JournalRecord, type JournalStats, type LazyLine, type RawLine } from './journal.js';
-import { decodeRecord } from './journal-record.js';
-import { ReplayedTask, readSpec } from './replayed.js';
+import { Journal, type JournalOptions, type JournalRecord, type JournalStats, type RawLine } from './journal.js';
+import { Replay, applyFinal, snapshotRecords, type FinalRecord, type MetaRecord, type StoreState } from './store-replay.js';
 import { ResultsArchive, type ArchiveStats } from './archive.js';
 import { Evictor } from './archive-evict.js';
 import { DEFAULT_RETAIN, type RetainOptions } from './retention.js';
 import { journalPaths, quarantine, type Damage } from './journal-files.js';
 import { TaskQueue, type QueueOptions, type WorkerView } from './queue.js';
-import { TASK_SPEC } from '#gen/task-check.js';
+import { TASK_SPEC, TASK_SPEC_KEYS } from '#gen/task-check.js';
 import { describe } from '../protocol/check.js';
 import { StoreEvents, type StoreEvent } from './store-events.js';
-import { TaskSpecSchema, isFinal, type TaskInput, type TaskRecord, type TaskResult, type TaskSpec } from './task.js';
+import { isFinal, type TaskInput, type TaskRecord, type TaskResult, type TaskSpec } from './task.js';
 export type { StoreEvent } from './store-events.js';
 
 /** What of the queue others may read; every change goes through a TaskStore method. */
 export type QueueView = Pick<TaskQueue, 'get' | 'has' | 'all' | 'counts' | 'pending' | 'nextReadyAt' | 'opts' | 'heldCount' | 'nextSeq'>;
+
+/** After an open that replayed finished tasks, retention's first pass (and a compaction the open wants) waits this long. */
+export const SETTLE_AFTER_OPEN_MS = 5000;
 
 /** A result or failure whose journal write failed is run again after this long, not at once on a full disk. */
 const RETRY_AFTER_JOURNAL_ERROR_MS = 1000;
@@ -40,8 +42,6 @@ export interface StoreOptions {
  */
 export interface DamageReport { records: number; quarantine?: string; samples: Omit<Damage, 'raw'>[]; orphans: number }
 
-type FinalRecord = Extract<JournalRecord, { t: 'result' | 'fail' }>;
-
 /**
  * Tasks and results, journaled. The store owns its invariants: each transition is one method that
  * writes its journal record (durable, see JournalOptions) before memory changes, so nothing is
@@ -58,7 +58,7 @@ export class TaskStore {
   /** Meta records (e.g. runs) found in the journal on open, for other parts to resume from. */
   readonly meta: { kind: string; data: unknown }[] = [];
   /** Every meta record, kept for snapshots. */
-  private readonly metas: { kind: string; data: unknown; at: number; unchecked?: true }[] = [];
+  private readonly metas: MetaRecord[] = [];
   /** Final records whose task is unknown (its line was damaged): kept, never dropped at compaction. */
   private readonly orphans = new Map<string, FinalRecord>();
   /** Ids whose task or final record came from a line without a checksum (see JournalRecord). */
@@ -77,8 +77,6 @@ export class TaskStore {
   /** Stops the store's clocks. */
   private readonly timers: (() => void)[] = [];
   private readonly tickMs: number;
-  /** Tasks replayed with their lines unparsed: those still queued at replay's end are parsed then. */
-  private restored: ReplayedTask[] = [];
 
   private constructor(queue: TaskQueue, private journal: Journal | undefined, private readonly archive: ResultsArchive | undefined, private readonly opts: StoreOptions) {
     this.q = queue;
@@ -93,13 +91,19 @@ export class TaskStore {
     }, archive);
   }
 
-  /** Start the store's clocks: retention passes and the stall watch. */
-  private start(): void {
+  /**
+   * Start the store's clocks: retention passes and the stall watch. `settleMs`: the first retention
+   * pass waits this long (a restarted hub serves its workers and clients first).
+   */
+  private start(settleMs = 0): void {
     // On the process's clocks (protocol/shared-clock.ts): with the hub's tick, one wake-up a second.
-    this.timers.push(
-      every(this.tickMs, () => this.stall.tick(Date.now(), this.tickMs)),
-      every(this.opts.evictEveryMs ?? 1000, () => { void this.evict().catch(() => { /* counted; the tasks stay hot and the next pass retries */ }); }),
-    );
+    this.timers.push(every(this.tickMs, () => this.stall.tick(Date.now(), this.tickMs)));
+    const passes = () => every(this.opts.evictEveryMs ?? 1000, () => { void this.evict().catch(() => { /* counted; the tasks stay hot and the next pass retries */ }); });
+    if (settleMs <= 0) { this.timers.push(passes()); return; }
+    let stop: (() => void) | undefined;
+    const t = setTimeout(() => { stop = passes(); }, settleMs);
+    t.unref();
+    this.timers.push(() => { clearTimeout(t); stop?.(); });
   }
 
   /** Read-only view of the queue. */
@@ -121,9 +125,11 @@ export class TaskStore {
     // Each record is applied as it is read: collected first, a hot state of 240 MB was held twice (the
     // parsed records beside the store), and the collector's work was a third of a restart's CPU.
     let opened: ReturnType<typeof Journal.open>;
-    try { opened = Journal.open(stateDir, j, (r) => store.replayOne(r), (l) => store.replayLazy(l)); } catch (e) { archive.close(); throw e; }
+    const replay = new Replay(store.state);
+    try { opened = Journal.open(stateDir, j, (r) => replay.one(r), (l) => replay.lazy(l)); } catch (e) { archive.close(); throw e; }
     const { journal, damage, legacy } = opened;
-    const unreadable = store.readyRestored();
+    const unreadable = replay.readyRestored();
+    store.openFloor = replay.openFloor;
     if (unreadable.length) {
       damage.push(...unreadable);
       try { quarantine(journalPaths(stateDir).quarantine, unreadable); } catch { /* reported in the status and the log */ }
@@ -144,9 +150,18 @@ export class TaskStore {
     await store.evictor.recover(stateDir);
     store.evictor.load(queue.all());
     journal.setSnapshotSource(() => store.snapshot());
-    store.start();
+    // With history replayed, the first retention pass and a compaction the open asked for wait a
+    // little: they ran beside the workers' rejoining and the first tasks (archive lines parsed and
+    // written, a snapshot encoded, evictions sent to every replica holder).
+    const settle = store.evictor.retention.size ? SETTLE_AFTER_OPEN_MS : 0;
+    store.start(settle);
     // In the background: the hub is ready meanwhile (appends go on while a compaction runs).
-    if (journal.wantCompaction) void journal.compact().catch(() => { /* retried when the segment grows */ });
+    if (journal.wantCompaction) {
+      const compact = () => void journal.compact().catch(() => { /* retried when the segment grows */ });
+      // Damage is compacted away at once (the quarantine file has it): a later open must not find it again.
+      if (!settle || damage.length) compact();
+      else { const t = setTimeout(compact, settle); t.unref(); store.timers.push(() => clearTimeout(t)); }
+    }
     return store;
   }
 
@@ -167,105 +182,12 @@ export class TaskStore {
   /** Tasks this hub accepted at or before this time are known here, or were evicted and forgotten (handback-check.ts). */
   get acceptedFloor(): number { return Math.max(this.openFloor - 1, this.evictor.tombstones.forgottenAccepted); }
 
-  /** One journal record read back on open, applied to memory (in the journal's order). */
-  private replayOne(r: JournalRecord): void {
-    // Not an evict record without ids: the snapshot writes it with the time it was written, which
-    // tasks accepted meanwhile (in the journal's tail) may precede. It carries the floor as it was.
-    if ((r.t === 'task' || (r.t === 'evict' && r.ids.length)) && r.at > this.openFloor) this.openFloor = r.at;
-    if (r.t === 'evict' && typeof r.floor === 'number' && r.floor + 1 > this.openFloor) this.openFloor = r.floor + 1;
-    if (r.t === 'task') {
-      if (this.q.has(r.spec.id)) return;
-      r.spec.priority ??= 0;
-      this.q.add(r.spec, r.at);
-      if (r.unchecked) this.unchecked.task.add(r.spec.id);
-    } else if (r.t === 'result' || r.t === 'fail') {
-      const rec = this.q.get(r.id);
-      if (!rec) { if (!this.orphans.has(r.id) && !this.evictor.tombstones.has(r.id)) this.orphans.set(r.id, r); return; }
-      if (isFinal(rec)) return;
-      this.applyFinal(r);
-    } else if (r.t === 'evict') this.evictor.replay(r);
-    else if (r.t === 'meta') { this.meta.push({ kind: r.kind, data: r.data }); this.metas.push({ kind: r.kind, data: r.data, at: r.at, ...(r.unchecked ? { unchecked: true as const } : {}) }); }
-  }
+  /** The records that rebuild the current state (store-replay.ts), for the journal's snapshots. */
+  *snapshot(): Iterable<JournalRecord | RawLine> { yield* snapshotRecords(this.state, this.acceptedFloor); }
 
-  /**
-   * A task or result line read back unparsed (journal-record.ts `decodeLazy`), applied as replayOne
-   * applies the parsed record: a task is restored with its line, a result on such a task keeps its
-   * line; anything else (an orphan, a task that was parsed) is parsed here and goes to replayOne.
-   */
-  private replayLazy(l: LazyLine): void {
-    if (l.t === 'task') {
-      if (l.at > this.openFloor) this.openFloor = l.at;
-      if (this.q.has(l.id)) return;
-      const rec = new ReplayedTask(l.id, l.at, l);
-      this.q.restore(rec);
-      this.restored.push(rec);
-      return;
-    }
-    const rec = this.q.get(l.id);
-    if (rec && isFinal(rec)) return;
-    if (rec instanceof ReplayedTask) { rec.resultLine = l; this.q.restoreDone(rec, l.at); return; }
-    const d = decodeRecord(l.buf.toString('utf8', l.start, l.end));
-    if (d.ok) this.replayOne(d.rec);
-  }
-
-  /**
-   * Replay's end: tasks restored unparsed and still queued have their spec read and join the ready
-   * set. One whose line does not parse (its checksum held, so only a writer's bug makes one) is left
-   * out as damage, as it would have been had it been parsed when read.
-   */
-  private readyRestored(): Damage[] {
-    const bad: Damage[] = [];
-    for (const rec of this.restored) {
-      if (rec.state !== 'queued' || this.q.get(rec.id) !== rec) continue;
-      const line = rec.taskLine;
-      const spec = line === undefined ? rec.spec : readSpec(line, rec.id);
-      if (spec) { rec.spec = spec; this.q.makeReady(rec); continue; }
-      this.q.makeReady(rec, true);
-      bad.push({ file: 'journal', offset: -1, why: 'task line with a valid checksum does not parse', raw: line ? line.buf.toString('utf8', line.start, line.end) : '' });
-    }
-    this.restored = [];
-    return bad;
-  }
-
-  /** A journaled final record applied to memory (replay, or an orphan whose task came back). */
-  private applyFinal(r: FinalRecord): void {
-    if (r.t === 'result') this.q.complete(r.id, { text: r.text, worker: r.worker, attempt: r.attempt, receipt: r.receipt }, r.at);
-    else {
-      this.q.markFailed(r.id, r.error, r.at);
-      // Leases are not journaled: the attempts a failure used come back only from its own record.
-      const rec = this.q.get(r.id);
-      if (rec && r.attempts > rec.attempts) rec.attempts = r.attempts;
-    }
-    if (r.unchecked) this.unchecked.final.add(r.id);
-  }
-
-  /** The records that rebuild the current state: tasks in submission order, their final records, meta. */
-  *snapshot(): Iterable<JournalRecord | RawLine> {
-    // Which records, taken at once: the writer yields to the event loop between pieces, and a live
-    // Map's iterator also visits what is added meanwhile (under load it chased new tasks for minutes).
-    // Each record is encoded as it is when its piece is written; the journal's tail covers any change.
-    const metas = [...this.metas];
-    const evicts = [...this.evictor.snapshot(this.acceptedFloor)];
-    const tasks = [...this.q.all()];
-    const orphans = [...this.orphans.values()];
-    for (const m of metas) yield { t: 'meta', kind: m.kind, data: m.data, at: m.at, ...(m.unchecked ? { unchecked: true as const } : {}) };
-    // Before the tasks: an id accepted again after its window is hot, and must stay so on replay.
-    yield* evicts;
-    const { task, final } = this.unchecked;
-    for (const r of tasks) {
-      // A task replayed and not read since goes as it was read (no parse, no encode).
-      const lazy = r instanceof ReplayedTask ? r : undefined;
-      const taskLine = lazy?.taskLine;
-      if (taskLine) yield taskLine;
-      else yield { t: 'task', spec: idFirst(r.spec), at: r.submittedAt, ...(task.size && task.has(r.id) ? { unchecked: true as const } : {}) };
-      const u = final.size && final.has(r.id) ? { unchecked: true as const } : {};
-      const resultLine = r.state === 'done' ? lazy?.resultLine : undefined;
-      if (resultLine) yield resultLine;
-      else if (r.state === 'done' && r.result) yield { t: 'result', id: r.id, text: r.result.text, worker: r.result.worker, attempt: r.result.attempt, receipt: r.result.receipt, at: r.finishedAt ?? 0, ...u };
-      else if (r.state === 'failed' && r.error) yield { t: 'fail', id: r.id, error: r.error, attempts: r.attempts, at: r.finishedAt ?? 0, ...u };
-    }
-    // After the tasks: a task submitted again since takes its orphaned result on replay.
-    yield* orphans;
+  /** The collections replay rebuilds and a snapshot writes (the same objects as the fields). */
+  private get state(): StoreState {
+    return { q: this.q, evictor: this.evictor, orphans: this.orphans, unchecked: this.unchecked, meta: this.meta, metas: this.metas };
   }
 
   /** Subscribe to the typed event stream; returns the unsubscribe function. */
@@ -325,7 +247,7 @@ export class TaskStore {
       const orphan = this.orphans.get(spec.id);
       if (orphan) {
         this.orphans.delete(spec.id);
-        this.applyFinal(orphan);
+        applyFinal(this.state, orphan);
         this.evictor.finished(rec);
         this.events.emit({ type: orphan.t === 'result' ? 'done' : 'failed', rec });
       }
@@ -530,15 +452,9 @@ export class TaskStore {
   }
 }
 
-/** The spec with `id` as its first key (a copy only if it is not: specs from older journals). */
-function idFirst<S extends { id: string }>(spec: S): S {
-  for (const k in spec) return k === 'id' ? spec : Object.assign({ id: spec.id }, spec);
-  return spec;
-}
-
 /** ` (did you mean "prompt"?)` for a task field one or two edits from a known one. */
 function nearKey(k: string): string {
-  const near = Object.keys(TaskSpecSchema.shape).find((known) => editDistance(k, known) <= 2);
+  const near = TASK_SPEC_KEYS.find((known) => editDistance(k, known) <= 2);
   return near ? ` (did you mean "${near}"?)` : '';
 }
 

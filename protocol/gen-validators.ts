@@ -44,8 +44,18 @@ export const TARGETS: Target[] = [
   },
   {
     file: 'gen/task-check.js',
-    about: 'TaskSpecSchema of hub/task.ts',
-    schemas: async () => { const s = await import('../hub/task.js'); return { TASK_SPEC: s.TaskSpecSchema }; },
+    about: 'TaskSpecSchema of hub/task-schema.ts',
+    schemas: async () => { const s = await import('../hub/task-schema.js'); return { TASK_SPEC: s.TaskSpecSchema }; },
+    // A misspelt field's error names the nearest one (hub/store.ts), without loading zod for the list.
+    extra: (json) => [
+      `export const TASK_SPEC_KEYS = ${JSON.stringify(Object.keys((json.TASK_SPEC!.properties ?? {}) as Json))};`,
+      'export declare const TASK_SPEC_KEYS: readonly string[];',
+    ],
+  },
+  {
+    file: 'gen/hub-config-check.js',
+    about: 'HubConfigSchema of hub/config-schema.ts',
+    schemas: async () => { const s = await import('../hub/config-schema.js'); return { HUB_CONFIG: s.HubConfigSchema }; },
   },
   {
     file: 'gen/worker-config-check.js',

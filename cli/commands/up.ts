@@ -18,7 +18,7 @@ import { PROCS_HELP, parseProcs, supervisedProcesses, type Procs } from '../proc
 import { ORPHAN_EXIT_HELP, workerArgs } from './worker.js';
 import { ORPHAN_EXIT_MAX_MS } from '../../worker/orphan-bounds.js';
 import { DEFAULT_DRIVER, chooseModel, type ChosenModel } from '../model.js';
-import { planRefusal } from './plan.js';
+import { planRefusal } from '../up-plan.js';
 import { DEFAULT_ENGINE, engineDriver, parseEngineMode, type EngineMode } from '../shared-engine.js';
 import { startProcess } from '../../drivers/lifecycle.js';
 import { driverOptionsHelp } from '../../drivers/option-summary.js';

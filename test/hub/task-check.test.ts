@@ -1,5 +1,5 @@
 import t from 'tap';
-import { TaskSpecSchema } from '../../hub/task.js';
+import { TaskSpecSchema } from '../../hub/task-schema.js';
 import { TASK_SPEC } from '#gen/task-check.js';
 import { clone } from '../helpers/clone.js';
 import { TaskStore } from '../../hub/store.js';

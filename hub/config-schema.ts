@@ -1,0 +1,62 @@
+import { z } from 'zod';
+import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from '../sched/index.js';
+import { DEFAULT_MAX_LINE, DEFAULT_MAX_OUTBOUND } from '../protocol/types.js';
+import { DEFAULT_RETAIN, MAX_RETAIN_COUNT, MAX_RETAIN_MS } from './retention.js';
+import { DEFAULT_COMPACT_BYTES } from './journal.js';
+import { MAX_ATTEMPTS, MAX_DEFAULT_TOKENS, MAX_LINE, MAX_PREFETCH_BELOW_MS } from '../protocol/bounds.js';
+
+/**
+ * The hub's settings as a zod schema: read by the build (protocol/gen-validators.ts), which compiles
+ * it to gen/hub-config-check.js, and by the type of HubConfig. The hub itself never loads zod (about
+ * 75 ms of CPU at every start, on the way to a restarted hub's replay).
+ */
+export const HubConfigSchema = z.object({
+  host: z.string().default('127.0.0.1'),
+  port: z.number().int().min(0).max(65535).default(0),
+  controlHost: z.string().default('127.0.0.1'),
+  controlPort: z.number().int().min(0).max(65535).default(0),
+  token: z.string().min(8).optional(),
+  tlsCert: z.string().optional(),
+  tlsKey: z.string().optional(),
+  /** Workers must present a certificate signed by this CA (mutual TLS on the worker port). */
+  tlsCa: z.string().optional(),
+  stateDir: z.string().optional(),
+  heartbeatMs: z.number().int().positive().default(2000),
+  deadAfterMs: z.number().int().positive().default(10000),
+  handshakeTimeoutMs: z.number().int().positive().default(5000),
+  maxLine: z.number().int().min(1024).max(MAX_LINE).default(DEFAULT_MAX_LINE),
+  /**
+   * Bound on bytes waiting to go out to one worker; past it the link is cut (a peer that reads
+   * nothing). Replication paces itself under it: large transfers wait for the socket to drain.
+   */
+  maxOutbound: z.number().int().min(64 * 1024).default(DEFAULT_MAX_OUTBOUND),
+  maxQueue: z.number().int().positive().default(1_000_000),
+  /** Lease length of a task without its own timeout_ms; the acting coordinator uses it too after a failover. */
+  leaseMs: z.number().int().positive().default(DEFAULT_LEASE_MS),
+  /** Leases of a task without its own max_attempts; the acting coordinator uses it too after a failover. */
+  maxAttempts: z.number().int().positive().max(MAX_ATTEMPTS).default(DEFAULT_MAX_ATTEMPTS),
+  /** max_tokens of a task that gives none (set at submit, so replicas and a restarted hub see it too). */
+  defaultMaxTokens: z.number().int().positive().max(MAX_DEFAULT_TOKENS).default(512),
+  /**
+   * `always`: tasks and results are acknowledged and shown only once fsynced (one fsync per group
+   * commit). `interval`: once written, with fsync every `fsyncMs` (a power loss can lose that much).
+   */
+  fsync: z.enum(['always', 'interval']).default('always'),
+  fsyncMs: z.number().int().min(0).default(1000),
+  /** Retention horizon: finished tasks older than this (ms) leave the hot state for the results archive. */
+  retainMs: z.number().int().positive().max(MAX_RETAIN_MS).default(DEFAULT_RETAIN.ageMs),
+  /** Retention horizon: at most this many finished tasks stay hot (memory, journal, replicas). */
+  retainCount: z.number().int().positive().max(MAX_RETAIN_COUNT).default(DEFAULT_RETAIN.count),
+  /** Compact the journal (snapshot + fresh segment) once its live segment passes this size. */
+  compactBytes: z.number().int().min(4096).default(DEFAULT_COMPACT_BYTES),
+  /**
+   * Lease a worker its HANDSHAKE `queue` of tasks beyond its slots while the mean run time of its
+   * recent tasks is under this many ms (0: never). Short tasks then cost one wake per batch of
+   * frames instead of one per task; LLM tasks (seconds) never qualify.
+   */
+  prefetchBelowMs: z.number().min(0).max(MAX_PREFETCH_BELOW_MS).default(5),
+  /** Offer msgpack to workers. Off by default: NDJSON (the spec's codec) measured faster for our frames. */
+  msgpack: z.boolean().default(false),
+  /** Role plan: how many workers should hold each role (hub/roles.ts); handed out with ASSIGN_ROLE. */
+  roles: z.record(z.string(), z.number().int().min(0)).optional(),
+}).strict();
