@@ -76,9 +76,9 @@ async function startEach(mode: string, agents: Driver[]): Promise<EngineSet> {
 }
 
 /** One llama-server with N slots (continuous batching) and N client drivers on it (shared mode). */
-export async function sharedServer(model: string, n: number, threads: number, ctxPerSlot: number, args = ''): Promise<EngineSet> {
+export async function sharedServer(model: string, n: number, threads: number, ctxPerSlot: number, args = '', bin?: string): Promise<EngineSet> {
   const server = new LlamaServerDriver({
-    name: 'llama-server', model, options: { slots: String(n), ctx: String(ctxPerSlot * n), threads: String(threads), ...(args ? { args } : {}) },
+    name: 'llama-server', model, options: { slots: String(n), ctx: String(ctxPerSlot * n), threads: String(threads), ...(args ? { args } : {}), ...(bin ? { bin } : {}) },
   });
   await server.start();
   const agents = Array.from({ length: n }, () => new LlamaServerDriver({ name: 'llama-server', options: { url: server.url! } }));
@@ -88,8 +88,16 @@ export async function sharedServer(model: string, n: number, threads: number, ct
 
 const PROMPTS = ['Once upon a time', 'The little dog', 'Tom and Lily went', 'One day a bird', 'The sun was', 'A girl named Sue'];
 
+/** Bounds on a runLoad: a configuration that collapses (threads spinning against a busy machine) costs bounded time. */
+export interface LoadBounds {
+  /** Stop after this long (ms): requests in flight are cut off, their streamed pieces counted as tokens. */
+  maxMs?: number;
+  /** Checked every second with the tokens so far (whole requests plus pieces in flight): true stops the run as maxMs does. */
+  stopIf?: (tokens: number, ms: number) => boolean;
+}
+
 /** Every agent runs `requests` generations of `maxTokens` back to back; all agents at once. */
-export async function runLoad(set: EngineSet, requests: number, maxTokens: number): Promise<LoadResult> {
+export async function runLoad(set: EngineSet, requests: number, maxTokens: number, bounds: LoadBounds = {}): Promise<LoadResult & { cut_short?: boolean }> {
   const ttfts: number[] = [];
   let tokens = 0;
   const cpu = (): number => set.pids().reduce((a, pid) => { try { return a + cpuSeconds(pid); } catch { return a; } }, 0);
@@ -97,23 +105,39 @@ export async function runLoad(set: EngineSet, requests: number, maxTokens: numbe
   const t0 = performance.now();
   let retries = 0;
   let errors = 0;
+  // Pieces streamed by requests still running: what a cut-off run counts of them.
+  const inFlight = new Map<number, number>();
+  const ac = new AbortController();
+  let cut = false;
+  const stop = (): void => { cut = true; ac.abort(); };
+  const timer = bounds.maxMs ? setTimeout(stop, bounds.maxMs) : undefined;
+  const check = bounds.stopIf ? setInterval(() => {
+    const so = tokens + [...inFlight.values()].reduce((a, b) => a + b, 0);
+    if (bounds.stopIf!(so, performance.now() - t0)) stop();
+  }, 1000) : undefined;
   await Promise.all(set.agents.map(async (d, ai) => {
-    for (let r = 0; r < requests; r++) {
+    for (let r = 0; r < requests && !ac.signal.aborted; r++) {
       // A request that fails before its first token is retried (and counted): llama-server sometimes
       // closes a kept-alive connection just as a new request goes out on it.
       for (let attempt = 0; ; attempt++) {
         const start = performance.now();
         let first = true;
+        inFlight.set(ai, 0);
         try {
-          const g = d.chat(PROMPTS[(ai + r) % PROMPTS.length]!, { maxTokens, seed: ai * 1000 + r, temperature: 0.8 });
+          const g = d.chat(PROMPTS[(ai + r) % PROMPTS.length]!, { maxTokens, seed: ai * 1000 + r, temperature: 0.8, signal: ac.signal });
           let it = await g.next();
           while (!it.done) {
+            if (it.value) inFlight.set(ai, (inFlight.get(ai) ?? 0) + 1);
             if (first && it.value) { ttfts.push(performance.now() - start); first = false; }
             it = await g.next();
           }
-          tokens += (it.value && it.value.tokensOut) || 0;
+          // Cut off, a request may end without its count: its pieces stand in for it.
+          tokens += (it.value && it.value.tokensOut) || (ac.signal.aborted ? inFlight.get(ai) ?? 0 : 0);
+          inFlight.delete(ai);
           break;
         } catch (err) {
+          if (ac.signal.aborted) break;
+          inFlight.delete(ai);
           if (first && attempt < 2) { retries++; continue; }
           errors++;
           break;
@@ -121,6 +145,9 @@ export async function runLoad(set: EngineSet, requests: number, maxTokens: numbe
       }
     }
   }));
+  clearTimeout(timer);
+  clearInterval(check);
+  if (cut) tokens += [...inFlight.values()].reduce((a, b) => a + b, 0);
   const wall = (performance.now() - t0) / 1000;
   const cpuUsed = cpu() - cpu0;
   return {
@@ -128,6 +155,7 @@ export async function runLoad(set: EngineSet, requests: number, maxTokens: numbe
     requests: requests * set.agents.length, tokens, wall_s: Math.round(wall * 100) / 100,
     tokens_per_s: Math.round(tokens / wall * 10) / 10,
     ttft_p50_ms: Math.round(quantile(ttfts, 0.5)), ttft_p99_ms: Math.round(quantile(ttfts, 0.99)),
+    ...(cut ? { cut_short: true } : {}),
   };
 }
 
@@ -164,11 +192,20 @@ export async function batchedEngine(model: string, n: number, threads: string, c
 
 /**
  * A competing load: `k` processes that each keep a core busy (a bounded spin) for at most `ms`.
- * What a VPS with noisy neighbours, or a host running other work, gives the engine.
+ * What a VPS with noisy neighbours, or a host running other work, gives the engine. Each runs in a
+ * session of its own (`detached`: setsid): with the kernel's autogroup on (the default on desktop and
+ * many server kernels) a session is one scheduling entity, so k busy processes in the bench's session
+ * would weigh as one neighbour, not k. A detached spinner outlives a killed bench, so each also ends
+ * once its parent is gone.
  */
-export function busyLoad(k: number, ms: number): { stop(): void } {
-  const kids = Array.from({ length: k }, () => spawn(process.execPath, ['-e', `const end = Date.now() + ${ms}; while (Date.now() < end) {}`], { stdio: 'ignore' }));
-  return { stop: () => { for (const c of kids) c.kill('SIGKILL'); } };
+export function busyLoad(k: number, ms: number): { stop(): void; pids: number[] } {
+  const spin = `const end = Date.now() + ${ms}, parent = process.ppid; for (let i = 0; Date.now() < end; i++) if ((i & 0xfffff) === 0 && process.ppid !== parent) break;`;
+  const kids = Array.from({ length: k }, () => spawn(process.execPath, ['-e', spin], { stdio: 'ignore', detached: true }));
+  for (const c of kids) c.unref();
+  return {
+    pids: kids.flatMap((c) => (c.pid ? [c.pid] : [])),
+    stop: () => { for (const c of kids) c.kill('SIGKILL'); },
+  };
 }
 
 /**

@@ -11,10 +11,19 @@
  * loop or node-llama-cpp's, `loop=`; `-streams` after either: `kv_unified=0` too), `shared`, `per-worker`,
  * and `base`: the batched default of another build (SWARM_BENCH_BASE=its checkout, e.g. main's), so a
  * change and what it replaces meet the same neighbours in one run.
- * `loaded` as the sixth argument runs everything beside as many busy processes as cores.
- * Run: `npm run build && node dist/bench/swarm-vs-server.js [MODEL] [N] [R] [modes,...|default] [quiet|loaded]`;
- * appends to bench/results/swarm-vs-server.jsonl (one line per run, with the load average, which
- * mode `swarm up` uses by default, and which node-llama-cpp addon the batched engine loads).
+ * `loaded` as the sixth argument runs everything beside as many busy processes as cores, each in a
+ * session of its own (engine-load.ts busyLoad: with the kernel's autogroup a session is one scheduling
+ * entity), as a user's `swarm up` runs the hub, workers and engine (each detached) and a user runs
+ * llama-server from a shell of its own.
+ * Run: `npm run build && node dist/bench/swarm-vs-server.js [MODEL] [N] [R] [modes,...|default] [quiet|loaded]
+ * [--cores K] [--threads LIST] [--busy K] [--llama-server PATH] [--out FILE] [--row-s S]`: `--cores` the thread counts
+ * tried (1..K; default the CPUs this process may use; `--threads 1,2,4` names them instead), `--busy` the competing processes when loaded (default K),
+ * `--llama-server` the bare server's binary (or SWARM_BENCH_LLAMA_SERVER; default what `swarm engine
+ * build` installed), `--row-s` the most a bare row runs (default 120; one that falls under a quarter
+ * of the fastest bare row so far stops after 5 s, `cut_short`). Prints one JSON line per row as it ends (stdout), then the run's line, which it
+ * also appends to FILE (default bench/results/swarm-vs-server.jsonl): the load average, which mode
+ * `swarm up` uses by default, which node-llama-cpp addon the batched engine loads. Needs at run time
+ * only node, dist/ and the package's dependencies (no devDependencies, no tsc, no ../shared).
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -28,20 +37,40 @@ import { findSelfBuiltAddon } from '../drivers/llama-build/addon-paths.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const CLI = path.join(ROOT, 'dist/cli/main.js');
-const model = process.argv[2] ?? '/tmp/swarm-bench-models/synth-llama-110M-shape-q8_0.gguf';
-const n = Number(process.argv[3] ?? 8);
-const reqs = Number(process.argv[4] ?? 3);
-const cores = os.availableParallelism();
-const threadCounts = Array.from({ length: cores }, (_, i) => i + 1);
+// `--name value` options anywhere on the line; the rest are positional.
+const flags = new Map<string, string>();
+const pos: string[] = [];
+for (let i = 2; i < process.argv.length; i++) {
+  const a = process.argv[i]!;
+  if (!a.startsWith('--')) { pos.push(a); continue; }
+  const v = process.argv[++i];
+  if (!['--cores', '--busy', '--llama-server', '--out', '--threads', '--row-s'].includes(a) || v === undefined) { process.stderr.write(`swarm-vs-server: unknown option or missing value: ${a}\n`); process.exit(2); }
+  flags.set(a.slice(2), v);
+}
+const model = pos[0] ?? '/tmp/swarm-bench-models/synth-llama-110M-shape-q8_0.gguf';
+const n = Number(pos[1] ?? 8);
+const reqs = Number(pos[2] ?? 3);
+const cores = Number(flags.get('cores') ?? os.availableParallelism());
+const busy = Number(flags.get('busy') ?? cores);
+const serverBin = flags.get('llama-server') ?? process.env.SWARM_BENCH_LLAMA_SERVER;
+const outFile = flags.get('out') ?? path.join(ROOT, 'bench/results/swarm-vs-server.jsonl');
+if (!fs.existsSync(model)) { process.stderr.write(`swarm-vs-server: no model at ${model}\n`); process.exit(2); }
+if (!(cores >= 1 && busy >= 0 && n >= 1 && reqs >= 1)) { process.stderr.write('swarm-vs-server: N, R, --cores and --busy must be numbers\n'); process.exit(2); }
+const threadCounts = flags.has('threads') ? flags.get('threads')!.split(',').map(Number) : Array.from({ length: cores }, (_, i) => i + 1);
+// A bare row stops after this long, or after 5 s at under a quarter of the fastest bare row so far
+// (threads spinning against a busy machine: 2 threads gave 13 tokens/s where 1 gave 450), its
+// streamed tokens counted: a collapsing configuration costs bounded time, not minutes.
+const rowMs = Number(flags.get('row-s') ?? 120) * 1000;
 const DEFAULT_MODES = [...['bare', 'bare-kvu', 'bare-nofa', 'bare-nofa-kvu'].flatMap((b) => threadCounts.map((t) => `${b}-${t}`)), 'batched'].join(',');
-const modes = (process.argv[5] && process.argv[5] !== 'default' ? process.argv[5] : DEFAULT_MODES).split(',');
-const condition = process.argv[6] === 'loaded' ? 'loaded' : 'quiet';
+// `default` names every bare row and the default engine; it may stand inside a list (`batched,default`).
+const modes = (pos[3] ?? 'default').split(',').flatMap((m) => (m === 'default' ? DEFAULT_MODES.split(',') : [m]));
+const condition = pos[4] === 'loaded' ? 'loaded' : 'quiet';
 const TOKENS = 64;
 const WARM_TASKS = 48; // 3,072 tokens
 const CTX = 512; // per agent: the prompts are short; keeps 25 agents' KV caches small
 
-function swarmAt(args: string[], input?: string, cli = CLI): { code: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', input, timeout: 1_800_000, maxBuffer: 64 * 1024 * 1024 });
+function swarmAt(args: string[], input?: string, cli = CLI, env: Record<string, string> = {}): { code: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', input, env: { ...process.env, ...(serverBin ? { SWARM_LLAMA_BIN_DIR: path.dirname(serverBin) } : {}), ...env }, timeout: 1_800_000, maxBuffer: 64 * 1024 * 1024 });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -60,9 +89,9 @@ function swarmCpu(dir: string): number {
 }
 
 /** Tokens/s of N*R tasks through a running swarm (submit to last result), from the receipts. */
-function throughSwarm(engine: string, extra: string[], label: string, cli = CLI) {
+function throughSwarm(engine: string, extra: string[], label: string, cli = CLI, env: Record<string, string> = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-'));
-  const swarm = (args: string[], input?: string) => swarmAt(args, input, cli);
+  const swarm = (args: string[], input?: string) => swarmAt(args, input, cli, env);
   // What the engine resolved and where its time went, from its log once it has exited (filled in below).
   const engineLog: { kv?: string; threads_at_exit?: string; loop_at_exit?: string } = {};
   try {
@@ -101,17 +130,20 @@ function throughSwarm(engine: string, extra: string[], label: string, cli = CLI)
 }
 
 async function bare(threads: number, kvu: boolean, fa = true) {
-  const set = await sharedServer(model, n, threads, CTX, [kvu ? '-kvu' : '', fa ? '' : '-fa off'].filter(Boolean).join(' '));
+  const set = await sharedServer(model, n, threads, CTX, [kvu ? '-kvu' : '', fa ? '' : '-fa off'].filter(Boolean).join(' '), serverBin);
   try {
-    await runLoad(set, 1, TOKENS); // warm-up
+    await runLoad(set, 1, TOKENS, { maxMs: 5000 }); // warm-up
     const load = os.loadavg()[0];
-    const r = await runLoad(set, reqs, TOKENS);
-    return { mode: `bare llama-server -np ${n} -t ${threads}${kvu ? ' -kvu' : ''}${fa ? '' : ' -fa off'}`, tokens: r.tokens, wall_s: +r.wall_s.toFixed(2), tokens_per_s: Math.round(r.tokens_per_s), cpu_s: r.engine_cpu_s, tokens_per_cpu_s: Math.round(r.tokens_per_cpu_s), load_avg_1m_before: load };
+    const fastest = Math.max(0, ...rows.filter((x) => x.mode.startsWith('bare')).map((x) => x.tokens_per_s));
+    const r = await runLoad(set, reqs, TOKENS, { maxMs: rowMs, stopIf: (tokens, ms) => ms >= 5000 && tokens / ms * 1000 < fastest / 4 });
+    return { mode: `bare llama-server -np ${n} -t ${threads}${kvu ? ' -kvu' : ''}${fa ? '' : ' -fa off'}`, tokens: r.tokens, wall_s: +r.wall_s.toFixed(2), tokens_per_s: Math.round(r.tokens_per_s), cpu_s: r.engine_cpu_s, tokens_per_cpu_s: Math.round(r.tokens_per_cpu_s), load_avg_1m_before: load, ...(r.cut_short ? { cut_short: true } : {}) };
   } finally { await set.stop(); }
 }
 
 // The competing load runs for the whole bench (bounded): every row meets the same neighbours.
-const competing = condition === 'loaded' ? busyLoad(cores, 3_600_000) : undefined;
+const competing = condition === 'loaded' && busy > 0 ? busyLoad(busy, 3_600_000) : undefined;
+// Sessions the competing processes run in (distinct autogroups): each should be its own.
+const busySessions = new Set(competing?.pids.map((p) => { try { return fs.readFileSync(`/proc/${p}/autogroup`, 'utf8').split(' ')[0]; } catch { return `pid ${p}`; } })).size;
 process.on('exit', () => competing?.stop());
 const rows: { mode: string; tokens_per_s: number; tokens_per_cpu_s: number }[] = [];
 for (const m of modes) {
@@ -134,7 +166,7 @@ for (const m of modes) {
     rows.push(throughSwarm('batched', ['--driver-opt', `ctx=${CTX}`], `base batched (${base})`, path.join(base, 'dist/cli/main.js')));
   } else if (m === 'shared') rows.push(throughSwarm('shared', [], 'swarm shared llama-server'));
   else if (m === 'per-worker') rows.push(throughSwarm('per-worker', ['--driver-opt', `ctx=${CTX}`], 'swarm per-worker embedded'));
-  process.stderr.write(JSON.stringify(rows[rows.length - 1]) + '\n');
+  process.stdout.write(JSON.stringify({ row: rows[rows.length - 1], load_avg: os.loadavg() }) + '\n');
 }
 const bares = rows.filter((r) => r.mode.startsWith('bare'));
 const none = { mode: 'none', tokens_per_s: NaN, tokens_per_cpu_s: NaN };
@@ -142,8 +174,8 @@ const best = bares.reduce((a, r) => (r.tokens_per_s > a.tokens_per_s ? r : a), b
 // Per CPU-second the bar is the bare server that spends least per token, which need not be the fastest.
 const bestCpu = bares.reduce((a, r) => (r.tokens_per_cpu_s > a.tokens_per_cpu_s ? r : a), bares[0] ?? none);
 competing?.stop();
-const out = { machine: machine(), date: new Date().toISOString(), condition, load_avg: os.loadavg(), model: path.basename(model), agents: n, requests_per_agent: reqs, tokens_per_request: TOKENS, ctx_per_agent: CTX,
+const out = { machine: machine(), date: new Date().toISOString(), condition, competing: competing ? { processes: busy, sessions: busySessions } : null, cores, load_avg: os.loadavg(), model: path.basename(model), agents: n, requests_per_agent: reqs, tokens_per_request: TOKENS, ctx_per_agent: CTX,
   best_bare: best.mode, best_bare_cpu: bestCpu.mode, default_engine: DEFAULT_ENGINE, addon: findSelfBuiltAddon()?.addon ?? 'prebuilt', rows: rows.map((r) => ({ ...r, vs_best_bare: +(r.tokens_per_s / best.tokens_per_s).toFixed(2), cpu_vs_best_bare: +(r.tokens_per_cpu_s / bestCpu.tokens_per_cpu_s).toFixed(2) })) };
-fs.mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });
-fs.appendFileSync(path.join(ROOT, 'bench/results/swarm-vs-server.jsonl'), JSON.stringify(out) + '\n');
-console.log(JSON.stringify(out, null, 2));
+fs.mkdirSync(path.dirname(outFile), { recursive: true });
+fs.appendFileSync(outFile, JSON.stringify(out) + '\n');
+process.stdout.write(JSON.stringify(out) + '\n');

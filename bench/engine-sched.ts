@@ -1,0 +1,69 @@
+/**
+ * Where the batched engine's wall time goes on a busy machine, beside a bare `llama-server -np N -t 1`:
+ * each thread's time running and time runnable but waiting for a CPU (/proc/PID/task/TID/schedstat)
+ * over a fixed time of N agents generating back to back, under as many busy processes as cores (each
+ * in a session of its own, engine-load.ts busyLoad). A thread runnable nearly all the wall time loses
+ * to the CPU's other claimants, not to its own wake-ups; one that runs and waits for little of it is
+ * asleep, waiting for another thread or for its clients. Alternating rounds, one thread count.
+ * Run: `npm run build && node dist/bench/engine-sched.js [MODEL] [AGENTS] [SECONDS] [ROUNDS] [loaded|quiet]`;
+ * appends to bench/results/engine-sched.jsonl.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { machine } from './proc.js';
+import { batchedEngine, busyLoad, runFor, sharedServer, type EngineSet } from './engine-load.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const [model = '/work/shared/models/synth-llama-15M-shape-q8_0.gguf', n = '8', secs = '8', rounds = '2', condition = 'loaded'] = process.argv.slice(2);
+const N = Number(n);
+const MS = Number(secs) * 1000;
+
+/** Run and run-queue wait (ns) of every thread of `pid`. */
+function sched(pid: number): Map<number, [number, number]> {
+  const m = new Map<number, [number, number]>();
+  for (const t of fs.readdirSync(`/proc/${pid}/task`)) {
+    try { const [run, wait] = fs.readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').trim().split(' ').map(Number); m.set(Number(t), [run!, wait!]); } catch { /* gone */ }
+  }
+  return m;
+}
+
+async function measure(config: string, start: () => Promise<EngineSet>, round: number): Promise<Record<string, unknown>> {
+  const set = await start();
+  try {
+    await runFor(set, 3000, 32); // warm
+    const pid = set.pids()[0]!;
+    const a = sched(pid);
+    const t0 = performance.now();
+    const r = await runFor(set, MS, 64);
+    const b = sched(pid);
+    const wall = performance.now() - t0;
+    const threads = [...b].map(([tid, [run, wait]]) => { const [r0, w0] = a.get(tid) ?? [0, 0]; return { tid, run: (run - r0) / 1e6, wait: (wait - w0) / 1e6 }; });
+    threads.sort((x, y) => y.run - x.run);
+    const pct = (x: number): number => Math.round(x / wall * 100);
+    // The two busiest threads: the decoding one and, in the engine, its main thread.
+    const hot = threads.slice(0, 2).map((t) => ({ run_pct: pct(t.run), wait_pct: pct(t.wait) }));
+    const cpu = threads.reduce((s, t) => s + t.run, 0);
+    return { round, config, tokens_per_s: r.tokens_per_s, cpu_of_wall_pct: pct(cpu), tokens_per_cpu_s: Math.round(r.tokens / (cpu / 1000)), hot_threads: hot, load_before: os.loadavg()[0] };
+  } finally { await set.stop(); }
+}
+
+const load = condition === 'loaded' ? busyLoad(os.availableParallelism(), 3_600_000) : undefined;
+process.on('exit', () => load?.stop());
+const rows: Record<string, unknown>[] = [];
+for (let round = 0; round < Number(rounds); round++) {
+  const engine = async (): Promise<EngineSet> => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-sched-'));
+    const set = await batchedEngine(model, N, '1', 512, dir);
+    return { ...set, stop: async () => { await set.stop(); fs.rmSync(dir, { recursive: true, force: true }); } };
+  };
+  const order: [string, () => Promise<EngineSet>][] = [['batched -t 1', engine], ['bare -t 1', () => sharedServer(model, N, 1, 512)]];
+  if (round % 2) order.reverse();
+  for (const [name, start] of order) { const row = await measure(name, start, round); rows.push(row); process.stdout.write(JSON.stringify(row) + '\n'); }
+}
+load?.stop();
+const out = { bench: 'engine-sched', machine: machine(), date: new Date().toISOString(), model: path.basename(model), agents: N, seconds: MS / 1000, condition, load_avg: os.loadavg(), rows };
+fs.mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });
+fs.appendFileSync(path.join(ROOT, 'bench/results/engine-sched.jsonl'), JSON.stringify(out) + '\n');
+process.stdout.write(JSON.stringify({ load_avg: os.loadavg() }) + '\n');
