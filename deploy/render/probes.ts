@@ -21,8 +21,9 @@ export const HUB_CPU_REQUEST_M = 100;
 
 /**
  * CPU seconds a hub takes from exec to answering: node's start, then the journal's replay. Measured
- * (docs/performance.md, "Restart at any age"): 1.1 s with 1M tasks of history at the default
- * retention; a live segment at its bound (half the snapshot) adds about 0.3 s.
+ * (docs/journal.md, "Restart"; `cpu_ms` of the hub's `journal replayed`) with 1M tasks of history at
+ * the default retention: 0.9-1.2 s after a kill -9 under load, 1.3-1.4 s with a live segment at its
+ * bound (half the snapshot).
  */
 export const HUB_START_CPU_S = 1.4;
 
