@@ -2,9 +2,9 @@
  * Where the batched engine's wall time goes on a busy machine, beside a bare `llama-server -np N -t 1`:
  * each thread's time running and time runnable but waiting for a CPU (/proc/PID/task/TID/schedstat)
  * over a fixed time of N agents generating back to back, under as many busy processes as cores (each
- * in a session of its own, engine-load.ts busyLoad). A thread runnable nearly all the wall time loses
- * to the CPU's other claimants, not to its own wake-ups; one that runs and waits for little of it is
- * asleep, waiting for another thread or for its clients. Alternating rounds, one thread count.
+ * in a session of its own, engine-load.ts busyLoad), and how often each thread went to sleep per
+ * generated token (voluntary context switches): each wake-up on a busy machine is a wait for a CPU.
+ * Alternating rounds, one thread count.
  * Run: `npm run build && node dist/bench/engine-sched.js [MODEL] [AGENTS] [SECONDS] [ROUNDS] [loaded|quiet]`;
  * appends to bench/results/engine-sched.jsonl.
  */
@@ -20,11 +20,15 @@ const [model = '/work/shared/models/synth-llama-15M-shape-q8_0.gguf', n = '8', s
 const N = Number(n);
 const MS = Number(secs) * 1000;
 
-/** Run and run-queue wait (ns) of every thread of `pid`. */
-function sched(pid: number): Map<number, [number, number]> {
-  const m = new Map<number, [number, number]>();
+/** Run and run-queue wait (ns) and voluntary context switches (times it went to sleep) of every thread of `pid`. */
+function sched(pid: number): Map<number, [number, number, number]> {
+  const m = new Map<number, [number, number, number]>();
   for (const t of fs.readdirSync(`/proc/${pid}/task`)) {
-    try { const [run, wait] = fs.readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').trim().split(' ').map(Number); m.set(Number(t), [run!, wait!]); } catch { /* gone */ }
+    try {
+      const [run, wait] = fs.readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').trim().split(' ').map(Number);
+      const sleeps = Number(/voluntary_ctxt_switches:\s*(\d+)/.exec(fs.readFileSync(`/proc/${pid}/task/${t}/status`, 'utf8'))?.[1] ?? 0);
+      m.set(Number(t), [run!, wait!, sleeps]);
+    } catch { /* gone */ }
   }
   return m;
 }
@@ -39,11 +43,14 @@ async function measure(config: string, start: () => Promise<EngineSet>, round: n
     const r = await runFor(set, MS, 64);
     const b = sched(pid);
     const wall = performance.now() - t0;
-    const threads = [...b].map(([tid, [run, wait]]) => { const [r0, w0] = a.get(tid) ?? [0, 0]; return { tid, run: (run - r0) / 1e6, wait: (wait - w0) / 1e6 }; });
+    const threads = [...b].map(([tid, [run, wait, sl]]) => { const [r0, w0, s0] = a.get(tid) ?? [0, 0, 0]; return { tid, run: (run - r0) / 1e6, wait: (wait - w0) / 1e6, sleeps: sl - s0 }; });
     threads.sort((x, y) => y.run - x.run);
     const pct = (x: number): number => Math.round(x / wall * 100);
     // The two busiest threads: the decoding one and, in the engine, its main thread.
-    const hot = threads.slice(0, 2).map((t) => ({ run_pct: pct(t.run), wait_pct: pct(t.wait) }));
+    // Sleeps per generated token: a thread that goes to sleep between steps waits for a CPU again on
+    // each wake-up; the kernel may count a sleeping thread that has run ahead of its share as waiting
+    // (EEVDF's delayed dequeue), so `wait_pct` alone does not say it was runnable.
+    const hot = threads.slice(0, 2).map((t) => ({ run_pct: pct(t.run), wait_pct: pct(t.wait), sleeps_per_token: +(t.sleeps / Math.max(1, r.tokens)).toFixed(2) }));
     const cpu = threads.reduce((s, t) => s + t.run, 0);
     return { round, config, tokens_per_s: r.tokens_per_s, cpu_of_wall_pct: pct(cpu), tokens_per_cpu_s: Math.round(r.tokens / (cpu / 1000)), hot_threads: hot, load_before: os.loadavg()[0] };
   } finally { await set.stop(); }
