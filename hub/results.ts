@@ -113,6 +113,14 @@ export class Results {
     const store = this.hub.store;
     this.freeSlot(w, taskId);
     if (code === 'SWARM_ERR_SLOTS_FULL') { w.refusedQueued(); store.unlease(taskId, w.id); return; }
+    if (code === 'SWARM_ERR_SHUTDOWN') {
+      // The worker is stopping (SIGTERM: `podman stop`, a rolling restart) and gave the task back: not
+      // the task's fault, so it goes back at once without using an attempt, and the worker gets no more.
+      this.hub.dispatcher.withdraw(w);
+      store.unlease(taskId, w.id);
+      this.hub.log.info({ worker: w.id, task: taskId }, 'task given back by a stopping worker; requeued without using an attempt');
+      return;
+    }
     if (code === 'SWARM_ERR_ENGINE_START' && retryable) {
       // Not the task's fault: it goes back without using an attempt, and this worker gets no task
       // for a while (its engine retries) so the task finds another worker meanwhile.

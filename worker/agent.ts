@@ -35,7 +35,7 @@ export interface AgentOptions {
   onStopped?: (reason: string) => void;
 }
 
-interface Running { abort: LazyAbort; }
+interface Running { abort: LazyAbort; /** Tell the hub this task goes back unfinished (the agent stops). */ handBack?: () => void }
 /** A TASK_REQ held until a slot frees (the hub leases the queue only while tasks are short). */
 interface Queued { m: Message<'TASK_REQ'>; conn: Connection; at: number }
 
@@ -153,6 +153,12 @@ export class Agent {
     if (this.stopping) return;
     this.stopping = true;
     this.log.info({ reason }, 'agent stopping');
+    // Handed back before the link closes: the hub requeues each at once and uses no attempt. Closed
+    // without a word, every lease cost an attempt, so a rolling restart (SIGTERM to each worker in
+    // turn) that met a long task three times failed it for good.
+    for (const q of this.queued) this.answerQueued(q, 'SWARM_ERR_SLOTS_FULL', `worker stopping (${reason}); given back`);
+    this.queued.length = 0;
+    for (const r of this.running.values()) r.handBack?.();
     for (const r of this.running.values()) r.abort.abort(new SwarmError('SWARM_ERR_SHUTDOWN', reason));
     this.dropQueued();
     this.state = AgentState.STOPPED;
@@ -199,7 +205,10 @@ export class Agent {
   private async runTask(m: Message<'TASK_REQ'>, conn: Connection): Promise<void> {
     const p = m.payload;
     const abort = new LazyAbort();
-    const mine: Running = { abort };
+    const mine: Running = {
+      abort,
+      handBack: () => { mine.handBack = undefined; conn.sendError('SWARM_ERR_SHUTDOWN', 'worker stopping; task given back unfinished', { re: m.id, task_id: p.task_id }); },
+    };
     const fo = this.failover;
     this.running.set(p.task_id, mine);
     fo?.adopt(p.task_id);
@@ -231,7 +240,7 @@ export class Agent {
       const msg = (err as Error)?.message ?? String(err);
       this.log.warn({ task: p.task_id, code, msg }, 'task failed');
       if (isPermanentEngineError(err)) conn.send(Type.ERROR, { code, msg: msg.slice(0, 4000), status: 500, task_id: p.task_id, fatal: false, permanent: true }, { re: m.id });
-      else conn.sendError(code, msg.slice(0, 4000), { re: m.id, task_id: p.task_id });
+      else if (mine.handBack || !this.stopping) conn.sendError(code, msg.slice(0, 4000), { re: m.id, task_id: p.task_id });
     } finally {
       fo?.release(p.task_id);
       if (this.running.get(p.task_id) === mine) this.running.delete(p.task_id);
