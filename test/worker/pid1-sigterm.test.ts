@@ -103,7 +103,7 @@ t.test('a rolling restart of PID-1 workers while tasks flow: no task lost, faile
   const results = new Map<string, number>();
   for (const r of journal(dir)) if (r.t === 'result' && r.id) results.set(r.id, (results.get(r.id) ?? 0) + 1);
   const duplicated = [...results.values()].filter((n) => n > 1).length;
-  const at = journal(dir).flatMap((r) => (r.t === 'result' ? [(r as { at: number }).at] : [])).sort((a, b) => a - b);
+  const at = journal(dir).flatMap((r) => (r.t === 'result' ? [(r as unknown as { at: number }).at] : [])).sort((a, b) => a - b);
   t.comment(`longest gap between two results: ${Math.max(...at.slice(1).map((x, i) => x - at[i]!))} ms (tasks of 300 ms, 2 slots x 3 workers)`);
   t.same({ lost, failed, duplicated }, { lost: 0, failed: 0, duplicated: 0 }, 'lost/failed/duplicated');
   for (const w of workers.values()) process.kill(w.pid, 'SIGTERM');
