@@ -89,6 +89,19 @@ function excludedKey(x: Excluded | undefined): string {
   return `${x.size}:${a}:${b}`;
 }
 
+/**
+ * An entry's outcome as `have` counts it, [kind, worker, attempt] (kind 3 a result, 4 a failure), or
+ * undefined if it is left out: no spec (the hub sends it again, spec and all), not final, or in
+ * `without`. The digest and the per-id comparison read it here alike: counted apart, a task the
+ * digest held would be wanted by the comparison, or the other way round.
+ */
+function haveOutcome(e: Entry, without?: Excluded): [3 | 4, string, number] | undefined {
+  if (!e.spec || without?.has(e.id)) return undefined;
+  if (e.result) return [3, e.result.worker, e.result.attempt];
+  if (e.failure) return [4, e.failure.worker, e.failure.attempt];
+  return undefined;
+}
+
 /** The sizes of a replica's structures (each bounded by the retention horizon, see `forget` and `shed`). */
 export interface ReplicaSizes { entries: number; hashes: number; inBuckets: number; unhashed: number; open: number; forgotten: number; forgottenOrder: number; /** The evicted ids' ring, allocated at its bound on the first. */ forgottenBytes: number; blobBytes: number }
 
@@ -409,24 +422,18 @@ export class Replica {
     const c = this.haveAt;
     if (c && c.changes === this.changes && c.without === without && c.key === key) return c.d;
     const d = new HaveBuilder(haveBuckets(this.finals));
-    for (const e of this.entries.values()) {
-      if (!e.spec || without?.has(e.id)) continue;
-      if (e.result) d.add(e.id, 3, e.result.worker, e.result.attempt);
-      else if (e.failure) d.add(e.id, 4, e.failure.worker, e.failure.attempt);
-    }
+    for (const e of this.entries.values()) { const o = haveOutcome(e, without); if (o) d.add(e.id, ...o); }
     this.haveAt = { changes: this.changes, without, key, d: d.digest() };
     return this.haveAt.d;
   }
 
   /**
    * A finished entry's fingerprint as `have` counts it (protocol/replica-have.ts `haveOf`), or
-   * undefined if `have` leaves it out (no spec, not final, or in `without`).
+   * undefined if `have` leaves it out.
    */
   private haveHash(e: Entry, without?: Excluded): number | undefined {
-    if (!e.spec || without?.has(e.id)) return undefined;
-    if (e.result) return haveOf(e.id, 3, e.result.worker, e.result.attempt, 1).x;
-    if (e.failure) return haveOf(e.id, 4, e.failure.worker, e.failure.attempt, 1).x;
-    return undefined;
+    const o = haveOutcome(e, without);
+    return o && haveOf(e.id, ...o, 1).x;
   }
 
   /**
