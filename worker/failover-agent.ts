@@ -164,7 +164,7 @@ export class AgentFailover {
       return true;
     }
     if (m.type === Type.STATE) { this.copy.state(m.payload); return true; }
-    if (m.type === Type.SYNC_IDS) { if (this.opts.syncIds !== false) this.copy.syncIds(m); return true; }
+    if (m.type === Type.SYNC_IDS) { this.copy.syncIds(m); return true; }
     if (m.type === Type.ACK && m.re && this.waiting.has(m.re)) {
       const w = this.waiting.get(m.re)!;
       this.waiting.delete(m.re);

@@ -98,7 +98,7 @@ export class HubCopy {
    */
   syncIds(m: Message<'SYNC_IDS'>): void {
     const conn = this.opts.conn();
-    if (!conn || conn.isClosed) return;
+    if (!conn || conn.isClosed || this.opts.syncIds === false) return;
     const p = m.payload;
     const { want, extra } = this.node.replica.compareIds(p.n, p.buckets, p.ids, p.h, this.finalsOffHub);
     let chars = 0, k = 0;
