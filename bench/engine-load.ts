@@ -107,13 +107,13 @@ export async function runLoad(set: EngineSet, requests: number, maxTokens: numbe
   let errors = 0;
   // Pieces streamed by requests still running: what a cut-off run counts of them.
   const inFlight = new Map<number, number>();
+  const streamed = (): number => { let k = 0; for (const v of inFlight.values()) k += v; return k; };
   const ac = new AbortController();
   let cut = false;
   const stop = (): void => { cut = true; ac.abort(); };
   const timer = bounds.maxMs ? setTimeout(stop, bounds.maxMs) : undefined;
   const check = bounds.stopIf ? setInterval(() => {
-    const so = tokens + [...inFlight.values()].reduce((a, b) => a + b, 0);
-    if (bounds.stopIf!(so, performance.now() - t0)) stop();
+    if (bounds.stopIf!(tokens + streamed(), performance.now() - t0)) stop();
   }, 1000) : undefined;
   await Promise.all(set.agents.map(async (d, ai) => {
     for (let r = 0; r < requests && !ac.signal.aborted; r++) {
@@ -147,7 +147,7 @@ export async function runLoad(set: EngineSet, requests: number, maxTokens: numbe
   }));
   clearTimeout(timer);
   clearInterval(check);
-  if (cut) tokens += [...inFlight.values()].reduce((a, b) => a + b, 0);
+  if (cut) tokens += streamed();
   const wall = (performance.now() - t0) / 1000;
   const cpuUsed = cpu() - cpu0;
   return {
