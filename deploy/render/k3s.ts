@@ -87,7 +87,7 @@ export function k3sObjects(s: DeploySpec): Obj[] {
         spec: {
           automountServiceAccountToken: false,
           enableServiceLinks: false,
-          terminationGracePeriodSeconds: 30,
+          terminationGracePeriodSeconds: 30, shareProcessNamespace: true,
           securityContext: podSecurity,
           affinity: { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [awayFrom('worker')] } },
           containers: [{
@@ -138,7 +138,9 @@ export function k3sObjects(s: DeploySpec): Obj[] {
   const podSpec: Obj = {
     automountServiceAccountToken: false,
     enableServiceLinks: false,
-    terminationGracePeriodSeconds: 30,
+    // The pod's pause process is PID 1 and reaps what engines and commands orphan: node as PID 1 never
+    // reaps a process it did not start, so in a long-running worker they piled up as zombies.
+    terminationGracePeriodSeconds: 30, shareProcessNamespace: true,
     securityContext: podSecurity,
     affinity: { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [awayFrom('hub')] } },
     ...(s.workersKind === 'deployment' ? { topologySpreadConstraints: spread('worker') } : {}),

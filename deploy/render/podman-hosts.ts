@@ -47,7 +47,7 @@ export function podmanHostsObjects(s: DeploySpec, hosts: DeployHost[], certsDir:
   out[`swarm-${hubHost.name}.yaml`] = [{
     apiVersion: 'v1', kind: 'Pod', metadata: { name: s.hubName, labels: labels('hub') },
     spec: {
-      hostNetwork: true, restartPolicy: 'Always', terminationGracePeriodSeconds: 30,
+      hostNetwork: true, restartPolicy: 'Always', terminationGracePeriodSeconds: 30, shareProcessNamespace: true,
       containers: [{
         name: 'hub', image: s.image, env,
         args: ['hub', '--host', hubHost.addr, '--port', String(s.hubPort), '--control-host', hubHost.addr, '--control-port', String(s.controlPort),
@@ -90,7 +90,7 @@ export function podmanHostsObjects(s: DeploySpec, hosts: DeployHost[], certsDir:
     out[`swarm-${h.name}.yaml`] = [{
       apiVersion: 'v1', kind: 'Pod', metadata: { name: `${s.workersName}-${h.name}`, labels: labels('worker') },
       spec: {
-        hostNetwork: true, restartPolicy: 'Always', terminationGracePeriodSeconds: 30, containers,
+        hostNetwork: true, restartPolicy: 'Always', terminationGracePeriodSeconds: 30, shareProcessNamespace: true, containers,
         volumes: [{ name: 'models', hostPath: { path: s.modelHostDir, type: 'Directory' } }, certs,
           ...(writable ? [{ name: 'worker-state', hostPath: { path: s.workerStateHostDir, type: 'Directory' } }] : [])],
       },

@@ -35,7 +35,7 @@ export function podmanObjects(s: DeploySpec): Obj[] {
     spec: {
       ...net,
       restartPolicy: 'Always',
-      terminationGracePeriodSeconds: 30,
+      terminationGracePeriodSeconds: 30, shareProcessNamespace: true,
       containers: [{
         name: 'hub', image: s.image, args: hubArgs(s), env,
         ...(s.hostNetwork ? {} : { ports: [{ containerPort: s.hubPort }] }),
@@ -70,7 +70,9 @@ export function podmanObjects(s: DeploySpec): Obj[] {
     spec: {
       ...net,
       restartPolicy: 'Always',
-      terminationGracePeriodSeconds: 30,
+      // The pod's pause process is PID 1 and reaps what engines and commands orphan: node as PID 1 never
+      // reaps a process it did not start, so in a long-running worker they piled up as zombies.
+      terminationGracePeriodSeconds: 30, shareProcessNamespace: true,
       containers,
       volumes: [{ name: 'models', hostPath: { path: s.modelHostDir, type: 'Directory' } }, certs, ...(writable ? [stateVolume] : [])],
     },

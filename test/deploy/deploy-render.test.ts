@@ -244,3 +244,18 @@ t.test('podman across hosts with the batched engine: one worker container per ho
   t.same(w('swarm-w2.yaml').map((c: any) => [arg(c, '--id'), arg(c, '--count'), arg(c, '--peer-host')]), [['w2', '2', '10.0.0.3']]);
   t.ok(w('swarm-w2.yaml')[0].args.includes('sequences=2'));
 });
+
+t.test('every pod has an init as PID 1 (shareProcessNamespace): node as PID 1 leaves orphaned engine and command processes as zombies', async (t) => {
+  const pods = (text: string) => YAML.parseAllDocuments(text).map((d) => d.toJSON() as any)
+    .flatMap((o) => (o?.kind === 'Pod' ? [o.spec] : o?.spec?.template?.spec ? [o.spec.template.spec] : []));
+  const renders: [string, Record<string, string>][] = [
+    ['k3s', renderDeployment({ target: 'k3s', agents: 4, model: MODEL })],
+    ['podman', renderDeployment({ target: 'podman', agents: 4, model: MODEL })],
+    ['podman hosts', renderDeployment({ target: 'podman', agents: 4, model: MODEL, hosts: [{ name: 'a', addr: '10.0.0.1' }, { name: 'b', addr: '10.0.0.2' }] })],
+  ];
+  for (const [what, files] of renders) {
+    const specs = Object.entries(files).filter(([n]) => n.endsWith('.yaml')).flatMap(([, text]) => pods(text));
+    t.ok(specs.length >= 2, `${what}: hub and worker pods`);
+    t.ok(specs.every((s) => s.shareProcessNamespace === true), `${what}: each shares its pause process as PID 1, which reaps`);
+  }
+});
