@@ -63,6 +63,8 @@ export interface ReplicatorOptions {
 
 /** Tasks evicted since this hub started read back to compare a holder's digest, at most (a restart's first passes are far fewer). */
 const MAX_EVICTED_READ_BACK = 50_000;
+/** Ids one STATE `evicted` names, at most (a long eviction goes as several frames). */
+const EVICTED_PER_FRAME = 10_000;
 
 /**
  * Hub side of failover: peers, state replication to workers, and the handback merge.
@@ -373,8 +375,8 @@ export class HubReplicator {
     if (this.holding.length) this.flush();
     this.versions.evicted(ids);
     if (!this.active) return;
-    for (let i = 0; i < ids.length; i += 10_000) {
-      const part = ids.slice(i, i + 10_000);
+    for (let i = 0; i < ids.length; i += EVICTED_PER_FRAME) {
+      const part = ids.slice(i, i + EVICTED_PER_FRAME);
       const json = JSON.stringify({ full: false, entries: [], evicted: part });
       for (const w of this.holding) this.feed(w).evict(part, json);
       for (const { w } of this.peers.values()) {
@@ -396,22 +398,14 @@ export class HubReplicator {
     if (lacking) {
       // The same hub, and it still knows every eviction since: only what the holder lacks goes.
       this.stats.resumedSyncs++;
-      const gone = this.versions.evictedSince(at!.ver);
-      for (let i = 0; i < gone.length; i += 10_000) {
-        const part = gone.slice(i, i + 10_000);
-        f.evict(part, JSON.stringify({ full: false, entries: [], evicted: part }));
-      }
+      evictTo(f, this.versions.evictedSince(at!.ver));
       f.resumeSync(lacking.records, lacking.upTo, lacking.bare);
     } else {
       this.stats.fullSyncs++;
       // A holder back from a hub before this one: what this hub evicted before it came back never reached it.
       const h = this.haves.get(w);
-      const gone = h && !h.evictsSent ? this.versions.evictedAll() : undefined;
+      if (h && !h.evictsSent) evictTo(f, this.versions.evictedAll());
       if (h) h.evictsSent = true;
-      for (let i = 0; gone && i < gone.length; i += 10_000) {
-        const part = gone.slice(i, i + 10_000);
-        f.evict(part, JSON.stringify({ full: false, entries: [], evicted: part }));
-      }
       f.startSync();
     }
     for (const [run, spec] of this.runs) w.conn.send(Type.STATE, { full: false, entries: [], runs: [{ run, spec }] });
@@ -521,10 +515,7 @@ export class HubReplicator {
     const gone = ids.filter((id) => !store.queue.get(id) && store.knows(id));
     if (!gone.length || !this.holding.includes(w)) return;
     this.stats.idsEvicted += gone.length;
-    for (let i = 0; i < gone.length; i += 10_000) {
-      const part = gone.slice(i, i + 10_000);
-      this.feed(w).evict(part, JSON.stringify({ full: false, entries: [], evicted: part }));
-    }
+    evictTo(this.feed(w), gone);
   }
 
   /** `records` without those `held` says the holder has (counted in `haveHeld`), lazily. */
@@ -607,6 +598,14 @@ export class HubReplicator {
       return;
     }
     w.conn.send(Type.ACK, { ok: true, recorded, duplicate }, { re: msg.id });
+  }
+}
+
+/** Evicted ids to one holder's feed, in order behind what it has queued, a frame of `EVICTED_PER_FRAME` at a time. */
+function evictTo(f: HolderFeed, ids: readonly string[] = []): void {
+  for (let i = 0; i < ids.length; i += EVICTED_PER_FRAME) {
+    const part = ids.slice(i, i + EVICTED_PER_FRAME);
+    f.evict(part, JSON.stringify({ full: false, entries: [], evicted: part }));
   }
 }
 
