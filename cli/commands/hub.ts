@@ -1,4 +1,5 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
+import { warnIfPid1 } from '../pid1.js';
 // roles.ts directly, not hub/index.js: `swarm up` imports this file for its options, and the hub's
 // index loads all of the hub (~170 ms of CPU before `up` can start the hub process).
 import { parseRolePlan, type RolePlan } from '../../hub/roles.js';
@@ -109,6 +110,7 @@ export function registerHub(program: Command): void {
         const dir = stateDir(o.stateDir);
         const token = hubToken(o, dir);
         const log = makeLogger('hub', o.logFile);
+        warnIfPid1(log);
         // Resolved once for all supervised workers (none when the hub supervises none).
         const model = o.supervise > 0 ? await chooseModel(o.driver, o.model) : { path: o.model };
         const running = await runHub({

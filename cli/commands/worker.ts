@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import v8 from 'node:v8';
 import { InvalidArgumentError, type Command } from 'commander';
+import { warnIfPid1 } from '../pid1.js';
 import { SwarmError } from '../../protocol/errors.js';
 import type { HubLocator } from '../../worker/index.js';
 import { fail } from '../exit.js';
@@ -104,6 +105,7 @@ export function registerWorker(program: Command): void {
         // pino loads once this worker has joined (or failed to): see cli/deferred-log.ts.
         const { log, load: loadLogger } = deferredLogger('worker', o.logFile);
         setTimeout(() => void loadLogger(), 3000).unref();
+        warnIfPid1(log);
         const dir = stateDir(o.stateDir);
         // The batched engine's socket and files live in the swarm's state dir: one engine per swarm and model.
         process.env.SWARM_ENGINE_DIR ??= dir;

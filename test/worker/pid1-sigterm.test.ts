@@ -50,6 +50,7 @@ t.test('SIGTERM to a worker as PID 1: it stops at once, and its running task goe
   t.teardown(() => { try { process.kill(w.pid, 'SIGKILL'); } catch { /* gone */ } });
   t.ok(await until(async () => (await workerIds(dir)).includes('c1'), 30_000), 'worker joined');
   if (pidns) t.equal(/^NSpid:.*\s(\d+)$/m.exec(fs.readFileSync(`/proc/${w.pid}/status`, 'utf8'))?.[1], '1', 'the worker is PID 1 of its namespace');
+  if (pidns) t.ok(await until(() => /running as PID 1 without an init/.test(w.out()), 10_000), 'and warns that it reaps no orphans there');
   await api(dir, 'POST', '/tasks', { tasks: [{ id: 'long', prompt: 'a long one' }] });
   t.ok(await until(async () => (await api<{ state: string }>(dir, 'GET', '/tasks/long')).state === 'leased', 30_000), 'the task runs');
 
