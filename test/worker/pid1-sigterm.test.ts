@@ -72,7 +72,8 @@ t.test('a rolling restart of PID-1 workers while tasks flow: no task lost, faile
   fs.mkdirSync(dir, { recursive: true });
   await startHub(t, dir, 2);
   const ids = ['r1', 'r2', 'r3'];
-  const opts = ['--driver-opt', 'latency_ms=300', '--slots', '2'];
+  // Failover on, as `swarm up` runs them.
+  const opts = ['--driver-opt', 'latency_ms=300', '--slots', '2', '--failover'];
   const workers = new Map<string, Worker>();
   t.teardown(() => { for (const w of workers.values()) try { process.kill(w.pid, 'SIGKILL'); } catch { /* gone */ } });
   for (const id of ids) workers.set(id, await startWorker(dir, id, opts));
