@@ -34,3 +34,25 @@ export function chunks(entries: readonly ReplEntry[], max: number, log: Logger, 
   if (cur.length) out.push({ entries: cur, json: parts.join(',') });
   return out;
 }
+
+/** Ids one STATE frame names (`evicted`, `closed`), at most. */
+const IDS_PER_FRAME = 10_000;
+/**
+ * And their JSON characters, at most: ids run up to 128 characters (the schema's bound), so 10,000
+ * of them could make 1.3 MB, past the 1 MiB a holder reads in one frame (its link would be cut).
+ */
+const ID_CHARS_PER_FRAME = 256 * 1024;
+
+/** `ids` in order, in parts that each fit one frame: at most 10,000 ids and 256 KiB of their JSON. */
+export function idParts(ids: readonly string[]): string[][] {
+  const out: string[][] = [];
+  let cur: string[] = [];
+  let chars = 0;
+  for (const id of ids) {
+    const c = id.length + 3;
+    if (cur.length && (cur.length >= IDS_PER_FRAME || chars + c > ID_CHARS_PER_FRAME)) { out.push(cur); cur = []; chars = 0; }
+    cur.push(id); chars += c;
+  }
+  if (cur.length) out.push(cur);
+  return out;
+}

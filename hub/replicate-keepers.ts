@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { Type, type ReplicaEntry } from '../protocol/index.js';
-import { chunks } from './replicate-chunks.js';
+import { chunks, idParts } from './replicate-chunks.js';
 import { HolderFeed } from './replicate-feed.js';
 import type { WorkerEntry } from './registry.js';
 import type { TaskStore } from './store.js';
@@ -32,9 +32,6 @@ export interface KeeperDeps {
  * which journaled it before it was acknowledged: later, never lost.
  */
 export const DEFAULT_KEEPERS = 2;
-
-/** Ids a closed frame carries at most. */
-const CLOSED_PER_FRAME = 10_000;
 
 /**
  * Keepers of the open tasks: the lowest id of each worker process that has no replica holder, for the
@@ -91,7 +88,7 @@ export class OpenKeepers {
     const closed: string[] = [];
     recs.forEach((r, i) => { if (isFinal(r)) closed.push(r.id); else { open.push(entries[i]!); openTexts.push(texts[i]!); } });
     const cs = chunks(open, this.deps.chunkBytes, this.deps.log, openTexts);
-    for (let i = 0; i < closed.length; i += CLOSED_PER_FRAME) cs.push({ entries: [], json: '', closed: closed.slice(i, i + CLOSED_PER_FRAME) });
+    for (const part of idParts(closed)) cs.push({ entries: [], json: '', closed: part });
     this.stats.deltas += open.length;
     this.stats.closed += closed.length;
     // A keeper whose sync has not started gets nothing yet: the sync covers every task there when it starts.

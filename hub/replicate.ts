@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { Type, type Message, type Payload, type ReplicaEntry } from '../protocol/index.js';
 import { DEFAULT_LEASE_MS } from '../sched/index.js';
-import { chunks } from './replicate-chunks.js';
+import { chunks, idParts } from './replicate-chunks.js';
 import { HolderFeed } from './replicate-feed.js';
 import { OpenKeepers } from './replicate-keepers.js';
 import { Versions, type SyncMark } from './replicate-resume.js';
@@ -63,8 +63,6 @@ export interface ReplicatorOptions {
 
 /** Tasks evicted since this hub started read back to compare a holder's digest, at most (a restart's first passes are far fewer). */
 const MAX_EVICTED_READ_BACK = 50_000;
-/** Ids one STATE `evicted` names, at most (a long eviction goes as several frames). */
-const EVICTED_PER_FRAME = 10_000;
 
 /**
  * Hub side of failover: peers, state replication to workers, and the handback merge.
@@ -375,8 +373,7 @@ export class HubReplicator {
     if (this.holding.length) this.flush();
     this.versions.evicted(ids);
     if (!this.active) return;
-    for (let i = 0; i < ids.length; i += EVICTED_PER_FRAME) {
-      const part = ids.slice(i, i + EVICTED_PER_FRAME);
+    for (const part of idParts(ids)) {
       const json = JSON.stringify({ full: false, entries: [], evicted: part });
       for (const w of this.holding) this.feed(w).evict(part, json);
       for (const { w } of this.peers.values()) {
@@ -601,12 +598,9 @@ export class HubReplicator {
   }
 }
 
-/** Evicted ids to one holder's feed, in order behind what it has queued, a frame of `EVICTED_PER_FRAME` at a time. */
+/** Evicted ids to one holder's feed, in order behind what it has queued, in frames it can read (`idParts`). */
 function evictTo(f: HolderFeed, ids: readonly string[] = []): void {
-  for (let i = 0; i < ids.length; i += EVICTED_PER_FRAME) {
-    const part = ids.slice(i, i + EVICTED_PER_FRAME);
-    f.evict(part, JSON.stringify({ full: false, entries: [], evicted: part }));
-  }
+  for (const part of idParts(ids)) f.evict(part, JSON.stringify({ full: false, entries: [], evicted: part }));
 }
 
 /** The end a holder's mark names for its sync under way, if it is one a sync could have (past its position). */

@@ -38,6 +38,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/worker/gossip-replica.test.ts',
   'test/worker/replica-packed.test.ts',
   'test/worker/replica-have-digest.test.ts',
+  'test/hub/replicate-id-parts.test.ts',
   'test/worker/gossip-stall.test.ts',
   'test/worker/gossip-hub-restart.test.ts',
   'test/worker/gossip-membership.test.ts',
