@@ -29,38 +29,39 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { cpuSeconds, machine } from './proc.js';
 import { busyLoad, runLoad, sharedServer } from './engine-load.js';
+import { CLI, ROOT, arg, argvErrors } from './args.js';
 import { DEFAULT_ENGINE } from '../cli/shared-engine.js';
 import { findSelfBuiltAddon } from '../drivers/llama-build/addon-paths.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const CLI = path.join(ROOT, 'dist/cli/main.js');
-// `--name value` options anywhere on the line; the rest are positional.
-const flags = new Map<string, string>();
+const cores = Number(arg('cores', String(os.availableParallelism()), 'thread counts tried: 1..K'));
+const busy = Number(arg('busy', String(cores), 'competing processes when loaded'));
+const serverBin = arg('llama-server', '', "the bare server's binary") || process.env.SWARM_BENCH_LLAMA_SERVER;
+const outFile = arg('out', path.join(ROOT, 'bench/results/swarm-vs-server.jsonl'));
+const threadList = arg('threads', '', 'the thread counts tried, e.g. 1,2,4 (instead of 1..--cores)');
+const rowS = arg('row-s', '120', 'the most a bare row runs, seconds');
+// Options (declared above) anywhere on the line; the rest are positional.
 const pos: string[] = [];
+const options: string[] = [];
 for (let i = 2; i < process.argv.length; i++) {
   const a = process.argv[i]!;
   if (!a.startsWith('--')) { pos.push(a); continue; }
-  const v = process.argv[++i];
-  if (!['--cores', '--busy', '--llama-server', '--out', '--threads', '--row-s'].includes(a) || v === undefined) { process.stderr.write(`swarm-vs-server: unknown option or missing value: ${a}\n`); process.exit(2); }
-  flags.set(a.slice(2), v);
+  options.push(a);
+  if (i + 1 < process.argv.length) options.push(process.argv[++i]!);
 }
+const bad = argvErrors(options);
+if (bad) { process.stderr.write(`swarm-vs-server: ${bad}\n`); process.exit(2); }
 const model = pos[0] ?? '/tmp/swarm-bench-models/synth-llama-110M-shape-q8_0.gguf';
 const n = Number(pos[1] ?? 8);
 const reqs = Number(pos[2] ?? 3);
-const cores = Number(flags.get('cores') ?? os.availableParallelism());
-const busy = Number(flags.get('busy') ?? cores);
-const serverBin = flags.get('llama-server') ?? process.env.SWARM_BENCH_LLAMA_SERVER;
-const outFile = flags.get('out') ?? path.join(ROOT, 'bench/results/swarm-vs-server.jsonl');
 if (!fs.existsSync(model)) { process.stderr.write(`swarm-vs-server: no model at ${model}\n`); process.exit(2); }
 if (!(cores >= 1 && busy >= 0 && n >= 1 && reqs >= 1)) { process.stderr.write('swarm-vs-server: N, R, --cores and --busy must be numbers\n'); process.exit(2); }
-const threadCounts = flags.has('threads') ? flags.get('threads')!.split(',').map(Number) : Array.from({ length: cores }, (_, i) => i + 1);
+const threadCounts = threadList ? threadList.split(',').map(Number) : Array.from({ length: cores }, (_, i) => i + 1);
 // A bare row stops after this long, or after 5 s at under a quarter of the fastest bare row so far
 // (threads spinning against a busy machine: 2 threads gave 13 tokens/s where 1 gave 450), its
 // streamed tokens counted: a collapsing configuration costs bounded time, not minutes.
-const rowMs = Number(flags.get('row-s') ?? 120) * 1000;
+const rowMs = Number(rowS) * 1000;
 const DEFAULT_MODES = [...['bare', 'bare-kvu', 'bare-nofa', 'bare-nofa-kvu'].flatMap((b) => threadCounts.map((t) => `${b}-${t}`)), 'batched'].join(',');
 // `default` names every bare row and the default engine; it may stand inside a list (`batched,default`).
 const modes = (pos[3] ?? 'default').split(',').flatMap((m) => (m === 'default' ? DEFAULT_MODES.split(',') : [m]));
