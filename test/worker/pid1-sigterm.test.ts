@@ -6,7 +6,8 @@ import { CLI, alive, api, hubFile, journal, swarm, tempDir, until } from '../hel
 
 /**
  * Workers in containers: `node` is PID 1 (the image has no init), and `podman stop` or a k3s rolling
- * restart sends SIGTERM, waits 10 or 30 s, then SIGKILL. PID 1 gets no signal it has no handler for.
+ * restart sends SIGTERM, waits 10 or 30 s, then SIGKILL. (PID 1 gets no signal it has no handler
+ * for; node installs its own for SIGTERM and SIGINT at boot, so it stops even before ours is set.)
  * A worker stopped this way closed its link without a word: the hub requeued its leases at once but
  * counted each as an attempt, so a task that a rolling restart met `--max-attempts` times failed for
  * good. A stopping worker now gives each task back (SWARM_ERR_SHUTDOWN): requeued at once, no attempt.
