@@ -11,11 +11,10 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { machine } from './proc.js';
 import { batchedEngine, busyLoad, runFor, sharedServer, type EngineSet } from './engine-load.js';
+import { ROOT } from './args.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const [model = '/work/shared/models/synth-llama-15M-shape-q8_0.gguf', n = '8', secs = '8', rounds = '2', condition = 'loaded'] = process.argv.slice(2);
 const N = Number(n);
 const MS = Number(secs) * 1000;
