@@ -50,7 +50,8 @@ export interface HubCliOptions {
 }
 
 function retainOption(v: string): RetainOptions {
-  try { return parseRetain(v); } catch (err) { throw new InvalidArgumentError(`${(err as { code?: string }).code ?? 'SWARM_ERR_CONFIG'}: ${(err as Error).message}`); }
+  // The CLI names the code once in front of commander's message; the reason alone goes inside.
+  try { return parseRetain(v); } catch (err) { throw new InvalidArgumentError((err as Error).message); }
 }
 
 /** `--retain` as given to a detached hub. */
