@@ -1,6 +1,9 @@
+import { realpathSync } from 'node:fs';
+import path from 'node:path';
 import { SwarmError } from '../../protocol/index.js';
 import { findLlamaBinary } from '../llama-build/index.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
+import { binWithout, cpuVariants, rememberedSkip, rememberSkip } from './cpu-variant.js';
 import { EngineProcess, freePort, keepLoopAlive, type EngineExit } from './engine-process.js';
 import { parseLlamaServerOptions, type LlamaServerOptions } from './options.js';
 import { SseDecoder, type CompletionChunk } from './sse.js';
@@ -24,6 +27,9 @@ export class LlamaServerDriver implements Driver {
   private proc: EngineProcess | undefined;
   private base: string | undefined;
   private starting: Promise<void> | undefined;
+  private lastExit: EngineExit | undefined;
+  /** The ggml CPU variant in use when the top ones had to be hidden (SIGILL); undefined when ggml's own pick runs. */
+  cpuVariant: string | undefined;
 
   constructor(private readonly config: DriverConfig) {
     this.options = parseLlamaServerOptions(config.options);
@@ -66,6 +72,32 @@ export class LlamaServerDriver implements Driver {
     if (!bin) throw new SwarmError('SWARM_ERR_ENGINE_NOT_FOUND', 'llama-server not found in SWARM_LLAMA_BIN_DIR, the build cache or PATH: run `swarm engine build`');
     if (!this.config.model) throw new SwarmError('SWARM_ERR_CONFIG', 'the llama-server driver needs a model (--model PATH.gguf)');
     if (this.proc) await this.proc.stop(0);
+    // A CPU that claims features it faults on kills the engine with SIGILL: hide ggml's top CPU
+    // variants one at a time until one starts, and remember how many for the next start.
+    const variants = cpuVariants(path.dirname(realpathSync(bin)));
+    const first = Math.min(rememberedSkip(bin), Math.max(0, variants.length - 1));
+    for (let skip = first; ; skip++) {
+      try {
+        await this.spawnOn(binWithout(bin, variants, skip));
+      } catch (err) {
+        const sigill = this.lastExit?.signal === 'SIGILL';
+        if (!sigill || variants.length === 0) throw err;
+        if (skip + 1 >= variants.length) {
+          throw new SwarmError('SWARM_ERR_ENGINE_START', `llama-server killed by SIGILL with every CPU variant of its build (tried ${variants.slice(first).join(', ')}); this CPU runs none of them`, { cause: err });
+        }
+        continue;
+      }
+      if (skip > 0) {
+        this.cpuVariant = variants[skip];
+        if (skip !== first) rememberSkip(bin, skip, variants[skip]);
+        process.stderr.write(`warning: llama-server: CPU variant(s) ${variants.slice(0, skip).join(', ')} excluded (killed by SIGILL on this CPU); using ${variants[skip]}\n`);
+      }
+      return;
+    }
+  }
+
+  private async spawnOn(bin: string): Promise<void> {
+    this.lastExit = undefined;
     // A port found free can be taken before the server binds it; try a fresh one a few times.
     for (let attempt = 1; ; attempt++) {
       const port = await freePort(HOST);
@@ -78,6 +110,7 @@ export class LlamaServerDriver implements Driver {
         return;
       } catch (err) {
         await proc.stop(0);
+        this.lastExit = proc.exitInfo;
         if (this.proc === proc) this.proc = undefined;
         const bindFailed = /bind|address already in use/i.test(proc.outputTail(10));
         if (!bindFailed || attempt >= 3) throw err;
