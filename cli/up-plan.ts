@@ -8,6 +8,9 @@ import type { Procs } from './procs.js';
 /** Drivers whose agents hold a model, so that `swarm plan` can say how many fit. */
 const PLANNED_DRIVERS = new Set(['embedded', 'batched', 'llama-server', 'llama-cli']);
 
+/** The context per agent `swarm up` plans for when --driver-opt ctx is not given (the drivers' default). */
+const PLAN_CTX = 2048;
+
 /**
  * `swarm up`'s memory check: more agents than `swarm plan` says fit on this machine are refused with
  * the plan's figure (`--force` starts them anyway). The refusal and the plan's bound, or undefined.
@@ -21,6 +24,3 @@ export async function planRefusal(o: { model?: string; driver: string; engine: E
   if (!p) return undefined;
   return { max: p.maxAgents, error: new SwarmError('SWARM_ERR_CONFIG', `--agents ${o.agents}: at most ${p.maxAgents} agents of this model fit in this machine's ${formatBytes(p.options.ramBytes)} (${engine} engine, ctx ${ctx}; ${o.agents} need ${formatBytes(p.memory.total)}); \`swarm plan --agents ${o.agents} --model ${o.model} --engine ${engine}\` shows the arithmetic. --force starts them anyway`) };
 }
-
-/** The context per agent `swarm up` plans for when --driver-opt ctx is not given (the drivers' default). */
-const PLAN_CTX = 2048;

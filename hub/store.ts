@@ -93,12 +93,15 @@ export class TaskStore {
 
   /**
    * Start the store's clocks: retention passes and the stall watch. `settleMs`: the first retention
-   * pass waits this long (a restarted hub serves its workers and clients first).
+   * pass (and `afterSettle`, a compaction the open wants) waits this long (a restarted hub serves its workers and clients first).
    */
-  private start(settleMs = 0): void {
+  private start(settleMs = 0, afterSettle?: () => void): void {
     // On the process's clocks (protocol/shared-clock.ts): with the hub's tick, one wake-up a second.
     this.timers.push(every(this.tickMs, () => this.stall.tick(Date.now(), this.tickMs)));
-    const passes = () => every(this.opts.evictEveryMs ?? 1000, () => { void this.evict().catch(() => { /* counted; the tasks stay hot and the next pass retries */ }); });
+    const passes = () => {
+      afterSettle?.();
+      return every(this.opts.evictEveryMs ?? 1000, () => { void this.evict().catch(() => { /* counted; the tasks stay hot and the next pass retries */ }); });
+    };
     if (settleMs <= 0) { this.timers.push(passes()); return; }
     let stop: (() => void) | undefined;
     const t = setTimeout(() => { stop = passes(); }, settleMs);
@@ -154,14 +157,15 @@ export class TaskStore {
     // little: they ran beside the workers' rejoining and the first tasks (archive lines parsed and
     // written, a snapshot encoded, evictions sent to every replica holder).
     const settle = store.evictor.retention.size ? SETTLE_AFTER_OPEN_MS : 0;
-    store.start(settle);
     // In the background: the hub is ready meanwhile (appends go on while a compaction runs).
+    let compactAfterSettle: (() => void) | undefined;
     if (journal.wantCompaction) {
       const compact = () => void journal.compact().catch(() => { /* retried when the segment grows */ });
       // Damage is compacted away at once (the quarantine file has it): a later open must not find it again.
       if (!settle || damage.length) compact();
-      else { const t = setTimeout(compact, settle); t.unref(); store.timers.push(() => clearTimeout(t)); }
+      else compactAfterSettle = compact;
     }
+    store.start(settle, compactAfterSettle);
     return store;
   }
 

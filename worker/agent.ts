@@ -160,7 +160,6 @@ export class Agent {
     this.queued.length = 0;
     for (const r of this.running.values()) r.handBack?.();
     for (const r of this.running.values()) r.abort.abort(new SwarmError('SWARM_ERR_SHUTDOWN', reason));
-    this.dropQueued();
     this.state = AgentState.STOPPED;
     this.client.stop();
     this.failover?.stop();

@@ -63,5 +63,9 @@ t.test('a torn archive tail is cut with a warning, shown in status, and its task
   t.equal(r.code, 0, r.stderr);
   t.notMatch(r.stderr, /damaged/, 'no damaged line left behind');
   t.equal(r.stdout.split('\n').filter(Boolean).length, 15);
+  // The other five are still hot and done: 15 archived + 5 hot, so none of the 20 was lost.
+  const states = await Promise.all(hot.map((id) => api<{ state: string }>(dir, 'GET', `/tasks/${id}`)));
+  t.same(states.map((s) => s.state), hot.map(() => 'done'), 'the five hot tasks are done');
+  t.equal(new Set([...ids, ...hot]).size, 20, 'all twenty tasks accounted for, none lost');
   t.equal(swarm(['down', '--state-dir', dir]).code, 0);
 });

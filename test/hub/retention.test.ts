@@ -130,7 +130,8 @@ t.test('--retain: 0, negative or unparsable is a usage error', async (t) => {
   t.same(parseRetain('366d,10000000'), { ageMs: 366 * 86_400_000, count: 10_000_000 }, 'the largest horizon is taken');
   const r = swarm(['up', '--retain', '0', '--state-dir', tempDir(t)]);
   t.equal(r.code, 2, 'swarm up --retain 0 exits with the usage code');
-  t.match(r.stderr, /SWARM_ERR_CONFIG: --retain "0"/);
+  t.match(r.stderr, /SWARM_ERR_CONFIG: .*--retain "0": age "0" is not a positive duration/);
+  t.equal(r.stderr.split('SWARM_ERR_CONFIG').length, 2, 'the code is named once');
 });
 
 t.test('swarm results reads and exports the archive, filtered by id and time', async (t) => {
