@@ -101,6 +101,9 @@ export async function buildLlama(opts: BuildOptions = {}): Promise<BuildResult> 
 
     progress({ phase: 'install' });
     mkdirSync(binDir, { recursive: true });
+    // The llama-server driver's CPU-variant exclusions hold hard links to the old programs: drop them
+    // with the choice they remember, which a new build must earn again.
+    rmSync(join(binDir, '.cpu-variants'), { recursive: true, force: true });
     // The shared libraries first (llama, ggml, and a ggml-cpu library per CPU variant): a program
     // that appears before them would not start.
     const libs = readdirSync(join(build, 'bin')).filter((n) => /\.so(\.\d+)*$/.test(n));

@@ -17,6 +17,11 @@ export const VARIANT_ORDER = ['sapphirerapids', 'zen4', 'cooperlake', 'icelake',
 
 const LIB = /^libggml-cpu-(.+)\.so$/;
 
+/** The program's real path; a missing one is left for the spawn to report. */
+export function resolved(bin: string): string {
+  try { return realpathSync(bin); } catch { return bin; }
+}
+
 /** The CPU variants a build directory holds, in ggml's order of preference (unknown names last). */
 export function cpuVariants(binDir: string): string[] {
   let names: string[];
@@ -41,7 +46,7 @@ const cpuKey = (): string => os.cpus()[0]?.model ?? 'unknown';
 
 /** How many top variants to hide on this CPU, as remembered from an earlier SIGILL (0 if none). */
 export function rememberedSkip(bin: string): number {
-  const binDir = path.dirname(realpathSync(bin));
+  const binDir = path.dirname(resolved(bin));
   const file = path.join(stateRoot(binDir), 'choice.json');
   try {
     const c = JSON.parse(readFileSync(file, 'utf8')) as { cpu?: string; skip?: number };
@@ -50,7 +55,7 @@ export function rememberedSkip(bin: string): number {
 }
 
 export function rememberSkip(bin: string, skip: number, chosen: string | undefined): void {
-  const binDir = path.dirname(realpathSync(bin));
+  const binDir = path.dirname(resolved(bin));
   try { writeFileSync(path.join(stateRoot(binDir), 'choice.json'), JSON.stringify({ cpu: cpuKey(), skip, chosen }) + '\n'); } catch { /* only a cache */ }
 }
 
@@ -60,7 +65,7 @@ export function rememberSkip(bin: string, skip: number, chosen: string | undefin
  */
 export function binWithout(bin: string, variants: readonly string[], skip: number): string {
   if (skip <= 0) return bin;
-  const real = realpathSync(bin);
+  const real = resolved(bin);
   const binDir = path.dirname(real);
   const hidden = new Set(variants.slice(0, skip).map((v) => `libggml-cpu-${v}.so`));
   const dir = path.join(stateRoot(binDir), `without-${variants.slice(0, skip).join('-')}`);

@@ -1,9 +1,8 @@
-import { realpathSync } from 'node:fs';
 import path from 'node:path';
 import { SwarmError } from '../../protocol/index.js';
 import { findLlamaBinary } from '../llama-build/index.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
-import { binWithout, cpuVariants, rememberedSkip, rememberSkip } from './cpu-variant.js';
+import { binWithout, cpuVariants, rememberedSkip, rememberSkip, resolved } from './cpu-variant.js';
 import { EngineProcess, freePort, keepLoopAlive, type EngineExit } from './engine-process.js';
 import { parseLlamaServerOptions, type LlamaServerOptions } from './options.js';
 import { SseDecoder, type CompletionChunk } from './sse.js';
@@ -74,8 +73,8 @@ export class LlamaServerDriver implements Driver {
     if (this.proc) await this.proc.stop(0);
     // A CPU that claims features it faults on kills the engine with SIGILL: hide ggml's top CPU
     // variants one at a time until one starts, and remember how many for the next start.
-    const variants = cpuVariants(path.dirname(realpathSync(bin)));
-    const first = Math.min(rememberedSkip(bin), Math.max(0, variants.length - 1));
+    const variants = cpuVariants(path.dirname(resolved(bin)));
+    const first = variants.length > 0 ? Math.min(rememberedSkip(bin), variants.length - 1) : 0;
     for (let skip = first; ; skip++) {
       try {
         await this.spawnOn(binWithout(bin, variants, skip));
