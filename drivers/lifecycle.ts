@@ -3,10 +3,10 @@
  * CLI's detached hub and workers): the one place that spawns (startProcess; one-shot commands go
  * through run-command.ts on top of it), signal a whole process group, stop with SIGTERM then SIGKILL
  * after a grace period, kill every tracked group at exit, and the orphan watchdog that takes an
- * engine down with its parent. No imports beyond Node: the hub takes this file without the driver registry.
+ * engine down with its parent. No imports beyond Node (and protocol/proc-stat.ts, which has none): the hub takes this file without the driver registry.
  */
-import fs from 'node:fs';
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
+import { statFields } from '../protocol/proc-stat.js';
 
 /** How startProcess starts a program. */
 export interface StartOptions {
@@ -36,10 +36,9 @@ export function startProcess(file: string, args: readonly string[], o: StartOpti
 /** True if a process with this pid exists (and is not a zombie we could reap). */
 export function alive(pid: number): boolean {
   try { process.kill(pid, 0); } catch (e) { return (e as NodeJS.ErrnoException).code === 'EPERM'; }
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch { return true; }
+  // Unreadable /proc (another mount, hidepid) with kill(0) succeeding: alive.
+  const f = statFields(pid);
+  return f ? f[0] !== 'Z' : true;
 }
 
 /** Signal a whole process group (a leader and its children), falling back to the pid alone. */

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { procStart } from '../protocol/proc-stat.js';
 
 /**
  * What names a process beyond its pid. Pids are reused: a pid file left by a swarm that died can
@@ -8,15 +9,7 @@ import path from 'node:path';
  */
 export interface ProcId { pid: number; start?: string; cmd?: string }
 
-/** Start time of a live process (clock ticks since boot), or undefined if it is gone (or a zombie). */
-export function procStart(pid: number): string | undefined {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name (field 2) may hold spaces and parentheses: count fields after the last ')'.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return fields[0] === 'Z' ? undefined : fields[19];
-  } catch { return undefined; }
-}
+export { procStart };
 
 /** Command line of a live process, arguments joined by spaces. */
 export function procCmd(pid: number): string | undefined {

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { every } from '../protocol/index.js';
+import { procStart } from '../protocol/proc-stat.js';
 import type { Agent } from './agent.js';
 import type { Lease, Replica } from './gossip/replica.js';
 
@@ -35,14 +36,6 @@ export interface FailoverStatusFile { pid: number; at: number; start?: string; p
 /** A status file left by a worker process that is gone: shown as such, never as a live swarm. */
 export interface StaleFailoverStatus { pid: number; age_s: number; why: string }
 
-/** Start time of a live process (field 22 of /proc/PID/stat), undefined if gone or a zombie. */
-function procStart(pid: number | 'self'): string | undefined {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return fields[0] === 'Z' ? undefined : fields[19];
-  } catch { return undefined; }
-}
 
 function pidNamespace(): string | undefined {
   try { return fs.readlinkSync('/proc/self/ns/pid'); } catch { return undefined; }

@@ -1,5 +1,5 @@
-import fs from 'node:fs';
 import { every } from '../protocol/index.js';
+import { statFields as stat } from '../protocol/proc-stat.js';
 
 /** What the guard reads of the worker process. */
 export interface OrphanSignals {
@@ -91,20 +91,13 @@ export function parentWatch(): () => boolean {
   const self = stat('self');
   const ppid = self ? Number(self[1]) : process.ppid;
   if (ppid <= 1) return () => true;
-  const born = stat(String(ppid))?.[19];
+  const born = stat(ppid)?.[19];
   if (!self || born === undefined) return () => { try { process.kill(ppid, 0); return true; } catch { return false; } };
   return () => {
     const now = stat('self');
     if (!now || Number(now[1]) !== ppid) return false;
-    const p = stat(String(ppid));
+    const p = stat(ppid);
     return !!p && p[19] === born && p[0] !== 'Z' && p[0] !== 'X';
   };
 }
 
-/** Fields of /proc/PID/stat after the command name (state, ppid, …), or undefined. */
-function stat(pid: string): string[] | undefined {
-  try {
-    const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return s.slice(s.lastIndexOf(')') + 2).split(' ');
-  } catch { return undefined; }
-}
