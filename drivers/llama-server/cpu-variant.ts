@@ -1,4 +1,4 @@
-import { copyFileSync, existsSync, linkSync, mkdirSync, readFileSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, linkSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -35,9 +35,16 @@ export function cpuVariants(binDir: string): string[] {
 function stateRoot(binDir: string): string {
   const beside = path.join(binDir, '.cpu-variants');
   try { mkdirSync(beside, { recursive: true }); return beside; } catch {
-    const tmp = path.join(os.tmpdir(), `swarm-cpu-variants-${Buffer.from(binDir).toString('base64url').slice(-40)}`);
-    mkdirSync(tmp, { recursive: true });
-    return tmp;
+    // The temp dir is shared: a directory there that another user made could hold their program under
+    // the name we run. Ours only if we own it and no one else may write it; else a fresh private one.
+    const uid = process.getuid?.() ?? -1;
+    const tmp = path.join(os.tmpdir(), `swarm-cpu-variants-${uid}-${Buffer.from(binDir).toString('base64url').slice(-40)}`);
+    try {
+      mkdirSync(tmp, { recursive: true, mode: 0o700 });
+      const st = lstatSync(tmp);
+      if (st.isDirectory() && st.uid === uid && (st.mode & 0o077) === 0) return tmp;
+    } catch { /* taken: below */ }
+    return mkdtempSync(path.join(os.tmpdir(), 'swarm-cpu-variants-'));
   }
 }
 
