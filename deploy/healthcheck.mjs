@@ -15,7 +15,18 @@ import path from 'node:path';
 
 const HEARTBEAT_STALE_MS = 15_000;
 const dir = process.argv[3] ?? process.env.SWARM_STATE_DIR ?? '.swarm';
-const cmdline = (() => { try { return fs.readFileSync('/proc/1/cmdline', 'utf8').split('\0'); } catch { return []; } })();
+// The role is the command word of the container's first swarm process: PID 1 where node is the
+// entrypoint, a child of the init where the pod shares one pid namespace (catatonit, tini, pause).
+const cmdline = (() => {
+  const pids = (() => { try { return fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p)).map(Number).sort((a, b) => a - b); } catch { return []; } })();
+  for (const pid of pids) {
+    try {
+      const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      if (argv.some((a) => a.endsWith('/cli/main.js'))) return argv;
+    } catch { /* gone */ }
+  }
+  return [];
+})();
 const isWorker = process.argv[2] === 'worker' || (process.argv[2] !== 'hub' && cmdline.includes('worker'));
 if (isWorker) process.exit(workerHealthy() ? 0 : 1);
 

@@ -33,6 +33,8 @@ export function startWorkers(dir: string, n: number, prefix = 'w', extra: string
     '--driver-opt', 'latency_ms=50', '--log-file', path.join(dir, `${prefix}-${Date.now()}.log`), ...extra]);
 }
 
+const ownPidns = (() => { try { return fs.readlinkSync('/proc/self/ns/pid'); } catch { return undefined; } })();
+
 /** The failover status of every agent of every worker process (status files). */
 export function agents(dir: string): AgentView[] {
   const d = path.join(dir, 'failover');
@@ -40,8 +42,11 @@ export function agents(dir: string): AgentView[] {
   try { names = fs.readdirSync(d); } catch { return []; }
   return names.filter((n) => n.endsWith('.json')).flatMap((n) => {
     try {
-      const f = JSON.parse(fs.readFileSync(path.join(d, n), 'utf8')) as { pid: number; agents: AgentView[] };
-      return alive(f.pid) ? f.agents : [];
+      const f = JSON.parse(fs.readFileSync(path.join(d, n), 'utf8')) as { pid: number; pidns?: string; at: number; agents: AgentView[] };
+      // A writer in another pid namespace (a container) has a pid that means nothing here: its file's
+      // age says whether it lives (rewritten at least every 3 s; the containers' healthcheck allows 15).
+      const here = f.pidns === undefined || f.pidns === ownPidns;
+      return (here ? alive(f.pid) : Date.now() - f.at < 15_000) ? f.agents : [];
     } catch { return []; }
   });
 }
