@@ -41,6 +41,14 @@ export function gossipStatus(files: FailoverStatusFile[]): Record<string, unknow
   };
 }
 
+/** The results archive in one line: what is hot and archived, and what went wrong with its file. */
+function archiveLine(r: NonNullable<NonNullable<Status['journal']>['retention']>): string {
+  const full = r.archive?.disk_full ? '; DISK FULL: finished tasks stay hot until space frees (nothing is lost)' : '';
+  const t = r.archive?.torn_tail;
+  const torn = t ? `; a torn last line was cut at start (${t.file} offset ${t.offset}, ${t.bytes} bytes; its tasks stayed hot)` : '';
+  return `archive  ${r.hot_finished} finished tasks hot, ${r.evicted} archived since start${full}${torn} (swarm results)`;
+}
+
 /** The left-over status files, said in one line: how many, and why each is not a live worker's. */
 function staleNote(stale: StaleFailoverStatus[]): string {
   const shown = stale.slice(0, 3).map((f) => `pid ${f.pid}: ${f.why}, written ${f.age_s} s ago`).join('; ');
@@ -96,7 +104,7 @@ export function registerStatus(program: Command): void {
           `tasks    ${s.tasks.queued} queued, ${s.tasks.leased} running, ${s.tasks.done} done, ${s.tasks.failed} failed`,
           `dispatch p50 ${s.metrics.dispatch_p50_ms.toFixed(3)} ms, p99 ${s.metrics.dispatch_p99_ms.toFixed(3)} ms; tokens out ${s.metrics.tokens_out}`,
           ...(s.journal ? [`journal  fsync ${s.journal.fsync}${s.journal.disk_full ? '; DISK FULL: new work is refused until space frees' : ''}${s.journal.damaged_records ? `; ${s.journal.damaged_records} damaged records set aside in ${s.journal.quarantine}` : ''}`] : []),
-          ...(s.journal?.retention ? [`archive  ${s.journal.retention.hot_finished} finished tasks hot, ${s.journal.retention.evicted} archived since start${s.journal.retention.archive?.disk_full ? '; DISK FULL: finished tasks stay hot until space frees (nothing is lost)' : ''}${s.journal.retention.archive?.torn_tail ? `; a torn last line was cut at start (${s.journal.retention.archive.torn_tail.file} offset ${s.journal.retention.archive.torn_tail.offset}, ${s.journal.retention.archive.torn_tail.bytes} bytes; its tasks stayed hot)` : ''} (swarm results)`] : []),
+          ...(s.journal?.retention ? [archiveLine(s.journal.retention)] : []),
         ];
         if (s.workers.length <= 40) {
           lines.push('', 'ID'.padEnd(24) + 'STATE'.padEnd(10) + 'ROLE'.padEnd(12) + 'DRIVER'.padEnd(12) + 'INFLIGHT  DONE  PID       ADDRESS');
