@@ -61,6 +61,14 @@ export function rememberedSkip(bin: string): number {
   } catch { return 0; }
 }
 
+/** The remembered choice on this CPU, for `swarm engine which`: the variant ggml runs and those hidden from it. */
+export function rememberedChoice(bin: string): { chosen?: string; excluded: string[] } | undefined {
+  const skip = rememberedSkip(bin);
+  if (skip <= 0) return undefined;
+  const variants = cpuVariants(path.dirname(resolved(bin)));
+  return { chosen: variants[skip], excluded: variants.slice(0, skip) };
+}
+
 export function rememberSkip(bin: string, skip: number, chosen: string | undefined): void {
   const binDir = path.dirname(resolved(bin));
   try { writeFileSync(path.join(stateRoot(binDir), 'choice.json'), JSON.stringify({ cpu: cpuKey(), skip, chosen }) + '\n'); } catch { /* only a cache */ }

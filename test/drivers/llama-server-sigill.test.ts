@@ -2,8 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { LlamaServerDriver } from '../../drivers/llama-server/index.js';
-import { cpuVariants } from '../../drivers/llama-server/cpu-variant.js';
-import { tempDir } from '../helpers/cli.js';
+import { cpuVariants, rememberedChoice } from '../../drivers/llama-server/cpu-variant.js';
+import { swarm, tempDir } from '../helpers/cli.js';
 
 // A stand-in llama-server that serves /health, but dies of SIGILL when one of `crash` sits beside it,
 // looked up through its resolved path as ggml does through /proc/self/exe.
@@ -38,9 +38,15 @@ t.test('SIGILL with the top CPU variant: the next one is used, and remembered', 
   process.stderr.write = ((s: string | Uint8Array, ...rest: never[]) => { if (/CPU variant/.test(String(s))) warnings.push(String(s)); return write(s, ...rest); }) as typeof process.stderr.write;
   t.teardown(() => { process.stderr.write = write; });
 
+  t.equal(rememberedChoice(f.bin), undefined, 'nothing remembered before a crash');
   const d = driver(f.bin);
   await d.start();
   t.equal(d.cpuVariant, 'zen4');
+  t.same(rememberedChoice(f.bin), { chosen: 'zen4', excluded: ['sapphirerapids'] });
+  const which = swarm(['engine', 'which'], { env: { SWARM_LLAMA_BIN_DIR: path.dirname(f.bin) } });
+  t.match(which.stdout, /cpu variant\s+zen4 \(sapphirerapids killed llama-server with SIGILL/, 'swarm engine which says which variant runs');
+  const whichJson = swarm(['engine', 'which', '--json'], { env: { SWARM_LLAMA_BIN_DIR: path.dirname(f.bin) } });
+  t.same(JSON.parse(whichJson.stdout).cpu_variant, { chosen: 'zen4', excluded: ['sapphirerapids'] });
   t.equal(f.crashes(), 1, 'crashed once, with sapphirerapids');
   t.match(warnings.join(''), /sapphirerapids excluded/);
   t.equal(d.pids().length, 1);
