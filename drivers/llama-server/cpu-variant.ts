@@ -57,7 +57,8 @@ export function rememberedSkip(bin: string): number {
   const file = path.join(stateRoot(binDir), 'choice.json');
   try {
     const c = JSON.parse(readFileSync(file, 'utf8')) as { cpu?: string; skip?: number };
-    return c.cpu === cpuKey() && typeof c.skip === 'number' ? c.skip : 0;
+    // A damaged file (a negative or fractional skip) counts as nothing remembered.
+    return c.cpu === cpuKey() && Number.isInteger(c.skip) && c.skip! > 0 ? c.skip! : 0;
   } catch { return 0; }
 }
 

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { LlamaServerDriver } from '../../drivers/llama-server/index.js';
@@ -39,6 +40,10 @@ t.test('SIGILL with the top CPU variant: the next one is used, and remembered', 
   t.teardown(() => { process.stderr.write = write; });
 
   t.equal(rememberedChoice(f.bin), undefined, 'nothing remembered before a crash');
+  // A damaged choice file is nothing remembered, not a negative skip.
+  fs.mkdirSync(path.join(path.dirname(f.bin), '.cpu-variants'), { recursive: true });
+  fs.writeFileSync(path.join(path.dirname(f.bin), '.cpu-variants', 'choice.json'), JSON.stringify({ cpu: os.cpus()[0]?.model ?? 'unknown', skip: -2 }));
+  t.equal(rememberedChoice(f.bin), undefined, 'a negative skip is ignored');
   const d = driver(f.bin);
   await d.start();
   t.equal(d.cpuVariant, 'zen4');
