@@ -239,7 +239,8 @@ export class Agent {
       const msg = (err as Error)?.message ?? String(err);
       this.log.warn({ task: p.task_id, code, msg }, 'task failed');
       if (isPermanentEngineError(err)) conn.send(Type.ERROR, { code, msg: msg.slice(0, 4000), status: 500, task_id: p.task_id, fatal: false, permanent: true }, { re: m.id });
-      else if (mine.handBack || !this.stopping) conn.sendError(code, msg.slice(0, 4000), { re: m.id, task_id: p.task_id });
+      // Once handed back (handBack cleared) the hub has its answer: the abort's error is not a second one.
+      else if (mine.handBack) conn.sendError(code, msg.slice(0, 4000), { re: m.id, task_id: p.task_id });
     } finally {
       fo?.release(p.task_id);
       if (this.running.get(p.task_id) === mine) this.running.delete(p.task_id);
