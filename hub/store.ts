@@ -29,6 +29,8 @@ export interface StoreOptions {
   retain?: RetainOptions;
   /** How often the horizon is applied, ms. */
   evictEveryMs?: number;
+  /** After an open that replayed finished tasks, the first retention pass waits this long (default SETTLE_AFTER_OPEN_MS). */
+  settleAfterOpenMs?: number;
   /** Rotate an archive file past this many bytes. */
   archiveRotateBytes?: number;
   /** How often the store looks at the clock for stalls, ms. */
@@ -156,7 +158,8 @@ export class TaskStore {
     // With history replayed, the first retention pass and a compaction the open asked for wait a
     // little: they ran beside the workers' rejoining and the first tasks (archive lines parsed and
     // written, a snapshot encoded, evictions sent to every replica holder).
-    const settle = store.evictor.retention.size ? SETTLE_AFTER_OPEN_MS : 0;
+    // A test that kills the hub every few seconds sets it to 0: with the wait, no pass ever ran.
+    const settle = store.evictor.retention.size ? s.settleAfterOpenMs ?? SETTLE_AFTER_OPEN_MS : 0;
     // In the background: the hub is ready meanwhile (appends go on while a compaction runs).
     let compactAfterSettle: (() => void) | undefined;
     if (journal.wantCompaction) {
