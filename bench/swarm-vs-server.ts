@@ -16,11 +16,14 @@
  * entity), as a user's `swarm up` runs the hub, workers and engine (each detached) and a user runs
  * llama-server from a shell of its own.
  * Run: `npm run build && node dist/bench/swarm-vs-server.js [MODEL] [N] [R] [modes,...|default] [quiet|loaded]
- * [--cores K] [--threads LIST] [--busy K] [--llama-server PATH] [--out FILE] [--row-s S]`: `--cores` the thread counts
+ * [--cores K] [--threads LIST] [--busy K] [--llama-server PATH] [--out FILE] [--row-s S] [--submit http|cli]`: `--cores` the thread counts
  * tried (1..K; default the CPUs this process may use; `--threads 1,2,4` names them instead), `--busy` the competing processes when loaded (default K),
  * `--llama-server` the bare server's binary (or SWARM_BENCH_LLAMA_SERVER; default what `swarm engine
  * build` installed), `--row-s` the most a bare row runs (default 120; one that falls under a quarter
- * of the fastest bare row so far stops after 5 s, `cut_short`). Prints one JSON line per row as it ends (stdout), then the run's line, which it
+ * of the fastest bare row so far stops after 5 s, `cut_short`; `--submit`: the swarm's measured tasks go in through
+ * the control API from inside the bench, as the bare rows are driven, or `cli` through a `swarm submit --wait`
+ * command whose own start then counts, as it did before; each swarm row says where its wall time went around
+ * its tasks: `before_first_task_s`, `tasks_span_s`, `after_last_task_s`). Prints one JSON line per row as it ends (stdout), then the run's line, which it
  * also appends to FILE (default bench/results/swarm-vs-server.jsonl): the load average, which mode
  * `swarm up` uses by default, which node-llama-cpp addon the batched engine loads. Needs at run time
  * only node, dist/ and the package's dependencies (no devDependencies, no tsc, no ../shared).
@@ -31,6 +34,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { cpuSeconds, machine } from './proc.js';
 import { busyLoad, runLoad, sharedServer } from './engine-load.js';
+import { submitAndWait, type TaskView } from './submit-http.js';
 import { CLI, ROOT, arg, argvErrors } from './args.js';
 import { DEFAULT_ENGINE } from '../cli/shared-engine.js';
 import { findSelfBuiltAddon } from '../drivers/llama-build/addon-paths.js';
@@ -41,6 +45,7 @@ const serverBin = arg('llama-server', '', "the bare server's binary") || process
 const outFile = arg('out', path.join(ROOT, 'bench/results/swarm-vs-server.jsonl'));
 const threadList = arg('threads', '', 'the thread counts tried, e.g. 1,2,4 (instead of 1..--cores)');
 const rowS = arg('row-s', '120', 'the most a bare row runs, seconds');
+const submitBy = arg('submit', 'http', "how the measured tasks go in: `http` (the control API from inside the bench, as the bare rows are driven) or `cli` (a `swarm submit --wait` command, whose own start counts too)");
 // Options (declared above) anywhere on the line; the rest are positional.
 const pos: string[] = [];
 const options: string[] = [];
@@ -55,6 +60,7 @@ if (bad) { process.stderr.write(`swarm-vs-server: ${bad}\n`); process.exit(2); }
 const model = pos[0] ?? '/tmp/swarm-bench-models/synth-llama-110M-shape-q8_0.gguf';
 const n = Number(pos[1] ?? 8);
 const reqs = Number(pos[2] ?? 3);
+if (submitBy !== 'http' && submitBy !== 'cli') { process.stderr.write('swarm-vs-server: --submit is http or cli\n'); process.exit(2); }
 if (!fs.existsSync(model)) { process.stderr.write(`swarm-vs-server: no model at ${model}\n`); process.exit(2); }
 if (!(cores >= 1 && busy >= 0 && n >= 1 && reqs >= 1)) { process.stderr.write('swarm-vs-server: N, R, --cores and --busy must be numbers\n'); process.exit(2); }
 const threadCounts = threadList ? threadList.split(',').map(Number) : Array.from({ length: cores }, (_, i) => i + 1);
@@ -90,7 +96,7 @@ function swarmCpu(dir: string): number {
 }
 
 /** Tokens/s of N*R tasks through a running swarm (submit to last result), from the receipts. */
-function throughSwarm(engine: string, extra: string[], label: string, cli = CLI, env: Record<string, string> = {}) {
+async function throughSwarm(engine: string, extra: string[], label: string, cli = CLI, env: Record<string, string> = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-'));
   const swarm = (args: string[], input?: string) => swarmAt(args, input, cli, env);
   // What the engine resolved and where its time went, from its log once it has exited (filled in below).
@@ -108,12 +114,21 @@ function throughSwarm(engine: string, extra: string[], label: string, cli = CLI,
     const load = os.loadavg()[0];
     const cpu0 = swarmCpu(dir);
     const t0 = performance.now();
-    const sub = swarm(['submit', '--file', '-', '--wait', '--json', '--state-dir', dir], lines('run', n * reqs));
+    const e0 = Date.now();
+    const res = submitBy === 'cli'
+      ? JSON.parse(swarm(['submit', '--file', '-', '--wait', '--json', '--state-dir', dir], lines('run', n * reqs)).stdout) as { tasks: TaskView[] }
+      : await submitAndWait(dir, lines('run', n * reqs).split('\n').map((l) => JSON.parse(l) as Record<string, unknown>));
     const wall = (performance.now() - t0) / 1000;
+    const e1 = Date.now();
     const cpu = swarmCpu(dir) - cpu0;
-    const res = JSON.parse(sub.stdout) as { tasks: { state: string; receipt?: { tokens_out?: number; ttft_ms?: number } }[] };
     const tokens = res.tasks.reduce((a, x) => a + (x.receipt?.tokens_out ?? 0), 0);
-    return { mode: label, ready_ms: ready.ready_ms, done: res.tasks.filter((x) => x.state === 'done').length, tokens, wall_s: +wall.toFixed(2), tokens_per_s: Math.round(tokens / wall), cpu_s: +cpu.toFixed(2), tokens_per_cpu_s: Math.round(tokens / cpu), load_avg_1m_before: load, engine: engineLog };
+    // Where the wall time went around the tasks themselves: from the submit command's start to the
+    // first task's start (the command's own start-up, the submission, its journaling, the first
+    // leases), and from the last task's end to the command's exit (the result's way back to it).
+    const starts = res.tasks.map((x) => x.receipt?.started_at).filter((x): x is number => x !== undefined);
+    const ends = res.tasks.map((x) => x.receipt?.finished_at).filter((x): x is number => x !== undefined);
+    const around = starts.length && ends.length ? { before_first_task_s: +((Math.min(...starts) - e0) / 1000).toFixed(3), tasks_span_s: +((Math.max(...ends) - Math.min(...starts)) / 1000).toFixed(3), after_last_task_s: +((e1 - Math.max(...ends)) / 1000).toFixed(3) } : {};
+    return { mode: label, submit: submitBy, ready_ms: ready.ready_ms, done: res.tasks.filter((x) => x.state === 'done').length, tokens, wall_s: +wall.toFixed(2), tokens_per_s: Math.round(tokens / wall), ...around, cpu_s: +cpu.toFixed(2), tokens_per_cpu_s: Math.round(tokens / cpu), load_avg_1m_before: load, engine: engineLog };
   } finally {
     swarm(['down', '--state-dir', dir]);
     try {
@@ -152,21 +167,21 @@ for (const m of modes) {
   else if (m.startsWith('bare-nofa-')) rows.push(await bare(Number(m.slice(10)), false, false));
   else if (m.startsWith('bare-kvu-')) rows.push(await bare(Number(m.slice(9)), true));
   else if (m.startsWith('bare-')) rows.push(await bare(Number(m.slice(5)), false));
-  else if (m === 'batched') rows.push(throughSwarm('batched', ['--driver-opt', `ctx=${CTX}`], 'swarm batched (default threads)'));
-  else if (/^batched-fa-(on|off)$/.test(m)) rows.push(throughSwarm('batched', ['--driver-opt', `flash_attn=${m.slice(11)}`, '--driver-opt', `ctx=${CTX}`], `swarm batched, flash attention ${m.slice(11)}`));
-  else if (m === 'batched-streams') rows.push(throughSwarm('batched', ['--driver-opt', 'kv_unified=0', '--driver-opt', `ctx=${CTX}`], 'swarm batched, a KV stream per sequence'));
-  else if (m === 'batched-unified') rows.push(throughSwarm('batched', ['--driver-opt', 'kv_unified=1', '--driver-opt', `ctx=${CTX}`], 'swarm batched, one unified KV cache'));
+  else if (m === 'batched') rows.push(await throughSwarm('batched', ['--driver-opt', `ctx=${CTX}`], 'swarm batched (default threads)'));
+  else if (/^batched-fa-(on|off)$/.test(m)) rows.push(await throughSwarm('batched', ['--driver-opt', `flash_attn=${m.slice(11)}`, '--driver-opt', `ctx=${CTX}`], `swarm batched, flash attention ${m.slice(11)}`));
+  else if (m === 'batched-streams') rows.push(await throughSwarm('batched', ['--driver-opt', 'kv_unified=0', '--driver-opt', `ctx=${CTX}`], 'swarm batched, a KV stream per sequence'));
+  else if (m === 'batched-unified') rows.push(await throughSwarm('batched', ['--driver-opt', 'kv_unified=1', '--driver-opt', `ctx=${CTX}`], 'swarm batched, one unified KV cache'));
   else if (/^batched-(direct|library)(-streams)?$/.test(m)) {
     const [, loop, streams] = /^batched-(direct|library)(-streams)?$/.exec(m)!;
-    rows.push(throughSwarm('batched', ['--driver-opt', `loop=${loop}`, ...(streams ? ['--driver-opt', 'kv_unified=0'] : []), '--driver-opt', `ctx=${CTX}`], `swarm batched, ${loop === 'direct' ? 'its own' : "node-llama-cpp's"} decode loop${streams ? ', a KV stream per sequence' : ''}`));
+    rows.push(await throughSwarm('batched', ['--driver-opt', `loop=${loop}`, ...(streams ? ['--driver-opt', 'kv_unified=0'] : []), '--driver-opt', `ctx=${CTX}`], `swarm batched, ${loop === 'direct' ? 'its own' : "node-llama-cpp's"} decode loop${streams ? ', a KV stream per sequence' : ''}`));
   }
-  else if (m.startsWith('batched-')) rows.push(throughSwarm('batched', ['--driver-opt', `threads=${m.slice(8)}`, '--driver-opt', `ctx=${CTX}`], `swarm batched -t ${m.slice(8)}`));
+  else if (m.startsWith('batched-')) rows.push(await throughSwarm('batched', ['--driver-opt', `threads=${m.slice(8)}`, '--driver-opt', `ctx=${CTX}`], `swarm batched -t ${m.slice(8)}`));
   else if (m === 'base') {
     const base = process.env.SWARM_BENCH_BASE;
     if (!base) throw new Error('mode base needs SWARM_BENCH_BASE=<another checkout, built>');
-    rows.push(throughSwarm('batched', ['--driver-opt', `ctx=${CTX}`], `base batched (${base})`, path.join(base, 'dist/cli/main.js')));
-  } else if (m === 'shared') rows.push(throughSwarm('shared', [], 'swarm shared llama-server'));
-  else if (m === 'per-worker') rows.push(throughSwarm('per-worker', ['--driver-opt', `ctx=${CTX}`], 'swarm per-worker embedded'));
+    rows.push(await throughSwarm('batched', ['--driver-opt', `ctx=${CTX}`], `base batched (${base})`, path.join(base, 'dist/cli/main.js')));
+  } else if (m === 'shared') rows.push(await throughSwarm('shared', [], 'swarm shared llama-server'));
+  else if (m === 'per-worker') rows.push(await throughSwarm('per-worker', ['--driver-opt', `ctx=${CTX}`], 'swarm per-worker embedded'));
   process.stdout.write(JSON.stringify({ row: rows[rows.length - 1], load_avg: os.loadavg() }) + '\n');
 }
 const bares = rows.filter((r) => r.mode.startsWith('bare'));

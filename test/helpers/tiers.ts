@@ -25,6 +25,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/hub/store.test.ts',
   'test/hub/handback-forgotten.test.ts',
   'test/hub/store-durable.test.ts',
+  'test/hub/journal-sync.test.ts',
   'test/hub/task-bounds.test.ts',
   'test/hub/task-check.test.ts',
   'test/hub/wait-stream.test.ts',
