@@ -11,7 +11,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { machine } from './proc.js';
+import { machine, threadSched } from './proc.js';
 import { batchedEngine, busyLoad, runFor, sharedServer, type EngineSet } from './engine-load.js';
 import { ROOT } from './args.js';
 
@@ -19,30 +19,17 @@ const [model = '/work/shared/models/synth-llama-15M-shape-q8_0.gguf', n = '8', s
 const N = Number(n);
 const MS = Number(secs) * 1000;
 
-/** Run and run-queue wait (ns) and voluntary context switches (times it went to sleep) of every thread of `pid`. */
-function sched(pid: number): Map<number, [number, number, number]> {
-  const m = new Map<number, [number, number, number]>();
-  for (const t of fs.readdirSync(`/proc/${pid}/task`)) {
-    try {
-      const [run, wait] = fs.readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').trim().split(' ').map(Number);
-      const sleeps = Number(/voluntary_ctxt_switches:\s*(\d+)/.exec(fs.readFileSync(`/proc/${pid}/task/${t}/status`, 'utf8'))?.[1] ?? 0);
-      m.set(Number(t), [run!, wait!, sleeps]);
-    } catch { /* gone */ }
-  }
-  return m;
-}
-
 async function measure(config: string, start: () => Promise<EngineSet>, round: number): Promise<Record<string, unknown>> {
   const set = await start();
   try {
     await runFor(set, 3000, 32); // warm
     const pid = set.pids()[0]!;
-    const a = sched(pid);
+    const a = threadSched(pid);
     const t0 = performance.now();
     const r = await runFor(set, MS, 64);
-    const b = sched(pid);
+    const b = threadSched(pid);
     const wall = performance.now() - t0;
-    const threads = [...b].map(([tid, [run, wait, sl]]) => { const [r0, w0, s0] = a.get(tid) ?? [0, 0, 0]; return { tid, run: (run - r0) / 1e6, wait: (wait - w0) / 1e6, sleeps: sl - s0 }; });
+    const threads = [...b].map(([tid, s]) => { const s0 = a.get(tid) ?? { run: 0, wait: 0, sleeps: 0 }; return { tid, run: s.run - s0.run, wait: s.wait - s0.wait, sleeps: s.sleeps - s0.sleeps }; });
     threads.sort((x, y) => y.run - x.run);
     const pct = (x: number): number => Math.round(x / wall * 100);
     // The two busiest threads: the decoding one and, in the engine, its main thread.

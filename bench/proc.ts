@@ -38,12 +38,34 @@ export function machineCpu(): { busy: number; idle: number; steal: number } {
   return { busy: (user + nice + system + irq + softirq) / 100, idle: (idle + iowait) / 100, steal: steal / 100 };
 }
 
-/** Run and run-queue wait of a process's main thread, ms (/proc/PID/task/PID/schedstat; zeros if unreadable). */
-export function mainThreadSched(pid: number): { run: number; wait: number } {
+/** Run and run-queue wait of one thread so far, ms (/proc/PID/task/TID/schedstat); undefined if unreadable. */
+function schedstat(pid: number, tid: number | string): { run: number; wait: number } | undefined {
   try {
-    const [run, wait] = fs.readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').trim().split(' ').map(Number);
+    const [run, wait] = fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').trim().split(' ').map(Number);
     return { run: run! / 1e6, wait: wait! / 1e6 };
-  } catch { return { run: 0, wait: 0 }; }
+  } catch { return undefined; }
+}
+
+/** Run and run-queue wait of a process's main thread, ms (zeros if unreadable). */
+export function mainThreadSched(pid: number): { run: number; wait: number } {
+  return schedstat(pid, pid) ?? { run: 0, wait: 0 };
+}
+
+/**
+ * Run and run-queue wait (ms) and voluntary context switches (times it went to sleep) of every thread
+ * of a process so far, by thread id (/proc/PID/task/TID/schedstat and status); a thread gone is left out.
+ */
+export function threadSched(pid: number): Map<number, { run: number; wait: number; sleeps: number }> {
+  const m = new Map<number, { run: number; wait: number; sleeps: number }>();
+  for (const t of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const s = schedstat(pid, t);
+      if (!s) continue;
+      const sleeps = Number(/voluntary_ctxt_switches:\s*(\d+)/.exec(fs.readFileSync(`/proc/${pid}/task/${t}/status`, 'utf8'))?.[1] ?? 0);
+      m.set(Number(t), { ...s, sleeps });
+    } catch { /* gone */ }
+  }
+  return m;
 }
 
 /** Resident set size in MB, from /proc/PID/status. */

@@ -5,6 +5,7 @@
  */
 export const UNIT: ReadonlySet<string> = new Set([
   'test/protocol/codec.test.ts',
+  'test/cli/bench-proc.test.ts',
   'test/protocol/shared-clock.test.ts',
   'test/protocol/id-ring.test.ts',
   'test/worker/timer-grid.test.ts',
