@@ -91,6 +91,20 @@ export class Retention {
     return out;
   }
 
+  /** When the latest finished task held finished (0 if none). */
+  get latest(): number { return this.size ? this.ats[this.ats.length - 1]! : 0; }
+
+  /**
+   * When the oldest finished task held went past the horizon: its age reached, or the count passed
+   * (when the task `count` places after it finished). Undefined if none is held.
+   */
+  dueSince(): number | undefined {
+    if (!this.size) return undefined;
+    const byAge = this.ats[this.head]! + this.opts.ageMs;
+    const byCount = this.size > this.opts.count ? this.ats[this.head + this.opts.count]! : Infinity;
+    return Math.min(byAge, byCount);
+  }
+
   /** The `n` oldest left the hot state. */
   drop(n: number): void {
     this.head += n;
@@ -101,4 +115,18 @@ export class Retention {
       this.head = 0;
     }
   }
+}
+
+/**
+ * How long the first retention pass after an open waits: `settleMs` (a restarted hub serves its
+ * workers and clients first), unless the journal shows that the lives before this one missed their
+ * passes: the oldest finished task was already past the horizon for longer than `settleMs` by the
+ * last time a hub wrote (`lastWritten`). A hub killed every few seconds never reached its first pass,
+ * and the hot state grew with every life; this one evicts at once. Time the hub was down is not
+ * counted, so a restart after a long stop still waits.
+ */
+export function firstPassDelay(r: Retention, lastWritten: number, settleMs: number): number {
+  if (!r.size) return 0;
+  const since = r.dueSince();
+  return since !== undefined && lastWritten - since > settleMs ? 0 : settleMs;
 }

@@ -5,7 +5,7 @@ import { Journal, type JournalOptions, type JournalRecord, type JournalStats, ty
 import { Replay, applyFinal, snapshotRecords, type FinalRecord, type MetaRecord, type StoreState } from './store-replay.js';
 import { ResultsArchive, type ArchiveStats } from './archive.js';
 import { Evictor } from './archive-evict.js';
-import { DEFAULT_RETAIN, type RetainOptions } from './retention.js';
+import { DEFAULT_RETAIN, firstPassDelay, type RetainOptions } from './retention.js';
 import { journalPaths, quarantine, type Damage } from './journal-files.js';
 import { TaskQueue, type QueueOptions, type WorkerView } from './queue.js';
 import { TASK_SPEC, TASK_SPEC_KEYS } from '#gen/task-check.js';
@@ -158,8 +158,9 @@ export class TaskStore {
     // With history replayed, the first retention pass and a compaction the open asked for wait a
     // little: they ran beside the workers' rejoining and the first tasks (archive lines parsed and
     // written, a snapshot encoded, evictions sent to every replica holder).
-    // A test that kills the hub every few seconds sets it to 0: with the wait, no pass ever ran.
-    const settle = store.evictor.retention.size ? s.settleAfterOpenMs ?? SETTLE_AFTER_OPEN_MS : 0;
+    // Not after lives that missed their passes (killed every few seconds): then at once (retention.ts).
+    const lastWritten = Math.max(replay.openFloor, store.evictor.retention.latest);
+    const settle = firstPassDelay(store.evictor.retention, lastWritten, s.settleAfterOpenMs ?? SETTLE_AFTER_OPEN_MS);
     // In the background: the hub is ready meanwhile (appends go on while a compaction runs).
     let compactAfterSettle: (() => void) | undefined;
     if (journal.wantCompaction) {

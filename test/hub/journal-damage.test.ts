@@ -2,14 +2,12 @@ import t from 'tap';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
 import { TaskStore } from '../../hub/index.js';
 import { COMPACT_STEPS } from '../../hub/journal.js';
-import { archiveDir, archiveFiles } from '../../hub/archive.js';
 import { Checker, journalResults, type FinalTask } from '../helpers/checker.js';
 import { startHub } from '../helpers/inproc.js';
 import { RawWorker } from '../helpers/raw-worker.js';
-import { fixtureFile } from '../helpers/paths.js';
+import { hotAndArchived, runJournalChild, toldByChild } from '../helpers/journal-child.js';
 
 const opts = { maxDepth: 1_000_000, leaseMs: 60_000, defaultMaxAttempts: 3 };
 const w = { id: 'w', caps: [] as string[] };
@@ -100,45 +98,14 @@ t.test('compaction by size: the journal stays bounded and a reopen gives the sam
   t.same([...journalResults(dir).values()].filter((n) => n > 1), [], 'one result record per task');
 });
 
-/**
- * Run the fixture until it dies; what it acknowledged. `more`: the first task number and a retention
- * count; `killAfterMs`: SIGKILL it that long after its first acknowledgement.
- */
-function runChild(dir: string, step: string, total: number | 'forever', more: string[] = [], killAfterMs?: number): Promise<{ signal: NodeJS.Signals | null; out: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [fixtureFile('journal-crash-child.mjs'), dir, step, String(total), ...more], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    let armed = false;
-    child.stdout.on('data', (c: Buffer) => {
-      out += c.toString();
-      if (killAfterMs === undefined || armed || !out.includes('\nacc ')) return;
-      armed = true;
-      setTimeout(() => child.kill('SIGKILL'), killAfterMs);
-    });
-    child.on('close', (_code, signal) => resolve({ signal, out }));
-  });
-}
-
-/** Feed a fixture's output to the checker; the task numbers it used (`t-N`). */
-function told(check: Checker, out: string): number[] {
-  const nums: number[] = [];
-  for (const line of out.split('\n')) {
-    const [kind, ...ids] = line.split(' ');
-    if (kind === 'try') check.pendingIds(ids);
-    if (kind === 'acc') { check.acceptedIds(ids); for (const id of ids) nums.push(Number(/^t-(\d+)/.exec(id)?.[1])); }
-    if (kind === 'done') check.sawDone(ids[0]!, `r ${ids[0]}`);
-  }
-  return nums;
-}
-
 t.test('kill -9 at every compaction step loses nothing and duplicates nothing', async (t) => {
   for (const step of COMPACT_STEPS) {
     await t.test(`killed after "${step}"`, async (t) => {
       const dir = tmp(t);
-      const r = await runChild(dir, step, 400);
+      const r = await runJournalChild(dir, step, 400);
       t.equal(r.signal, 'SIGKILL', 'the child died at that step');
       const check = new Checker();
-      told(check, r.out);
+      toldByChild(check, r.out);
       t.ok(check.counts.accepted > 0, `${check.counts.accepted} acknowledged before the kill`);
       const s = await TaskStore.open(dir, opts, { fsyncMs: 0 });
       const final = state(s);
@@ -147,7 +114,7 @@ t.test('kill -9 at every compaction step loses nothing and duplicates nothing', 
       t.same({ lost: v.lost, duplicated: v.duplicated, changed: v.changed, unexpected: v.unexpected }, { lost: 0, duplicated: 0, changed: 0, unexpected: 0 }, v.details.join('; '));
       await s.close();
       // And the journal is still usable: a full run on top of it finishes.
-      const r2 = await runChild(dir, '', 0);
+      const r2 = await runJournalChild(dir, '', 0);
       t.ok(r2.out.includes('end'), 'a later process opens it and carries on');
     });
   }
@@ -161,13 +128,13 @@ t.test('kill -9 at random points while tasks are written, evicted and compacted:
   for (let round = 0; round < rounds; round++) {
     // Up to a second after the first acknowledgement: inside a write, an eviction or one of the
     // compactions a 4 KiB segment bound starts every few batches, wherever it falls.
-    const r = await runChild(dir, '', 'forever', [String(next), '40'], Math.floor(Math.random() * 1000));
+    const r = await runJournalChild(dir, '', 'forever', [String(next), '40'], Math.floor(Math.random() * 1000));
     t.equal(r.signal, 'SIGKILL', `round ${round}: killed`);
     // A kill inside a write can leave its last line torn (the kernel copies page by page): that is
     // set aside as such, never acknowledged; anything else would be damage the kill made.
     const found = /^open (\d+) ?(.*)$/m.exec(r.out);
     t.ok(found && (found[1] === '0' || found[2]!.split('|').every((why) => /torn last line/.test(why))), `round ${round}: the restart found no damage but a torn last line (${found?.[0]})`);
-    const nums = told(check, r.out);
+    const nums = toldByChild(check, r.out);
     next = Math.max(next, ...nums.map((n) => n + 10)) + 10;
     // (A round killed before its first batch leaves nothing told; the next one goes on.)
   }
@@ -176,17 +143,7 @@ t.test('kill -9 at random points while tasks are written, evicted and compacted:
   t.teardown(() => s.close());
   t.ok(s.damage.samples.every((d) => /torn last line/.test(d.why)), 'no damage from the kills but a torn last line');
   // Every task is hot or archived, once; the archive's lines are counted with the hot results.
-  const final: FinalTask[] = state(s);
-  const records = new Map<string, number>();
-  for (const f of final) if (f.state === 'done') records.set(f.id, 1);
-  for (const [, file] of archiveFiles(archiveDir(dir))) {
-    for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
-      if (!line) continue;
-      const a = JSON.parse(line) as { id: string; state: string; result?: { text: string } };
-      records.set(a.id, (records.get(a.id) ?? 0) + 1);
-      final.push({ id: a.id, state: a.state, text: a.result?.text });
-    }
-  }
+  const { final, records } = hotAndArchived(dir, s);
   t.ok(final.length > final.filter((f) => s.queue.has(f.id)).length, 'some tasks were evicted to the archive');
   const v = check.check(final, { expect: (id) => `r ${id}`, resultRecords: records });
   t.same({ lost: v.lost, duplicated: v.duplicated, changed: v.changed, unexpected: v.unexpected }, { lost: 0, duplicated: 0, changed: 0, unexpected: 0 }, v.details.join('; '));
