@@ -10,8 +10,8 @@ import { checkStateWritable, stateAccess } from './state.js';
  */
 function startingDir(dir: string): string { return path.join(dir, 'starting'); }
 
-/** Mark this process as starting a swarm in `dir`; the mark goes when the process exits. */
-export function markStarting(dir: string): void {
+/** Mark this process as starting a swarm in `dir`; the mark goes when the process exits, or when the function returned is called. */
+export function markStarting(dir: string): () => void {
   const file = path.join(startingDir(dir), `${process.pid}.json`);
   const made = !fs.existsSync(dir);
   try {
@@ -25,13 +25,15 @@ export function markStarting(dir: string): void {
     if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') throw stateAccess((e as NodeJS.ErrnoException).path ?? dir, e, 'write');
     throw e;
   }
-  process.once('exit', () => {
+  const unmark = (): void => {
     try { fs.rmSync(file, { force: true }); } catch { /* the directory is gone */ }
     // An `up` refused before it started anything leaves no trace: the folders it made only for the
     // mark go too (rmdir removes only empty ones, so nothing a hub wrote meanwhile).
     try { fs.rmdirSync(startingDir(dir)); } catch { /* not empty, or gone */ }
     if (made) try { fs.rmdirSync(dir); } catch { /* the swarm's files are in it */ }
-  });
+  };
+  process.once('exit', unmark);
+  return () => { process.removeListener('exit', unmark); unmark(); };
 }
 
 /** The `swarm up` processes still starting in `dir` (only those this record proves are the ones that wrote it). */

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { SwarmError } from '../protocol/errors.js';
+import { stateAccess } from './state.js';
 
 /** A held state-directory lock; `release` gives it up (a process that dies gives it up too). */
 export interface StateLock { release(): void }
@@ -12,10 +13,10 @@ export interface StateLock { release(): void }
  * (device and inode). A copy of the directory (`cp -a`, a restored backup) carries the same lock-id
  * file: by the id alone, its hub was refused while the original's ran ("another hub is running").
  */
-function lockName(id: string, dir: string): string {
+function lockName(id: string, dir: string, kind: 'hub' | 'down' = 'hub'): string {
   let ino = '';
   try { const st = fs.statSync(dir, { bigint: true }); ino = `-${st.dev.toString(36)}-${st.ino.toString(36)}`; } catch { /* gone: the id alone */ }
-  return `\0swarm-hub-${id}${ino}`;
+  return `\0swarm-${kind}-${id}${ino}`;
 }
 
 /** The id in `file`: undefined if there is none yet or it is not one; a read that fails otherwise throws. */
@@ -42,7 +43,10 @@ function lockId(dir: string): string {
   const file = path.join(dir, 'lock-id');
   for (let i = 0; i < 50; i++) {
     let id: string | undefined;
-    try { id = readLockId(file); } catch (e) { throw damagedLockId(file, (e as Error).message); }
+    try { id = readLockId(file); } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      throw code === 'EACCES' || code === 'EPERM' ? stateAccess(file, e) : damagedLockId(file, (e as Error).message);
+    }
     if (id) return id;
     // Made by link(2), whole or not at all: one that is there and holds no id was damaged by someone
     // else. Not replaced here: two hubs that each replaced it would take two locks on one journal.
@@ -66,16 +70,31 @@ function damagedLockId(file: string, why: string): SwarmError {
  */
 export async function lockStateDir(dir: string): Promise<StateLock | undefined> {
   if (process.platform !== 'linux') return undefined;
-  const name = lockName(lockId(dir), dir);
+  const lock = await listenOn(lockName(lockId(dir), dir));
+  if (!lock) throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `another hub is starting or running in ${dir}; \`swarm down\` stops it`);
+  return lock;
+}
+
+/** Listen on an abstract socket: the lock, or undefined if another process holds the name. */
+async function listenOn(name: string): Promise<StateLock | undefined> {
   const server = net.createServer((s) => s.destroy());
   try {
     await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(name, () => resolve()); });
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `another hub is starting or running in ${dir}; \`swarm down\` stops it`);
+    if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE') return undefined;
     throw e;
   }
   server.unref();
   return { release: () => { server.close(); } };
+}
+
+/** Whether a process listens on an abstract socket. */
+function listening(name: string): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const s = net.connect(name);
+    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('error', () => resolve(false));
+  });
 }
 
 /**
@@ -85,12 +104,24 @@ export async function lockStateDir(dir: string): Promise<StateLock | undefined> 
 export async function lockHeld(dir: string): Promise<boolean> {
   if (process.platform !== 'linux') return false;
   const id = existingLockId(dir);
-  if (!id) return false;
-  return new Promise<boolean>((resolve) => {
-    const s = net.connect(lockName(id, dir));
-    s.once('connect', () => { s.destroy(); resolve(true); });
-    s.once('error', () => resolve(false));
-  });
+  return id ? listening(lockName(id, dir)) : false;
+}
+
+/**
+ * The lock a `swarm down` holds while it stops the directory's swarm, so that a second `down` waits
+ * for that stop instead of finding a hub half gone ("no swarm was running"), and a `swarm up` does not
+ * start beside it. `'held'` when another process has it; undefined where there is no lock (not Linux).
+ */
+export async function lockStopping(dir: string): Promise<StateLock | 'held' | undefined> {
+  if (process.platform !== 'linux') return undefined;
+  return await listenOn(lockName(lockId(dir), dir, 'down')) ?? 'held';
+}
+
+/** Whether a `swarm down` is stopping the directory's swarm now (read only: makes no lock id). */
+export async function stoppingHeld(dir: string): Promise<boolean> {
+  if (process.platform !== 'linux') return false;
+  const id = existingLockId(dir);
+  return id ? listening(lockName(id, dir, 'down')) : false;
 }
 
 /**

@@ -10,6 +10,11 @@ import { hubIsOurs } from '../running.js';
 import { pidFiles, readHubFile, stateDir, type HubFile } from '../state.js';
 import { startingProcs } from '../starting.js';
 import { lockHeld, lockHolder } from '../state-lock.js';
+import { takeStopTurn } from '../stopping.js';
+import { SwarmError } from '../../protocol/errors.js';
+
+/** How much longer than its own --timeout a `down` waits for another `down` (which kills leftovers and engines after its timeout). */
+const OTHER_DOWN_MARGIN_MS = 20_000;
 
 export function registerDown(program: Command): void {
   swarmOptions(program.command('down')
@@ -27,6 +32,12 @@ export function registerDown(program: Command): void {
           return;
         }
         const dir = stateDir(o.stateDir);
+        // One stop at a time: a second `down` waits for the first's, then looks for what is left.
+        const turn = await takeStopTurn(dir, o.timeout + OTHER_DOWN_MARGIN_MS, (pid) => {
+          process.stderr.write(`swarm down: another \`swarm down\`${pid ? ` (pid ${pid})` : ''} is stopping the swarm in ${dir}: waiting for it\n`);
+        });
+        if ('busy' in turn) throw new SwarmError('SWARM_ERR_TIMEOUT', `another \`swarm down\`${turn.busy ? ` (pid ${turn.busy})` : ''} is still stopping the swarm in ${dir} after ${o.timeout + OTHER_DOWN_MARGIN_MS} ms`);
+        process.once('exit', () => turn.release());
         const file = readHubFile(dir);
         // Only a record with a start time names a process: without one (an older format) its pid may
         // be anyone's by now, a `tail -f` of our log or another swarm's hub. Those are left alone, said.
@@ -63,14 +74,17 @@ export function registerDown(program: Command): void {
         if (starting.left.length) await until(() => starting.left.every((p) => !isSameProcess(p)), 3000);
         const startingLeft = starting.left.filter((p) => isSameProcess(p)).length + (!hub && await lockHeld(dir) ? 1 : 0);
         const remaining = ourPids(dir).length + (hub && hubIsOurs(hub) ? 1 : 0) + startingLeft;
-        const result = { stopped: Boolean(hub) || byLock !== undefined || starting.left.length > 0, clean, killed_leftovers: left.length, remaining, not_ours: foreign, warnings };
+        const stopped = Boolean(hub) || byLock !== undefined || starting.left.length > 0;
+        // `other_down`: the `swarm down` this one waited for (its pid, null if unknown); it did the stopping.
+        const result = { stopped, clean, killed_leftovers: left.length, remaining, not_ours: foreign, warnings, ...(turn.waited ? { other_down: turn.waitedFor ?? null } : {}) };
         for (const w of warnings) process.stderr.write(`swarm down: warning: ${w}\n`);
         if (o.json) process.stdout.write(JSON.stringify(result) + '\n');
         else {
           process.stdout.write(byLock !== undefined ? `swarm down: stopped the hub (pid ${byLock}) found by the state directory's lock: its hub.json was missing or damaged${clean ? '' : ' (forced)'}${left.length ? `, ${left.length} leftover process(es) killed` : ''}\n`
             : hub ? `swarm down: stopped${starting.hub ? ' (it was starting)' : ''}${clean ? '' : ' (forced)'}${left.length ? `, ${left.length} leftover process(es) killed` : ''}\n`
             : starting.left.length ? `swarm down: a swarm was starting in ${dir} and not up after ${o.timeout} ms: its \`swarm up\` (pid ${starting.left.map((p) => p.pid).join(', ')}) stopped\n`
-              : `swarm down: no swarm was running in ${dir}\n`);
+              : turn.waited ? `swarm down: the swarm in ${dir} was stopped by another \`swarm down\`${turn.waitedFor ? ` (pid ${turn.waitedFor})` : ''}, which this one waited for${left.length ? `; ${left.length} leftover process(es) killed` : ''}\n`
+                : `swarm down: no swarm was running in ${dir}${left.length ? `; ${left.length} leftover process(es) killed` : ''}\n`);
           if (startingLeft) process.stdout.write(`swarm down: a hub is still starting in ${dir} (it holds the state directory's lock); run \`swarm down\` again\n`);
           if (foreign.length) process.stdout.write(`swarm down: left alone pid(s) ${foreign.join(', ')}: pid files name processes this swarm cannot prove it started\n`);
         }

@@ -13,6 +13,8 @@ import { readiness, readyCounter } from '../ready.js';
 import { logPath, readHubFile, stateDir, type HubFile } from '../state.js';
 import { nodeArgs } from '../node-args.js';
 import { markStarting } from '../starting.js';
+import { awaitStopped } from '../stopping.js';
+import { stoppingHeld } from '../state-lock.js';
 import { hubConfigFrom, hubOptions, hubToken, retainArg, type HubCliOptions } from './hub.js';
 import { PROCS_HELP, parseProcs, supervisedProcesses, type Procs } from '../procs.js';
 import { ORPHAN_EXIT_HELP, workerArgs } from './worker.js';
@@ -52,10 +54,7 @@ export function registerUp(program: Command): void {
     .addHelpText('after', driverOptionsHelp())
     .action(async (o: UpOptions) => {
       try {
-        // Refused before anything else is said (the demo model's notice) or done.
-        await refuseIfRunning(stateDir(o.stateDir));
-        // From here until hub.json is written, `swarm down` finds this swarm by this mark.
-        markStarting(stateDir(o.stateDir));
+        await startTurn(stateDir(o.stateDir));
         // Once, here: workers get the resulting path and never make or download a model themselves.
         const model = await chooseModel(o.driver, o.model, { quiet: o.json });
         if (!o.force) {
@@ -71,6 +70,30 @@ export function registerUp(program: Command): void {
         else await upForeground(o, model);
       } catch (err) { fail(err, o.json); }
     });
+}
+
+/** How long `swarm up` waits for a `swarm down` that is stopping the swarm of its state directory. */
+const AWAIT_DOWN_MS = 60_000;
+
+/**
+ * Refuse a running swarm and mark this one as starting, once no `swarm down` is stopping one here: a
+ * hub started beside a stopping one lost its workers to that `down`'s sweep of leftovers. Marked
+ * before the stop lock is looked at again, so a `down` that starts meanwhile finds this mark (and
+ * stops this start), or this finds its lock (and waits for it).
+ */
+async function startTurn(dir: string): Promise<void> {
+  for (;;) {
+    const free = await awaitStopped(dir, AWAIT_DOWN_MS, (pid) => {
+      process.stderr.write(`swarm up: a \`swarm down\`${pid ? ` (pid ${pid})` : ''} is stopping the swarm in ${dir}: waiting for it to finish\n`);
+    });
+    if (!free) throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a \`swarm down\` is still stopping the swarm in ${dir} after ${AWAIT_DOWN_MS} ms`);
+    // Refused before anything else is said (the demo model's notice) or done.
+    await refuseIfRunning(dir);
+    // From here until hub.json is written, `swarm down` finds this swarm by this mark.
+    const unmark = markStarting(dir);
+    if (!await stoppingHeld(dir)) return;
+    unmark();
+  }
 }
 
 async function refuseIfRunning(dir: string): Promise<void> {

@@ -1,0 +1,74 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { isSameProcess, readPidFile, writePidFile } from '../hub/proc-id.js';
+import { stateAccess } from './state.js';
+import { lockStopping, stoppingHeld, type StateLock } from './state-lock.js';
+
+/**
+ * While `swarm down` stops a state directory's swarm it holds the directory's stop lock
+ * (cli/state-lock.ts) and names itself in `<dir>/stopping.json`. A second `down` run meanwhile found
+ * the hub half gone and said "no swarm was running" while the first was still stopping it; a
+ * `swarm up` could start a hub beside the stopping one, whose leftovers the first `down` then killed.
+ */
+const recordPath = (dir: string): string => path.join(dir, 'stopping.json');
+
+/** The `swarm down` that is stopping the swarm in `dir` now, by pid, if its record proves it. */
+export function stoppingPid(dir: string): number | undefined {
+  const rec = readPidFile(recordPath(dir));
+  return rec && isSameProcess(rec) ? rec.pid : undefined;
+}
+
+/** The stop lock, taken. `waited`: another `swarm down` held it first and this one waited for it to end (`waitedFor`: its pid, if known). */
+export interface StopTurn { release(): void; waited?: boolean; waitedFor?: number }
+
+/**
+ * Take the stop lock of `dir`; while another `swarm down` holds it, wait (at most `ms`, `onWait`
+ * told once with its pid) for that stop to end. `{ busy }`: still held after `ms`. Nothing to lock
+ * where the directory does not exist (nothing runs there) or there are no locks (not Linux).
+ */
+export async function takeStopTurn(dir: string, ms: number, onWait: (pid: number | undefined) => void): Promise<StopTurn | { busy: number | undefined }> {
+  if (!fs.existsSync(dir)) return { release: () => {} };
+  const deadline = Date.now() + ms;
+  let waitedFor: number | undefined;
+  let waited = false;
+  for (;;) {
+    let lock: StateLock | 'held' | undefined;
+    try { lock = await lockStopping(dir); } catch (e) { throw accessError(dir, e); }
+    if (lock === undefined) return { release: () => {} };
+    if (lock !== 'held') return { release: record(dir, lock), ...(waited ? { waited, waitedFor } : {}) };
+    // The lock is taken before the record is written: the pid may come a moment later.
+    waitedFor ??= stoppingPid(dir);
+    if (!waited) { waited = true; onWait(waitedFor); }
+    if (Date.now() >= deadline) return { busy: waitedFor };
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Name this process in the record; the release removes it (a killed `down` leaves one its successor overwrites). */
+function record(dir: string, lock: StateLock): () => void {
+  try { writePidFile(recordPath(dir), process.pid, process.argv); } catch { /* the lock alone still holds others off */ }
+  return () => {
+    try { if (readPidFile(recordPath(dir))?.pid === process.pid) fs.rmSync(recordPath(dir), { force: true }); } catch { /* gone */ }
+    lock.release();
+  };
+}
+
+/**
+ * For `swarm up`: wait (at most `ms`) while a `swarm down` stops the swarm in `dir`, `onWait` told
+ * once. False if it is still stopping after `ms`.
+ */
+export async function awaitStopped(dir: string, ms: number, onWait: (pid: number | undefined) => void): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  let told = false;
+  while (await stoppingHeld(dir)) {
+    if (!told) { told = true; onWait(stoppingPid(dir)); }
+    if (Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return true;
+}
+
+function accessError(dir: string, e: unknown): unknown {
+  const code = (e as NodeJS.ErrnoException).code;
+  return code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? stateAccess((e as NodeJS.ErrnoException).path ?? dir, e, 'write') : e;
+}
