@@ -4,7 +4,8 @@
  * over a fixed time of N agents generating back to back, under as many busy processes as cores (each
  * in a session of its own, engine-load.ts busyLoad), and how often each thread went to sleep per
  * generated token (voluntary context switches): each wake-up on a busy machine is a wait for a CPU.
- * Alternating rounds, one thread count.
+ * Alternating rounds, one thread count. With SWARM_BENCH_BASE_ADDON=DIR (another self-built addon, or
+ * `prebuilt`) a third row runs the engine on that addon (SWARM_ADDON), e.g. one without the fused step.
  * Run: `npm run build && node dist/bench/engine-sched.js [MODEL] [AGENTS] [SECONDS] [ROUNDS] [loaded|quiet]`;
  * appends to bench/results/engine-sched.jsonl.
  */
@@ -14,6 +15,7 @@ import path from 'node:path';
 import { machine, threadSched } from './proc.js';
 import { batchedEngine, busyLoad, runFor, sharedServer, type EngineSet } from './engine-load.js';
 import { ROOT } from './args.js';
+import { findSelfBuiltAddon } from '../drivers/llama-build/addon-paths.js';
 
 const [model = '/work/shared/models/synth-llama-15M-shape-q8_0.gguf', n = '8', secs = '8', rounds = '2', condition = 'loaded'] = process.argv.slice(2);
 const N = Number(n);
@@ -38,25 +40,35 @@ async function measure(config: string, start: () => Promise<EngineSet>, round: n
     // (EEVDF's delayed dequeue), so `wait_pct` alone does not say it was runnable.
     const hot = threads.slice(0, 2).map((t) => ({ run_pct: pct(t.run), wait_pct: pct(t.wait), sleeps_per_token: +(t.sleeps / Math.max(1, r.tokens)).toFixed(2) }));
     const cpu = threads.reduce((s, t) => s + t.run, 0);
-    return { round, config, tokens_per_s: r.tokens_per_s, cpu_of_wall_pct: pct(cpu), tokens_per_cpu_s: Math.round(r.tokens / (cpu / 1000)), hot_threads: hot, load_before: os.loadavg()[0] };
+    // Every thread's sleeps: the wake-ups the process needed per generated token, whichever thread took them.
+    const sleeps = threads.reduce((s, t) => s + t.sleeps, 0);
+    return { round, config, tokens_per_s: r.tokens_per_s, cpu_of_wall_pct: pct(cpu), tokens_per_cpu_s: Math.round(r.tokens / (cpu / 1000)), hot_threads: hot,
+      sleeps_per_token: +(sleeps / Math.max(1, r.tokens)).toFixed(2), load_before: os.loadavg()[0] };
   } finally { await set.stop(); }
 }
 
+const baseAddon = process.env.SWARM_BENCH_BASE_ADDON;
 const load = condition === 'loaded' ? busyLoad(os.availableParallelism(), 3_600_000) : undefined;
 process.on('exit', () => load?.stop());
 const rows: Record<string, unknown>[] = [];
 for (let round = 0; round < Number(rounds); round++) {
-  const engine = async (): Promise<EngineSet> => {
+  const engine = async (addon?: string): Promise<EngineSet> => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-sched-'));
-    const set = await batchedEngine(model, N, '1', 512, dir);
+    // The engine process takes the environment of the agent that starts it.
+    const was = process.env.SWARM_ADDON;
+    if (addon) process.env.SWARM_ADDON = addon;
+    let set: Awaited<ReturnType<typeof batchedEngine>>;
+    try { set = await batchedEngine(model, N, '1', 512, dir); } finally { if (was === undefined) delete process.env.SWARM_ADDON; else process.env.SWARM_ADDON = was; }
     return { ...set, stop: async () => { await set.stop(); fs.rmSync(dir, { recursive: true, force: true }); } };
   };
-  const order: [string, () => Promise<EngineSet>][] = [['batched -t 1', engine], ['bare -t 1', () => sharedServer(model, N, 1, 512)]];
+  const order: [string, () => Promise<EngineSet>][] = [['batched -t 1', () => engine()], ['bare -t 1', () => sharedServer(model, N, 1, 512)]];
+  if (baseAddon) order.splice(1, 0, [`batched -t 1 addon=${baseAddon}`, () => engine(baseAddon)]);
   if (round % 2) order.reverse();
   for (const [name, start] of order) { const row = await measure(name, start, round); rows.push(row); process.stdout.write(JSON.stringify(row) + '\n'); }
 }
 load?.stop();
-const out = { bench: 'engine-sched', machine: machine(), date: new Date().toISOString(), model: path.basename(model), agents: N, seconds: MS / 1000, condition, load_avg: os.loadavg(), rows };
+const out = { bench: 'engine-sched', machine: machine(), date: new Date().toISOString(), model: path.basename(model), agents: N, seconds: MS / 1000, condition, load_avg: os.loadavg(),
+  addon: findSelfBuiltAddon()?.addon ?? 'prebuilt', ...(baseAddon ? { base_addon: baseAddon } : {}), rows };
 fs.mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });
 fs.appendFileSync(path.join(ROOT, 'bench/results/engine-sched.jsonl'), JSON.stringify(out) + '\n');
 process.stdout.write(JSON.stringify({ load_avg: os.loadavg() }) + '\n');

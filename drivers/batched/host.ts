@@ -266,7 +266,7 @@ async function main(): Promise<void> {
     exitNotes.push(() => {
       const s = loop.stats;
       const ms = (x: number) => Math.round(x);
-      log(`loop at exit: ${s.steps} steps, ${s.tokens} tokens decoded, ${s.generated} sampled (${s.steps ? (s.generated / s.steps).toFixed(1) : 0} a step); running ${ms(s.runningMs)} ms: decodes ${ms(s.decodeMs)}, samples ${ms(s.sampleMs)}, the rest ${ms(s.runningMs - s.decodeMs - s.sampleMs)}`);
+      log(`loop at exit: ${loop.fused ? 'fused' : 'split'} step, ${s.steps} steps, ${s.tokens} tokens decoded, ${s.generated} sampled (${s.steps ? (s.generated / s.steps).toFixed(1) : 0} a step); running ${ms(s.runningMs)} ms: decodes ${ms(s.decodeMs)}, samples ${ms(s.sampleMs)}, the rest ${ms(s.runningMs - s.decodeMs - s.sampleMs)}`);
     });
   }
   if (cfg.loop === 'direct' && !loop) log('node-llama-cpp internals moved (or the model needs KV checkpoints): node-llama-cpp\'s decode loop');
@@ -282,9 +282,9 @@ async function main(): Promise<void> {
   process.umask(old);
   if (cfg.info) {
     writeEngineInfo(cfg.info, { pid: process.pid, model: cfg.model, sequences: cfg.sequences, ctx: context.contextSize, kv: unified ? 'unified' : 'per sequence', kv_why: layout.why, binding: loadPath,
-      loop: loop ? 'direct' : 'library', threads: tuner ? `auto, ${threads} at start` : threads, flash_attn: fa.on ? 'on' : 'off', flash_attn_why: fa.why });
+      loop: loop ? 'direct' : 'library', ...(loop ? { step: loop.fused ? 'fused' as const : 'split' as const } : {}), threads: tuner ? `auto, ${threads} at start` : threads, flash_attn: fa.on ? 'on' : 'off', flash_attn_why: fa.why });
   }
-  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, KV cache ${unified ? 'unified' : 'per sequence'} (${loadPath} binding), ${layout.why}, ${loop ? 'own' : 'node-llama-cpp\'s'} decode loop, ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, flash attention ${fa.on ? 'on' : 'off'} (${fa.why}), ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
+  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, KV cache ${unified ? 'unified' : 'per sequence'} (${loadPath} binding), ${layout.why}, ${loop ? `own decode loop (${loop.fused ? 'fused' : 'split'} step)` : 'node-llama-cpp\'s decode loop'}, ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, flash attention ${fa.on ? 'on' : 'off'} (${fa.why}), ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
 }
 
 process.on('SIGTERM', () => shutdown(0));

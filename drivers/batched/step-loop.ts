@@ -17,15 +17,24 @@
  * It reaches into node-llama-cpp 3.x (the context's `_ctx`, the sequences' internals, the binding's
  * AddonSampler); `createStepLoop` returns undefined where they moved, or where the model needs KV
  * checkpoints (recurrent or sliding-window models), and the engine keeps the library loop.
+ *
+ * Where the addon has it (the self-built one, addon-fused-step.ts), a step is one native call,
+ * `decodeBatchAndSample`: the decode and every sample of the step in one job of libuv's pool, so node's
+ * main thread wakes once a step, not once for the decode and once per sample (on a busy CPU each
+ * wake-up waits for a time slice). The samples are sampleToken's with the same samplers, so the tokens
+ * are the same; without the method (node-llama-cpp's prebuilt addon, an older build) the step is split.
  */
 import { LlamaGrammarEvaluationState, type LlamaContext, type LlamaContextSequence, type LlamaGrammar, type LlamaModel, type Token } from 'node-llama-cpp';
 import { CompletionText, extraEosTokens, loadTextInternals, type StopReason } from './completion-text.js';
+import { NO_TOKEN, SAMPLE_FAILED } from '../llama-build/addon-fused-step.js';
 
 interface AddonContext {
   initBatch(n: number): void;
   addToBatch(sequenceId: number, firstTokenIndex: number, tokens: Uint32Array, logitIndexes: Uint32Array): Uint32Array;
   decodeBatch(): Promise<void>;
   sampleToken(batchLogitIndex: number, sampler: AddonSampler): Promise<Token | -1>;
+  /** The self-built addon's fused step (drivers/llama-build/addon-fused-step.ts); absent from node-llama-cpp's own. */
+  decodeBatchAndSample?(logitIndexes: Uint32Array, samplers: AddonSampler[]): Promise<Uint32Array & { errors?: string[] }>;
 }
 interface AddonSampler { applyConfig(config: Record<string, unknown>): unknown; dispose(): void }
 interface SeqInternals {
@@ -76,12 +85,19 @@ const quiet = <T>(p: Promise<T>): Promise<T> => { p.catch(() => {}); return p; }
 
 /**
  * Where the loop's wall time went, in ms since the engine started: running (at least one chat in the
- * loop) split into decodes (a decode job queued until it returned), samples (after the decode, until
- * the last sample of the step came back) and the rest (preparing chats, building batches, the main
+ * loop) split into decodes (a decode job queued until it returned; with the fused step, the decode
+ * and its samples), samples (after the decode, until the last sample of the step came back; fused,
+ * handling the sampled tokens) and the rest (preparing chats, building batches, the main
  * thread's turn); idle between is not counted. `steps` and `tokens` (generated tokens and prompt tokens
  * decoded) say how full the steps were.
  */
 export interface LoopStats { runningMs: number; decodeMs: number; sampleMs: number; steps: number; tokens: number; generated: number }
+
+/** How the loop is made. */
+export interface StepLoopOptions {
+  /** Take the addon's fused decode and sample where it has one (default); false: always split. */
+  fused?: boolean;
+}
 
 export class StepLoop {
   readonly stats: LoopStats = { runningMs: 0, decodeMs: 0, sampleMs: 0, steps: 0, tokens: 0, generated: 0 };
@@ -95,14 +111,18 @@ export class StepLoop {
    */
   private readonly pipelined = process.env.UV_THREADPOOL_SIZE === '1';
 
+  /** Whether each step is one native call (decodeBatchAndSample). */
+  readonly fused: boolean;
+
   private constructor(private readonly context: LlamaContext, private readonly ctx: AddonContext,
     private readonly newSampler: () => AddonSampler, private readonly model: LlamaModel,
-    private readonly texts: NonNullable<Awaited<ReturnType<typeof loadTextInternals>>>, private readonly eos: ReadonlySet<Token>) {
+    private readonly texts: NonNullable<Awaited<ReturnType<typeof loadTextInternals>>>, private readonly eos: ReadonlySet<Token>, fused: boolean) {
     this.batchSize = context.batchSize;
+    this.fused = fused && typeof ctx.decodeBatchAndSample === 'function';
   }
 
   /** The loop for `context`, or undefined where node-llama-cpp's internals are not as this expects. */
-  static async create(context: LlamaContext, model: LlamaModel, probe: LlamaContextSequence): Promise<StepLoop | undefined> {
+  static async create(context: LlamaContext, model: LlamaModel, probe: LlamaContextSequence, opts: StepLoopOptions = {}): Promise<StepLoop | undefined> {
     const ctx = (context as unknown as { _ctx?: Partial<AddonContext> })._ctx;
     if (!ctx || typeof ctx.initBatch !== 'function' || typeof ctx.addToBatch !== 'function' || typeof ctx.decodeBatch !== 'function' || typeof ctx.sampleToken !== 'function') return undefined;
     const seq = probe as unknown as Partial<SeqInternals>;
@@ -113,7 +133,7 @@ export class StepLoop {
     if (typeof Sampler !== 'function' || !native) return undefined;
     const texts = await loadTextInternals();
     if (!texts) return undefined;
-    return new StepLoop(context, ctx as AddonContext, () => new Sampler(native), model, texts, extraEosTokens(model));
+    return new StepLoop(context, ctx as AddonContext, () => new Sampler(native), model, texts, extraEosTokens(model), opts.fused !== false);
   }
 
   /** Run one chat to its end; resolves with why it ended. */
@@ -191,7 +211,6 @@ export class StepLoop {
     if (total === 0) return;
     const ctx = this.ctx;
     const inBatch: Job[] = [];
-    let decoded: Promise<void>;
     try {
       ctx.initBatch(total);
       for (const j of live) {
@@ -203,14 +222,19 @@ export class StepLoop {
         j.logit = whole ? idx[0]! : -1;
         inBatch.push(j);
       }
-      decoded = ctx.decodeBatch();
     } catch (err) {
       for (const j of inBatch) this.fail(j, err);
       return;
     }
-    const tDecode = performance.now();
     this.stats.steps++;
     this.stats.tokens += total;
+    if (this.fused) return this.fusedStep(inBatch, ctxSize);
+    let decoded: Promise<void>;
+    try { decoded = ctx.decodeBatch(); } catch (err) {
+      for (const j of inBatch) this.fail(j, err);
+      return;
+    }
+    const tDecode = performance.now();
     // With one pool thread the samples, queued behind the decode, run right after it without a round
     // trip through this thread (one wake-up less per step); with more they must wait for it.
     const samples = new Map<Job, Promise<Token | -1>>();
@@ -229,12 +253,7 @@ export class StepLoop {
     let wake: (() => void) | undefined;
     const settled = (): void => { if (--waiting === 0) wake?.(); };
     for (const j of inBatch) {
-      const n = j.take;
-      const done = n === j.pending.length ? j.pending : j.pending.splice(0, n);
-      for (const t of done) j.seq._contextTokens.push(t);
-      j.seq._nextTokenIndex += n;
-      if (j.logit < 0) continue;
-      j.pending = NONE;
+      if (!this.decoded(j)) continue;
       waiting++;
       // Each sample is handled as it comes back, while the next ones are sampled.
       (samples.get(j) ?? ctx.sampleToken(j.logit, j.sampler)).then((token) => {
@@ -246,6 +265,44 @@ export class StepLoop {
     this.stats.generated += waiting;
     if (waiting > 0) await new Promise<void>((r) => { wake = r; });
     this.stats.sampleMs += performance.now() - tSample;
+  }
+
+  /**
+   * The step as one native call: the decode, then every sample, in one pool job; the tokens come back
+   * together and are handled in the batch's order.
+   */
+  private async fusedStep(inBatch: Job[], ctxSize: number): Promise<void> {
+    const sampling = inBatch.filter((j) => j.logit >= 0);
+    const t0 = performance.now();
+    let tokens: Uint32Array & { errors?: string[] };
+    try {
+      tokens = await this.ctx.decodeBatchAndSample!(Uint32Array.from(sampling, (j) => j.logit), sampling.map((j) => j.sampler));
+    } catch (err) {
+      for (const j of inBatch) this.fail(j, err);
+      return;
+    }
+    const t1 = performance.now();
+    this.stats.decodeMs += t1 - t0;
+    for (const j of inBatch) this.decoded(j);
+    sampling.forEach((j, i) => {
+      const token = tokens[i];
+      if (token === SAMPLE_FAILED) this.fail(j, new Error(tokens.errors?.[i] || 'Failed to sample next token'));
+      else if (token === NO_TOKEN || token === undefined) this.fail(j, new Error('Failed to sample next token'));
+      else this.sampled(j, token as Token, ctxSize);
+    });
+    this.stats.generated += sampling.length;
+    this.stats.sampleMs += performance.now() - t1;
+  }
+
+  /** The step's tokens of `j` are in the KV cache now: the sequence's token list says so. Returns whether a sample of it is due. */
+  private decoded(j: Job): boolean {
+    const n = j.take;
+    const done = n === j.pending.length ? j.pending : j.pending.splice(0, n);
+    for (const t of done) j.seq._contextTokens.push(t);
+    j.seq._nextTokenIndex += n;
+    if (j.logit < 0) return false;
+    j.pending = NONE;
+    return true;
   }
 
   private sampled(j: Job, token: Token, ctxSize: number): void {

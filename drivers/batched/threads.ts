@@ -186,7 +186,11 @@ export class ThreadTuner {
   private reset(): void { this.tokens = 0; this.ms = 0; this.steps = 0; }
 }
 
-interface AddonContext { initBatch(n: number): void; setThreads(n: number): void; decodeBatch(): Promise<void> }
+interface AddonContext {
+  initBatch(n: number): void; setThreads(n: number): void; decodeBatch(): Promise<void>;
+  /** The self-built addon's decode and samples in one call (step-loop.ts): timed as a decode. */
+  decodeBatchAndSample?(...args: unknown[]): Promise<unknown>;
+}
 
 /**
  * Let `tuner` choose the threads of every decode of a node-llama-cpp context, and learn from its
@@ -200,6 +204,7 @@ export function installThreadTuner(context: unknown, sequences: number, tuner: T
   const init = ctx.initBatch.bind(ctx);
   const set = ctx.setThreads.bind(ctx);
   const decode = ctx.decodeBatch.bind(ctx);
+  const fused = typeof ctx.decodeBatchAndSample === 'function' ? ctx.decodeBatchAndSample.bind(ctx) : undefined;
   let size = 0;
   let applied = -1;
   // The native class's methods are read-only on its prototype: own properties shadow them.
@@ -208,15 +213,18 @@ export function installThreadTuner(context: unknown, sequences: number, tuner: T
     own('initBatch', (n: number) => { size = n; init(n); });
     // node-llama-cpp sets its own count before each decode: ours replaces it.
     own('setThreads', () => {});
-    own('decodeBatch', async () => {
+    const timed = async <T>(run: () => Promise<T>): Promise<T> => {
       const n = tuner.threads();
       if (n !== applied) { set(n); applied = n; }
       const t0 = performance.now();
-      await decode();
+      const out = await run();
       if (size <= sequences) tuner.step(size, performance.now() - t0);
-    });
+      return out;
+    };
+    own('decodeBatch', () => timed(decode));
+    if (fused) own('decodeBatchAndSample', (...args: unknown[]) => timed(() => fused(...args)));
   } catch {
-    for (const name of ['initBatch', 'setThreads', 'decodeBatch'] as const) delete (ctx as Record<string, unknown>)[name];
+    for (const name of ['initBatch', 'setThreads', 'decodeBatch', 'decodeBatchAndSample'] as const) delete (ctx as Record<string, unknown>)[name];
     return false;
   }
   return true;

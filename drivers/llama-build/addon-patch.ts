@@ -1,13 +1,18 @@
 /**
- * The one change the self-built addon makes to node-llama-cpp's source: AddonContext.cpp hard-wires
+ * The changes the self-built addon makes to node-llama-cpp's source. First, AddonContext.cpp hard-wires
  * `kv_unified = false`, so llama.cpp gives each sequence a KV stream of its own and batches only
  * runs of consecutive sequence ids (a few busy agents among idle ones cost a pass over the weights
  * each), and copying a prompt prefix between sequences copies a whole stream. The patch reads a
- * `kvUnified` option of the context; without it the addon behaves as the prebuilt one.
+ * `kvUnified` option of the context; without it the addon behaves as the prebuilt one. Second, a
+ * method that decodes a batch and samples it in one native job (addon-fused-step.ts).
  */
+import { patchFusedStep, patchFusedStepHeader } from './addon-fused-step.js';
 
 /** Names the patch in the cache key: another patch is another cache entry. */
-export const ADDON_PATCH_ID = 'kvUnified-option-1';
+export const ADDON_PATCH_ID = 'kvUnified-option-1+fused-step-1';
+
+/** What the patched addon offers beyond node-llama-cpp's own (BUILD_INFO.json's `options`). */
+export const ADDON_EXTRAS = ['kvUnified', 'decodeBatchAndSample'];
 
 const ANCHOR = '        if (options.Has("sequences")) {';
 const READ = [
@@ -18,8 +23,20 @@ const READ = [
   '',
 ].join('\n');
 
-/** AddonContext.cpp with the `kvUnified` option read; throws when the source no longer looks as expected. */
+/**
+ * AddonContext.cpp with the `kvUnified` option read and the fused step defined; throws when the
+ * source no longer looks as expected. Its header needs patchAddonContextHeader.
+ */
 export function patchAddonContext(source: string): string {
+  return patchFusedStep(readKvUnified(source));
+}
+
+/** AddonContext.h with the fused step declared. */
+export function patchAddonContextHeader(source: string): string {
+  return patchFusedStepHeader(source);
+}
+
+function readKvUnified(source: string): string {
   if (source.includes('options.Has("kvUnified")')) return source;
   if (!source.includes('context_params.kv_unified')) throw new Error('AddonContext.cpp sets no kv_unified: this node-llama-cpp is not the one the patch was written for');
   const at = source.indexOf(ANCHOR);

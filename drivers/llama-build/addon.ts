@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { SwarmError } from '../../protocol/index.js';
 import { requireTools, run, type BuildProgress } from './build.js';
 import { bundleKey } from './paths.js';
-import { patchAddonContext } from './addon-patch.js';
+import { ADDON_EXTRAS, patchAddonContext, patchAddonContextHeader } from './addon-patch.js';
 import { ADDON_FILE, addonCmakeFlags, defaultAddonDir, nlcDir, nlcVersion, prebuiltCpuBackends, readAddonDir, type AddonBuildInfo } from './addon-paths.js';
 
 export interface AddonBuildOptions {
@@ -48,9 +48,9 @@ function builtFiles(dir: string, out = new Map<string, string>()): Map<string, s
 
 /**
  * Build node-llama-cpp's native addon from the llama.cpp source its package carries (git bundle), with
- * no network, with AddonContext.cpp patched to take a `kvUnified` option, and install it with its ggml
- * libraries into a cache directory that the engine host loads when present. Skips the build when the
- * directory is complete (`cached: true`).
+ * no network, with AddonContext patched (addon-patch.ts: a `kvUnified` option, a fused decode and
+ * sample), and install it with its ggml libraries into a cache directory that the engine host loads
+ * when present. Skips the build when the directory is complete (`cached: true`).
  */
 export async function buildAddon(opts: AddonBuildOptions = {}): Promise<AddonBuildResult> {
   const started = Date.now();
@@ -97,7 +97,7 @@ export async function buildAddon(opts: AddonBuildOptions = {}): Promise<AddonBui
 
     progress({ phase: 'install' });
     installAddon(build, dir, {
-      nlc_version: version, source, release: readRelease(llamaDir), flags, options: ['kvUnified'], cpu_backends: cpu ? 'prebuilt' : 'built',
+      nlc_version: version, source, release: readRelease(llamaDir), flags, options: ADDON_EXTRAS, cpu_backends: cpu ? 'prebuilt' : 'built',
       built_at: new Date().toISOString(),
     }, cpu);
     done = true;
@@ -133,6 +133,8 @@ async function prepare(work: string, llamaDir: string, bundle: string, progress:
   }
   const ctxFile = join(work, 'addon', 'AddonContext.cpp');
   writeFileSync(ctxFile, patchAddonContext(readFileSync(ctxFile, 'utf8')));
+  const headerFile = join(work, 'addon', 'AddonContext.h');
+  writeFileSync(headerFile, patchAddonContextHeader(readFileSync(headerFile, 'utf8')));
   writeFileSync(join(work, '.prepared'), new Date().toISOString() + '\n');
 }
 

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { addonCacheRoot, addonCmakeFlags, defaultAddonDir, findSelfBuiltAddon, nlcDir, prebuiltCpuBackends } from '../../drivers/llama-build/addon-paths.js';
-import { patchAddonContext } from '../../drivers/llama-build/addon-patch.js';
+import { patchAddonContext, patchAddonContextHeader } from '../../drivers/llama-build/addon-patch.js';
 
 const info = JSON.stringify({ nlc_version: '3', source: 'abc', release: 'v0', flags: [], options: ['kvUnified'], built_at: '', cpu_backends: 'built' });
 
@@ -15,6 +15,19 @@ t.test("the patch makes node-llama-cpp's AddonContext.cpp read a kvUnified optio
   t.ok(patched.indexOf('context_params.kv_unified = false') < patched.indexOf('options.Has("kvUnified")'));
   t.equal(patchAddonContext(patched), patched, 'patching twice changes nothing');
   t.throws(() => patchAddonContext('int main() {}'), /kv_unified/);
+});
+
+t.test('the patch adds decodeBatchAndSample to the context: declared, defined and registered, once', async (t) => {
+  const dir = path.join(nlcDir()!, 'llama', 'addon');
+  const cpp = patchAddonContext(fs.readFileSync(path.join(dir, 'AddonContext.cpp'), 'utf8'));
+  const h = patchAddonContextHeader(fs.readFileSync(path.join(dir, 'AddonContext.h'), 'utf8'));
+  t.match(h, /Napi::Value SampleToken\(const Napi::CallbackInfo& info\);\n\s+Napi::Value DecodeBatchAndSample\(const Napi::CallbackInfo& info\);/);
+  t.match(cpp, /InstanceMethod\("sampleToken", &AddonContext::SampleToken\),\n\s+InstanceMethod\("decodeBatchAndSample", &AddonContext::DecodeBatchAndSample\),/);
+  // Defined before node-llama-cpp's own decodeBatch, so that the worker class sits at file scope.
+  t.ok(cpp.indexOf('Napi::Value AddonContext::DecodeBatchAndSample(') < cpp.indexOf('Napi::Value AddonContext::DecodeBatch(const'));
+  t.equal(cpp.split('class AddonContextDecodeBatchAndSampleWorker').length, 2, 'one worker class');
+  t.equal(patchAddonContextHeader(h), h, 'patching the header twice changes nothing');
+  t.throws(() => patchAddonContextHeader('class AddonContext {};'), /not the one the patch was written for/);
 });
 
 t.test('the self-built addon is found in the cache entry of this node-llama-cpp, complete or not at all', async (t) => {
