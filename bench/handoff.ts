@@ -98,8 +98,18 @@ function gaps(receipts: Receipt[]): { lease: number[]; firstToken: number[] } {
 const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, x) => a + x, 0) / xs.length : NaN);
 const r2 = (x: number): number => Math.round(x * 100) / 100;
 
+/** The engine's own account of the hand-off (host.ts logs it at exit), from its log in the state dir. */
+function engineHandoff(dir: string): string | undefined {
+  try {
+    const logs = path.join(dir, 'engines');
+    const text = fs.readdirSync(logs).filter((f) => f.endsWith('.log')).map((f) => fs.readFileSync(path.join(logs, f), 'utf8')).join('\n');
+    return /hand-off at exit: (.*)/.exec(text)?.[1]?.trim();
+  } catch { return undefined; }
+}
+
 function measure(label: string, cli: string): Record<string, unknown> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-handoff-'));
+  const row: Record<string, unknown> = { label };
   try {
     run(cli, ['up', '--agents', String(agents), '--engine', 'batched', '--model', model, '--detach', '--json', '--state-dir', dir, '--ready-timeout', '600000', '--driver-opt', 'ctx=512', ...extra]);
     const lines = (tag: string, k: number) => Array.from({ length: k }, (_, i) => JSON.stringify({ id: `${tag}-${i}`, prompt: 'Once upon a time', max_tokens: tokens, temperature: 0, seed: i })).join('\n');
@@ -123,14 +133,18 @@ function measure(label: string, cli: string): Record<string, unknown> {
       per[kind] = { cpu_ms_per_task: r2((y.cpu - x.cpu) * 1000 / done), wakes_per_task: r2((y.wakes - x.wakes) / done), main_wakes_per_task: r2((y.mainWakes - x.mainWakes) / done) };
     }
     const g = gaps(res.tasks.map((x) => x.receipt ?? {}));
-    return {
-      label, done, tasks, tokens_out: toks, wall_s: r2(wall), tasks_per_s: r2(done / wall), tokens_per_s: Math.round(toks / wall),
+    return Object.assign(row, {
+      done, tasks, tokens_out: toks, wall_s: r2(wall), tasks_per_s: r2(done / wall), tokens_per_s: Math.round(toks / wall),
       cpu_ms_per_task: r2(cpuAll * 1000 / done), per_process: per,
       gap_ms: { lease_mean: r2(mean(g.lease)), lease_p50: quantile(g.lease, 0.5), lease_p90: quantile(g.lease, 0.9), first_token_mean: r2(mean(g.firstToken)), first_token_p50: quantile(g.firstToken, 0.5), first_token_p90: quantile(g.firstToken, 0.9) },
       load_avg_before: load, load_avg_after: os.loadavg(),
-    };
+    });
   } finally {
     spawnSync(process.execPath, [cli, 'down', '--state-dir', dir], { timeout: 120_000 });
+    // The engine writes its exit lines as it exits, which may be a moment after `down` returns.
+    let h = engineHandoff(dir);
+    for (let i = 0; i < 50 && !h; i++) { spawnSync('sleep', ['0.2']); h = engineHandoff(dir); }
+    if (h) row.engine_handoff_at_exit = h;
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -100,7 +100,7 @@ async function throughSwarm(engine: string, extra: string[], label: string, cli 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-'));
   const swarm = (args: string[], input?: string) => swarmAt(args, input, cli, env);
   // What the engine resolved and where its time went, from its log once it has exited (filled in below).
-  const engineLog: { kv?: string; threads_at_exit?: string; loop_at_exit?: string } = {};
+  const engineLog: { kv?: string; threads_at_exit?: string; loop_at_exit?: string; handoff_at_exit?: string } = {};
   try {
     const up = swarm(['up', '--agents', String(n), '--engine', engine, '--model', model, '--detach', '--json', '--state-dir', dir, '--ready-timeout', '600000', ...extra]);
     if (up.code !== 0) throw new Error(up.stderr);
@@ -137,7 +137,8 @@ async function throughSwarm(engine: string, extra: string[], label: string, cli 
       const kv = /KV cache ([^(]+)\(([^)]*)\)/.exec(text);
       if (kv) engineLog.kv = `${kv[1]!.trim()} (${kv[2]}); flash attention ${/flash attention (on|off) \(/.exec(text)?.[1] ?? '?'}`;
       const line = (re: RegExp) => re.exec(text)?.[1]?.trim();
-      const threads = line(/threads at exit (.*)/), loop = line(/loop at exit: (.*)/);
+      const threads = line(/threads at exit (.*)/), loop = line(/loop at exit: (.*)/), handoff = line(/hand-off at exit: (.*)/);
+      if (handoff) engineLog.handoff_at_exit = handoff;
       if (threads) engineLog.threads_at_exit = threads;
       if (loop) engineLog.loop_at_exit = loop;
     } catch { /* no engine log */ }

@@ -23,6 +23,8 @@ export class Dispatcher {
   /** The key affine() computed for the task it picked a worker for (send() keeps it as that worker's last prompt). */
   private keyed?: { id: string; key: PromptKey };
   private scheduled = false;
+  /** Links this pass put TASK_REQs on: flushed at its end (see dispatch). */
+  private readonly sentTo = new Set<WorkerEntry>();
   private readyTimer?: NodeJS.Timeout;
   /** When the ready timer fires (epoch ms), if armed. */
   private readyTimerAt?: number;
@@ -87,6 +89,12 @@ export class Dispatcher {
     // in one worker's queue only when no worker has a slot free for it.
     this.fill((w) => w.inflight.size < w.slots);
     this.fill(() => true);
+    // On the wire now, not at the link's own flush: that is a setImmediate queued from this pass (itself
+    // a setImmediate), so it would wait a whole turn of the loop, behind whatever I/O that turn brings
+    // (other workers' results, HTTP), while the worker that just freed a slot sits idle. The pass's
+    // TASK_REQs to one link still go out in one write.
+    for (const w of this.sentTo) w.conn.flush();
+    this.sentTo.clear();
   }
 
   private fill(eligible: (w: WorkerEntry) => boolean): void {
@@ -137,6 +145,7 @@ export class Dispatcher {
       ...(this.hub.watchers > 0 ? {} : { stream: false }),
     });
     w.leased(rec.id, reqId, now);
+    this.sentTo.add(w);
     const readyAt = this.readyAt.get(rec.id) ?? 0;
     this.readyAt.delete(rec.id);
     this.hub.metrics.dispatched(now - Math.max(w.freedAt, readyAt));

@@ -23,6 +23,7 @@ import { ThreadTuner, cpuLimit, idleCores, installThreadTuner, startThreads } fr
 import { LOAD_FAILED_EXIT, MAX_LINE, type EngineConfig, type FromEngine, type ToEngine } from './messages.js';
 import { crashPoint } from './crash-hook.js';
 import { StepLoop } from './step-loop.js';
+import { HandoffStats } from './handoff-stats.js';
 
 const log = (msg: string): void => { process.stderr.write(`${new Date().toISOString()} ${msg}\n`); };
 
@@ -35,6 +36,8 @@ interface Client {
   /** Settles when the last queued chat has ended. */
   tail: Promise<void>;
   closed: boolean;
+  /** When this connection's last chat ended (its last message written), for HandoffStats. */
+  endedAt?: number;
 }
 
 class Engine {
@@ -42,6 +45,8 @@ class Engine {
   private readonly waiting: Client[] = [];
   private readonly clients = new Set<Client>();
   private readonly completions: LlamaCompletion[];
+  /** A sequence's idle time between chats and each chat's wait for its first token (logged at exit). */
+  readonly handoff = new HandoffStats();
   /** Where a short prompt tail is cheaper widened (generate.ts). */
   private readonly shape: TailShape | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
@@ -117,11 +122,15 @@ class Engine {
     if (seq === undefined) { this.send(c, { t: 'error', id: m.id, code: 'SWARM_ERR_INTERNAL', message: 'chat before a sequence was assigned' }); return; }
     if (c.chats.length >= 4) { this.send(c, { t: 'error', id: m.id, code: 'SWARM_ERR_INTERNAL', message: 'too many chats queued on one connection' }); return; }
     const chat = { id: m.id, ac: new AbortController() };
+    const arrived = performance.now();
+    // A chat queued behind another is no idle time of the sequence.
+    this.handoff.arrived(c.endedAt !== undefined && c.chats.length === 0 ? arrived - c.endedAt : undefined);
     c.chats.push(chat);
     c.tail = c.tail.then(async () => {
       if (chat.ac.signal.aborted) this.send(c, { t: 'done', id: m.id, tokensIn: 0, tokensOut: 0, tokensCached: 0, reason: 'abort' });
-      else await this.run(c, seq, m.id, m.prompt, m.opts, chat.ac.signal, m.stream !== false);
+      else await this.run(c, seq, m.id, m.prompt, m.opts, chat.ac.signal, m.stream !== false, arrived);
       c.chats.splice(c.chats.indexOf(chat), 1);
+      c.endedAt = performance.now();
     }).catch((err: unknown) => {
       // A tail that rejected would run none of this connection's later chats and never free its
       // sequence (closed() waits for it): its worker would wait for an answer for ever.
@@ -132,7 +141,7 @@ class Engine {
     });
   }
 
-  private async run(c: Client, seq: number, id: number, prompt: string, opts: Extract<ToEngine, { t: 'chat' }>['opts'], signal: AbortSignal, stream: boolean): Promise<void> {
+  private async run(c: Client, seq: number, id: number, prompt: string, opts: Extract<ToEngine, { t: 'chat' }>['opts'], signal: AbortSignal, stream: boolean, arrived: number): Promise<void> {
     let grammar;
     try {
       grammar = await this.grammars.get(opts);
@@ -158,7 +167,9 @@ class Engine {
         onText: (text) => {
           const first = ttftMs === undefined;
           if (first) {
-            ttftMs = Math.round((performance.now() - t0) * 100) / 100;
+            const now = performance.now();
+            ttftMs = Math.round((now - t0) * 100) / 100;
+            this.handoff.firstToken(now - arrived);
             crashPoint('chat');
           }
           buf += text;
@@ -273,6 +284,7 @@ async function main(): Promise<void> {
   const gate = loop ? undefined : installBatchGate(context);
   if (!loop && !gate) log('node-llama-cpp internals moved: decodes are batched as node-llama-cpp queues them (slower)');
   const engine = new Engine(cfg, model, sequences, new GrammarCache(llama), gate, fa.on, loop);
+  exitNotes.push(() => log(`hand-off at exit: ${engine.handoff.line()}`));
   // The socket appears only now, fully loaded: a worker that can connect can chat. Owner-only (0600).
   socketPath = cfg.socket;
   fs.rmSync(cfg.socket, { force: true });

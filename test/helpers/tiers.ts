@@ -27,6 +27,8 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/hub/handback-forgotten.test.ts',
   'test/hub/store-durable.test.ts',
   'test/hub/journal-sync.test.ts',
+  'test/hub/dispatch-flush.test.ts',
+  'test/drivers/handoff-stats.test.ts',
   'test/hub/task-bounds.test.ts',
   'test/hub/task-check.test.ts',
   'test/hub/wait-stream.test.ts',

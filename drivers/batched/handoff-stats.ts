@@ -1,0 +1,55 @@
+/**
+ * Where a sequence's time goes between its chats, as the engine sees it: the idle gap from a chat's
+ * last message to the next chat's arrival on the same connection (the worker's and the hub's share:
+ * the result's way out and the next lease's way in), and from a chat's arrival to its first token (the
+ * engine's share: admission into the next step and the prompt). Logged at exit, read by the benches.
+ */
+export class HandoffStats {
+  chats = 0;
+  private readonly idle = new Ring();
+  private readonly first = new Ring();
+  private idleSum = 0;
+  private firstSum = 0;
+  private idleN = 0;
+  private firstN = 0;
+
+  /** A chat arrived `gapMs` after the connection's previous chat ended (undefined: its first chat). */
+  arrived(gapMs: number | undefined): void {
+    this.chats++;
+    if (gapMs === undefined) return;
+    this.idleSum += gapMs;
+    this.idleN++;
+    this.idle.add(gapMs);
+  }
+
+  /** A chat's first token came `ms` after it arrived. */
+  firstToken(ms: number): void {
+    this.firstSum += ms;
+    this.firstN++;
+    this.first.add(ms);
+  }
+
+  /** One line for the log: counts, means and quantiles of the latest samples. */
+  line(): string {
+    const q = (r: Ring, p: number): string => {
+      if (!r.xs.length) return '-';
+      const s = [...r.xs].sort((a, b) => a - b);
+      return s[Math.min(s.length - 1, Math.floor(p * s.length))]!.toFixed(2);
+    };
+    const mean = (sum: number, n: number): string => (n ? (sum / n).toFixed(2) : '-');
+    return `${this.chats} chats; idle between a sequence's chats ms: mean ${mean(this.idleSum, this.idleN)}, p50 ${q(this.idle, 0.5)}, p90 ${q(this.idle, 0.9)} (${this.idleN}); arrival to first token ms: mean ${mean(this.firstSum, this.firstN)}, p50 ${q(this.first, 0.5)}, p90 ${q(this.first, 0.9)} (${this.firstN})`;
+  }
+}
+
+/** The latest samples, for the quantiles: this many at most, however long the engine runs. */
+class Ring {
+  readonly xs: number[] = [];
+  private at = 0;
+  add(x: number): void {
+    if (this.xs.length < KEEP) { this.xs.push(x); return; }
+    this.xs[this.at] = x;
+    this.at = (this.at + 1) % KEEP;
+  }
+}
+
+const KEEP = 4096;
