@@ -1,6 +1,7 @@
 import { ResultsArchive, fromArchived, toArchived } from './archive.js';
 import { readArchiveAfter, type ArchivePlace } from './archive-read.js';
 import type { JournalRecord } from './journal-record.js';
+import type { LazyEvict } from './journal-evict.js';
 import { Retention, type RetainOptions } from './retention.js';
 import { Tombstones } from './dup-window.js';
 import { isFinal, type TaskRecord } from './task.js';
@@ -50,9 +51,9 @@ export class Evictor {
 
   /** After replay: the finished tasks still hot, in the order they finished. */
   load(all: Iterable<TaskRecord>): void {
-    const done: { id: string; at: number }[] = [];
-    for (const r of all) if (isFinal(r)) done.push({ id: r.id, at: r.finishedAt ?? 0 });
-    this.retention.load(done);
+    const ids: string[] = [], ats: number[] = [];
+    for (const r of all) if (isFinal(r)) { ids.push(r.id); ats.push(r.finishedAt ?? 0); }
+    this.retention.load(ids, ats);
   }
 
   /**
@@ -69,6 +70,20 @@ export class Evictor {
         if (rec && isFinal(rec)) this.host.remove(id);
       }
       this.tombstones.put(id, file, offsets[i] ?? -1, at);
+    }
+  }
+
+  /** `replay` for an evict record read back unparsed (journal-evict.ts): ids go to the window from the line's bytes. */
+  replayLazy(r: LazyEvict, hot = true): void {
+    if (r.end !== undefined) this.advance({ file: r.file, end: r.end });
+    const { buf, idStart, idEnd, offsets, file, at } = r;
+    for (let i = 0; i < r.count; i++) {
+      if (hot) {
+        const id = buf.toString('utf8', idStart[i]!, idEnd[i]!);
+        const rec = this.host.get(id);
+        if (rec && isFinal(rec)) this.host.remove(id);
+      }
+      this.tombstones.putBytes(buf, idStart[i]!, idEnd[i]!, file, offsets[i]!, at);
     }
   }
 

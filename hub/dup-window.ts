@@ -1,4 +1,4 @@
-import { IdRing } from '../protocol/id-ring.js';
+import { IdRing, asciiHash } from '../protocol/id-ring.js';
 import { DEFAULT_RETAIN, type RetainOptions } from './retention.js';
 
 /** Where an evicted task's archive line is, and when it left the hot state. */
@@ -53,6 +53,20 @@ export class Tombstones {
     const i = this.ring.push(id);
     const p = this.p!;
     p.file[i] = file; p.off[i] = offset; p.at[i] = at; p.acc[i] = acc;
+  }
+
+  /**
+   * `put` for an id given as its bytes `buf[start, end)` (UTF-8, as a journal line holds it): no
+   * string is made unless the id is not ASCII or longer than a slot holds.
+   */
+  putBytes(buf: Buffer, start: number, end: number, file: number, offset: number, at: number): void {
+    const h = asciiHash(buf, start, end);
+    if (h < 0) { this.put(buf.toString('utf8', start, end), file, offset, at); return; }
+    this.ring.deleteAscii(buf, start, end, h);
+    if (this.ring.full) this.dropOldest();
+    const i = this.ring.pushAscii(buf, start, end, h);
+    const p = this.p!;
+    p.file[i] = file; p.off[i] = offset; p.at[i] = at; p.acc[i] = NaN;
   }
 
   /** Forget ids evicted longer ago than the window (one evicted exactly at the horizon stays). */

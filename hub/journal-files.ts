@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { decodeLazy, decodeLine, type Decoded, type JournalRecord, type LazyLine } from './journal-record.js';
+import { decodeLazyEvict, type LazyEvict } from './journal-evict.js';
 
 /** The files of a journal in its state directory. */
 export interface JournalPaths {
@@ -86,16 +87,16 @@ export interface ReplayState {
  * journal written before checksums, then appended to): after one, it is damage, since no writer
  * since then writes such lines. A checksummed record that says it came from such a line
  * (`unchecked`, written by a compaction) counts as legacy too: the snapshot does not vouch for it.
- * With `lazy`, a task or result line in the writer's own form goes there unparsed (decodeLazy).
+ * With `lazy`, a task, result or evict line in the writer's own form goes there unparsed (decodeLazy, decodeLazyEvict).
  */
-export function readJournalFile(file: string, seen: ReplayState = { checked: false }, sink?: (r: JournalRecord) => void, lazy?: (l: LazyLine) => void): { records: JournalRecord[]; damage: Damage[]; legacy: number; size: number; goodEnd: number } {
+export function readJournalFile(file: string, seen: ReplayState = { checked: false }, sink?: (r: JournalRecord) => void, lazy?: (l: LazyLine | LazyEvict) => void): { records: JournalRecord[]; damage: Damage[]; legacy: number; size: number; goodEnd: number } {
   const records: JournalRecord[] = [];
   const damage: Damage[] = [];
   let legacy = 0;
   const name = path.basename(file);
   const r = readLines(file, (buf, start, end, offset) => {
     if (lazy) {
-      const l = decodeLazy(buf, start, end);
+      const l = decodeLazy(buf, start, end) ?? decodeLazyEvict(buf, start, end);
       if (l) { seen.checked = true; lazy(l); return; }
     }
     const d: Decoded = decodeLine(buf, start, end);

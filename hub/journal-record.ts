@@ -106,22 +106,11 @@ export function decodeLazy(buf: Buffer, start: number, end: number): LazyLine | 
   let q = idStart;
   for (; q < end; q++) { const c = buf[q]!; if (c === 0x22) break; if (c === 0x5c) return undefined; }
   if (q === idStart || q >= end) return undefined;
-  // The check fields, `,"_n":LEN,"_c":"8 hex"}`, by hand (a regex on a string per line cost more than the CRC).
-  if (end - start < 32 || buf[end - 1] !== 0x7d || buf[end - 2] !== 0x22) return undefined;
-  const hexAt = end - 10;
-  if (!startsWith(buf, hexAt - C_KEY.length, C_KEY)) return undefined;
-  const crc = hexValue(buf, hexAt);
-  if (crc < 0) return undefined;
-  let n = 0, mul = 1, d = hexAt - C_KEY.length - 1;
-  for (; d > q && buf[d]! >= 0x30 && buf[d]! <= 0x39; d--) { n += (buf[d]! - 0x30) * mul; mul *= 10; }
-  if (mul === 1 || !startsWith(buf, d - TAIL_BYTES.length + 1, TAIL_BYTES)) return undefined;
-  const tail = d - TAIL_BYTES.length + 1;
-  if (tail - start + 1 !== n) return undefined;
-  if (crc32Range(buf, start, tail, CLOSE_BYTE) !== crc) return undefined;
+  const tail = checkedTail(buf, start, end, q);
+  if (tail < 0) return undefined;
   // The record's time: its last field, `,"at":DIGITS` right before the check fields.
-  let at = 0;
-  mul = 1;
-  for (d = tail - 1; d > q && buf[d]! >= 0x30 && buf[d]! <= 0x39; d--) { at += (buf[d]! - 0x30) * mul; mul *= 10; }
+  let at = 0, mul = 1, d = tail - 1;
+  for (; d > q && buf[d]! >= 0x30 && buf[d]! <= 0x39; d--) { at += (buf[d]! - 0x30) * mul; mul *= 10; }
   if (mul === 1 || mul > 1e15 || !startsWith(buf, d - AT_KEY.length + 1, AT_KEY)) return undefined;
   // One object for every line (read it before the next): 400,000 of them were a tenth of replay's collections.
   const l = scratch;
@@ -129,7 +118,27 @@ export function decodeLazy(buf: Buffer, start: number, end: number): LazyLine | 
   return l;
 }
 
-function startsWith(buf: Buffer, at: number, head: Buffer): boolean {
+/**
+ * Where the check fields `,"_n":LEN,"_c":"8 hex"}` of a line start, if they are in the writer's form
+ * and its length and CRC-32 hold; else -1. Read by hand: a regex on a string per line cost more
+ * than the CRC. `after`: the fields start past this index.
+ */
+export function checkedTail(buf: Buffer, start: number, end: number, after = start): number {
+  if (end - start < 32 || buf[end - 1] !== 0x7d || buf[end - 2] !== 0x22) return -1;
+  const hexAt = end - 10;
+  if (!startsWith(buf, hexAt - C_KEY.length, C_KEY)) return -1;
+  const crc = hexValue(buf, hexAt);
+  if (crc < 0) return -1;
+  let n = 0, mul = 1, d = hexAt - C_KEY.length - 1;
+  for (; d > after && buf[d]! >= 0x30 && buf[d]! <= 0x39; d--) { n += (buf[d]! - 0x30) * mul; mul *= 10; }
+  if (mul === 1 || !startsWith(buf, d - TAIL_BYTES.length + 1, TAIL_BYTES)) return -1;
+  const tail = d - TAIL_BYTES.length + 1;
+  if (tail - start + 1 !== n) return -1;
+  if (crc32Range(buf, start, tail, CLOSE_BYTE) !== crc) return -1;
+  return tail;
+}
+
+export function startsWith(buf: Buffer, at: number, head: Buffer): boolean {
   if (at < 0 || at + head.length > buf.length) return false;
   for (let i = 0; i < head.length; i++) if (buf[at + i] !== head[i]) return false;
   return true;

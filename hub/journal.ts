@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { SwarmError } from '../protocol/index.js';
 import { encodeRecord, type JournalRecord, type LazyLine, type RawLine } from './journal-record.js';
+import type { LazyEvict } from './journal-evict.js';
 import { WriteBuffer, fsyncDir, io, journalPaths, quarantine, readJournalFile, type Damage, type JournalPaths } from './journal-files.js';
 export type { JournalRecord, LazyLine, RawLine } from './journal-record.js';
 
@@ -114,9 +115,9 @@ export class Journal {
    * frozen, then the live segment. Damaged records (bad checksum, wrong shape, a torn tail) are
    * copied to the quarantine file and left out; every intact record is kept. Never throws for damage.
    * With `sink`, each intact record goes to it as it is read, in order, and `records` comes back empty;
-   * with `lazy` too, task and result lines in the writer's own form go there unparsed, in the same order.
+   * with `lazy` too, task, result and evict lines in the writer's own form go there unparsed, in the same order.
    */
-  static open(dir: string, opts: JournalOptions, sink?: (r: JournalRecord) => void, lazy?: (l: LazyLine) => void): OpenedJournal {
+  static open(dir: string, opts: JournalOptions, sink?: (r: JournalRecord) => void, lazy?: (l: LazyLine | LazyEvict) => void): OpenedJournal {
     const p = journalPaths(dir);
     try { fs.rmSync(p.snapshotTmp, { force: true }); } catch { /* a leftover of a crash; harmless */ }
     const records: JournalRecord[] = [];

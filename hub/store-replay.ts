@@ -1,5 +1,6 @@
 import type { JournalRecord, LazyLine, RawLine } from './journal.js';
 import { decodeRecord } from './journal-record.js';
+import type { LazyEvict } from './journal-evict.js';
 import type { Damage } from './journal-files.js';
 import { ReplayedTask, readSpec } from './replayed.js';
 import type { Evictor } from './archive-evict.js';
@@ -82,8 +83,9 @@ export class Replay {
    * applies the parsed record: a task is restored with its line, a result on such a task keeps its
    * line; anything else (an orphan, a task that was parsed) is parsed here and goes to `one`.
    */
-  lazy(l: LazyLine): void {
+  lazy(l: LazyLine | LazyEvict): void {
     const { q } = this.s;
+    if (l.t === 'evict') { this.evict(l); return; }
     if (l.t === 'task') {
       if (l.at > this.openFloor) this.openFloor = l.at;
       if (q.has(l.id)) return;
@@ -98,6 +100,13 @@ export class Replay {
     if (rec instanceof ReplayedTask) { rec.resultLine = l; q.restoreDone(rec, l.at); return; }
     const d = decodeRecord(l.buf.toString('utf8', l.start, l.end));
     if (d.ok) this.one(d.rec);
+  }
+
+  /** An evict record read back unparsed, applied as `one` applies the parsed record. */
+  private evict(l: LazyEvict): void {
+    if (l.count && l.at > this.openFloor) this.openFloor = l.at;
+    if (l.floor !== undefined && l.floor + 1 > this.openFloor) this.openFloor = l.floor + 1;
+    this.s.evictor.replayLazy(l, !this.empty);
   }
 
   /**

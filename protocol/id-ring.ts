@@ -68,7 +68,44 @@ export class IdRing {
     if (!this.resident && this.used >= this.residentAt) this.touch();
     const n = this.encode(id);
     if (n > ID_BYTES) { s.len[i] = LONG; this.long.set(i, id); } else { s.len[i] = n; this.scratch.copy(s.ids, i * ID_BYTES, 0, n); }
-    const h = hash(id);
+    return this.place(i, hash(id));
+  }
+
+  /**
+   * `push` for an id given as its bytes `buf[start, end)`, ASCII and at most ID_BYTES of them, with
+   * `h` from `asciiHash` (replay puts the duplicate window's ids from the journal's bytes: no string).
+   */
+  pushAscii(buf: Uint8Array, start: number, end: number, h: number): number {
+    const s = this.s ?? this.allocate();
+    if (this.used === this.cap) this.dropOldest();
+    const i = (this.head + this.used) % this.cap;
+    this.used++;
+    if (!this.resident && this.used >= this.residentAt) this.touch();
+    const at = i * ID_BYTES;
+    for (let k = start; k < end; k++) s.ids[at + k - start] = buf[k]!;
+    s.len[i] = end - start;
+    return this.place(i, h);
+  }
+
+  /** `delete` for an id as `pushAscii` takes it. */
+  deleteAscii(buf: Uint8Array, start: number, end: number, h: number): boolean {
+    const s = this.s;
+    if (!s || this.live === 0) return false;
+    const n = end - start;
+    for (let p = h & s.mask; s.index[p] !== 0; p = (p + 1) & s.mask) {
+      const i = s.index[p]! - 1;
+      if (s.hash[i] !== h || s.len[i] !== n) continue;
+      let k = 0;
+      const at = i * ID_BYTES;
+      while (k < n && s.ids[at + k] === buf[start + k]) k++;
+      if (k === n) { this.kill(i); return true; }
+    }
+    return false;
+  }
+
+  /** Slot `i` (its id's bytes written) takes hash `h` and its place in the index. */
+  private place(i: number, h: number): number {
+    const s = this.s!;
     s.hash[i] = h;
     s.dead[i] = 0;
     let p = h & s.mask;
@@ -183,6 +220,25 @@ export class IdRing {
 function hash(id: string): number {
   let h = 0x811c9dc5;
   for (let k = 0; k < id.length; k++) h = Math.imul(h ^ id.charCodeAt(k), 0x01000193);
+  return mix(h);
+}
+
+/**
+ * The hash `hash` gives the id whose UTF-8 bytes are `buf[start, end)`, if they are ASCII (one byte a
+ * UTF-16 unit) and fit a slot (IdRing.pushAscii); else -1 (the caller goes by the id's string).
+ */
+export function asciiHash(buf: Uint8Array, start: number, end: number): number {
+  if (end - start > ID_BYTES) return -1;
+  let h = 0x811c9dc5;
+  for (let k = start; k < end; k++) {
+    const c = buf[k]!;
+    if (c > 0x7f) return -1;
+    h = Math.imul(h ^ c, 0x01000193);
+  }
+  return mix(h);
+}
+
+function mix(h: number): number {
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;
