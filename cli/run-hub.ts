@@ -5,7 +5,8 @@ import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { SwarmError, peerSecret, workerCredential } from '../protocol/index.js';
 import { ControlServer, Hub, RESPAWN_DELAY_MS, Supervisor, hubConfig, isLoopback, procStart, workerNice, type HubConfig } from '../hub/index.js';
-import { hubIsOurs } from './running.js';
+import { pidNamespace } from '../protocol/proc-stat.js';
+import { hubAnswers, hubIsOurs, hubUnseen } from './running.js';
 import { VERSION, readHubFile, removeHubFile, writeHubFile, type HubFile } from './state.js';
 export { logPath, newToken } from './state.js';
 import { sharedWorkerArgs, startSharedEngine, type SharedEngine } from './shared-engine.js';
@@ -52,7 +53,7 @@ export async function runHub(o: RunHubOptions): Promise<RunningHub> {
 
 async function startHub(o: RunHubOptions, lock: StateLock | undefined): Promise<RunningHub> {
   const prev = readHubFile(o.dir);
-  if (prev && prev.pid !== process.pid && hubIsOurs(prev, o.dir)) {
+  if (prev && ((prev.pid !== process.pid && hubIsOurs(prev, o.dir)) || (hubUnseen(prev) && await hubAnswers(prev)))) {
     throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a swarm (hub pid ${prev.pid}) is already running in ${o.dir}; \`swarm down\` stops it`);
   }
   // Checked before anything starts: a bad value is a usage error, not a hub left half up.
@@ -120,7 +121,7 @@ async function startHub(o: RunHubOptions, lock: StateLock | undefined): Promise<
   const file: HubFile = {
     pid: process.pid, host: addr.host, port: addr.port, token: config.token,
     control: controlTls ? { ...caddr, tls: true, ...(config.tlsCa ? { ca_file: config.tlsCa } : { ca_file: config.tlsCert }) } : caddr,
-    tls: Boolean(config.tlsCert), ...(config.tlsCert ? { tls_fingerprint: new X509Certificate(fs.readFileSync(config.tlsCert)).fingerprint256 } : {}), started_at: Date.now(), version: VERSION, agents: o.agents, proc_start: procStart(process.pid),
+    tls: Boolean(config.tlsCert), ...(config.tlsCert ? { tls_fingerprint: new X509Certificate(fs.readFileSync(config.tlsCert)).fingerprint256 } : {}), started_at: Date.now(), version: VERSION, agents: o.agents, proc_start: procStart(process.pid), ...((ns) => (ns ? { pidns: ns } : {}))(pidNamespace()),
   };
   writeHubFile(o.dir, file);
   guard = new StateDirGuard(o.dir, (why) => {

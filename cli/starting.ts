@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { isSameProcess, readPidFile, writePidFile, type ProcId } from '../hub/proc-id.js';
+import { inThisNamespace, localProcess, readPidFile, writePidFile, type ProcId } from '../hub/proc-id.js';
 import { checkStateWritable, stateAccess } from './state.js';
 
 /**
@@ -45,9 +45,11 @@ export function startingProcs(dir: string): ProcId[] {
     if (!/^\d+\.json$/.test(n)) continue;
     const file = path.join(startingDir(dir), n);
     const rec = readPidFile(file);
-    if (rec && isSameProcess(rec)) live.push(rec);
-    // A mark left by a process killed -9: nothing starts under it any more.
-    else try { fs.rmSync(file, { force: true }); } catch { /* raced with its owner */ }
+    const here = rec && localProcess(rec);
+    if (here) live.push(here);
+    // A mark left by a process killed -9: nothing starts under it any more. (One from a pid namespace
+    // this one cannot see says nothing here, and is not removed.)
+    else if (!rec || inThisNamespace(rec)) try { fs.rmSync(file, { force: true }); } catch { /* raced with its owner */ }
   }
   return live;
 }

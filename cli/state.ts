@@ -17,6 +17,8 @@ export interface HubFile {
   tls_fingerprint?: string;
   /** The hub process's start time (/proc/PID/stat): with `pid`, tells it from a later process given the same pid. */
   proc_start?: string;
+  /** The pid namespace `pid` is one of (a hub in a container is PID 1 there and another pid on the host). */
+  pidns?: string;
   started_at: number;
   version: string;
   agents?: number;
@@ -38,7 +40,19 @@ export function readHubFile(dir: string): HubFile | undefined {
     if (code === 'EACCES' || code === 'EPERM') throw stateAccess(hubFilePath(dir), e);
     return undefined;
   }
-  try { return JSON.parse(text) as HubFile; } catch { return undefined; }
+  let v: unknown;
+  try { v = JSON.parse(text); } catch { return undefined; }
+  // Read as damaged (no hub.json) unless it has what readers use: a pid, and where to reach the hub.
+  return isHubFile(v) ? v : undefined;
+}
+
+function isHubFile(v: unknown): v is HubFile {
+  const h = v as Partial<HubFile> | null;
+  const port = (p: unknown): boolean => Number.isInteger(p) && (p as number) >= 0 && (p as number) < 65536;
+  return typeof h === 'object' && h !== null && Number.isSafeInteger(h.pid) && h.pid! > 0 && typeof h.host === 'string' && port(h.port)
+    && typeof h.control === 'object' && h.control !== null && typeof h.control.host === 'string' && port(h.control.port)
+    && (h.proc_start === undefined || typeof h.proc_start === 'string') && (h.pidns === undefined || typeof h.pidns === 'string')
+    && (h.token === undefined || typeof h.token === 'string');
 }
 
 /** A state file this user may not read (or write): SWARM_ERR_STATE_ACCESS naming it and its owner. */

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { isSameProcess, readPidFile, writePidFile } from '../hub/proc-id.js';
+import { localProcess, readPidFile, writePidFile } from '../hub/proc-id.js';
 import { stateAccess } from './state.js';
 import { lockStopping, stoppingHeld, type StateLock } from './state-lock.js';
 
@@ -15,7 +15,7 @@ const recordPath = (dir: string): string => path.join(dir, 'stopping.json');
 /** The `swarm down` that is stopping the swarm in `dir` now, by pid, if its record proves it. */
 export function stoppingPid(dir: string): number | undefined {
   const rec = readPidFile(recordPath(dir));
-  return rec && isSameProcess(rec) ? rec.pid : undefined;
+  return rec ? localProcess(rec)?.pid : undefined;
 }
 
 /** The stop lock, taken. `waited`: another `swarm down` held it first and this one waited for it to end (`waitedFor`: its pid, if known). */

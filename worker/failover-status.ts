@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { every } from '../protocol/index.js';
-import { procStart } from '../protocol/proc-stat.js';
+import { pidNamespace, procStart } from '../protocol/proc-stat.js';
 import type { Agent } from './agent.js';
 import type { Lease, Replica } from './gossip/replica.js';
 
@@ -36,10 +36,6 @@ export interface FailoverStatusFile { pid: number; at: number; start?: string; p
 /** A status file left by a worker process that is gone: shown as such, never as a live swarm. */
 export interface StaleFailoverStatus { pid: number; age_s: number; why: string }
 
-
-function pidNamespace(): string | undefined {
-  try { return fs.readlinkSync('/proc/self/ns/pid'); } catch { return undefined; }
-}
 
 /** The file a worker process writes its failover status to, under a state directory. */
 export function failoverStatusPath(stateDir: string, pid = process.pid): string {

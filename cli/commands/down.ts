@@ -1,12 +1,12 @@
 import type { Command } from 'commander';
 import { alive } from '../../hub/supervisor.js';
-import { isOldFormat, isSameProcess, readPidFile, type ProcId } from '../../hub/proc-id.js';
+import { inThisNamespace, isOldFormat, isSameProcess, localProcess, readPidFile, type ProcId } from '../../hub/proc-id.js';
 import { killGroup } from '../../drivers/lifecycle.js';
 import { stopEngines } from '../../drivers/batched/engine-stop.js';
 import { fail } from '../exit.js';
 import { call, swarmOptions, remoteTarget, type RemoteOptions } from '../http.js';
 import { int } from '../options.js';
-import { hubIsOurs } from '../running.js';
+import { hubAnswers, hubIsOurs, hubPid, hubUnseen } from '../running.js';
 import { pidFiles, readHubFile, stateDir, type HubFile } from '../state.js';
 import { startingProcs } from '../starting.js';
 import { lockHeld, lockHolder } from '../state-lock.js';
@@ -44,7 +44,9 @@ export function registerDown(program: Command): void {
         const warnings: string[] = [];
         if (file && file.proc_start === undefined && alive(file.pid)) warnings.push(`hub.json names pid ${file.pid} without a start time (an older format): left alone; if it is this swarm's hub, stop it yourself`);
         // A hub.json whose pid now belongs to another process is stale: nothing of it is signalled.
-        let hub = ourHub(file);
+        // One written in a pid namespace this one cannot see (the host's, read in a container) is judged
+        // by its answer: its pid is no process of this namespace, and none is signalled by it.
+        let hub = ourHub(file) ?? (file && hubUnseen(file) && await hubAnswers(file) ? file : undefined);
         // A swarm that is starting (`swarm up` before its hub wrote hub.json) is waited for and stopped,
         // never reported as "not running" to come up behind this.
         const starting = hub ? { left: [] } : await awaitStarting(dir, o.timeout);
@@ -52,8 +54,11 @@ export function registerDown(program: Command): void {
         let clean = false;
         if (hub) {
           await call(hub, 'POST', '/shutdown', { workers: 'all' }, 5000).catch(() => undefined);
-          clean = await until(() => !alive(hub.pid), o.timeout);
-          if (!clean && hubIsOurs(hub)) killGroup(hub.pid, 'SIGKILL');
+          clean = await until(async () => !await hubRuns(hub), o.timeout);
+          // Its pid as this namespace numbers it (a hub in a container: not the pid its hub.json says).
+          const pid = clean ? undefined : hubPid(hub);
+          if (pid !== undefined) killGroup(pid, 'SIGKILL');
+          else if (!clean) warnings.push(`the hub (pid ${hub.pid} in a pid namespace not visible from here) did not stop within ${o.timeout} ms; it is not signalled from here: stop it where it runs`);
         }
         // A hub that holds the directory's lock with no hub.json to name it (removed or damaged while it
         // ran) and no `swarm up` starting it: down said "still starting, run again" for ever. Its lock
@@ -73,7 +78,7 @@ export function registerDown(program: Command): void {
         for (const p of starting.left) try { process.kill(p.pid, 'SIGTERM'); } catch { /* gone */ }
         if (starting.left.length) await until(() => starting.left.every((p) => !isSameProcess(p)), 3000);
         const startingLeft = starting.left.filter((p) => isSameProcess(p)).length + (!hub && await lockHeld(dir) ? 1 : 0);
-        const remaining = ourPids(dir).length + (hub && hubIsOurs(hub) ? 1 : 0) + startingLeft;
+        const remaining = ourPids(dir).length + (hub && await hubRuns(hub) ? 1 : 0) + startingLeft;
         const stopped = Boolean(hub) || byLock !== undefined || starting.left.length > 0;
         // `other_down`: the `swarm down` this one waited for (its pid, null if unknown); it did the stopping.
         const result = { stopped, clean, killed_leftovers: left.length, remaining, not_ours: foreign, warnings, ...(turn.waited ? { other_down: turn.waitedFor ?? null } : {}) };
@@ -114,13 +119,18 @@ async function awaitStarting(dir: string, ms: number): Promise<{ hub?: HubFile; 
 /** hub.json's hub if its pid is still that hub (one whose pid now belongs to another process is stale). */
 function ourHub(file: HubFile | undefined): HubFile | undefined { return file && hubIsOurs(file) ? file : undefined; }
 
+/** Whether the hub still runs: its process, or where this namespace cannot see it, its answer. */
+async function hubRuns(h: HubFile): Promise<boolean> {
+  return hubIsOurs(h) || (hubUnseen(h) && await hubAnswers(h, 1000));
+}
+
 /** The processes the pid files name, once each (a process of several workers is named by each one's file). */
 function namedPids(dir: string): ProcId[] {
   return [...new Map(pidFiles(dir).flatMap((p): [number, ProcId][] => { const r = readPidFile(p.file); return r ? [[r.pid, r]] : []; })).values()];
 }
 
-/** Those still the processes this swarm started. */
-function ourPids(dir: string): ProcId[] { return namedPids(dir).filter((r) => isSameProcess(r)); }
+/** Those still the processes this swarm started, with their pids as this namespace numbers them. */
+function ourPids(dir: string): ProcId[] { return namedPids(dir).flatMap((r) => localProcess(r) ?? []); }
 
 /**
  * Whatever survived (a killed hub leaves its workers): stopped by pid files, but only the processes
@@ -129,7 +139,8 @@ function ourPids(dir: string): ProcId[] { return namedPids(dir).filter((r) => is
  */
 async function stopLeftovers(dir: string): Promise<{ left: ProcId[]; foreign: number[]; old: number[] }> {
   const left = ourPids(dir);
-  const foreignRecs = namedPids(dir).filter((r) => alive(r.pid) && !isSameProcess(r));
+  // A pid of another namespace says nothing of the process with that pid here: not named as foreign.
+  const foreignRecs = namedPids(dir).filter((r) => inThisNamespace(r) && alive(r.pid) && !isSameProcess(r));
   for (const p of left) killGroup(p.pid, 'SIGTERM');
   await until(() => left.every((p) => !isSameProcess(p)), 3000);
   for (const p of left) if (isSameProcess(p)) killGroup(p.pid, 'SIGKILL');
@@ -137,8 +148,8 @@ async function stopLeftovers(dir: string): Promise<{ left: ProcId[]; foreign: nu
   return { left, foreign: foreignRecs.map((r) => r.pid), old: foreignRecs.filter(isOldFormat).map((r) => r.pid) };
 }
 
-async function until(cond: () => boolean, ms: number): Promise<boolean> {
+async function until(cond: () => boolean | Promise<boolean>, ms: number): Promise<boolean> {
   const deadline = Date.now() + ms;
-  while (Date.now() < deadline) { if (cond()) return true; await new Promise((r) => setTimeout(r, 25)); }
+  while (Date.now() < deadline) { if (await cond()) return true; await new Promise((r) => setTimeout(r, 25)); }
   return cond();
 }

@@ -98,7 +98,9 @@ async function startTurn(dir: string): Promise<void> {
 
 async function refuseIfRunning(dir: string): Promise<void> {
   const prev = readHubFile(dir);
-  if (prev && (await import('../running.js')).hubIsOurs(prev, dir)) throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a swarm (hub pid ${prev.pid}) is already running in ${dir}`);
+  const r = await import('../running.js');
+  // A hub of a pid namespace this one cannot see (a container's, a host's) is running if it answers.
+  if (prev && (r.hubIsOurs(prev, dir) || (r.hubUnseen(prev) && await r.hubAnswers(prev)))) throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a swarm (hub pid ${prev.pid}) is already running in ${dir}`);
 }
 
 /** Supervised workers' arguments; `peerTls` only where they go to workers directly (a detached hub derives them from its own --tls-*). */
