@@ -16,14 +16,14 @@ import { hotAndArchived, runJournalChild, toldByChild } from '../helpers/journal
 t.test('the first pass waits after a crash of a long-lived hub, and not after lives that missed their passes', async (t) => {
   const r = new Retention({ ageMs: 3600_000, count: 2 });
   t.equal(firstPassDelay(r, 0, 5000), 0, 'nothing finished: no wait needed');
-  r.load([{ id: 'a', at: 1000 }, { id: 'b', at: 2000 }]);
+  r.load(['a', 'b'], [1000, 2000]);
   t.equal(firstPassDelay(r, 2000, 5000), 5000, 'nothing past the horizon: the usual wait');
-  r.load([{ id: 'a', at: 1000 }, { id: 'b', at: 2000 }, { id: 'c', at: 100_000 }]);
+  r.load(['a', 'b', 'c'], [1000, 2000, 100_000]);
   t.equal(r.dueSince(), 100_000, 'a went past the count when c finished');
   t.equal(firstPassDelay(r, 100_500, 5000), 5000, 'past the horizon just before the crash: the usual wait');
   t.equal(firstPassDelay(r, 200_000, 5000), 0, 'past the horizon for 100 s while hubs wrote: at once');
   const old = new Retention({ ageMs: 10_000, count: 100 });
-  old.load([{ id: 'a', at: 1000 }]);
+  old.load(['a'], [1000]);
   t.equal(firstPassDelay(old, 1000, 5000), 5000, 'past its age only while no hub ran (a long stop): the usual wait');
 });
 
