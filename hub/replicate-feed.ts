@@ -27,6 +27,9 @@ export interface FeedOptions {
    * JSON characters sent in one turn of the event loop at most; then the feed yields (setImmediate).
    * Loopback takes megabytes without `drain`, so a sync paced only by the socket ran for seconds in
    * one turn, and the handshakes of the other workers rejoining a restarted hub timed out behind it.
+   * Default one chunk's worth (256 KiB): a restarted hub syncs its holders (five) at once, each a
+   * turn in every pass of the loop, and at a MiB each (entries built, signed and encoded) a pass
+   * held the first task after a restart, its request, dispatch and result each a pass, behind them.
    */
   turnBytes?: number;
   /**
@@ -197,7 +200,7 @@ export class HolderFeed {
 
   private pump(): void {
     if (this.yielded || this.stopped) return;
-    const turn = this.opts.turnBytes ?? 1024 * 1024;
+    const turn = this.opts.turnBytes ?? 256 * 1024;
     let sent = 0;
     while (!this.link.isClosed && this.link.writable) {
       if (sent >= turn) {

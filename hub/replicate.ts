@@ -302,7 +302,7 @@ export class HubReplicator {
     if (rec.result) {
       const big = rec.result.text.length > (this.opts.maxText ?? 64 * 1024);
       e.result = { worker: rec.result.worker, attempt: rec.result.attempt, text: big ? undefined : rec.result.text };
-      this.signer.result(e);
+      this.signer.result(e, rec.result);
       if (this.opts.receipts && rec.result.receipt) e.result.receipt = rec.result.receipt;
     } else if (rec.state === 'failed') {
       e.failure = { worker: rec.worker ?? 'hub', attempt: Math.max(1, rec.attempts), error: rec.error ?? { code: 'SWARM_ERR_TASK_FAILED', msg: 'failed' } };

@@ -85,6 +85,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/hub/journal-write-buffer.test.ts',
   'test/hub/journal-lazy.test.ts',
   'test/hub/journal-evict.test.ts',
+  'test/hub/entry-signer.test.ts',
   'test/topologies/experiment-run.test.ts',
   'test/topologies/topologies-hub.test.ts',
   'test/worker/failover-identity.test.ts',
