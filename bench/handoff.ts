@@ -7,16 +7,17 @@
  * (its receipt's `finished_at`) to the next task's first token on the same agent (`started_at` +
  * `ttft_ms`), split into the lease's round trip (to `started_at`) and the rest (to the first token).
  * A bench CPU-light enough for a shared machine: per-task figures hold under load, wall rates do not.
+ * `--strace` adds each process's system calls per task by name (strace -f -c over the measured tasks).
  * Appends one line to bench/results/handoff.jsonl (or --out); `--base DIR` runs another build's
  * `swarm` (e.g. main's checkout) first, alternating, so a change and what it replaces meet the same
  * neighbours.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { cpuSeconds, machine, quantile } from './proc.js';
-import { CLI, ROOT, arg, checkArgs } from './args.js';
+import { CLI, ROOT, arg, checkArgs, flag } from './args.js';
 
 const model = arg('model', '/work/shared/models/synth-llama-15M-shape-q8_0.gguf', 'the GGUF');
 const agents = Number(arg('agents', '8', 'agents (sequences of the engine)'));
@@ -28,6 +29,7 @@ const base = arg('base', '', 'another checkout, built: its swarm runs beside thi
 const extraArg = arg('opts', '', 'more `swarm up` options without their dashes, comma separated, a value after `=` (e.g. no-failover,fsync=interval,driver-opt=threads=1)');
 const extra = extraArg ? extraArg.split(',').flatMap((o) => { const i = o.indexOf('='); return i < 0 ? [`--${o}`] : [`--${o.slice(0, i)}`, o.slice(i + 1)]; }) : [];
 const outFile = arg('out', path.join(ROOT, 'bench/results/handoff.jsonl'));
+const traced = flag('strace', 'count each process\'s system calls per task over the measured tasks (strace -f -c; slows them)');
 checkArgs('handoff', 'CPU, wake-ups and idle gap per task outside llama.cpp, through hub, worker and batched engine');
 
 interface Counts { cpu: number; wakes: number; mainWakes: number }
@@ -98,6 +100,36 @@ function gaps(receipts: Receipt[]): { lease: number[]; firstToken: number[] } {
 const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, x) => a + x, 0) / xs.length : NaN);
 const r2 = (x: number): number => Math.round(x * 100) / 100;
 
+/** `strace -f -c` on each process while the measured tasks run; `stop()` gives the calls per process kind by name. */
+function straceAll(procs: Map<number, Kind>, dir: string): { stop(): Record<string, Record<string, number>> } {
+  const runs: { kind: Kind; file: string; child: ChildProcess }[] = [];
+  for (const [pid, kind] of procs) {
+    const file = path.join(dir, `strace-${pid}.txt`);
+    runs.push({ kind, file, child: spawn('strace', ['-f', '-c', '-o', file, '-p', String(pid)], { stdio: 'ignore' }) });
+  }
+  spawnSync('sleep', ['1']); // attached before the first task
+  return {
+    stop() {
+      for (const r of runs) r.child.kill('SIGINT');
+      const out: Record<string, Record<string, number>> = {};
+      for (const r of runs) {
+        // The summary is written as strace detaches.
+        for (let i = 0; i < 50 && !/total/.test(readOr(r.file)); i++) spawnSync('sleep', ['0.1']);
+        const by = (out[r.kind] ??= {});
+        for (const line of readOr(r.file).split('\n')) {
+          const f = line.trim().split(/\s+/);
+          // % time, seconds, usecs/call, calls, [errors], syscall
+          if (f.length < 5 || !/^\d/.test(f[0]!) || f[f.length - 1] === 'total') continue;
+          by[f[f.length - 1]!] = (by[f[f.length - 1]!] ?? 0) + Number(f[3]);
+        }
+      }
+      return out;
+    },
+  };
+}
+
+function readOr(file: string): string { try { return fs.readFileSync(file, 'utf8'); } catch { return ''; } }
+
 /** The engine's own account of the hand-off (host.ts logs it at exit), from its log in the state dir. */
 function engineHandoff(dir: string): string | undefined {
   try {
@@ -116,11 +148,17 @@ function measure(label: string, cli: string): Record<string, unknown> {
     run(cli, ['submit', '--file', '-', '--wait', '--state-dir', dir], lines('warm', warm));
     const procs = processes(dir);
     const load = os.loadavg();
+    const trace = traced ? straceAll(procs, dir) : undefined;
     const a = snapshot(procs);
     const t0 = performance.now();
     const out = run(cli, ['submit', '--file', '-', '--wait', '--json', '--state-dir', dir], lines('run', tasks));
     const wall = (performance.now() - t0) / 1000;
     const b = snapshot(procs);
+    if (trace) {
+      const calls = trace.stop();
+      const n = (JSON.parse(out) as { tasks: { state: string }[] }).tasks.filter((x) => x.state === 'done').length;
+      row.syscalls_per_task = Object.fromEntries(Object.entries(calls).map(([k, by]) => [k, Object.fromEntries(Object.entries(by).sort((x, y) => y[1] - x[1]).slice(0, 10).map(([c, v]) => [c, +(v / n).toFixed(2)]))]));
+    }
     const res = JSON.parse(out) as { tasks: { state: string; receipt?: Receipt }[] };
     const done = res.tasks.filter((x) => x.state === 'done').length;
     const toks = res.tasks.reduce((s, x) => s + (x.receipt?.tokens_out ?? 0), 0);
