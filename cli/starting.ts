@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { inThisNamespace, localProcess, readPidFile, writePidFile, type ProcId } from '../hub/proc-id.js';
+import { inThisNamespace, localProcess, ownCommand, readPidFile, writePidFile, type ProcId } from '../hub/proc-id.js';
 import { checkStateWritable, stateAccess } from './state.js';
 
 /**
@@ -17,7 +17,7 @@ export function markStarting(dir: string): () => void {
   try {
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     checkStateWritable(dir);
-    writePidFile(file, process.pid, process.argv);
+    writePidFile(file, process.pid, ownCommand());
   } catch (e) {
     // Another user's state directory (or one under a folder this user may not write): said as such,
     // as down, status and submit say it, not as an internal EACCES.

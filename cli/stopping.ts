@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { localProcess, readPidFile, writePidFile } from '../hub/proc-id.js';
+import { localProcess, ownCommand, readPidFile, writePidFile } from '../hub/proc-id.js';
 import { stateAccess } from './state.js';
 import { lockStopping, stoppingHeld, type StateLock } from './state-lock.js';
 
@@ -18,8 +18,11 @@ export function stoppingPid(dir: string): number | undefined {
   return rec ? localProcess(rec)?.pid : undefined;
 }
 
-/** The stop lock, taken. `waited`: another `swarm down` held it first and this one waited for it to end (`waitedFor`: its pid, if known). */
-export interface StopTurn { release(): void; waited?: boolean; waitedFor?: number }
+/**
+ * The stop lock, taken. `waited`: another `swarm down` held it first and this one waited for it to
+ * end (`waitedFor`: its pid, if known); `unfinished`: it ended without finishing (killed: its record is left).
+ */
+export interface StopTurn { release(): void; waited?: boolean; waitedFor?: number; unfinished?: boolean }
 
 /**
  * Take the stop lock of `dir`; while another `swarm down` holds it, wait (at most `ms`, `onWait`
@@ -35,7 +38,11 @@ export async function takeStopTurn(dir: string, ms: number, onWait: (pid: number
     let lock: StateLock | 'held' | undefined;
     try { lock = await lockStopping(dir); } catch (e) { throw accessError(dir, e); }
     if (lock === undefined) return { release: () => {} };
-    if (lock !== 'held') return { release: record(dir, lock), ...(waited ? { waited, waitedFor } : {}) };
+    if (lock !== 'held') {
+      // A record left behind: the `down` that wrote it ended before its release (it was killed).
+      const unfinished = waited && fs.existsSync(recordPath(dir));
+      return { release: record(dir, lock), ...(waited ? { waited, waitedFor, unfinished } : {}) };
+    }
     // The lock is taken before the record is written: the pid may come a moment later.
     waitedFor ??= stoppingPid(dir);
     if (!waited) { waited = true; onWait(waitedFor); }
@@ -46,7 +53,7 @@ export async function takeStopTurn(dir: string, ms: number, onWait: (pid: number
 
 /** Name this process in the record; the release removes it (a killed `down` leaves one its successor overwrites). */
 function record(dir: string, lock: StateLock): () => void {
-  try { writePidFile(recordPath(dir), process.pid, process.argv); } catch { /* the lock alone still holds others off */ }
+  try { writePidFile(recordPath(dir), process.pid, ownCommand()); } catch { /* the lock alone still holds others off */ }
   return () => {
     try { if (readPidFile(recordPath(dir))?.pid === process.pid) fs.rmSync(recordPath(dir), { force: true }); } catch { /* gone */ }
     lock.release();

@@ -53,6 +53,19 @@ export function localProcess(id: ProcId): ProcId | undefined {
 /** A record from before start times were kept: it cannot tell its process from a later one with the pid. */
 export function isOldFormat(id: ProcId): boolean { return id.start === undefined; }
 
+/**
+ * This process's command line as /proc shows it (what `isSameProcess` compares): `process.argv` is
+ * not it (node puts its own path and the script's absolute path there; a `swarm` run through its
+ * shebang or by a relative path shows `node ./dist/cli/main.js …`).
+ */
+export function ownCommand(): string[] {
+  try {
+    const words = fs.readFileSync('/proc/self/cmdline', 'utf8').replace(/\0+$/, '').split('\0');
+    if (words.length && words[0]) return words;
+  } catch { /* no /proc */ }
+  return process.argv;
+}
+
 /** Record a process we started: pid, start time and the command line it was given. */
 export function writePidFile(file: string, pid: number, cmd: string[], start = procStart(pid)): void {
   fs.mkdirSync(path.dirname(file), { recursive: true });

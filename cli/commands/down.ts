@@ -80,15 +80,16 @@ export function registerDown(program: Command): void {
         const startingLeft = starting.left.filter((p) => isSameProcess(p)).length + (!hub && await lockHeld(dir) ? 1 : 0);
         const remaining = ourPids(dir).length + (hub && await hubRuns(hub) ? 1 : 0) + startingLeft;
         const stopped = Boolean(hub) || byLock !== undefined || starting.left.length > 0;
-        // `other_down`: the `swarm down` this one waited for (its pid, null if unknown); it did the stopping.
-        const result = { stopped, clean, killed_leftovers: left.length, remaining, not_ours: foreign, warnings, ...(turn.waited ? { other_down: turn.waitedFor ?? null } : {}) };
+        // `other_down`: the `swarm down` this one waited for (its pid, null if unknown), which did the
+        // stopping; `other_down_finished`: false if it ended (was killed) before it finished.
+        const result = { stopped, clean, killed_leftovers: left.length, remaining, not_ours: foreign, warnings, ...(turn.waited ? { other_down: turn.waitedFor ?? null, other_down_finished: !turn.unfinished } : {}) };
         for (const w of warnings) process.stderr.write(`swarm down: warning: ${w}\n`);
         if (o.json) process.stdout.write(JSON.stringify(result) + '\n');
         else {
           process.stdout.write(byLock !== undefined ? `swarm down: stopped the hub (pid ${byLock}) found by the state directory's lock: its hub.json was missing or damaged${clean ? '' : ' (forced)'}${left.length ? `, ${left.length} leftover process(es) killed` : ''}\n`
             : hub ? `swarm down: stopped${starting.hub ? ' (it was starting)' : ''}${clean ? '' : ' (forced)'}${left.length ? `, ${left.length} leftover process(es) killed` : ''}\n`
             : starting.left.length ? `swarm down: a swarm was starting in ${dir} and not up after ${o.timeout} ms: its \`swarm up\` (pid ${starting.left.map((p) => p.pid).join(', ')}) stopped\n`
-              : turn.waited ? `swarm down: the swarm in ${dir} was stopped by another \`swarm down\`${turn.waitedFor ? ` (pid ${turn.waitedFor})` : ''}, which this one waited for${left.length ? `; ${left.length} leftover process(es) killed` : ''}\n`
+              : turn.waited ? `swarm down: the swarm in ${dir} was stopped by another \`swarm down\`${turn.waitedFor ? ` (pid ${turn.waitedFor})` : ''}, which this one waited for${turn.unfinished ? ' (it ended before it finished; this one finished the stop)' : ''}${left.length ? `; ${left.length} leftover process(es) killed` : ''}\n`
                 : `swarm down: no swarm was running in ${dir}${left.length ? `; ${left.length} leftover process(es) killed` : ''}\n`);
           if (startingLeft) process.stdout.write(`swarm down: a hub is still starting in ${dir} (it holds the state directory's lock); run \`swarm down\` again\n`);
           if (foreign.length) process.stdout.write(`swarm down: left alone pid(s) ${foreign.join(', ')}: pid files name processes this swarm cannot prove it started\n`);

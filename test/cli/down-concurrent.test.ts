@@ -2,7 +2,8 @@ import t, { type Test } from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
-import { alive, api, hubFile, pidsMentioning, swarm, swarmRun, tempDir, until } from '../helpers/cli.js';
+import { ROOT, alive, api, hubFile, pidsMentioning, swarm, swarmRun, tempDir, until, type SwarmRun } from '../helpers/cli.js';
+import { startingProcs } from '../../cli/starting.js';
 
 /**
  * Two `swarm down` at once on one state directory: the second found the hub half gone and said "no
@@ -31,8 +32,8 @@ const json = (out: string): Record<string, unknown> => JSON.parse(out.split('\n'
  * Start `swarm down`, wait until it has stopped the hub (hub.json gone) and is still at work, and
  * pause it there (SIGSTOP), so that what runs next meets a stop under way however slow it starts.
  */
-async function downUnderWay(t: Test, state: string, args: string[] = []) {
-  const first = swarmRun(['down', '--state-dir', state, ...args]);
+async function downUnderWay(t: Test, state: string, args: string[] = [], run: (args: string[]) => SwarmRun = swarmRun) {
+  const first = run(['down', '--state-dir', state, ...args]);
   let done = false;
   void first.exited.then(() => { done = true; });
   t.ok(await until(() => done || !fs.existsSync(path.join(state, 'hub.json')), 30_000, 5), 'the first down stopped the hub');
@@ -98,4 +99,37 @@ t.test('swarm up while swarm down stops the swarm: up waits for the stop, down r
   t.equal(swarm(['submit', '--state-dir', state, '--id', 'after-1', '--wait', 'after the restart']).code, 0, 'the new swarm runs tasks');
   t.equal(swarm(['down', '--state-dir', state]).code, 0);
   t.ok(await until(() => pidsMentioning(state).length === 0, 10_000), 'nothing of the state directory is left');
+});
+
+/** `swarm ARGS` as a user runs it: through its shebang, by a relative path (its command line is not node's argv). */
+function asTyped(args: string[]): SwarmRun {
+  const c = spawn('./dist/cli/main.js', args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const run: SwarmRun = { pid: c.pid!, code: null, out: '', exited: new Promise((resolve) => c.on('exit', (code) => { run.code = code; resolve(); })) };
+  c.stdout.on('data', (d: Buffer) => { run.out += d.toString(); });
+  c.stderr.on('data', (d: Buffer) => { run.out += d.toString(); });
+  return run;
+}
+
+t.test('a down killed while it stops: the one waiting finishes the stop; marks name `swarm` as /proc shows it', async (t) => {
+  const base = tempDir(t);
+  const state = path.join(base, 'state');
+  t.teardown(() => { for (const p of pidsMentioning(state)) try { process.kill(p, 'SIGKILL'); } catch { /* gone */ } });
+  // A `swarm up` typed by a user is found by its starting mark (its recorded command was node's argv,
+  // never its command line, so every mark read as another process's and was removed).
+  const up = asTyped(['up', '-d', '--state-dir', state, '--driver', 'echo', '--agents', '1', '--no-failover']);
+  t.ok(await until(() => { try { return fs.readdirSync(path.join(state, 'starting')).length > 0; } catch { return false; } }, 30_000, 5), 'up marked the directory');
+  t.same(startingProcs(state).map((p) => p.pid), [up.pid], 'its mark names it');
+  await up.exited;
+  t.equal(up.code, 0, up.out);
+  const engine = slowEngine(t, base, state);
+  const first = await downUnderWay(t, state, ['--json'], asTyped);
+  const second = swarmRun(['down', '--state-dir', state, '--json']);
+  t.ok(await until(() => /waiting for it/.test(second.out), 30_000), 'the second down waits');
+  t.match(second.out, new RegExp(`another \`swarm down\` \\(pid ${first.pid}\\)`), 'and names the first by its pid');
+  process.kill(first.pid, 'SIGKILL');
+  await second.exited;
+  t.equal(second.code, 0, second.out);
+  t.match(json(second.out), { remaining: 0, other_down: first.pid, other_down_finished: false }, 'it says the first ended before it finished');
+  t.notOk(alive(engine), 'and finished the stop itself (the engine)');
+  t.same(pidsMentioning(state), [], 'nothing of the state directory is alive');
 });
