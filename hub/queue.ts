@@ -71,10 +71,15 @@ export class TaskQueue {
     this.n.queued++;
   }
 
-  /** Replay: a restored task's result, its line kept unparsed by the record itself. */
+  /**
+   * Replay: a restored task's result, its line kept unparsed by the record itself. `rec` is the
+   * record the queue holds for its id (replay has just looked it up) and, restored, it is in neither
+   * the ready set nor the leases (`makeReady` runs at replay's end): neither is looked up (two of a
+   * result line's three lookups).
+   */
   restoreDone(rec: TaskRecord, at: number): void {
-    if (isFinal(rec) || this.records.get(rec.id) !== rec) return;
-    this.leave(rec);
+    if (rec.state !== TaskState.QUEUED) return;
+    this.n.queued--;
     rec.state = TaskState.DONE;
     rec.finishedAt = at;
     this.n.done++;
