@@ -53,11 +53,11 @@ export function registerDown(program: Command): void {
         hub ??= starting.hub;
         let clean = false;
         if (hub) {
-          await call(hub, 'POST', '/shutdown', { workers: 'all' }, 5000).catch(() => undefined);
-          clean = await until(async () => !await hubRuns(hub), o.timeout);
           // Its pid as this namespace numbers it (a hub in a container: not the pid its hub.json says).
-          const pid = clean ? undefined : hubPid(hub);
-          if (pid !== undefined) killGroup(pid, 'SIGKILL');
+          const pid = hubPid(hub);
+          await call(hub, 'POST', '/shutdown', { workers: 'all' }, 5000).catch(() => undefined);
+          clean = await until(async () => !await hubRuns(hub, pid), o.timeout);
+          if (!clean && pid !== undefined && isSameProcess({ pid, start: hub.proc_start })) killGroup(pid, 'SIGKILL');
           else if (!clean) warnings.push(`the hub (pid ${hub.pid} in a pid namespace not visible from here) did not stop within ${o.timeout} ms; it is not signalled from here: stop it where it runs`);
         }
         // A hub that holds the directory's lock with no hub.json to name it (removed or damaged while it
@@ -120,9 +120,10 @@ async function awaitStarting(dir: string, ms: number): Promise<{ hub?: HubFile; 
 /** hub.json's hub if its pid is still that hub (one whose pid now belongs to another process is stale). */
 function ourHub(file: HubFile | undefined): HubFile | undefined { return file && hubIsOurs(file) ? file : undefined; }
 
-/** Whether the hub still runs: its process, or where this namespace cannot see it, its answer. */
-async function hubRuns(h: HubFile): Promise<boolean> {
-  return hubIsOurs(h) || (hubUnseen(h) && await hubAnswers(h, 1000));
+/** Whether the hub still runs: its process (`pid`: its pid here, once found), or where this namespace cannot see it, its answer. */
+async function hubRuns(h: HubFile, pid = hubPid(h)): Promise<boolean> {
+  if (pid !== undefined) return isSameProcess({ pid, start: h.proc_start });
+  return hubUnseen(h) && await hubAnswers(h, 1000);
 }
 
 /** The processes the pid files name, once each (a process of several workers is named by each one's file). */
