@@ -5,7 +5,8 @@
  * in a session of its own, engine-load.ts busyLoad), and how often each thread went to sleep per
  * generated token (voluntary context switches): each wake-up on a busy machine is a wait for a CPU.
  * Alternating rounds, one thread count. With SWARM_BENCH_BASE_ADDON=DIR (another self-built addon, or
- * `prebuilt`) a third row runs the engine on that addon (SWARM_ADDON), e.g. one without the fused step.
+ * `prebuilt`) a row more runs the engine on that addon (SWARM_ADDON), e.g. one without the fused step;
+ * with SWARM_BENCH_STEPS=sync,fused,split a row per step kind (SWARM_ENGINE_STEP, step-loop.ts).
  * Run: `npm run build && node dist/bench/engine-sched.js [MODEL] [AGENTS] [SECONDS] [ROUNDS] [loaded|quiet]`;
  * appends to bench/results/engine-sched.jsonl.
  */
@@ -48,21 +49,27 @@ async function measure(config: string, start: () => Promise<EngineSet>, round: n
 }
 
 const baseAddon = process.env.SWARM_BENCH_BASE_ADDON;
+const steps = (process.env.SWARM_BENCH_STEPS ?? '').split(',').filter(Boolean);
 const load = condition === 'loaded' ? busyLoad(os.availableParallelism(), 3_600_000) : undefined;
 process.on('exit', () => load?.stop());
 const rows: Record<string, unknown>[] = [];
 for (let round = 0; round < Number(rounds); round++) {
-  const engine = async (addon?: string): Promise<EngineSet> => {
+  const engine = async (env: Record<string, string> = {}): Promise<EngineSet> => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'swarm-bench-sched-'));
     // The engine process takes the environment of the agent that starts it.
-    const was = process.env.SWARM_ADDON;
-    if (addon) process.env.SWARM_ADDON = addon;
+    const was = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
+    Object.assign(process.env, env);
     let set: Awaited<ReturnType<typeof batchedEngine>>;
-    try { set = await batchedEngine(model, N, '1', 512, dir); } finally { if (was === undefined) delete process.env.SWARM_ADDON; else process.env.SWARM_ADDON = was; }
+    try { set = await batchedEngine(model, N, '1', 512, dir); } finally {
+      for (const [k, v] of Object.entries(was)) { if (v === undefined) delete process.env[k]; else process.env[k] = v; }
+    }
     return { ...set, stop: async () => { await set.stop(); fs.rmSync(dir, { recursive: true, force: true }); } };
   };
-  const order: [string, () => Promise<EngineSet>][] = [['batched -t 1', () => engine()], ['bare -t 1', () => sharedServer(model, N, 1, 512)]];
-  if (baseAddon) order.splice(1, 0, [`batched -t 1 addon=${baseAddon}`, () => engine(baseAddon)]);
+  const order: [string, () => Promise<EngineSet>][] = steps.length
+    ? steps.map((k) => [`batched -t 1 step=${k}`, () => engine({ SWARM_ENGINE_STEP: k })])
+    : [['batched -t 1', () => engine()]];
+  if (baseAddon) order.push([`batched -t 1 addon=${baseAddon}`, () => engine({ SWARM_ADDON: baseAddon })]);
+  order.push(['bare -t 1', () => sharedServer(model, N, 1, 512)]);
   if (round % 2) order.reverse();
   for (const [name, start] of order) { const row = await measure(name, start, round); rows.push(row); process.stdout.write(JSON.stringify(row) + '\n'); }
 }

@@ -18,8 +18,8 @@ export interface EngineInfo {
   kv_why?: string;
   binding: string;
   loop: 'direct' | 'library';
-  /** The direct loop's step: `fused` (decode and samples in one native call), `split`; absent in older files. */
-  step?: 'fused' | 'split';
+  /** The direct loop's step (step-loop.ts StepKind): `sync`, `fused`, `split`; absent in older files. */
+  step?: 'sync' | 'fused' | 'split';
   /** At start; `auto` goes on choosing them. */
   threads: number | string;
   flash_attn: 'on' | 'off';
@@ -59,7 +59,7 @@ export function passportFields(infos: EngineInfo[]): Record<string, string> {
   for (const e of infos) {
     const key = (k: string) => (infos.length > 1 ? `${k} ${path.basename(e.model)}` : k);
     out[key('flash_attention')] = `${e.flash_attn} (${e.flash_attn_why})`;
-    out[key('batched_engine')] = `${e.sequences} sequences of ${e.ctx} tokens, KV ${e.kv} (${e.binding} binding${e.kv_why ? `; ${e.kv_why}` : ''}), ${e.loop === 'direct' ? `own decode loop${e.step === 'fused' ? ' (fused decode and sample)' : ''}` : "node-llama-cpp's decode loop"}, threads ${e.threads}`;
+    out[key('batched_engine')] = `${e.sequences} sequences of ${e.ctx} tokens, KV ${e.kv} (${e.binding} binding${e.kv_why ? `; ${e.kv_why}` : ''}), ${e.loop === 'direct' ? `own decode loop${e.step ? ` (${e.step} step)` : ''}` : "node-llama-cpp's decode loop"}, threads ${e.threads}`;
   }
   return out;
 }

@@ -271,13 +271,15 @@ async function main(): Promise<void> {
   if (tuner) setInterval(() => { if (tuner.threads() !== shown) { shown = tuner.threads(); log(`threads now ${shown}; tokens/s by threads ${JSON.stringify(tuner.rates())}`); } }, 5000).unref();
   const sequences = Array.from({ length: cfg.sequences }, () => context.getSequence());
   // The engine's own decode loop (step-loop.ts) where asked for and node-llama-cpp's internals allow it.
-  const loop = cfg.loop === 'direct' ? await StepLoop.create(context, model, sequences[0]!) : undefined;
+  // SWARM_ENGINE_STEP=sync|fused|split picks the step where the addon offers several (step-loop.ts).
+  const step = process.env.SWARM_ENGINE_STEP;
+  const loop = cfg.loop === 'direct' ? await StepLoop.create(context, model, sequences[0]!, step === 'sync' || step === 'fused' || step === 'split' ? { step } : {}) : undefined;
   if (loop) {
     // Where the loop's time went (step-loop.ts, LoopStats): the benches read it from the log.
     exitNotes.push(() => {
       const s = loop.stats;
       const ms = (x: number) => Math.round(x);
-      log(`loop at exit: ${loop.fused ? 'fused' : 'split'} step, ${s.steps} steps, ${s.tokens} tokens decoded, ${s.generated} sampled (${s.steps ? (s.generated / s.steps).toFixed(1) : 0} a step); running ${ms(s.runningMs)} ms: decodes ${ms(s.decodeMs)}, samples ${ms(s.sampleMs)}, the rest ${ms(s.runningMs - s.decodeMs - s.sampleMs)}`);
+      log(`loop at exit: ${loop.step} step, ${s.steps} steps, ${s.tokens} tokens decoded, ${s.generated} sampled (${s.steps ? (s.generated / s.steps).toFixed(1) : 0} a step); running ${ms(s.runningMs)} ms: decodes ${ms(s.decodeMs)}, samples ${ms(s.sampleMs)}, the rest ${ms(s.runningMs - s.decodeMs - s.sampleMs)}`);
     });
   }
   if (cfg.loop === 'direct' && !loop) log('node-llama-cpp internals moved (or the model needs KV checkpoints): node-llama-cpp\'s decode loop');
@@ -294,9 +296,9 @@ async function main(): Promise<void> {
   process.umask(old);
   if (cfg.info) {
     writeEngineInfo(cfg.info, { pid: process.pid, model: cfg.model, sequences: cfg.sequences, ctx: context.contextSize, kv: unified ? 'unified' : 'per sequence', kv_why: layout.why, binding: loadPath,
-      loop: loop ? 'direct' : 'library', ...(loop ? { step: loop.fused ? 'fused' as const : 'split' as const } : {}), threads: tuner ? `auto, ${threads} at start` : threads, flash_attn: fa.on ? 'on' : 'off', flash_attn_why: fa.why });
+      loop: loop ? 'direct' : 'library', ...(loop ? { step: loop.step } : {}), threads: tuner ? `auto, ${threads} at start` : threads, flash_attn: fa.on ? 'on' : 'off', flash_attn_why: fa.why });
   }
-  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, KV cache ${unified ? 'unified' : 'per sequence'} (${loadPath} binding), ${layout.why}, ${loop ? `own decode loop (${loop.fused ? 'fused' : 'split'} step)` : 'node-llama-cpp\'s decode loop'}, ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, flash attention ${fa.on ? 'on' : 'off'} (${fa.why}), ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
+  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, KV cache ${unified ? 'unified' : 'per sequence'} (${loadPath} binding), ${layout.why}, ${loop ? `own decode loop (${loop.step} step)` : 'node-llama-cpp\'s decode loop'}, ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, flash attention ${fa.on ? 'on' : 'off'} (${fa.why}), ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
 }
 
 process.on('SIGTERM', () => shutdown(0));

@@ -18,11 +18,12 @@
  * AddonSampler); `createStepLoop` returns undefined where they moved, or where the model needs KV
  * checkpoints (recurrent or sliding-window models), and the engine keeps the library loop.
  *
- * Where the addon has it (the self-built one, addon-fused-step.ts), a step is one native call,
- * `decodeBatchAndSample`: the decode and every sample of the step in one job of libuv's pool, so node's
- * main thread wakes once a step, not once for the decode and once per sample (on a busy CPU each
- * wake-up waits for a time slice). The samples are sampleToken's with the same samplers, so the tokens
- * are the same; without the method (node-llama-cpp's prebuilt addon, an older build) the step is split.
+ * Where the addon has it (the self-built one, addon-fused-step.ts), a step is one native call: by
+ * default `decodeBatchAndSampleSync`, the decode and every sample on this thread, with a turn of the
+ * event loop between steps, so no thread sleeps and wakes per step (on a busy CPU each wake-up waits
+ * for a time slice); `fused`, the same in one pool job (one hand-off each way a step). The samples
+ * are sampleToken's with the same samplers, so the tokens are the same; without the methods
+ * (node-llama-cpp's prebuilt addon, an older build) the step is split.
  */
 import { LlamaGrammarEvaluationState, type LlamaContext, type LlamaContextSequence, type LlamaGrammar, type LlamaModel, type Token } from 'node-llama-cpp';
 import { CompletionText, extraEosTokens, loadTextInternals, type StopReason } from './completion-text.js';
@@ -34,8 +35,11 @@ interface AddonContext {
   decodeBatch(): Promise<void>;
   sampleToken(batchLogitIndex: number, sampler: AddonSampler): Promise<Token | -1>;
   /** The self-built addon's fused step (drivers/llama-build/addon-fused-step.ts); absent from node-llama-cpp's own. */
-  decodeBatchAndSample?(logitIndexes: Uint32Array, samplers: AddonSampler[]): Promise<Uint32Array & { errors?: string[] }>;
+  decodeBatchAndSample?(logitIndexes: Uint32Array, samplers: AddonSampler[]): Promise<Tokens>;
+  /** The same on the calling thread. */
+  decodeBatchAndSampleSync?(logitIndexes: Uint32Array, samplers: AddonSampler[]): Tokens;
 }
+type Tokens = Uint32Array & { errors?: string[] };
 interface AddonSampler { applyConfig(config: Record<string, unknown>): unknown; dispose(): void }
 interface SeqInternals {
   _sequenceId: number;
@@ -93,10 +97,16 @@ const quiet = <T>(p: Promise<T>): Promise<T> => { p.catch(() => {}); return p; }
  */
 export interface LoopStats { runningMs: number; decodeMs: number; sampleMs: number; steps: number; tokens: number; generated: number }
 
+/**
+ * How a step runs: `sync`, the decode and samples on node's main thread (decodeBatchAndSampleSync),
+ * `fused`, in one pool job (decodeBatchAndSample), `split`, decodeBatch and a sampleToken per sequence.
+ */
+export type StepKind = 'sync' | 'fused' | 'split';
+
 /** How the loop is made. */
 export interface StepLoopOptions {
-  /** Take the addon's fused decode and sample where it has one (default); false: always split. */
-  fused?: boolean;
+  /** The step asked for (default sync); where the addon lacks its method, the next one it has. */
+  step?: StepKind;
 }
 
 export class StepLoop {
@@ -111,14 +121,15 @@ export class StepLoop {
    */
   private readonly pipelined = process.env.UV_THREADPOOL_SIZE === '1';
 
-  /** Whether each step is one native call (decodeBatchAndSample). */
-  readonly fused: boolean;
+  /** How each step runs, as the addon allows. */
+  readonly step: StepKind;
 
   private constructor(private readonly context: LlamaContext, private readonly ctx: AddonContext,
     private readonly newSampler: () => AddonSampler, private readonly model: LlamaModel,
-    private readonly texts: NonNullable<Awaited<ReturnType<typeof loadTextInternals>>>, private readonly eos: ReadonlySet<Token>, fused: boolean) {
+    private readonly texts: NonNullable<Awaited<ReturnType<typeof loadTextInternals>>>, private readonly eos: ReadonlySet<Token>, want: StepKind) {
     this.batchSize = context.batchSize;
-    this.fused = fused && typeof ctx.decodeBatchAndSample === 'function';
+    const sync = typeof ctx.decodeBatchAndSampleSync === 'function', fused = typeof ctx.decodeBatchAndSample === 'function';
+    this.step = want === 'sync' && sync ? 'sync' : want !== 'split' && fused ? 'fused' : 'split';
   }
 
   /** The loop for `context`, or undefined where node-llama-cpp's internals are not as this expects. */
@@ -133,7 +144,7 @@ export class StepLoop {
     if (typeof Sampler !== 'function' || !native) return undefined;
     const texts = await loadTextInternals();
     if (!texts) return undefined;
-    return new StepLoop(context, ctx as AddonContext, () => new Sampler(native), model, texts, extraEosTokens(model), opts.fused !== false);
+    return new StepLoop(context, ctx as AddonContext, () => new Sampler(native), model, texts, extraEosTokens(model), opts.step ?? 'sync');
   }
 
   /** Run one chat to its end; resolves with why it ended. */
@@ -150,7 +161,12 @@ export class StepLoop {
     try {
       while (this.jobs.length > 0 || this.arriving.length > 0) {
         if (this.arriving.length > 0) await this.admit();
-        if (this.jobs.length > 0) await this.step();
+        if (this.jobs.length > 0) {
+          await this.runStep();
+          // A step on this thread returns without a turn of the event loop: one now, so that sockets
+          // (new chats, aborts, text to the workers) are served between steps.
+          if (this.step === 'sync') await new Promise<void>((r) => setImmediate(r));
+        }
       }
     } finally {
       this.running = false;
@@ -199,7 +215,7 @@ export class StepLoop {
   }
 
   /** One batch: a token of every generating chat, prompt tokens in what room is left, one decode, the samples. */
-  private async step(): Promise<void> {
+  private async runStep(): Promise<void> {
     const ctxSize = this.context.contextSize;
     // Chats aborted while their prompt is still evaluating end now; a generating one ends at its next token, as in the library.
     for (const j of [...this.jobs]) if (j.chat.signal.aborted && j.pending.length > 1) this.finish(j, 'abort');
@@ -228,7 +244,7 @@ export class StepLoop {
     }
     this.stats.steps++;
     this.stats.tokens += total;
-    if (this.fused) return this.fusedStep(inBatch, ctxSize);
+    if (this.step !== 'split') return this.fusedStep(inBatch, ctxSize);
     let decoded: Promise<void>;
     try { decoded = ctx.decodeBatch(); } catch (err) {
       for (const j of inBatch) this.fail(j, err);
@@ -268,15 +284,16 @@ export class StepLoop {
   }
 
   /**
-   * The step as one native call: the decode, then every sample, in one pool job; the tokens come back
-   * together and are handled in the batch's order.
+   * The step as one native call: the decode, then every sample, on this thread or in one pool job;
+   * the tokens come back together and are handled in the batch's order.
    */
   private async fusedStep(inBatch: Job[], ctxSize: number): Promise<void> {
     const sampling = inBatch.filter((j) => j.logit >= 0);
     const t0 = performance.now();
-    let tokens: Uint32Array & { errors?: string[] };
+    let tokens: Tokens;
     try {
-      tokens = await this.ctx.decodeBatchAndSample!(Uint32Array.from(sampling, (j) => j.logit), sampling.map((j) => j.sampler));
+      const logits = Uint32Array.from(sampling, (j) => j.logit), samplers = sampling.map((j) => j.sampler);
+      tokens = this.step === 'sync' ? this.ctx.decodeBatchAndSampleSync!(logits, samplers) : await this.ctx.decodeBatchAndSample!(logits, samplers);
     } catch (err) {
       for (const j of inBatch) this.fail(j, err);
       return;

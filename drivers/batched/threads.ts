@@ -190,6 +190,7 @@ interface AddonContext {
   initBatch(n: number): void; setThreads(n: number): void; decodeBatch(): Promise<void>;
   /** The self-built addon's decode and samples in one call (step-loop.ts): timed as a decode. */
   decodeBatchAndSample?(...args: unknown[]): Promise<unknown>;
+  decodeBatchAndSampleSync?(...args: unknown[]): unknown;
 }
 
 /**
@@ -205,6 +206,7 @@ export function installThreadTuner(context: unknown, sequences: number, tuner: T
   const set = ctx.setThreads.bind(ctx);
   const decode = ctx.decodeBatch.bind(ctx);
   const fused = typeof ctx.decodeBatchAndSample === 'function' ? ctx.decodeBatchAndSample.bind(ctx) : undefined;
+  const fusedSync = typeof ctx.decodeBatchAndSampleSync === 'function' ? ctx.decodeBatchAndSampleSync.bind(ctx) : undefined;
   let size = 0;
   let applied = -1;
   // The native class's methods are read-only on its prototype: own properties shadow them.
@@ -213,18 +215,18 @@ export function installThreadTuner(context: unknown, sequences: number, tuner: T
     own('initBatch', (n: number) => { size = n; init(n); });
     // node-llama-cpp sets its own count before each decode: ours replaces it.
     own('setThreads', () => {});
-    const timed = async <T>(run: () => Promise<T>): Promise<T> => {
+    const before = (): number => {
       const n = tuner.threads();
       if (n !== applied) { set(n); applied = n; }
-      const t0 = performance.now();
-      const out = await run();
-      if (size <= sequences) tuner.step(size, performance.now() - t0);
-      return out;
+      return performance.now();
     };
+    const after = (t0: number): void => { if (size <= sequences) tuner.step(size, performance.now() - t0); };
+    const timed = async <T>(run: () => Promise<T>): Promise<T> => { const t0 = before(); const out = await run(); after(t0); return out; };
     own('decodeBatch', () => timed(decode));
     if (fused) own('decodeBatchAndSample', (...args: unknown[]) => timed(() => fused(...args)));
+    if (fusedSync) own('decodeBatchAndSampleSync', (...args: unknown[]) => { const t0 = before(); const out = fusedSync(...args); after(t0); return out; });
   } catch {
-    for (const name of ['initBatch', 'setThreads', 'decodeBatch', 'decodeBatchAndSample'] as const) delete (ctx as Record<string, unknown>)[name];
+    for (const name of ['initBatch', 'setThreads', 'decodeBatch', 'decodeBatchAndSample', 'decodeBatchAndSampleSync'] as const) delete (ctx as Record<string, unknown>)[name];
     return false;
   }
   return true;

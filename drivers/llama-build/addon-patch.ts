@@ -4,15 +4,15 @@
  * runs of consecutive sequence ids (a few busy agents among idle ones cost a pass over the weights
  * each), and copying a prompt prefix between sequences copies a whole stream. The patch reads a
  * `kvUnified` option of the context; without it the addon behaves as the prebuilt one. Second, a
- * method that decodes a batch and samples it in one native job (addon-fused-step.ts).
+ * method that decodes a batch and samples it in one native call (addon-fused-step.ts).
  */
 import { patchFusedStep, patchFusedStepHeader } from './addon-fused-step.js';
 
 /** Names the patch in the cache key: another patch is another cache entry. */
-export const ADDON_PATCH_ID = 'kvUnified-option-1+fused-step-1';
+export const ADDON_PATCH_ID = 'kvUnified-option-1+fused-step-2';
 
 /** What the patched addon offers beyond node-llama-cpp's own (BUILD_INFO.json's `options`). */
-export const ADDON_EXTRAS = ['kvUnified', 'decodeBatchAndSample'];
+export const ADDON_EXTRAS = ['kvUnified', 'decodeBatchAndSample', 'decodeBatchAndSampleSync'];
 
 const ANCHOR = '        if (options.Has("sequences")) {';
 const READ = [

@@ -3,33 +3,34 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import { LlamaCompletion, LlamaLogLevel, type Llama, type LlamaGrammar, type LlamaModel } from 'node-llama-cpp';
 import { generate } from '../../drivers/batched/generate.js';
-import { StepLoop } from '../../drivers/batched/step-loop.js';
+import { StepLoop, type StepKind } from '../../drivers/batched/step-loop.js';
 import { loadLlama } from '../../drivers/embedded/load-llama.js';
 import { findSelfBuiltAddon } from '../../drivers/llama-build/addon-paths.js';
 import type { HostChatOptions } from '../../drivers/embedded/messages.js';
 import { MODELS, STORIES, missingPrereq } from '../helpers/llama.js';
 
 /**
- * The engine's decode loop with the self-built addon's fused step (decode and every sample in one
- * native call, drivers/llama-build/addon-fused-step.ts) against the split one (decodeBatch, then
- * sampleToken per sequence): the same tokens for the same chats, samplers and seeds, in the same steps.
+ * The engine's decode loop with the self-built addon's one-call steps (decode and every sample in one
+ * native call, on the main thread or in one pool job: drivers/llama-build/addon-fused-step.ts) against
+ * the split one (decodeBatch, then sampleToken per sequence): the same tokens for the same chats,
+ * samplers and seeds, in the same steps.
  */
 
 const M15 = path.join(MODELS, 'synth-llama-15M-shape-q8_0.gguf');
 const own = findSelfBuiltAddon();
-const prereq = !own?.info.options.includes('decodeBatchAndSample')
+const prereq = !own?.info.options.includes('decodeBatchAndSampleSync')
   ? { missing: 'no self-built addon with the fused step (`swarm engine build --addon` builds one; .ci/run does)' } : {};
 
 type Chat = { prompt: string; opts: HostChatOptions; grammar?: 'json' | 'yesno' };
 type Answer = { text: string; tokensOut: number; reason: string };
 
 /** Run `rounds` of chats, each round's chats at once (one per sequence), on a fresh context with one loop. */
-async function script(llama: Llama, model: LlamaModel, rounds: Chat[][], fused: boolean): Promise<{ answers: Answer[][]; steps: number; fusedLoop: boolean }> {
+async function script(llama: Llama, model: LlamaModel, rounds: Chat[][], step: StepKind): Promise<{ answers: Answer[][]; steps: number; ran: StepKind }> {
   const n = Math.max(...rounds.map((r) => r.length));
   const context = await model.createContext({ contextSize: 256 * n, sequences: n, threads: 1, flashAttention: false });
   try {
     const seqs = Array.from({ length: n }, () => context.getSequence());
-    const loop = await StepLoop.create(context, model, seqs[0]!, { fused });
+    const loop = await StepLoop.create(context, model, seqs[0]!, { step });
     if (!loop) throw new Error("node-llama-cpp's internals moved: no direct loop");
     const schema = { type: 'object', properties: { name: { type: 'string' }, age: { type: 'integer' } }, required: ['name', 'age'] } as const;
     const grammars: Record<string, LlamaGrammar> = {
@@ -47,7 +48,7 @@ async function script(llama: Llama, model: LlamaModel, rounds: Chat[][], fused: 
         return { text, tokensOut: g.tokensOut, reason: g.reason };
       })));
     }
-    return { answers, steps: loop.stats.steps, fusedLoop: loop.fused };
+    return { answers, steps: loop.stats.steps, ran: loop.step };
   } finally {
     await context.dispose();
   }
@@ -72,24 +73,29 @@ async function compare(t: Test, file: string): Promise<void> {
   t.equal(loaded, 'self-built', 'the self-built addon is loaded');
   const model = await llama.loadModel({ modelPath: file });
   t.teardown(() => model.dispose());
-  const fused = await script(llama, model, ROUNDS, true);
-  const split = await script(llama, model, ROUNDS, false);
-  t.ok(fused.fusedLoop, 'the loop takes the fused step where the addon has it');
-  t.notOk(split.fusedLoop, 'and the split one when told to');
-  t.equal(fused.steps, split.steps, `the same steps (${split.steps})`);
-  for (const [r, round] of split.answers.entries()) {
-    for (const [i, want] of round.entries()) t.same(fused.answers[r]![i], want, `round ${r}, chat ${i}: ${JSON.stringify(want.text.slice(0, 40))}`);
-  }
+  const split = await script(llama, model, ROUNDS, 'split');
+  t.equal(split.ran, 'split', 'the split step when asked for');
   t.ok(split.answers.flat().every((a) => a.tokensOut > 0), 'every chat generated');
+  for (const kind of ['sync', 'fused'] as const) {
+    const one = await script(llama, model, ROUNDS, kind);
+    t.equal(one.ran, kind, `the ${kind} step where the addon has it`);
+    // A step on the main thread yields to the event loop after it, still running: the next round's
+    // chats then arrive together rather than the first alone (a step fewer per round, same tokens).
+    if (kind === 'fused') t.equal(one.steps, split.steps, `fused: the same steps (${split.steps})`);
+    else t.ok(one.steps <= split.steps, `sync: no more steps (${one.steps}, split ${split.steps})`);
+    for (const [r, round] of split.answers.entries()) {
+      for (const [i, want] of round.entries()) t.same(one.answers[r]![i], want, `${kind}, round ${r}, chat ${i}: ${JSON.stringify(want.text.slice(0, 40))}`);
+    }
+  }
 }
 
-t.test('stories260K: the fused step samples exactly the tokens the split step does', async (t) => {
+t.test('stories260K: a step in one native call samples exactly the tokens the split step does', async (t) => {
   if (missingPrereq(t, prereq)) return;
   if (missingPrereq(t, fs.existsSync(STORIES) ? {} : { missing: `test model ${STORIES} not found (set SWARM_TEST_MODELS)` })) return;
   await compare(t, STORIES);
 });
 
-t.test('the 15M shape (byte tokens): the fused step samples exactly the tokens the split step does', async (t) => {
+t.test('the 15M shape (byte tokens): a step in one native call samples exactly the tokens the split step does', async (t) => {
   if (missingPrereq(t, prereq)) return;
   if (missingPrereq(t, fs.existsSync(M15) ? {} : { missing: `test model ${M15} not found (set SWARM_TEST_MODELS)` })) return;
   await compare(t, M15);
