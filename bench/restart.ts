@@ -235,7 +235,12 @@ async function killRun(built: string, run: number, retain: string, root = ROOT):
   } finally {
     spawnSync(process.execPath, [cli, 'down', '--state-dir', dir], { encoding: 'utf8', timeout: 60_000 });
     // --keep-logs: the run's logs (and any CPU profiles) stay beside the state for a look.
-    if (O!.keepLogs) spawnSync('cp', ['-r', path.join(dir, 'logs'), `${built}.logs${run}${root !== ROOT ? '-compare' : ''}`]);
+    if (O!.keepLogs) {
+      // Replaced, not merged: cp -r into a folder an earlier bench left puts this run's logs in logs/ under it.
+      const kept = `${built}.logs${run}${root !== ROOT ? '-compare' : ''}`;
+      fs.rmSync(kept, { recursive: true, force: true });
+      spawnSync('cp', ['-r', path.join(dir, 'logs'), kept]);
+    }
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
