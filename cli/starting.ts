@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { inThisNamespace, localProcess, ownCommand, readPidFile, writePidFile, type ProcId } from '../hub/proc-id.js';
-import { checkStateWritable, stateAccess } from './state.js';
+import { accessDenied, checkStateWritable, stateAccess } from './state.js';
 
 /**
  * `swarm up` marks the state directory while it starts: between its start and the hub's hub.json
@@ -21,8 +21,7 @@ export function markStarting(dir: string): () => void {
   } catch (e) {
     // Another user's state directory (or one under a folder this user may not write): said as such,
     // as down, status and submit say it, not as an internal EACCES.
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') throw stateAccess((e as NodeJS.ErrnoException).path ?? dir, e, 'write');
+    if (accessDenied(e, true)) throw stateAccess((e as NodeJS.ErrnoException).path ?? dir, e, 'write');
     throw e;
   }
   const unmark = (): void => {

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { SwarmError } from '../protocol/errors.js';
-import { stateAccess } from './state.js';
+import { accessDenied, stateAccess } from './state.js';
 
 /** A held state-directory lock; `release` gives it up (a process that dies gives it up too). */
 export interface StateLock { release(): void }
@@ -43,10 +43,7 @@ function lockId(dir: string): string {
   const file = path.join(dir, 'lock-id');
   for (let i = 0; i < 50; i++) {
     let id: string | undefined;
-    try { id = readLockId(file); } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code;
-      throw code === 'EACCES' || code === 'EPERM' ? stateAccess(file, e) : damagedLockId(file, (e as Error).message);
-    }
+    try { id = readLockId(file); } catch (e) { throw accessDenied(e) ? stateAccess(file, e) : damagedLockId(file, (e as Error).message); }
     if (id) return id;
     // Made by link(2), whole or not at all: one that is there and holds no id was damaged by someone
     // else. Not replaced here: two hubs that each replaced it would take two locks on one journal.

@@ -36,8 +36,7 @@ export function readHubFile(dir: string): HubFile | undefined {
   try { text = fs.readFileSync(hubFilePath(dir), 'utf8'); } catch (e) {
     // Not there is no hub; unreadable says nothing of one: another user's swarm may run there, and
     // "no swarm was running" (exit 0 from down) would be a wrong answer.
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'EACCES' || code === 'EPERM') throw stateAccess(hubFilePath(dir), e);
+    if (accessDenied(e)) throw stateAccess(hubFilePath(dir), e);
     return undefined;
   }
   let v: unknown;
@@ -53,6 +52,12 @@ function isHubFile(v: unknown): v is HubFile {
     && typeof h.control === 'object' && h.control !== null && typeof h.control.host === 'string' && port(h.control.port)
     && (h.proc_start === undefined || typeof h.proc_start === 'string') && (h.pidns === undefined || typeof h.pidns === 'string')
     && (h.token === undefined || typeof h.token === 'string');
+}
+
+/** Whether a file operation failed for want of permission (another user's file, a read-only mount where `rofs`). */
+export function accessDenied(e: unknown, rofs = false): boolean {
+  const code = (e as NodeJS.ErrnoException)?.code;
+  return code === 'EACCES' || code === 'EPERM' || (rofs && code === 'EROFS');
 }
 
 /** A state file this user may not read (or write): SWARM_ERR_STATE_ACCESS naming it and its owner. */

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { localProcess, ownCommand, readPidFile, writePidFile } from '../hub/proc-id.js';
-import { stateAccess } from './state.js';
+import { accessDenied, stateAccess } from './state.js';
 import { lockStopping, stoppingHeld, type StateLock } from './state-lock.js';
 
 /**
@@ -76,6 +76,5 @@ export async function awaitStopped(dir: string, ms: number, onWait: (pid: number
 }
 
 function accessError(dir: string, e: unknown): unknown {
-  const code = (e as NodeJS.ErrnoException).code;
-  return code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? stateAccess((e as NodeJS.ErrnoException).path ?? dir, e, 'write') : e;
+  return accessDenied(e, true) ? stateAccess((e as NodeJS.ErrnoException).path ?? dir, e, 'write') : e;
 }

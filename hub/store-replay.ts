@@ -56,10 +56,8 @@ export class Replay {
   /** One journal record read back on open, applied to memory. */
   one(r: JournalRecord): void {
     const { q } = this.s;
-    // Not an evict record without ids: the snapshot writes it with the time it was written, which
-    // tasks accepted meanwhile (in the journal's tail) may precede. It carries the floor as it was.
-    if ((r.t === 'task' || (r.t === 'evict' && r.ids.length)) && r.at > this.openFloor) this.openFloor = r.at;
-    if (r.t === 'evict' && typeof r.floor === 'number' && r.floor + 1 > this.openFloor) this.openFloor = r.floor + 1;
+    if (r.t === 'task') this.raiseFloor(r.at, true);
+    else if (r.t === 'evict') this.raiseFloor(r.at, r.ids.length > 0, r.floor);
     if (r.t === 'task') {
       if (q.has(r.spec.id)) return;
       r.spec.priority ??= 0;
@@ -87,7 +85,7 @@ export class Replay {
     const { q } = this.s;
     if (l.t === 'evict') { this.evict(l); return; }
     if (l.t === 'task') {
-      if (l.at > this.openFloor) this.openFloor = l.at;
+      this.raiseFloor(l.at, true);
       if (q.has(l.id)) return;
       const rec = new ReplayedTask(l.id, l.at, l);
       q.restore(rec);
@@ -104,9 +102,18 @@ export class Replay {
 
   /** An evict record read back unparsed, applied as `one` applies the parsed record. */
   private evict(l: LazyEvict): void {
-    if (l.count && l.at > this.openFloor) this.openFloor = l.at;
-    if (l.floor !== undefined && l.floor + 1 > this.openFloor) this.openFloor = l.floor + 1;
+    this.raiseFloor(l.at, l.count > 0, l.floor);
     this.s.evictor.replayLazy(l, !this.empty);
+  }
+
+  /**
+   * `openFloor` past a task's acceptance or an eviction (`at`, `timed`), and past the floor an evict
+   * record carries. Not an evict record without ids: the snapshot writes it with the time it was
+   * written, which tasks accepted meanwhile (in the journal's tail) may precede.
+   */
+  private raiseFloor(at: number, timed: boolean, floor?: number): void {
+    if (timed && at > this.openFloor) this.openFloor = at;
+    if (typeof floor === 'number' && floor + 1 > this.openFloor) this.openFloor = floor + 1;
   }
 
   /**
