@@ -1,6 +1,7 @@
+import path from 'node:path';
 import { SwarmError } from '../../protocol/index.js';
 import { findLlamaBinary } from '../llama-build/index.js';
-import type { EngineExit } from '../llama-server/index.js';
+import { binWithout, cpuVariants, rememberedSkip, rememberSkip, resolved, type EngineExit } from '../llama-server/index.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
 import { parseLlamaCliOptions, type LlamaCliOptions } from './options.js';
 import { StopFilter } from '../stop-filter.js';
@@ -12,6 +13,11 @@ interface Settings { nPredict: number; temperature?: number; seed?: number; gram
 
 /** The CLI quit from a late interject before this turn began; run the turn on a fresh CLI. */
 class RetryTurn extends Error {}
+
+/** The CLI died of SIGILL in a turn before any text: its CPU variant is hidden, run the turn on the next. */
+class IllegalInstruction extends Error {}
+
+const sigill = (e: EngineExit | 'ready' | 'timeout' | undefined): boolean => typeof e === 'object' && e.signal === 'SIGILL';
 
 function describeExit(e: EngineExit | undefined): string {
   if (!e) return 'running';
@@ -35,6 +41,10 @@ export class LlamaCliDriver implements Driver {
   private readyWaiter: (() => void) | undefined;
   private lock: Promise<unknown> = Promise.resolve();
   private interjected = false;
+  /** ggml CPU variants hidden from the CLI (a SIGILL on this CPU); see llama-server/cpu-variant.ts. */
+  private skip: number | undefined;
+  /** The ggml CPU variant in use when the top ones had to be hidden; undefined when ggml's own pick runs. */
+  cpuVariant: string | undefined;
 
   constructor(private readonly config: DriverConfig) {
     this.options = parseLlamaCliOptions(config.options);
@@ -89,6 +99,37 @@ export class LlamaCliDriver implements Driver {
     const bin = this.options.bin ?? findLlamaBinary('llama-completion');
     if (!bin) throw new SwarmError('SWARM_ERR_ENGINE_NOT_FOUND', 'llama-completion (the interactive llama-cli) not found in SWARM_LLAMA_BIN_DIR, the build cache or PATH: run `swarm engine build`');
     if (!this.config.model) throw new SwarmError('SWARM_ERR_CONFIG', 'the llama-cli driver needs a model (--model PATH.gguf)');
+    // A CPU that claims features it faults on kills the CLI with SIGILL as it loads the model (or at its
+    // first decode, see attempt): hide ggml's top CPU variants one at a time, as llama-server does, and
+    // remember how many beside the build (shared with llama-server: the same variants).
+    const variants = cpuVariants(path.dirname(resolved(bin)));
+    const first = variants.length > 0 ? Math.min(Math.max(this.skip ?? 0, rememberedSkip(bin)), variants.length - 1) : 0;
+    for (let skip = first; ; skip++) {
+      try {
+        const cli = await this.spawn(binWithout(bin, variants, skip), s, key);
+        this.useVariant(bin, variants, skip, first);
+        return cli;
+      } catch (err) {
+        if (!(err instanceof IllegalInstruction) || variants.length === 0) throw err;
+        if (skip + 1 >= variants.length) throw this.everyVariant(variants.slice(first), err);
+      }
+    }
+  }
+
+  private useVariant(bin: string, variants: string[], skip: number, first: number): void {
+    this.skip = skip;
+    if (skip === 0) return;
+    this.cpuVariant = variants[skip];
+    if (skip === first) return;
+    rememberSkip(bin, skip, variants[skip]);
+    process.stderr.write(`warning: llama-cli: CPU variant(s) ${variants.slice(0, skip).join(', ')} excluded (killed by SIGILL on this CPU); using ${variants[skip]}\n`);
+  }
+
+  private everyVariant(tried: string[], cause: Error): SwarmError {
+    return new SwarmError('SWARM_ERR_ENGINE_START', `llama-cli killed by SIGILL with every CPU variant of its build (tried ${tried.join(', ')}); this CPU runs none of them`, { cause });
+  }
+
+  private async spawn(bin: string, s: Settings, key: string): Promise<CliTransport> {
     this.reader = new TurnReader();
     const cli = this.options.transport === 'pty'
       ? await ptyTransport(bin, this.args(s), this.onData).catch((err: unknown) => {
@@ -101,6 +142,7 @@ export class LlamaCliDriver implements Driver {
     if (r === 'ready') return cli;
     await cli.stop(0);
     if (this.cli === cli) this.cli = undefined;
+    if (sigill(r)) throw new IllegalInstruction(`${bin} killed by SIGILL before it was ready:\n${cli.outputTail()}`);
     const why = r === 'timeout' ? `not ready after ${this.options.startTimeoutMs} ms` : describeExit(r) + ' before it was ready';
     throw new SwarmError('SWARM_ERR_ENGINE_START', `${bin} ${why}:\n${cli.outputTail()}`);
   }
@@ -120,14 +162,34 @@ export class LlamaCliDriver implements Driver {
   private async *turn(prompt: string, opts: ChatOptions): AsyncGenerator<string, ChatStats | void, void> {
     // Our SIGINT at the end of the last turn may have met the CLI already waiting for input, which
     // makes it quit (exit 130) a moment later. If this turn then dies before any text, run it again.
-    const retryable = this.interjected;
+    let retryable = this.interjected;
     this.interjected = false;
-    try {
-      return yield* this.attempt(prompt, opts, retryable);
-    } catch (err) {
-      if (!(err instanceof RetryTurn)) throw err;
-      return yield* this.attempt(prompt, opts, false);
+    for (;;) {
+      try {
+        return yield* this.attempt(prompt, opts, retryable);
+      } catch (err) {
+        if (err instanceof RetryTurn) { retryable = false; continue; }
+        if (!(err instanceof IllegalInstruction)) throw err;
+        // Died of SIGILL at its first decode, before any text: the next start hides one variant more.
+        // Bounded: each round hides one more, and ensure() fails once none is left.
+        if (!this.hideNextVariant()) throw this.everyVariant(cpuVariants(path.dirname(resolved(this.binPath()))), err);
+      }
     }
+  }
+
+  private binPath(): string { return this.options.bin ?? findLlamaBinary('llama-completion') ?? 'llama-completion'; }
+
+  /** Hide one more CPU variant for the next start; false when none is left to fall back to. */
+  private hideNextVariant(): boolean {
+    const bin = this.binPath();
+    const variants = cpuVariants(path.dirname(resolved(bin)));
+    const next = Math.max(this.skip ?? 0, rememberedSkip(bin)) + 1;
+    if (next >= variants.length) return false;
+    this.skip = next;
+    rememberSkip(bin, next, variants[next]);
+    this.cpuVariant = variants[next];
+    process.stderr.write(`warning: llama-cli: CPU variant(s) ${variants.slice(0, next).join(', ')} excluded (killed by SIGILL at the first decode on this CPU); using ${variants[next]}\n`);
+    return true;
   }
 
   private async *attempt(prompt: string, opts: ChatOptions, retryable: boolean): AsyncGenerator<string, ChatStats | void, void> {
@@ -175,6 +237,9 @@ export class LlamaCliDriver implements Driver {
         return {};
       }
       if (retryable && !yielded && (end as EngineExit).code === 130) throw new RetryTurn();
+      if (!yielded && sigill(end)) throw new IllegalInstruction(`llama-cli killed by SIGILL during its first decode:\n${cli.outputTail(10)}`);
+      // Text was given out: the task fails (and is retried), and the next start hides one variant more.
+      if (sigill(end)) this.hideNextVariant();
       // It exited. After our SIGINT that can be a race with a turn ending by itself (a second
       // interject quits the CLI): the answer is complete, the next chat starts a new CLI.
       if (interrupted) return {};

@@ -86,7 +86,16 @@ export function binWithout(bin: string, variants: readonly string[], skip: numbe
   const hidden = new Set(variants.slice(0, skip).map((v) => `libggml-cpu-${v}.so`));
   const dir = path.join(stateRoot(binDir), `without-${variants.slice(0, skip).join('-')}`);
   const exe = path.join(dir, path.basename(real));
-  if (existsSync(exe)) return exe;
+  if (existsSync(exe)) {
+    // The view may have been made for another program of the build (llama-server, then llama-completion),
+    // which links this one as a symlink: run through it, ggml would follow it back to every variant.
+    if (!lstatSync(exe).isSymbolicLink()) return exe;
+    const own = `${exe}.tmp-${process.pid}`;
+    rmSync(own, { force: true });
+    try { linkSync(real, own); } catch { copyFileSync(real, own); }
+    renameSync(own, exe);
+    return exe;
+  }
   // Build beside and rename, so a concurrent start never sees half a directory.
   const tmp = `${dir}.tmp-${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });
