@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { buildAddon, buildLlama, findLlamaBinary, findSelfBuiltAddon, LLAMA_BINARIES, type BuildProgress } from '../../drivers/llama-build/index.js';
-import { rememberedChoice } from '../../drivers/llama-server/cpu-variant.js';
+import { rememberedChoice } from '../../drivers/llama-build/cpu-variant.js';
+import { describeChoice, rememberedAddonChoice } from '../../drivers/llama-build/addon-variant.js';
 import { probeFlashAttn, type FlashAttnSetting } from '../../drivers/batched/flash-attn.js';
 import { fail } from '../exit.js';
 import { int, oneOf } from '../options.js';
@@ -79,18 +80,23 @@ export function registerEngine(program: Command): void {
       found['llama-addon'] = findSelfBuiltAddon()?.addon ?? null;
       // A CPU that faulted in ggml's best variant (SIGILL) runs a lesser one from then on: say which.
       const variant = found['llama-server'] ? rememberedChoice(found['llama-server']) : undefined;
+      // The same for the batched engine's addon: what it loads after an engine died of SIGILL here.
+      const own = findSelfBuiltAddon();
+      const addonRec = own ? rememberedAddonChoice(own) : undefined;
+      const addonChoice = own && addonRec ? { choice: describeChoice(own, addonRec), died: addonRec.died } : undefined;
       let fa: Awaited<ReturnType<typeof probeFlashAttn>> | undefined;
       if (o.model) {
         try { fa = await probeFlashAttn(o.model, { setting: o.flashAttn, sequences: o.agents, ctx: o.ctx }); } catch (err) { fail(err, o.json); return; }
       }
       const onOff = (c: { on: boolean }) => (c.on ? 'on' : 'off');
       if (o.json) {
-        const extra = variant ? { cpu_variant: variant } : {};
+        const extra = { ...(variant ? { cpu_variant: variant } : {}), ...(addonChoice ? { addon_choice: addonChoice } : {}) };
         process.stdout.write(JSON.stringify(fa ? { ...found, ...extra, flash_attn: onOff(fa), flash_attn_why: fa.why, kv: fa.kv.unified ? 'unified' : 'per sequence', sequences: fa.kv.sequences, ctx: fa.kv.ctx } : { ...found, ...extra }) + '\n');
         return;
       }
       const lines = Object.entries(found).map(([n, p]) => `${n.padEnd(18)}${p ?? (n === 'llama-addon' ? "node-llama-cpp's prebuilt (`swarm engine build --addon` builds one with a unified KV cache)" : 'not found (run `swarm engine build`)')}`);
       if (variant) lines.push(`${'cpu variant'.padEnd(18)}${variant.chosen ?? 'none'} (${variant.excluded.join(', ')} killed llama-server with SIGILL on this CPU; hidden from it)`);
+      if (addonChoice) lines.push(`${'addon choice'.padEnd(18)}${addonChoice.choice} (killed by SIGILL on this CPU: ${addonChoice.died.join('; ')})`);
       if (fa) lines.push(`${'flash attention'.padEnd(18)}${onOff(fa)} (${fa.why}); for ${fa.kv.sequences} sequence(s) of ${fa.kv.ctx} tokens, KV ${fa.kv.unified ? 'unified' : 'per sequence'}`);
       process.stdout.write(lines.join('\n') + '\n');
     });

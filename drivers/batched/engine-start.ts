@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { SwarmError } from '../../protocol/index.js';
 import { alive, killGroup, startProcess } from '../lifecycle.js';
 import { EngineLoadError } from '../engine-error.js';
+import { noteAddonSigill } from '../llama-build/addon-variant.js';
 import { DEFAULT_LOOP, LOAD_FAILED_EXIT, type EngineConfig } from './messages.js';
 import type { FlashAttnSetting } from './flash-attn.js';
 import type { KvUnifiedSetting } from './kv-layout.js';
@@ -136,6 +137,8 @@ async function startEngine(paths: EnginePaths, cfg: Omit<EngineConfig, 'socket'>
   let exited: string | undefined;
   let loadFailed = false;
   child.once('exit', (code, signal) => { exited = signal ? `was killed by ${signal}` : `exited with code ${code}`; loadFailed = code === LOAD_FAILED_EXIT; });
+  // A CPU variant that faults (SIGILL), at load or at any decode: the next engine runs without it.
+  child.once('exit', (_c, signal) => { if (signal === 'SIGILL' && child.pid) noteAddonSigill(child.pid, env, paths.log); });
   child.once('error', (err) => { exited = `could not be spawned: ${err.message}`; });
   child.unref();
   if (child.pid) fs.writeFileSync(paths.pid, String(child.pid), { mode: 0o600 });

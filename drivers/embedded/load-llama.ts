@@ -19,7 +19,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { getLlama, Llama, type LlamaLogLevel } from 'node-llama-cpp';
+import { SwarmError } from '../../protocol/index.js';
 import { findSelfBuiltAddon, type SelfBuiltAddon } from '../llama-build/addon-paths.js';
+import { addonChoice, addonWithout, describeChoice, hiddenVariants, loadedCpuVariant, recordAddonRun, type AddonChoice } from '../llama-build/addon-variant.js';
 
 type Logger = (level: LlamaLogLevel, message: string) => void;
 
@@ -79,16 +81,33 @@ export function directPrebuilt(): { addon: string; metadata: CreateOptions['buil
  */
 export async function loadLlama(opts: { logLevel: LlamaLogLevel; logger: Logger; addonOverride?: string; selfBuilt?: boolean }): Promise<{ llama: Llama; path: LlamaLoadPath }> {
   const own = opts.addonOverride || !opts.selfBuilt ? undefined : findSelfBuiltAddon();
-  if (own) {
-    const llama = await loadSelfBuilt(own, opts).catch((err: unknown) => {
+  // After a SIGILL on this CPU (addon-variant.ts): the addon and CPU variants that have not died here.
+  const choice: AddonChoice | undefined = own ? addonChoice(own) : undefined;
+  if (own && choice && choice.skip + (choice.kind === 'self-built' ? 0 : 1) > 0) {
+    process.stderr.write(`warning: after SIGILL on this CPU, loading the ${describeChoice(own, choice)}\n`);
+  }
+  if (own && choice?.kind === 'none') {
+    throw new SwarmError('SWARM_ERR_ENGINE_START', `every CPU variant of the self-built and the prebuilt llama.cpp addon was killed by SIGILL on this CPU (${own.dir}/.cpu-variants/addon-choice.json; remove it to try again)`);
+  }
+  if (own && choice?.kind === 'self-built') {
+    const hidden = hiddenVariants(own, choice);
+    const addon = addonWithout(own, own.dir, hidden, 'addon');
+    recordAddonRun(own, choice);
+    const llama = await loadSelfBuilt({ ...own, addon }, opts).catch((err: unknown) => {
       // A build that does not load (another node, a moved API) must not stop the engine: the prebuilt one still runs.
       process.stderr.write(`self-built addon ${own.addon} did not load (${err instanceof Error ? err.message : String(err)}); using the prebuilt one\n`);
       return undefined;
     });
-    if (llama) return { llama, path: 'self-built' };
+    if (llama) { recordAddonRun(own, choice, loadedCpuVariant()); return { llama, path: 'self-built' }; }
   }
   const direct = directPrebuilt();
+  // The prebuilt addon after the self-built one died with every variant: hide its variants the same way.
+  if (own && choice?.kind === 'prebuilt' && direct && !opts.addonOverride) {
+    direct.addon = addonWithout(own, path.dirname(direct.addon), hiddenVariants(own, choice), 'prebuilt');
+    recordAddonRun(own, choice);
+  }
   if (!direct) {
+    if (own && choice?.kind === 'prebuilt') recordAddonRun(own, choice);
     const llama = await getLlama({ gpu: false, build: 'never', progressLogs: false, logLevel: opts.logLevel, logger: opts.logger });
     return { llama, path: 'getLlama' };
   }
@@ -110,6 +129,7 @@ export async function loadLlama(opts: { logLevel: LlamaLogLevel; logger: Logger;
       ramPadding: (total) => Math.floor(Math.min(total * 0.25, 1024 ** 3)), // getLlama's default on Linux
       skipLlamaInit: false, debug: process.env.NODE_LLAMA_CPP_DEBUG === 'true', numa: false, tempDir: false, experimentalOptions: undefined,
     });
+    if (own && choice?.kind === 'prebuilt') recordAddonRun(own, choice, loadedCpuVariant());
     return { llama, path: 'prebuilt-direct' };
   } catch (err) {
     // The binary loaded, so this is the internal API having moved (another 3.x): do it getLlama's way.

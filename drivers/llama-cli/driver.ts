@@ -41,7 +41,7 @@ export class LlamaCliDriver implements Driver {
   private readyWaiter: (() => void) | undefined;
   private lock: Promise<unknown> = Promise.resolve();
   private interjected = false;
-  /** ggml CPU variants hidden from the CLI (a SIGILL on this CPU); see llama-server/cpu-variant.ts. */
+  /** ggml CPU variants hidden from the CLI (a SIGILL on this CPU); see llama-build/cpu-variant.ts. */
   private skip: number | undefined;
   /** The ggml CPU variant in use when the top ones had to be hidden; undefined when ggml's own pick runs. */
   cpuVariant: string | undefined;

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { SwarmError } from '../../protocol/index.js';
 import { findLlamaBinary } from '../llama-build/index.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
-import { binWithout, cpuVariants, rememberedSkip, rememberSkip, resolved } from './cpu-variant.js';
+import { binWithout, cpuVariants, rememberedSkip, rememberSkip, resolved } from '../llama-build/cpu-variant.js';
 import { EngineProcess, freePort, keepLoopAlive, type EngineExit } from './engine-process.js';
 import { parseLlamaServerOptions, type LlamaServerOptions } from './options.js';
 import { SseDecoder, type CompletionChunk } from './sse.js';

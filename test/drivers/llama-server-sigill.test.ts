@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { LlamaServerDriver } from '../../drivers/llama-server/index.js';
-import { cpuVariants, rememberedChoice } from '../../drivers/llama-server/cpu-variant.js';
+import { cpuVariants, rememberedChoice } from '../../drivers/llama-build/cpu-variant.js';
 import { swarm, tempDir } from '../helpers/cli.js';
 
 // A stand-in llama-server that serves /health, but dies of SIGILL when one of `crash` sits beside it,

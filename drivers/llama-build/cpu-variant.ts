@@ -32,7 +32,7 @@ export function cpuVariants(binDir: string): string[] {
 }
 
 /** Where the exclusion dirs and the remembered choice live: beside the build, else under the temp dir. */
-function stateRoot(binDir: string): string {
+export function stateRoot(binDir: string): string {
   const beside = path.join(binDir, '.cpu-variants');
   try { mkdirSync(beside, { recursive: true }); return beside; } catch {
     // The temp dir is shared: a directory there that another user made could hold their program under
@@ -49,7 +49,7 @@ function stateRoot(binDir: string): string {
 }
 
 /** The choice is per CPU model: a build cache on a shared home may serve several kinds of host. */
-const cpuKey = (): string => os.cpus()[0]?.model ?? 'unknown';
+export const cpuKey = (): string => os.cpus()[0]?.model ?? 'unknown';
 
 /** How many top variants to hide on this CPU, as remembered from an earlier SIGILL (0 if none). */
 export function rememberedSkip(bin: string): number {
