@@ -53,7 +53,7 @@ t.test('an engine killed by SIGILL in a CPU variant: the variant is hidden and t
   const tmp = tempDir(t);
   const log = path.join(tmp, 'faults');
   const addon = faultyAddon(tmp, p.real, log);
-  if (!addon) { t.skip('gcc could not build the faulty variant'); return; }
+  if (!addon) { missingPrereq(t, { missing: 'gcc could not build the faulty variant' }); return; }
   withEnv(t, 'SWARM_ADDON', addon);
   const dir = tempDir(t);
   // The first start meets the faulty variant; the worker's start fails with ENGINE_START (the hub
@@ -86,7 +86,7 @@ t.test('when every variant of the self-built addon died, the prebuilt addon runs
   if (missingPrereq(t, p)) return;
   const tmp = tempDir(t);
   const addon = faultyAddon(tmp, p.real, path.join(tmp, 'faults'));
-  if (!addon) { t.skip('gcc could not build the faulty variant'); return; }
+  if (!addon) { missingPrereq(t, { missing: 'gcc could not build the faulty variant' }); return; }
   const own = readAddonDir(addon)!;
   const variants = fs.readdirSync(addon).filter((n) => /^libggml-cpu-.+\.so$/.test(n)).length;
   t.same(nextAddonChoice(own, { kind: 'self-built', skip: 0, variant: 'sapphirerapids' }), { kind: 'self-built', skip: 1 });
