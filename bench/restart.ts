@@ -45,6 +45,7 @@ const O = CHILD ? undefined : {
   killAt: declare('kill-at', '1', 'with --kill-in-sync: once the sync sent this many entries'),
   compare: declare('compare', '', "another checkout's root: each kill runs with its dist too, alternating which goes first"),
   killsOnly: flag('kills-only', 'only the kill runs (no in-process open, no first swarm up)'),
+  downS: declare('down-s', '0', 'seconds the hub stays down after the kill (past the workers\' failover time, about 3.5 s, they run in gossip mode meanwhile)'),
 };
 if (O) checkArgs('restart', 'Restart at any age: a state with N tasks of history, the hub killed (kill -9) under load and started again;\nreports kill -> `swarm up` returned and kill -> first result, and the restarted hub\'s timeline and CPU.');
 const load = (): number[] => os.loadavg().map((x) => +x.toFixed(1));
@@ -148,8 +149,9 @@ async function holdersSyncing(dir: string): Promise<boolean> {
  * came too late; the new hub's own timeline from the kill (its process started, replay began and
  * ended, the first and last worker joined).
  */
-function restartLog(dir: string, killedAt: number): { listenMs: number | null; buckets: string[]; refused: number; timeline: Record<string, number>; joined: number } {
+function restartLog(dir: string, killedAt: number): { listenMs: number | null; buckets: string[]; named: number[]; refused: number; timeline: Record<string, number>; joined: number } {
   let listenMs: number | null = null;
+  const named: number[] = [];
   const buckets: string[] = [];
   let refused = 0;
   const timeline: Record<string, number> = {};
@@ -168,11 +170,13 @@ function restartLog(dir: string, killedAt: number): { listenMs: number | null; b
       if (l.includes('"msg":"worker joined"')) { timeline.first_join ??= at - killedAt; timeline.last_join = at - killedAt; joined++; }
       if (listenMs === null && l.includes('"msg":"hub listening"')) listenMs = at - killedAt;
       if (l.includes('no HANDSHAKE in time')) refused++;
+      const x = /"named":(\d+)/.exec(l);
+      if (x && l.includes('compared id by id')) named.push(Number(x[1]));
       const h = /"buckets":(\d+),"same":(\d+)(?:,"same_with_evicted":(\d+))?/.exec(l);
       if (h) buckets.push(`${h[2]}/${h[1]}${h[3] ? ` (${h[3]} with evicted)` : ''}`);
     }
   } catch { /* no log */ }
-  return { listenMs, buckets, refused, timeline, joined };
+  return { listenMs, buckets, named, refused, timeline, joined };
 }
 
 /** One kill: a live swarm on a copy of `built`, loaded, its hub killed and started again, by the `swarm` of `root` (a checkout). */
@@ -204,8 +208,9 @@ async function killRun(built: string, run: number, retain: string, root = ROOT):
     const loadAtKill = load();
     const tKill = performance.now();
     process.kill(hub, 'SIGKILL');
-    await sleep(50);
+    await sleep(Math.max(50, Number(O!.downS) * 1000));
     // Off the event loop of this process: `up` runs as a child and the load keeps going meanwhile.
+    const tUp = performance.now();
     const again = await swarmUp(upArgs, cli);
     const upDoneMs = Math.round(performance.now() - tKill);
     const killedAt = Date.now() - upDoneMs;
@@ -215,19 +220,21 @@ async function killRun(built: string, run: number, retain: string, root = ROOT):
     await api(dir, 'POST', '/tasks', { tasks: [{ id: probe, prompt: 'probe', priority: 1_000_000 }] }, CALL_MS);
     const w = await api<{ complete?: boolean }>(dir, 'POST', '/wait', { ids: [probe], timeout_ms: 60_000 }, 60_000 + CALL_MS);
     const probeMs = Math.round(performance.now() - tKill);
+    const upToProbeMs = Math.round(performance.now() - tUp);
     // CPU is steadier than wall on a shared host: the new hub's, from exec to its first result.
     const hubCpuMs = cpuOf(hubFile(dir)?.pid);
     // Killed in a sync: the holders' new syncs (after comparing their digests) are what it measures.
     if (inSync) await holdersSynced(dir);
     // What the holders' digests saved the restarted hub: finished tasks left out as held, and sent.
-    const fo = (await api<{ failover?: { haveSyncs?: number; haveHeld?: number; haveSent?: number } }>(dir, 'GET', '/status', undefined, CALL_MS))?.failover;
+    const fo = (await api<{ failover?: { haveSyncs?: number; haveHeld?: number; haveSent?: number; idsNamed?: number; idsSums?: number; idsExchanges?: number; fullSyncs?: number } }>(dir, 'GET', '/status', undefined, CALL_MS))?.failover;
     stop = true;
     await loader;
-    const { listenMs, buckets, refused, timeline, joined } = restartLog(dir, killedAt);
+    const { listenMs, buckets, named, refused, timeline, joined } = restartLog(dir, killedAt);
     const row = {
       run, ...(root !== ROOT ? { dist: root } : {}), load_at_kill: loadAtKill, first_up_ready_ms: first.readyMs ?? null, holders_synced_after_ms: holdersSyncedMs, tasks_submitted_under_load: submitted,
-      kill_to_hub_listening_ms: listenMs, timeline_ms: { ...timeline, listening: listenMs, joins: joined }, restart_up_ready_ms: again.readyMs ?? null, kill_to_up_returned_ms: upDoneMs, kill_to_probe_result_ms: w?.complete ? probeMs : null, hub_cpu_at_first_result_ms: hubCpuMs,
-      ...(inSync ? { killed_in_sync: killedInSync } : {}), holder_buckets_same: buckets, have_held: fo?.haveHeld ?? null, have_sent: fo?.haveSent ?? null, handshakes_refused: refused,
+      kill_to_hub_listening_ms: listenMs, timeline_ms: { ...timeline, listening: listenMs, joins: joined }, restart_up_ready_ms: again.readyMs ?? null, kill_to_up_returned_ms: upDoneMs, kill_to_probe_result_ms: w?.complete ? probeMs : null, up_to_probe_result_ms: w?.complete ? upToProbeMs : null, hub_cpu_at_first_result_ms: hubCpuMs,
+      ...(inSync ? { killed_in_sync: killedInSync } : {}), holder_buckets_same: buckets, have_held: fo?.haveHeld ?? null, have_sent: fo?.haveSent ?? null,
+      ids_named: named, sums_per_holder: fo?.idsExchanges && fo.idsSums !== undefined ? Math.round(fo.idsSums / fo.idsExchanges) : null, full_syncs: fo?.fullSyncs ?? null, handshakes_refused: refused,
       ...(first.error || again.error ? { error: first.error ?? again.error } : {}),
     };
     console.error(JSON.stringify(row));

@@ -8,7 +8,7 @@ import type { TaskRecord } from './task.js';
  * `seq` the ids where the part it has ends (`last`, `next`: hub/replicate-held.ts), and whether it
  * answers a per-id comparison of the buckets that differ (`ids`: hub/replicate-ids.ts).
  */
-export interface SyncMark { gen: string; ver: number; seq?: number; end?: number; have?: HaveDigest; last?: string; next?: string; ids?: boolean }
+export interface SyncMark { gen: string; ver: number; seq?: number; end?: number; have?: HaveDigest; last?: string; next?: string; ids?: boolean; sub?: boolean }
 
 /** Evicted ids remembered for resumes, at most (about 40 bytes each). */
 const MAX_LOG_IDS = 200_000;

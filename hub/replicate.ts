@@ -134,6 +134,8 @@ export class HubReplicator {
      * were told to drop.
      */
     idsExchanges: 0, idsFrames: 0, idsNamed: 0, idsWanted: 0, idsReused: 0, idsGivenUp: 0, idsEvicted: 0,
+    /** Sub-bucket values sent before naming ids, to holders that answer them (HANDSHAKE `sync.sub`). */
+    idsSums: 0,
     /** SYNC_WANT frames taken (as they come, not at an exchange's end). */
     idsAnswers: 0,
   };
@@ -461,7 +463,7 @@ export class HubReplicator {
     const lookup = (id: string) => (store.queue.get(id) ? undefined : store.lookup(id));
     const evicted = ids && ids.length <= MAX_EVICTED_READ_BACK ? { ids, lookup, readMany: readBack(store) } : undefined;
     h.comparing = heldByAsync({ have: h.have, all: store.queue.all(), versions: this.versions, evicted, gap: gapOf(h.mark, store) })
-      .then((held) => (held && h.mark.ids && held.differing.length && this.haves.get(w) === h ? this.perId(w, h.have, held) : held))
+      .then((held) => (held && h.mark.ids && held.differing.length && this.haves.get(w) === h ? this.perId(w, h.have, held, h.mark.sub === true) : held))
       .catch((err: unknown) => { this.log.warn({ err, holder: w.id }, 'comparing what a holder holds failed; it is synced in full'); return undefined; })
       .then((held) => {
         h.comparing = undefined;
@@ -476,7 +478,7 @@ export class HubReplicator {
    * can (HANDSHAKE `sync.ids`): what it holds then, or `held` (those buckets whole) if the exchange
    * did not finish and the link is still up.
    */
-  private async perId(w: WorkerEntry, have: HaveDigest, held: Held): Promise<Held> {
+  private async perId(w: WorkerEntry, have: HaveDigest, held: Held, sub: boolean): Promise<Held> {
     const conn = w.conn;
     const x = new IdExchange({
       send: (payload) => conn.send(Type.SYNC_IDS, payload),
@@ -484,15 +486,15 @@ export class HubReplicator {
       drained: () => conn.drained(),
       get isClosed() { return conn.isClosed; },
     }, have, held, this.idsMemos.of(w.id, have.n), this.versions, {
-      maxChars: this.opts.chunkBytes ?? 256 * 1024, log: this.log.child({ holder: w.id }),
+      maxChars: this.opts.chunkBytes ?? 256 * 1024, sub, log: this.log.child({ holder: w.id }),
     }, (ids) => this.dropEvicted(w, ids));
     this.exchanges.set(w, x);
     let out: Held | undefined;
     try { out = await x.run(() => this.store().queue.all()); } finally { if (this.exchanges.get(w) === x) this.exchanges.delete(w); }
     const s = this.stats;
-    s.idsFrames += x.stats.frames; s.idsNamed += x.stats.pairs; s.idsWanted += x.stats.want; s.idsReused += x.stats.reused;
+    s.idsFrames += x.stats.frames; s.idsNamed += x.stats.pairs; s.idsWanted += x.stats.want; s.idsReused += x.stats.reused; s.idsSums += x.stats.sums;
     if (out) s.idsExchanges++; else s.idsGivenUp++;
-    this.log.info({ holder: w.id, differing: held.differing.length, asked: x.stats.asked, reused: x.stats.reused, named: x.stats.pairs, want: x.stats.want, extra: x.stats.extra, done: !!out }, 'differing buckets compared id by id');
+    this.log.info({ holder: w.id, differing: held.differing.length, asked: x.stats.asked, reused: x.stats.reused, named: x.stats.pairs, sums: x.stats.sums, subs_differ: x.stats.subsDiffer, want: x.stats.want, extra: x.stats.extra, done: !!out }, 'differing buckets compared id by id');
     return out ?? held;
   }
 

@@ -17,6 +17,12 @@ export interface HaveDigest { n: number; h: number[] }
 /** Most buckets a digest has (about 11 characters each on the wire). */
 export const HAVE_MAX_BUCKETS = 4096;
 
+/**
+ * Most buckets a per-id comparison splits a digest into (SYNC_IDS `k`: up to 256 sub-buckets of each
+ * of up to 4096): a sub-bucket of bucket b is a bucket of a digest of n*k, whose low bits are b.
+ */
+export const HAVE_MAX_SUB_BUCKETS = HAVE_MAX_BUCKETS * 256;
+
 /** FNV-1a, 32 bit, of a string, continuing from `h`. */
 function fnvStr(s: string, h = 0x811c9dc5): number {
   for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 0x01000193); }

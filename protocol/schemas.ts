@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { Codec, PROTOCOL_VERSION, Type } from './types.js';
 import { ErrorCode } from './errors.js';
 import { MAX_ATTEMPTS, MAX_QUEUE, MAX_SLOTS } from './bounds.js';
+import { HAVE_MAX_SUB_BUCKETS } from './replica-have.js';
 
 const id = z.string().min(1).max(128);
 const shortText = z.string().max(256);
@@ -114,6 +115,8 @@ export const Payloads = {
       last: id.optional(), next: id.optional(),
       /** The holder answers SYNC_IDS: a hub compares the buckets that differ id by id instead of sending them whole. */
       ids: z.boolean().optional(),
+      /** The holder also answers SYNC_IDS with `k` (sub-bucket values): a hub names only the ids of the sub-buckets that differ. */
+      sub: z.boolean().optional(),
     }).optional(),
     /** The `session` of this worker's previous HANDSHAKE_ACK: proves a reconnect is the same worker. */
     session: z.string().max(128).optional(),
@@ -232,18 +235,30 @@ export const Payloads = {
     offer: z.array(id).max(100_000).optional(),
   }),
   [Type.SYNC_IDS]: z.object({
-    /** The digest's bucket count (HANDSHAKE `sync.have.n`) and the buckets this frame covers, each whole. */
-    n: z.number().int().min(1).max(4096),
-    buckets: z.array(z.number().int().nonnegative().max(4095)).max(4096),
+    /**
+     * The digest's bucket count and the buckets this frame covers, each whole: HANDSHAKE `sync.have.n`,
+     * or that times a `k` of an earlier frame (the sub-buckets that differed).
+     */
+    n: z.number().int().min(1).max(HAVE_MAX_SUB_BUCKETS),
+    buckets: z.array(z.number().int().nonnegative().max(HAVE_MAX_SUB_BUCKETS - 1)).max(100_000),
     /** The hub's finished tasks in those buckets, and each one's fingerprint (protocol/replica-have.ts `haveOf`), index by index. */
     ids: z.array(id).max(100_000),
     h: z.array(z.number().int().nonnegative().max(0xffffffff)).max(100_000),
+    /**
+     * Sub-bucket values instead of ids (to a holder whose HANDSHAKE said `sub`): each bucket split in
+     * `k`, sub-bucket j of bucket b being bucket b + j*n of a digest of n*k buckets; `sums` has k
+     * values per bucket of `buckets`, in order, each the XOR of the fingerprints in its sub-bucket.
+     */
+    k: z.number().int().min(2).max(256).optional(),
+    sums: z.array(z.number().int().nonnegative().max(0xffffffff)).max(100_000).optional(),
   }),
   [Type.SYNC_WANT]: z.object({
     /** Of the ids named (`re` = the SYNC_IDS), those the holder lacks or holds with another fingerprint. */
     want: z.array(id).max(100_000),
     /** Finished tasks the holder holds in those buckets that the SYNC_IDS did not name. */
     extra: z.array(id).max(100_000).default([]),
+    /** To a frame with `k`: the sub-buckets (as buckets of n*k) whose value differs from the holder's. */
+    differ: z.array(z.number().int().nonnegative().max(HAVE_MAX_SUB_BUCKETS - 1)).max(100_000).optional(),
   }),
 } as const;
 

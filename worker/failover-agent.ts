@@ -34,8 +34,8 @@ export interface AgentFailoverOptions {
    * the coordinator's handback reaches it would have it run again, so a TASK_REQ is answered from any.
    */
   siblings?: Set<AgentFailover>;
-  /** Answer a restarted hub's per-id comparison (SYNC_IDS) and say so in HANDSHAKE; false acts as a holder that predates it (tests). */
-  syncIds?: boolean;
+  /** Answer a restarted hub's per-id comparison (SYNC_IDS) and say so in HANDSHAKE; false acts as a holder that predates it, `'ids'` one that predates sub-bucket values (tests). */
+  syncIds?: boolean | 'ids';
 }
 
 /**

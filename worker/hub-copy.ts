@@ -20,8 +20,11 @@ export interface HubCopyOptions {
   busy: () => (id: string) => boolean;
   /** The current hub link, if any. */
   conn: () => Connection | undefined;
-  /** Answer SYNC_IDS and say so in HANDSHAKE (`sync.ids`); false acts as a holder that predates it (tests). */
-  syncIds?: boolean;
+  /**
+   * Answer SYNC_IDS and say so in HANDSHAKE (`sync.ids`, `sync.sub`); false acts as a holder that
+   * predates it, `'ids'` as one that predates sub-bucket values (tests).
+   */
+  syncIds?: boolean | 'ids';
   log: Logger;
 }
 
@@ -100,6 +103,12 @@ export class HubCopy {
     const conn = this.opts.conn();
     if (!conn || conn.isClosed || this.opts.syncIds === false) return;
     const p = m.payload;
+    if (p.k !== undefined && this.opts.syncIds !== 'ids') {
+      // Sub-bucket values: the hub names the ids of those that differ next.
+      if (p.sums?.length !== p.k * p.buckets.length) return;
+      conn.send(Type.SYNC_WANT, { want: [], extra: [], differ: this.node.replica.differingSubs(p.n, p.k, p.buckets, p.sums, this.finalsOffHub) }, { re: m.id });
+      return;
+    }
     const { want, extra } = this.node.replica.compareIds(p.n, p.buckets, p.ids, p.h, this.finalsOffHub);
     let chars = 0, k = 0;
     while (k < extra.length && (chars += extra[k]!.length + 3) <= MAX_EXTRA_CHARS) k++;
@@ -117,7 +126,7 @@ export class HubCopy {
     if (!m) return undefined;
     const r = this.node.replica;
     // With what it holds: a restarted hub (whose versions mean nothing of this mark) sends only what differs.
-    return { ...m, have: r.have(this.finalsOffHub), ...(m.seq !== undefined ? r.anchors(m.seq, m.end) : {}), ...(this.opts.syncIds !== false ? { ids: true } : {}) };
+    return { ...m, have: r.have(this.finalsOffHub), ...(m.seq !== undefined ? r.anchors(m.seq, m.end) : {}), ...(this.opts.syncIds === 'ids' ? { ids: true } : this.opts.syncIds !== false ? { ids: true, sub: true } : {}) };
   }
 
   /**

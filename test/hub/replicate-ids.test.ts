@@ -81,6 +81,9 @@ t.test('the differing buckets compared id by id: the tasks sent are about those 
   t.ok(s.haveSame < s.haveBuckets, `buckets that matched: ${s.haveSame} of ${s.haveBuckets}`);
   // What differs, and no more: whole buckets sent every task of a bucket that held one of those.
   t.ok(s.haveSent >= differ && s.haveSent <= differ + 5, `tasks sent: ${s.haveSent}, what differs: ${differ} (${OPEN} open, ${LATE} of them finished while away, ${LOST} lost); ids named: ${s.idsNamed}, wanted: ${s.idsWanted}`);
+  // Sub-bucket values first: the ids named are those of the sub-buckets that differ, not of whole buckets.
+  t.ok(s.idsSums > 0, `sub-bucket values sent: ${s.idsSums}`);
+  t.ok(s.idsNamed < 3 * (LOST + LATE), `ids named: ${s.idsNamed} for ${LOST + LATE} finished tasks that differ`);
   t.same(h.check(), { lost: 0, duplicated: 0, changed: 0 }, 'lost 0, duplicated 0, changed 0');
   t.equal(h.hub.store.queue.counts().done, N - OPEN + LATE, 'every finished task recorded once');
 });
@@ -89,15 +92,16 @@ t.test('a link cut mid-exchange: the holder reconnects, the answers it gave are 
   const LOST = 600;
   // A small outbound bound: SYNC_IDS frames of about 16 KiB, many of them.
   const h = await holderOfRestarted(t, 'pc', LOST, {}, { maxOutbound: 128 * 1024 });
-  // The holder answers the first SYNC_IDS, then stalls (a link gone quiet) until the hub side cuts it.
+  // The holder answers the sub-bucket values and the first SYNC_IDS that names ids, then stalls (a
+  // link gone quiet) until the hub side cuts it.
   const copy = h.pool.agents[0]!.failover!.copy;
   const answer = copy.syncIds.bind(copy);
-  let seen = 0, stall = true;
-  copy.syncIds = (m: Message<'SYNC_IDS'>) => { if (!stall || seen++ < 1) answer(m); };
+  let seen = 0, sums = 0, stall = true;
+  copy.syncIds = (m: Message<'SYNC_IDS'>) => { if (!stall || (m.payload.k !== undefined && ++sums) || seen++ < 1) answer(m); };
   h.letBack();
   t.ok(await waitWorkers(h.hub, 1), 'the holder rejoined the restarted hub');
   const s = h.hub.failover.stats;
-  t.ok(await until(() => s.idsAnswers >= 1 && seen >= 2, 30_000), 'it answered one frame and holds the next');
+  t.ok(await until(() => s.idsAnswers >= sums + 1 && seen >= 2, 30_000), 'it answered one frame and holds the next');
   stall = false;
   const w = [...h.hub.registry.all()][0]!;
   w.conn.socket.destroy();

@@ -466,6 +466,40 @@ export class Replica {
   }
 
   /**
+   * A restarted hub's sub-bucket values (SYNC_IDS with `k`): of `buckets` (of `n`), each split in `k`
+   * (sub-bucket j of b is bucket b + j*n of n*k), those whose XOR of fingerprints here, counted as
+   * `have` counts, differs from the hub's `sums` (k per bucket, in order). The hub then names the ids
+   * of those only.
+   */
+  differingSubs(n: number, k: number, buckets: readonly number[], sums: readonly number[], without?: Excluded): number[] {
+    this.settle();
+    const nk = n * k;
+    const mine = new Map<number, number>();
+    for (const b of buckets) mine.set(b, 0);
+    const scan = new Set<number>();
+    if (n >= BUCKETS) for (const b of buckets) scan.add(b % BUCKETS);
+    else for (let b = 0; b < BUCKETS; b++) if (mine.has(b & (n - 1))) scan.add(b);
+    const acc = new Map<number, number>();
+    for (const rb of scan) {
+      for (const id of this.inBucket[rb]!) {
+        const fine = haveBucketOf(id, nk);
+        if (!mine.has(fine & (n - 1))) continue;
+        const e = this.entries.get(id);
+        const x = e && this.haveHash(e, without);
+        if (x !== undefined) acc.set(fine, ((acc.get(fine) ?? 0) ^ x) >>> 0);
+      }
+    }
+    const out: number[] = [];
+    buckets.forEach((b, i) => {
+      for (let j = 0; j < k; j++) {
+        const fine = b + j * n;
+        if ((acc.get(fine) ?? 0) !== (sums[i * k + j]! >>> 0)) out.push(fine);
+      }
+    });
+    return out;
+  }
+
+  /**
    * Where this copy's part of a cut whole-state sync ends, by task id (a restarted hub numbers its
    * tasks anew): `last`, the last task up to sync position `seq`; `next`, the first from `end` on
    * (those came as deltas). A restarted hub leaves the tasks between them out of the digest's
