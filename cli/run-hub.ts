@@ -12,6 +12,7 @@ export { logPath, newToken } from './state.js';
 import { sharedWorkerArgs, startSharedEngine, type SharedEngine } from './shared-engine.js';
 import { StateDirGuard } from './state-guard.js';
 import { lockStateDir, type StateLock } from './state-lock.js';
+import { AWAIT_DOWN_MS, lockAfterDown } from './stopping.js';
 import { nodeArgs } from './node-args.js';
 import { groupIds, supervisedProcesses, type Procs } from './procs.js';
 import { describeEngines, runningEngines } from '../drivers/batched/engine-info.js';
@@ -28,6 +29,11 @@ export interface RunHubOptions {
   journal?: boolean;
   /** Run one shared llama-server for the supervised workers instead of an engine each. */
   sharedEngine?: { model?: string; slotsPerWorker: number };
+  /**
+   * A hub started on its own (not by `swarm up`, which waited already): first wait while a `swarm down`
+   * stops the swarm in `dir` (cli/stopping.ts `lockAfterDown`), told once with that `down`'s pid.
+   */
+  awaitDown?: (pid: number | undefined) => void;
 }
 
 export interface RunningHub {
@@ -45,7 +51,8 @@ const CLI = fileURLToPath(new URL('./main.js', import.meta.url));
 export async function runHub(o: RunHubOptions): Promise<RunningHub> {
   fs.mkdirSync(o.dir, { recursive: true, mode: 0o700 });
   // Held until this hub stops: a second hub started at the same moment is refused here.
-  const lock = await lockStateDir(o.dir);
+  let lock = await lockStateDir(o.dir);
+  if (o.awaitDown) lock = await lockAfterDown(o.dir, lock, AWAIT_DOWN_MS, o.awaitDown);
   try {
     return await startHub(o, lock);
   } catch (err) { lock?.release(); throw err; }

@@ -35,20 +35,25 @@ export function markStarting(dir: string): () => void {
   return () => { process.removeListener('exit', unmark); unmark(); };
 }
 
-/** The `swarm up` processes still starting in `dir` (only those this record proves are the ones that wrote it). */
-export function startingProcs(dir: string): ProcId[] {
+/**
+ * The `swarm up` processes still starting in `dir`: `live`, those this record proves are the ones that
+ * wrote it; `unseen`, marks written in a pid namespace whose processes this one cannot see (the host's,
+ * read in a container): their pid says nothing here, so such a start is judged by what it makes (the
+ * directory's lock, its hub's answer) and never signalled from here.
+ */
+export function startingProcs(dir: string): { live: ProcId[]; unseen: { rec: ProcId; file: string }[] } {
   let names: string[];
-  try { names = fs.readdirSync(startingDir(dir)); } catch { return []; }
-  const live: ProcId[] = [];
+  const out: { live: ProcId[]; unseen: { rec: ProcId; file: string }[] } = { live: [], unseen: [] };
+  try { names = fs.readdirSync(startingDir(dir)); } catch { return out; }
   for (const n of names) {
     if (!/^\d+\.json$/.test(n)) continue;
     const file = path.join(startingDir(dir), n);
     const rec = readPidFile(file);
     const here = rec && localProcess(rec);
-    if (here) live.push(here);
-    // A mark left by a process killed -9: nothing starts under it any more. (One from a pid namespace
-    // this one cannot see says nothing here, and is not removed.)
-    else if (!rec || inThisNamespace(rec)) try { fs.rmSync(file, { force: true }); } catch { /* raced with its owner */ }
+    if (here) out.live.push(here);
+    else if (rec && !inThisNamespace(rec)) out.unseen.push({ rec, file });
+    // A mark left by a process killed -9: nothing starts under it any more.
+    else try { fs.rmSync(file, { force: true }); } catch { /* raced with its owner */ }
   }
-  return live;
+  return out;
 }

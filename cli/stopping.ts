@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { localProcess, ownCommand, readPidFile, writePidFile } from '../hub/proc-id.js';
 import { accessDenied, stateAccess } from './state.js';
-import { lockStopping, stoppingHeld, type StateLock } from './state-lock.js';
+import { SwarmError } from '../protocol/errors.js';
+import { lockStateDir, lockStopping, stoppingHeld, type StateLock } from './state-lock.js';
 
 /**
  * While `swarm down` stops a state directory's swarm it holds the directory's stop lock
@@ -60,6 +61,9 @@ function record(dir: string, lock: StateLock): () => void {
   };
 }
 
+/** How long a start (`swarm up`, or `swarm hub` on its own) waits for a `swarm down` that is stopping the swarm of its state directory. */
+export const AWAIT_DOWN_MS = 60_000;
+
 /**
  * For `swarm up`: wait (at most `ms`) while a `swarm down` stops the swarm in `dir`, `onWait` told
  * once. False if it is still stopping after `ms`.
@@ -77,4 +81,26 @@ export async function awaitStopped(dir: string, ms: number, onWait: (pid: number
 
 function accessError(dir: string, e: unknown): unknown {
   return accessDenied(e, true) ? stateAccess((e as NodeJS.ErrnoException).path ?? dir, e, 'write') : e;
+}
+
+/**
+ * For a hub started on its own (`swarm hub`, not by `swarm up`, which waited before it marked its
+ * start): the directory's lock, `lock` (taken), kept once no `swarm down` is stopping the swarm in
+ * `dir`. While one is, the lock is let go, so that `down` does not wait for this hub as one starting
+ * (each would wait for the other), and taken again after it, `onWait` told once. Checked with the lock
+ * held: a `down` that starts after that check finds this hub by its lock and stops it once it is up.
+ * SWARM_ERR_ALREADY_RUNNING if a `down` still stops the swarm after `ms`.
+ */
+export async function lockAfterDown(dir: string, lock: StateLock | undefined, ms: number, onWait: (pid: number | undefined) => void): Promise<StateLock | undefined> {
+  const deadline = Date.now() + ms;
+  let told = false;
+  let held = lock;
+  while (held && await stoppingHeld(dir)) {
+    held.release();
+    held = undefined;
+    const free = await awaitStopped(dir, Math.max(0, deadline - Date.now()), (pid) => { if (!told) { told = true; onWait(pid); } });
+    if (!free) throw new SwarmError('SWARM_ERR_ALREADY_RUNNING', `a \`swarm down\` is still stopping the swarm in ${dir} after ${ms} ms`);
+    held = await lockStateDir(dir);
+  }
+  return held;
 }

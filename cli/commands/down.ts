@@ -1,6 +1,7 @@
+import fs from 'node:fs';
 import type { Command } from 'commander';
 import { alive } from '../../hub/supervisor.js';
-import { inThisNamespace, isOldFormat, isSameProcess, localProcess, readPidFile, type ProcId } from '../../hub/proc-id.js';
+import { inThisNamespace, isOldFormat, isSameProcess, localProcess, pidNamespace, readPidFile, type ProcId } from '../../hub/proc-id.js';
 import { killGroup } from '../../drivers/lifecycle.js';
 import { stopEngines } from '../../drivers/batched/engine-stop.js';
 import { fail } from '../exit.js';
@@ -77,7 +78,11 @@ export function registerDown(program: Command): void {
         // hub, nothing else is left); a hub that holds the lock without hub.json is counted as remaining.
         for (const p of starting.left) try { process.kill(p.pid, 'SIGTERM'); } catch { /* gone */ }
         if (starting.left.length) await until(() => starting.left.every((p) => !isSameProcess(p)), 3000);
-        const startingLeft = starting.left.filter((p) => isSameProcess(p)).length + (!hub && await lockHeld(dir) ? 1 : 0);
+        // A start this namespace cannot see, still marked and with no hub to ask, is not signalled from here.
+        const unseen = (starting.unseen ?? []).filter((u) => fs.existsSync(u.file));
+        for (const u of unseen) warnings.push(`a \`swarm up\` of a pid namespace not visible from here (pid ${u.rec.pid} there) marked a start in ${dir} and had no hub answering after ${o.timeout} ms; it is not signalled from here: stop it where it runs (if nothing starts there any more, remove ${u.file})`);
+        const lockLeft = !hub && await lockHeld(dir);
+        const startingLeft = starting.left.filter((p) => isSameProcess(p)).length + unseen.length + (lockLeft ? 1 : 0);
         const remaining = ourPids(dir).length + (hub && await hubRuns(hub) ? 1 : 0) + startingLeft;
         const stopped = Boolean(hub) || byLock !== undefined || starting.left.length > 0;
         // `other_down`: the `swarm down` this one waited for (its pid, null if unknown), which did the
@@ -89,9 +94,10 @@ export function registerDown(program: Command): void {
           process.stdout.write(byLock !== undefined ? `swarm down: stopped the hub (pid ${byLock}) found by the state directory's lock: its hub.json was missing or damaged${clean ? '' : ' (forced)'}${left.length ? `, ${left.length} leftover process(es) killed` : ''}\n`
             : hub ? `swarm down: stopped${starting.hub ? ' (it was starting)' : ''}${clean ? '' : ' (forced)'}${left.length ? `, ${left.length} leftover process(es) killed` : ''}\n`
             : starting.left.length ? `swarm down: a swarm was starting in ${dir} and not up after ${o.timeout} ms: its \`swarm up\` (pid ${starting.left.map((p) => p.pid).join(', ')}) stopped\n`
+            : unseen.length ? `swarm down: a swarm was starting in ${dir} from a pid namespace not visible from here and had no hub after ${o.timeout} ms: not stopped\n`
               : turn.waited ? `swarm down: the swarm in ${dir} was stopped by another \`swarm down\`${turn.waitedFor ? ` (pid ${turn.waitedFor})` : ''}, which this one waited for${turn.unfinished ? ' (it ended before it finished; this one finished the stop)' : ''}${left.length ? `; ${left.length} leftover process(es) killed` : ''}\n`
                 : `swarm down: no swarm was running in ${dir}${left.length ? `; ${left.length} leftover process(es) killed` : ''}\n`);
-          if (startingLeft) process.stdout.write(`swarm down: a hub is still starting in ${dir} (it holds the state directory's lock); run \`swarm down\` again\n`);
+          if (lockLeft) process.stdout.write(`swarm down: a hub is still starting in ${dir} (it holds the state directory's lock); run \`swarm down\` again\n`);
           if (foreign.length) process.stdout.write(`swarm down: left alone pid(s) ${foreign.join(', ')}: pid files name processes this swarm cannot prove it started\n`);
         }
         process.exit(remaining ? 1 : 0);
@@ -102,19 +108,26 @@ export function registerDown(program: Command): void {
 /**
  * Wait (at most `ms`) for a starting swarm's hub.json: a `swarm up` marked as starting or a hub that
  * holds the directory's lock is a swarm on its way. Returns its hub once written, or the `swarm up`
- * processes still starting.
+ * processes still starting (`unseen`: marks of a pid namespace this one cannot see, which are waited
+ * for as any, and whose hub is judged by its answer).
  */
-async function awaitStarting(dir: string, ms: number): Promise<{ hub?: HubFile; left: ProcId[] }> {
+async function awaitStarting(dir: string, ms: number): Promise<{ hub?: HubFile; left: ProcId[]; unseen?: { rec: ProcId; file: string }[] }> {
   const deadline = Date.now() + ms;
   for (;;) {
-    const hub = ourHub(readHubFile(dir));
+    const hub = await startedHub(dir);
     if (hub) return { hub, left: [] };
-    const left = startingProcs(dir);
+    const { live, unseen } = startingProcs(dir);
     // The hub may have written hub.json between the two reads: look once more.
-    if (!left.length && !await lockHeld(dir)) return { hub: ourHub(readHubFile(dir)), left: [] };
-    if (Date.now() >= deadline) return { left };
+    if (!live.length && !unseen.length && !await lockHeld(dir)) return { hub: await startedHub(dir), left: [] };
+    if (Date.now() >= deadline) return { left: live, unseen };
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/** The hub hub.json names if it runs: ours by its process, or one of an unseen pid namespace by its answer. */
+async function startedHub(dir: string): Promise<HubFile | undefined> {
+  const file = readHubFile(dir);
+  return ourHub(file) ?? (file && hubUnseen(file) && await hubAnswers(file, 1000) ? file : undefined);
 }
 
 /** hub.json's hub if its pid is still that hub (one whose pid now belongs to another process is stale). */
@@ -126,9 +139,14 @@ async function hubRuns(h: HubFile, pid = hubPid(h)): Promise<boolean> {
   return hubUnseen(h) && await hubAnswers(h, 1000);
 }
 
-/** The processes the pid files name, once each (a process of several workers is named by each one's file). */
+/**
+ * The processes the pid files name, once each (a process of several workers is named by each one's
+ * file): by pid and the namespace it is of, since two namespaces (a container's and the host's) each
+ * have their own process with a given pid.
+ */
 function namedPids(dir: string): ProcId[] {
-  return [...new Map(pidFiles(dir).flatMap((p): [number, ProcId][] => { const r = readPidFile(p.file); return r ? [[r.pid, r]] : []; })).values()];
+  const key = (r: ProcId): string => `${r.pidns ?? pidNamespace() ?? ''} ${r.pid}`;
+  return [...new Map(pidFiles(dir).flatMap((p): [string, ProcId][] => { const r = readPidFile(p.file); return r ? [[key(r), r]] : []; })).values()];
 }
 
 /** Those still the processes this swarm started, with their pids as this namespace numbers them. */

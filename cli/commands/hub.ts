@@ -117,6 +117,9 @@ export function registerHub(program: Command): void {
           dir, log, config: hubConfigFrom(o, token), agents: o.supervise, procs: o.procs, journal: o.journal,
           workerArgs: workerArgs({ ...engineDriver(o.engine, o.driver, o.driverOpt, o.supervise, o.slots), model: model.path, slots: o.slots, failover: o.failover, caps: o.caps, tlsCert: o.tlsCert, tlsKey: o.tlsKey, orphanExitMs: o.orphanExitMs, maxLine: o.maxLine }),
           sharedEngine: o.engine === 'shared' ? { model: model.path, slotsPerWorker: o.slots } : undefined,
+          // Started by `swarm up -d` (it gives --ready-fd): up waited for a `down` before it marked its
+          // start, and a `down` begun since waits for this hub's hub.json; waiting here too, each would wait for the other.
+          ...(o.readyFd === undefined ? { awaitDown: (pid: number | undefined) => process.stderr.write(`swarm hub: a \`swarm down\`${pid ? ` (pid ${pid})` : ''} is stopping the swarm in ${dir}: waiting for it to finish\n`) } : {}),
         });
         // Bounded once the journal is replayed: the replay builds the whole hot state at once, and at
         // 1.5x growth it ran five full collections instead of two (0.3 s of pauses against 0.04 s, 1M tasks of history).

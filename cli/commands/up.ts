@@ -13,7 +13,7 @@ import { readiness, readyCounter } from '../ready.js';
 import { logPath, readHubFile, stateDir, type HubFile } from '../state.js';
 import { nodeArgs } from '../node-args.js';
 import { markStarting } from '../starting.js';
-import { awaitStopped } from '../stopping.js';
+import { AWAIT_DOWN_MS, awaitStopped } from '../stopping.js';
 import { stoppingHeld } from '../state-lock.js';
 import { hubConfigFrom, hubOptions, hubToken, retainArg, type HubCliOptions } from './hub.js';
 import { PROCS_HELP, parseProcs, supervisedProcesses, type Procs } from '../procs.js';
@@ -71,9 +71,6 @@ export function registerUp(program: Command): void {
       } catch (err) { fail(err, o.json); }
     });
 }
-
-/** How long `swarm up` waits for a `swarm down` that is stopping the swarm of its state directory. */
-const AWAIT_DOWN_MS = 60_000;
 
 /**
  * Refuse a running swarm and mark this one as starting, once no `swarm down` is stopping one here: a

@@ -48,7 +48,7 @@ t.test('a down killed while it stops: the one waiting finishes the stop; marks n
   // never its command line, so every mark read as another process's and was removed).
   const up = asTyped(['up', '-d', '--state-dir', state, '--driver', 'echo', '--agents', '1', '--no-failover']);
   t.ok(await until(() => { try { return fs.readdirSync(path.join(state, 'starting')).length > 0; } catch { return false; } }, 30_000, 5), 'up marked the directory');
-  t.same(startingProcs(state).map((p) => p.pid), [up.pid], 'its mark names it');
+  t.same(startingProcs(state).live.map((p) => p.pid), [up.pid], 'its mark names it');
   await up.exited;
   t.equal(up.code, 0, up.out);
   const engine = slowEngine(t, base, state);
