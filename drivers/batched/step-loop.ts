@@ -25,83 +25,12 @@
  * are sampleToken's with the same samplers, so the tokens are the same; without the methods
  * (node-llama-cpp's prebuilt addon, an older build) the step is split.
  */
-import { LlamaGrammarEvaluationState, type LlamaContext, type LlamaContextSequence, type LlamaGrammar, type LlamaModel, type Token } from 'node-llama-cpp';
+import type { LlamaContext, LlamaContextSequence, LlamaModel, Token } from 'node-llama-cpp';
 import { CompletionText, extraEosTokens, loadTextInternals, type StopReason } from './completion-text.js';
+import { decoded, NO_LOGITS, ONE_LOGIT, quiet, samplerConfig, type AddonContext, type AddonSampler, type Job, type LoopStats, type SeqInternals, type StepChat, type StepKind, type Tokens } from './step-job.js';
 import { NO_TOKEN, SAMPLE_FAILED } from '../llama-build/addon-fused-step.js';
 
-interface AddonContext {
-  initBatch(n: number): void;
-  addToBatch(sequenceId: number, firstTokenIndex: number, tokens: Uint32Array, logitIndexes: Uint32Array): Uint32Array;
-  decodeBatch(): Promise<void>;
-  sampleToken(batchLogitIndex: number, sampler: AddonSampler): Promise<Token | -1>;
-  /** The self-built addon's fused step (drivers/llama-build/addon-fused-step.ts); absent from node-llama-cpp's own. */
-  decodeBatchAndSample?(logitIndexes: Uint32Array, samplers: AddonSampler[]): Promise<Tokens>;
-  /** The same on the calling thread. */
-  decodeBatchAndSampleSync?(logitIndexes: Uint32Array, samplers: AddonSampler[]): Tokens;
-}
-type Tokens = Uint32Array & { errors?: string[] };
-interface AddonSampler { applyConfig(config: Record<string, unknown>): unknown; dispose(): void }
-interface SeqInternals {
-  _sequenceId: number;
-  _contextTokens: Token[];
-  _nextTokenIndex: number;
-  _resolveSamplerConfig(o: Record<string, unknown>): Record<string, unknown>;
-  readonly needsCheckpoints: boolean;
-}
-
-/** Sampling as the engine asks node-llama-cpp's completion for it (embedded/completion.ts). */
-export interface Sampling { temperature: number; topK?: number; topP?: number; minP?: number; seed?: number }
-
-/** What a chat needs of the loop. `prepare` runs between steps and says where the prompt's evaluation starts. */
-export interface StepChat {
-  sequence: LlamaContextSequence;
-  prepare: () => Promise<{ tokens: readonly Token[]; start: number }>;
-  sampling: Sampling;
-  grammar: LlamaGrammar | undefined;
-  stops: readonly string[];
-  /** Generated tokens at most (0: until the context is full). */
-  maxTokens: number;
-  signal: AbortSignal;
-  onText: (text: string) => void;
-  onTokens: (n: number) => void;
-}
-
-interface Job {
-  chat: StepChat;
-  seq: SeqInternals;
-  id: number;
-  /** Tokens to decode next: the prompt's rest, or the last sampled token. */
-  pending: Token[];
-  sampler: AddonSampler;
-  text: CompletionText;
-  /** Tokens of `pending` in the current step, and the batch logit index of its sample (or -1). */
-  take: number;
-  logit: number;
-  resolve: (reason: StopReason) => void;
-  reject: (err: unknown) => void;
-}
-
-const ONE_LOGIT = Uint32Array.of(0);
-const NO_LOGITS = new Uint32Array(0);
-const NONE: Token[] = [];
-/** A promise whose rejection is handled later (or dropped): not an unhandled rejection meanwhile. */
-const quiet = <T>(p: Promise<T>): Promise<T> => { p.catch(() => {}); return p; };
-
-/**
- * Where the loop's wall time went, in ms since the engine started: running (at least one chat in the
- * loop) split into decodes (a decode job queued until it returned; with the fused step, the decode
- * and its samples), samples (after the decode, until the last sample of the step came back; fused,
- * handling the sampled tokens) and the rest (preparing chats, building batches, the main
- * thread's turn); idle between is not counted. `steps` and `tokens` (generated tokens and prompt tokens
- * decoded) say how full the steps were.
- */
-export interface LoopStats { runningMs: number; decodeMs: number; sampleMs: number; steps: number; tokens: number; generated: number }
-
-/**
- * How a step runs: `sync`, the decode and samples on node's main thread (decodeBatchAndSampleSync),
- * `fused`, in one pool job (decodeBatchAndSample), `split`, decodeBatch and a sampleToken per sequence.
- */
-export type StepKind = 'sync' | 'fused' | 'split';
+export type { LoopStats, Sampling, StepChat, StepKind } from './step-job.js';
 
 /** How the loop is made. */
 export interface StepLoopOptions {
@@ -186,7 +115,7 @@ export class StepLoop {
         const pending = tokens.slice(start);
         if (pending.length === 0) throw new Error('nothing to evaluate');
         sampler = this.newSampler();
-        sampler.applyConfig(this.samplerConfig(seq, a.chat));
+        sampler.applyConfig(samplerConfig(seq, a.chat, this.model));
         const text = new CompletionText(this.model, this.texts, this.eos, {
           stops: a.chat.stops, grammar: a.chat.grammar, maxTokens: a.chat.maxTokens,
           onText: (t) => { if (t) a.chat.onText(t); }, onTokens: a.chat.onTokens,
@@ -201,17 +130,6 @@ export class StepLoop {
         a.reject(err);
       }
     }
-  }
-
-  /** node-llama-cpp's sampler configuration for these options, made by the sequence as its evaluation makes it. */
-  private samplerConfig(seq: SeqInternals, chat: StepChat): Record<string, unknown> {
-    const s = chat.sampling;
-    return seq._resolveSamplerConfig({
-      temperature: s.temperature, minP: s.minP ?? 0, topK: s.topK ?? 40, topP: s.topP ?? 0.95,
-      // Unseeded, the library seeds from the clock; once per chat here.
-      seed: s.seed ?? Math.floor(Date.now() / 1000),
-      ...(chat.grammar ? { grammarEvaluationState: new LlamaGrammarEvaluationState({ model: this.model, grammar: chat.grammar }) } : {}),
-    });
   }
 
   /** One batch: a token of every generating chat, prompt tokens in what room is left, one decode, the samples. */
@@ -245,8 +163,8 @@ export class StepLoop {
     this.stats.steps++;
     this.stats.tokens += total;
     if (this.step !== 'split') return this.fusedStep(inBatch, ctxSize);
-    let decoded: Promise<void>;
-    try { decoded = ctx.decodeBatch(); } catch (err) {
+    let decoding: Promise<void>;
+    try { decoding = ctx.decodeBatch(); } catch (err) {
       for (const j of inBatch) this.fail(j, err);
       return;
     }
@@ -256,7 +174,7 @@ export class StepLoop {
     const samples = new Map<Job, Promise<Token | -1>>();
     if (this.pipelined) for (const j of inBatch) if (j.logit >= 0) samples.set(j, quiet(ctx.sampleToken(j.logit, j.sampler)));
     try {
-      await decoded;
+      await decoding;
     } catch (err) {
       // Samples queued behind a failed decode read stale logits: their results are dropped (and their
       // samplers freed once they have run).
@@ -269,7 +187,7 @@ export class StepLoop {
     let wake: (() => void) | undefined;
     const settled = (): void => { if (--waiting === 0) wake?.(); };
     for (const j of inBatch) {
-      if (!this.decoded(j)) continue;
+      if (!decoded(j)) continue;
       waiting++;
       // Each sample is handled as it comes back, while the next ones are sampled.
       (samples.get(j) ?? ctx.sampleToken(j.logit, j.sampler)).then((token) => {
@@ -300,7 +218,7 @@ export class StepLoop {
     }
     const t1 = performance.now();
     this.stats.decodeMs += t1 - t0;
-    for (const j of inBatch) this.decoded(j);
+    for (const j of inBatch) decoded(j);
     sampling.forEach((j, i) => {
       const token = tokens[i];
       if (token === SAMPLE_FAILED) this.fail(j, new Error(tokens.errors?.[i] || 'Failed to sample next token'));
@@ -309,17 +227,6 @@ export class StepLoop {
     });
     this.stats.generated += sampling.length;
     this.stats.sampleMs += performance.now() - t1;
-  }
-
-  /** The step's tokens of `j` are in the KV cache now: the sequence's token list says so. Returns whether a sample of it is due. */
-  private decoded(j: Job): boolean {
-    const n = j.take;
-    const done = n === j.pending.length ? j.pending : j.pending.splice(0, n);
-    for (const t of done) j.seq._contextTokens.push(t);
-    j.seq._nextTokenIndex += n;
-    if (j.logit < 0) return false;
-    j.pending = NONE;
-    return true;
   }
 
   private sampled(j: Job, token: Token, ctxSize: number): void {
