@@ -33,6 +33,12 @@ export interface FeedOptions {
    */
   turnBytes?: number;
   /**
+   * One budget of sync characters a turn, shared by every feed (holders' and keepers'): a restarted
+   * hub syncs its holders and keepers at once, and a chunk each per turn held every other I/O hop (a
+   * client's submit, a dispatch, a result) behind all of them. Deltas do not count against it.
+   */
+  share?: TurnShare;
+  /**
    * A keeper of the open tasks only (hub/replicate-keepers.ts): a sync is the open tasks, and is
    * preceded, in order, by a frame that has the keeper drop the open tasks it holds (some may have
    * finished while it was not told: a cut link, deltas dropped).
@@ -48,6 +54,27 @@ export interface FeedOptions {
   seqOf?: (id: string) => number | undefined;
   nextSeq?: () => number;
   log: Logger;
+}
+
+/**
+ * The sync characters every feed together sends in one turn of the event loop, at most (about: a
+ * chunk that starts under it goes whole). A feed over it waits for the next turn, behind the I/O
+ * that turn brings; the feeds take turns in the order they yielded.
+ */
+export class TurnShare {
+  private used = 0;
+  private armed = false;
+  constructor(readonly bytes = 256 * 1024) {}
+  /** True while this turn's budget is not spent. */
+  get open(): boolean { return this.used < this.bytes; }
+  /** Count `n` characters sent by a sync this turn. */
+  spend(n: number): void {
+    this.used += n;
+    if (this.armed) return;
+    // Queued before any feed that yields after this: in the next turn it runs first, then those feeds.
+    this.armed = true;
+    setImmediate(() => { this.used = 0; this.armed = false; });
+  }
 }
 
 /**
@@ -201,9 +228,10 @@ export class HolderFeed {
   private pump(): void {
     if (this.yielded || this.stopped) return;
     const turn = this.opts.turnBytes ?? 256 * 1024;
+    const share = this.opts.share;
     let sent = 0;
     while (!this.link.isClosed && this.link.writable) {
-      if (sent >= turn) {
+      if (sent >= turn || (share && !share.open && !this.deltas.length && this.sync)) {
         this.yielded = true;
         this.stats.yields++;
         setImmediate(() => { this.yielded = false; this.pump(); });
@@ -229,6 +257,7 @@ export class HolderFeed {
       const n = this.sendSyncChunk(this.sync);
       if (n < 0) return;
       sent += n;
+      share?.spend(n);
     }
     if (this.link.isClosed || this.waiting || (!this.deltas.length && !this.sync)) return;
     this.waiting = true;

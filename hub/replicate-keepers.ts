@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { Type, type ReplicaEntry } from '../protocol/index.js';
 import { chunks, idParts } from './replicate-chunks.js';
-import { HolderFeed } from './replicate-feed.js';
+import { HolderFeed, type TurnShare } from './replicate-feed.js';
 import type { WorkerEntry } from './registry.js';
 import type { TaskStore } from './store.js';
 import { isFinal, type TaskRecord } from './task.js';
@@ -15,6 +15,8 @@ export interface KeeperDeps {
   entry: (rec: TaskRecord, withSpec: boolean) => ReplicaEntry;
   chunkBytes: number;
   maxBacklog: number;
+  /** The sync budget a turn every feed shares (hub/replicate-feed.ts `TurnShare`). */
+  share?: TurnShare;
   log: Logger;
   /** Keepers at most (default `DEFAULT_KEEPERS`). */
   max?: number;
@@ -111,7 +113,7 @@ export class OpenKeepers {
       drained: () => conn.drained(),
       get isClosed() { return conn.isClosed; },
     }, (r, withSpec) => this.deps.entry(r, withSpec), () => openOf(store().queue.all()), {
-      chunkBytes: this.deps.chunkBytes, maxBacklog: this.deps.maxBacklog, log: this.deps.log.child({ keeper: w.id }), resetOpen: true,
+      chunkBytes: this.deps.chunkBytes, maxBacklog: this.deps.maxBacklog, log: this.deps.log.child({ keeper: w.id }), resetOpen: true, share: this.deps.share,
       seqOf: (id) => store().queue.get(id)?.seq, nextSeq: () => store().queue.nextSeq,
     });
     this.feeds.set(w, f);

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { Type, type Message, type Payload, type ReplicaEntry } from '../protocol/index.js';
 import { DEFAULT_LEASE_MS } from '../sched/index.js';
 import { chunks, idParts } from './replicate-chunks.js';
-import { HolderFeed } from './replicate-feed.js';
+import { HolderFeed, TurnShare } from './replicate-feed.js';
 import { OpenKeepers } from './replicate-keepers.js';
 import { Versions, type SyncMark } from './replicate-resume.js';
 import { heldByAsync, readBack, type Held } from './replicate-held.js';
@@ -145,6 +145,8 @@ export class HubReplicator {
   private readonly signer: EntrySigner;
   /** The lowest id of each process without a holder keeps the open tasks (hub/replicate-keepers.ts). */
   readonly keepers: OpenKeepers;
+  /** What the holders' and keepers' syncs send in one turn of the loop, together. */
+  private readonly share = new TurnShare();
 
   constructor(
     private readonly store: () => TaskStore,
@@ -160,7 +162,7 @@ export class HubReplicator {
       this.syncDue.clear();
     }, opts.settleMs, opts.settleMaxMs);
     this.keepers = new OpenKeepers({
-      store, max: opts.keepers, entry: (r, withSpec) => this.entry(r, withSpec), chunkBytes: opts.chunkBytes ?? 256 * 1024, maxBacklog: opts.maxBacklog ?? 4 * 1024 * 1024,
+      store, max: opts.keepers, entry: (r, withSpec) => this.entry(r, withSpec), chunkBytes: opts.chunkBytes ?? 256 * 1024, maxBacklog: opts.maxBacklog ?? 4 * 1024 * 1024, share: this.share,
       log: log.child({ part: 'keepers' }), settleMs: opts.settleMs, settleMaxMs: opts.settleMaxMs,
     });
   }
@@ -269,7 +271,7 @@ export class HubReplicator {
         drained: () => conn.drained(),
         get isClosed() { return conn.isClosed; },
       }, (r, withSpec) => this.entry(r, withSpec), () => this.whole(w), {
-        chunkBytes: this.opts.chunkBytes ?? 256 * 1024, maxBacklog: this.opts.maxBacklog ?? 4 * 1024 * 1024, log: this.log.child({ holder: w.id }),
+        chunkBytes: this.opts.chunkBytes ?? 256 * 1024, maxBacklog: this.opts.maxBacklog ?? 4 * 1024 * 1024, share: this.share, log: this.log.child({ holder: w.id }),
         seqOf: (id) => this.store().queue.get(id)?.seq, nextSeq: () => this.store().queue.nextSeq,
       }, (seq, end) => this.versions.mark(seq, end), (m, end) => {
         const r = m && this.lacking(m, end, w);

@@ -78,6 +78,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/hub/replicate-feed-ahead.test.ts',
   'test/hub/replicate-have.test.ts',
   'test/hub/replicate-ids-sub.test.ts',
+  'test/hub/replicate-feed-share.test.ts',
   'test/hub/replicate-specs.test.ts',
   'test/hub/replicate-have-cut.test.ts',
   'test/hub/replicate-ids.test.ts',
