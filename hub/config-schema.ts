@@ -55,6 +55,12 @@ export const HubConfigSchema = z.object({
    * frames instead of one per task; LLM tasks (seconds) never qualify.
    */
   prefetchBelowMs: z.number().min(0).max(MAX_PREFETCH_BELOW_MS).default(5),
+  /**
+   * Lease a busy worker its next task this many ms before its running one is expected to end (the mean
+   * run time of its recent tasks), while tasks wait that no free worker takes: the worker starts it in
+   * the turn its last one ends, without the round trip through the hub. 0: never.
+   */
+  leaseAheadMs: z.number().min(0).max(MAX_PREFETCH_BELOW_MS).default(0),
   /** Offer msgpack to workers. Off by default: NDJSON (the spec's codec) measured faster for our frames. */
   msgpack: z.boolean().default(false),
   /** Role plan: how many workers should hold each role (hub/roles.ts); handed out with ASSIGN_ROLE. */

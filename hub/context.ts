@@ -34,6 +34,7 @@ export interface HubContext {
 export interface DispatchDeps {
   readonly store: Pick<TaskStore, 'lease' | 'peek' | 'queue'>;
   readonly registry: Pick<Registry, 'all'>;
+  readonly config: Pick<HubConfig, 'leaseAheadMs'>;
   readonly metrics: Pick<HubMetrics, 'dispatched'>;
   readonly isStopping: boolean;
   /** Someone watches answers as they are written (a dashboard): TASK_REQs ask for partials. */
@@ -42,14 +43,14 @@ export interface DispatchDeps {
 
 /** The worker links' view: admit and drop workers, route their frames to the parts that own them. */
 export interface SessionDeps {
-  readonly config: Pick<HubConfig, 'maxLine' | 'tlsCa' | 'handshakeTimeoutMs' | 'deadAfterMs' | 'token' | 'heartbeatMs' | 'msgpack' | 'maxOutbound' | 'prefetchBelowMs'>;
+  readonly config: Pick<HubConfig, 'maxLine' | 'tlsCa' | 'handshakeTimeoutMs' | 'deadAfterMs' | 'token' | 'heartbeatMs' | 'msgpack' | 'maxOutbound' | 'prefetchBelowMs' | 'leaseAheadMs'>;
   readonly log: Logger;
   readonly registry: Registry;
   readonly metrics: Pick<HubMetrics, 'protocolErrors'>;
   readonly failover: Pick<HubReplicator, 'join' | 'leave' | 'heartbeat' | 'isPeer' | 'handBack' | 'syncWant'>;
   readonly roles: Pick<RoleAssigner, 'joined' | 'left' | 'selfAssigned' | 'onAck'>;
   readonly events: HubEvents;
-  readonly store: Pick<TaskStore, 'release'>;
+  readonly store: Pick<TaskStore, 'release' | 'unlease'>;
   readonly name: string;
   readonly isStopping: boolean;
 }

@@ -26,6 +26,9 @@ export class Dispatcher {
   /** Links this pass put TASK_REQs on: flushed at its end (see dispatch). */
   private readonly sentTo = new Set<WorkerEntry>();
   private readyTimer?: NodeJS.Timeout;
+  /** Wakes a pass when a busy worker may take its next task ahead (WorkerEntry.aheadAt). */
+  private aheadTimer?: NodeJS.Timeout;
+  private aheadTimerAt?: number;
   /** When the ready timer fires (epoch ms), if armed. */
   private readyTimerAt?: number;
 
@@ -69,7 +72,38 @@ export class Dispatcher {
     this.readyTimer = setTimeout(() => { this.readyTimer = undefined; this.readyTimerAt = undefined; this.schedule(); }, Math.max(0, at - Date.now()) + 1);
   }
 
-  stop(): void { if (this.readyTimer) clearTimeout(this.readyTimer); }
+  stop(): void { if (this.readyTimer) clearTimeout(this.readyTimer); if (this.aheadTimer) clearTimeout(this.aheadTimer); }
+
+  /**
+   * With lease-ahead on and tasks still queued after a pass: wake when the first busy worker's running
+   * task nears its expected end, and offer it then (its capacity grows by one, see WorkerEntry.capacity),
+   * so it starts its next task in the turn its last one ends instead of after a round trip to the hub.
+   * A worker that cannot start it within its hold gives it back (SLOTS_FULL, no attempt used).
+   */
+  private armAhead(): void {
+    if (this.hub.config.leaseAheadMs <= 0 || this.hub.isStopping || this.hub.store.queue.counts().queued === 0) return;
+    // A worker already due was offered (it stays among the free ones until it takes a task or cannot).
+    const now = performance.now();
+    let at = Infinity;
+    for (const w of this.hub.registry.all()) {
+      const a = w.aheadAt();
+      if (a !== undefined && a > now && a < at) at = a;
+    }
+    if (at === Infinity) return;
+    if (this.aheadTimer && this.aheadTimerAt !== undefined && this.aheadTimerAt <= at) return;
+    if (this.aheadTimer) clearTimeout(this.aheadTimer);
+    this.aheadTimerAt = at;
+    this.aheadTimer = setTimeout(() => {
+      this.aheadTimer = undefined;
+      this.aheadTimerAt = undefined;
+      const now = performance.now();
+      for (const w of this.hub.registry.all()) {
+        const a = w.aheadAt();
+        if (a !== undefined && a <= now) this.offer(w);
+      }
+      this.schedule();
+    }, Math.max(1, Math.ceil(at - now)));
+  }
 
   /**
    * Dispatch now, and put the TASK_REQs on the wire at once: for a batch just accepted, whose
@@ -95,6 +129,7 @@ export class Dispatcher {
     // TASK_REQs to one link still go out in one write.
     for (const w of this.sentTo) w.conn.flush();
     this.sentTo.clear();
+    this.armAhead();
   }
 
   private fill(eligible: (w: WorkerEntry) => boolean): void {

@@ -75,9 +75,12 @@ export class Sessions {
     w.left();
     failover.leave(w);
     // Its leases go back to the queue: the store's `requeued` events tell the replicas and wake the dispatcher.
+    // One still waiting in its queue (leased ahead, or prefetched) never ran there: no attempt is used.
+    let unstarted = 0;
+    for (const [id, lease] of w.inflight) if (lease.startedAt === undefined && store.unlease(id, w.id)) unstarted++;
     const back = store.release(w.id);
     if (!w.conn.isClosed) w.conn.destroy(reason);
-    log.info({ worker: w.id, reason, requeued: back.length }, 'worker left');
+    log.info({ worker: w.id, reason, requeued: back.length + unstarted }, 'worker left');
     if (!this.hub.isStopping) this.hub.roles.left();
     if (down) this.hub.events.workerDown?.(w.id, reason);
   }
@@ -111,7 +114,7 @@ export class Sessions {
       // Not "down": the id is back at once, so the supervisor must not kill the process that just reconnected.
       this.drop(old, resumed ? 'replaced by its reconnect' : `replaced by a new connection (old link quiet for ${quietMs} ms)`, false);
     }
-    const w = new WorkerEntry({ id, role: p.role ?? '', driver: p.driver, caps: p.caps, slots: p.slots, queue: p.queue, prefetchBelowMs: config.prefetchBelowMs, conn, pid: p.pid, host: p.host_id, session: randomId() + randomId(), engine: p.engine, failoverError: p.failover_error }, now);
+    const w = new WorkerEntry({ id, role: p.role ?? '', driver: p.driver, caps: p.caps, slots: p.slots, queue: p.queue, prefetchBelowMs: config.prefetchBelowMs, leaseAheadMs: config.leaseAheadMs, conn, pid: p.pid, host: p.host_id, session: randomId() + randomId(), engine: p.engine, failoverError: p.failover_error }, now);
     conn.peer = id;
     registry.add(w);
     const codec = this.codecFor(p.codecs);

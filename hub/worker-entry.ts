@@ -2,8 +2,12 @@ import { PROMPT_CACHE_CAP, type Connection } from '../protocol/index.js';
 import { Answer } from './answer.js';
 import type { PendingRole } from './roles.js';
 
-/** One leased task on a worker: when, the TASK_REQ id (replies name it in `re`), the answer so far. */
-export interface Lease { leasedAt: number; reqId: string; answer: Answer }
+/**
+ * One leased task on a worker: when, the TASK_REQ id (replies name it in `re`), the answer so far, and
+ * when it started running as far as the hub can tell (at its lease with a slot free, else when a slot
+ * freed for it); undefined while it waits in the worker's queue.
+ */
+export interface Lease { leasedAt: number; reqId: string; answer: Answer; startedAt?: number }
 
 /** What a HANDSHAKE told the hub about a worker. */
 export interface WorkerJoin {
@@ -12,6 +16,8 @@ export interface WorkerJoin {
   queue?: number;
   /** Its queue is used while its recent tasks' mean run time is under this (ms; 0: never). */
   prefetchBelowMs?: number;
+  /** Lease it one task ahead this long before its running one is expected to end (ms; 0: never). */
+  leaseAheadMs?: number;
   /** HANDSHAKE `engine`: its engine's state when it joined. */
   engine?: 'starting' | 'ready' | 'failed';
   /** HANDSHAKE `failover_error`: it was started for failover and could not take part. */
@@ -52,6 +58,9 @@ export class WorkerEntry {
   /** When a slot last became free (performance.now), for dispatch latency. */
   freedAt = performance.now();
   done = 0;
+  /** Tasks leased to it ahead (into its queue while its slots were busy), and how many it gave back. */
+  leasedAhead = 0;
+  gaveBack = 0;
   /** Leased tasks by id. */
   readonly inflight = new Map<string, Lease>();
   /** ASSIGN_ROLE sent, no ACK yet: dispatch still uses `role`. */
@@ -62,6 +71,7 @@ export class WorkerEntry {
   roleRefused?: boolean;
   private gone = false;
   private readonly prefetchBelowMs: number;
+  private readonly leaseAheadMs: number;
   /** Mean run time of its recent tasks (ms, from their receipts); undefined before the first. */
   private meanRunMs?: number;
   /** It gave a queued task back (a long task was ahead of it): slots only until it finishes one. */
@@ -78,6 +88,7 @@ export class WorkerEntry {
   constructor(j: WorkerJoin, now = Date.now()) {
     this.id = j.id; this.role = j.role; this.driver = j.driver; this.caps = j.caps; this.slots = j.slots;
     this.queue = j.queue ?? 0; this.prefetchBelowMs = j.prefetchBelowMs ?? 0;
+    this.leaseAheadMs = j.leaseAheadMs ?? 0;
     this.keepsPrompts = j.caps.includes(PROMPT_CACHE_CAP);
     this.conn = j.conn; this.pid = j.pid; this.host = j.host; this.session = j.session;
     this.connectedAt = now; this.lastSeen = now;
@@ -90,13 +101,41 @@ export class WorkerEntry {
   get canTake(): boolean {
     if (this.gone || !this.conn.writable) return false;
     const n = this.inflight.size;
-    return n < this.slots || (this.refill && n < this.capacity);
+    if (n < this.slots) return true;
+    // The queue's refill rule is for short tasks; a lease ahead is one place, taken when due.
+    return n < this.capacity && (this.refill || !this.short);
   }
 
-  /** Leases it may hold now: its slots, plus its queue while its recent tasks are short. */
+  /** Its recent tasks are short: its queue is open to prefetch (unless it gave a queued task back). */
+  private get short(): boolean {
+    return !this.queueRefused && this.meanRunMs !== undefined && this.meanRunMs < this.prefetchBelowMs;
+  }
+
+  /**
+   * Leases it may hold now: its slots, plus its queue while its recent tasks are short, or one place of
+   * it once its running task is within `leaseAheadMs` of its expected end (aheadAt).
+   */
   get capacity(): number {
-    const short = !this.queueRefused && this.meanRunMs !== undefined && this.meanRunMs < this.prefetchBelowMs;
-    return short ? this.slots + this.queue : this.slots;
+    if (this.short) return this.slots + this.queue;
+    const at = this.aheadAt();
+    return at !== undefined && at <= performance.now() ? this.slots + 1 : this.slots;
+  }
+
+  /**
+   * When (performance.now) it may be leased its next task ahead: `leaseAheadMs` before the first of its
+   * running tasks is expected to end (its recent tasks' mean run time). Undefined when lease-ahead is
+   * off, it has no queue, a queued task was given back (until it finishes one), its tasks are short
+   * (the queue is theirs), or a slot is free or a task already waits in it.
+   */
+  aheadAt(): number | undefined {
+    if (this.leaseAheadMs <= 0 || this.queue < 1 || this.queueRefused || this.meanRunMs === undefined) return undefined;
+    if (this.meanRunMs < this.prefetchBelowMs || this.inflight.size !== this.slots) return undefined;
+    let first = Infinity;
+    for (const l of this.inflight.values()) {
+      if (l.startedAt === undefined) return undefined;
+      if (l.startedAt < first) first = l.startedAt;
+    }
+    return first + this.meanRunMs - this.leaseAheadMs;
   }
 
   /** It finished a task that ran `ms` (its receipt's duration). */
@@ -107,7 +146,7 @@ export class WorkerEntry {
   }
 
   /** It gave back a task it could not start (SLOTS_FULL): lease it no more than its slots for now. */
-  refusedQueued(): void { this.queueRefused = true; }
+  refusedQueued(): void { this.queueRefused = true; this.gaveBack++; }
 
   /** A frame arrived from it. */
   heard(now = Date.now()): void { this.lastSeen = now; }
@@ -124,13 +163,19 @@ export class WorkerEntry {
   get engineReady(): boolean { return this.engine === undefined || this.engine === 'ready'; }
   /** A task leased to it went out as TASK_REQ `reqId`. */
   leased(taskId: string, reqId: string, now = performance.now()): void {
-    this.inflight.set(taskId, { leasedAt: now, reqId, answer: new Answer() });
+    const startedAt = this.inflight.size < this.slots ? now : undefined;
+    if (startedAt === undefined) this.leasedAhead++;
+    this.inflight.set(taskId, { leasedAt: now, reqId, answer: new Answer(), startedAt });
     if (this.inflight.size >= this.capacity) this.refill = false;
   }
   /** A lease ended (answered, failed, expired); true if it held it. */
   release(taskId: string, now = performance.now()): boolean {
     if (!this.inflight.delete(taskId)) return false;
     this.freedAt = now;
+    // A task waiting in its queue starts as a slot frees (the worker starts the oldest first).
+    let running = 0;
+    for (const l of this.inflight.values()) if (l.startedAt !== undefined) running++;
+    if (running < this.slots) for (const l of this.inflight.values()) if (l.startedAt === undefined) { l.startedAt = now; break; }
     if (this.inflight.size <= this.slots + (this.queue >> 1)) this.refill = true;
     return true;
   }

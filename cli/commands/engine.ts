@@ -9,11 +9,32 @@ import { Progress } from '../progress.js';
 
 interface BuildFlags { out?: string; jobs: number; force: boolean; json: boolean; quiet: boolean; addon: boolean }
 
+/**
+ * What a cold build costs, said before it starts (measured with `/usr/bin/time`: docs/engines.md). The
+ * addon's: 505 CPU-seconds, 21 min of wall niced beside other work at load 3-12 on 2 vCPUs.
+ */
+const EXPECTED = {
+  addon: 'about 8-9 CPU-minutes: 5 min on 2 idle cores, 20 min or more beside other work',
+  llama: 'about 4-5 min on 2 idle cores, longer beside other work',
+};
+
 function describe(p: BuildProgress, t0: number, addon: boolean): string {
   const s = Math.round((Date.now() - t0) / 1000);
   const what = addon ? 'engine build --addon' : 'engine build';
-  if (p.phase === 'compile') return `${what}: compiling ${p.percent ?? 0}% (${s}s; about ${addon ? '15-60' : '4-5'} min on 2 cores)`;
+  if (p.phase === 'compile') return `${what}: compiling ${p.percent ?? 0}% (${s}s; ${addon ? EXPECTED.addon : EXPECTED.llama})`;
   return `${what}: ${p.phase} (${s}s)`;
+}
+
+/** The progress callback: the expected duration once, as the build starts (a cached build says nothing), then the bar. */
+function progress(bar: Progress, quiet: boolean, t0: number, addon: boolean): (p: BuildProgress) => void {
+  let said = false;
+  return (p) => {
+    if (!said && !quiet) {
+      said = true;
+      process.stderr.write(`engine build${addon ? ' --addon' : ''}: building from source, ${addon ? `${EXPECTED.addon}; an interrupted build resumes where it stopped` : EXPECTED.llama}\n`);
+    }
+    bar.update(describe(p, t0, addon));
+  };
 }
 
 /** `swarm engine build|which`: build llama.cpp's programs from the bundled source, and show where they are. */
@@ -38,7 +59,7 @@ export function registerEngine(program: Command): void {
       try {
         if (o.addon) {
           const r = await buildAddon({
-            ...(o.out ? { outDir: o.out } : {}), jobs: o.jobs, force: o.force, signal: ac.signal, onProgress: (p) => bar.update(describe(p, t0, true)),
+            ...(o.out ? { outDir: o.out } : {}), jobs: o.jobs, force: o.force, signal: ac.signal, onProgress: progress(bar, o.quiet, t0, true),
           });
           bar.done();
           if (o.json) { process.stdout.write(JSON.stringify(r) + '\n'); return; }
@@ -52,7 +73,7 @@ export function registerEngine(program: Command): void {
           jobs: o.jobs,
           force: o.force,
           signal: ac.signal,
-          onProgress: (p) => bar.update(describe(p, t0, false)),
+          onProgress: progress(bar, o.quiet, t0, false),
         });
         bar.done();
         if (o.json) { process.stdout.write(JSON.stringify(r) + '\n'); return; }

@@ -21,6 +21,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/hub/duplicate-worker.test.ts',
   'test/hub/hub-frames.test.ts',
   'test/hub/prefetch.test.ts',
+  'test/hub/lease-ahead.test.ts',
   'test/hub/replicate-events.test.ts',
   'test/hub/runs-api.test.ts',
   'test/hub/store.test.ts',

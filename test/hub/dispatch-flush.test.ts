@@ -24,6 +24,7 @@ t.test('a dispatch pass puts its TASK_REQs on the wire at its end, one flush per
     metrics: { dispatched: () => {} },
     isStopping: false,
     watchers: 0,
+    config: { leaseAheadMs: 0 },
   };
   const d = new Dispatcher(deps);
   const w1 = new WorkerEntry({ id: 'w1', role: '', driver: 'echo', caps: [], slots: 2, conn: link(log, 'w1'), session: 's1' });
