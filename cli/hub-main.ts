@@ -1,0 +1,12 @@
+/**
+ * The entry of the hub's bundle (cli/bundle.ts; cli/main.ts runs it for `swarm hub`): the command
+ * line with the hub command and what it loads before it listens, imported here so that the bundle
+ * holds them in one piece instead of chunks loaded one after another.
+ */
+import { runCli } from './program.js';
+import { registerHub } from './commands/hub.js';
+import './run-hub.js';
+import './log.js';
+import '../hub/store-heap.js';
+
+await runCli({ hub: registerHub });

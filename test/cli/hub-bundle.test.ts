@@ -1,0 +1,48 @@
+import t from 'tap';
+import fs from 'node:fs';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { CLI, ROOT, alive, swarm, tempDir, until } from '../helpers/cli.js';
+
+/**
+ * `swarm hub` loads its code from the bundle the build writes (dist/hub-bundle, cli/bundle.ts), not
+ * as ~110 modules: a restarted hub on a busy host spent most of its time to listening loading them.
+ * In the bundle every module keeps its own file's `import.meta.url`, so what the hub finds from it
+ * (the CLI its supervisor starts workers with) is where it was.
+ */
+
+const BUNDLE = path.join(ROOT, 'dist/hub-bundle/hub-main.js');
+
+t.test('the build wrote the hub bundle after the modules it holds', async (t) => {
+  t.ok(fs.existsSync(BUNDLE), `${BUNDLE} exists (written by \`npm run build\`)`);
+  t.ok(fs.statSync(BUNDLE).mtimeMs >= fs.statSync(CLI).mtimeMs, 'and is not older than dist/cli/main.js (a `tsc` alone since leaves it stale: run `npm run build`)');
+});
+
+t.test('swarm hub runs from the bundle: none of the hub\'s modules is loaded on its own', async (t) => {
+  const dir = tempDir(t);
+  const state = path.join(dir, 'state');
+  const seen = path.join(dir, 'loaded.txt');
+  // A module hook that writes down every file the hub process loads as an ES module.
+  fs.writeFileSync(path.join(dir, 'hooks.mjs'), `import fs from 'node:fs';\nexport async function load(url, ctx, next) { if (url.startsWith('file:')) fs.appendFileSync(${JSON.stringify(seen)}, url + '\\n'); return next(url, ctx); }\n`);
+  fs.writeFileSync(path.join(dir, 'register.mjs'), `import { register } from 'node:module';\nregister(${JSON.stringify(new URL('hooks.mjs', `file://${dir}/`).href)});\n`);
+  const hub = spawn(process.execPath, ['--import', path.join(dir, 'register.mjs'), CLI, 'hub', '--state-dir', state, '--port', '0'], { stdio: 'ignore', detached: true });
+  t.teardown(() => { try { process.kill(-hub.pid!, 'SIGKILL'); } catch { /* gone */ } });
+  t.ok(await until(() => fs.existsSync(path.join(state, 'hub.json')), 30_000), 'the hub started');
+  const loaded = fs.readFileSync(seen, 'utf8').split('\n').filter(Boolean).map((u) => new URL(u).pathname);
+  t.ok(loaded.includes(BUNDLE), 'it loaded the bundle');
+  const own = loaded.filter((f) => f.startsWith(path.join(ROOT, 'dist') + path.sep) && !f.startsWith(path.dirname(BUNDLE) + path.sep) && f !== CLI);
+  t.same(own, [], 'and no module of dist/ beside it');
+  t.equal(swarm(['down', '--state-dir', state]).code, 0, 'down stops it');
+  t.ok(await until(() => !alive(hub.pid!), 10_000), 'the hub is gone');
+});
+
+t.test('a hub from the bundle starts its supervised workers and runs a task', async (t) => {
+  const state = path.join(tempDir(t), 'state');
+  t.teardown(() => { swarm(['down', '--state-dir', state]); });
+  const up = swarm(['up', '-d', '--state-dir', state, '--driver', 'echo', '--agents', '1', '--no-failover']);
+  t.equal(up.code, 0, `up -d (${up.stderr.trim()})`);
+  const sub = swarm(['submit', '--state-dir', state, '--id', 'b-1', '--wait', 'through the bundle']);
+  t.equal(sub.code, 0, `a task runs (${sub.stderr.trim()})`);
+  t.match(sub.stdout, /through the bundle/, 'and its echo comes back');
+  t.equal(swarm(['down', '--state-dir', state]).code, 0, 'down');
+});
