@@ -223,8 +223,9 @@ async function killRun(built: string, run: number, retain: string, root = ROOT):
     const upToProbeMs = Math.round(performance.now() - tUp);
     // CPU is steadier than wall on a shared host: the new hub's, from exec to its first result.
     const hubCpuMs = cpuOf(hubFile(dir)?.pid);
-    // Killed in a sync: the holders' new syncs (after comparing their digests) are what it measures.
-    if (inSync) await holdersSynced(dir);
+    // The holders' new syncs (after comparing their digests) end before the swarm stops: what they
+    // exchanged is in the log (and, killed in a sync, is what it measures).
+    const resyncedMs = await holdersSynced(dir);
     // What the holders' digests saved the restarted hub: finished tasks left out as held, and sent.
     const fo = (await api<{ failover?: { haveSyncs?: number; haveHeld?: number; haveSent?: number; idsNamed?: number; idsSums?: number; idsExchanges?: number; fullSyncs?: number } }>(dir, 'GET', '/status', undefined, CALL_MS))?.failover;
     stop = true;
@@ -233,7 +234,7 @@ async function killRun(built: string, run: number, retain: string, root = ROOT):
     const row = {
       run, ...(root !== ROOT ? { dist: root } : {}), load_at_kill: loadAtKill, first_up_ready_ms: first.readyMs ?? null, holders_synced_after_ms: holdersSyncedMs, tasks_submitted_under_load: submitted,
       kill_to_hub_listening_ms: listenMs, timeline_ms: { ...timeline, listening: listenMs, joins: joined }, restart_up_ready_ms: again.readyMs ?? null, kill_to_up_returned_ms: upDoneMs, kill_to_probe_result_ms: w?.complete ? probeMs : null, up_to_probe_result_ms: w?.complete ? upToProbeMs : null, hub_cpu_at_first_result_ms: hubCpuMs,
-      ...(inSync ? { killed_in_sync: killedInSync } : {}), holder_buckets_same: buckets, have_held: fo?.haveHeld ?? null, have_sent: fo?.haveSent ?? null,
+      ...(inSync ? { killed_in_sync: killedInSync } : {}), holders_resynced_after_probe_ms: resyncedMs, holder_buckets_same: buckets, have_held: fo?.haveHeld ?? null, have_sent: fo?.haveSent ?? null,
       ids_named: named, sums_per_holder: fo?.idsExchanges && fo.idsSums !== undefined ? Math.round(fo.idsSums / fo.idsExchanges) : null, full_syncs: fo?.fullSyncs ?? null, handshakes_refused: refused,
       ...(first.error || again.error ? { error: first.error ?? again.error } : {}),
     };
