@@ -171,6 +171,9 @@ function measure(label: string, cli: string): Record<string, unknown> {
       per[kind] = { cpu_ms_per_task: r2((y.cpu - x.cpu) * 1000 / done), wakes_per_task: r2((y.wakes - x.wakes) / done), main_wakes_per_task: r2((y.mainWakes - x.mainWakes) / done) };
     }
     const g = gaps(res.tasks.map((x) => x.receipt ?? {}));
+    // Leases into a worker's queue (lease-ahead) and how many came back unstarted, warm-up included.
+    const m = (JSON.parse(run(cli, ['status', '--json', '--state-dir', dir])) as { metrics?: { leases_queued?: number; leases_queued_given_back?: number } }).metrics;
+    if (m?.leases_queued !== undefined) row.leases_queued = { leased: m.leases_queued, given_back: m.leases_queued_given_back };
     return Object.assign(row, {
       done, tasks, tokens_out: toks, wall_s: r2(wall), tasks_per_s: r2(done / wall), tokens_per_s: Math.round(toks / wall),
       cpu_ms_per_task: r2(cpuAll * 1000 / done), per_process: per,

@@ -35,7 +35,7 @@ export interface DispatchDeps {
   readonly store: Pick<TaskStore, 'lease' | 'peek' | 'queue'>;
   readonly registry: Pick<Registry, 'all'>;
   readonly config: Pick<HubConfig, 'leaseAheadMs'>;
-  readonly metrics: Pick<HubMetrics, 'dispatched'>;
+  readonly metrics: Pick<HubMetrics, 'dispatched' | 'leasedQueued'>;
   readonly isStopping: boolean;
   /** Someone watches answers as they are written (a dashboard): TASK_REQs ask for partials. */
   readonly watchers: number;
@@ -70,7 +70,7 @@ export interface LivenessDeps {
 export interface ResultsDeps {
   readonly log: Logger;
   readonly registry: Pick<Registry, 'get'>;
-  readonly metrics: Pick<HubMetrics, 'duplicateResults' | 'receipt'>;
+  readonly metrics: Pick<HubMetrics, 'duplicateResults' | 'receipt' | 'queuedGivenBack'>;
   readonly store: Pick<TaskStore, 'queue' | 'knows' | 'complete' | 'unlease' | 'fail'>;
   readonly dispatcher: Pick<Dispatcher, 'offer' | 'withdraw'>;
 }

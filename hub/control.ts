@@ -133,6 +133,8 @@ export class ControlServer {
         dispatch_p99_ms: this.hub.metrics.dispatchLatency.quantile(0.99),
         tokens_in: this.hub.metrics.tokensIn, tokens_out: this.hub.metrics.tokensOut,
         duplicate_results: this.hub.metrics.duplicateResults,
+        // Leased into a worker's queue while its slots ran (prefetch, lease-ahead), and given back unstarted.
+        leases_queued: this.hub.metrics.leasedQueued, leases_queued_given_back: this.hub.metrics.queuedGivenBack,
         // The hub's own stalls (SIGSTOP, swap): leases they cost are requeued without using an attempt.
         stalls: this.hub.store.stall.stalls, longest_stall_ms: this.hub.store.stall.longestMs,
       },

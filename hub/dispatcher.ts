@@ -179,6 +179,7 @@ export class Dispatcher {
       // Partial answers cost the worker and the hub a wake-up each; only a dashboard shows them.
       ...(this.hub.watchers > 0 ? {} : { stream: false }),
     });
+    if (w.inflight.size >= w.slots) this.hub.metrics.leasedQueued++;
     w.leased(rec.id, reqId, now);
     this.sentTo.add(w);
     const readyAt = this.readyAt.get(rec.id) ?? 0;

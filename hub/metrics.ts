@@ -10,6 +10,9 @@ export class HubMetrics {
   completed = 0;
   failed = 0;
   duplicateResults = 0;
+  /** Tasks leased into a worker's queue while its slots ran (lease-ahead, prefetch), and those given back unstarted. */
+  leasedQueued = 0;
+  queuedGivenBack = 0;
   tokensIn = 0;
   tokensOut = 0;
   readonly protocolErrors = new Map<string, number>();
@@ -45,6 +48,8 @@ export class HubMetrics {
     counter('swarm_tasks_completed_total', 'Tasks whose result was recorded.', this.completed);
     counter('swarm_tasks_failed_total', 'Tasks that failed on every allowed attempt.', this.failed);
     counter('swarm_results_duplicate_total', 'Results dropped because the task already had one.', this.duplicateResults);
+    counter('swarm_leases_queued_total', 'Tasks leased into a worker\'s queue while its slots ran (prefetch of short tasks, lease-ahead).', this.leasedQueued);
+    counter('swarm_leases_queued_given_back_total', 'Of those, tasks the worker gave back unstarted (SLOTS_FULL: its hold ran out behind a longer task).', this.queuedGivenBack);
     counter('swarm_tokens_in_total', 'Prompt tokens reported by workers.', this.tokensIn);
     counter('swarm_tokens_out_total', 'Generated tokens reported by workers.', this.tokensOut);
     out.push('# HELP swarm_protocol_errors_total Bad frames received, by code.', '# TYPE swarm_protocol_errors_total counter');

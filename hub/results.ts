@@ -112,7 +112,7 @@ export class Results {
     if (!w.inflight.has(taskId)) return;
     const store = this.hub.store;
     this.freeSlot(w, taskId);
-    if (code === 'SWARM_ERR_SLOTS_FULL') { w.refusedQueued(); store.unlease(taskId, w.id); return; }
+    if (code === 'SWARM_ERR_SLOTS_FULL') { w.refusedQueued(); this.hub.metrics.queuedGivenBack++; store.unlease(taskId, w.id); return; }
     if (code === 'SWARM_ERR_SHUTDOWN') {
       // The worker is stopping (SIGTERM: `podman stop`, a rolling restart) and gave the task back: not
       // the task's fault, so it goes back at once without using an attempt, and the worker gets no more.

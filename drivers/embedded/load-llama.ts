@@ -98,7 +98,7 @@ export async function loadLlama(opts: { logLevel: LlamaLogLevel; logger: Logger;
       process.stderr.write(`self-built addon ${own.addon} did not load (${err instanceof Error ? err.message : String(err)}); using the prebuilt one\n`);
       return undefined;
     });
-    if (llama) { recordAddonRun(own, choice, loadedCpuVariant()); return { llama, path: 'self-built' }; }
+    if (llama) { recordAddonRun(own, choice, { variant: loadedCpuVariant() }); return { llama, path: 'self-built' }; }
   }
   const direct = directPrebuilt();
   // The prebuilt addon after the self-built one died with every variant: hide its variants the same way.
@@ -129,7 +129,7 @@ export async function loadLlama(opts: { logLevel: LlamaLogLevel; logger: Logger;
       ramPadding: (total) => Math.floor(Math.min(total * 0.25, 1024 ** 3)), // getLlama's default on Linux
       skipLlamaInit: false, debug: process.env.NODE_LLAMA_CPP_DEBUG === 'true', numa: false, tempDir: false, experimentalOptions: undefined,
     });
-    if (own && choice?.kind === 'prebuilt') recordAddonRun(own, choice, loadedCpuVariant());
+    if (own && choice?.kind === 'prebuilt') recordAddonRun(own, choice, { variant: loadedCpuVariant() });
     return { llama, path: 'prebuilt-direct' };
   } catch (err) {
     // The binary loaded, so this is the internal API having moved (another 3.x): do it getLlama's way.

@@ -75,12 +75,15 @@ export function addonWithout(own: SelfBuiltAddon, addonDir: string, hidden: read
   return join(dir, ADDON_FILE);
 }
 
-/** Before the native load: what this engine runs, for its starter to read if it dies of SIGILL. */
-export function recordAddonRun(own: SelfBuiltAddon, c: AddonChoice, variant?: string): void {
+/**
+ * What this engine runs, for its starter to read if it dies of SIGILL: before its native load, and
+ * again once loaded with the CPU variant ggml picked (`loaded`; undefined when it could not tell).
+ */
+export function recordAddonRun(own: SelfBuiltAddon, c: AddonChoice, loaded?: { variant: string | undefined }): void {
   const root = stateRoot(own.dir);
   try {
-    writeFileSync(runFile(root, process.pid), JSON.stringify({ ...c, ...(variant ? { variant } : {}) }) + '\n');
-    if (variant) return;
+    writeFileSync(runFile(root, process.pid), JSON.stringify({ ...c, ...(loaded?.variant ? { variant: loaded.variant } : {}) }) + '\n');
+    if (loaded) return;
     process.once('exit', () => rmSync(runFile(root, process.pid), { force: true }));
     for (const n of readdirSync(root)) {
       const pid = Number(/^addon-run-(\d+)\.json$/.exec(n)?.[1]);

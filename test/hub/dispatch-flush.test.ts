@@ -21,7 +21,7 @@ t.test('a dispatch pass puts its TASK_REQs on the wire at its end, one flush per
   const deps: DispatchDeps = {
     store: { lease: () => tasks.shift(), peek: () => tasks[0], queue: { nextReadyAt: () => undefined } } as unknown as DispatchDeps['store'],
     registry: { all: () => ([] as WorkerEntry[]).values() },
-    metrics: { dispatched: () => {} },
+    metrics: { dispatched: () => {}, leasedQueued: 0 },
     isStopping: false,
     watchers: 0,
     config: { leaseAheadMs: 0 },

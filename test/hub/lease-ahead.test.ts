@@ -75,6 +75,7 @@ t.test('tasks leased ahead that the worker cannot start within its hold go back 
   t.equal(hub.store.queue.counts().done, n, 'lost 0');
   t.equal(hub.metrics.duplicateResults, 0, 'duplicated 0');
   t.ok([...hub.registry.all()].reduce((s, w) => s + w.gaveBack, 0) > 0, 'some were given back');
+  t.ok(hub.metrics.queuedGivenBack > 0 && hub.metrics.leasedQueued >= hub.metrics.queuedGivenBack, 'and counted (swarm status, /metrics)');
   const attempts = Array.from({ length: n }, (_, i) => hub.store.queue.get(`h-${i}`)!.attempts);
   t.same(attempts.filter((a) => a !== 1), [], 'each task used one attempt');
 });
