@@ -51,6 +51,8 @@ export interface ReplicatorOptions {
    */
   settleMs?: number;
   settleMaxMs?: number;
+  /** The settled holders' syncs wait for star mode this long at most (`syncSettled`). */
+  starWaitMs?: number;
   /** The swarm's task rules, sent with PEERS: an acting coordinator leases and retries by them. */
   rules?: { max_attempts: number; lease_ms: number };
   /** Replicate results' receipts too (default off: see `entry`). */
@@ -60,6 +62,9 @@ export interface ReplicatorOptions {
   /** True if this worker id is connected now (a handback never records over a live worker's lease). */
   live?: (worker: string) => boolean;
 }
+
+/** How long the holders' syncs wait for the swarm to be back in star mode, at most (`syncSettled`). */
+const STAR_WAIT_MS = 10_000;
 
 /** Tasks evicted since this hub started read back to compare a holder's digest, at most (a restart's first passes are far fewer). */
 const MAX_EVICTED_READ_BACK = 50_000;
@@ -104,6 +109,9 @@ export class HubReplicator {
   private lastHandback = 0;
   /** Offered tasks leased to no one until the handback brings them. */
   readonly holds: HandbackHolds;
+  /** Since when the settled holders' syncs wait for star mode (`syncSettled`), and the timer that looks again. */
+  private starWaitSince?: number;
+  private starWaitTimer?: NodeJS.Timeout;
   /** Topology runs not ended, with their specs: holders get them, so an acting coordinator can drive them on. */
   private readonly runs = new Map<string, unknown>();
   readonly stats = {
@@ -157,10 +165,7 @@ export class HubReplicator {
     // Held tasks that become ready again wake the dispatcher through the store's `ready` event.
     this.holds = new HandbackHolds(store, log, () => {});
     this.signer = new EntrySigner(opts.token);
-    this.settle = new Settle(() => {
-      for (const w of this.syncDue) if (this.holding.includes(w) && !w.conn.isClosed) this.syncWhenCompared(w);
-      this.syncDue.clear();
-    }, opts.settleMs, opts.settleMaxMs);
+    this.settle = new Settle(() => this.syncSettled(), opts.settleMs, opts.settleMaxMs);
     this.keepers = new OpenKeepers({
       store, max: opts.keepers, entry: (r, withSpec) => this.entry(r, withSpec), chunkBytes: opts.chunkBytes ?? 256 * 1024, maxBacklog: opts.maxBacklog ?? 4 * 1024 * 1024, share: this.share,
       log: log.child({ part: 'keepers' }), settleMs: opts.settleMs, settleMaxMs: opts.settleMaxMs,
@@ -199,6 +204,7 @@ export class HubReplicator {
   stop(): void {
     if (this.fullTimer) clearInterval(this.fullTimer);
     if (this.batchTimer) clearTimeout(this.batchTimer);
+    clearTimeout(this.starWaitTimer);
     this.settle.stop();
     this.keepers.stop();
     this.holds.stop();
@@ -233,6 +239,28 @@ export class HubReplicator {
     if (this.peers.get(w.id)?.w !== w) return;
     this.peers.delete(w.id);
     this.elect();
+  }
+
+  /**
+   * The holder set settled: each new holder's sync starts (its digest compared, the differing tasks
+   * sent). Not while the swarm reconciles (members still in gossip mode or handing back), for at most
+   * `starWaitMs`: after a gossip period the agents rejoin and hand back, and a client's first tasks run,
+   * while the comparisons and syncs of every holder took the hub's loop; what the handbacks record
+   * reaches the holders as deltas meanwhile.
+   */
+  private syncSettled(): void {
+    clearTimeout(this.starWaitTimer);
+    this.starWaitTimer = undefined;
+    if (!this.syncDue.size) { this.starWaitSince = undefined; return; }
+    const now = Date.now();
+    if (this.mode !== 'star' && now - (this.starWaitSince ??= now) < (this.opts.starWaitMs ?? STAR_WAIT_MS)) {
+      this.starWaitTimer = setTimeout(() => this.syncSettled(), 250);
+      this.starWaitTimer.unref();
+      return;
+    }
+    this.starWaitSince = undefined;
+    for (const w of this.syncDue) if (this.holding.includes(w) && !w.conn.isClosed) this.syncWhenCompared(w);
+    this.syncDue.clear();
   }
 
   /** Choose the holders (hub/holders.ts: one per process, hosts first). A new holder gets the whole state first. */

@@ -73,6 +73,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/hub/handback-evicted.test.ts',
   'test/hub/dup-window.test.ts',
   'test/hub/holder-settle.test.ts',
+  'test/hub/holder-star-wait.test.ts',
   'test/hub/replicate-resume.test.ts',
   'test/hub/replicate-reconnect.test.ts',
   'test/hub/replicate-behind.test.ts',
