@@ -41,6 +41,14 @@ type WithCreate = { _create?: (o: CreateOptions) => Promise<Llama> };
 export type LlamaLoadPath = 'prebuilt-direct' | 'getLlama' | 'self-built';
 
 const exists = (p: string): boolean => fs.existsSync(p);
+
+/** Set by loadLlama when a SIGILL on this CPU made it load something else than it would (addon-variant.ts). */
+let fallback: string | undefined;
+
+/** How the binding was loaded, for the engine's info file (status, passport): the path, and any SIGILL fallback. */
+export function bindingNote(path: LlamaLoadPath): string {
+  return fallback ? `${path}; after SIGILL on this CPU: ${fallback}` : path;
+}
 const readJson = (p: string): unknown => JSON.parse(fs.readFileSync(p, 'utf8'));
 
 /**
@@ -84,7 +92,8 @@ export async function loadLlama(opts: { logLevel: LlamaLogLevel; logger: Logger;
   // After a SIGILL on this CPU (addon-variant.ts): the addon and CPU variants that have not died here.
   const choice: AddonChoice | undefined = own ? addonChoice(own) : undefined;
   if (own && choice && choice.skip + (choice.kind === 'self-built' ? 0 : 1) > 0) {
-    process.stderr.write(`warning: after SIGILL on this CPU, loading the ${describeChoice(own, choice)}\n`);
+    fallback = describeChoice(own, choice);
+    process.stderr.write(`warning: after SIGILL on this CPU, loading the ${fallback}\n`);
   }
   if (own && choice?.kind === 'none') {
     throw new SwarmError('SWARM_ERR_ENGINE_START', `every CPU variant of the self-built and the prebuilt llama.cpp addon was killed by SIGILL on this CPU (${own.dir}/.cpu-variants/addon-choice.json; remove it to try again)`);

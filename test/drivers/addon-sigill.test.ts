@@ -70,6 +70,8 @@ t.test('an engine killed by SIGILL in a CPU variant: the variant is hidden and t
   t.match(text, /killed by SIGILL with the self-built addon; next: self-built addon, CPU variant\(s\) sapphirerapids hidden/);
   t.match(text, /after SIGILL on this CPU, loading the self-built addon, CPU variant\(s\) sapphirerapids hidden/);
   t.match(text, /KV cache \w+ \(self-built binding\)/, 'still the self-built binding');
+  const info = fs.readdirSync(path.join(dir, 'engines')).filter((n) => n.endsWith('.json')).map((n) => JSON.parse(fs.readFileSync(path.join(dir, 'engines', n), 'utf8')) as { binding: string });
+  t.match(info.map((i) => i.binding), ['self-built; after SIGILL on this CPU: self-built addon, CPU variant(s) sapphirerapids hidden'], 'the engine\'s info file (status, passport) says so');
   t.match(swarm(['engine', 'which'], { env: { SWARM_ADDON: addon } }).stdout, /addon choice\s+self-built addon, CPU variant\(s\) sapphirerapids hidden \(killed by SIGILL on this CPU: self-built addon\)/, 'swarm engine which says so');
 
   await t.test('a later engine goes straight to the remembered choice', async (t) => {
