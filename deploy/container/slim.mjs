@@ -31,6 +31,8 @@ function copy(from, to) {
   } else if (!DROP_FILE.test(from) || from.endsWith('package.json')) {
     fs.copyFileSync(from, to);
     fs.chmodSync(to, st.mode & 0o755);
+    // The hub's bundle is used only while it is newer than dist/cli/main.js (cli/main.ts): keep the times.
+    fs.utimesSync(to, st.atime, st.mtime);
     bytes += st.size;
   }
 }
