@@ -60,7 +60,9 @@ for (let round = 0; round < Number(rounds); round++) {
     // SWARM_BENCH_PIN=CPU: engine, bare server and the busy processes all on one CPU (every thread), so
     // that where the balancer put each cannot be what separates them.
     const pin = process.env.SWARM_BENCH_PIN;
-    if (pin) for (const p of [engine.pids()[0]!, bare.pids()[0]!, ...(load?.pids ?? [])]) execFileSync('taskset', ['-a', '-cp', pin, String(p)], { stdio: 'ignore' });
+    // SWARM_BENCH_PIN_MAIN=1: of the bare server, its main (decoding) thread only, its HTTP threads free.
+    const mainOnly = process.env.SWARM_BENCH_PIN_MAIN === '1';
+    if (pin) for (const p of [engine.pids()[0]!, bare.pids()[0]!, ...(load?.pids ?? [])]) execFileSync('taskset', [...(mainOnly && p === bare.pids()[0] ? [] : ['-a']), '-cp', pin, String(p)], { stdio: 'ignore' });
     await Promise.all([runFor(engine, 3000, 32), runFor(bare, 3000, 32)]); // warm
     const who: [string, number][] = [['engine', engine.pids()[0]!], ['bare', bare.pids()[0]!], ...(load ? load.pids.map((p, i): [string, number] => [`busy${i}`, p]) : [])];
     const s0 = new Map(who.map(([k, p]) => [k, procSched(p)]));
@@ -84,7 +86,7 @@ for (let round = 0; round < Number(rounds); round++) {
 }
 load?.stop();
 const out = { bench: 'engine-side', machine: machine(), date: new Date().toISOString(), model: path.basename(model), agents: N, seconds: MS / 1000, busy: Number(busy), threads,
-  step: process.env.SWARM_ENGINE_STEP ?? 'default', ...(process.env.SWARM_BENCH_PIN ? { pinned_to_cpu: process.env.SWARM_BENCH_PIN } : {}), load_avg: os.loadavg(), rows };
+  step: process.env.SWARM_ENGINE_STEP ?? 'default', ...(process.env.SWARM_BENCH_PIN ? { pinned_to_cpu: process.env.SWARM_BENCH_PIN, bare_main_only: process.env.SWARM_BENCH_PIN_MAIN === '1' } : {}), load_avg: os.loadavg(), rows };
 fs.mkdirSync(path.join(ROOT, 'bench/results'), { recursive: true });
 fs.appendFileSync(path.join(ROOT, 'bench/results/engine-side.jsonl'), JSON.stringify(out) + '\n');
 process.stdout.write(JSON.stringify({ load_avg: os.loadavg() }) + '\n');

@@ -58,20 +58,27 @@ export async function startThreads(limit = cpuLimit(), ms = 120): Promise<number
   return Math.max(1, Math.min(limit, Math.floor(free + 0.25)));
 }
 
+/** The machine's idle (with iowait) and total CPU time so far, from /proc/stat's first line; undefined where it is not readable. */
+export function cpuTimes(): { idle: number; total: number } | undefined {
+  try {
+    const stat = fs.readFileSync('/proc/stat', 'utf8');
+    const cpu = stat.slice(0, stat.indexOf('\n')).trim().split(/\s+/).slice(1).map(Number);
+    return { idle: (cpu[3] ?? 0) + (cpu[4] ?? 0), total: cpu.reduce((a, b) => a + b, 0) };
+  } catch { return undefined; }
+}
+
 /**
- * Cores the machine has left idle since the previous call, from /proc/stat (idle and iowait time
- * over all time, scaled by the CPUs); undefined on the first call or where /proc/stat is not readable.
+ * Cores the machine has left idle since the previous call, or on the first call since this was made
+ * (idle and iowait time over all time, scaled by the CPUs); undefined where /proc/stat is not
+ * readable. The first interval starts here: were the first call unanswered, the tuner's first probe
+ * of more threads would go unguarded, and on a busy machine that one probe's steps (two threads
+ * spinning against the load: 12 tok/s where one thread did 400) cost a 10 s run a third of its tokens.
  */
-export function idleCores(): () => number | undefined {
-  let last: { idle: number; total: number } | undefined;
-  const cpus = os.cpus().length;
+export function idleCores(read = cpuTimes, cpus = os.cpus().length): () => number | undefined {
+  let last = read();
   return () => {
-    let now;
-    try {
-      const stat = fs.readFileSync('/proc/stat', 'utf8');
-      const cpu = stat.slice(0, stat.indexOf('\n')).trim().split(/\s+/).slice(1).map(Number);
-      now = { idle: (cpu[3] ?? 0) + (cpu[4] ?? 0), total: cpu.reduce((a, b) => a + b, 0) };
-    } catch { return undefined; }
+    const now = read();
+    if (!now) return undefined;
     const prev = last;
     last = now;
     if (!prev || now.total <= prev.total) return undefined;

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ThreadTuner, cpuLimit, startThreads } from '../../drivers/batched/threads.js';
+import { ThreadTuner, cpuLimit, idleCores, startThreads } from '../../drivers/batched/threads.js';
 
 /**
  * Drive a tuner through simulated decode steps: `rate(threads)` is tokens per ms of decode for 8
@@ -71,4 +71,13 @@ t.test('with no idle core the tuner does not probe more threads (a probe would o
   t.ok(r.share >= 0.99, `${r.share.toFixed(3)} of the best fixed count`);
   const down = new ThreadTuner({ max: 2, start: 2, now: () => clock.now, freeCores: () => 0 });
   t.equal(run(down, clock, 30_000, (n) => (n >= 2 ? 0.02 : 1)).last, 1, 'a count that collapsed is left for fewer');
+});
+
+t.test('idle cores are measured from the moment the reader is made: its first answer already guards a probe', async (t) => {
+  const times = [{ idle: 100, total: 1000 }, { idle: 110, total: 1200 }, { idle: 310, total: 1400 }];
+  const free = idleCores(() => times.shift(), 2);
+  t.equal(free(), 0.1, 'the first call: 10 of 200 ticks idle on 2 CPUs');
+  t.equal(free(), 2, 'then since the previous call');
+  t.equal(free(), undefined, 'unreadable: not known');
+  t.equal(idleCores(() => undefined, 2)(), undefined);
 });
