@@ -1,16 +1,26 @@
-import { Packr, Unpackr } from 'msgpackr';
+import { createRequire } from 'node:module';
+import type { Packr, Unpackr } from 'msgpackr';
 import { frameHead, type Decoder, type FrameSink } from './line-decoder.js';
 import { DEFAULT_MAX_LINE } from './types.js';
 
 export { LineDecoder, frameHead, type Decoder, type FrameHead, type FrameSink } from './line-decoder.js';
 
-const packr = new Packr({ useRecords: false, mapsAsObjects: true });
+/**
+ * msgpackr is loaded on first use: NDJSON is the default codec, and its ES entry is six modules that
+ * a restarted hub read before listening for nothing. Its CommonJS build is one file.
+ */
+const lazyRequire = createRequire(import.meta.url);
+let msgpackr: typeof import('msgpackr') | undefined;
+let packrOnce: Packr | undefined;
+let unpackrOnce: Unpackr | undefined;
+function lib(): typeof import('msgpackr') { return (msgpackr ??= lazyRequire('msgpackr') as typeof import('msgpackr')); }
+function packr(): Packr { return (packrOnce ??= new (lib().Packr)({ useRecords: false, mapsAsObjects: true })); }
 /**
  * 64-bit ints (`uint64`/`int64`) decode as numbers, not BigInt: the schemas take numbers, and a peer
  * that sends `status: 429` as int64 is not wrong. Past 2^53 they lose precision (no field needs that).
  * Structured-clone references are off: they can build cycles.
  */
-const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, int64AsType: 'number', structuredClone: false });
+function unpackr(): Unpackr { return (unpackrOnce ??= new (lib().Unpackr)({ useRecords: false, mapsAsObjects: true, int64AsType: 'number', structuredClone: false })); }
 
 /**
  * Keep only what JSON could carry: msgpackr also decodes extension types (BigInt, Date, Error,
@@ -71,7 +81,7 @@ export class MsgpackDecoder implements Decoder {
       this.buf = this.buf.subarray(4 + len);
       let value: unknown;
       try {
-        value = unpackr.unpack(body);
+        value = unpackr().unpack(body);
       } catch (e) {
         this.sink.error('SWARM_ERR_BAD_FRAME', `invalid msgpack: ${String((e as Error)?.message).slice(0, 120)}`);
         continue;
@@ -107,7 +117,7 @@ export function encodeLineWithPayload(envelope: Record<string, unknown>, payload
 
 /** Encode one message as a length-prefixed msgpack frame. */
 export function encodeMsgpack(msg: unknown): Buffer {
-  const body = packr.pack(msg);
+  const body = packr().pack(msg);
   const out = Buffer.allocUnsafe(4 + body.length);
   out.writeUInt32BE(body.length, 0);
   body.copy(out, 4);
