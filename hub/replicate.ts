@@ -17,6 +17,7 @@ import type { WorkerEntry } from './registry.js';
 import type { TaskStore } from './store.js';
 import type { StoreEvent } from './store-events.js';
 import { isFinal, type TaskRecord } from './task.js';
+import { differingBuckets } from './handback-digest.js';
 import { Settle } from './settle.js';
 
 /** A replica entry as the workers' gossip layer merges it: the wire type STATE and HANDBACK carry. */
@@ -118,6 +119,8 @@ export class HubReplicator {
     handbacks: 0, recorded: 0, duplicate: 0, submitted: 0, deltas: 0, fullSyncs: 0, stateFrames: 0,
     /** Ids-first handback: offer frames, ids offered, ids the hub answered it wanted, entries received. */
     offers: 0, offered: 0, wanted: 0, entries: 0,
+    /** Digest-first handback: digest frames, bucket values compared, buckets answered as differing. */
+    digests: 0, digestBuckets: 0, digestDiffer: 0,
     /** Handback entries refused: no valid MAC, or an unknown task without a valid spec MAC. */
     refused: 0,
     /** Genuine handback entries not recorded because another connected worker holds the task's lease. */
@@ -586,6 +589,16 @@ export class HubReplicator {
     // By id only: hot and final, or evicted inside the duplicate window (a replica keeps results the
     // hub recorded and evicted since; asking for them back cost a full merge of each).
     const final = (id: string) => { const rec = store.queue.get(id); return rec ? isFinal(rec) : store.knows(id); };
+    const digest = msg.payload.digest;
+    if (digest) {
+      // Digest first: the buckets where the worker's finals are not all final here; it offers ids only from those.
+      const differ = await differingBuckets(digest, () => store.queue.all());
+      this.stats.digests++;
+      this.stats.digestBuckets += digest.h.length;
+      this.stats.digestDiffer += differ?.length ?? digest.h.length;
+      w.conn.send(Type.ACK, differ ? { ok: true, differ } : { ok: true }, { re: msg.id });
+      return;
+    }
     const offer = msg.payload.offer;
     if (offer) {
       const want = offer.filter((id) => !final(id));

@@ -233,6 +233,20 @@ export const Payloads = {
      * with `want`, the offered ids it does not have final; the worker then sends only those as `entries`.
      */
     offer: z.array(id).max(100_000).optional(),
+    /**
+     * Digest-first handback, before any `offer`: the worker's final entries it would hand back, as
+     * values of an `n`-bucket digest (protocol/replica-have.ts `haveOf`: id and outcome), for
+     * `buckets` (all `n` if absent) index by index; `skip`: outcome workers whose tasks it leaves out.
+     * The hub folds its own final tasks the same way and answers ACK with `differ`, the buckets whose
+     * value is not its own; the worker offers ids only from those (or splits them: `n` times k, the
+     * sub-buckets of a differing bucket b being b + j*n). A hub that predates it answers without `differ`.
+     */
+    digest: z.object({
+      n: z.number().int().min(1).max(HAVE_MAX_SUB_BUCKETS),
+      buckets: z.array(z.number().int().nonnegative().max(HAVE_MAX_SUB_BUCKETS - 1)).max(100_000).optional(),
+      h: z.array(z.number().int().nonnegative().max(0xffffffff)).max(100_000),
+      skip: z.array(id).max(10_000).default([]),
+    }).optional(),
   }),
   [Type.SYNC_IDS]: z.object({
     /**

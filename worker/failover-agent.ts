@@ -6,6 +6,7 @@ import {
   type Entry, type Execute, type MembershipConfig, type HubMonitorOptions, type HubLinkState, type NodeStatus,
 } from './gossip/index.js';
 import { HubCopy } from './hub-copy.js';
+import type { HandbackDigest } from './gossip/handback-digest.js';
 
 /** Failover settings of one agent (`swarm worker --failover`). */
 export interface AgentFailoverOptions {
@@ -85,7 +86,7 @@ export class AgentFailover {
       // replicas that agree costs 256 bucket fingerprints).
       // A member takes in the whole state in gossip mode only if the hub elected it a holder (or it coordinates).
       sync: { quiet: true, syncIntervalMs: 1000, holder: false } });
-    this.controller = new FailoverController(this.node, { handBack: (entries) => this.handBack(entries), offer: (ids) => this.offer(ids) }, {
+    this.controller = new FailoverController(this.node, { handBack: (entries) => this.handBack(entries), offer: (ids) => this.offer(ids), digest: (d) => this.digest(d) }, {
       log, handbackChunk: cfg.handback.chunk, handbackBytes: cfg.handback.bytes, offerChunk: cfg.handback.offerChunk,
       // Each result is handed back by the member that produced it, each final failure by the member
       // that decided it, or by every survivor if that member is gone: 1 offer per task instead of 1 per
@@ -95,6 +96,7 @@ export class AgentFailover {
         const live = new Set(this.node.membership.live());
         return (e) => { const o = e.result ?? e.failure; return !o || o.worker === selfId || !live.has(o.worker); };
       },
+      skipWorkers: () => this.node.membership.live().filter((id) => id !== selfId),
     });
     // A task from gossip mode that finishes here after the hub is back: report it like any result.
     // Only this member's own gossip-mode executions: a replica merge (the hub's STATE, a peer's delta)
@@ -245,6 +247,12 @@ export class AgentFailover {
   private async offer(ids: string[]): Promise<string[] | undefined> {
     const r = await this.request({ entries: [], offer: ids });
     return Array.isArray(r.want) ? r.want.filter((x): x is string => typeof x === 'string') : undefined;
+  }
+
+  /** Digest-first: one digest frame; the hub's ACK names the buckets that differ (none without `differ`: a hub that predates digests). */
+  private async digest(d: HandbackDigest): Promise<number[] | undefined> {
+    const r = await this.request({ entries: [], digest: d });
+    return Array.isArray(r.differ) ? r.differ.filter((x): x is number => Number.isInteger(x)) : undefined;
   }
 
   private request(payload: Payload<'HANDBACK'>): Promise<Record<string, unknown>> {

@@ -4,6 +4,7 @@ import type { Receipt } from '../../protocol/index.js';
 import { GossipNode, Mode } from './node.js';
 import type { Entry } from './replica.js';
 import { unpack } from './replica-pack.js';
+import { narrowByDigest, type AskDigest } from './handback-digest.js';
 
 /** A peer as the hub announces it (PEERS). */
 export interface PeerInfo { id: string; peer_addr: string; caps?: string[]; role?: string }
@@ -21,6 +22,11 @@ export interface HubLink {
    * Rejects as `handBack` does. Without it, the controller hands back every selected entry.
    */
   offer?(ids: string[]): Promise<string[] | undefined>;
+  /**
+   * Digest-first handback (before the offers): one digest frame; resolves with the buckets the hub
+   * says differ, `undefined` if it does not take digests (then every id is offered). Rejects as `handBack` does.
+   */
+  digest?: AskDigest;
 }
 
 export interface FailoverOptions {
@@ -37,6 +43,11 @@ export interface FailoverOptions {
    * so the predicate can take a snapshot (the live members, say) instead of computing it per entry.
    */
   select?: () => (e: Entry) => boolean;
+  /**
+   * The outcome workers `select` leaves out (the live members but this one), told the hub with the
+   * digest so that it folds the same tasks; a mismatch costs offers, never a result.
+   */
+  skipWorkers?: () => string[];
 }
 
 /**
@@ -50,7 +61,7 @@ export interface FailoverOptions {
 export class FailoverController {
   private handing?: Promise<void>;
   /** handbacks completed; ids offered, wanted by the hub, entries sent; the hub's recorded/duplicate counts. */
-  readonly stats = { handbacks: 0, recorded: 0, duplicate: 0, offered: 0, wanted: 0, sent: 0 };
+  readonly stats = { handbacks: 0, recorded: 0, duplicate: 0, offered: 0, wanted: 0, sent: 0, digests: 0, digestValues: 0 };
 
   /**
    * Ids of the replica's final entries, kept on merge: a reconcile walks these instead of sorting the
@@ -131,6 +142,7 @@ export class FailoverController {
     this.node.enterReconciling();
     const r = this.node.replica;
     const select = this.opts.select?.() ?? (() => true);
+    const skip = this.opts.skipWorkers?.() ?? [];
     const final: Entry[] = [];
     // An id evicted since it became final is gone from the replica (the hub archived it); one shed
     // and merged again is listed twice. Selected as stored (`peek`): unpacked only if sent.
@@ -142,7 +154,10 @@ export class FailoverController {
       let send = final;
       const t0 = Date.now();
       if (this.link.offer && final.length) {
-        const want = await this.wanted(final.map((e) => e.id));
+        // Digest first, for more than one offer frame: only the ids of buckets the hub does not hold alike are offered.
+        let offer: readonly Entry[] = final;
+        if (this.link.digest && final.length > this.offerChunk) offer = (await narrowByDigest(final, skip, this.link.digest, this.stats)) ?? final;
+        const want = offer.length ? await this.wanted(offer.map((e) => e.id)) : new Set<string>();
         if (want) send = final.filter((e) => want.has(e.id));
       }
       // Whole entries (the stored ones keep a final entry's prompt and text packed), as they are now.
@@ -181,8 +196,10 @@ export class FailoverController {
   }
 
   /** Offer ids in frames of `offerChunk`; the set the hub wants, or undefined if it takes no offers. */
+  private get offerChunk(): number { return this.opts.offerChunk ?? WORKER_DEFAULTS.handback.offerChunk; }
+
   private async wanted(ids: string[]): Promise<Set<string> | undefined> {
-    const per = this.opts.offerChunk ?? WORKER_DEFAULTS.handback.offerChunk;
+    const per = this.offerChunk;
     const want = new Set<string>();
     for (let i = 0; i < ids.length; i += per) {
       const part = ids.slice(i, i + per);
