@@ -14,7 +14,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { machine } from './proc.js';
+import { machine, threadSched } from './proc.js';
 import { batchedEngine, busyLoad, runFor, sharedServer, type EngineSet } from './engine-load.js';
 import { ROOT } from './args.js';
 
@@ -26,18 +26,9 @@ interface Sched { run: number; wait: number; vol: number; inv: number; cpus: Set
 /** Run, wait (ms), voluntary and involuntary switches over every thread of `pid`, and the CPUs they last ran on. */
 function procSched(pid: number): Sched {
   const out: Sched = { run: 0, wait: 0, vol: 0, inv: 0, cpus: new Set() };
-  let tids: string[];
-  try { tids = fs.readdirSync(`/proc/${pid}/task`); } catch { return out; }
-  for (const t of tids) {
-    try {
-      const [run, wait] = fs.readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').trim().split(' ').map(Number);
-      const status = fs.readFileSync(`/proc/${pid}/task/${t}/status`, 'utf8');
-      const st = fs.readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
-      out.run += run! / 1e6; out.wait += wait! / 1e6;
-      out.vol += Number(/^voluntary_ctxt_switches:\s*(\d+)/m.exec(status)?.[1] ?? 0);
-      out.inv += Number(/^nonvoluntary_ctxt_switches:\s*(\d+)/m.exec(status)?.[1] ?? 0);
-      if (run! > 0) out.cpus.add(Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[36]));
-    } catch { /* thread gone */ }
+  for (const s of threadSched(pid).values()) {
+    out.run += s.run; out.wait += s.wait; out.vol += s.sleeps; out.inv += s.preempted;
+    if (s.run > 0) out.cpus.add(s.cpu);
   }
   return out;
 }

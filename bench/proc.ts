@@ -51,18 +51,29 @@ export function mainThreadSched(pid: number): { run: number; wait: number } {
   return schedstat(pid, pid) ?? { run: 0, wait: 0 };
 }
 
+/** One thread's schedstat times (ms), its sleeps (voluntary switches), preemptions (involuntary) and the CPU it last ran on. */
+export interface ThreadSched { run: number; wait: number; sleeps: number; preempted: number; cpu: number }
+
 /**
- * Run and run-queue wait (ms) and voluntary context switches (times it went to sleep) of every thread
- * of a process so far, by thread id (/proc/PID/task/TID/schedstat and status); a thread gone is left out.
+ * Run and run-queue wait (ms), voluntary and involuntary context switches and last CPU of every thread
+ * of a process so far, by thread id (/proc/PID/task/TID/schedstat, status and stat); a thread gone is
+ * left out, as is a process gone.
  */
-export function threadSched(pid: number): Map<number, { run: number; wait: number; sleeps: number }> {
-  const m = new Map<number, { run: number; wait: number; sleeps: number }>();
-  for (const t of fs.readdirSync(`/proc/${pid}/task`)) {
+export function threadSched(pid: number): Map<number, ThreadSched> {
+  const m = new Map<number, ThreadSched>();
+  let tids: string[];
+  try { tids = fs.readdirSync(`/proc/${pid}/task`); } catch { return m; }
+  for (const t of tids) {
     try {
       const s = schedstat(pid, t);
       if (!s) continue;
-      const sleeps = Number(/voluntary_ctxt_switches:\s*(\d+)/.exec(fs.readFileSync(`/proc/${pid}/task/${t}/status`, 'utf8'))?.[1] ?? 0);
-      m.set(Number(t), { ...s, sleeps });
+      const status = fs.readFileSync(`/proc/${pid}/task/${t}/status`, 'utf8');
+      const stat = fs.readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
+      const sleeps = Number(/^voluntary_ctxt_switches:\s*(\d+)/m.exec(status)?.[1] ?? 0);
+      const preempted = Number(/^nonvoluntary_ctxt_switches:\s*(\d+)/m.exec(status)?.[1] ?? 0);
+      // Field 39 (processor); the fields after the command's closing parenthesis start at field 3.
+      const cpu = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[36]);
+      m.set(Number(t), { ...s, sleeps, preempted, cpu });
     } catch { /* gone */ }
   }
   return m;
