@@ -119,8 +119,8 @@ export class HubReplicator {
     handbacks: 0, recorded: 0, duplicate: 0, submitted: 0, deltas: 0, fullSyncs: 0, stateFrames: 0,
     /** Ids-first handback: offer frames, ids offered, ids the hub answered it wanted, entries received. */
     offers: 0, offered: 0, wanted: 0, entries: 0,
-    /** Digest-first handback: digest frames, bucket values compared, buckets answered as differing. */
-    digests: 0, digestBuckets: 0, digestDiffer: 0,
+    /** Digest-first handback: digest frames, bucket values compared, buckets answered as differing, frames sent while that worker's pass ran (not compared). */
+    digests: 0, digestBuckets: 0, digestDiffer: 0, digestsRefused: 0,
     /** Handback entries refused: no valid MAC, or an unknown task without a valid spec MAC. */
     refused: 0,
     /** Genuine handback entries not recorded because another connected worker holds the task's lease. */
@@ -156,6 +156,8 @@ export class HubReplicator {
   private readonly signer: EntrySigner;
   /** The lowest id of each process without a holder keeps the open tasks (hub/replicate-keepers.ts). */
   readonly keepers: OpenKeepers;
+  /** Workers whose handback digest is being compared (one pass each at a time). */
+  private readonly digesting = new Set<WorkerEntry>();
   /** What the holders' and keepers' syncs send in one turn of the loop, together. */
   private readonly share = new TurnShare();
 
@@ -591,8 +593,17 @@ export class HubReplicator {
     const final = (id: string) => { const rec = store.queue.get(id); return rec ? isFinal(rec) : store.knows(id); };
     const digest = msg.payload.digest;
     if (digest) {
+      // A member waits for each answer; a second digest while its pass runs is a peer flooding the hub
+      // with passes over the whole hot state: it gets the answer without `differ` (offer every id).
+      if (this.digesting.has(w)) {
+        this.stats.digestsRefused++;
+        w.conn.send(Type.ACK, { ok: true }, { re: msg.id });
+        return;
+      }
       // Digest first: the buckets where the worker's finals are not all final here; it offers ids only from those.
-      const differ = await differingBuckets(digest, () => store.queue.all());
+      this.digesting.add(w);
+      let differ: number[] | undefined;
+      try { differ = await differingBuckets(digest, () => store.queue.all()); } finally { this.digesting.delete(w); }
       this.stats.digests++;
       this.stats.digestBuckets += digest.h.length;
       this.stats.digestDiffer += differ?.length ?? digest.h.length;

@@ -93,6 +93,29 @@ t.test('a digest the hub cannot read is answered without `differ`, not refused',
   t.equal(r?.payload.differ, undefined, 'no `differ`: the worker offers every id');
 });
 
+t.test('digest frames flooded in one write: each answered, one pass over the hot state at a time', async (t) => {
+  const { hub, addr, stop } = await startHub();
+  t.teardown(stop);
+  await hub.store.submitMany(Array.from({ length: 2000 }, (_, i) => ({ id: `f-${i}`, prompt: 'p' })));
+  const w = await RawWorker.connect(addr);
+  t.teardown(() => w.destroy());
+  await w.handshake({ worker_id: 'hb-3', slots: 1, peer_addr: '127.0.0.1:9' });
+  const FLOOD = 20;
+  const d = { n: 64, h: Array.from({ length: 64 }, () => 0) };
+  w.sock.cork();
+  const sent = Array.from({ length: FLOOD }, () => w.send('HANDBACK', { entries: [], digest: d }));
+  w.sock.uncork();
+  const acks = await Promise.all(sent.map((m) => w.next((f) => f.re === m, 20_000)));
+  t.equal(acks.filter((a) => a?.type === 'ACK').length, FLOOD, 'every frame is answered');
+  const s = hub.failover.stats;
+  t.equal(s.digests + s.digestsRefused, FLOOD);
+  t.ok(s.digestsRefused > 0, `frames sent while this worker's pass ran are not compared (${s.digestsRefused} of ${FLOOD})`);
+  t.equal(acks.filter((a) => a?.payload.differ !== undefined).length, s.digests, 'those answered without `differ` (the worker offers every id)');
+  // Once answered, the next one is compared again.
+  const m = w.send('HANDBACK', { entries: [], digest: d });
+  t.ok(Array.isArray((await w.next((f) => f.re === m, 20_000))?.payload.differ));
+});
+
 t.test('FailoverController: a member back from gossip mode offers the ids of the differing buckets only', async (t) => {
   const { ranInGossip } = await import('../helpers/gossip-sim.js');
   const { FailoverController } = await import('../../worker/gossip/failover.js');
