@@ -52,7 +52,10 @@ function choiceDir(own: SelfBuiltAddon, kind: AddonChoice['kind']): string | und
 /** The CPU variants a choice hides from ggml. */
 export function hiddenVariants(own: SelfBuiltAddon, c: AddonChoice): string[] {
   const dir = choiceDir(own, c.kind);
-  return dir ? cpuVariants(dir).slice(0, c.skip) : [];
+  if (!dir) return [];
+  // At least one stays whatever the choice file says (a damaged one, or one from another build).
+  const variants = cpuVariants(dir);
+  return variants.slice(0, Math.min(c.skip, variants.length - 1));
 }
 
 /**

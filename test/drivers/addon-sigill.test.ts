@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { findSelfBuiltAddon, readAddonDir } from '../../drivers/llama-build/addon-paths.js';
-import { addonChoice, nextAddonChoice, rememberedAddonChoice } from '../../drivers/llama-build/addon-variant.js';
+import { addonChoice, hiddenVariants, nextAddonChoice, rememberedAddonChoice } from '../../drivers/llama-build/addon-variant.js';
 import { cpuKey } from '../../drivers/llama-build/cpu-variant.js';
 import { batchedAgents, engineLog } from '../helpers/batched.js';
 import { swarm, tempDir } from '../helpers/cli.js';
@@ -95,6 +95,7 @@ t.test('when every variant of the self-built addon died, the prebuilt addon runs
   t.same(nextAddonChoice(own, { kind: 'self-built', skip: 2, variant: 'sapphirerapids' }), { kind: 'self-built', skip: 3 }, 'never back up');
   t.same(nextAddonChoice(own, { kind: 'self-built', skip: variants - 1 }), { kind: 'prebuilt', skip: 0 }, 'the last self-built variant died: the prebuilt addon');
   t.same(nextAddonChoice(own, { kind: 'prebuilt', skip: 0, variant: 'x64' }).kind, 'none', 'the prebuilt addon\'s baseline died: nothing left');
+  t.equal(hiddenVariants(own, { kind: 'self-built', skip: 1000 }).length, variants - 1, 'a choice file past the variants (damaged) still leaves one');
   fs.mkdirSync(path.join(addon, '.cpu-variants'), { recursive: true });
   fs.writeFileSync(path.join(addon, '.cpu-variants', 'addon-choice.json'), JSON.stringify({ cpu: cpuKey(), kind: 'prebuilt', skip: 0, died: ['self-built addon'] }));
   withEnv(t, 'SWARM_ADDON', addon);
