@@ -41,6 +41,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/worker/gossip-failure-mac.test.ts',
   'test/worker/worker-config.test.ts',
   'test/worker/gossip-replica.test.ts',
+  'test/worker/gossip-push.test.ts',
   'test/worker/replica-packed.test.ts',
   'test/worker/replica-have-digest.test.ts',
   'test/hub/replicate-id-parts.test.ts',

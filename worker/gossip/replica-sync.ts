@@ -34,6 +34,10 @@ type SyncMsg =
   | { op: 'bk'; b: number[]; push?: boolean }
   // `hold: false`: the sender holds no replica; send it nothing, ask it for what it has.
   | { op: 'bd'; bs: number[]; d: [string, number][]; push?: boolean; hold?: false }
+  // A push answered by a member that takes in the whole state: the buckets that differ, and the
+  // pusher's detail of them; the receiver asks (`want`) for what it lacks.
+  | { op: 'pb'; bs: number[] }
+  | { op: 'pd'; d: [string, number][] }
   | { op: 'dg'; c: DigestChunk }
   | { op: 'want'; ids: string[] }
   | { op: 'en'; e: Entry[] };
@@ -169,6 +173,11 @@ export class ReplicaSync {
     if (m.op === 'bk' && Array.isArray(m.b)) {
       // Answer with the detail of differing buckets; the initiator decides what to send and to ask for.
       const diff = this.replica.differingBuckets(m.b);
+      // A push to a member that takes in the whole state (the coordinator, after a failover): the
+      // buckets only, and the pusher details its side, which is small. Detailing ours was a pass
+      // over the whole replica and a frame of every id in it per pusher: 24 members pushing at once
+      // stalled the coordinator's process for seconds.
+      if (m.push && this.pulls) { if (diff.length) this.ms.sendApp(from, CH, { op: 'pb', bs: diff }); return; }
       const hold = this.pulls ? {} : { hold: false as const };
       if (diff.length) for (const g of this.replica.bucketDigest(diff)) this.ms.sendApp(from, CH, { op: 'bd', bs: g.bs, d: g.d, push: m.push, ...hold });
     } else if (m.op === 'bd' && Array.isArray(m.bs) && Array.isArray(m.d)) {
@@ -178,6 +187,13 @@ export class ReplicaSync {
       else this.sendEntries(from, send);
       // A push (a quiet member telling the coordinator what only it holds) takes nothing back.
       if (!m.push) for (let i = 0; i < want.length; i += 5000) this.ms.sendApp(from, CH, { op: 'want', ids: want.slice(i, i + 5000) });
+    } else if (m.op === 'pb' && Array.isArray(m.bs)) {
+      const bs = m.bs.filter((b) => Number.isInteger(b));
+      for (const g of this.replica.bucketDigest(bs)) if (g.d.length) this.ms.sendApp(from, CH, { op: 'pd', d: g.d });
+    } else if (m.op === 'pd' && Array.isArray(m.d)) {
+      if (!this.pulls) return;
+      const want = this.replica.wanted(m.d);
+      for (let i = 0; i < want.length; i += 5000) this.ms.sendApp(from, CH, { op: 'want', ids: want.slice(i, i + 5000) });
     } else if (m.op === 'dg' && m.c && Array.isArray(m.c.d)) {
       const { send, want } = this.replica.diff(m.c);
       this.sendEntries(from, send);

@@ -563,6 +563,14 @@ export class Replica {
     return { send, want };
   }
 
+  /** Of a peer's (id, hash) pairs, the ids whose entry here differs or is missing: O(pairs), not O(replica). */
+  wanted(theirs: readonly [string, number][]): string[] {
+    this.settle();
+    const want: string[] = [];
+    for (const p of theirs) if (Array.isArray(p) && typeof p[0] === 'string' && this.hashes.get(p[0]) !== p[1]) want.push(p[0]);
+    return want;
+  }
+
   /** Compare a peer's digest chunk with ours: what to send them, and what to ask them for. */
   diff(c: DigestChunk): { send: string[]; want: string[] } {
     this.settle();
