@@ -76,3 +76,19 @@ t.test('a push to a member that takes in nothing is answered as before, with its
   t.notOk(other.get('b'), 'a member that holds no replica takes in no other member\'s task');
   t.ok(sent.some((m) => m.from === 'c' && m.body.op === 'bd'), 'it answered with its bucket detail, marked as holding none');
 });
+
+t.test('a push from a build that cannot detail its side (no `pd` in its `bk`) is answered with the whole detail, as before', async (t) => {
+  const { ms, sent, drain } = pair(['c', 'm']);
+  const coord = new Replica();
+  const member = new Replica();
+  for (let i = 0; i < 50; i++) coord.merge({ id: `h${i}`, seq: i, spec: spec(`h${i}`, i), result: { worker: 'x', attempt: 1, text: 'ok' } });
+  member.merge({ id: 'own', seq: 60, spec: spec('own', 60), result: { worker: 'm', attempt: 1, text: 'mine' } });
+  new ReplicaSync(coord, ms[0]!, { leader: () => 'c' });
+  new ReplicaSync(member, ms[1]!, { leader: () => 'c', holder: false });
+  // What such a member sends: its buckets, marked as a push, and nothing else.
+  ms[1]!.sendApp('c', 'rs', { op: 'bk', b: member.buckets(), push: true });
+  drain();
+  t.notOk(sent.some((m) => m.from === 'c' && m.body.op === 'pb'), 'no `pb`, which that build would ignore');
+  t.ok(sent.some((m) => m.from === 'c' && m.body.op === 'bd'), 'the bucket detail, as before');
+  t.equal(coord.get('own')?.result?.text, 'mine', 'its result reached the coordinator');
+});

@@ -31,7 +31,8 @@ export interface ReplicaSyncOptions {
 }
 
 type SyncMsg =
-  | { op: 'bk'; b: number[]; push?: boolean }
+  // `pd`: the pusher answers `pb` with its own detail (a build before that needs the whole `bd`).
+  | { op: 'bk'; b: number[]; push?: boolean; pd?: 1 }
   // `hold: false`: the sender holds no replica; send it nothing, ask it for what it has.
   | { op: 'bd'; bs: number[]; d: [string, number][]; push?: boolean; hold?: false }
   // A push answered by a member that takes in the whole state: the buckets that differ, and the
@@ -165,7 +166,7 @@ export class ReplicaSync {
   pushTo(peer: string): void {
     this.stats.syncRounds++;
     this.pushedTo = peer;
-    this.ms.sendApp(peer, CH, { op: 'bk', b: this.replica.buckets(), push: true });
+    this.ms.sendApp(peer, CH, { op: 'bk', b: this.replica.buckets(), push: true, pd: 1 });
   }
 
   private handle(from: string, m: SyncMsg): void {
@@ -177,7 +178,9 @@ export class ReplicaSync {
       // buckets only, and the pusher details its side, which is small. Detailing ours was a pass
       // over the whole replica and a frame of every id in it per pusher: 24 members pushing at once
       // stalled the coordinator's process for seconds.
-      if (m.push && this.pulls) { if (diff.length) this.ms.sendApp(from, CH, { op: 'pb', bs: diff }); return; }
+      // Only to a pusher that says it details its side (`pd`): one of a build before ignores `pb`, and
+      // its push would be lost until its handback.
+      if (m.push && m.pd === 1 && this.pulls) { if (diff.length) this.ms.sendApp(from, CH, { op: 'pb', bs: diff }); return; }
       const hold = this.pulls ? {} : { hold: false as const };
       if (diff.length) for (const g of this.replica.bucketDigest(diff)) this.ms.sendApp(from, CH, { op: 'bd', bs: g.bs, d: g.d, push: m.push, ...hold });
     } else if (m.op === 'bd' && Array.isArray(m.bs) && Array.isArray(m.d)) {
