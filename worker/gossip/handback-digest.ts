@@ -1,6 +1,6 @@
 import type { Payload } from '../../protocol/index.js';
 import { HAVE_MAX_SUB_BUCKETS, haveBuckets, haveOf } from '../../protocol/replica-have.js';
-import type { Entry } from './replica.js';
+import { finalOutcome, type Entry } from './replica.js';
 
 /** A HANDBACK digest round as the worker sends it. */
 export type HandbackDigest = NonNullable<Payload<'HANDBACK'>['digest']>;
@@ -28,7 +28,7 @@ export interface NarrowStats { digests: number; digestValues: number }
 export async function narrowByDigest(entries: readonly Entry[], skip: string[], ask: AskDigest, stats: NarrowStats): Promise<Entry[] | undefined> {
   // Each entry's fingerprint and its bucket among the most a digest has (any smaller one is its low bits).
   let cand = entries.map((e) => {
-    const o = e.result ? [3, e.result.worker, e.result.attempt] as const : [4, e.failure!.worker, e.failure!.attempt] as const;
+    const o = finalOutcome(e)!;
     const { b, x } = haveOf(e.id, o[0], o[1], o[2], HAVE_MAX_SUB_BUCKETS);
     return { e, b, x };
   });

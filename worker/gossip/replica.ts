@@ -97,6 +97,11 @@ function excludedKey(x: Excluded | undefined): string {
  */
 function haveOutcome(e: Entry, without?: Excluded): [3 | 4, string, number] | undefined {
   if (!e.spec || without?.has(e.id)) return undefined;
+  return finalOutcome(e);
+}
+
+/** A final entry's outcome as the digests fold it, [kind, worker, attempt] (kind 3 a result, 4 a failure); undefined if not final. */
+export function finalOutcome(e: Entry): [3 | 4, string, number] | undefined {
   if (e.result) return [3, e.result.worker, e.result.attempt];
   if (e.failure) return [4, e.failure.worker, e.failure.attempt];
   return undefined;
