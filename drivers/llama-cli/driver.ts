@@ -1,7 +1,8 @@
 import path from 'node:path';
 import { SwarmError } from '../../protocol/index.js';
 import { findLlamaBinary } from '../llama-build/index.js';
-import { binWithout, cpuVariants, rememberedSkip, rememberSkip, resolved, type EngineExit } from '../llama-server/index.js';
+import type { EngineExit } from '../llama-server/index.js';
+import { binWithout, cpuVariants, rememberedSkip, rememberSkip, resolved } from '../llama-build/cpu-variant.js';
 import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
 import { parseLlamaCliOptions, type LlamaCliOptions } from './options.js';
 import { StopFilter } from '../stop-filter.js';

@@ -3,4 +3,3 @@ export { LlamaServerDriver, llamaServerFactory } from './driver.js';
 export { parseLlamaServerOptions, type LlamaServerOptions } from './options.js';
 export { EngineProcess, freePort, keepLoopAlive, type EngineExit, type EngineProcessOptions } from './engine-process.js';
 export { SseDecoder, type SseEvent, type CompletionChunk } from './sse.js';
-export { binWithout, cpuVariants, rememberedChoice, rememberedSkip, rememberSkip, resolved, VARIANT_ORDER } from '../llama-build/cpu-variant.js';

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { llamaCliFactory, INPUT_MARK, RESET_MARK, type LlamaCliDriver } from '../../drivers/llama-cli/index.js';
-import { binWithout, cpuVariants, rememberedChoice } from '../../drivers/llama-server/index.js';
+import { binWithout, cpuVariants, rememberedChoice } from '../../drivers/llama-build/cpu-variant.js';
 import { collect } from '../helpers/llama.js';
 import { tempDir } from '../helpers/cli.js';
 
