@@ -58,9 +58,6 @@ export class WorkerEntry {
   /** When a slot last became free (performance.now), for dispatch latency. */
   freedAt = performance.now();
   done = 0;
-  /** Tasks leased to it ahead (into its queue while its slots were busy), and how many it gave back. */
-  leasedAhead = 0;
-  gaveBack = 0;
   /** Leased tasks by id. */
   readonly inflight = new Map<string, Lease>();
   /** ASSIGN_ROLE sent, no ACK yet: dispatch still uses `role`. */
@@ -146,7 +143,7 @@ export class WorkerEntry {
   }
 
   /** It gave back a task it could not start (SLOTS_FULL): lease it no more than its slots for now. */
-  refusedQueued(): void { this.queueRefused = true; this.gaveBack++; }
+  refusedQueued(): void { this.queueRefused = true; }
 
   /** A frame arrived from it. */
   heard(now = Date.now()): void { this.lastSeen = now; }
@@ -164,7 +161,6 @@ export class WorkerEntry {
   /** A task leased to it went out as TASK_REQ `reqId`. */
   leased(taskId: string, reqId: string, now = performance.now()): void {
     const startedAt = this.inflight.size < this.slots ? now : undefined;
-    if (startedAt === undefined) this.leasedAhead++;
     this.inflight.set(taskId, { leasedAt: now, reqId, answer: new Answer(), startedAt });
     if (this.inflight.size >= this.capacity) this.refill = false;
   }
