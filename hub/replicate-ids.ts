@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Payload } from '../protocol/index.js';
-import { HAVE_MAX_SUB_BUCKETS, haveBucketOf, haveOf, type HaveDigest } from '../protocol/replica-have.js';
+import { haveBucketOf, haveOf, subBucketCount, type HaveDigest } from '../protocol/replica-have.js';
 import { outcome, type Held } from './replicate-held.js';
 import type { Versions } from './replicate-resume.js';
 import type { TaskRecord } from './task.js';
@@ -196,10 +196,7 @@ export class IdExchange {
     let ids = 0;
     for (const b of ask) ids += pairs.get(b)!.ids.length;
     const avg = ids / ask.length;
-    if (avg < SUB_MIN_AVG) return 1;
-    let k = 2;
-    while (k * 2 <= avg && k < 256 && this.have.n * k * 2 <= HAVE_MAX_SUB_BUCKETS) k *= 2;
-    return k;
+    return avg < SUB_MIN_AVG ? 1 : subBucketCount(this.have.n, avg);
   }
 
   /** The finished tasks of buckets `ask` as the holder's digest counts them, by bucket: a pass over the state, a slice at a time. */

@@ -23,6 +23,17 @@ export const HAVE_MAX_BUCKETS = 4096;
  */
 export const HAVE_MAX_SUB_BUCKETS = HAVE_MAX_BUCKETS * 256;
 
+/**
+ * Sub-buckets to split each bucket of an `n`-bucket digest in, for about two entries each at `avg`
+ * entries a bucket: a power of two from 2 to 256, and n times it within HAVE_MAX_SUB_BUCKETS where n
+ * leaves room. The hub's sub-bucket round (hub/replicate-ids.ts) and a handback's (worker/gossip/handback-digest.ts) split alike.
+ */
+export function subBucketCount(n: number, avg: number): number {
+  let k = 2;
+  while (k * 2 <= avg && k < 256 && n * k * 2 <= HAVE_MAX_SUB_BUCKETS) k *= 2;
+  return k;
+}
+
 /** FNV-1a, 32 bit, of a string, continuing from `h`. */
 function fnvStr(s: string, h = 0x811c9dc5): number {
   for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 0x01000193); }

@@ -1,5 +1,5 @@
 import type { Payload } from '../../protocol/index.js';
-import { HAVE_MAX_SUB_BUCKETS, haveBuckets, haveOf } from '../../protocol/replica-have.js';
+import { HAVE_MAX_SUB_BUCKETS, haveBuckets, haveOf, subBucketCount } from '../../protocol/replica-have.js';
 import { finalOutcome, type Entry } from './replica.js';
 
 /** A HANDBACK digest round as the worker sends it. */
@@ -50,8 +50,7 @@ export async function narrowByDigest(entries: readonly Entry[], skip: string[], 
     }
     cand = cand.filter((c) => differ.has(c.b & (n - 1)));
     if (!cand.length || cand.length < differ.size * SUB_MIN_AVG) break;
-    let k = 2;
-    while (k * 2 <= cand.length / differ.size && k < 256 && n * k * 2 <= HAVE_MAX_SUB_BUCKETS) k *= 2;
+    const k = subBucketCount(n, cand.length / differ.size);
     if (n * k > HAVE_MAX_SUB_BUCKETS) break;
     asked = [];
     for (const b of differ) for (let j = 0; j < k; j++) asked.push(b + j * n);
