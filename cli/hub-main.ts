@@ -9,4 +9,6 @@ import './run-hub.js';
 import './log.js';
 import '../hub/store-heap.js';
 
+// Linked and running: an error from here on is the hub's (cli/main.ts falls back to the modules only before).
+(globalThis as Record<symbol, unknown>)[Symbol.for('swarm.hub-bundle.ran')] = true;
 await runCli({ hub: registerHub });

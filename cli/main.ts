@@ -15,5 +15,20 @@ function bundleFresh(): boolean {
   try { return fs.statSync(bundle).mtimeMs >= fs.statSync(new URL(import.meta.url)).mtimeMs; } catch { return false; }
 }
 
-if (process.argv[2] === 'hub' && bundleFresh()) await import(bundle.href);
-else await (await import('./program.js')).runCli();
+/**
+ * A bundle file missing or damaged (a truncated copy, a chunk deleted) fails while the bundle is
+ * linked, before its entry's code runs (cli/hub-main.ts marks when it does): the hub then loads its
+ * modules, as with no bundle. An error after the mark is the hub's own, and is not run twice.
+ */
+const RAN = Symbol.for('swarm.hub-bundle.ran');
+let bundled = false;
+if (process.argv[2] === 'hub' && bundleFresh()) {
+  try {
+    await import(bundle.href);
+    bundled = true;
+  } catch (e) {
+    if ((globalThis as Record<symbol, unknown>)[RAN]) throw e;
+    process.stderr.write(`swarm hub: its bundle in ${new URL('.', bundle).pathname} is damaged (${String((e as Error).message).split('\n')[0]}): loading its modules; \`npm run build\` writes it again\n`);
+  }
+}
+if (!bundled) await (await import('./program.js')).runCli();

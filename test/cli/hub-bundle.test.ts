@@ -1,7 +1,7 @@
 import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { CLI, ROOT, alive, swarm, tempDir, until } from '../helpers/cli.js';
 
 /**
@@ -45,4 +45,24 @@ t.test('a hub from the bundle starts its supervised workers and runs a task', as
   t.equal(sub.code, 0, `a task runs (${sub.stderr.trim()})`);
   t.match(sub.stdout, /through the bundle/, 'and its echo comes back');
   t.equal(swarm(['down', '--state-dir', state]).code, 0, 'down');
+});
+
+t.test('a damaged bundle (a chunk missing, a chunk truncated): swarm hub says so and loads its modules', async (t) => {
+  // A copy of the build, so that the suite's other hubs keep the real bundle.
+  const root = tempDir(t);
+  fs.cpSync(path.join(ROOT, 'dist'), path.join(root, 'dist'), { recursive: true, preserveTimestamps: true });
+  for (const f of ['package.json', 'gen', 'node_modules']) fs.symlinkSync(path.join(ROOT, f), path.join(root, f));
+  const out = path.join(root, 'dist/hub-bundle');
+  const chunk = /from "\.\/(chunk-[A-Z0-9]+\.js)"/.exec(fs.readFileSync(path.join(out, 'hub-main.js'), 'utf8'))?.[1];
+  t.ok(chunk, 'the bundle\'s entry imports a chunk');
+  const copy = fs.readFileSync(path.join(out, chunk!), 'utf8');
+  for (const [what, damage] of [['missing', () => fs.rmSync(path.join(out, chunk!))], ['truncated', () => fs.writeFileSync(path.join(out, chunk!), copy.slice(0, copy.length >> 1))]] as const) {
+    damage();
+    fs.utimesSync(path.join(out, 'hub-main.js'), new Date(), new Date());
+    const r = spawnSync(process.execPath, [path.join(root, 'dist/cli/main.js'), 'hub', '--help'], { encoding: 'utf8', timeout: 60_000 });
+    const code = r.status;
+    t.equal(code, 0, `a chunk ${what}: swarm hub still runs (${r.stderr.trim().slice(0, 200)})`);
+    t.match(r.stderr, /its bundle in .* is damaged/, 'and says the bundle is damaged');
+    t.match(r.stdout, /Usage: swarm hub/, 'from its modules');
+  }
 });
