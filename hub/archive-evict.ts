@@ -2,7 +2,8 @@ import { ResultsArchive, fromArchived, toArchived } from './archive.js';
 import { readArchiveAfter, type ArchivePlace } from './archive-read.js';
 import type { JournalRecord } from './journal-record.js';
 import type { LazyEvict } from './journal-evict.js';
-import { Retention, type RetainOptions } from './retention.js';
+import { Retention, fullRetain, type RetainOptions } from './retention.js';
+import { taskBytes } from './retention-bytes.js';
 import { Tombstones } from './dup-window.js';
 import { isFinal, type TaskRecord } from './task.js';
 
@@ -41,19 +42,23 @@ export class Evictor {
   /** The archive's end as the journal knows it: lines past it were written without an evict record. */
   private mark?: ArchivePlace;
 
-  constructor(readonly opts: RetainOptions, private readonly host: EvictHost, private readonly archive?: ResultsArchive) {
-    this.retention = new Retention(opts);
-    this.tombstones = new Tombstones(opts);
+  /** The horizon, every part given. */
+  readonly opts: Required<RetainOptions>;
+
+  constructor(opts: RetainOptions, private readonly host: EvictHost, private readonly archive?: ResultsArchive) {
+    this.opts = fullRetain(opts);
+    this.retention = new Retention(this.opts);
+    this.tombstones = new Tombstones(this.opts);
   }
 
   /** A task became final (after its record is durable). */
-  finished(rec: TaskRecord): void { this.retention.finished(rec.id, rec.finishedAt ?? Date.now()); }
+  finished(rec: TaskRecord): void { this.retention.finished(rec.id, rec.finishedAt ?? Date.now(), taskBytes(rec)); }
 
-  /** After replay: the finished tasks still hot, in the order they finished. */
+  /** After replay: the finished tasks still hot, in the order they finished, with their bytes. */
   load(all: Iterable<TaskRecord>): void {
-    const ids: string[] = [], ats: number[] = [];
-    for (const r of all) if (isFinal(r)) { ids.push(r.id); ats.push(r.finishedAt ?? 0); }
-    this.retention.load(ids, ats);
+    const ids: string[] = [], ats: number[] = [], bytes: number[] = [];
+    for (const r of all) if (isFinal(r)) { ids.push(r.id); ats.push(r.finishedAt ?? 0); bytes.push(taskBytes(r)); }
+    this.retention.load(ids, ats, bytes);
   }
 
   /**

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from '../sched/index.js';
 import { DEFAULT_MAX_LINE, DEFAULT_MAX_OUTBOUND } from '../protocol/types.js';
-import { DEFAULT_RETAIN, MAX_RETAIN_COUNT, MAX_RETAIN_MS } from './retention.js';
+import { DEFAULT_RETAIN, MAX_RETAIN_BYTES, MAX_RETAIN_COUNT, MAX_RETAIN_MS } from './retention.js';
 import { DEFAULT_COMPACT_BYTES } from './journal.js';
 import { MAX_ATTEMPTS, MAX_DEFAULT_TOKENS, MAX_LINE, MAX_PREFETCH_BELOW_MS } from '../protocol/bounds.js';
 
@@ -47,6 +47,8 @@ export const HubConfigSchema = z.object({
   retainMs: z.number().int().positive().max(MAX_RETAIN_MS).default(DEFAULT_RETAIN.ageMs),
   /** Retention horizon: at most this many finished tasks stay hot (memory, journal, replicas). */
   retainCount: z.number().int().positive().max(MAX_RETAIN_COUNT).default(DEFAULT_RETAIN.count),
+  /** Retention horizon: at most this many bytes of finished tasks stay hot (hub/retention-bytes.ts counts them). */
+  retainBytes: z.number().int().positive().max(MAX_RETAIN_BYTES).default(DEFAULT_RETAIN.bytes),
   /** Compact the journal (snapshot + fresh segment) once its live segment passes this size. */
   compactBytes: z.number().int().min(4096).default(DEFAULT_COMPACT_BYTES),
   /**

@@ -31,6 +31,8 @@ export function journalMetrics(store: TaskStore): string {
   metric('swarm_journal_compactions_total', 'counter', 'Compactions since the hub started.', s.compactions);
   const r = store.retention;
   metric('swarm_hot_finished_tasks', 'gauge', 'Finished tasks held in the hot state (memory, journal, replicas).', r.hot_finished);
+  metric('swarm_hot_finished_bytes', 'gauge', 'Bytes of the finished tasks held hot, as the --retain bytes bound counts them (prompts, results, a fixed part per record).', r.hot_bytes);
+  metric('swarm_retain_bytes', 'gauge', 'The --retain bytes bound: past it the oldest finished tasks move to the archive.', r.retain.bytes);
   metric('swarm_evicted_tasks_total', 'counter', 'Finished tasks moved to the results archive since the hub started.', r.evicted);
   if (r.archive) {
     metric('swarm_archive_bytes', 'gauge', 'Bytes in the results archive.', r.archive.bytes);

@@ -6,10 +6,20 @@ export interface RetainOptions {
   ageMs: number;
   /** At most this many finished tasks stay hot; the oldest leave first. */
   count: number;
+  /**
+   * At most this many bytes of finished tasks stay hot (`taskBytes`: their prompts and results, and
+   * their records); the oldest leave first. Left out: DEFAULT_RETAIN's.
+   */
+  bytes?: number;
 }
 
-/** The default horizon: a day, or 100,000 finished tasks, whichever is reached first. */
-export const DEFAULT_RETAIN: Readonly<RetainOptions> = Object.freeze({ ageMs: 24 * 3600_000, count: 100_000 });
+/**
+ * The default horizon: a day, 100,000 finished tasks or 96 MiB of them, whichever is reached first.
+ * The bytes bound what the hub's memory holds whatever the prompts' size: at 100,000 tasks of the
+ * soak's prompts (100 B-16 KB, the result as long) the hub held 1.3-1.4 GB (deploy/render/hub-mem.ts
+ * turns a horizon into the hub's memory limit; docs/journal.md has the measured figures).
+ */
+export const DEFAULT_RETAIN: Readonly<Required<RetainOptions>> = Object.freeze({ ageMs: 24 * 3600_000, count: 100_000, bytes: 96 * 2 ** 20 });
 
 /**
  * The most finished tasks `--retain` may keep hot. The duplicate window is allocated at the count
@@ -19,8 +29,20 @@ export const DEFAULT_RETAIN: Readonly<RetainOptions> = Object.freeze({ ageMs: 24
 export const MAX_RETAIN_COUNT = 10_000_000;
 /** The longest `--retain` age: a year. */
 export const MAX_RETAIN_MS = 366 * 86_400_000;
+/** The most bytes `--retain` may keep hot: 1 TiB (a bound past any memory, not a setting to use). */
+export const MAX_RETAIN_BYTES = 2 ** 40;
+
+/** The horizon with every part given (a part left out is the default's). */
+export function fullRetain(r: RetainOptions): Required<RetainOptions> { return { ...DEFAULT_RETAIN, ...r, bytes: r.bytes ?? DEFAULT_RETAIN.bytes }; }
 
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3600_000, d: 86_400_000 };
+
+/** Milliseconds in the largest of d, h, m, s, ms that divides them: `7d`, `24h`, `90m`, `1500ms`. */
+export function formatDuration(ms: number): string {
+  // Hours up to two days: `24h` reads as the default it is.
+  for (const u of ['d', 'h', 'm', 's'] as const) if (ms >= UNITS[u]! && ms % UNITS[u]! === 0 && (u !== 'd' || ms >= 2 * UNITS.d!)) return `${ms / UNITS[u]!}${u}`;
+  return `${ms}ms`;
+}
 
 /** `500ms`, `90s`, `15m`, `24h`, `7d` (a bare number is seconds) as milliseconds; NaN if unparsable. */
 export function parseDuration(v: string): number {
@@ -29,16 +51,40 @@ export function parseDuration(v: string): number {
   return Math.round(Number(m[1]) * UNITS[m[2] ?? 's']!);
 }
 
+const BYTE_UNITS: Record<string, number> = {
+  b: 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12,
+  k: 2 ** 10, m: 2 ** 20, g: 2 ** 30, kib: 2 ** 10, mib: 2 ** 20, gib: 2 ** 30, tib: 2 ** 40,
+};
+
 /**
- * `--retain <age>,<count>` (either part may be left out: `24h`, `,50000`, `1h,1000`). Zero, negative
- * or unparsable parts are refused with SWARM_ERR_CONFIG: a horizon of nothing would archive results
- * before anyone could wait for them.
+ * `256MB`, `1.5GiB`, `512k`, `100000B` as bytes (KB, MB, GB: powers of 1000; KiB, MiB, GiB and the
+ * bare K, M, G: of 1024; any case); NaN if unparsable. A unit is required: a bare number in a list of
+ * an age and a count reads too easily as one of those.
  */
-export function parseRetain(v: string): RetainOptions {
+export function parseBytes(v: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$/i.exec(v);
+  const unit = m && BYTE_UNITS[m[2]!.toLowerCase()];
+  return unit ? Math.floor(Number(m[1]) * unit) : NaN;
+}
+
+/** Bytes in the largest unit that keeps them whole-ish: `96 MiB`, `1.5 GiB`, `900 B`. */
+export function formatBytes(n: number): string {
+  for (const [u, f] of [['GiB', 2 ** 30], ['MiB', 2 ** 20], ['KiB', 2 ** 10]] as const) {
+    if (n >= f) return `${+(n / f).toFixed(n % f ? 1 : 0)} ${u}`;
+  }
+  return `${n} B`;
+}
+
+/**
+ * `--retain <age>,<count>,<bytes>` (any part may be left out: `24h`, `,50000`, `1h,1000`, `,,256MB`).
+ * Zero, negative or unparsable parts are refused with SWARM_ERR_CONFIG: a horizon of nothing would
+ * archive results before anyone could wait for them.
+ */
+export function parseRetain(v: string): Required<RetainOptions> {
   const parts = v.split(',');
-  const bad = (why: string) => new SwarmError('SWARM_ERR_CONFIG', `--retain ${JSON.stringify(v)}: ${why} (expected <age>,<count>, e.g. 24h,100000)`);
-  if (parts.length > 2) throw bad('too many parts');
-  const [a = '', c = ''] = parts;
+  const bad = (why: string) => new SwarmError('SWARM_ERR_CONFIG', `--retain ${JSON.stringify(v)}: ${why} (expected <age>,<count>,<bytes>, each optional, e.g. 24h,100000,256MB)`);
+  if (parts.length > 3) throw bad('too many parts');
+  const [a = '', c = '', b = ''] = parts;
   const out = { ...DEFAULT_RETAIN };
   if (a.trim()) {
     const ms = parseDuration(a);
@@ -52,47 +98,68 @@ export function parseRetain(v: string): RetainOptions {
     if (n > MAX_RETAIN_COUNT) throw bad(`count ${n} is more than ${MAX_RETAIN_COUNT} (each is kept in memory, with its id in the duplicate window)`);
     out.count = n;
   }
-  if (!a.trim() && !c.trim()) throw bad('empty');
+  if (b.trim()) {
+    const n = parseBytes(b);
+    if (!(n >= 1)) throw bad(`bytes ${JSON.stringify(b.trim())} is not a positive size with a unit (B, KB, MB, GB, KiB, MiB, GiB)`);
+    if (n > MAX_RETAIN_BYTES) throw bad(`bytes ${JSON.stringify(b.trim())} is more than 1 TiB`);
+    out.bytes = n;
+  }
+  if (!a.trim() && !c.trim() && !b.trim()) throw bad('empty');
   return out;
 }
 
+/** `--retain` for a command line that parseRetain reads back as `r`. */
+export function retainString(r: RetainOptions): string { return `${r.ageMs}ms,${r.count},${fullRetain(r).bytes}B`; }
+
 /**
- * Finished tasks in the order they finished: which of them are past the horizon now. `due` only
- * looks; `drop` commits once they are archived (an archive write that fails leaves them here).
+ * Finished tasks in the order they finished, with the bytes each holds: which of them are past the
+ * horizon now. `due` only looks; `drop` commits once they are archived (an archive write that fails
+ * leaves them here).
  */
 export class Retention {
   private ids: string[] = [];
   private ats: number[] = [];
+  private sizes: number[] = [];
   private head = 0;
+  /** Bytes of the finished tasks held (`taskBytes` of each, summed). */
+  private held = 0;
+  readonly opts: Required<RetainOptions>;
 
-  constructor(readonly opts: RetainOptions) {}
+  constructor(opts: RetainOptions) { this.opts = fullRetain(opts); }
 
   /** Finished tasks held hot now. */
   get size(): number { return this.ids.length - this.head; }
 
-  finished(id: string, at: number): void { this.ids.push(id); this.ats.push(at); }
+  /** Their bytes. */
+  get bytes(): number { return this.held; }
+
+  finished(id: string, at: number, bytes = 0): void { this.ids.push(id); this.ats.push(at); this.sizes.push(bytes); this.held += bytes; }
 
   /**
-   * Rebuild from finished tasks in any order (replay), `ids[i]` finished at `ats[i]`: sorted by the
-   * time they finished. Replay finds them mostly in that order already: then they are kept as given
-   * (no object per task to sort).
+   * Rebuild from finished tasks in any order (replay), `ids[i]` finished at `ats[i]` and holds
+   * `bytes[i]`: sorted by the time they finished. Replay finds them mostly in that order already:
+   * then they are kept as given (no object per task to sort).
    */
-  load(ids: string[], ats: number[]): void {
+  load(ids: string[], ats: number[], bytes: number[] = ids.map(() => 0)): void {
     let sorted = true;
     for (let i = 1; i < ats.length && sorted; i++) sorted = ats[i - 1]! <= ats[i]!;
-    if (sorted) { this.ids = ids; this.ats = ats; this.head = 0; return; }
+    this.head = 0;
+    this.held = 0;
+    for (const b of bytes) this.held += b;
+    if (sorted) { this.ids = ids; this.ats = ats; this.sizes = bytes; return; }
     const order = Array.from(ids.keys()).sort((x, y) => ats[x]! - ats[y]! || x - y);
     this.ids = order.map((i) => ids[i]!);
     this.ats = order.map((i) => ats[i]!);
-    this.head = 0;
+    this.sizes = order.map((i) => bytes[i]!);
   }
 
   /** The oldest finished ids over the horizon at `now`, at most `max`. */
   due(now: number, max: number): string[] {
     const cutoff = now - this.opts.ageMs;
     const out: string[] = [];
+    let left = this.held;
     for (let i = this.head; i < this.ids.length && out.length < max; i++) {
-      if (this.size - out.length > this.opts.count || this.ats[i]! < cutoff) out.push(this.ids[i]!);
+      if (this.size - out.length > this.opts.count || left > this.opts.bytes || this.ats[i]! < cutoff) { out.push(this.ids[i]!); left -= this.sizes[i]!; }
       else break;
     }
     return out;
@@ -102,23 +169,34 @@ export class Retention {
   get latest(): number { return this.size ? this.ats[this.ats.length - 1]! : 0; }
 
   /**
-   * When the oldest finished task held went past the horizon: its age reached, or the count passed
-   * (when the task `count` places after it finished). Undefined if none is held.
+   * When the oldest finished task held went past the horizon: its age reached, the count passed
+   * (when the task `count` places after it finished) or the bytes passed (when the task that took the
+   * bytes from it on over the bound finished). Undefined if none is held.
    */
   dueSince(): number | undefined {
     if (!this.size) return undefined;
     const byAge = this.ats[this.head]! + this.opts.ageMs;
     const byCount = this.size > this.opts.count ? this.ats[this.head + this.opts.count]! : Infinity;
-    return Math.min(byAge, byCount);
+    let byBytes = Infinity;
+    if (this.held > this.opts.bytes) {
+      // Once, at open (firstPassDelay): the sum from the oldest on until it passes the bound.
+      for (let i = this.head, sum = 0; i < this.ids.length; i++) {
+        sum += this.sizes[i]!;
+        if (sum > this.opts.bytes) { byBytes = this.ats[i]!; break; }
+      }
+    }
+    return Math.min(byAge, byCount, byBytes);
   }
 
   /** The `n` oldest left the hot state. */
   drop(n: number): void {
+    for (let i = this.head; i < this.head + n && i < this.ids.length; i++) this.held -= this.sizes[i]!;
     this.head += n;
     // Compact now and then, so the arrays do not keep every id ever finished.
     if (this.head > 65_536 && this.head * 2 > this.ids.length) {
       this.ids = this.ids.slice(this.head);
       this.ats = this.ats.slice(this.head);
+      this.sizes = this.sizes.slice(this.head);
       this.head = 0;
     }
   }

@@ -447,9 +447,9 @@ export class TaskStore {
   knows(id: string): boolean { return this.q.has(id) || this.evictor.tombstones.has(id); }
 
   /** Retention's part of the status: the horizon, what is hot, what left, the archive's files. */
-  get retention(): { retain: RetainOptions; hot_finished: number; evicted: number; remembered_ids: number; last_error?: string; archive?: ArchiveStats } {
+  get retention(): { retain: Required<RetainOptions>; hot_finished: number; hot_bytes: number; evicted: number; remembered_ids: number; last_error?: string; archive?: ArchiveStats } {
     const e = this.evictor;
-    return { retain: e.opts, hot_finished: e.retention.size, evicted: e.evictedTotal, remembered_ids: e.tombstones.size, ...(e.lastError ? { last_error: e.lastError } : {}), ...(this.archive ? { archive: this.archive.stats } : {}) };
+    return { retain: e.opts, hot_finished: e.retention.size, hot_bytes: e.retention.bytes, evicted: e.evictedTotal, remembered_ids: e.tombstones.size, ...(e.lastError ? { last_error: e.lastError } : {}), ...(this.archive ? { archive: this.archive.stats } : {}) };
   }
 
   async close(): Promise<void> {

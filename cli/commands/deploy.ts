@@ -4,6 +4,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { plan, readModelShape, type Plan } from '../../deploy/plan/index.js';
 import { parseHosts, renderDeployment, type DeployHost } from '../../deploy/render/index.js';
 import { fail } from '../exit.js';
+import { parseRetain, type RetainOptions } from '../../hub/retention.js';
 import { int, keyValue, oneOf } from '../options.js';
 
 interface RenderFlags {
@@ -11,7 +12,11 @@ interface RenderFlags {
   driverOpt: Record<string, string>; workers: 'deployment' | 'daemonset'; hostNetwork: boolean;
   hubPort: number; controlPort: number; ctx: number; ubatch: number; cpus: number; engine: 'batched' | 'per-worker'; perPod?: number; repack: boolean;
   failover: boolean; peerPort: number; name: string; stateSize: string; storageClass?: string; hosts?: DeployHost[]; certsDir: string;
-  stateDir?: string; workerStateDir?: string; json: boolean; modelImage?: string; modelSize: string;
+  stateDir?: string; workerStateDir?: string; json: boolean; modelImage?: string; modelSize: string; retain?: RetainOptions;
+}
+
+function retainOption(v: string): RetainOptions {
+  try { return parseRetain(v); } catch (err) { throw new InvalidArgumentError((err as Error).message); }
 }
 
 function hostsOption(v: string): DeployHost[] {
@@ -52,6 +57,7 @@ export function registerDeploy(program: Command): void {
     .option('--worker-state-dir <dir>', 'podman with failover: host folder of the workers\' status files, owned by uid 10001 (default /var/lib/swarm/workers)')
     .option('--state-size <size>', 'k3s: the hub journal\'s PersistentVolumeClaim size', '1Gi')
     .option('--storage-class <name>', 'k3s: storage class of that claim (default: the cluster\'s; local-path on k3s)')
+    .option('--retain <age>,<count>,<bytes>', 'the hub\'s retention horizon, as `swarm hub --retain`; the hub\'s memory request and limit follow it (default: the hub\'s default horizon)', retainOption)
     .action(async (o: RenderFlags) => {
       try {
         // The rendered hostPath must not depend on the folder the files are later used from.
@@ -70,7 +76,7 @@ export function registerDeploy(program: Command): void {
           stateSize: o.stateSize, ...(o.stateDir ? { stateDir: o.stateDir } : {}), ...(o.workerStateDir ? { workerStateDir: o.workerStateDir } : {}),
           ...(o.storageClass ? { storageClass: o.storageClass } : {}),
           certsDir: o.certsDir, modelSize: o.modelSize, ...(o.modelImage ? { modelImage: o.modelImage } : {}),
-          ...(o.hosts ? { hosts: o.hosts } : {}),
+          ...(o.hosts ? { hosts: o.hosts } : {}), ...(o.retain ? { retain: o.retain } : {}),
         });
         if (!o.out || o.out === '-') {
           if (o.json) { process.stdout.write(JSON.stringify({ files }) + '\n'); return; }

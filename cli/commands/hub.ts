@@ -3,7 +3,7 @@ import { warnIfPid1 } from '../pid1.js';
 // roles.ts directly, not hub/index.js: `swarm up` imports this file for its options, and the hub's
 // index loads all of the hub (~170 ms of CPU before `up` can start the hub process).
 import { parseRolePlan, type RolePlan } from '../../hub/roles.js';
-import { DEFAULT_RETAIN, parseRetain, type RetainOptions } from '../../hub/retention.js';
+import { DEFAULT_RETAIN, formatBytes, parseRetain, retainString, type RetainOptions } from '../../hub/retention.js';
 import { DEFAULT_MAX_ATTEMPTS } from '../../sched/retry.js';
 import { fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
@@ -41,7 +41,7 @@ export function hubOptions(cmd: Command): Command {
     .option('--msgpack', 'offer msgpack to workers (NDJSON is the default: measured faster for these small frames)', false)
     .option('--no-msgpack', 'speak NDJSON only (the default; kept for scripts)')
     .option('--roles <plan>', 'hand out roles to the workers that join, e.g. thinker=2,worker=3 (ASSIGN_ROLE)', rolePlanOption)
-    .option('--retain <age>,<count>', `finished tasks stay in the hot state (memory, journal, replicas) this long and this many, then move to the results archive (swarm results); default ${DEFAULT_RETAIN.ageMs / 3600_000}h,${DEFAULT_RETAIN.count}`, retainOption);
+    .option('--retain <age>,<count>,<bytes>', `finished tasks stay in the hot state (memory, journal, replicas) this long, this many and this many bytes (prompts and results; units B, KB, MB, GB, KiB, MiB, GiB), then move to the results archive (swarm results), oldest first; each part optional; default ${DEFAULT_RETAIN.ageMs / 3600_000}h,${DEFAULT_RETAIN.count},${formatBytes(DEFAULT_RETAIN.bytes).replace(' ', '')}`, retainOption);
 }
 
 export interface HubCliOptions {
@@ -56,7 +56,7 @@ function retainOption(v: string): RetainOptions {
 }
 
 /** `--retain` as given to a detached hub. */
-export function retainArg(r: RetainOptions | undefined): string[] { return r ? ['--retain', `${r.ageMs}ms,${r.count}`] : []; }
+export function retainArg(r: RetainOptions | undefined): string[] { return r ? ['--retain', retainString(r)] : []; }
 
 function fsyncMode(v: string): 'always' | 'interval' {
   if (v !== 'always' && v !== 'interval') throw new InvalidArgumentError('expected always or interval');
@@ -85,7 +85,7 @@ export function hubConfigFrom(o: HubCliOptions, token: string | undefined) {
     ...(o.controlHost ? { controlHost: o.controlHost } : {}), ...(o.tlsCa ? { tlsCa: o.tlsCa } : {}),
     tlsCert: o.tlsCert, tlsKey: o.tlsKey, heartbeatMs: o.heartbeatMs, deadAfterMs: o.deadAfterMs,
     maxLine: o.maxLine, maxAttempts: o.maxAttempts, defaultMaxTokens: o.maxTokens, prefetchBelowMs: o.prefetchBelowMs, leaseAheadMs: o.leaseAheadMs, msgpack: o.msgpack, roles: o.roles, fsync: o.fsync,
-    ...(o.retain ? { retainMs: o.retain.ageMs, retainCount: o.retain.count } : {}),
+    ...(o.retain ? { retainMs: o.retain.ageMs, retainCount: o.retain.count, ...(o.retain.bytes !== undefined ? { retainBytes: o.retain.bytes } : {}) } : {}),
   };
 }
 

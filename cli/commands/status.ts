@@ -5,6 +5,7 @@ import { readHubFile, stateDir } from '../state.js';
 import { lockHolder } from '../state-lock.js';
 import { SwarmError } from '../../protocol/errors.js';
 import { runningHub } from '../running.js';
+import { formatBytes, formatDuration } from '../../hub/retention.js';
 import { readFailoverStatusAll, type FailoverStatusFile, type StaleFailoverStatus } from '../../worker/index.js';
 
 interface Status {
@@ -14,7 +15,7 @@ interface Status {
   tasks: { queued: number; leased: number; done: number; failed: number };
   metrics: { dispatch_p50_ms: number; dispatch_p99_ms: number; tokens_out: number };
   failover?: { workers: { id: string; mode: string; coordinator: string }[]; holders?: string[]; keepers?: string[] };
-  journal?: { fsync: string; disk_full: boolean; damaged_records: number; quarantine?: string; retention?: { hot_finished: number; evicted: number; archive?: { bytes: number; disk_full: boolean; torn_tail?: { file: string; offset: number; bytes: number } } } };
+  journal?: { fsync: string; disk_full: boolean; damaged_records: number; quarantine?: string; retention?: { retain?: { ageMs: number; count: number; bytes?: number }; hot_finished: number; hot_bytes?: number; evicted: number; archive?: { bytes: number; disk_full: boolean; torn_tail?: { file: string; offset: number; bytes: number } } } };
 }
 
 /**
@@ -46,7 +47,15 @@ function archiveLine(r: NonNullable<NonNullable<Status['journal']>['retention']>
   const full = r.archive?.disk_full ? '; DISK FULL: finished tasks stay hot until space frees (nothing is lost)' : '';
   const t = r.archive?.torn_tail;
   const torn = t ? `; a torn last line was cut at start (${t.file} offset ${t.offset}, ${t.bytes} bytes; its tasks stayed hot)` : '';
-  return `archive  ${r.hot_finished} finished tasks hot, ${r.evicted} archived since start${full}${torn} (swarm results)`;
+  return `archive  ${r.evicted} finished tasks archived since start${full}${torn} (swarm results)`;
+}
+
+/** The hot state against the horizon in one line: finished tasks and their bytes, each with its bound. */
+function retainLine(r: NonNullable<NonNullable<Status['journal']>['retention']>): string {
+  const h = r.retain;
+  const age = h ? formatDuration(h.ageMs) : '?';
+  const bytes = r.hot_bytes !== undefined ? `, ${formatBytes(r.hot_bytes)}${h?.bytes ? ` of ${formatBytes(h.bytes)}` : ''}` : '';
+  return `retain   ${r.hot_finished}${h ? ` of ${h.count}` : ''} finished tasks hot${bytes}, each for at most ${age} (--retain)`;
 }
 
 /** The left-over status files, said in one line: how many, and why each is not a live worker's. */
@@ -104,7 +113,7 @@ export function registerStatus(program: Command): void {
           `tasks    ${s.tasks.queued} queued, ${s.tasks.leased} running, ${s.tasks.done} done, ${s.tasks.failed} failed`,
           `dispatch p50 ${s.metrics.dispatch_p50_ms.toFixed(3)} ms, p99 ${s.metrics.dispatch_p99_ms.toFixed(3)} ms; tokens out ${s.metrics.tokens_out}`,
           ...(s.journal ? [`journal  fsync ${s.journal.fsync}${s.journal.disk_full ? '; DISK FULL: new work is refused until space frees' : ''}${s.journal.damaged_records ? `; ${s.journal.damaged_records} damaged records set aside in ${s.journal.quarantine}` : ''}`] : []),
-          ...(s.journal?.retention ? [archiveLine(s.journal.retention)] : []),
+          ...(s.journal?.retention ? [retainLine(s.journal.retention), archiveLine(s.journal.retention)] : []),
         ];
         if (s.workers.length <= 40) {
           lines.push('', 'ID'.padEnd(24) + 'STATE'.padEnd(10) + 'ROLE'.padEnd(12) + 'DRIVER'.padEnd(12) + 'INFLIGHT  DONE  PID       ADDRESS');

@@ -6,6 +6,9 @@ import path from 'node:path';
 import type { Plan } from '../plan/index.js';
 import { SwarmError } from '../../protocol/errors.js';
 import { packageVersion } from './version.js';
+import { hubMem } from './hub-mem.js';
+// retention.ts directly, not hub/index.js: rendering needs the horizon's parts, not the hub.
+import { retainString, type RetainOptions } from '../../hub/retention.js';
 
 /** Inputs of `swarm deploy render`. */
 export interface DeployOptions {
@@ -66,6 +69,8 @@ export interface DeployOptions {
   modelImage?: string;
   /** k3s: size of the rendered read-only model claim (default 10Gi). */
   modelSize?: string;
+  /** The hub's `--retain` (default: the hub's own): its memory request and limit follow it (hub-mem.ts). */
+  retain?: RetainOptions;
 }
 
 /** Resolved deployment facts shared by all renderers. */
@@ -103,7 +108,10 @@ export interface DeploySpec {
   workerMemMi: { request: number; limit: number };
   /** The batched engine's container besides its agents, in MiB: the model's pages, the engine, one worker process. */
   batchedFixedMi: number;
+  /** The hub's memory in MiB, from its retention horizon (hub-mem.ts): request = steady state, limit = that + headroom. */
   hubMemMi: { request: number; limit: number };
+  /** The hub's `--retain`, when given to the render (else the hub's default, which hubMemMi assumes). */
+  retain?: RetainOptions;
   /** CPU request per worker in millicores: the host's vCPUs divided among the agents (no CPU limit: throttling hurts latency). */
   workerCpuM: number;
   planNote: string;
@@ -160,7 +168,8 @@ export function deploySpec(o: DeployOptions): DeploySpec {
     // headroom: 25% for allocator slack and prompt spikes; page cache of the model is not in it (see plan's cgroup warning)
     workerMemMi: { request, limit: Math.ceil(request * 1.25) },
     batchedFixedMi: Math.ceil(batchedFixed(o.plan) / MiB),
-    hubMemMi: { request: 128, limit: 512 },
+    hubMemMi: hubMem(o.retain),
+    ...(o.retain ? { retain: o.retain } : {}),
     workerCpuM: Math.max(50, Math.floor((cpus * 1000) / Math.max(1, o.agents))),
     planNote: o.plan
       ? `plan: ${o.agents} agents, ${o.plan.options.engine} engine, ctx ${o.plan.options.ctx}, ${request} MiB per agent, at most ${o.plan.maxAgents} fit in ${Math.round(o.plan.options.ramBytes / 1024 ** 3)} GiB`
@@ -189,7 +198,7 @@ export function workerMem(s: DeploySpec, count: number): { request: number; limi
 /** Arguments of the hub container (after the image's `swarm` entrypoint). */
 export function hubArgs(s: DeploySpec): string[] {
   return ['hub', '--host', s.hostNetwork ? '127.0.0.1' : '0.0.0.0', '--port', String(s.hubPort),
-    '--control-port', String(s.controlPort), '--state-dir', '/var/lib/swarm'];
+    '--control-port', String(s.controlPort), '--state-dir', '/var/lib/swarm', ...(s.retain ? ['--retain', retainString(s.retain)] : [])];
 }
 
 /** Where a worker's peer port listens and what its peers dial. */

@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { TaskStore, type StoreEvent } from '../../hub/store.js';
 import { readArchive } from '../../hub/archive-read.js';
 import { archiveDir, type ArchivedTask } from '../../hub/archive.js';
-import { parseRetain } from '../../hub/retention.js';
+import { DEFAULT_RETAIN, parseRetain } from '../../hub/retention.js';
 import { swarm, tempDir } from '../helpers/cli.js';
 
 const q = { maxDepth: 100_000, leaseMs: 60_000, defaultMaxAttempts: 3 };
@@ -123,11 +123,12 @@ t.test('a lease lost without a stall still counts, and sched decides exhaustion 
 });
 
 t.test('--retain: 0, negative or unparsable is a usage error', async (t) => {
-  t.same(parseRetain('24h,100000'), { ageMs: 86_400_000, count: 100_000 });
-  t.same(parseRetain('90m'), { ageMs: 5_400_000, count: 100_000 });
-  t.same(parseRetain(',500'), { ageMs: 86_400_000, count: 500 });
-  for (const bad of ['0', '-1h', 'soon', '1h,0', '1h,-5', '1h,2.5', ',', '1h,2,3', '1h,0x10', '1h,1e3', '1h,10000001', '1h,999999999999', '367d']) t.throws(() => parseRetain(bad), { code: 'SWARM_ERR_CONFIG' }, bad);
-  t.same(parseRetain('366d,10000000'), { ageMs: 366 * 86_400_000, count: 10_000_000 }, 'the largest horizon is taken');
+  const bytes = DEFAULT_RETAIN.bytes;
+  t.same(parseRetain('24h,100000'), { ageMs: 86_400_000, count: 100_000, bytes });
+  t.same(parseRetain('90m'), { ageMs: 5_400_000, count: 100_000, bytes });
+  t.same(parseRetain(',500'), { ageMs: 86_400_000, count: 500, bytes });
+  for (const bad of ['0', '-1h', 'soon', '1h,0', '1h,-5', '1h,2.5', ',', '1h,2,3', '1h,0x10', '1h,1e3', '1h,10000001', '1h,999999999999', '367d', '1h,2,3MB,4']) t.throws(() => parseRetain(bad), { code: 'SWARM_ERR_CONFIG' }, bad);
+  t.same(parseRetain('366d,10000000'), { ageMs: 366 * 86_400_000, count: 10_000_000, bytes }, 'the largest horizon is taken');
   const r = swarm(['up', '--retain', '0', '--state-dir', tempDir(t)]);
   t.equal(r.code, 2, 'swarm up --retain 0 exits with the usage code');
   t.match(r.stderr, /SWARM_ERR_CONFIG: .*--retain "0": age "0" is not a positive duration/);

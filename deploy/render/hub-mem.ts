@@ -1,0 +1,28 @@
+/**
+ * The hub container's memory from the retention horizon it runs with: the hub's RSS at steady state
+ * is a fixed part (node, its code, malloc, sockets and buffers) and V8's heap, which holds the hot
+ * state's bytes (the horizon's bytes bound, hub/retention-bytes.ts) and the duplicate window's ids,
+ * and is let grow to 1.5x what is live (hub/store-heap.ts). Measured in docs/journal.md ("The bytes
+ * bound"): a limit under this the hub passes in its steady state, and is killed for it.
+ */
+import { DEFAULT_RETAIN, fullRetain, type RetainOptions } from '../../hub/retention.js';
+
+const MiB = 2 ** 20;
+/** The hub's RSS besides the hot state: node and its code, malloc, sockets, buffers (measured: 150-200 MB). */
+export const HUB_FIXED_BYTES = 200 * MiB;
+/** RSS per byte of the hot state, as retention counts it: V8's 1.5x growth and what passes as garbage. */
+export const HUB_RSS_PER_HOT_BYTE = 2;
+/** Bytes per id the duplicate window allocates (hub/dup-window.ts), at max(count, the default count) ids. */
+const WINDOW_BYTES_PER_ID = 90;
+/** Above the steady state: a restart's replay, a compaction, the holders' syncs after a failover. */
+const HEADROOM = 1.25;
+
+/** The hub's memory request (its steady state) and limit (with headroom), in MiB, for a horizon. */
+export function hubMem(retain: RetainOptions = DEFAULT_RETAIN): { request: number; limit: number } {
+  const r = fullRetain(retain);
+  const window = WINDOW_BYTES_PER_ID * Math.max(r.count, DEFAULT_RETAIN.count);
+  const steady = HUB_FIXED_BYTES + HUB_RSS_PER_HOT_BYTE * r.bytes + window;
+  const request = Math.ceil(steady / MiB);
+  // Whole 64 MiB steps: a limit that reads as chosen, and never under the steady state plus headroom.
+  return { request, limit: Math.ceil((steady * HEADROOM) / (64 * MiB)) * 64 };
+}

@@ -1,0 +1,67 @@
+import { RESULT_HEAD } from './journal-record.js';
+import { ReplayedTask } from './replayed.js';
+import type { RawLine } from './journal.js';
+import type { TaskRecord } from './task.js';
+
+/**
+ * What a finished task holds in the hub besides its texts: the record, its spec and result objects,
+ * their ids and numbers, the queue's entry and retention's (measured with empty texts: docs/journal.md,
+ * "The bytes bound"). Counted in every task's bytes so that the bytes bound the hub's memory for
+ * tasks of any size, a million of 10-byte prompts as well as a thousand of 1 MB ones.
+ */
+export const RECORD_BYTES = 600;
+
+/**
+ * The bytes a finished task holds hot, as the `--retain` bytes bound counts them: its prompt and
+ * grammar, its result's text or its error's message (a character a byte, which is what V8 holds for
+ * ASCII and Latin-1 text; other text takes two bytes a character there and counts one), and
+ * RECORD_BYTES. A task replayed from the journal whose lines are still unparsed is counted from the
+ * lines themselves (the texts' spans as the journal holds them, escapes included): parsing every hot
+ * task at open to measure it would undo the lazy replay (hub/replayed.ts).
+ */
+export function taskBytes(rec: TaskRecord): number {
+  let n = RECORD_BYTES;
+  const task = rec instanceof ReplayedTask ? rec.taskLine : undefined;
+  if (task) n += quotedSpan(task, PROMPT_KEY) + quotedSpan(task, GRAMMAR_KEY);
+  else n += rec.spec.prompt.length + (rec.spec.grammar?.length ?? 0);
+  const result = rec instanceof ReplayedTask ? rec.resultLine : undefined;
+  if (result) n += resultTextSpan(result);
+  else if (rec.state === 'done') n += rec.result?.text.length ?? 0;
+  else n += rec.error?.msg.length ?? 0;
+  return n;
+}
+
+const PROMPT_KEY = Buffer.from('"prompt":"');
+const GRAMMAR_KEY = Buffer.from('"grammar":"');
+const TEXT_KEY = Buffer.from('","text":"');
+const WORKER_KEY = Buffer.from('","worker":');
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * The bytes of the JSON string after `key` in a line. `key` cannot match inside a string value: a
+ * `"` there is escaped (`\"`), and the key's own quotes are not. 0 if the line has no such key.
+ */
+function quotedSpan(l: RawLine, key: Buffer): number {
+  const at = l.buf.indexOf(key, l.start);
+  if (at < 0 || at >= l.end) return 0;
+  const from = at + key.length;
+  // The closing quote: the first one not escaped (an even run of backslashes before it).
+  for (let q = l.buf.indexOf(QUOTE, from); q >= 0 && q < l.end; q = l.buf.indexOf(QUOTE, q + 1)) {
+    let k = q - 1;
+    while (k >= from && l.buf[k] === BACKSLASH) k--;
+    if ((q - 1 - k) % 2 === 0) return q - from;
+  }
+  return l.end - from;
+}
+
+/** The bytes of a result line's text (the writer's form: id, text, then worker; hub/replayed.ts). */
+function resultTextSpan(l: RawLine): number {
+  const { buf, start, end } = l;
+  let q = start + RESULT_HEAD.length;
+  while (q < end && buf[q] !== QUOTE) q++;
+  if (q + TEXT_KEY.length > end || buf.compare(TEXT_KEY, 0, TEXT_KEY.length, q, q + TEXT_KEY.length) !== 0) return quotedSpan(l, TEXT_KEY.subarray(2));
+  const from = q + TEXT_KEY.length;
+  const w = buf.indexOf(WORKER_KEY, from);
+  return w >= 0 && w < end ? w - from : end - from;
+}

@@ -1,0 +1,56 @@
+// The hub's memory in a rendered deployment follows the retention horizon it is rendered with.
+import t from 'tap';
+import YAML from 'yaml';
+import { renderDeployment } from '../../deploy/render/index.js';
+import { HUB_FIXED_BYTES, HUB_RSS_PER_HOT_BYTE, hubMem } from '../../deploy/render/hub-mem.js';
+import { DEFAULT_RETAIN, parseRetain } from '../../hub/retention.js';
+import { swarm } from '../helpers/cli.js';
+
+const MODEL = '/mnt/models/m.gguf';
+const MiB = 2 ** 20;
+
+/** The hub container of a k3s render: its args and its memory. */
+function k3sHub(retain?: string): { args: string[]; request: string; limit: string } {
+  const files = renderDeployment({ target: 'k3s', agents: 2, model: MODEL, ...(retain ? { retain: parseRetain(retain) } : {}) });
+  const docs = YAML.parseAllDocuments(files['swarm-k3s.yaml']!).map((d) => d.toJSON() as any);
+  const c = docs.find((d) => d.kind === 'Deployment' && d.metadata.name === 'swarm-hub').spec.template.spec.containers[0];
+  return { args: c.args, request: c.resources.requests.memory, limit: c.resources.limits.memory };
+}
+
+t.test('the default horizon renders the default limit, and the hub runs with its own default', async (t) => {
+  const m = hubMem();
+  const h = k3sHub();
+  t.equal(h.limit, `${m.limit}Mi`);
+  t.equal(h.request, `${m.request}Mi`);
+  t.notOk(h.args.includes('--retain'), 'no --retain: the hub\'s default is the one the limit assumes');
+  t.ok(m.limit * MiB >= HUB_FIXED_BYTES + HUB_RSS_PER_HOT_BYTE * DEFAULT_RETAIN.bytes, 'the limit holds the steady state the default bytes bound allows');
+  t.ok(m.limit <= 512, `the default fits the hub in 512 Mi (${m.limit} Mi)`);
+});
+
+t.test('a larger horizon raises the limit, and the hub is rendered with that horizon', async (t) => {
+  const h = k3sHub('24h,100000,512MiB');
+  const m = hubMem(parseRetain('24h,100000,512MiB'));
+  t.equal(h.limit, `${m.limit}Mi`);
+  t.ok(m.limit * MiB >= HUB_FIXED_BYTES + HUB_RSS_PER_HOT_BYTE * 512 * MiB, `${m.limit} Mi holds 512 MiB hot`);
+  t.ok(m.limit > hubMem().limit);
+  const at = h.args.indexOf('--retain');
+  t.ok(at >= 0, 'the hub gets --retain');
+  t.same(parseRetain(h.args[at + 1]!), parseRetain('24h,100000,512MiB'), 'the same horizon, read back');
+  // A bigger count alone: the duplicate window's ids grow with it.
+  t.ok(hubMem({ ageMs: 1, count: 5_000_000 }).limit > hubMem().limit, 'a count past the default grows the window');
+  // podman renders the same limit.
+  const files = renderDeployment({ target: 'podman', agents: 2, model: MODEL, retain: parseRetain(',,512MiB') });
+  const pod = YAML.parseAllDocuments(files['swarm-podman.yaml']!).map((d) => d.toJSON() as any).find((d) => d.metadata?.name === 'swarm-hub');
+  t.equal(pod.spec.containers[0].resources.limits.memory, `${m.limit}Mi`, 'podman: the same limit');
+  t.ok(pod.spec.containers[0].args.includes('--retain'));
+});
+
+t.test('swarm deploy render --retain: a bad horizon is a usage error', async (t) => {
+  const r = swarm(['deploy', 'render', '--target', 'k3s', '--agents', '2', '--model', MODEL, '--retain', ',,0B']);
+  t.equal(r.code, 2, r.stderr);
+  t.match(r.stderr, /SWARM_ERR_CONFIG: .*bytes "0B" is not a positive size/);
+  const ok = swarm(['deploy', 'render', '--target', 'k3s', '--agents', '2', '--model', MODEL, '--retain', '12h,50000,1GiB', '--json']);
+  t.equal(ok.code, 0, ok.stderr);
+  const yaml = (JSON.parse(ok.stdout) as { files: Record<string, string> }).files['swarm-k3s.yaml']!;
+  t.match(yaml, new RegExp(`memory: ${hubMem(parseRetain('12h,50000,1GiB')).limit}Mi`), 'the limit for 1 GiB hot');
+});
