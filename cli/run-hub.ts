@@ -113,7 +113,7 @@ async function startHub(o: RunHubOptions, lock: StateLock | undefined): Promise<
     host: config.controlHost, port: controlPort, token: config.token, tls: controlTls,
     status: () => ({
       state_dir: o.dir, agents_wanted: o.agents ?? 0, supervised_pids: supervisor?.pids() ?? [],
-      engine: { ...(engine ? { mode: 'shared', url: engine.url, pid: engine.pid } : { mode: engineMode(o.workerArgs ?? []), ...resolvedEngines(o.dir) }), ...engineFailure(hub) },
+      engine: { ...(engine ? { mode: 'shared', url: engine.url, pid: engine.pid } : { mode: engineMode(o.workerArgs ?? []), ...resolvedEngines(o.dir) }), ...engineFailure(hub), ...engineFallbacks(hub) },
       ...(o.workerArgs?.length ? { workers_engine: workersEngine(o.workerArgs) } : {}),
     }),
     onShutdown: (workers: 'all' | 'supervised') => void stop(workers),
@@ -191,6 +191,16 @@ function argValue(args: string[], name: string): string | undefined {
 function engineFailure(hub: Hub): { error?: string; failed_workers?: number } {
   const failed = [...hub.registry.all()].filter((w) => w.engineError !== undefined);
   return failed.length ? { error: `${failed[0]!.id}: ${failed[0]!.engineError}`, failed_workers: failed.length } : {};
+}
+
+/**
+ * Engines that run other than their first choice (a CPU variant hidden after a SIGILL), as their
+ * workers report them: each distinct note with how many workers: what `swarm status` shows.
+ */
+function engineFallbacks(hub: Hub): { fallbacks?: { note: string; workers: number }[] } {
+  const n = new Map<string, number>();
+  for (const w of hub.registry.all()) if (w.engineFallback) n.set(w.engineFallback, (n.get(w.engineFallback) ?? 0) + 1);
+  return n.size ? { fallbacks: [...n].map(([note, workers]) => ({ note, workers })) } : {};
 }
 
 /** The supervised workers' driver, model and driver options: `swarm run` checks what it asks for against them. */

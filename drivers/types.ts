@@ -45,6 +45,11 @@ export interface Driver {
   stop(): Promise<void>;
   /** Pids of engine processes this driver currently runs (for accounting and cleanup). */
   pids(): number[];
+  /**
+   * Optional: what the engine runs instead of its first choice, and why (a CPU variant hidden after a
+   * SIGILL on this CPU); undefined when it runs what it would. The worker reports it (`swarm status`).
+   */
+  fallback?(): string | undefined;
 }
 
 /** Settings a driver is created from. `options` are driver-specific (`--driver-opt k=v`). */

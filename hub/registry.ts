@@ -29,7 +29,7 @@ export class Registry {
     return {
       id: w.id, state: w.state, status: w.status, role: w.role, role_pending: w.pendingRole?.role, driver: w.driver, caps: w.caps,
       slots: w.slots, inflight: w.inflight.size, last_seen: w.lastSeen, load: w.load, pid: w.pid, done: w.done,
-      engine: w.engine, engine_error: w.engineError, failover_error: w.failoverError,
+      engine: w.engine, engine_error: w.engineError, engine_fallback: w.engineFallback, failover_error: w.failoverError,
       // The address the worker's link comes from: which host it runs on, in a swarm across machines.
       addr: w.conn.socket?.remoteAddress,
     };

@@ -137,7 +137,7 @@ export class Sessions {
     w.heard();
     switch (msg.type) {
       case Type.HEARTBEAT:
-        w.beat(msg.payload.load, msg.payload.state, msg.payload.engine, msg.payload.engine_error);
+        w.beat(msg.payload.load, msg.payload.state, msg.payload.engine, msg.payload.engine_error, msg.payload.engine_fallback);
         this.hub.failover.heartbeat(w, msg.payload);
         return;
       case Type.HANDBACK:

@@ -150,11 +150,14 @@ export class WorkerEntry {
   /** Its engine as its HEARTBEAT reports it (undefined: a worker that does not say); `engineError` while `failed`. */
   engine?: 'starting' | 'ready' | 'failed';
   engineError?: string;
+  /** What its engine runs instead of its first choice, and why (HEARTBEAT `engine_fallback`). */
+  engineFallback?: string;
   /** Its HEARTBEAT. */
-  beat(load: number, state?: string, engine?: 'starting' | 'ready' | 'failed', engineError?: string): void {
+  beat(load: number, state?: string, engine?: 'starting' | 'ready' | 'failed', engineError?: string, engineFallback?: string): void {
     this.load = load;
     if (state !== undefined) this.state = state;
     if (engine !== undefined) { this.engine = engine; this.engineError = engine === 'failed' ? engineError ?? 'engine failed to start' : undefined; }
+    this.engineFallback = engineFallback;
   }
   /** Ready to run tasks: its engine started (a worker that does not report its engine counts once joined). */
   get engineReady(): boolean { return this.engine === undefined || this.engine === 'ready'; }

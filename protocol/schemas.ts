@@ -182,6 +182,8 @@ export const Payloads = {
     /** The worker's engine: loading, ready to run tasks, or failed to start (`engine_error` says why). */
     engine: z.enum(['starting', 'ready', 'failed']).optional(),
     engine_error: z.string().max(4096).optional(),
+    /** The worker's engine runs other than its first choice (a CPU variant hidden after a SIGILL): what, and why. */
+    engine_fallback: z.string().max(1024).optional(),
   }),
   [Type.KILL]: z.object({ reason: z.string().max(1024).default('') }),
   [Type.ERROR]: z.object({

@@ -84,6 +84,12 @@ export class AgentEngine {
     await this.driver.stop().catch(() => {});
   }
 
+  /** HEARTBEAT `engine_fallback`: what the engine runs instead of its first choice (a SIGILL on this CPU), when it does. */
+  fallback(): { engine_fallback?: string } {
+    const f = this.driver.fallback?.();
+    return f ? { engine_fallback: f.slice(0, 1024) } : {};
+  }
+
   message(): string { return (this.error as Error)?.message ?? String(this.error); }
 }
 

@@ -87,6 +87,7 @@ export class Agent {
         ...(fo ? { mode: fo.mode, coordinator: fo.coordinator, epoch: fo.epoch } : {}),
         engine: this.engine.state,
         ...(this.engine.state === 'failed' ? { engine_error: this.engine.message().slice(0, 4096) } : {}),
+        ...this.engine.fallback(),
       };
     };
     this.client.onMessage((m, conn) => this.onMessage(m, conn));

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { buildAddon, buildLlama, findLlamaBinary, findSelfBuiltAddon, LLAMA_BINARIES, type BuildProgress } from '../../drivers/llama-build/index.js';
 import { rememberedChoice } from '../../drivers/llama-build/cpu-variant.js';
-import { describeChoice, rememberedAddonChoice } from '../../drivers/llama-build/addon-variant.js';
+import { describeChoice, prebuiltLadder, rememberedAddonChoice, selfBuiltLadder, type AddonLadder } from '../../drivers/llama-build/addon-variant.js';
 import { probeFlashAttn, type FlashAttnSetting } from '../../drivers/batched/flash-attn.js';
 import { fail } from '../exit.js';
 import { int, oneOf } from '../options.js';
@@ -103,21 +103,27 @@ export function registerEngine(program: Command): void {
       const variant = found['llama-server'] ? rememberedChoice(found['llama-server']) : undefined;
       // The same for the batched engine's addon: what it loads after an engine died of SIGILL here.
       const own = findSelfBuiltAddon();
-      const addonRec = own ? rememberedAddonChoice(own) : undefined;
-      const addonChoice = own && addonRec ? { choice: describeChoice(own, addonRec), died: addonRec.died } : undefined;
+      const remembered = (ladder: AddonLadder | undefined) => {
+        const rec = ladder ? rememberedAddonChoice(ladder) : undefined;
+        return ladder && rec ? { choice: describeChoice(ladder, rec), died: rec.died } : undefined;
+      };
+      const addonChoice = remembered(own ? selfBuiltLadder(own) : undefined);
+      // The per-worker engine (and a batched one without a self-built addon) climbs the prebuilt addon's variants alone.
+      const prebuiltChoice = remembered(prebuiltLadder());
       let fa: Awaited<ReturnType<typeof probeFlashAttn>> | undefined;
       if (o.model) {
         try { fa = await probeFlashAttn(o.model, { setting: o.flashAttn, sequences: o.agents, ctx: o.ctx }); } catch (err) { fail(err, o.json); return; }
       }
       const onOff = (c: { on: boolean }) => (c.on ? 'on' : 'off');
       if (o.json) {
-        const extra = { ...(variant ? { cpu_variant: variant } : {}), ...(addonChoice ? { addon_choice: addonChoice } : {}) };
+        const extra = { ...(variant ? { cpu_variant: variant } : {}), ...(addonChoice ? { addon_choice: addonChoice } : {}), ...(prebuiltChoice ? { prebuilt_addon_choice: prebuiltChoice } : {}) };
         process.stdout.write(JSON.stringify(fa ? { ...found, ...extra, flash_attn: onOff(fa), flash_attn_why: fa.why, kv: fa.kv.unified ? 'unified' : 'per sequence', sequences: fa.kv.sequences, ctx: fa.kv.ctx } : { ...found, ...extra }) + '\n');
         return;
       }
       const lines = Object.entries(found).map(([n, p]) => `${n.padEnd(18)}${p ?? (n === 'llama-addon' ? "node-llama-cpp's prebuilt (`swarm engine build --addon` builds one with a unified KV cache)" : 'not found (run `swarm engine build`)')}`);
       if (variant) lines.push(`${'cpu variant'.padEnd(18)}${variant.chosen ?? 'none'} (${variant.excluded.join(', ')} killed llama-server with SIGILL on this CPU; hidden from it)`);
       if (addonChoice) lines.push(`${'addon choice'.padEnd(18)}${addonChoice.choice} (killed by SIGILL on this CPU: ${addonChoice.died.join('; ')})`);
+      if (prebuiltChoice) lines.push(`${'prebuilt choice'.padEnd(18)}${prebuiltChoice.choice} (killed by SIGILL on this CPU: ${prebuiltChoice.died.join('; ')})`);
       if (fa) lines.push(`${'flash attention'.padEnd(18)}${onOff(fa)} (${fa.why}); for ${fa.kv.sequences} sequence(s) of ${fa.kv.ctx} tokens, KV ${fa.kv.unified ? 'unified' : 'per sequence'}`);
       process.stdout.write(lines.join('\n') + '\n');
     });

@@ -11,7 +11,7 @@ import { readFailoverStatusAll, type FailoverStatusFile, type StaleFailoverStatu
 interface Status {
   hub: { pid: number; address?: { host: string; port: number }; uptime_s: number; mode: string; coordinator?: string };
   workers: { id: string; state: string; status: string; role: string; driver: string; inflight: number; done: number; addr?: string; pid?: number; failover_error?: { code: string; msg: string } }[];
-  engine?: { mode: string; pid?: number; error?: string; failed_workers?: number; resolved?: string[] };
+  engine?: { mode: string; pid?: number; error?: string; failed_workers?: number; resolved?: string[]; fallbacks?: { note: string; workers: number }[] };
   tasks: { queued: number; leased: number; done: number; failed: number };
   metrics: { dispatch_p50_ms: number; dispatch_p99_ms: number; tokens_out: number };
   failover?: { workers: { id: string; mode: string; coordinator: string }[]; holders?: string[]; keepers?: string[] };
@@ -106,6 +106,8 @@ export function registerStatus(program: Command): void {
           `workers  ${s.workers.length} (${[...byState].map(([k, v]) => `${v} ${k}`).join(', ') || 'none'})${procs ? ` in ${procs} process${procs === 1 ? '' : 'es'}` : ''}`,
           ...(s.engine ? [`engine   ${s.engine.mode}${s.engine.error ? `; FAILED to start on ${s.engine.failed_workers ?? 1} worker(s): ${s.engine.error}` : ''}${s.engine.resolved?.length === 1 ? `; ${s.engine.resolved[0]}` : ''}`] : []),
           ...(s.engine?.resolved && s.engine.resolved.length > 1 ? s.engine.resolved.map((r) => `         ${r}`) : []),
+          // An engine that runs a lesser CPU variant (or addon) than its first choice after a SIGILL here.
+          ...(s.engine?.fallbacks ?? []).map((f) => `         fallback on ${f.workers} worker(s): ${f.note}`),
           // Who a failover would leave the state with: the replica holders, and the keepers of the open tasks.
           ...(s.failover?.holders?.length ? [`replicas held by ${s.failover.holders.join(', ')}${s.failover.keepers?.length ? `; open tasks also kept by ${s.failover.keepers.join(', ')}` : ''}`] : []),
           // Shown whatever the number of workers: such an agent runs star-only, and only its log said so.

@@ -17,6 +17,8 @@ export interface EngineInfo {
   /** Why (kv-layout.ts); absent in files of engines from before it. */
   kv_why?: string;
   binding: string;
+  /** What it loads instead of its first choice after a SIGILL on this CPU, and why; absent when nothing died here. */
+  fallback?: string;
   loop: 'direct' | 'library';
   /** The direct loop's step (step-loop.ts StepKind): `sync`, `fused`, `split`; absent in older files. */
   step?: 'sync' | 'fused' | 'split';
@@ -47,7 +49,7 @@ export function runningEngines(stateDir: string): EngineInfo[] {
 
 /** One line per engine: `flash attention off (auto: …)`, with the model where there are several. */
 export function describeEngines(infos: EngineInfo[]): string[] {
-  return infos.map((e) => `${infos.length > 1 ? `${path.basename(e.model)}: ` : ''}${e.sequences} sequences of ${e.ctx} tokens, KV ${e.kv}, flash attention ${e.flash_attn} (${e.flash_attn_why})`);
+  return infos.map((e) => `${infos.length > 1 ? `${path.basename(e.model)}: ` : ''}${e.sequences} sequences of ${e.ctx} tokens, KV ${e.kv}, flash attention ${e.flash_attn} (${e.flash_attn_why})${e.fallback ? `; fallback: ${e.fallback}` : ''}`);
 }
 
 /**

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { SwarmError } from '../../protocol/index.js';
 import { alive, killGroup, startProcess } from '../lifecycle.js';
 import { EngineLoadError } from '../engine-error.js';
-import { noteAddonSigill } from '../llama-build/addon-variant.js';
+import { engineLadder, noteAddonSigill } from '../llama-build/addon-variant.js';
 import { DEFAULT_LOOP, LOAD_FAILED_EXIT, type EngineConfig } from './messages.js';
 import type { FlashAttnSetting } from './flash-attn.js';
 import type { KvUnifiedSetting } from './kv-layout.js';
@@ -131,14 +131,15 @@ async function startEngine(paths: EnginePaths, cfg: Omit<EngineConfig, 'socket'>
   // and with the default four threads on a 2-core host the eight samplings of a step ran side by side
   // with one another and the llama.cpp threads (110M shape, 8 sequences: 175-189 tok/s with four,
   // 209-227 with one; docs/performance.md). In one queue they run back to back, which is all a step needs.
-  const env = { ...process.env, UV_THREADPOOL_SIZE: '1' };
+  const env: NodeJS.ProcessEnv = { ...process.env, UV_THREADPOOL_SIZE: '1' };
   const child = startProcess(process.execPath, [...hostExecArgv(), HOST_SCRIPT, JSON.stringify(full)], { stdio: ['ignore', out, out], env });
   fs.closeSync(out);
   let exited: string | undefined;
   let loadFailed = false;
   child.once('exit', (code, signal) => { exited = signal ? `was killed by ${signal}` : `exited with code ${code}`; loadFailed = code === LOAD_FAILED_EXIT; });
   // A CPU variant that faults (SIGILL), at load or at any decode: the next engine runs without it.
-  child.once('exit', (_c, signal) => { if (signal === 'SIGILL' && child.pid) noteAddonSigill(child.pid, env, paths.log); });
+  const ladder = engineLadder({ selfBuilt: true, override: env.SWARM_TEST_EMBEDDED_ADDON || undefined }, env);
+  child.once('exit', (_c, signal) => { if (signal === 'SIGILL' && child.pid) noteAddonSigill(child.pid, ladder, paths.log); });
   child.once('error', (err) => { exited = `could not be spawned: ${err.message}`; });
   child.unref();
   if (child.pid) fs.writeFileSync(paths.pid, String(child.pid), { mode: 0o600 });

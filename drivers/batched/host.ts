@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import { LlamaLogLevel, type LlamaContextSequence, type LlamaModel } from 'node-llama-cpp';
-import { bindingNote, loadLlama } from '../embedded/load-llama.js';
+import { bindingNote, loadFallback, loadLlama } from '../embedded/load-llama.js';
 import { withKvUnified } from './kv-unified.js';
 import { LlamaCompletion, generate, tailShape } from './generate.js';
 import type { TailShape } from './prefix.js';
@@ -295,7 +295,7 @@ async function main(): Promise<void> {
   await new Promise<void>((resolve, reject) => { server!.once('error', reject); server!.listen(cfg.socket, () => resolve()); });
   process.umask(old);
   if (cfg.info) {
-    writeEngineInfo(cfg.info, { pid: process.pid, model: cfg.model, sequences: cfg.sequences, ctx: context.contextSize, kv: unified ? 'unified' : 'per sequence', kv_why: layout.why, binding: bindingNote(loadPath),
+    writeEngineInfo(cfg.info, { pid: process.pid, model: cfg.model, sequences: cfg.sequences, ctx: context.contextSize, kv: unified ? 'unified' : 'per sequence', kv_why: layout.why, binding: bindingNote(loadPath), ...(loadFallback() ? { fallback: loadFallback() } : {}),
       loop: loop ? 'direct' : 'library', ...(loop ? { step: loop.step } : {}), threads: tuner ? `auto, ${threads} at start` : threads, flash_attn: fa.on ? 'on' : 'off', flash_attn_why: fa.why });
   }
   log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, KV cache ${unified ? 'unified' : 'per sequence'} (${loadPath} binding), ${layout.why}, ${loop ? `own decode loop (${loop.step} step)` : 'node-llama-cpp\'s decode loop'}, ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, flash attention ${fa.on ? 'on' : 'off'} (${fa.why}), ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);

@@ -6,7 +6,8 @@
  */
 import { LlamaCompletion, LlamaLogLevel, type LlamaGrammar, type LlamaContextSequence, type LlamaModel, type Llama } from 'node-llama-cpp';
 import type { FromHost, HostChatOptions, HostConfig, ToHost } from './messages.js';
-import { loadLlama } from './load-llama.js';
+import { loadFallback, loadLlama } from './load-llama.js';
+import { loadedCpuVariant } from '../llama-build/addon-variant.js';
 import { GrammarCache } from './grammar.js';
 import { checkFits, completionOptions } from './completion.js';
 import { errorCodeOf } from '../../protocol/errors.js';
@@ -46,6 +47,7 @@ class Host {
   }
 
   private async chat(id: number, prompt: string, opts: HostChatOptions): Promise<void> {
+    faultHook();
     const ac = new AbortController();
     this.running.set(id, ac);
     let grammar: LlamaGrammar | undefined;
@@ -77,6 +79,16 @@ class Host {
       this.release(completion);
     }
   }
+}
+
+/**
+ * Test hook: SWARM_TEST_FAULTY_VARIANT=<variant> has this engine die of SIGILL at its first chat when
+ * ggml loaded that CPU variant, as a variant that faults at its first decode does (the load-time case
+ * is tested with a real library that faults as ggml initialises it).
+ */
+function faultHook(): void {
+  const v = process.env.SWARM_TEST_FAULTY_VARIANT;
+  if (v && loadedCpuVariant() === v) process.kill(process.pid, 'SIGILL');
 }
 
 /** What main() is doing, for the fatal message. */
@@ -119,7 +131,7 @@ async function main(): Promise<void> {
   // The driver closed our stdin (it stopped, or died): nothing more can be asked of us.
   process.stdin.on('end', () => process.exit(0));
   process.on('SIGTERM', () => process.exit(0));
-  send({ t: 'ready', ms: { boot: Math.round(t0), llama: Math.round(t1 - t0), model: Math.round(t2 - t1), context: Math.round(t3 - t2) }, ctx: context.contextSize, load: loadPath, flashAttn: fa });
+  send({ t: 'ready', ms: { boot: Math.round(t0), llama: Math.round(t1 - t0), model: Math.round(t2 - t1), context: Math.round(t3 - t2) }, ctx: context.contextSize, load: loadPath, flashAttn: fa, ...(loadFallback() ? { fallback: loadFallback() } : {}) });
 }
 
 main().catch((err: unknown) => {

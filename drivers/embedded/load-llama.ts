@@ -20,8 +20,8 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import { getLlama, Llama, type LlamaLogLevel } from 'node-llama-cpp';
 import { SwarmError } from '../../protocol/index.js';
-import { findSelfBuiltAddon, type SelfBuiltAddon } from '../llama-build/addon-paths.js';
-import { addonChoice, addonWithout, describeChoice, hiddenVariants, loadedCpuVariant, recordAddonRun, type AddonChoice } from '../llama-build/addon-variant.js';
+import { readAddonDir, type SelfBuiltAddon } from '../llama-build/addon-paths.js';
+import { addonChoice, addonWithout, describeChoice, engineLadder, fallbackNote, hiddenVariants, isFallback, loadedCpuVariant, recordAddonRun, type AddonChoice } from '../llama-build/addon-variant.js';
 
 type Logger = (level: LlamaLogLevel, message: string) => void;
 
@@ -44,6 +44,10 @@ const exists = (p: string): boolean => fs.existsSync(p);
 
 /** Set by loadLlama when a SIGILL on this CPU made it load something else than it would (addon-variant.ts). */
 let fallback: string | undefined;
+
+/** What this engine loads instead of its first choice after a SIGILL on this CPU; undefined when nothing died here. */
+export function loadFallback(): string | undefined { return fallbackWhy; }
+let fallbackWhy: string | undefined;
 
 /** How the binding was loaded, for the engine's info file (status, passport): the path, and any SIGILL fallback. */
 export function bindingNote(path: LlamaLoadPath): string {
@@ -88,39 +92,42 @@ export function directPrebuilt(): { addon: string; metadata: CreateOptions['buil
  * instead of the prebuilt one, to show what a broken binary does.
  */
 export async function loadLlama(opts: { logLevel: LlamaLogLevel; logger: Logger; addonOverride?: string; selfBuilt?: boolean }): Promise<{ llama: Llama; path: LlamaLoadPath }> {
-  const own = opts.addonOverride || !opts.selfBuilt ? undefined : findSelfBuiltAddon();
   // After a SIGILL on this CPU (addon-variant.ts): the addon and CPU variants that have not died here.
-  const choice: AddonChoice | undefined = own ? addonChoice(own) : undefined;
-  if (own && choice && choice.skip + (choice.kind === 'self-built' ? 0 : 1) > 0) {
-    fallback = describeChoice(own, choice);
+  const ladder = engineLadder({ selfBuilt: opts.selfBuilt, override: opts.addonOverride });
+  const choice: AddonChoice | undefined = ladder ? addonChoice(ladder) : undefined;
+  if (ladder && choice && isFallback(ladder, choice)) {
+    fallback = describeChoice(ladder, choice);
+    fallbackWhy = fallbackNote(ladder);
     process.stderr.write(`warning: after SIGILL on this CPU, loading the ${fallback}\n`);
   }
-  if (own && choice?.kind === 'none') {
-    throw new SwarmError('SWARM_ERR_ENGINE_START', `every CPU variant of the self-built and the prebuilt llama.cpp addon was killed by SIGILL on this CPU (${own.dir}/.cpu-variants/addon-choice.json; remove it to try again)`);
+  if (ladder && choice?.kind === 'none') {
+    throw new SwarmError('SWARM_ERR_ENGINE_START', `every CPU variant of the ${ladder.self ? 'self-built and the prebuilt' : 'prebuilt'} llama.cpp addon was killed by SIGILL on this CPU (${ladder.root}/addon-choice.json; remove it to try again)`);
   }
-  if (own && choice?.kind === 'self-built') {
-    const hidden = hiddenVariants(own, choice);
-    const addon = addonWithout(own, own.dir, hidden, 'addon');
-    recordAddonRun(own, choice);
+  const own = ladder?.self ? readAddonDir(ladder.self) : undefined;
+  if (ladder && own && choice?.kind === 'self-built') {
+    const addon = addonWithout(ladder, own.addon, hiddenVariants(ladder, choice), 'addon');
+    recordAddonRun(ladder, choice);
     const llama = await loadSelfBuilt({ ...own, addon }, opts).catch((err: unknown) => {
       // A build that does not load (another node, a moved API) must not stop the engine: the prebuilt one still runs.
       process.stderr.write(`self-built addon ${own.addon} did not load (${err instanceof Error ? err.message : String(err)}); using the prebuilt one\n`);
       return undefined;
     });
-    if (llama) { recordAddonRun(own, choice, { variant: loadedCpuVariant() }); return { llama, path: 'self-built' }; }
+    if (llama) { recordAddonRun(ladder, choice, { variant: loadedCpuVariant() }); return { llama, path: 'self-built' }; }
   }
   const direct = directPrebuilt();
-  // The prebuilt addon after the self-built one died with every variant: hide its variants the same way.
-  if (own && choice?.kind === 'prebuilt' && direct && !opts.addonOverride) {
-    direct.addon = addonWithout(own, path.dirname(direct.addon), hiddenVariants(own, choice), 'prebuilt');
-    recordAddonRun(own, choice);
-  }
+  // The prebuilt addon (first, or after the self-built one died with every variant): its variants hidden the same way.
+  const prebuiltRun = ladder && choice?.kind === 'prebuilt' && (direct || opts.addonOverride) ? ladder : undefined;
+  const base = opts.addonOverride ?? direct?.addon;
+  const addonFile = prebuiltRun && base ? addonWithout(prebuiltRun, base, hiddenVariants(prebuiltRun, choice!), 'prebuilt') : base;
   if (!direct) {
-    if (own && choice?.kind === 'prebuilt') recordAddonRun(own, choice);
+    // getLlama() picks and tests its binary itself: nothing of ours to hide, but a SIGILL still moves
+    // the choice down, so that the ladder ends (`none`) rather than an engine dying at every start.
+    if (ladder && choice?.kind === 'prebuilt') recordAddonRun(ladder, choice);
     const llama = await getLlama({ gpu: false, build: 'never', progressLogs: false, logLevel: opts.logLevel, logger: opts.logger });
     return { llama, path: 'getLlama' };
   }
-  const addon = opts.addonOverride ?? direct.addon;
+  if (prebuiltRun) recordAddonRun(prebuiltRun, choice!);
+  const addon = addonFile!;
   // Said before the native load, so that a crash inside it leaves this line in the error's stderr tail.
   process.stderr.write(`loading llama.cpp binding ${addon} (node-llama-cpp's binary test skipped: this process is the sandbox)\n`);
   let bindings: unknown;
@@ -138,7 +145,7 @@ export async function loadLlama(opts: { logLevel: LlamaLogLevel; logger: Logger;
       ramPadding: (total) => Math.floor(Math.min(total * 0.25, 1024 ** 3)), // getLlama's default on Linux
       skipLlamaInit: false, debug: process.env.NODE_LLAMA_CPP_DEBUG === 'true', numa: false, tempDir: false, experimentalOptions: undefined,
     });
-    if (own && choice?.kind === 'prebuilt') recordAddonRun(own, choice, { variant: loadedCpuVariant() });
+    if (prebuiltRun) recordAddonRun(prebuiltRun, choice!, { variant: loadedCpuVariant() });
     return { llama, path: 'prebuilt-direct' };
   } catch (err) {
     // The binary loaded, so this is the internal API having moved (another 3.x): do it getLlama's way.

@@ -28,7 +28,9 @@ export type ToHost =
 /** Host to driver. */
 export type FromHost =
   /** `load`: how node-llama-cpp's binding was loaded (load-llama.ts). */
-  | { t: 'ready'; ms: { boot: number; llama: number; model: number; context: number }; ctx: number; load: 'prebuilt-direct' | 'getLlama' | 'self-built'; flashAttn?: { on: boolean; why: string } }
+  | { t: 'ready'; ms: { boot: number; llama: number; model: number; context: number }; ctx: number; load: 'prebuilt-direct' | 'getLlama' | 'self-built'; flashAttn?: { on: boolean; why: string };
+    /** After a SIGILL on this CPU: what it loads instead of its first choice (addon-variant.ts describeChoice). */
+    fallback?: string }
   /** `stage`: loading the llama.cpp binding, or the model and its context. */
   | { t: 'fatal'; stage: 'binding' | 'model'; message: string }
   | { t: 'chunk'; id: number; text: string }

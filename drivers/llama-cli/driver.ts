@@ -46,9 +46,15 @@ export class LlamaCliDriver implements Driver {
   private skip: number | undefined;
   /** The ggml CPU variant in use when the top ones had to be hidden; undefined when ggml's own pick runs. */
   cpuVariant: string | undefined;
+  /** The variants hidden above it. */
+  private cpuHidden: string[] = [];
 
   constructor(private readonly config: DriverConfig) {
     this.options = parseLlamaCliOptions(config.options);
+  }
+
+  fallback(): string | undefined {
+    return this.cpuVariant ? `llama-cli on CPU variant ${this.cpuVariant}, ${this.cpuHidden.join(', ')} hidden (killed by SIGILL on this CPU)` : undefined;
   }
 
   pids(): number[] {
@@ -121,6 +127,7 @@ export class LlamaCliDriver implements Driver {
     this.skip = skip;
     if (skip === 0) return;
     this.cpuVariant = variants[skip];
+    this.cpuHidden = variants.slice(0, skip);
     if (skip === first) return;
     rememberSkip(bin, skip, variants[skip]);
     process.stderr.write(`warning: llama-cli: CPU variant(s) ${variants.slice(0, skip).join(', ')} excluded (killed by SIGILL on this CPU); using ${variants[skip]}\n`);
@@ -189,6 +196,7 @@ export class LlamaCliDriver implements Driver {
     this.skip = next;
     rememberSkip(bin, next, variants[next]);
     this.cpuVariant = variants[next];
+    this.cpuHidden = variants.slice(0, next);
     process.stderr.write(`warning: llama-cli: CPU variant(s) ${variants.slice(0, next).join(', ')} excluded (killed by SIGILL at the first decode on this CPU); using ${variants[next]}\n`);
     return true;
   }

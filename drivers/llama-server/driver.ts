@@ -29,6 +29,8 @@ export class LlamaServerDriver implements Driver {
   private lastExit: EngineExit | undefined;
   /** The ggml CPU variant in use when the top ones had to be hidden (SIGILL); undefined when ggml's own pick runs. */
   cpuVariant: string | undefined;
+  /** The variants hidden above it. */
+  private cpuHidden: string[] = [];
 
   constructor(private readonly config: DriverConfig) {
     this.options = parseLlamaServerOptions(config.options);
@@ -36,6 +38,10 @@ export class LlamaServerDriver implements Driver {
 
   /** Base URL of the engine (after start). */
   get url(): string | undefined { return this.base; }
+
+  fallback(): string | undefined {
+    return this.cpuVariant ? `llama-server on CPU variant ${this.cpuVariant}, ${this.cpuHidden.join(', ')} hidden (killed by SIGILL on this CPU)` : undefined;
+  }
 
   pids(): number[] {
     return this.proc?.alive && this.proc.pid !== undefined ? [this.proc.pid] : [];
@@ -88,6 +94,7 @@ export class LlamaServerDriver implements Driver {
       }
       if (skip > 0) {
         this.cpuVariant = variants[skip];
+        this.cpuHidden = variants.slice(0, skip);
         if (skip !== first) rememberSkip(bin, skip, variants[skip]);
         process.stderr.write(`warning: llama-server: CPU variant(s) ${variants.slice(0, skip).join(', ')} excluded (killed by SIGILL on this CPU); using ${variants[skip]}\n`);
       }

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { findSelfBuiltAddon, readAddonDir } from '../../drivers/llama-build/addon-paths.js';
-import { addonChoice, hiddenVariants, nextAddonChoice, rememberedAddonChoice } from '../../drivers/llama-build/addon-variant.js';
+import { addonChoice, hiddenVariants, nextAddonChoice, rememberedAddonChoice, selfBuiltLadder } from '../../drivers/llama-build/addon-variant.js';
 import { cpuKey } from '../../drivers/llama-build/cpu-variant.js';
 import { batchedAgents, engineLog } from '../helpers/batched.js';
 import { swarm, tempDir } from '../helpers/cli.js';
@@ -63,7 +63,7 @@ t.test('an engine killed by SIGILL in a CPU variant: the variant is hidden and t
   const r = await collect(d!.chat('Once upon a time', { maxTokens: 16, temperature: 0, seed: 1 }));
   t.ok(r.text.trim().length > 0, `the task completes: ${JSON.stringify(r.text)}`);
   t.equal(fs.readFileSync(log, 'utf8'), 'sigill\n', 'the faulty variant ran once');
-  const own = readAddonDir(addon)!;
+  const own = selfBuiltLadder(readAddonDir(addon)!);
   t.same(addonChoice(own), { kind: 'self-built', skip: 1 }, 'remembered: the self-built addon without its top variant');
   t.match(rememberedAddonChoice(own)?.died, ['self-built addon']);
   const text = engineLog(dir);
@@ -89,7 +89,7 @@ t.test('when every variant of the self-built addon died, the prebuilt addon runs
   const tmp = tempDir(t);
   const addon = faultyAddon(tmp, p.real, path.join(tmp, 'faults'));
   if (!addon) { missingPrereq(t, { missing: 'gcc could not build the faulty variant' }); return; }
-  const own = readAddonDir(addon)!;
+  const own = selfBuiltLadder(readAddonDir(addon)!);
   const variants = fs.readdirSync(addon).filter((n) => /^libggml-cpu-.+\.so$/.test(n)).length;
   t.same(nextAddonChoice(own, { kind: 'self-built', skip: 0, variant: 'sapphirerapids' }), { kind: 'self-built', skip: 1 });
   t.same(nextAddonChoice(own, { kind: 'self-built', skip: 2, variant: 'sapphirerapids' }), { kind: 'self-built', skip: 3 }, 'never back up');

@@ -85,6 +85,7 @@ t.test('llama-cli killed by SIGILL at its first decode: the turn runs again on t
   t.equal(r.text, 'answer to hi', 'the task completes');
   t.same(f.crashes(), ['turn sapphirerapids', 'turn zen4'], 'each bad variant died once');
   t.equal(d.cpuVariant, 'haswell');
+  t.equal(d.fallback(), 'llama-cli on CPU variant haswell, sapphirerapids, zen4 hidden (killed by SIGILL on this CPU)', 'what the worker reports (swarm status)');
   t.equal((await collect(d.chat('more', {}))).text, 'answer to more');
   t.equal(f.crashes().length, 2, 'never run again');
 });

@@ -47,6 +47,7 @@ t.test('SIGILL with the top CPU variant: the next one is used, and remembered', 
   const d = driver(f.bin);
   await d.start();
   t.equal(d.cpuVariant, 'zen4');
+  t.equal(d.fallback(), 'llama-server on CPU variant zen4, sapphirerapids hidden (killed by SIGILL on this CPU)', 'what the worker reports (swarm status)');
   t.same(rememberedChoice(f.bin), { chosen: 'zen4', excluded: ['sapphirerapids'] });
   const which = swarm(['engine', 'which'], { env: { SWARM_LLAMA_BIN_DIR: path.dirname(f.bin) } });
   t.match(which.stdout, /cpu variant\s+zen4 \(sapphirerapids killed llama-server with SIGILL/, 'swarm engine which says which variant runs');
