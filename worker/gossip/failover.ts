@@ -174,7 +174,7 @@ export class FailoverController {
       this.stats.handbacks++;
       this.offered = new Set(final.map((e) => e.id));
       this.node.enterStar();
-      this.opts.log?.info({ entries: final.length, now: send.length, offer_ms: t1 - t0, send_ms: Date.now() - t1, ...this.stats }, 'handed back to the hub; star mode');
+      this.opts.log?.info({ entries: final.length, now: send.length, offer_ms: t1 - t0, send_ms: Date.now() - t1, ...this.stats, sync: this.node.sync.stats }, 'handed back to the hub; star mode');
     } catch (err) {
       // Still reconciling; the next connect tries again. Without a hub, the monitor fails over again.
       this.opts.log?.warn({ err }, 'handback failed');

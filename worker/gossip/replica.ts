@@ -37,6 +37,20 @@ export interface DigestChunk { lo: string; hi: string; d: [string, number][] }
 /** Buckets of the summary digest (`buckets()`): a round costs O(buckets), not O(entries), when little differs. */
 export const BUCKETS = 256;
 
+/**
+ * Sub-buckets each summary bucket splits in at most, kept on merge like the buckets (sub-bucket j of
+ * bucket b, split in k, holds the ids whose fingerprint mod 256k is b + 256j). A sync round compares
+ * the sub-buckets of the buckets that differ before naming any id, so what it details follows what
+ * differs: at 100,000 entries a bucket holds about 390, a sub-bucket about 6.
+ */
+export const SUB_BUCKETS = 64;
+const FINE = BUCKETS * SUB_BUCKETS;
+
+/** True if `k` splits a bucket as `SUB_BUCKETS` allows: a power of two from 1 to it. */
+export function validSplit(k: unknown): k is number {
+  return Number.isInteger(k) && (k as number) >= 1 && (k as number) <= SUB_BUCKETS && ((k as number) & ((k as number) - 1)) === 0;
+}
+
 const cmpStr = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 /** Total order on outcomes: lower attempt, then lower worker id, wins ("first writer" deterministically). */
@@ -124,8 +138,13 @@ export class Replica {
   private readonly hashes = new Map<string, number>();
   /** Per bucket, the XOR of its entries' (id, hash) fingerprints: kept on merge, compared first in a sync round. */
   private readonly bucketHash = new Uint32Array(BUCKETS);
-  /** Per bucket, its ids: a sync round reads the differing buckets, not the whole history. */
-  private readonly inBucket: Set<string>[] = Array.from({ length: BUCKETS }, () => new Set<string>());
+  /** Per finest sub-bucket (fingerprint mod BUCKETS * SUB_BUCKETS), the XOR of its entries' fingerprints: a bucket's is the XOR of its SUB_BUCKETS. */
+  private readonly fineHash = new Uint32Array(FINE);
+  /**
+   * Per finest sub-bucket, its ids (made on first use, dropped when empty): a sync round reads the
+   * sub-buckets that differ, not whole buckets nor the whole history.
+   */
+  private readonly inFine: (Set<string> | undefined)[] = new Array<Set<string> | undefined>(FINE);
   /**
    * Ids merged since their fingerprints were last brought up to date. In star mode a holder merges
    * every delta the hub sends and nobody asks for a digest until a failover: fingerprinting each merge
@@ -307,9 +326,12 @@ export class Replica {
     const h = this.hashes.get(id);
     if (h !== undefined) {
       const idh = fnv(id);
-      const b = idh % BUCKETS;
-      this.bucketHash[b] = (this.bucketHash[b]! ^ pairHash(idh, h)) >>> 0;
-      this.inBucket[b]!.delete(id);
+      const x = pairHash(idh, h);
+      const b = idh % BUCKETS, f = idh % FINE;
+      this.bucketHash[b] = (this.bucketHash[b]! ^ x) >>> 0;
+      this.fineHash[f] = (this.fineHash[f]! ^ x) >>> 0;
+      const set = this.inFine[f];
+      if (set) { set.delete(id); if (set.size === 0) this.inFine[f] = undefined; }
       this.hashes.delete(id);
     }
     this.byState[stateOf(e)]--;
@@ -322,7 +344,7 @@ export class Replica {
   /** How many entries each structure holds now (tests and benches check they stay bounded). */
   sizes(): ReplicaSizes {
     let inBuckets = 0;
-    for (const b of this.inBucket) inBuckets += b.size;
+    for (const b of this.inFine) inBuckets += b?.size ?? 0;
     return { entries: this.entries.size, hashes: this.hashes.size, inBuckets, unhashed: this.unhashed.length, open: this.open?.size ?? 0, forgotten: this.forgotten.size, forgottenOrder: this.forgotten.slotsUsed, forgottenBytes: this.forgotten.bytes, blobBytes: this.blobTotal };
   }
 
@@ -378,11 +400,12 @@ export class Replica {
       const old = this.hashes.get(id);
       if (old === h) continue;
       const idh = fnv(id);
-      const b = idh % BUCKETS;
-      let bh = this.bucketHash[b]!;
-      if (old !== undefined) bh ^= pairHash(idh, old);
-      else this.inBucket[b]!.add(id);
-      this.bucketHash[b] = (bh ^ pairHash(idh, h)) >>> 0;
+      const b = idh % BUCKETS, f = idh % FINE;
+      let x = pairHash(idh, h);
+      if (old !== undefined) x ^= pairHash(idh, old);
+      else (this.inFine[f] ??= new Set<string>()).add(id);
+      this.bucketHash[b] = (this.bucketHash[b]! ^ x) >>> 0;
+      this.fineHash[f] = (this.fineHash[f]! ^ x) >>> 0;
       this.hashes.set(id, h);
     }
   }
@@ -456,16 +479,11 @@ export class Replica {
     }
     const asked = new Set(buckets);
     const named = new Set(ids);
-    const scan = new Set<number>();
-    if (n >= BUCKETS) for (const b of buckets) scan.add(b % BUCKETS);
-    else for (let b = 0; b < BUCKETS; b++) if (asked.has(b & (n - 1))) scan.add(b);
     const extra: string[] = [];
-    for (const b of scan) {
-      for (const id of this.inBucket[b]!) {
-        if (named.has(id) || !asked.has(haveBucketOf(id, n))) continue;
-        const e = this.entries.get(id);
-        if (e && this.haveHash(e, without) !== undefined) extra.push(id);
-      }
+    for (const id of this.idsIn(n, asked)) {
+      if (named.has(id) || !asked.has(haveBucketOf(id, n))) continue;
+      const e = this.entries.get(id);
+      if (e && this.haveHash(e, without) !== undefined) extra.push(id);
     }
     return { want, extra };
   }
@@ -479,20 +497,14 @@ export class Replica {
   differingSubs(n: number, k: number, buckets: readonly number[], sums: readonly number[], without?: Excluded): number[] {
     this.settle();
     const nk = n * k;
-    const mine = new Map<number, number>();
-    for (const b of buckets) mine.set(b, 0);
-    const scan = new Set<number>();
-    if (n >= BUCKETS) for (const b of buckets) scan.add(b % BUCKETS);
-    else for (let b = 0; b < BUCKETS; b++) if (mine.has(b & (n - 1))) scan.add(b);
+    const mine = new Set(buckets);
     const acc = new Map<number, number>();
-    for (const rb of scan) {
-      for (const id of this.inBucket[rb]!) {
-        const fine = haveBucketOf(id, nk);
-        if (!mine.has(fine & (n - 1))) continue;
-        const e = this.entries.get(id);
-        const x = e && this.haveHash(e, without);
-        if (x !== undefined) acc.set(fine, ((acc.get(fine) ?? 0) ^ x) >>> 0);
-      }
+    for (const id of this.idsIn(n, mine)) {
+      const fine = haveBucketOf(id, nk);
+      if (!mine.has(fine & (n - 1))) continue;
+      const e = this.entries.get(id);
+      const x = e && this.haveHash(e, without);
+      if (x !== undefined) acc.set(fine, ((acc.get(fine) ?? 0) ^ x) >>> 0);
     }
     const out: number[] = [];
     buckets.forEach((b, i) => {
@@ -543,7 +555,7 @@ export class Replica {
   bucketDigest(bs: number[], maxPairs = 5000): { bs: number[]; d: [string, number][] }[] {
     this.settle();
     const per = new Map<number, [string, number][]>();
-    for (const b of bs) per.set(b, [...this.inBucket[b] ?? []].map((id): [string, number] => [id, this.hashes.get(id)!]));
+    for (const b of bs) if (Number.isInteger(b) && b >= 0 && b < BUCKETS) per.set(b, [...this.idsIn(BUCKETS, [b])].map((id): [string, number] => [id, this.hashes.get(id)!]));
     const out: { bs: number[]; d: [string, number][] }[] = [];
     let cur: { bs: number[]; d: [string, number][] } = { bs: [], d: [] };
     for (const [b, pairs] of per) {
@@ -561,11 +573,84 @@ export class Replica {
     const t = new Map(theirs);
     const send: string[] = [];
     const want: string[] = [];
-    for (const b of new Set(bs)) {
-      for (const id of this.inBucket[b] ?? []) if (t.get(id) !== this.hashes.get(id)) send.push(id);
-    }
+    for (const id of this.idsIn(BUCKETS, bs)) if (t.get(id) !== this.hashes.get(id)) send.push(id);
     for (const [id, h] of theirs) if (this.hashes.get(id) !== h) want.push(id);
     return { send, want };
+  }
+
+  /**
+   * The values of buckets `bs` split in `k` (`validSplit`), k a bucket in order: sub-bucket j of b is
+   * b + BUCKETS * j. Read from the values kept on merge: O(bs * SUB_BUCKETS), whatever the history.
+   */
+  subBuckets(bs: readonly number[], k: number): number[] {
+    this.settle();
+    const out: number[] = [];
+    const m = BUCKETS * k;
+    for (const b of bs) {
+      for (let j = 0; j < k; j++) {
+        let x = 0;
+        for (let f = b + BUCKETS * j; f < FINE; f += m) x ^= this.fineHash[f]!;
+        out.push(x >>> 0);
+      }
+    }
+    return out;
+  }
+
+  /** Of a peer's `subBuckets(bs, k)` (`theirs`), the sub-buckets (b + BUCKETS * j) whose value here differs. */
+  differingSubBuckets(bs: readonly number[], k: number, theirs: readonly number[]): number[] {
+    const mine = this.subBuckets(bs, k);
+    const out: number[] = [];
+    for (let i = 0; i < bs.length; i++) for (let j = 0; j < k; j++) if (mine[i * k + j] !== (theirs[i * k + j] ?? 0) >>> 0) out.push(bs[i]! + BUCKETS * j);
+    return out;
+  }
+
+  /**
+   * The (id, hash) pairs of sub-buckets `subs` (of BUCKETS * k), grouped so that a group holds whole
+   * sub-buckets and at most about `maxPairs` pairs: O(the entries in them).
+   */
+  subDigest(subs: readonly number[], k: number, maxPairs = 5000): { s: number[]; d: [string, number][] }[] {
+    this.settle();
+    const out: { s: number[]; d: [string, number][] }[] = [];
+    let cur: { s: number[]; d: [string, number][] } = { s: [], d: [] };
+    for (const s of new Set(subs)) {
+      const pairs: [string, number][] = [];
+      for (const id of this.idsIn(BUCKETS * k, [s])) pairs.push([id, this.hashes.get(id)!]);
+      if (cur.s.length && cur.d.length + pairs.length > maxPairs) { out.push(cur); cur = { s: [], d: [] }; }
+      cur.s.push(s);
+      for (const p of pairs) cur.d.push(p);
+    }
+    if (cur.s.length) out.push(cur);
+    return out;
+  }
+
+  /**
+   * Like `diffBuckets`, within sub-buckets `subs` (of BUCKETS * k), `theirs` being the peer's pairs of
+   * them: what to send it, what to ask it for. O(the entries in them).
+   */
+  diffSubs(subs: readonly number[], k: number, theirs: readonly [string, number][]): { send: string[]; want: string[] } {
+    this.settle();
+    const t = new Map<string, number>();
+    for (const p of theirs) if (Array.isArray(p) && typeof p[0] === 'string') t.set(p[0], p[1]);
+    const send: string[] = [];
+    for (const id of this.idsIn(BUCKETS * k, subs)) if (t.get(id) !== this.hashes.get(id)) send.push(id);
+    const want: string[] = [];
+    for (const [id, h] of t) if (this.hashes.get(id) !== h) want.push(id);
+    return { send, want };
+  }
+
+  /**
+   * Ids whose fingerprint mod `m` (a power of two) is one of `rs`, each once, read from the finest
+   * sub-buckets that hold them; past BUCKETS * SUB_BUCKETS a superset the caller filters (one finest
+   * sub-bucket holds several of m). An `r` out of range holds nothing.
+   */
+  private *idsIn(m: number, rs: Iterable<number>): IterableIterator<string> {
+    const fines = new Set<number>();
+    for (const r of rs) {
+      if (!Number.isInteger(r) || r < 0 || r >= m) continue;
+      if (m >= FINE) fines.add(r % FINE);
+      else for (let f = r; f < FINE; f += m) fines.add(f);
+    }
+    for (const f of fines) { const s = this.inFine[f]; if (s) yield* s; }
   }
 
   /** Of a peer's (id, hash) pairs, the ids whose entry here differs or is missing: O(pairs), not O(replica). */
@@ -595,18 +680,25 @@ export class Replica {
   }
 
   /** Entries for `ids`, in chunks of at most `maxBytes` (an entry larger than that goes alone). */
-  chunk(ids: string[], maxBytes: number): Entry[][] {
+  chunk(ids: string[], maxBytes: number): Entry[][] { return this.chunkUpTo(ids, maxBytes).chunks; }
+
+  /**
+   * Like `chunk`, stopping before `budget` bytes in all (one entry at least): `cut` if some were left
+   * out. An answer bounded so, below the transport's send buffer, is not dropped whole on a catch-up.
+   */
+  chunkUpTo(ids: string[], maxBytes: number, budget = Infinity): { chunks: Entry[][]; cut: boolean; bytes: number } {
     const out: Entry[][] = [];
     let cur: Entry[] = [];
-    let size = 0;
+    let size = 0, total = 0;
     for (const id of ids) {
       const e = this.get(id);
       if (!e) continue;
       const s = JSON.stringify(e).length;
+      if (total > 0 && total + s > budget) { if (cur.length > 0) out.push(cur); return { chunks: out, cut: true, bytes: total }; }
       if (cur.length > 0 && size + s > maxBytes) { out.push(cur); cur = []; size = 0; }
-      cur.push(e); size += s;
+      cur.push(e); size += s; total += s;
     }
     if (cur.length > 0) out.push(cur);
-    return out;
+    return { chunks: out, cut: false, bytes: total };
   }
 }
