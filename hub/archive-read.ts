@@ -59,11 +59,12 @@ export function readArchiveAfter(stateDir: string, from: ArchivePlace | undefine
   for (const [n, file] of files) {
     if (n < start.file) continue;
     const min = n === start.file ? start.end : 0;
+    // From `min` on (the place an evict record's `end` names is a line's start): read from the file's
+    // start, the lines before it were a whole archive file read at every start only to be skipped.
     readLines(file, (buf, s, e, offset) => {
-      if (offset < min) return;
       const d = decodeChecked(buf, s, e, checkArchived);
       if (d.ok && !d.legacy) onTask(d.rec as ArchivedTask, n, offset);
-    });
+    }, min);
   }
 }
 

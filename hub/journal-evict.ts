@@ -48,11 +48,11 @@ function digits(buf: Buffer, at: number, limit: number): number {
  * The lazy form of a checked evict record exactly as this writer makes it (`t, ids, file, offsets,
  * at`, then `end` and `floor` if present; ids without escapes; plain non-negative integers), or
  * undefined: decodeLine then parses the line and reports what is wrong with it. The length and
- * CRC-32 are checked as for every line.
+ * CRC-32 are checked as for every line (the CRC-32 not where `trusted`: see checkedTail).
  */
-export function decodeLazyEvict(buf: Buffer, start: number, end: number): LazyEvict | undefined {
+export function decodeLazyEvict(buf: Buffer, start: number, end: number, trusted = false): LazyEvict | undefined {
   if (!startsWith(buf, start, HEAD)) return undefined;
-  const tail = checkedTail(buf, start, end);
+  const tail = checkedTail(buf, start, end, start, trusted);
   if (tail < 0) return undefined;
   let l = scratch;
   let n = 0;

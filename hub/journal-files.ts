@@ -13,6 +13,10 @@ export interface JournalPaths {
   snapshot: string;
   /** A snapshot being written; never read (a crash can leave it half-written). */
   snapshotTmp: string;
+  /** The snapshot's index (hub/snapshot-index.ts): where its records are, so replay need not scan and check each line. */
+  snapshotIndex: string;
+  /** An index being written; never read. */
+  snapshotIndexTmp: string;
   /** Damaged records, one JSON line each, kept for a person to look at. */
   quarantine: string;
 }
@@ -24,6 +28,8 @@ export function journalPaths(dir: string): JournalPaths {
     old: path.join(dir, 'journal.old.ndjson'),
     snapshot: path.join(dir, 'snapshot.ndjson'),
     snapshotTmp: path.join(dir, 'snapshot.ndjson.tmp'),
+    snapshotIndex: path.join(dir, 'snapshot.idx'),
+    snapshotIndexTmp: path.join(dir, 'snapshot.idx.tmp'),
     quarantine: path.join(dir, 'journal.quarantine.ndjson'),
   };
 }
@@ -40,7 +46,7 @@ const MIN_READ = 64 * 1024;
  * chunk is a buffer of its own, never reused, so `onLine` may keep the line where it lies (replay
  * keeps finished tasks' lines unparsed: hub/replayed.ts); the byte at `end` is the line's newline.
  */
-export function readLines(file: string, onLine: (buf: Buffer, start: number, end: number, offset: number) => void): { size: number; goodEnd: number } | undefined {
+export function readLines(file: string, onLine: (buf: Buffer, start: number, end: number, offset: number) => void, from = 0): { size: number; goodEnd: number } | undefined {
   let fd: number;
   try { fd = fs.openSync(file, 'r'); } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
@@ -48,8 +54,9 @@ export function readLines(file: string, onLine: (buf: Buffer, start: number, end
   }
   try {
     let carry: Buffer | undefined;
-    let pos = 0;
-    let lineStart = 0;
+    // `from`: a line boundary to start at (the archive's lines past an evict record's end).
+    let pos = from;
+    let lineStart = from;
     // Sized by what the file holds (a small segment does not cost a whole chunk); read on to the end
     // all the same, in case it grew meanwhile.
     const size = fs.fstatSync(fd).size;
@@ -89,37 +96,48 @@ export interface ReplayState {
  * (`unchecked`, written by a compaction) counts as legacy too: the snapshot does not vouch for it.
  * With `lazy`, a task, result or evict line in the writer's own form goes there unparsed (decodeLazy, decodeLazyEvict).
  */
-export function readJournalFile(file: string, seen: ReplayState = { checked: false }, sink?: (r: JournalRecord) => void, lazy?: (l: LazyLine | LazyEvict) => void): { records: JournalRecord[]; damage: Damage[]; legacy: number; size: number; goodEnd: number } {
-  const records: JournalRecord[] = [];
-  const damage: Damage[] = [];
-  let legacy = 0;
-  const name = path.basename(file);
-  const r = readLines(file, (buf, start, end, offset) => {
-    if (lazy) {
-      const l = decodeLazy(buf, start, end) ?? decodeLazyEvict(buf, start, end);
-      if (l) { seen.checked = true; lazy(l); return; }
-    }
-    const d: Decoded = decodeLine(buf, start, end);
-    if (d.ok && d.legacy && seen.checked) {
-      damage.push({ file: name, offset, why: 'no checksum after checksummed records', raw: buf.toString('utf8', start, end) });
-      return;
-    }
-    if (!d.ok) { damage.push({ file: name, offset, why: d.why, raw: buf.toString('utf8', start, end) }); return; }
-    if (d.legacy) { legacy++; (d.rec as { unchecked?: true }).unchecked = true; } else {
-      seen.checked = true;
-      if ((d.rec as { unchecked?: unknown }).unchecked === true) legacy++;
-    }
-    if (sink) sink(d.rec); else records.push(d.rec);
-  });
-  if (!r) return { records, damage, legacy, size: 0, goodEnd: 0 };
+export function readJournalFile(file: string, seen: ReplayState = { checked: false }, sink?: (r: JournalRecord) => void, lazy?: (l: LazyLine | LazyEvict) => void): ReadFile {
+  const out: ReadFile = { records: [], damage: [], legacy: 0, size: 0, goodEnd: 0 };
+  const r = readLines(file, lineReader(path.basename(file), out, seen, sink, lazy));
+  if (!r) return out;
+  out.size = r.size;
+  out.goodEnd = r.goodEnd;
   if (r.goodEnd < r.size) {
     const fd = fs.openSync(file, 'r');
     const tail = Buffer.alloc(Math.min(r.size - r.goodEnd, 1 << 20));
     fs.readSync(fd, tail, 0, tail.length, r.goodEnd);
     fs.closeSync(fd);
-    damage.push({ file: name, offset: r.goodEnd, why: 'torn last line (a crash mid-write)', raw: tail.toString('utf8') });
+    out.damage.push({ file: path.basename(file), offset: r.goodEnd, why: 'torn last line (a crash mid-write)', raw: tail.toString('utf8') });
   }
-  return { records, damage, legacy, size: r.size, goodEnd: r.goodEnd };
+  return out;
+}
+
+/** What reading one journal file gave: its intact records (without a sink), the damage, how far it was whole. */
+export interface ReadFile { records: JournalRecord[]; damage: Damage[]; legacy: number; size: number; goodEnd: number }
+
+/**
+ * Replay's handling of one line of file `name` (readJournalFile's, and the snapshot index's for lines
+ * it does not describe), into `out`. `trusted`: the line's bytes were checked already (a range
+ * checksum of the snapshot index), so its own CRC-32 is not taken again on the lazy paths.
+ */
+export function lineReader(name: string, out: ReadFile, seen: ReplayState, sink?: (r: JournalRecord) => void, lazy?: (l: LazyLine | LazyEvict) => void, trusted = false): (buf: Buffer, start: number, end: number, offset: number) => void {
+  return (buf, start, end, offset) => {
+    if (lazy) {
+      const l = decodeLazy(buf, start, end, trusted) ?? decodeLazyEvict(buf, start, end, trusted);
+      if (l) { seen.checked = true; lazy(l); return; }
+    }
+    const d: Decoded = decodeLine(buf, start, end);
+    if (d.ok && d.legacy && seen.checked) {
+      out.damage.push({ file: name, offset, why: 'no checksum after checksummed records', raw: buf.toString('utf8', start, end) });
+      return;
+    }
+    if (!d.ok) { out.damage.push({ file: name, offset, why: d.why, raw: buf.toString('utf8', start, end) }); return; }
+    if (d.legacy) { out.legacy++; (d.rec as { unchecked?: true }).unchecked = true; } else {
+      seen.checked = true;
+      if ((d.rec as { unchecked?: unknown }).unchecked === true) out.legacy++;
+    }
+    if (sink) sink(d.rec); else out.records.push(d.rec);
+  };
 }
 
 /** Keep damaged records in the side file (fsynced): they leave the journal at the next compaction. */

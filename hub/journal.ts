@@ -1,9 +1,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { crc32 } from 'node:zlib';
 import { SwarmError } from '../protocol/index.js';
 import { encodeRecord, type JournalRecord, type LazyLine, type RawLine } from './journal-record.js';
 import type { LazyEvict } from './journal-evict.js';
-import { WriteBuffer, fsyncDir, io, journalPaths, quarantine, readJournalFile, type Damage, type JournalPaths } from './journal-files.js';
+import { WriteBuffer, fsyncDir, io, journalPaths, quarantine, readJournalFile, type Damage, type JournalPaths, type ReadFile } from './journal-files.js';
+import { IndexWriter, readIndexedSnapshot, type IndexedTask, type SnapshotTask } from './snapshot-index.js';
 export type { JournalRecord, LazyLine, RawLine } from './journal-record.js';
 
 export interface JournalOptions {
@@ -36,8 +38,11 @@ export function openSegment(file: string, mode: 'always' | 'interval'): number {
 }
 
 /** The steps of a compaction, in order; a crash after any of them loses nothing. */
-export const COMPACT_STEPS = ['rotated', 'snapshot-written', 'snapshot-synced', 'snapshot-renamed', 'dir-synced', 'old-removed'] as const;
+export const COMPACT_STEPS = ['rotated', 'snapshot-written', 'snapshot-synced', 'snapshot-renamed', 'index-renamed', 'dir-synced', 'old-removed'] as const;
 export type CompactStep = (typeof COMPACT_STEPS)[number];
+
+/** What a compaction writes: records, lines still as read, and tasks the snapshot index describes. */
+export type SnapshotItem = JournalRecord | RawLine | SnapshotTask;
 
 /** What opening found: the records to replay and the damage set aside. */
 export interface OpenedJournal { journal: Journal; records: JournalRecord[]; damage: Damage[]; legacy: number }
@@ -52,6 +57,8 @@ export interface JournalStats {
   write_errors: number;
   /** The last write failed for want of space; cleared by the next good write. */
   disk_full: boolean;
+  /** The open read the snapshot through its index (hub/snapshot-index.ts), not line by line. */
+  snapshot_indexed: boolean;
   last_error?: string;
 }
 
@@ -88,7 +95,7 @@ export class Journal {
   private closed = false;
   private lastSnapshotCheck = 0;
   private compacting?: Promise<void>;
-  private snapshotSource?: () => Iterable<JournalRecord | RawLine>;
+  private snapshotSource?: () => Iterable<SnapshotItem>;
   private readonly syncTimer?: NodeJS.Timeout;
   private readonly mode: 'always' | 'interval';
   /** The appends' bytes (one flush at a time, on the chain) and the snapshot's (one compaction at a time). */
@@ -99,7 +106,7 @@ export class Journal {
   private constructor(private fd: number, private readonly paths: JournalPaths, private readonly opts: JournalOptions, size: number, snapshotBytes: number) {
     this.size = size;
     this.mode = syncMode(opts);
-    this.stats = { fsync: this.mode, segment_bytes: size, snapshot_bytes: snapshotBytes, compactions: 0, write_errors: 0, disk_full: false };
+    this.stats = { fsync: this.mode, segment_bytes: size, snapshot_bytes: snapshotBytes, compactions: 0, write_errors: 0, disk_full: false, snapshot_indexed: false };
     if (this.mode === 'interval') {
       this.syncTimer = setInterval(() => {
         if (!this.dirty) return;
@@ -115,11 +122,13 @@ export class Journal {
    * frozen, then the live segment. Damaged records (bad checksum, wrong shape, a torn tail) are
    * copied to the quarantine file and left out; every intact record is kept. Never throws for damage.
    * With `sink`, each intact record goes to it as it is read, in order, and `records` comes back empty;
-   * with `lazy` too, task, result and evict lines in the writer's own form go there unparsed, in the same order.
+   * with `lazy` too, task, result and evict lines in the writer's own form go there unparsed, in the same order;
+   * with `indexed` too, the snapshot's tasks its index describes go there (hub/snapshot-index.ts).
    */
-  static open(dir: string, opts: JournalOptions, sink?: (r: JournalRecord) => void, lazy?: (l: LazyLine | LazyEvict) => void): OpenedJournal {
+  static open(dir: string, opts: JournalOptions, sink?: (r: JournalRecord) => void, lazy?: (l: LazyLine | LazyEvict) => void, indexed?: (t: IndexedTask) => void): OpenedJournal {
     const p = journalPaths(dir);
-    try { fs.rmSync(p.snapshotTmp, { force: true }); } catch { /* a leftover of a crash; harmless */ }
+    for (const tmp of [p.snapshotTmp, p.snapshotIndexTmp]) try { fs.rmSync(tmp, { force: true }); } catch { /* a leftover of a crash; harmless */ }
+    let unindexed = false, indexedRead = false;
     const records: JournalRecord[] = [];
     const damage: Damage[] = [];
     let legacy = 0;
@@ -131,8 +140,15 @@ export class Journal {
     for (const file of [p.snapshot, p.old, p.current]) {
       // The snapshot's end mark is the journal's own: it never reaches the store.
       const mine = file === p.snapshot ? (x: JournalRecord): boolean => isSnapshotEnd(x) && (endMark = true) : () => false;
-      let r;
-      try { r = readJournalFile(file, seen, sink && ((x) => { if (!mine(x)) sink(x); }), lazy); } catch (e) {
+      let r: ReadFile;
+      const own = sink && ((x: JournalRecord) => { if (!mine(x)) sink(x); });
+      try {
+        const viaIndex = file === p.snapshot && lazy ? readIndexedSnapshot(file, p.snapshotIndex, seen, { sink: own, lazy, indexed }) : 'absent';
+        // A snapshot without its index (an older swarm's, a compaction killed between the renames) is read line by line; the next compaction writes one.
+        if (typeof viaIndex === 'string' && file === p.snapshot && fs.existsSync(file)) unindexed = true;
+        r = typeof viaIndex === 'string' ? readJournalFile(file, seen, own, lazy) : viaIndex;
+        if (typeof viaIndex !== 'string') indexedRead = true;
+      } catch (e) {
         throw new SwarmError('SWARM_ERR_JOURNAL', `cannot read ${file}: ${(e as Error).message}`);
       }
       for (const x of r.records) if (!mine(x)) records.push(x);
@@ -158,8 +174,11 @@ export class Journal {
     }
     const journal = new Journal(fd, p, opts, size, snapshotBytes);
     journal.repair = torn;
+    journal.stats.snapshot_indexed = indexedRead;
     // Damage or an unfinished compaction is cleaned up by compacting as soon as the store has replayed.
     if (damage.some((d) => d.file !== 'journal.ndjson' || d.offset < size) || fs.existsSync(p.old)) journal.wantCompaction = true;
+    // A snapshot read without an index is read so again at every start until a compaction writes one.
+    if (unindexed && lazy) journal.wantCompaction = true;
     return { journal, records, damage, legacy };
   }
 
@@ -167,7 +186,7 @@ export class Journal {
   wantCompaction = false;
 
   /** Where a compaction takes the state to snapshot (the store, from memory; a record still unparsed goes as it was read). */
-  setSnapshotSource(fn: () => Iterable<JournalRecord | RawLine>): void { this.snapshotSource = fn; }
+  setSnapshotSource(fn: () => Iterable<SnapshotItem>): void { this.snapshotSource = fn; }
 
   /** Append records; resolves once they are durable (see JournalOptions.fsync). */
   append(...recs: JournalRecord[]): Promise<void> { return this.appendAll(recs); }
@@ -330,25 +349,52 @@ export class Journal {
     let bytes = 0;
     try {
       const fd = fs.openSync(p.snapshotTmp, 'w', 0o600);
+      const index = new IndexWriter();
       try {
         let lines: (string | Buffer)[] = [];
         let chars = 0;
         let sinceYield = 0;
+        const starts: number[] = [];
+        const pieces: { len: number; crc: number }[] = [];
         // Written in place (a page-cache write of a piece takes well under a millisecond); the event
         // loop gets a turn every few megabytes, not every piece: under load one turn is long, and a
         // snapshot written one turn per piece took minutes while the tail it replaces grew.
         const put = (): void => {
-          for (const b of this.snapshotOut.pieces(lines)) {
+          let total = 0;
+          for (const b of this.snapshotOut.pieces(lines, starts)) {
+            // Each piece is whole lines: a range of the index, checked on replay by one CRC-32.
+            pieces.push({ len: b.length, crc: crc32(b) });
             for (let off = 0; off < b.length;) off += fs.writeSync(fd, b, off, b.length - off);
-            bytes += b.length;
-            sinceYield += b.length;
+            total += b.length;
           }
+          index.wrote(starts, pieces, total);
+          bytes += total;
+          sinceYield += total;
           lines = [];
           chars = 0;
+          starts.length = 0;
+          pieces.length = 0;
         };
+        // A line still unparsed goes as read, newline included (no decode, no encode).
+        const lineOf = (rec: JournalRecord | RawLine): string | Buffer => ('buf' in rec ? rec.buf.subarray(rec.start, rec.end + 1) : encodeRecord(rec));
         for (const rec of source()) {
-          // A line still unparsed goes as read, newline included (no decode, no encode).
-          const line = 'buf' in rec ? rec.buf.subarray(rec.start, rec.end + 1) : encodeRecord(rec);
+          let line: string | Buffer;
+          if ('t' in rec && rec.t === 'indexed-task') {
+            line = lineOf(rec.task);
+            index.task(rec.id, rec.at);
+            if (rec.result) {
+              lines.push(line);
+              chars += line.length;
+              line = lineOf(rec.result);
+              index.result(rec.resultAt);
+            }
+          } else if ('t' in rec && rec.t === 'evict') {
+            line = encodeRecord(rec);
+            index.evict(rec, line);
+          } else {
+            line = lineOf(rec);
+            index.line();
+          }
           lines.push(line);
           chars += line.length;
           if (chars < SNAPSHOT_PIECE_CHARS) continue;
@@ -356,17 +402,28 @@ export class Journal {
           if (sinceYield >= SNAPSHOT_YIELD_BYTES) { sinceYield = 0; await new Promise((r) => setImmediate(r)); }
         }
         lines.push(encodeRecord({ t: 'meta', kind: SNAPSHOT_END, data: {}, at: Date.now() }));
+        index.line();
         put();
         this.crash('snapshot-written');
         await io.fsync(fd);
         this.crash('snapshot-synced');
       } finally { fs.closeSync(fd); }
+      // The index, written and synced before either is renamed: a snapshot renamed without its index
+      // (a kill between the renames) is read line by line, an index without its snapshot is ignored.
+      const ifd = fs.openSync(p.snapshotIndexTmp, 'w', 0o600);
+      try {
+        const b = index.finish();
+        for (let off = 0; off < b.length;) off += fs.writeSync(ifd, b, off, b.length - off);
+        await io.fsync(ifd);
+      } finally { fs.closeSync(ifd); }
       fs.renameSync(p.snapshotTmp, p.snapshot);
       this.crash('snapshot-renamed');
+      fs.renameSync(p.snapshotIndexTmp, p.snapshotIndex);
+      this.crash('index-renamed');
       fsyncDir(p.dir);
       this.crash('dir-synced');
     } catch (e) {
-      try { fs.rmSync(p.snapshotTmp, { force: true }); } catch { /* next open removes it */ }
+      for (const tmp of [p.snapshotTmp, p.snapshotIndexTmp]) try { fs.rmSync(tmp, { force: true }); } catch { /* next open removes it */ }
       this.stats.last_error = `compaction: ${(e as Error).message}`;
       throw e;
     }

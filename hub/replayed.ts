@@ -44,6 +44,8 @@ export class ReplayedTask implements TaskRecord {
   get resultLine(): RawLine | undefined { return this.rb && { buf: this.rb, start: this.rs, end: this.re }; }
   /** The result, as its line (replay of a task restored unparsed). */
   set resultLine(l: RawLine | undefined) { this.rb = l?.buf; this.rs = l?.start ?? 0; this.re = l?.end ?? 0; this.parsedResult = undefined; }
+  /** `resultLine`, from its place (no object for it). */
+  setResultLine(buf: Buffer, start: number, end: number): void { this.rb = buf; this.rs = start; this.re = end; this.parsedResult = undefined; }
 
   get spec(): Spec {
     if (this.tb) {

@@ -1,6 +1,7 @@
 import type { JournalRecord, LazyLine, RawLine } from './journal.js';
 import { decodeRecord } from './journal-record.js';
 import type { LazyEvict } from './journal-evict.js';
+import { indexableId, type IndexedTask, type SnapshotTask } from './snapshot-index.js';
 import type { Damage } from './journal-files.js';
 import { ReplayedTask, readSpec } from './replayed.js';
 import type { Evictor } from './archive-evict.js';
@@ -100,6 +101,25 @@ export class Replay {
     if (d.ok) this.one(d.rec);
   }
 
+  /**
+   * A task from the snapshot's index (hub/snapshot-index.ts) with its result line if done, applied
+   * as `lazy` applies its two lines (one lookup, not two; a task done is not kept for readyRestored).
+   */
+  indexed(x: IndexedTask): void {
+    const { q } = this.s;
+    this.raiseFloor(x.at, true);
+    if (q.has(x.id)) {
+      if (x.resultEnd >= 0) this.lazy({ t: 'result', id: x.id, at: x.resultAt, buf: x.buf, start: x.resultStart, end: x.resultEnd });
+      return;
+    }
+    const rec = new ReplayedTask(x.id, x.at, x);
+    q.restore(rec);
+    this.empty = false;
+    if (x.resultEnd < 0) { this.restored.push(rec); return; }
+    rec.setResultLine(x.buf, x.resultStart, x.resultEnd);
+    q.restoreDone(rec, x.resultAt);
+  }
+
   /** An evict record read back unparsed, applied as `one` applies the parsed record. */
   private evict(l: LazyEvict): void {
     this.raiseFloor(l.at, l.count > 0, l.floor);
@@ -138,7 +158,7 @@ export class Replay {
 }
 
 /** The records that rebuild the current state (what replay reads back): tasks in submission order, their final records, meta. */
-export function* snapshotRecords(s: StoreState, acceptedFloor: number): Iterable<JournalRecord | RawLine> {
+export function* snapshotRecords(s: StoreState, acceptedFloor: number): Iterable<JournalRecord | RawLine | SnapshotTask> {
   // Which records, taken at once: the writer yields to the event loop between pieces, and a live
   // Map's iterator also visits what is added meanwhile (under load it chased new tasks for minutes).
   // Each record is encoded as it is when its piece is written; the journal's tail covers any change.
@@ -154,13 +174,23 @@ export function* snapshotRecords(s: StoreState, acceptedFloor: number): Iterable
     // A task replayed and not read since goes as it was read (no parse, no encode).
     const lazy = r instanceof ReplayedTask ? r : undefined;
     const taskLine = lazy?.taskLine;
-    if (taskLine) yield taskLine;
-    else yield { t: 'task', spec: idFirst(r.spec), at: r.submittedAt, ...(task.size && task.has(r.id) ? { unchecked: true as const } : {}) };
+    const uncheckedTask = task.size > 0 && task.has(r.id);
+    const t: JournalRecord | RawLine = taskLine ?? { t: 'task', spec: idFirst(r.spec), at: r.submittedAt, ...(uncheckedTask ? { unchecked: true as const } : {}) };
     const u = final.size && final.has(r.id) ? { unchecked: true as const } : {};
     const resultLine = r.state === 'done' ? lazy?.resultLine : undefined;
-    if (resultLine) yield resultLine;
-    else if (r.state === 'done' && r.result) yield { t: 'result', id: r.id, text: r.result.text, worker: r.result.worker, attempt: r.result.attempt, receipt: r.result.receipt, at: r.finishedAt ?? 0, ...u };
-    else if (r.state === 'failed' && r.error) yield { t: 'fail', id: r.id, error: r.error, attempts: r.attempts, at: r.finishedAt ?? 0, ...u };
+    const result: JournalRecord | RawLine | undefined = resultLine
+      ?? (r.state === 'done' && r.result ? { t: 'result', id: r.id, text: r.result.text, worker: r.result.worker, attempt: r.result.attempt, receipt: r.result.receipt, at: r.finishedAt ?? 0, ...u } : undefined);
+    // The snapshot's index describes a task line in the writer's form (the id first and unescaped,
+    // checked) and its result line after it; anything else goes as lines replay reads one by one.
+    if (!uncheckedTask && indexableId(r.id)) {
+      const paired = result && !('unchecked' in u);
+      yield { t: 'indexed-task', id: r.id, at: r.submittedAt, task: t, result: paired ? result : undefined, resultAt: r.finishedAt ?? 0 };
+      if (result && !paired) yield result;
+    } else {
+      yield t;
+      if (result) yield result;
+    }
+    if (r.state === 'failed' && r.error) yield { t: 'fail', id: r.id, error: r.error, attempts: r.attempts, at: r.finishedAt ?? 0, ...u };
   }
   // After the tasks: a task submitted again since takes its orphaned result on replay.
   yield* orphans;

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { SwarmError, every, randomId, type ErrorCode } from '../protocol/index.js';
 import { StallClock } from '../sched/index.js';
-import { Journal, type JournalOptions, type JournalRecord, type JournalStats, type RawLine } from './journal.js';
+import { Journal, type JournalOptions, type JournalRecord, type JournalStats, type SnapshotItem } from './journal.js';
 import { Replay, applyFinal, snapshotRecords, type FinalRecord, type MetaRecord, type StoreState } from './store-replay.js';
 import { ResultsArchive, type ArchiveStats } from './archive.js';
 import { Evictor } from './archive-evict.js';
@@ -131,7 +131,7 @@ export class TaskStore {
     // parsed records beside the store), and the collector's work was a third of a restart's CPU.
     let opened: ReturnType<typeof Journal.open>;
     const replay = new Replay(store.state);
-    try { opened = Journal.open(stateDir, j, (r) => replay.one(r), (l) => replay.lazy(l)); } catch (e) { archive.close(); throw e; }
+    try { opened = Journal.open(stateDir, j, (r) => replay.one(r), (l) => replay.lazy(l), (x) => replay.indexed(x)); } catch (e) { archive.close(); throw e; }
     const { journal, damage, legacy } = opened;
     const unreadable = replay.readyRestored();
     store.openFloor = replay.openFloor;
@@ -191,7 +191,7 @@ export class TaskStore {
   get acceptedFloor(): number { return Math.max(this.openFloor - 1, this.evictor.tombstones.forgottenAccepted); }
 
   /** The records that rebuild the current state (store-replay.ts), for the journal's snapshots. */
-  *snapshot(): Iterable<JournalRecord | RawLine> { yield* snapshotRecords(this.state, this.acceptedFloor); }
+  *snapshot(): Iterable<SnapshotItem> { yield* snapshotRecords(this.state, this.acceptedFloor); }
 
   /** The collections replay rebuilds and a snapshot writes (the same objects as the fields). */
   private get state(): StoreState {
