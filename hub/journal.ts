@@ -386,7 +386,7 @@ export class Journal {
               lines.push(line);
               chars += line.length;
               line = lineOf(rec.result);
-              index.result(rec.resultAt);
+              index.result(rec.resultAt, rec.bytes);
             }
           } else if ('t' in rec && rec.t === 'evict') {
             line = encodeRecord(rec);

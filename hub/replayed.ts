@@ -31,6 +31,12 @@ export class ReplayedTask implements TaskRecord {
   private re = 0;
   private parsedSpec?: Spec;
   private parsedResult?: TaskResult;
+  /**
+   * The bytes retention counts for it once final (hub/retention-bytes.ts `taskBytes`), -1 until
+   * known: from the snapshot index's entry, or counted from its lines once and kept (a count is a
+   * scan of both lines, and a restart counted every hot task).
+   */
+  hotBytes = -1;
 
   constructor(readonly id: string, public submittedAt: number, line: RawLine) {
     this.tb = line.buf;

@@ -1,7 +1,7 @@
 import { RESULT_HEAD } from './journal-record.js';
 import { ReplayedTask } from './replayed.js';
 import type { RawLine } from './journal.js';
-import type { TaskRecord } from './task.js';
+import { isFinal, type TaskRecord } from './task.js';
 
 /**
  * What a finished task holds in the hub besides its texts: the record, its spec and result objects,
@@ -20,6 +20,8 @@ export const RECORD_BYTES = 600;
  * task at open to measure it would undo the lazy replay (hub/replayed.ts).
  */
 export function taskBytes(rec: TaskRecord): number {
+  const replayed = rec instanceof ReplayedTask && isFinal(rec) ? rec : undefined;
+  if (replayed && replayed.hotBytes >= 0) return replayed.hotBytes;
   let n = RECORD_BYTES;
   const task = rec instanceof ReplayedTask ? rec.taskLine : undefined;
   if (task) n += quotedSpan(task, PROMPT_KEY) + quotedSpan(task, GRAMMAR_KEY);
@@ -28,6 +30,7 @@ export function taskBytes(rec: TaskRecord): number {
   if (result) n += resultTextSpan(result);
   else if (rec.state === 'done') n += rec.result?.text.length ?? 0;
   else n += rec.error?.msg.length ?? 0;
+  if (replayed) replayed.hotBytes = n;
   return n;
 }
 

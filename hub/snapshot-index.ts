@@ -24,7 +24,8 @@ import { lineReader, type ReadFile, type ReplayState } from './journal-files.js'
  * CRC-32, u32 entries, u32 entry bytes, then its entries; a u32 CRC-32 of everything before it last.
  * Entries, offsets from the range's start, lengths without the newline:
  * - 1 task: u32 offset, u32 length, u16 id bytes, u8 ASCII, f64 accepted at (its id starts at TASK_HEAD's end);
- * - 2 task and result: the same, then u32 offset, u32 length, f64 finished at of its result line;
+ * - 2 task and result: the same, then u32 offset, u32 length, f64 finished at of its result line,
+ *   u32 the bytes retention counts for the task (hub/retention-bytes.ts), 0xffffffff if not known;
  * - 3 line: u32 offset, u32 length (any other record, read as the segment's lines are);
  * - 4 evict: u32 offset, u32 length, u32 ids, f64 file, f64 at, u8 flags (1 end, 2 floor), f64 end,
  *   f64 floor, then i32 x ids where each id starts in the line, i32 x ids where it ends, f64 x ids
@@ -44,13 +45,13 @@ const ID_AT = '{"t":"task","spec":{"id":"'.length;
 const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
 
 /** What a compaction yields for a task the index can describe: its task line and its result line, if done. */
-export interface SnapshotTask { t: 'indexed-task'; id: string; at: number; task: JournalRecord | RawLine; result?: JournalRecord | RawLine; resultAt: number }
+export interface SnapshotTask { t: 'indexed-task'; id: string; at: number; task: JournalRecord | RawLine; result?: JournalRecord | RawLine; resultAt: number; /** Retention's bytes for it when done, or -1. */ bytes: number }
 
 /** True when `id` can stand in an index entry (its task line holds its bytes unescaped). */
 export const indexableId = (id: string): boolean => !ESCAPED.test(id);
 
 /** A task read from the index (valid until the next call): its task line, and its result line when `resultEnd` >= 0. */
-export interface IndexedTask extends RawLine { id: string; at: number; resultStart: number; resultEnd: number; resultAt: number }
+export interface IndexedTask extends RawLine { id: string; at: number; resultStart: number; resultEnd: number; resultAt: number; /** Retention's bytes for it (done), or -1. */ bytes: number }
 
 /** A growing byte buffer for the index, written through a DataView (a Buffer's write methods check each call). */
 class Bytes {
@@ -90,11 +91,13 @@ export class IndexWriter {
   /** A task line in the writer's form, its id unescaped. */
   task(id: string, at: number): void {
     const n = Buffer.byteLength(id, 'utf8');
+    // The entry holds the id's length in 16 bits (an id longer goes as a line, with its task).
+    if (n > 0xffff) { this.line(); return; }
     this.desc.push(1 | (n === id.length ? 4 : 0) | (n * 8));
     this.at.push(at);
   }
-  /** The result line right after the task line. */
-  result(at: number): void { this.desc.push(2); this.at.push(at); }
+  /** The result line right after the task line; `bytes`: retention's for the task, or -1. */
+  result(at: number, bytes: number): void { this.desc.push(2 + 8 * (bytes >= 0 && bytes < UNKNOWN ? bytes : UNKNOWN)); this.at.push(at); }
   /**
    * An evict record, encoded as `line`: described with its ids' places when every id is ASCII and
    * unescaped (their places in the line follow from their lengths), else as a line.
@@ -140,7 +143,7 @@ export class IndexWriter {
           continue;
         }
         const paired = i + 1 < n && (desc[i + 1]! & 3) === 2 && starts[i + 1]! < pieceEnd;
-        const e = o.room(paired ? 36 : 20), v = o.v;
+        const e = o.room(paired ? 40 : 20), v = o.v;
         v.setUint8(e, paired ? DONE : TASK); v.setUint32(e + 1, s, true); v.setUint32(e + 5, len, true);
         v.setUint16(e + 9, d >>> 3, true); v.setUint8(e + 11, d & 4 ? 1 : 0); v.setFloat64(e + 12, at[i]!, true);
         if (!paired) continue;
@@ -148,6 +151,7 @@ export class IndexWriter {
         v.setUint32(e + 20, starts[i]! - pieceStart, true);
         v.setUint32(e + 24, (i + 1 < n ? starts[i + 1]! : total) - starts[i]! - 1, true);
         v.setFloat64(e + 28, at[i]!, true);
+        v.setUint32(e + 36, Math.floor(desc[i]! / 8), true);
       }
       o.v.setUint32(head + 8, count, true);
       o.v.setUint32(head + 12, o.n - entriesFrom, true);
@@ -197,7 +201,8 @@ export interface SnapshotSinks {
   indexed?: (t: IndexedTask) => void;
 }
 
-const scratch: IndexedTask = { id: '', at: 0, buf: Buffer.alloc(0), start: 0, end: 0, resultStart: 0, resultEnd: -1, resultAt: 0 };
+const scratch: IndexedTask = { id: '', at: 0, buf: Buffer.alloc(0), start: 0, end: 0, resultStart: 0, resultEnd: -1, resultAt: 0, bytes: -1 };
+const UNKNOWN = 0xffffffff;
 
 /**
  * The snapshot read through its index: what readJournalFile gives, or `absent` (no index, or one
@@ -267,7 +272,7 @@ export function readIndexedSnapshot(file: string, indexFile: string, seen: Repla
       for (let e = 0; e < count; e++) {
         const kind = idx[p]!;
         const s = v.getUint32(p + 1, true), l = v.getUint32(p + 5, true);
-        const size = kind === LINE ? 9 : kind === TASK ? 20 : kind === DONE ? 36 : kind === EVICT && p + 13 <= next ? 46 + 16 * v.getUint32(p + 9, true) : 0;
+        const size = kind === LINE ? 9 : kind === TASK ? 20 : kind === DONE ? 40 : kind === EVICT && p + 13 <= next ? 46 + 16 * v.getUint32(p + 9, true) : 0;
         const done = kind === DONE;
         const rs = done ? v.getUint32(p + 20, true) : 0, rl = done ? v.getUint32(p + 24, true) : 0;
         if (!size || p + size > next || s !== want || s + l >= len || buf[s + l] !== 10 || (done && (rs !== s + l + 1 || rs + rl >= len || buf[rs + rl] !== 10))) break;
@@ -276,6 +281,7 @@ export function readIndexedSnapshot(file: string, indexFile: string, seen: Repla
         if (kind === EVICT) { p = evictEntry(idx, v, p, buf, s, l, at, trusted, seen, sinks.lazy); continue; }
         const idLen = v.getUint16(p + 9, true), ascii = idx[p + 11] === 1, t = v.getFloat64(p + 12, true);
         const rat = done ? v.getFloat64(p + 28, true) : 0;
+        const bytes = done ? v.getUint32(p + 36, true) : UNKNOWN;
         p += size;
         const idEnd = s + ID_AT + idLen;
         // The id between its quotes, or (a writer's bug) the lines go the way the segment's do.
@@ -288,7 +294,7 @@ export function readIndexedSnapshot(file: string, indexFile: string, seen: Repla
         const x = scratch;
         x.id = buf.toString(ascii ? 'latin1' : 'utf8', s + ID_AT, idEnd);
         x.at = t; x.buf = buf; x.start = s; x.end = s + l;
-        x.resultStart = rs; x.resultEnd = done ? rs + rl : -1; x.resultAt = rat;
+        x.resultStart = rs; x.resultEnd = done ? rs + rl : -1; x.resultAt = rat; x.bytes = bytes === UNKNOWN ? -1 : bytes;
         sinks.indexed(x);
       }
       if (want < len) splitLines(buf, want, at, checked);
