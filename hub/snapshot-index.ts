@@ -20,7 +20,7 @@ import { lineReader, type ReadFile, type ReplayState } from './journal-files.js'
  * is ignored and the snapshot is read line by line as before; a range whose CRC-32 does not hold is
  * read line by line (each line's own check finds and reports the damage, as before).
  *
- * Layout (little-endian): `SWSIDX1\n`, f64 snapshot bytes, u32 ranges; per range u32 bytes, u32
+ * Layout (little-endian): `SWSIDX2\n`, f64 snapshot bytes, u32 ranges; per range u32 bytes, u32
  * CRC-32, u32 entries, u32 entry bytes, then its entries; a u32 CRC-32 of everything before it last.
  * Entries, offsets from the range's start, lengths without the newline:
  * - 1 task: u32 offset, u32 length, u16 id bytes, u8 ASCII, f64 accepted at (its id starts at TASK_HEAD's end);
@@ -33,7 +33,7 @@ import { lineReader, type ReadFile, type ReplayState } from './journal-files.js'
  *   (100,000 at the default horizon, parsed one by one in JavaScript: a third of a cold replay of
  *   the snapshot).
  */
-const MAGIC = Buffer.from('SWSIDX1\n');
+const MAGIC = Buffer.from('SWSIDX2\n');
 const HEADER = MAGIC.length + 8 + 4;
 const TASK = 1, DONE = 2, LINE = 3, EVICT = 4;
 const EVICT_HEAD = '{"t":"evict","ids":[';
