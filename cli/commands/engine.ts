@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { buildAddon, buildLlama, findLlamaBinary, findSelfBuiltAddon, LLAMA_BINARIES, type BuildProgress } from '../../drivers/llama-build/index.js';
 import { rememberedChoice } from '../../drivers/llama-build/cpu-variant.js';
-import { describeChoice, prebuiltLadder, rememberedAddonChoice, selfBuiltLadder, type AddonLadder } from '../../drivers/llama-build/addon-variant.js';
+import { describeChoice, engineLadder, rememberedAddonChoice, selfBuiltLadder, type AddonLadder } from '../../drivers/llama-build/addon-variant.js';
 import { probeFlashAttn, type FlashAttnSetting } from '../../drivers/batched/flash-attn.js';
 import { fail } from '../exit.js';
 import { int, oneOf } from '../options.js';
@@ -109,7 +109,7 @@ export function registerEngine(program: Command): void {
       };
       const addonChoice = remembered(own ? selfBuiltLadder(own) : undefined);
       // The per-worker engine (and a batched one without a self-built addon) climbs the prebuilt addon's variants alone.
-      const prebuiltChoice = remembered(prebuiltLadder());
+      const prebuiltChoice = remembered(engineLadder({ selfBuilt: false, override: process.env.SWARM_TEST_EMBEDDED_ADDON || undefined }));
       let fa: Awaited<ReturnType<typeof probeFlashAttn>> | undefined;
       if (o.model) {
         try { fa = await probeFlashAttn(o.model, { setting: o.flashAttn, sequences: o.agents, ctx: o.ctx }); } catch (err) { fail(err, o.json); return; }

@@ -9,7 +9,7 @@ import { addonChoice, fallbackNote, prebuiltLadder, rememberedAddonChoice } from
 import { cpuVariants } from '../../drivers/llama-build/cpu-variant.js';
 import { batchedAgents, engineLog } from '../helpers/batched.js';
 import { describeEngines, runningEngines } from '../../drivers/batched/engine-info.js';
-import { tempDir } from '../helpers/cli.js';
+import { swarm, tempDir } from '../helpers/cli.js';
 import { STORIES, collect, missingPrereq } from '../helpers/llama.js';
 import { prebuiltCopy } from '../helpers/faulty-variant.js';
 
@@ -55,6 +55,7 @@ t.test('per-worker engine: a CPU variant killed by SIGILL as it loads is hidden,
   t.same(addonChoice(ladder), { kind: 'prebuilt', skip: 1 }, 'remembered: the prebuilt addon without its top variant');
   t.equal(d.fallback(), 'prebuilt addon, CPU variant(s) sapphirerapids hidden (killed by SIGILL on this CPU: prebuilt addon)', 'the driver knows (status shows it)');
   t.equal(fallbackNote(ladder), 'prebuilt addon, CPU variant(s) sapphirerapids hidden (killed by SIGILL on this CPU: prebuilt addon)');
+  t.match(swarm(['engine', 'which']).stdout, /prebuilt choice\s+prebuilt addon, CPU variant\(s\) sapphirerapids hidden \(killed by SIGILL on this CPU: prebuilt addon\)/, 'swarm engine which says so');
 
   await t.test('a later engine goes straight to the remembered choice', async (t) => {
     const d2 = new EmbeddedDriver({ name: 'embedded', model: STORIES, options: {} });
