@@ -147,7 +147,7 @@ export class Journal {
         // A snapshot without its index (an older swarm's, a compaction killed between the renames) is read line by line; the next compaction writes one.
         if (typeof viaIndex === 'string' && file === p.snapshot && fs.existsSync(file)) unindexed = true;
         r = typeof viaIndex === 'string' ? readJournalFile(file, seen, own, lazy) : viaIndex;
-        if (typeof viaIndex !== 'string') indexedRead = true;
+        if (typeof viaIndex !== 'string') { indexedRead = true; if (viaIndex.partial) unindexed = true; }
       } catch (e) {
         throw new SwarmError('SWARM_ERR_JOURNAL', `cannot read ${file}: ${(e as Error).message}`);
       }
@@ -177,7 +177,7 @@ export class Journal {
     journal.stats.snapshot_indexed = indexedRead;
     // Damage or an unfinished compaction is cleaned up by compacting as soon as the store has replayed.
     if (damage.some((d) => d.file !== 'journal.ndjson' || d.offset < size) || fs.existsSync(p.old)) journal.wantCompaction = true;
-    // A snapshot read without an index is read so again at every start until a compaction writes one.
+    // A snapshot read without its index (or in part) is read so again at every start until a compaction writes one.
     if (unindexed && lazy) journal.wantCompaction = true;
     return { journal, records, damage, legacy };
   }

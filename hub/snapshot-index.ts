@@ -205,11 +205,11 @@ const scratch: IndexedTask = { id: '', at: 0, buf: Buffer.alloc(0), start: 0, en
 const UNKNOWN = 0xffffffff;
 
 /**
- * The snapshot read through its index: what readJournalFile gives, or `absent` (no index, or one
- * that is not whole) or `stale` (whole, but not this snapshot's), for which the caller reads the
- * snapshot line by line. Nothing has gone to the sinks then.
+ * The snapshot read through its index: what readJournalFile gives (`partial` if some range was read
+ * line by line), or `absent` (no index, or one that is not whole) or `stale` (whole, but not this
+ * snapshot's), for which the caller reads the snapshot line by line. Nothing has gone to the sinks then.
  */
-export function readIndexedSnapshot(file: string, indexFile: string, seen: ReplayState, sinks: SnapshotSinks): ReadFile | 'absent' | 'stale' {
+export function readIndexedSnapshot(file: string, indexFile: string, seen: ReplayState, sinks: SnapshotSinks): (ReadFile & { partial?: true }) | 'absent' | 'stale' {
   let idx: Buffer;
   try { idx = fs.readFileSync(indexFile); } catch { return 'absent'; }
   if (idx.length < HEADER + 4 || idx.compare(MAGIC, 0, MAGIC.length, 0, MAGIC.length) !== 0) return 'absent';
@@ -231,7 +231,8 @@ export function readIndexedSnapshot(file: string, indexFile: string, seen: Repla
   }
   try {
     if (fs.fstatSync(fd).size !== size || sum !== size) return 'stale';
-    const out: ReadFile = { records: [], damage: [], legacy: 0, size, goodEnd: size };
+    // `partial`: some range was read line by line (damage, or an index of another snapshot of this length).
+    const out: ReadFile & { partial?: true } = { records: [], damage: [], legacy: 0, size, goodEnd: size };
     const name = path.basename(file);
     const trusted = lineReader(name, out, seen, sinks.sink, sinks.lazy, true);
     const checked = lineReader(name, out, seen, sinks.sink, sinks.lazy);
@@ -240,6 +241,7 @@ export function readIndexedSnapshot(file: string, indexFile: string, seen: Repla
     let badAt = 0;
     const flushBad = (): void => {
       if (!bad.length) return;
+      out.partial = true;
       const buf = bad.length === 1 ? bad[0]! : Buffer.concat(bad);
       bad = [];
       splitLines(buf, 0, badAt, checked);
@@ -297,7 +299,7 @@ export function readIndexedSnapshot(file: string, indexFile: string, seen: Repla
         x.resultStart = rs; x.resultEnd = done ? rs + rl : -1; x.resultAt = rat; x.bytes = bytes === UNKNOWN ? -1 : bytes;
         sinks.indexed(x);
       }
-      if (want < len) splitLines(buf, want, at, checked);
+      if (want < len) { out.partial = true; splitLines(buf, want, at, checked); }
       p = next;
       at += len;
     }
