@@ -14,10 +14,18 @@ import { STORIES, collect, missingPrereq } from '../helpers/llama.js';
 
 const model = fs.existsSync(STORIES) ? { model: STORIES } : { missing: `test model ${STORIES} not found (set SWARM_TEST_MODELS)` };
 
-/** Run `fn` with env SWARM_TEST_EMBEDDED_ADDON set (the host loads that file as its binding). */
+/**
+ * Run `fn` with env SWARM_TEST_EMBEDDED_ADDON set (the host loads that file as its binding), and a cache
+ * of its own: an engine keeps its CPU-variant record per binding folder there, and these folders are temporary.
+ */
 async function withAddon<T>(file: string, fn: () => Promise<T>): Promise<T> {
+  const cache = process.env.XDG_CACHE_HOME;
   process.env.SWARM_TEST_EMBEDDED_ADDON = file;
-  try { return await fn(); } finally { delete process.env.SWARM_TEST_EMBEDDED_ADDON; }
+  process.env.XDG_CACHE_HOME = path.join(path.dirname(file), 'cache');
+  try { return await fn(); } finally {
+    delete process.env.SWARM_TEST_EMBEDDED_ADDON;
+    if (cache === undefined) delete process.env.XDG_CACHE_HOME; else process.env.XDG_CACHE_HOME = cache;
+  }
 }
 
 t.test('on Linux x64 the prebuilt binary is loaded directly, without the test process', async (t) => {
