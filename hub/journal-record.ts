@@ -86,7 +86,7 @@ export interface RawLine { buf: Buffer; start: number; end: number }
 const scratch: LazyLine = { t: 'task', id: '', at: 0, buf: Buffer.alloc(0), start: 0, end: 0 };
 
 /** How the writer starts these two records: the id is the task spec's first key (TaskStore puts it there). */
-const TASK_HEAD = Buffer.from('{"t":"task","spec":{"id":"');
+export const TASK_HEAD = Buffer.from('{"t":"task","spec":{"id":"');
 export const RESULT_HEAD = Buffer.from('{"t":"result","id":"');
 const AT_KEY = Buffer.from(',"at":');
 const C_KEY = Buffer.from(',"_c":"');

@@ -1,4 +1,4 @@
-import { RESULT_HEAD } from './journal-record.js';
+import { RESULT_HEAD, TASK_HEAD, startsWith } from './journal-record.js';
 import { ReplayedTask } from './replayed.js';
 import type { RawLine } from './journal.js';
 import { isFinal, type TaskRecord } from './task.js';
@@ -24,7 +24,7 @@ export function taskBytes(rec: TaskRecord): number {
   if (replayed && replayed.hotBytes >= 0) return replayed.hotBytes;
   let n = RECORD_BYTES;
   const task = rec instanceof ReplayedTask ? rec.taskLine : undefined;
-  if (task) n += quotedSpan(task, PROMPT_KEY) + quotedSpan(task, GRAMMAR_KEY);
+  if (task) n += taskTextSpans(task);
   else n += rec.spec.prompt.length + (rec.spec.grammar?.length ?? 0);
   const result = rec instanceof ReplayedTask ? rec.resultLine : undefined;
   if (result) n += resultTextSpan(result);
@@ -35,6 +35,8 @@ export function taskBytes(rec: TaskRecord): number {
 }
 
 const PROMPT_KEY = Buffer.from('"prompt":"');
+/** The id's end and the prompt's key, as the writer puts them when the client's spec has the prompt first. */
+const ID_PROMPT = Buffer.from('","prompt":"');
 const GRAMMAR_KEY = Buffer.from('"grammar":"');
 const TEXT_KEY = Buffer.from('","text":"');
 const WORKER_KEY = Buffer.from('","worker":');
@@ -42,23 +44,45 @@ const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
 /**
+ * The prompt's and grammar's spans of a task line. In the writer's form with the prompt right after
+ * the id (`{"t":"task","spec":{"id":"…","prompt":"`), the prompt is found there and a grammar can
+ * only follow it: two short searches, not two of the whole line (a third of a restart's count of
+ * its segment's tasks). Any other line: searched whole.
+ */
+function taskTextSpans(l: RawLine): number {
+  const { buf, end } = l;
+  let q = l.start + TASK_HEAD.length;
+  if (!startsWith(buf, l.start, TASK_HEAD)) return quotedSpan(l, PROMPT_KEY) + quotedSpan(l, GRAMMAR_KEY);
+  // The id has no `"` (the writer's form escapes none in it): it ends at the first quote.
+  while (q < end && buf[q] !== QUOTE) q++;
+  if (!startsWith(buf, q, ID_PROMPT)) return quotedSpan(l, PROMPT_KEY) + quotedSpan(l, GRAMMAR_KEY);
+  const from = q + ID_PROMPT.length;
+  const prompt = closingQuote(l, from) - from;
+  return prompt + quotedSpan(l, GRAMMAR_KEY, from + prompt);
+}
+
+/**
  * The bytes of the JSON string after `key` in a line. `key` cannot match inside a string value: a
  * `"` there is escaped (`\"`), and the key's own quotes are not. 0 if the line has no such key.
  */
-function quotedSpan(l: RawLine, key: Buffer): number {
+function quotedSpan(l: RawLine, key: Buffer, after = l.start): number {
   // Searched in the line only: a line lies in a read buffer of a MiB or more, and a key the line
   // lacks (a grammar, mostly) searched to the buffer's end made every replayed task a scan of it
   // (TaskStore.open 0.6 -> 148 s of CPU for 100,000 hot tasks).
-  const at = indexIn(l, key, l.start);
+  const at = indexIn(l, key, after);
   if (at < 0) return 0;
   const from = at + key.length;
-  // The closing quote: the first one not escaped (an even run of backslashes before it).
+  return closingQuote(l, from) - from;
+}
+
+/** Where the JSON string starting at `from` ends: its first quote not escaped (an even run of backslashes before it), or the line's end. */
+function closingQuote(l: RawLine, from: number): number {
   for (let q = l.buf.indexOf(QUOTE, from); q >= 0 && q < l.end; q = l.buf.indexOf(QUOTE, q + 1)) {
     let k = q - 1;
     while (k >= from && l.buf[k] === BACKSLASH) k--;
-    if ((q - 1 - k) % 2 === 0) return q - from;
+    if ((q - 1 - k) % 2 === 0) return q;
   }
-  return l.end - from;
+  return l.end;
 }
 
 /** The bytes of a result line's text (the writer's form: id, text, then worker; hub/replayed.ts). */
@@ -68,8 +92,10 @@ function resultTextSpan(l: RawLine): number {
   while (q < end && buf[q] !== QUOTE) q++;
   if (q + TEXT_KEY.length > end || buf.compare(TEXT_KEY, 0, TEXT_KEY.length, q, q + TEXT_KEY.length) !== 0) return quotedSpan(l, TEXT_KEY.subarray(2));
   const from = q + TEXT_KEY.length;
-  const w = indexIn(l, WORKER_KEY, from);
-  return w >= 0 ? w - from : end - from;
+  // The text is followed by the worker's key in this form (a `"` inside the text is escaped), so the
+  // search ends in the line; one past it (a line not so formed) counts to the line's end.
+  const w = buf.indexOf(WORKER_KEY, from);
+  return w >= 0 && w < end ? w - from : end - from;
 }
 
 /** Where `key` is in line `l` at or after `from`, or -1 (never past the line's end). */
