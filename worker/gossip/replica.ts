@@ -274,17 +274,20 @@ export class Replica {
   }
 
   /**
-   * Drop finished entries that left the hub's hot state (its retention horizon): the replica stays
-   * as bounded as the hub. Entries not final are kept (the hub never evicts those). Only ids dropped
-   * here are remembered: one this replica never held (most of them, for a member that holds only its
-   * own results) costs nothing, and its peers drop it when the hub's eviction reaches them. Returns how many went.
+   * Drop the entries of tasks that left the hub's hot state (its retention horizon): the replica stays
+   * as bounded as the hub. The hub evicts only finished tasks, so an entry here that is not final is a
+   * stale copy (its outcome never reached this replica: a holder's deltas dropped while it was behind,
+   * and the task evicted before the sync that replaced them got to it); it goes too, else it stayed
+   * for good, spec and all. Only ids dropped here are remembered: one this replica never held (most of
+   * them, for a member that holds only its own results) costs nothing, and its peers drop it when the
+   * hub's eviction reaches them. Returns how many went.
    */
   forget(ids: readonly string[]): number {
     this.settle();
     let n = 0;
     for (const id of ids) {
       const e = this.entries.get(id);
-      if (!e || !(e.result || e.failure)) continue;
+      if (!e) continue;
       if (!this.forgotten.has(id)) this.forgotten.push(id);
       this.drop(id, e);
       n++;

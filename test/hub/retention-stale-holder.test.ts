@@ -1,0 +1,75 @@
+import t from 'tap';
+import { startHub } from '../helpers/inproc.js';
+import { RawWorker } from '../helpers/raw-worker.js';
+import { Replica, type Entry } from '../../worker/gossip/replica.js';
+import { tempDir } from '../helpers/cli.js';
+
+/**
+ * A holder that falls behind: the hub drops the deltas queued for it (their results among them) and
+ * syncs the state instead, but tasks evicted before that sync reaches them come only as evictions.
+ * The holder had their specs, open: each such eviction must take the stale entry out too, else it
+ * stays for good (spec and all), a few hundred bytes a task for the rest of the holder's life.
+ */
+const RETAIN = 20;
+const TASKS = 1000;
+/**
+ * Result text per task: 60 MB in all, past what the loopback socket's buffers can hold (send buffer
+ * at most 4 MiB, receive at most 32 MiB here: net.ipv4.tcp_wmem, tcp_rmem) plus the feed's 4 MiB.
+ */
+const TEXT = 60 * 1024;
+
+t.test('a holder behind the hub keeps at most the retention horizon, however many results it missed', async (t) => {
+  // The holder's feed drops its deltas past 4 MiB of backlog (a quarter of the link's outbound bound).
+  const { hub, addr, stop } = await startHub({ stateDir: tempDir(t), retainCount: RETAIN, heartbeatMs: 200, deadAfterMs: 60_000 });
+  const h = await RawWorker.connect(addr);
+  t.teardown(async () => { h.destroy(); await stop(); });
+  t.equal((await h.handshake({ worker_id: 'h-1', role: 'holder', peer_addr: '127.0.0.1:9' }))?.type, 'HANDSHAKE_ACK');
+  const replica = new Replica();
+  let seen = 0;
+  const drain = () => {
+    for (; seen < h.frames.length; seen++) {
+      const f = h.frames[seen]!;
+      if (f.type !== 'STATE') continue;
+      for (const e of f.payload.entries as Entry[]) replica.merge(e);
+      const ev = f.payload.evicted as string[] | undefined;
+      if (ev) replica.forget(ev);
+    }
+  };
+  const until = async (ok: () => boolean, ms = 10_000) => {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      drain();
+      if (ok()) return true;
+      if (Date.now() > deadline) return false;
+      await h.next((f) => h.frames.indexOf(f) >= seen, 200);
+    }
+  };
+
+  const ids = Array.from({ length: TASKS }, (_, i) => `st-${i}`);
+  // A role no connected worker has: only the test leases them.
+  await hub.submit(ids.map((id) => ({ id, prompt: `prompt of ${id}`, role: 'r' })));
+  t.ok(await until(() => replica.size === TASKS), 'the holder has every task, open');
+  t.equal(replica.counts().queued, TASKS);
+
+  // The holder stops reading: the results pile up in the hub's feed until it drops them.
+  h.sock.pause();
+  for (const id of ids) {
+    const rec = hub.store.lease({ id: 'ghost', role: 'r', caps: [] })!;
+    await hub.store.complete(rec.id, { text: `${id} `.padEnd(TEXT, 'x'), worker: 'ghost', attempt: 1 });
+  }
+  await hub.store.evict();
+  const overflows = () => hub.failover.feedViews().reduce((n, f) => n + f.overflows, 0);
+  t.ok(overflows() > 0, `the hub dropped the holder's deltas (${overflows()} times)`);
+  t.notOk(h.closed, 'the holder\'s link stays up');
+
+  h.sock.resume();
+  // What it keeps is the hub's hot state, final.
+  const hot = ids.filter((id) => hub.store.queue.get(id));
+  t.ok(hot.length > 0 && hot.length <= RETAIN, `${hot.length} tasks hot on the hub`);
+  t.ok(await until(() => replica.size <= RETAIN && hot.every((id) => replica.state(id) === 'done')), `the holder keeps at most the horizon (${replica.size} entries), the hot tasks done`);
+  const s = replica.sizes();
+  t.ok(s.entries <= RETAIN && s.hashes <= RETAIN && s.inBuckets <= RETAIN, `entries ${s.entries}, fingerprints ${s.hashes}, in buckets ${s.inBuckets}`);
+  const c = replica.counts();
+  t.equal(c.queued + c.leased, 0, 'no stale open entry is left of a task the hub evicted');
+  t.notOk(replica.merge({ id: ids[0]!, lease: { worker: 'p', attempt: 1, epoch: 0, until: Date.now() + 1000 } } as Entry), 'a stale lease for an evicted task is not merged back');
+});
