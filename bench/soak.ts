@@ -36,7 +36,7 @@ import { parseRetain } from '../hub/retention.js';
 import { soakPrompt } from './soak-prompt.js';
 
 const TASKS = Number(arg('tasks', '1000000', 'tasks to submit'));
-const RETAIN = arg('retain', '', 'swarm up --retain (AGE,COUNT; default: the swarm\'s)');
+const RETAIN = arg('retain', '', 'swarm up --retain (AGE,COUNT,BYTES; default: the swarm\'s)');
 const PROCS = arg('procs', '5', 'worker processes for the 25 agents');
 const BATCH = Number(arg('batch', '500', 'tasks per POST /tasks'));
 const WINDOW = Number(arg('window', '4', 'batches in flight at once'));

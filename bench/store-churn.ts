@@ -29,7 +29,7 @@ import { Replica } from '../worker/gossip/replica.js';
 import { soakPrompt } from './soak-prompt.js';
 
 const TASKS = Number(arg('tasks', '150000', 'tasks to run through the store'));
-const RETAIN = arg('retain', '24h,20000', 'the retention horizon (AGE,COUNT)');
+const RETAIN = arg('retain', '24h,20000', 'the retention horizon (AGE,COUNT,BYTES)');
 const BATCH = Number(arg('batch', '500', 'tasks per submit'));
 const WINDOW = Number(arg('window', '4', 'batches in flight at once'));
 const WINDOW_IDS = Number(arg('window-ids', '0', 'measure only the duplicate window, filled with this many ids'));
