@@ -274,17 +274,17 @@ export function readIndexedSnapshot(file: string, indexFile: string, seen: Repla
       for (let e = 0; e < count; e++) {
         const kind = idx[p]!;
         const s = v.getUint32(p + 1, true), l = v.getUint32(p + 5, true);
-        const size = kind === LINE ? 9 : kind === TASK ? 20 : kind === DONE ? 40 : kind === EVICT && p + 13 <= next ? 46 + 16 * v.getUint32(p + 9, true) : 0;
+        const esize = kind === LINE ? 9 : kind === TASK ? 20 : kind === DONE ? 40 : kind === EVICT && p + 13 <= next ? 46 + 16 * v.getUint32(p + 9, true) : 0;
         const done = kind === DONE;
         const rs = done ? v.getUint32(p + 20, true) : 0, rl = done ? v.getUint32(p + 24, true) : 0;
-        if (!size || p + size > next || s !== want || s + l >= len || buf[s + l] !== 10 || (done && (rs !== s + l + 1 || rs + rl >= len || buf[rs + rl] !== 10))) break;
+        if (!esize || p + esize > next || s !== want || s + l >= len || buf[s + l] !== 10 || (done && (rs !== s + l + 1 || rs + rl >= len || buf[rs + rl] !== 10))) break;
         want = done ? rs + rl + 1 : s + l + 1;
         if (kind === LINE) { trusted(buf, s, s + l, at + s); p += 9; continue; }
         if (kind === EVICT) { p = evictEntry(idx, v, p, buf, s, l, at, trusted, seen, sinks.lazy); continue; }
         const idLen = v.getUint16(p + 9, true), ascii = idx[p + 11] === 1, t = v.getFloat64(p + 12, true);
         const rat = done ? v.getFloat64(p + 28, true) : 0;
         const bytes = done ? v.getUint32(p + 36, true) : UNKNOWN;
-        p += size;
+        p += esize;
         const idEnd = s + ID_AT + idLen;
         // The id between its quotes, or (a writer's bug) the lines go the way the segment's do.
         if (!sinks.indexed || idEnd >= s + l || buf[s + ID_AT - 1] !== 0x22 || buf[idEnd] !== 0x22) {
