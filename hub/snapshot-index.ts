@@ -20,12 +20,13 @@ import { lineReader, type ReadFile, type ReplayState } from './journal-files.js'
  * is ignored and the snapshot is read line by line as before; a range whose CRC-32 does not hold is
  * read line by line (each line's own check finds and reports the damage, as before).
  *
- * Layout (little-endian): `SWSIDX2\n`, f64 snapshot bytes, u32 ranges; per range u32 bytes, u32
+ * Layout (little-endian): `SWSIDX3\n`, f64 snapshot bytes, u32 ranges; per range u32 bytes, u32
  * CRC-32, u32 entries, u32 entry bytes, then its entries; a u32 CRC-32 of everything before it last.
  * Entries, offsets from the range's start, lengths without the newline:
  * - 1 task: u32 offset, u32 length, u16 id bytes, u8 ASCII, f64 accepted at (its id starts at TASK_HEAD's end);
  * - 2 task and result: the same, then u32 offset, u32 length, f64 finished at of its result line,
- *   u32 the bytes retention counts for the task (hub/retention-bytes.ts), 0xffffffff if not known;
+ *   u32 the bytes of its texts retention counts (hub/retention-bytes.ts `taskBytes` less its fixed
+ *   RECORD_BYTES, which a later build may measure anew), 0xffffffff if not known;
  * - 3 line: u32 offset, u32 length (any other record, read as the segment's lines are);
  * - 4 evict: u32 offset, u32 length, u32 ids, f64 file, f64 at, u8 flags (1 end, 2 floor), f64 end,
  *   f64 floor, then i32 x ids where each id starts in the line, i32 x ids where it ends, f64 x ids
@@ -33,7 +34,7 @@ import { lineReader, type ReadFile, type ReplayState } from './journal-files.js'
  *   (100,000 at the default horizon, parsed one by one in JavaScript: a third of a cold replay of
  *   the snapshot).
  */
-const MAGIC = Buffer.from('SWSIDX2\n');
+const MAGIC = Buffer.from('SWSIDX3\n');
 const HEADER = MAGIC.length + 8 + 4;
 const TASK = 1, DONE = 2, LINE = 3, EVICT = 4;
 const EVICT_HEAD = '{"t":"evict","ids":[';
@@ -45,13 +46,13 @@ const ID_AT = '{"t":"task","spec":{"id":"'.length;
 const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
 
 /** What a compaction yields for a task the index can describe: its task line and its result line, if done. */
-export interface SnapshotTask { t: 'indexed-task'; id: string; at: number; task: JournalRecord | RawLine; result?: JournalRecord | RawLine; resultAt: number; /** Retention's bytes for it when done, or -1. */ bytes: number }
+export interface SnapshotTask { t: 'indexed-task'; id: string; at: number; task: JournalRecord | RawLine; result?: JournalRecord | RawLine; resultAt: number; /** Retention's bytes of its texts when done, or -1. */ bytes: number }
 
 /** True when `id` can stand in an index entry (its task line holds its bytes unescaped). */
 export const indexableId = (id: string): boolean => !ESCAPED.test(id);
 
 /** A task read from the index (valid until the next call): its task line, and its result line when `resultEnd` >= 0. */
-export interface IndexedTask extends RawLine { id: string; at: number; resultStart: number; resultEnd: number; resultAt: number; /** Retention's bytes for it (done), or -1. */ bytes: number }
+export interface IndexedTask extends RawLine { id: string; at: number; resultStart: number; resultEnd: number; resultAt: number; /** Retention's bytes of its texts (done), or -1. */ bytes: number }
 
 /** A growing byte buffer for the index, written through a DataView (a Buffer's write methods check each call). */
 class Bytes {

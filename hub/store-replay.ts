@@ -4,7 +4,7 @@ import type { LazyEvict } from './journal-evict.js';
 import { indexableId, type IndexedTask, type SnapshotTask } from './snapshot-index.js';
 import type { Damage } from './journal-files.js';
 import { ReplayedTask, readSpec } from './replayed.js';
-import { taskBytes } from './retention-bytes.js';
+import { RECORD_BYTES, taskBytes } from './retention-bytes.js';
 import type { Evictor } from './archive-evict.js';
 import type { TaskQueue } from './queue.js';
 import { isFinal } from './task.js';
@@ -119,7 +119,7 @@ export class Replay {
     if (x.resultEnd < 0) { this.restored.push(rec); return; }
     rec.setResultLine(x.buf, x.resultStart, x.resultEnd);
     q.restoreDone(rec, x.resultAt);
-    rec.hotBytes = x.bytes;
+    if (x.bytes >= 0) rec.hotBytes = x.bytes + RECORD_BYTES;
   }
 
   /** An evict record read back unparsed, applied as `one` applies the parsed record. */
@@ -186,7 +186,7 @@ export function* snapshotRecords(s: StoreState, acceptedFloor: number): Iterable
     // checked) and its result line after it; anything else goes as lines replay reads one by one.
     if (!uncheckedTask && indexableId(r.id)) {
       const paired = result && !('unchecked' in u);
-      yield { t: 'indexed-task', id: r.id, at: r.submittedAt, task: t, result: paired ? result : undefined, resultAt: r.finishedAt ?? 0, bytes: paired ? taskBytes(r) : -1 };
+      yield { t: 'indexed-task', id: r.id, at: r.submittedAt, task: t, result: paired ? result : undefined, resultAt: r.finishedAt ?? 0, bytes: paired ? taskBytes(r) - RECORD_BYTES : -1 };
       if (result && !paired) yield result;
     } else {
       yield t;
