@@ -70,7 +70,7 @@ export function stateAccess(file: string, err: unknown, verb: 'read' | 'write' =
 }
 
 /** What a swarm writes in its state directory: each that exists must be this user's to use. */
-const STATE_ENTRIES = ['hub.json', 'token', 'lock-id', 'journal.ndjson', 'snapshot.ndjson', 'logs', 'pids', 'results', 'failover', 'starting'];
+const STATE_ENTRIES = ['hub.json', 'token', 'lock-id', 'journal.ndjson', 'journal.old.ndjson', 'journal.quarantine.ndjson', 'snapshot.ndjson', 'snapshot.idx', 'logs', 'pids', 'results', 'failover', 'starting'];
 
 /**
  * Refuse a state directory whose files this user may not write (another user's swarm, or one run as
