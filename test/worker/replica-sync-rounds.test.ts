@@ -173,3 +173,20 @@ t.test('members of this build and of the build before converge, whichever begins
   const ops = new Set(sent.map((m) => `${ids.indexOf(m.from) % 2 ? 'before' : 'this'}:${m.body.op}`));
   t.ok(ops.has('this:sd') && ops.has('before:bd') && ops.has('this:bd'), `both kinds of round ran (${[...ops].sort().join(' ')})`);
 });
+
+t.test('a round answered by a member that holds no replica costs what it holds: its entries are asked for, none sent', async (t) => {
+  const clock = new ManualClock();
+  const { ms, sent } = mesh(['c', 'm'], clock);
+  const c = new Replica(), m = new Replica();
+  for (let i = 0; i < 20_000; i++) c.merge(done(`h${i}`, i));
+  for (let i = 0; i < 5; i++) m.merge(done(`own${i}`, 30_000 + i, 'm'));
+  const sc = new ReplicaSync(c, ms[0]!, { clock });
+  new ReplicaSync(m, ms[1]!, { clock, holder: false, leader: () => 'c' });
+  sc.syncWith('m');
+  clock.run(1000, 5);
+  for (let i = 0; i < 5; i++) t.ok(c.get(`own${i}`), `own${i} reached the round's initiator`);
+  t.equal(m.size, 5, 'the member took in nothing');
+  t.equal(sc.stats.sent.entries, 0, 'no entry sent to it');
+  t.ok(sc.stats.sent.ids <= 5, `it asked for ${sc.stats.sent.ids} ids`);
+  t.ok(sent.some((x) => x.from === 'm' && x.body.op === 'bd'), 'it answered with its own pairs');
+});

@@ -295,10 +295,16 @@ export class ReplicaSync {
       if (m.cut === 1) o.cut = true;
       if (--o.pending === 0) this.roundEnded(o);
     } else if (m.op === 'bd' && Array.isArray(m.bs) && Array.isArray(m.d)) {
+      // A peer that holds no replica gets nothing (it would drop it); what it has is still asked for,
+      // read from its pairs alone: what this side would send, a pass over its entries in every bucket
+      // that differs (most of its replica), was the coordinator's diffBuckets after a failover.
+      if (m.hold === false) {
+        this.nonHolders.set(from, this.clock.now() + NON_HOLDER_MS);
+        if (!m.push) this.sendWant(from, this.replica.wanted(m.d));
+        return;
+      }
       const { send, want } = this.replica.diffBuckets(m.bs, m.d);
-      // A peer that holds no replica gets nothing (it would drop it); what it has is still asked for.
-      if (m.hold === false) this.nonHolders.set(from, this.clock.now() + NON_HOLDER_MS);
-      else this.sendEntries(from, send);
+      this.sendEntries(from, send);
       // A push (a quiet member telling the coordinator what only it holds) takes nothing back.
       if (!m.push) this.sendWant(from, want);
     } else if (m.op === 'pb' && Array.isArray(m.bs)) {
