@@ -14,12 +14,12 @@ export interface RetainOptions {
 }
 
 /**
- * The default horizon: a day, 100,000 finished tasks or 96 MiB of them, whichever is reached first.
+ * The default horizon: a day, 100,000 finished tasks or 64 MiB of them, whichever is reached first.
  * The bytes bound what the hub's memory holds whatever the prompts' size: at 100,000 tasks of the
  * soak's prompts (100 B-16 KB, the result as long) the hub held 1.3-1.4 GB (deploy/render/hub-mem.ts
  * turns a horizon into the hub's memory limit; docs/journal.md has the measured figures).
  */
-export const DEFAULT_RETAIN: Readonly<Required<RetainOptions>> = Object.freeze({ ageMs: 24 * 3600_000, count: 100_000, bytes: 96 * 2 ** 20 });
+export const DEFAULT_RETAIN: Readonly<Required<RetainOptions>> = Object.freeze({ ageMs: 24 * 3600_000, count: 100_000, bytes: 64 * 2 ** 20 });
 
 /**
  * The most finished tasks `--retain` may keep hot. The duplicate window is allocated at the count
