@@ -24,7 +24,8 @@ t.test('the default horizon renders the default limit, and the hub runs with its
   t.equal(h.request, `${m.request}Mi`);
   t.notOk(h.args.includes('--retain'), 'no --retain: the hub\'s default is the one the limit assumes');
   t.ok(m.limit * MiB >= HUB_FIXED_BYTES + HUB_RSS_PER_HOT_BYTE * DEFAULT_RETAIN.bytes, 'the limit holds the steady state the default bytes bound allows');
-  t.ok(m.limit <= 512, `the default fits the hub in 512 Mi (${m.limit} Mi)`);
+  // The soak's hub peaked at 492 MB at the default horizon (docs/journal.md, "The bytes bound").
+  t.ok(m.limit >= 492 * 1.2, `the default's limit leaves 20% above the soak's peak (${m.limit} Mi)`);
 });
 
 t.test('a larger horizon raises the limit, and the hub is rendered with that horizon', async (t) => {
