@@ -65,18 +65,27 @@ export class DigestFolds {
   private byWorker = new Map<string, { h: Uint32Array; n: number }>();
   private making?: Promise<void>;
   private idle?: ReturnType<typeof setTimeout>;
-  /** Passes over the hot state, digests answered from the folds, tasks folded in by events. */
+  /** Passes over the hot state, digests answered from the folds, changes (results, failures, evictions) folded in since the pass. */
   readonly stats = { passes: 0, digests: 0, updates: 0 };
 
   constructor(private readonly sliceMs = 5, private readonly idleMs = IDLE_MS) {}
 
-  /** The store's events, all of them (a no-op until a digest asked for the folds). */
+  /**
+   * The store's events (a no-op until a digest asked for the folds). Only a result, a failure or an
+   * eviction changes what is folded (a final task is never leased or queued again; one submitted anew
+   * was evicted first). Each is noted, and folded in at the next digest: under a client's load a task
+   * a few milliseconds old is done, and folding each at once cost the hub more than the passes saved.
+   */
   readonly onStoreEvent = (e: StoreEvent): void => {
     if (!this.fps) return;
-    if (e.type === 'evicted') { for (const id of e.ids) this.remove(id); return; }
-    this.stats.updates++;
-    this.set(e.rec);
+    if (e.type === 'evicted') for (const id of e.ids) this.pending.push(id);
+    else if (e.type === 'done' || e.type === 'failed') this.pending.push(e.rec);
+    else return;
+    // Bounded: far more changes than tasks folded, and no digest since, is cheaper made again.
+    if (this.pending.length > 2 * this.fps.size + 100_000) this.clear();
   };
+  /** Tasks finished (a record) or evicted (an id) since the folds were last brought up to date. */
+  private pending: (TaskRecord | string)[] = [];
 
   /** Like `differingBuckets`, from the folds (made on the first call from `all`). */
   async differing(d: Digest, all: () => Iterable<TaskRecord>): Promise<number[] | undefined> {
@@ -88,6 +97,10 @@ export class DigestFolds {
     const seen = new Set<number>();
     for (const b of asked) { if (!Number.isInteger(b) || b < 0 || b >= n || seen.has(b)) return undefined; seen.add(b); }
     await this.made(all);
+    const pending = this.pending;
+    this.pending = [];
+    this.stats.updates += pending.length;
+    for (const x of pending) { if (typeof x === 'string') this.remove(x); else this.set(x); }
     this.stats.digests++;
     const skip = new Set(d.skip);
     const mine = new Uint32Array(asked.length);
@@ -117,6 +130,7 @@ export class DigestFolds {
     clearTimeout(this.idle);
     this.idle = undefined;
     this.fps = undefined;
+    this.pending = [];
     this.byBucket = [];
     this.byWorker = new Map();
     this.making = undefined;
