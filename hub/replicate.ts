@@ -17,7 +17,7 @@ import type { WorkerEntry } from './registry.js';
 import type { TaskStore } from './store.js';
 import type { StoreEvent } from './store-events.js';
 import { isFinal, type TaskRecord } from './task.js';
-import { DigestFolds } from './handback-digest.js';
+import { differingBuckets } from './handback-digest.js';
 import { Settle } from './settle.js';
 
 /** A replica entry as the workers' gossip layer merges it: the wire type STATE and HANDBACK carry. */
@@ -119,11 +119,8 @@ export class HubReplicator {
     handbacks: 0, recorded: 0, duplicate: 0, submitted: 0, deltas: 0, fullSyncs: 0, stateFrames: 0,
     /** Ids-first handback: offer frames, ids offered, ids the hub answered it wanted, entries received. */
     offers: 0, offered: 0, wanted: 0, entries: 0,
-    /**
-     * Digest-first handback: digest frames, bucket values compared, buckets answered as differing, frames
-     * sent while that worker's comparison ran (not compared), passes over the hot state to fold it (hub/handback-digest.ts).
-     */
-    digests: 0, digestBuckets: 0, digestDiffer: 0, digestsRefused: 0, digestPasses: 0,
+    /** Digest-first handback: digest frames, bucket values compared, buckets answered as differing, frames sent while that worker's pass ran (not compared). */
+    digests: 0, digestBuckets: 0, digestDiffer: 0, digestsRefused: 0,
     /** Handback entries refused: no valid MAC, or an unknown task without a valid spec MAC. */
     refused: 0,
     /** Genuine handback entries not recorded because another connected worker holds the task's lease. */
@@ -159,10 +156,8 @@ export class HubReplicator {
   private readonly signer: EntrySigner;
   /** The lowest id of each process without a holder keeps the open tasks (hub/replicate-keepers.ts). */
   readonly keepers: OpenKeepers;
-  /** Workers whose handback digest is being compared (one at a time each). */
+  /** Workers whose handback digest is being compared (one pass each at a time). */
   private readonly digesting = new Set<WorkerEntry>();
-  /** The final tasks folded as handback digests read them, kept between digests (one pass, not one a worker). */
-  private readonly folds = new DigestFolds();
   /** What the holders' and keepers' syncs send in one turn of the loop, together. */
   private readonly share = new TurnShare();
 
@@ -218,7 +213,6 @@ export class HubReplicator {
     this.settle.stop();
     this.keepers.stop();
     this.holds.stop();
-    this.folds.clear();
   }
 
   /** A worker with a peer port joined: tell it everyone, tell everyone about it, send it the state. */
@@ -364,7 +358,6 @@ export class HubReplicator {
    * by a worker's exit, a lapsed lease, a refusal or a retry, done, failed) is a delta, batched.
    */
   readonly onStoreEvent = (e: StoreEvent): void => {
-    this.folds.onStoreEvent(e);
     if (e.type === 'ready') return;
     if (e.type === 'evicted') { this.evicted(e.ids); return; }
     const id = e.rec.id;
@@ -610,9 +603,8 @@ export class HubReplicator {
       // Digest first: the buckets where the worker's finals are not all final here; it offers ids only from those.
       this.digesting.add(w);
       let differ: number[] | undefined;
-      try { differ = await this.folds.differing(digest, () => store.queue.all()); } finally { this.digesting.delete(w); }
+      try { differ = await differingBuckets(digest, () => store.queue.all()); } finally { this.digesting.delete(w); }
       this.stats.digests++;
-      this.stats.digestPasses = this.folds.stats.passes;
       this.stats.digestBuckets += digest.h.length;
       this.stats.digestDiffer += differ?.length ?? digest.h.length;
       w.conn.send(Type.ACK, differ ? { ok: true, differ } : { ok: true }, { re: msg.id });
