@@ -14,6 +14,14 @@ export interface WaitOptions {
   stallMs: number;
 }
 
+/**
+ * A task that left even the duplicate window while a wait held it (more evictions than the window keeps
+ * ids): shown as done without its text, as a duplicate past the window is; `swarm results` has it.
+ */
+function gone(id: string): TaskRecord {
+  return { id, spec: { id, prompt: '', priority: 0 }, state: 'done', attempts: 0, submittedAt: 0, seq: -1 };
+}
+
 export const WAIT_DEFAULTS: WaitOptions = { maxWaits: 1024, maxWaitMs: 10 * 60_000, chunkBytes: 64 * 1024, stallMs: 60_000 };
 
 /** One task as /wait and GET /tasks/:id show it. */
@@ -34,15 +42,21 @@ export class Waits {
   /** Waits being held now. */
   get count(): number { return this.active; }
 
+  /**
+   * A waited-for task: hot, or already archived (a task final before its waiter read it may pass the
+   * horizon meanwhile: the bytes bound evicts a few large results within seconds), read back from
+   * the archive while the duplicate window remembers where it is.
+   */
+  private task(id: string): TaskRecord | undefined { return this.store().lookup(id); }
+
   async handle(body: { ids?: unknown; timeout_ms?: unknown; stream?: unknown }, res: http.ServerResponse): Promise<void> {
     if (!Array.isArray(body.ids) || !body.ids.every((x) => typeof x === 'string')) throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', 'ids must be a list of task ids');
     const ids = body.ids as string[];
-    const q = this.store().queue;
-    for (const id of ids) if (!q.has(id)) throw new SwarmError('SWARM_ERR_UNKNOWN_TASK', `unknown task ${id}`);
+    for (const id of ids) if (!this.task(id)) throw new SwarmError('SWARM_ERR_UNKNOWN_TASK', `unknown task ${id}`);
     const held = this.hold(body);
     try {
       if (body.stream === true) { await held.live(ids, res); return; }
-      const pending = new Set(ids.filter((id) => !isFinal(q.get(id)!)));
+      const pending = new Set(ids.filter((id) => !isFinal(this.task(id)!)));
       if (pending.size > 0) await this.until(pending, held.timeout, res);
       if (res.destroyed) return;
       await this.stream(ids, res);
@@ -78,12 +92,12 @@ export class Waits {
   }
 
   private async stream(ids: string[], res: http.ServerResponse): Promise<void> {
-    const q = this.store().queue;
-    const complete = ids.every((id) => isFinal(q.get(id)!));
+    const task = (id: string): TaskRecord => this.task(id) ?? gone(id);
+    const complete = ids.every((id) => isFinal(task(id)));
     res.writeHead(200, { 'content-type': 'application/json' });
     const parts = function* (): Generator<string> {
       yield `{"complete":${complete},"tasks":[`;
-      for (let i = 0; i < ids.length; i++) yield (i ? ',' : '') + JSON.stringify(taskView(q.get(ids[i]!)!));
+      for (let i = 0; i < ids.length; i++) yield (i ? ',' : '') + JSON.stringify(taskView(task(ids[i]!)));
       yield ']}';
     };
     if (await this.writeAll(res, parts())) res.end();
@@ -98,10 +112,10 @@ export class Waits {
    * line, goes first.
    */
   private async live(ids: string[], timeout: number, res: http.ServerResponse, head = ''): Promise<void> {
-    const q = this.store().queue;
+    const task = (id: string): TaskRecord => this.task(id) ?? gone(id);
     const open = new Set<string>();
     const ready: string[] = [];
-    for (const id of ids) if (isFinal(q.get(id)!)) ready.push(id); else open.add(id);
+    for (const id of ids) if (isFinal(task(id))) ready.push(id); else open.add(id);
     let wake: (() => void) | undefined;
     let soon = false;
     const kick = (): void => {
@@ -119,7 +133,7 @@ export class Waits {
     const deadline = Date.now() + timeout;
     try {
       res.writeHead(200, { 'content-type': 'application/x-ndjson' });
-      const line = (id: string): string => `${JSON.stringify(taskView(q.get(id)!))}\n`;
+      const line = (id: string): string => `${JSON.stringify(taskView(task(id)))}\n`;
       let sent = 0;
       let first = head;
       const fresh = function* (): Generator<string> {
