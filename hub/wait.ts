@@ -49,14 +49,20 @@ export class Waits {
    */
   private task(id: string): TaskRecord | undefined { return this.store().lookup(id); }
 
+  /** Final: hot and final, or evicted (only final tasks leave the hot state); no archive read. */
+  private final(id: string): boolean {
+    const rec = this.store().queue.get(id);
+    return rec ? isFinal(rec) : this.store().knows(id);
+  }
+
   async handle(body: { ids?: unknown; timeout_ms?: unknown; stream?: unknown }, res: http.ServerResponse): Promise<void> {
     if (!Array.isArray(body.ids) || !body.ids.every((x) => typeof x === 'string')) throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', 'ids must be a list of task ids');
     const ids = body.ids as string[];
-    for (const id of ids) if (!this.task(id)) throw new SwarmError('SWARM_ERR_UNKNOWN_TASK', `unknown task ${id}`);
+    for (const id of ids) if (!this.store().knows(id)) throw new SwarmError('SWARM_ERR_UNKNOWN_TASK', `unknown task ${id}`);
     const held = this.hold(body);
     try {
       if (body.stream === true) { await held.live(ids, res); return; }
-      const pending = new Set(ids.filter((id) => !isFinal(this.task(id)!)));
+      const pending = new Set(ids.filter((id) => !this.final(id)));
       if (pending.size > 0) await this.until(pending, held.timeout, res);
       if (res.destroyed) return;
       await this.stream(ids, res);
@@ -93,7 +99,7 @@ export class Waits {
 
   private async stream(ids: string[], res: http.ServerResponse): Promise<void> {
     const task = (id: string): TaskRecord => this.task(id) ?? gone(id);
-    const complete = ids.every((id) => isFinal(task(id)));
+    const complete = ids.every((id) => this.final(id));
     res.writeHead(200, { 'content-type': 'application/json' });
     const parts = function* (): Generator<string> {
       yield `{"complete":${complete},"tasks":[`;
@@ -115,7 +121,7 @@ export class Waits {
     const task = (id: string): TaskRecord => this.task(id) ?? gone(id);
     const open = new Set<string>();
     const ready: string[] = [];
-    for (const id of ids) if (isFinal(task(id))) ready.push(id); else open.add(id);
+    for (const id of ids) if (this.final(id)) ready.push(id); else open.add(id);
     let wake: (() => void) | undefined;
     let soon = false;
     const kick = (): void => {
