@@ -1,4 +1,4 @@
-import { ResultsArchive, fromArchived, toArchived } from './archive.js';
+import { ResultsArchive, fromArchived, unreadableArchived, toArchived } from './archive.js';
 import { readArchiveAfter, type ArchivePlace } from './archive-read.js';
 import type { JournalRecord } from './journal-record.js';
 import type { LazyEvict } from './journal-evict.js';
@@ -144,7 +144,7 @@ export class Evictor {
     if (!t) return undefined;
     const a = t.offset >= 0 ? this.archive?.read(t.file, t.offset) : undefined;
     // Unreadable (a memory-only store, a damaged line): still a duplicate, shown without its result.
-    return a && a.id === id ? fromArchived(a) : { id, spec: { id, prompt: '', priority: 0 }, state: 'done', attempts: 0, submittedAt: 0, finishedAt: t.at, seq: -1 };
+    return a && a.id === id ? fromArchived(a) : unreadableArchived(id, t.at);
   }
 
   /** Evict what is past the horizon now; resolves with how many left. One pass at a time. */

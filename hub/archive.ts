@@ -77,6 +77,14 @@ export function toArchived(rec: TaskRecord, now: number): ArchivedTask {
 }
 
 /** The archive line as the hub's view of a task (a duplicate submit answers with it). */
+/**
+ * A task that left the hot state whose archived line cannot be read here (a memory-only store, a
+ * damaged line, an id past the duplicate window): final, shown without its result.
+ */
+export function unreadableArchived(id: string, finishedAt?: number): TaskRecord {
+  return { id, spec: { id, prompt: '', priority: 0 }, state: 'done', attempts: 0, submittedAt: 0, ...(finishedAt !== undefined ? { finishedAt } : {}), seq: -1 };
+}
+
 export function fromArchived(a: ArchivedTask): TaskRecord {
   return {
     id: a.id, spec: a.spec, state: a.state, attempts: a.attempts, submittedAt: a.submitted_at, finishedAt: a.finished_at, seq: -1,

@@ -2,6 +2,7 @@ import type http from 'node:http';
 import { SwarmError } from '../protocol/index.js';
 import type { TaskStore } from './store.js';
 import { isFinal, type TaskRecord } from './task.js';
+import { unreadableArchived } from './archive.js';
 
 export interface WaitOptions {
   /** Most /wait requests held at once; past it SWARM_ERR_TOO_MANY_WAITS. */
@@ -12,14 +13,6 @@ export interface WaitOptions {
   chunkBytes: number;
   /** A client that reads nothing of its answer for this long is cut off. */
   stallMs: number;
-}
-
-/**
- * A task that left even the duplicate window while a wait held it (more evictions than the window keeps
- * ids): shown as done without its text, as a duplicate past the window is; `swarm results` has it.
- */
-function gone(id: string): TaskRecord {
-  return { id, spec: { id, prompt: '', priority: 0 }, state: 'done', attempts: 0, submittedAt: 0, seq: -1 };
 }
 
 export const WAIT_DEFAULTS: WaitOptions = { maxWaits: 1024, maxWaitMs: 10 * 60_000, chunkBytes: 64 * 1024, stallMs: 60_000 };
@@ -98,7 +91,7 @@ export class Waits {
   }
 
   private async stream(ids: string[], res: http.ServerResponse): Promise<void> {
-    const task = (id: string): TaskRecord => this.task(id) ?? gone(id);
+    const task = (id: string): TaskRecord => this.task(id) ?? unreadableArchived(id);
     const complete = ids.every((id) => this.final(id));
     res.writeHead(200, { 'content-type': 'application/json' });
     const parts = function* (): Generator<string> {
@@ -118,7 +111,7 @@ export class Waits {
    * line, goes first.
    */
   private async live(ids: string[], timeout: number, res: http.ServerResponse, head = ''): Promise<void> {
-    const task = (id: string): TaskRecord => this.task(id) ?? gone(id);
+    const task = (id: string): TaskRecord => this.task(id) ?? unreadableArchived(id);
     const open = new Set<string>();
     const ready: string[] = [];
     for (const id of ids) if (this.final(id)) ready.push(id); else open.add(id);
