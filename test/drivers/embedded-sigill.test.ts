@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { EmbeddedDriver } from '../../drivers/embedded/index.js';
 import { directPrebuilt } from '../../drivers/embedded/load-llama.js';
 import { prebuiltCpuBackends } from '../../drivers/llama-build/addon-paths.js';
@@ -35,15 +35,26 @@ const prereq = (gcc: boolean): { real: string } | { missing: string } => {
   return { real };
 };
 
-t.test('per-worker engine: a CPU variant killed by SIGILL as it loads is hidden, and the start succeeds on the next', async (t) => {
+/**
+ * A copy of the prebuilt addon whose top CPU variant (gcc-built) dies of SIGILL as it loads, each fault
+ * logged to `log`, set as the engine's binding with a cache of its own; undefined (failed or skipped) without one.
+ */
+function faultyAddon(t: Test): { tmp: string; log: string; addon: string } | undefined {
   const p = prereq(true);
-  if (missingPrereq(t, p)) return;
+  if (missingPrereq(t, p)) return undefined;
   const tmp = tempDir(t);
   const log = path.join(tmp, 'faults');
   const addon = prebuiltCopy(tmp, p.real, { log });
-  if (!addon) { missingPrereq(t, { missing: 'gcc could not build the faulty variant' }); return; }
+  if (!addon) { missingPrereq(t, { missing: 'gcc could not build the faulty variant' }); return undefined; }
   withEnv(t, 'SWARM_TEST_EMBEDDED_ADDON', addon);
   withEnv(t, 'XDG_CACHE_HOME', path.join(tmp, 'cache'));
+  return { tmp, log, addon };
+}
+
+t.test('per-worker engine: a CPU variant killed by SIGILL as it loads is hidden, and the start succeeds on the next', async (t) => {
+  const f = faultyAddon(t);
+  if (!f) return;
+  const { tmp, log, addon } = f;
   const d = new EmbeddedDriver({ name: 'embedded', model: STORIES, options: {} });
   t.teardown(() => d.stop());
   await d.start();
@@ -79,7 +90,9 @@ t.test('per-worker engine: a variant that faults at the first decode is hidden, 
   await probe.stop();
   const picked = /libggml-cpu-(\w+)\.so/.exec(maps)?.[1];
   const variants = cpuVariants(path.dirname(addon));
-  if (!picked || picked === variants[variants.length - 1]) { t.skip(`ggml runs the last variant here (${picked}): nothing to fall back to`, () => {}); return; }
+  if (!picked) { t.fail('the engine mapped no ggml CPU variant (/proc/PID/maps)'); return; }
+  // A CPU whose best variant is ggml's baseline has nothing below it to fall back to: not a missing part.
+  if (picked === variants[variants.length - 1]) { t.skip(`ggml runs its last variant here (${picked}): nothing to fall back to`, () => {}); return; }
   withEnv(t, 'SWARM_TEST_FAULTY_VARIANT', picked);
   const d = new EmbeddedDriver({ name: 'embedded', model: STORIES, options: {} });
   t.teardown(() => d.stop());
@@ -97,14 +110,9 @@ t.test('per-worker engine: a variant that faults at the first decode is hidden, 
 });
 
 t.test('batched engine without a self-built addon: the prebuilt addon\'s faulty variant is hidden the same way', async (t) => {
-  const p = prereq(true);
-  if (missingPrereq(t, p)) return;
-  const tmp = tempDir(t);
-  const log = path.join(tmp, 'faults');
-  const addon = prebuiltCopy(tmp, p.real, { log });
-  if (!addon) { missingPrereq(t, { missing: 'gcc could not build the faulty variant' }); return; }
-  withEnv(t, 'SWARM_TEST_EMBEDDED_ADDON', addon);
-  withEnv(t, 'XDG_CACHE_HOME', path.join(tmp, 'cache'));
+  const f = faultyAddon(t);
+  if (!f) return;
+  const { tmp, log, addon } = f;
   withEnv(t, 'SWARM_ADDON', 'prebuilt');
   const dir = tempDir(t);
   await t.rejects(batchedAgents(t, STORIES, dir, 1), { code: 'SWARM_ERR_ENGINE_START', message: /killed by SIGILL/ });
