@@ -1,4 +1,5 @@
 import { SwarmError } from '../protocol/errors.js';
+import { parseSize } from '../deploy/plan/sizes.js';
 
 /** How long and how many finished tasks the hot state keeps (memory, journal, replicas). */
 export interface RetainOptions {
@@ -51,20 +52,14 @@ export function parseDuration(v: string): number {
   return Math.round(Number(m[1]) * UNITS[m[2] ?? 's']!);
 }
 
-const BYTE_UNITS: Record<string, number> = {
-  b: 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12,
-  k: 2 ** 10, m: 2 ** 20, g: 2 ** 30, kib: 2 ** 10, mib: 2 ** 20, gib: 2 ** 30, tib: 2 ** 40,
-};
-
 /**
- * `256MB`, `1.5GiB`, `512k`, `100000B` as bytes (KB, MB, GB: powers of 1000; KiB, MiB, GiB and the
- * bare K, M, G: of 1024; any case); NaN if unparsable. A unit is required: a bare number in a list of
- * an age and a count reads too easily as one of those.
+ * `256MB`, `1.5GiB`, `512k`, `100000B` as bytes (deploy/plan's `parseSize`: KB, MB, GB powers of 1000;
+ * KiB, MiB, GiB and the bare K, M, G of 1024); NaN if unparsable. A unit is required: a bare number in
+ * a list of an age and a count reads too easily as one of those.
  */
 export function parseBytes(v: string): number {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$/i.exec(v);
-  const unit = m && BYTE_UNITS[m[2]!.toLowerCase()];
-  return unit ? Math.floor(Number(m[1]) * unit) : NaN;
+  if (!/[a-z]\s*$/i.test(v)) return NaN;
+  try { return Math.floor(parseSize(v)); } catch { return NaN; }
 }
 
 /** Bytes in the largest unit that keeps them whole-ish: `96 MiB`, `1.5 GiB`, `900 B`. */
