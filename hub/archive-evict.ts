@@ -1,4 +1,4 @@
-import { ResultsArchive, fromArchived, unreadableArchived, toArchived } from './archive.js';
+import { ResultsArchive, fromArchived, prunedArchived, unreadableArchived, toArchived } from './archive.js';
 import { readArchiveAfter, type ArchivePlace } from './archive-read.js';
 import type { JournalRecord } from './journal-record.js';
 import type { LazyEvict } from './journal-evict.js';
@@ -143,8 +143,11 @@ export class Evictor {
     const t = this.tombstones.get(id);
     if (!t) return undefined;
     const a = t.offset >= 0 ? this.archive?.read(t.file, t.offset) : undefined;
+    if (a && a.id === id) return fromArchived(a);
+    // Its file pruned by the bound (or removed by hand): failed, SWARM_ERR_RESULT_PRUNED.
+    if (t.offset >= 0 && this.archive?.gone(t.file)) return prunedArchived(id, t.at);
     // Unreadable (a memory-only store, a damaged line): still a duplicate, shown without its result.
-    return a && a.id === id ? fromArchived(a) : unreadableArchived(id, t.at);
+    return unreadableArchived(id, t.at);
   }
 
   /** Evict what is past the horizon now; resolves with how many left. One pass at a time. */
@@ -165,6 +168,8 @@ export class Evictor {
 
   private async pass(now: number): Promise<number> {
     this.tombstones.prune(now);
+    // The archive's age bound applies with no new line too (its byte bound after each append).
+    this.archive?.prune(now);
     let total = 0;
     for (let round = 0; round < ROUNDS; round++) {
       const asked = this.batch;
@@ -172,8 +177,12 @@ export class Evictor {
       if (!ids.length) break;
       // A task whose final record is still being written is not evicted before it is durable.
       const n = ids.findIndex((id) => this.host.busy(id));
-      const take = n < 0 ? ids : ids.slice(0, n);
+      let take = n < 0 ? ids : ids.slice(0, n);
       if (!take.length) break;
+      // No more than the archive file has room for (one task at least): its bound holds on disk.
+      const fit = this.fitting(take);
+      const cut = fit < take.length;
+      if (cut) take = take.slice(0, fit);
       const recs = take.map((id) => this.host.get(id)).filter((r): r is TaskRecord => !!r && isFinal(r));
       let loc: { file: number; offsets: number[]; end?: number } = { file: 0, offsets: recs.map(() => -1) };
       try {
@@ -195,8 +204,21 @@ export class Evictor {
       this.evictedTotal += recs.length;
       total += recs.length;
       if (recs.length) this.host.evicted(recs.map((r) => r.id));
-      if (take.length < asked) break;
+      if (take.length < asked && !cut) break;
     }
     return total;
+  }
+
+  /** How many of `ids`, from the first, the archive's current file has room for (at least one). */
+  private fitting(ids: readonly string[]): number {
+    const room = this.archive?.room;
+    if (room === undefined) return ids.length;
+    let sum = 0;
+    for (let i = 0; i < ids.length; i++) {
+      const rec = this.host.get(ids[i]!);
+      sum += rec ? taskBytes(rec) : 0;
+      if (sum > room) return Math.max(1, i);
+    }
+    return ids.length;
   }
 }

@@ -4,6 +4,7 @@ import { SwarmError, type ErrorCode } from '../protocol/index.js';
 import { decodeChecked, encodeLine } from './journal-record.js';
 import { WriteBuffer, fsyncDir, io } from './journal-files.js';
 import type { TaskRecord, TaskResult, TaskSpec } from './task.js';
+import { ROTATE_BYTES, rotateBytesFor, type ArchiveBound } from './archive-bound.js';
 
 /** One finished task as the archive keeps it: everything `swarm results` shows. */
 export interface ArchivedTask {
@@ -36,9 +37,22 @@ export interface ArchiveStats {
    * Its tasks lost nothing: the journal's evict record follows the archive's fsync, so they stayed hot.
    */
   torn_tail?: { file: string; offset: number; bytes: number };
+  /** The bound (`--archive-max`; 0: none of that kind). */
+  max_bytes: number;
+  max_age_ms: number;
+  /** Files and bytes removed by the bound since the hub started, and when the last went. */
+  pruned_files: number;
+  pruned_bytes: number;
+  last_pruned_at?: number;
+  /** The oldest file kept (its number): tasks archived in files before it answer SWARM_ERR_RESULT_PRUNED. */
+  oldest_file: number;
+  /** Removals that failed (the file stays; retried, the archive over its bound meanwhile), and the last error. */
+  prune_errors: number;
+  last_prune_error?: string;
 }
 
-const DEFAULT_ROTATE = 64 * 1024 * 1024;
+/** After a removal failed, the next try waits this long (a failing unlink is not retried every batch). */
+const PRUNE_RETRY_MS = 10_000;
 const NAME = /^results-(\d{6})\.ndjson$/;
 
 export const archiveDir = (stateDir: string): string => path.join(stateDir, 'results');
@@ -85,6 +99,20 @@ export function unreadableArchived(id: string, finishedAt?: number): TaskRecord 
   return { id, spec: { id, prompt: '', priority: 0 }, state: 'done', attempts: 0, submittedAt: 0, ...(finishedAt !== undefined ? { finishedAt } : {}), seq: -1 };
 }
 
+/**
+ * A task that left the hot state whose archive file is gone (removed by `--archive-max`, or by
+ * hand) while its id is still in the duplicate window: final, `failed` with SWARM_ERR_RESULT_PRUNED,
+ * whichever way it ended. Not `done` without a text: a client, or a resumed run's node, would read
+ * an empty answer as the task's. A resubmit of the id is a duplicate answered with this; it does not
+ * run again.
+ */
+export function prunedArchived(id: string, finishedAt?: number): TaskRecord {
+  return {
+    ...unreadableArchived(id, finishedAt), state: 'failed',
+    error: { code: 'SWARM_ERR_RESULT_PRUNED', msg: 'the task finished, but its archived record was pruned by the results archive\'s bound (--archive-max); it is not run again while its id is in the duplicate window' },
+  };
+}
+
 export function fromArchived(a: ArchivedTask): TaskRecord {
   return {
     id: a.id, spec: a.spec, state: a.state, attempts: a.attempts, submittedAt: a.submitted_at, finishedAt: a.finished_at, seq: -1,
@@ -95,7 +123,7 @@ export function fromArchived(a: ArchivedTask): TaskRecord {
 /**
  * The results archive: finished tasks leave the hot state into append-only files in
  * `<state>/results/`, rotated by size and never rewritten, so nothing finished is lost while the hot
- * state stays bounded. A write is fsynced before the journal says the tasks left; a write that fails
+ * state stays bounded; the oldest whole files are removed past the bound (`--archive-max`, `prune`). A write is fsynced before the journal says the tasks left; a write that fails
  * is cut back and rejects like the journal's (SWARM_ERR_DISK_FULL), and the tasks stay hot.
  */
 export class ResultsArchive {
@@ -104,25 +132,53 @@ export class ResultsArchive {
   /** Each batch's bytes (one append at a time). */
   private readonly out = new WriteBuffer();
 
-  private constructor(private readonly dir: string, private file: number, private fd: number, private size: number, bytes: number, files: number, private readonly rotateBytes: number) {
-    this.stats = { dir, files, bytes, archived: 0, write_errors: 0, disk_full: false };
+  /** Every file kept, oldest first, with its bytes and when it was last written: what pruning decides on, without a stat. */
+  private kept: KeptFile[];
+  private pruneAfter = 0;
+  private readonly rotateBytes: number;
+
+  private constructor(private readonly dir: string, private file: number, private fd: number, private size: number, kept: KeptFile[], private readonly bound: ArchiveBound, rotateBytes: number | undefined) {
+    this.kept = kept;
+    this.rotateBytes = rotateBytes ?? rotateBytesFor(bound);
+    let bytes = 0;
+    for (const k of kept) bytes += k.bytes;
+    this.stats = {
+      dir, files: kept.length, bytes, archived: 0, write_errors: 0, disk_full: false,
+      max_bytes: bound.bytes, max_age_ms: bound.ageMs, pruned_files: 0, pruned_bytes: 0, oldest_file: kept[0]!.n, prune_errors: 0,
+    };
   }
 
-  static open(stateDir: string, rotateBytes = DEFAULT_ROTATE): ResultsArchive {
+  /**
+   * Open (or begin) the archive in `stateDir`. `bound`: what pruning keeps (none given: every file);
+   * `rotateBytes`: the files' size (default: from the bound, `rotateBytesFor`).
+   */
+  static open(stateDir: string, rotateBytes?: number, bound: ArchiveBound = { bytes: 0, ageMs: 0 }): ResultsArchive {
     const dir = archiveDir(stateDir);
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     const files = archiveFiles(dir);
-    let bytes = 0;
-    for (const [, f] of files) bytes += fs.statSync(f).size;
+    const kept: KeptFile[] = [];
+    for (const [n, f] of files) {
+      try { const st = fs.statSync(f); kept.push({ n, bytes: st.size, at: st.mtimeMs }); } catch { /* removed meanwhile */ }
+    }
     const [n, last] = files.at(-1) ?? [1, path.join(dir, fileName(1))];
     const fd = fs.openSync(last, 'a+', 0o600);
     // A crash mid-write leaves a torn last line: cut it, so the next line starts clean, and say so.
     const before = fs.fstatSync(fd).size;
     const size = wholeLines(fd);
-    const a = new ResultsArchive(dir, n, fd, size, bytes - (before - size), Math.max(1, files.length), rotateBytes);
+    if (kept.at(-1)?.n !== n) kept.push({ n, bytes: 0, at: Date.now() });
+    kept.at(-1)!.bytes = size;
+    const a = new ResultsArchive(dir, n, fd, size, kept, bound, rotateBytes ?? (bound.bytes ? undefined : ROTATE_BYTES));
     if (size < before) a.stats.torn_tail = { file: last, offset: size, bytes: before - size };
     return a;
   }
+
+  /**
+   * Bytes the next batch may take (about): what the current file has left before it rotates, or a
+   * whole file's if it rotates first. The evictor sizes its batches by it, so a file passes its size by
+   * a line at most: a batch of 5,000 large results went into one file whatever its size, and a small
+   * bound was passed several times over on disk.
+   */
+  get room(): number { return this.size >= this.rotateBytes ? this.rotateBytes : this.rotateBytes - this.size; }
 
   /** Where the next line goes: the current file and its length. */
   get position(): { file: number; end: number } { return { file: this.file, end: this.size }; }
@@ -136,7 +192,8 @@ export class ResultsArchive {
       let written = 0;
       try {
         // Inside the try: a new file that cannot be made (a full disk) fails the batch like a write.
-        if (this.size >= this.rotateBytes || this.unlinked()) this.rotate();
+        if (this.unlinked()) this.rotate();
+        else if (this.size >= this.rotateBytes) this.rotateOrStay();
         for (const piece of this.out.pieces(recs.map(encodeLine), starts)) { await io.write(this.fd, piece); written += piece.length; }
         await io.fsync(this.fd);
       } catch (e) {
@@ -155,6 +212,10 @@ export class ResultsArchive {
       this.stats.bytes += written;
       this.stats.archived += recs.length;
       this.stats.disk_full = false;
+      const cur = this.kept.at(-1)!;
+      cur.bytes = this.size;
+      cur.at = Date.now();
+      this.prune();
       return { file: this.file, offsets, end: this.size };
     } finally { this.busy = false; }
   }
@@ -165,12 +226,71 @@ export class ResultsArchive {
   }
 
   /**
+   * True if archive file `file` is gone: pruned by the bound (every file before the oldest kept),
+   * or removed by hand (looked for only when asked, after a read found nothing).
+   */
+  gone(file: number): boolean {
+    if (file < this.kept[0]!.n) return true;
+    return !fs.existsSync(path.join(this.dir, fileName(file)));
+  }
+
+  /**
+   * Remove the oldest whole files while the archive is over its bound: more bytes than `max_bytes`,
+   * or a file last written longer than `max_age_ms` ago; never the file being written. Synchronous
+   * and cheap (an unlink per file, normally none: the sizes and times are kept in memory). A removal
+   * that fails (permissions, an immutable file) stops the pass: the file stays, counted and
+   * reported, and the next try waits PRUNE_RETRY_MS; the archive goes on being written.
+   */
+  prune(now = Date.now()): number {
+    const { bytes: maxBytes, ageMs } = this.bound;
+    if ((!maxBytes && !ageMs) || now < this.pruneAfter) return 0;
+    let n = 0;
+    while (this.kept.length > 1) {
+      const old = this.kept[0]!;
+      const over = (maxBytes > 0 && this.stats.bytes > maxBytes) || (ageMs > 0 && old.at < now - ageMs);
+      if (!over || old.n === this.file) break;
+      try { fs.unlinkSync(path.join(this.dir, fileName(old.n))); this.stats.last_prune_error = undefined; } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') {
+          this.stats.prune_errors++;
+          this.stats.last_prune_error = `${fileName(old.n)}: ${(e as Error).message}`;
+          this.pruneAfter = now + PRUNE_RETRY_MS;
+          break;
+        }
+      }
+      this.kept.shift();
+      this.stats.files--;
+      this.stats.bytes -= old.bytes;
+      this.stats.pruned_files++;
+      this.stats.pruned_bytes += old.bytes;
+      this.stats.last_pruned_at = now;
+      this.stats.oldest_file = this.kept[0]!.n;
+      n++;
+    }
+    return n;
+  }
+
+  /**
    * The file being appended to was removed (an operator clearing old results took the live one too,
    * or the whole results folder): lines written there would vanish with the last descriptor, so the
    * next batch goes to a new file instead. One fstat per batch.
    */
   private unlinked(): boolean {
     try { return fs.fstatSync(this.fd).nlink === 0; } catch { return true; }
+  }
+
+  /**
+   * Rotate, or if the next file cannot be made for anything but a full disk (the folder made
+   * read-only), go on in this one, past its size: a line archived late in a long file loses nothing,
+   * where a failed write would keep every finished task hot. Counted in `prune_errors`; tried again
+   * at the next batch.
+   */
+  private rotateOrStay(): void {
+    try { this.rotate(); } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOSPC' || code === 'EDQUOT') throw e;
+      this.stats.prune_errors++;
+      this.stats.last_prune_error = `cannot begin ${fileName(this.file + 1)} (${fileName(this.file)} goes on past its size): ${(e as Error).message}`;
+    }
   }
 
   private rotate(): void {
@@ -183,11 +303,15 @@ export class ResultsArchive {
     this.fd = fd;
     this.file = next;
     this.size = 0;
+    this.kept.push({ n: next, bytes: 0, at: Date.now() });
     this.stats.files++;
   }
 
   close(): void { try { fs.closeSync(this.fd); } catch { /* closed */ } }
 }
+
+/** An archive file as pruning sees it: its number, bytes, and when it was last written (epoch ms). */
+interface KeptFile { n: number; bytes: number; at: number }
 
 /** Read one archive line at `offset`. */
 export function readArchivedAt(file: string, offset: number): ArchivedTask | undefined {

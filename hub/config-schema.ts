@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from '../sched/index.js';
 import { DEFAULT_MAX_LINE, DEFAULT_MAX_OUTBOUND } from '../protocol/types.js';
 import { DEFAULT_RETAIN, MAX_RETAIN_BYTES, MAX_RETAIN_COUNT, MAX_RETAIN_MS } from './retention.js';
+import { DEFAULT_ARCHIVE_BOUND, MAX_ARCHIVE_BYTES, MIN_ARCHIVE_BYTES } from './archive-bound.js';
 import { DEFAULT_COMPACT_BYTES } from './journal.js';
 import { MAX_ATTEMPTS, MAX_DEFAULT_TOKENS, MAX_LINE, MAX_PREFETCH_BELOW_MS } from '../protocol/bounds.js';
 
@@ -49,6 +50,13 @@ export const HubConfigSchema = z.object({
   retainCount: z.number().int().positive().max(MAX_RETAIN_COUNT).default(DEFAULT_RETAIN.count),
   /** Retention horizon: at most this many bytes of finished tasks stay hot (hub/retention-bytes.ts counts them). */
   retainBytes: z.number().int().positive().max(MAX_RETAIN_BYTES).default(DEFAULT_RETAIN.bytes),
+  /**
+   * The results archive's bound (hub/archive-bound.ts): the oldest whole files are removed once the
+   * archive holds more than this many bytes (0: no byte bound) ...
+   */
+  archiveMaxBytes: z.number().int().min(0).max(MAX_ARCHIVE_BYTES).refine((n) => n === 0 || n >= MIN_ARCHIVE_BYTES, 'at least 1 MiB, or 0 (no byte bound)').default(DEFAULT_ARCHIVE_BOUND.bytes),
+  /** ... or once a file's last line is older than this many ms (0: no age bound). */
+  archiveMaxAgeMs: z.number().int().min(0).max(MAX_RETAIN_MS).default(DEFAULT_ARCHIVE_BOUND.ageMs),
   /** Compact the journal (snapshot + fresh segment) once its live segment passes this size. */
   compactBytes: z.number().int().min(4096).default(DEFAULT_COMPACT_BYTES),
   /**

@@ -99,7 +99,7 @@ export class Hub implements HubContext {
       this.store = await TaskStore.open(this.config.stateDir, {
         maxDepth: this.config.maxQueue, leaseMs: this.config.leaseMs, defaultMaxAttempts: this.config.maxAttempts,
       }, { fsync: this.config.fsync, fsyncMs: this.config.fsyncMs, compactBytes: this.config.compactBytes },
-      { retain: { ageMs: this.config.retainMs, count: this.config.retainCount, bytes: this.config.retainBytes } });
+      { retain: { ageMs: this.config.retainMs, count: this.config.retainCount, bytes: this.config.retainBytes }, archiveMax: { bytes: this.config.archiveMaxBytes, ageMs: this.config.archiveMaxAgeMs } });
     } catch (err) {
       for (const s of held) s.destroy();
       await new Promise<void>((resolve) => this.server!.close(() => resolve()));

@@ -38,6 +38,11 @@ export function journalMetrics(store: TaskStore): string {
     metric('swarm_archive_bytes', 'gauge', 'Bytes in the results archive.', r.archive.bytes);
     metric('swarm_archive_write_errors_total', 'counter', 'Results archive writes that failed (the tasks stayed hot).', r.archive.write_errors);
     metric('swarm_archive_disk_full', 'gauge', '1 while the last results archive write failed for want of space.', r.archive.disk_full ? 1 : 0);
+    metric('swarm_archive_files', 'gauge', 'Files in the results archive.', r.archive.files);
+    metric('swarm_archive_max_bytes', 'gauge', 'The --archive-max bytes bound: past it the oldest archive files are removed (0: none).', r.archive.max_bytes);
+    metric('swarm_archive_pruned_files_total', 'counter', 'Results archive files removed by --archive-max since the hub started.', r.archive.pruned_files);
+    metric('swarm_archive_pruned_bytes_total', 'counter', 'Bytes of the results archive files removed by --archive-max since the hub started.', r.archive.pruned_bytes);
+    metric('swarm_archive_prune_errors_total', 'counter', 'Results archive files that could not be removed or begun (the archive went on, over its bound meanwhile).', r.archive.prune_errors);
   }
   return out.join('\n') + '\n';
 }

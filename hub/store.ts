@@ -5,6 +5,7 @@ import { Journal, type JournalOptions, type JournalRecord, type JournalStats, ty
 import { Replay, applyFinal, snapshotRecords, type FinalRecord, type MetaRecord, type StoreState } from './store-replay.js';
 import { ResultsArchive, type ArchiveStats } from './archive.js';
 import { Evictor } from './archive-evict.js';
+import type { ArchiveBound } from './archive-bound.js';
 import { DEFAULT_RETAIN, firstPassDelay, type RetainOptions } from './retention.js';
 import { journalPaths, quarantine, type Damage } from './journal-files.js';
 import { TaskQueue, type QueueOptions, type WorkerView } from './queue.js';
@@ -31,8 +32,10 @@ export interface StoreOptions {
   evictEveryMs?: number;
   /** After an open that replayed finished tasks, the first retention pass waits this long (default SETTLE_AFTER_OPEN_MS). */
   settleAfterOpenMs?: number;
-  /** Rotate an archive file past this many bytes. */
+  /** Rotate an archive file past this many bytes (default: from `archiveMax`, hub/archive-bound.ts). */
   archiveRotateBytes?: number;
+  /** What of the results archive stays on disk (default: every file). */
+  archiveMax?: ArchiveBound;
   /** How often the store looks at the clock for stalls, ms. */
   tickMs?: number;
 }
@@ -123,7 +126,7 @@ export class TaskStore {
     }
     fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
     let archive: ResultsArchive;
-    try { archive = ResultsArchive.open(stateDir, s.archiveRotateBytes); } catch (e) {
+    try { archive = ResultsArchive.open(stateDir, s.archiveRotateBytes, s.archiveMax); } catch (e) {
       throw new SwarmError('SWARM_ERR_JOURNAL', `cannot open the results archive in ${stateDir}: ${(e as Error).message}`);
     }
     const store = new TaskStore(queue, undefined, archive, s);

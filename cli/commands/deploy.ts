@@ -5,18 +5,24 @@ import { plan, readModelShape, type Plan } from '../../deploy/plan/index.js';
 import { parseHosts, renderDeployment, type DeployHost } from '../../deploy/render/index.js';
 import { fail } from '../exit.js';
 import { parseRetain, type RetainOptions } from '../../hub/retention.js';
+import { parseArchiveMax, type ArchiveBound } from '../../hub/archive-bound.js';
 import { int, keyValue, oneOf } from '../options.js';
 
 interface RenderFlags {
   target: 'podman' | 'k3s'; agents: number; model: string; out?: string; image?: string; driver: string;
   driverOpt: Record<string, string>; workers: 'deployment' | 'daemonset'; hostNetwork: boolean;
   hubPort: number; controlPort: number; ctx: number; ubatch: number; cpus: number; engine: 'batched' | 'per-worker'; perPod?: number; repack: boolean;
-  failover: boolean; peerPort: number; name: string; stateSize: string; storageClass?: string; hosts?: DeployHost[]; certsDir: string;
+  failover: boolean; peerPort: number; name: string; stateSize?: string; storageClass?: string; hosts?: DeployHost[]; certsDir: string;
   stateDir?: string; workerStateDir?: string; json: boolean; modelImage?: string; modelSize: string; retain?: RetainOptions;
+  archiveMax?: ArchiveBound;
 }
 
 function retainOption(v: string): RetainOptions {
   try { return parseRetain(v); } catch (err) { throw new InvalidArgumentError((err as Error).message); }
+}
+
+function archiveMaxOption(v: string): ArchiveBound {
+  try { return parseArchiveMax(v); } catch (err) { throw new InvalidArgumentError((err as Error).message); }
 }
 
 function hostsOption(v: string): DeployHost[] {
@@ -55,9 +61,10 @@ export function registerDeploy(program: Command): void {
     .option('--model-size <size>', 'k3s: size of the read-only model claim', '10Gi')
     .option('--state-dir <dir>', 'podman: host folder of the hub\'s journal, owned by uid 10001 (default /var/lib/swarm/hub)')
     .option('--worker-state-dir <dir>', 'podman with failover: host folder of the workers\' status files, owned by uid 10001 (default /var/lib/swarm/workers)')
-    .option('--state-size <size>', 'k3s: the hub journal\'s PersistentVolumeClaim size', '1Gi')
+    .option('--state-size <size>', 'k3s: the hub\'s state PersistentVolumeClaim size (journal and results archive; default 1Gi, or what --archive-max needs)')
     .option('--storage-class <name>', 'k3s: storage class of that claim (default: the cluster\'s; local-path on k3s)')
     .option('--retain <age>,<count>,<bytes>', 'the hub\'s retention horizon, as `swarm hub --retain`; the hub\'s memory request and limit follow it (default: the hub\'s default horizon)', retainOption)
+    .option('--archive-max <bytes>[,<age>]', 'the hub\'s results archive bound, as `swarm hub --archive-max` (k3s default: what the state volume leaves after the journal, 640 MiB of 1Gi; a bound the volume cannot hold is refused)', archiveMaxOption)
     .action(async (o: RenderFlags) => {
       try {
         // The rendered hostPath must not depend on the folder the files are later used from.
@@ -73,7 +80,7 @@ export function registerDeploy(program: Command): void {
           ...(o.perPod !== undefined ? { perPod: o.perPod } : {}),
           workers: o.workers, hostNetwork: o.hostNetwork,
           hubPort: o.hubPort, controlPort: o.controlPort, plan: p, failover: o.failover, peerPort: o.peerPort, name: o.name,
-          stateSize: o.stateSize, ...(o.stateDir ? { stateDir: o.stateDir } : {}), ...(o.workerStateDir ? { workerStateDir: o.workerStateDir } : {}),
+          ...(o.stateSize ? { stateSize: o.stateSize } : {}), ...(o.archiveMax ? { archiveMax: o.archiveMax } : {}), ...(o.stateDir ? { stateDir: o.stateDir } : {}), ...(o.workerStateDir ? { workerStateDir: o.workerStateDir } : {}),
           ...(o.storageClass ? { storageClass: o.storageClass } : {}),
           certsDir: o.certsDir, modelSize: o.modelSize, ...(o.modelImage ? { modelImage: o.modelImage } : {}),
           ...(o.hosts ? { hosts: o.hosts } : {}), ...(o.retain ? { retain: o.retain } : {}),

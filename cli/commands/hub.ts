@@ -4,6 +4,7 @@ import { warnIfPid1 } from '../pid1.js';
 // index loads all of the hub (~170 ms of CPU before `up` can start the hub process).
 import { parseRolePlan, type RolePlan } from '../../hub/roles.js';
 import { DEFAULT_RETAIN, formatBytes, parseRetain, retainString, type RetainOptions } from '../../hub/retention.js';
+import { DEFAULT_ARCHIVE_BOUND, archiveMaxString, describeArchiveBound, parseArchiveMax, type ArchiveBound } from '../../hub/archive-bound.js';
 import { DEFAULT_MAX_ATTEMPTS } from '../../sched/retry.js';
 import { fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
@@ -41,19 +42,28 @@ export function hubOptions(cmd: Command): Command {
     .option('--msgpack', 'offer msgpack to workers (NDJSON is the default: measured faster for these small frames)', false)
     .option('--no-msgpack', 'speak NDJSON only (the default; kept for scripts)')
     .option('--roles <plan>', 'hand out roles to the workers that join, e.g. thinker=2,worker=3 (ASSIGN_ROLE)', rolePlanOption)
-    .option('--retain <age>,<count>,<bytes>', `finished tasks stay in the hot state (memory, journal, replicas) this long, this many and this many bytes (prompts and results; units B, KB, MB, GB, KiB, MiB, GiB), then move to the results archive (swarm results), oldest first; each part optional; default ${DEFAULT_RETAIN.ageMs / 3600_000}h,${DEFAULT_RETAIN.count},${formatBytes(DEFAULT_RETAIN.bytes).replace(' ', '')}`, retainOption);
+    .option('--retain <age>,<count>,<bytes>', `finished tasks stay in the hot state (memory, journal, replicas) this long, this many and this many bytes (prompts and results; units B, KB, MB, GB, KiB, MiB, GiB), then move to the results archive (swarm results), oldest first; each part optional; default ${DEFAULT_RETAIN.ageMs / 3600_000}h,${DEFAULT_RETAIN.count},${formatBytes(DEFAULT_RETAIN.bytes).replace(' ', '')}`, retainOption)
+    .option('--archive-max <bytes>[,<age>]', `keep the results archive (swarm results) under this many bytes on disk and/or this age: its oldest whole files are removed past it (a task whose record went answers failed, SWARM_ERR_RESULT_PRUNED); e.g. 2GiB, 512MiB,30d, ,90d, off (keep everything); default ${describeArchiveBound(DEFAULT_ARCHIVE_BOUND).replace(' ', '')}`, archiveMaxOption);
 }
 
 export interface HubCliOptions {
   host: string; port: number; controlPort: number; controlHost?: string; token?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string;
   stateDir?: string; heartbeatMs: number; deadAfterMs: number; maxLine: number; maxAttempts: number; maxTokens: number; prefetchBelowMs: number; leaseAheadMs: number;
   journal: boolean; msgpack: boolean; roles?: RolePlan; insecureNoAuth: boolean; fsync: 'always' | 'interval'; retain?: RetainOptions;
+  archiveMax?: ArchiveBound;
 }
 
 function retainOption(v: string): RetainOptions {
   // The CLI names the code once in front of commander's message; the reason alone goes inside.
   try { return parseRetain(v); } catch (err) { throw new InvalidArgumentError((err as Error).message); }
 }
+
+function archiveMaxOption(v: string): ArchiveBound {
+  try { return parseArchiveMax(v); } catch (err) { throw new InvalidArgumentError((err as Error).message); }
+}
+
+/** `--archive-max` as given to a detached hub. */
+export function archiveMaxArg(b: ArchiveBound | undefined): string[] { return b ? ['--archive-max', archiveMaxString(b)] : []; }
 
 /** `--retain` as given to a detached hub. */
 export function retainArg(r: RetainOptions | undefined): string[] { return r ? ['--retain', retainString(r)] : []; }
@@ -86,6 +96,7 @@ export function hubConfigFrom(o: HubCliOptions, token: string | undefined) {
     tlsCert: o.tlsCert, tlsKey: o.tlsKey, heartbeatMs: o.heartbeatMs, deadAfterMs: o.deadAfterMs,
     maxLine: o.maxLine, maxAttempts: o.maxAttempts, defaultMaxTokens: o.maxTokens, prefetchBelowMs: o.prefetchBelowMs, leaseAheadMs: o.leaseAheadMs, msgpack: o.msgpack, roles: o.roles, fsync: o.fsync,
     ...(o.retain ? { retainMs: o.retain.ageMs, retainCount: o.retain.count, ...(o.retain.bytes !== undefined ? { retainBytes: o.retain.bytes } : {}) } : {}),
+    ...(o.archiveMax ? { archiveMaxBytes: o.archiveMax.bytes, archiveMaxAgeMs: o.archiveMax.ageMs } : {}),
   };
 }
 

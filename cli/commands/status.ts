@@ -15,7 +15,13 @@ interface Status {
   tasks: { queued: number; leased: number; done: number; failed: number };
   metrics: { dispatch_p50_ms: number; dispatch_p99_ms: number; tokens_out: number };
   failover?: { workers: { id: string; mode: string; coordinator: string }[]; holders?: string[]; keepers?: string[] };
-  journal?: { fsync: string; disk_full: boolean; damaged_records: number; quarantine?: string; retention?: { retain?: { ageMs: number; count: number; bytes?: number }; hot_finished: number; hot_bytes?: number; evicted: number; archive?: { bytes: number; disk_full: boolean; torn_tail?: { file: string; offset: number; bytes: number } } } };
+  journal?: { fsync: string; disk_full: boolean; damaged_records: number; quarantine?: string; retention?: { retain?: { ageMs: number; count: number; bytes?: number }; hot_finished: number; hot_bytes?: number; evicted: number; archive?: ArchiveView } };
+}
+
+/** The archive's part of the status (hub/archive.ts ArchiveStats; the bound's fields absent from a hub before it). */
+interface ArchiveView {
+  bytes: number; files?: number; disk_full: boolean; torn_tail?: { file: string; offset: number; bytes: number };
+  max_bytes?: number; max_age_ms?: number; pruned_files?: number; pruned_bytes?: number; prune_errors?: number; last_prune_error?: string;
 }
 
 /**
@@ -47,7 +53,15 @@ function archiveLine(r: NonNullable<NonNullable<Status['journal']>['retention']>
   const full = r.archive?.disk_full ? '; DISK FULL: finished tasks stay hot until space frees (nothing is lost)' : '';
   const t = r.archive?.torn_tail;
   const torn = t ? `; a torn last line was cut at start (${t.file} offset ${t.offset}, ${t.bytes} bytes; its tasks stayed hot)` : '';
-  return `archive  ${r.evicted} finished tasks archived since start${full}${torn} (swarm results)`;
+  return `archive  ${r.evicted} finished tasks archived since start${full}${torn} (swarm results)${r.archive ? `\n         ${archiveDisk(r.archive)}` : ''}`;
+}
+
+/** The archive on disk against its bound: `3 files, 1.9 GiB of 2 GiB (--archive-max); 12 files (760 MiB) pruned since start`. */
+function archiveDisk(a: ArchiveView): string {
+  const bound = a.max_bytes || a.max_age_ms ? ` of ${[a.max_bytes ? formatBytes(a.max_bytes) : '', a.max_age_ms ? `at most ${formatDuration(a.max_age_ms)} old` : ''].filter(Boolean).join(', ')}` : ', no bound';
+  const pruned = a.pruned_files ? `; ${a.pruned_files} files (${formatBytes(a.pruned_bytes ?? 0)}) pruned since start` : '';
+  const err = a.prune_errors ? `; ${a.prune_errors} files could not be removed or begun (${a.last_prune_error ?? 'retried'})` : '';
+  return `${a.files ?? '?'} files, ${formatBytes(a.bytes)}${bound} (--archive-max)${pruned}${err}`;
 }
 
 /** The hot state against the horizon in one line: finished tasks and their bytes, each with its bound. */

@@ -15,7 +15,7 @@ import { nodeArgs } from '../node-args.js';
 import { markStarting } from '../starting.js';
 import { AWAIT_DOWN_MS, awaitStopped } from '../stopping.js';
 import { stoppingHeld } from '../state-lock.js';
-import { hubConfigFrom, hubOptions, hubToken, retainArg, type HubCliOptions } from './hub.js';
+import { archiveMaxArg, hubConfigFrom, hubOptions, hubToken, retainArg, type HubCliOptions } from './hub.js';
 import { PROCS_HELP, parseProcs, supervisedProcesses, type Procs } from '../procs.js';
 import { ORPHAN_EXIT_HELP, workerArgs } from './worker.js';
 import { ORPHAN_EXIT_MAX_MS } from '../../worker/orphan-bounds.js';
@@ -150,7 +150,7 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   const hubArgs = [CLI, 'hub', '--state-dir', dir, '--supervise', String(o.agents), '--procs', String(o.procs), '--log-file', logPath(dir, 'hub'),
     '--host', o.host, '--port', String(o.port), '--control-port', String(o.controlPort),
     '--heartbeat-ms', String(o.heartbeatMs), '--dead-after-ms', String(o.deadAfterMs), '--max-line', String(o.maxLine),
-    '--max-attempts', String(o.maxAttempts), '--max-tokens', String(o.maxTokens), '--prefetch-below-ms', String(o.prefetchBelowMs), '--lease-ahead-ms', String(o.leaseAheadMs), '--fsync', o.fsync, ...retainArg(o.retain), '--ready-fd', '3', ...supervised];
+    '--max-attempts', String(o.maxAttempts), '--max-tokens', String(o.maxTokens), '--prefetch-below-ms', String(o.prefetchBelowMs), '--lease-ahead-ms', String(o.leaseAheadMs), '--fsync', o.fsync, ...retainArg(o.retain), ...archiveMaxArg(o.archiveMax), '--ready-fd', '3', ...supervised];
   if (o.tlsCert) hubArgs.push('--tls-cert', o.tlsCert);
   if (o.tlsKey) hubArgs.push('--tls-key', o.tlsKey);
   if (o.tlsCa) hubArgs.push('--tls-ca', o.tlsCa);

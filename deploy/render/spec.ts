@@ -9,6 +9,8 @@ import { packageVersion } from './version.js';
 import { hubMem } from './hub-mem.js';
 // retention.ts directly, not hub/index.js: rendering needs the horizon's parts, not the hub.
 import { retainString, type RetainOptions } from '../../hub/retention.js';
+import { archiveMaxString, type ArchiveBound } from '../../hub/archive-bound.js';
+import { stateVolume } from './state-volume.js';
 
 /** Inputs of `swarm deploy render`. */
 export interface DeployOptions {
@@ -71,6 +73,8 @@ export interface DeployOptions {
   modelSize?: string;
   /** The hub's `--retain` (default: the hub's own): its memory request and limit follow it (hub-mem.ts). */
   retain?: RetainOptions;
+  /** The hub's `--archive-max` (k3s default: what the state volume leaves after the journal; state-volume.ts). */
+  archiveMax?: ArchiveBound;
 }
 
 /** Resolved deployment facts shared by all renderers. */
@@ -112,6 +116,8 @@ export interface DeploySpec {
   hubMemMi: { request: number; limit: number };
   /** The hub's `--retain`, when given to the render (else the hub's default, which hubMemMi assumes). */
   retain?: RetainOptions;
+  /** The hub's `--archive-max`: given, or (k3s) sized to the state volume. */
+  archiveMax?: ArchiveBound;
   /** CPU request per worker in millicores: the host's vCPUs divided among the agents (no CPU limit: throttling hurts latency). */
   workerCpuM: number;
   planNote: string;
@@ -138,6 +144,7 @@ export function deploySpec(o: DeployOptions): DeploySpec {
   if (perPod < 1 || (o.workers !== 'daemonset' && o.agents % perPod !== 0)) {
     throw new SwarmError('SWARM_ERR_CONFIG', `--per-pod ${perPod} does not divide --agents ${o.agents}: every worker pod of a Deployment runs the same number of agents`);
   }
+  const vol = stateVolume(o.target, o.stateSize, o.archiveMax, o.retain);
   return {
     agents: o.agents,
     image: o.image ?? `localhost/swarm:${packageVersion()}`,
@@ -155,7 +162,8 @@ export function deploySpec(o: DeployOptions): DeploySpec {
     hubPort: o.hubPort ?? 7070,
     controlPort: o.controlPort ?? 7071,
     stateHostDir: o.stateDir ?? '/var/lib/swarm/hub',
-    stateSize: o.stateSize ?? '1Gi',
+    stateSize: vol.stateSize,
+    ...(vol.archiveMax ? { archiveMax: vol.archiveMax } : {}),
     ...(o.storageClass ? { storageClass: o.storageClass } : {}),
     hostNetwork: o.hostNetwork ?? false,
     workersKind: o.workers ?? 'deployment',
@@ -198,7 +206,8 @@ export function workerMem(s: DeploySpec, count: number): { request: number; limi
 /** Arguments of the hub container (after the image's `swarm` entrypoint). */
 export function hubArgs(s: DeploySpec): string[] {
   return ['hub', '--host', s.hostNetwork ? '127.0.0.1' : '0.0.0.0', '--port', String(s.hubPort),
-    '--control-port', String(s.controlPort), '--state-dir', '/var/lib/swarm', ...(s.retain ? ['--retain', retainString(s.retain)] : [])];
+    '--control-port', String(s.controlPort), '--state-dir', '/var/lib/swarm', ...(s.retain ? ['--retain', retainString(s.retain)] : []),
+    ...(s.archiveMax ? ['--archive-max', archiveMaxString(s.archiveMax)] : [])];
 }
 
 /** Where a worker's peer port listens and what its peers dial. */
