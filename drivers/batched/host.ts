@@ -19,7 +19,7 @@ import { writeEngineInfo } from './engine-info.js';
 import { GrammarCache } from '../embedded/grammar.js';
 import { errorCodeOf } from '../../protocol/errors.js';
 import { installBatchGate, type BatchGate } from './batch-gate.js';
-import { ThreadTuner, cpuLimit, idleCores, installThreadTuner, startThreads } from './threads.js';
+import { ThreadTuner, cpuLimit, idleCores, installThreadTuner, startThreads, threadCap } from './threads.js';
 import { LOAD_FAILED_EXIT, MAX_LINE, type EngineConfig, type FromEngine, type ToEngine } from './messages.js';
 import { crashPoint } from './crash-hook.js';
 import { StepLoop } from './step-loop.js';
@@ -255,7 +255,7 @@ async function main(): Promise<void> {
     shape: attentionShape(model), systemInfo: llama.systemInfo, sequences: cfg.sequences, ctx: ctxSize });
   const wantUnified = layout.unified;
   const fa = layout.flashAttn;
-  const limit = cpuLimit();
+  const limit = threadCap(cpuLimit());
   const threads = cfg.threads === 'auto' ? await startThreads(limit) : cfg.threads;
   const makeContext = () => model.createContext({
     contextSize: ctxSize, sequences: cfg.sequences, threads, flashAttention: fa.on,

@@ -25,6 +25,17 @@ export function cpuLimit(): number {
   return n;
 }
 
+/**
+ * The most threads the engine decodes with where none is given: the CPUs it may use, less one where
+ * there are four or more. The swarm's hub and worker, and the engine's own event loop, wake at every
+ * task's turn; with a decode thread on every core each wake-up takes a core from a thread that all the
+ * others then wait for at the next barrier. On a quiet 16-core Xeon (docs/performance.md), six rows
+ * of the engine started at 16 threads: 16 ran 168-2,563 tokens/s in its windows where 8 then ran
+ * 1,096-4,422, lower in every row, and 16 was left for 7 or 8 threads even where 15 would have won;
+ * a bare llama-server, with nothing of its own beside it, ran 0.73-1.27x at 16 what it ran at 8.
+ */
+export function threadCap(limit = cpuLimit()): number { return limit >= 4 ? limit - 1 : limit; }
+
 interface CpuSample { runnable: number; busy: number; steal: number; total: number }
 
 function sample(): CpuSample | undefined {

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ThreadTuner, cpuLimit, idleCores, startThreads } from '../../drivers/batched/threads.js';
+import { ThreadTuner, cpuLimit, idleCores, startThreads, threadCap } from '../../drivers/batched/threads.js';
 
 /**
  * Drive a tuner through simulated decode steps: `rate(threads)` is tokens per ms of decode for 8
@@ -71,6 +71,15 @@ t.test('with no idle core the tuner does not probe more threads (a probe would o
   t.ok(r.share >= 0.99, `${r.share.toFixed(3)} of the best fixed count`);
   const down = new ThreadTuner({ max: 2, start: 2, now: () => clock.now, freeCores: () => 0 });
   t.equal(run(down, clock, 30_000, (n) => (n >= 2 ? 0.02 : 1)).last, 1, 'a count that collapsed is left for fewer');
+});
+
+t.test('a core is left to the swarm beside the engine from four CPUs up', async (t) => {
+  t.equal(threadCap(1), 1);
+  t.equal(threadCap(2), 2);
+  t.equal(threadCap(3), 3);
+  t.equal(threadCap(4), 3);
+  t.equal(threadCap(16), 15);
+  t.ok(threadCap() >= 1 && threadCap() <= cpuLimit());
 });
 
 t.test('idle cores are measured from the moment the reader is made: its first answer already guards a probe', async (t) => {
