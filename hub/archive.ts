@@ -194,7 +194,12 @@ export class ResultsArchive {
         // Inside the try: a new file that cannot be made (a full disk) fails the batch like a write.
         if (this.unlinked()) this.rotate();
         else if (this.size >= this.rotateBytes) this.rotateOrStay();
-        for (const piece of this.out.pieces(recs.map(encodeLine), starts)) { await io.write(this.fd, piece); written += piece.length; }
+        const lines = recs.map(encodeLine);
+        // Room first: the archive stays under its bound on disk while this batch is written too.
+        let incoming = 0;
+        for (const l of lines) incoming += Buffer.byteLength(l) + 1;
+        this.prune(Date.now(), incoming);
+        for (const piece of this.out.pieces(lines, starts)) { await io.write(this.fd, piece); written += piece.length; }
         await io.fsync(this.fd);
       } catch (e) {
         try { await io.ftruncate(this.fd, this.size); } catch { /* the next open cuts the torn line */ }
@@ -235,19 +240,20 @@ export class ResultsArchive {
   }
 
   /**
-   * Remove the oldest whole files while the archive is over its bound: more bytes than `max_bytes`,
+   * Remove the oldest whole files while the archive is over its bound: more bytes than `max_bytes`
+   * (with `incoming`, a batch about to be written),
    * or a file last written longer than `max_age_ms` ago; never the file being written. Synchronous
    * and cheap (an unlink per file, normally none: the sizes and times are kept in memory). A removal
    * that fails (permissions, an immutable file) stops the pass: the file stays, counted and
    * reported, and the next try waits PRUNE_RETRY_MS; the archive goes on being written.
    */
-  prune(now = Date.now()): number {
+  prune(now = Date.now(), incoming = 0): number {
     const { bytes: maxBytes, ageMs } = this.bound;
     if ((!maxBytes && !ageMs) || now < this.pruneAfter) return 0;
     let n = 0;
     while (this.kept.length > 1) {
       const old = this.kept[0]!;
-      const over = (maxBytes > 0 && this.stats.bytes > maxBytes) || (ageMs > 0 && old.at < now - ageMs);
+      const over = (maxBytes > 0 && this.stats.bytes + incoming > maxBytes) || (ageMs > 0 && old.at < now - ageMs);
       if (!over || old.n === this.file) break;
       try { fs.unlinkSync(path.join(this.dir, fileName(old.n))); this.stats.last_prune_error = undefined; } catch (e) {
         if ((e as NodeJS.ErrnoException).code !== 'ENOENT') {

@@ -1,7 +1,8 @@
 import t, { type Test } from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
-import { api, swarm, tempDir } from '../helpers/cli.js';
+import { spawnSync } from 'node:child_process';
+import { CLI, api, swarm, tempDir } from '../helpers/cli.js';
 import { archiveDir, archiveFiles } from '../../hub/archive.js';
 
 /**
@@ -85,4 +86,56 @@ t.test('swarm up and swarm hub refuse a bad --archive-max: SWARM_ERR_CONFIG, exi
       t.equal(r.stderr.split('SWARM_ERR_CONFIG').length, 2, 'the code is named once');
     }
   }
+});
+
+const NOBODY = 65534;
+const setpriv = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => fs.existsSync(p));
+const root = process.getuid?.() === 0;
+/** `swarm ARGS` as uid nobody when root (chmod binds no root process), else as this user. */
+function asHubUser(args: string[]) {
+  if (!root) return swarm(args, { timeoutMs: 60_000 });
+  const r = spawnSync(setpriv!, [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '/usr/bin/env', '-u', 'NODE_OPTIONS', process.execPath, CLI, ...args], { encoding: 'utf8', timeout: 60_000 });
+  return { code: r.status, stderr: r.stderr, stdout: r.stdout };
+}
+
+t.test('a read-only results folder (chmod): nothing removed or begun there, the hub goes on archiving, and catches up once writable', { skip: root && !setpriv ? 'needs setpriv (util-linux) to run the hub as another user' : false }, async (t) => {
+  const base = tempDir(t);
+  fs.chmodSync(base, 0o755);
+  const dir = path.join(base, 'state');
+  fs.mkdirSync(dir, { mode: 0o700 });
+  if (root) fs.chownSync(dir, NOBODY, NOBODY);
+  const r = asHubUser(['up', '-d', '--driver', 'echo', '--agents', '2', '--archive-max', '1MiB', '--retain', '1h,100', '--state-dir', dir]);
+  t.equal(r.code, 0, r.stderr);
+  t.teardown(() => { try { fs.chmodSync(archiveDir(dir), 0o700); } catch { /* gone */ } asHubUser(['down', '--state-dir', dir]); });
+  const run = async (from: number, n: number) => {
+    const batch = Array.from({ length: n }, (_, i) => `ro-${from + i}`);
+    for (let i = 0; i < n; i += 500) await api(dir, 'POST', '/tasks', { tasks: batch.slice(i, i + 500).map((id) => ({ id, prompt: prompt(id) })) });
+    const w = await api<{ complete: boolean; tasks: View[] }>(dir, 'POST', '/wait', { ids: batch, timeout_ms: 60_000 });
+    const bad = w.tasks.filter((v) => !(v.state === 'done' && v.text === `echo: ${prompt(v.id)}`));
+    if (!w.complete || bad.length) t.comment(JSON.stringify({ complete: w.complete, bad: bad.length, first: bad[0], w: w.complete === undefined ? w : undefined }).slice(0, 600));
+    return w.complete && !bad.length;
+  };
+  const status = () => (JSON.parse(swarm(['status', '--json', '--state-dir', dir]).stdout) as any).journal.retention;
+  const settle = async (ok: (s: any) => boolean) => { const end = Date.now() + 20_000; while (!ok(status()) && Date.now() < end) await new Promise((res) => setTimeout(res, 200)); return status(); };
+  // 1,000: the bound (1 MiB, about 1,900 of these) keeps them all, so each is read back.
+  t.ok(await run(0, 1000), '1,000 tasks done');
+  await settle((s) => s.hot_finished <= 100);
+  const files = archiveFiles(archiveDir(dir)).map(([, f]) => f);
+  fs.chmodSync(archiveDir(dir), 0o500);
+
+  t.ok(await run(1000, 4000), 'with the folder read-only: 4,000 more done, each with its result');
+  const ro = await settle((s) => s.hot_finished <= 100);
+  t.ok(ro.hot_finished <= 100, `eviction went on: ${ro.hot_finished} finished hot, ${ro.evicted} archived`);
+  t.ok(ro.archive.prune_errors >= 1, `${ro.archive.prune_errors} prune errors: ${ro.archive.last_prune_error}`);
+  t.match(ro.archive.last_prune_error, /EACCES/);
+  t.ok(files.every((f) => fs.existsSync(f)), 'nothing removed');
+  t.equal(ro.last_error, undefined, 'no eviction pass failed');
+  t.match(await api<View>(dir, 'GET', '/tasks/ro-4000'), { state: 'done', text: `echo: ${prompt('ro-4000')}` }, 'a task archived meanwhile reads back');
+
+  fs.chmodSync(archiveDir(dir), 0o700);
+  t.ok(await run(5000, 1000), 'writable again: 1,000 more done');
+  const back = await settle((s) => s.archive.bytes <= 2 ** 20);
+  t.ok(back.archive.bytes <= 2 ** 20 && diskBytes(dir) <= 2 ** 20, `back under the bound: ${diskBytes(dir)} bytes on disk`);
+  t.match(await api<View>(dir, 'GET', '/tasks/ro-0'), { state: 'failed', error: { code: 'SWARM_ERR_RESULT_PRUNED' } }, 'the oldest pruned');
+  t.equal(asHubUser(['down', '--state-dir', dir]).code, 0);
 });
