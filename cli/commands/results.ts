@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { SwarmError } from '../../protocol/errors.js';
 import { readArchive } from '../../hub/archive-read.js';
-import { archiveDir } from '../../hub/archive.js';
+import { archiveDir, archiveFiles } from '../../hub/archive.js';
 import { parseDuration } from '../../hub/retention.js';
 import { fail } from '../exit.js';
 import { stateDir } from '../state.js';
@@ -44,6 +44,9 @@ export function registerResults(program: Command): void {
           if (out.length > 64 * 1024) flush();
         });
         flush();
+        // The files start past the first: the older ones were pruned (--archive-max) or removed by hand.
+        const first = archiveFiles(archiveDir(dir))[0]?.[0];
+        if (first !== undefined && first > 1) process.stderr.write(`swarm: note: results archived before results-${String(first).padStart(6, '0')}.ndjson were pruned (--archive-max) and are not shown\n`);
         if (rep.damaged) process.stderr.write(`swarm: warning: ${rep.damaged} damaged archive line(s) skipped in ${archiveDir(dir)}\n`);
         if (!o.json && n === 0) process.stderr.write(`no archived results${ids ? ' for those ids' : ''}${since !== undefined ? ' since then' : ''} in ${archiveDir(dir)} (tasks inside the --retain horizon are still hot: swarm status, GET /tasks/<id>)\n`);
         if (ids && n === 0) process.exitCode = 1;

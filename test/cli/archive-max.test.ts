@@ -71,7 +71,9 @@ t.test('swarm up --archive-max: bounded on disk, reported, pruned tasks answered
   t.equal(r.code, 0, r.stderr);
   const after = await check(t, dir);
   t.same(after, before, 'after a restart: every id answered as before (lost 0)');
-  const results = swarm(['results', '--json', '--state-dir', dir]).stdout.trim().split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { id: string }).id);
+  const res = swarm(['results', '--json', '--state-dir', dir]);
+  t.match(res.stderr, /note: results archived before results-\d{6}\.ndjson were pruned \(--archive-max\)/, 'swarm results says older results were pruned');
+  const results = res.stdout.trim().split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { id: string }).id);
   t.equal(new Set(results).size, results.length, `archived ${results.length}, none twice (duplicated 0)`);
   t.equal((await api<{ tasks: { queued: number } }>(dir, 'GET', '/status')).tasks.queued, 0, 'nothing runs again');
   t.equal(swarm(['down', '--state-dir', dir]).code, 0);

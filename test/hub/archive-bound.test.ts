@@ -6,6 +6,7 @@ import { TaskStore, type StoreOptions } from '../../hub/store.js';
 import { readArchive } from '../../hub/archive-read.js';
 import { archiveDir, archiveFiles } from '../../hub/archive.js';
 import { parseArchiveMax, archiveMaxString, rotateBytesFor } from '../../hub/archive-bound.js';
+import { nodeResult } from '../../hub/runs.js';
 import { tempDir } from '../helpers/cli.js';
 
 /**
@@ -85,6 +86,8 @@ t.test('the archive stays under its bound: oldest files removed, the current one
   t.match(again!.record, { state: 'failed', error: { code: 'SWARM_ERR_RESULT_PRUNED' } });
   t.equal(s.queue.counts().queued, 0, 'and does not run again');
   t.equal(await s.complete(idOf(1), { text: 'late', worker: 'x', attempt: 1 }), 'duplicate', 'a late result for a pruned id is a duplicate');
+  // A resumed topology run resubmits its nodes: a pruned one is a failed node, not an empty answer.
+  t.match(nodeResult(again!.record), { ok: false, text: '', error: { code: 'SWARM_ERR_RESULT_PRUNED' } }, 'a resumed run sees the node failed, SWARM_ERR_RESULT_PRUNED');
   const before = account(t, s, dir, ids);
   t.ok(before.pruned > 1000, `${before.pruned} pruned, ${before.archived} archived, ${before.hot} hot`);
   await s.close();
