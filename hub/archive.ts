@@ -53,7 +53,8 @@ export interface ArchiveStats {
 
 /** After a removal failed, the next try waits this long (a failing unlink is not retried every batch). */
 const PRUNE_RETRY_MS = 10_000;
-const NAME = /^results-(\d{6})\.ndjson$/;
+/** Six digits or more: a small bound's files (128 KiB at 1 MiB) can pass results-999999 in days at a busy hub. */
+const NAME = /^results-(\d{6,})\.ndjson$/;
 
 export const archiveDir = (stateDir: string): string => path.join(stateDir, 'results');
 const fileName = (n: number): string => `results-${String(n).padStart(6, '0')}.ndjson`;

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { TaskStore, type StoreOptions } from '../../hub/store.js';
 import { readArchive } from '../../hub/archive-read.js';
-import { archiveDir, archiveFiles } from '../../hub/archive.js';
+import { ResultsArchive, archiveDir, archiveFiles, type ArchivedTask } from '../../hub/archive.js';
 import { parseArchiveMax, archiveMaxString, rotateBytesFor } from '../../hub/archive-bound.js';
 import { nodeResult } from '../../hub/runs.js';
 import { tempDir } from '../helpers/cli.js';
@@ -169,4 +169,22 @@ t.test('--archive-max parses sizes and ages; bad values are SWARM_ERR_CONFIG', a
   for (const bad of ['', ',', '0', '2', '-1GiB', '512KiB', 'lots', '1GiB,0', '1GiB,soon', '1GiB,367d', '1GiB,1d,3', '2PiB', '9999999TB']) t.throws(() => parseArchiveMax(bad), { code: 'SWARM_ERR_CONFIG' }, JSON.stringify(bad));
   t.equal(rotateBytesFor({ bytes: 2 * 2 ** 30, ageMs: 0 }), 64 * 2 ** 20, '2 GiB: 64 MiB files');
   t.equal(rotateBytesFor({ bytes: 2 ** 20, ageMs: 0 }), 128 * 1024, '1 MiB: 128 KiB files');
+});
+
+t.test('files past results-999999 are listed, pruned and reopened like the rest', async (t) => {
+  const dir = tempDir(t);
+  fs.mkdirSync(archiveDir(dir), { recursive: true });
+  fs.writeFileSync(path.join(archiveDir(dir), 'results-999998.ndjson'), '');
+  const line = (i: number): ArchivedTask => ({ t: 'archived', id: idOf(i), state: 'done', spec: { id: idOf(i), prompt: 'x'.repeat(300), priority: 0 }, attempts: 1, submitted_at: 1, finished_at: 2, evicted_at: 3, result: { text: 'y', worker: 'w', attempt: 1 } });
+  let a = ResultsArchive.open(dir, 1024, { bytes: 4096, ageMs: 0 });
+  for (let i = 0; i < 20; i++) await a.append([line(i), line(i + 100)]);
+  a.close();
+  const files = archiveFiles(archiveDir(dir)).map(([n]) => n);
+  t.ok(files.at(-1)! >= 1_000_005, `numbered past 999999: ${files.join(', ')}`);
+  t.ok(files.length <= 5, 'and pruned there as before');
+  a = ResultsArchive.open(dir, 1024, { bytes: 4096, ageMs: 0 });
+  t.equal(a.position.file, files.at(-1), 'a restart appends to the newest, not to results-999999');
+  const at = await a.append([line(500)]);
+  t.equal(a.read(at.file, at.offsets[0]!)?.id, idOf(500), 'and reads it back');
+  a.close();
 });
