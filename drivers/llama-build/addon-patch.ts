@@ -4,15 +4,17 @@
  * runs of consecutive sequence ids (a few busy agents among idle ones cost a pass over the weights
  * each), and copying a prompt prefix between sequences copies a whole stream. The patch reads a
  * `kvUnified` option of the context; without it the addon behaves as the prebuilt one. Second, a
- * method that decodes a batch and samples it in one native call (addon-fused-step.ts).
+ * method that decodes a batch and samples it in one native call (addon-fused-step.ts). Third, a
+ * threadpool that outlives the decode steps (addon-threadpool.ts).
  */
 import { patchFusedStep, patchFusedStepHeader } from './addon-fused-step.js';
+import { patchThreadpool, patchThreadpoolHeader } from './addon-threadpool.js';
 
 /** Names the patch in the cache key: another patch is another cache entry. */
-export const ADDON_PATCH_ID = 'kvUnified-option-1+fused-step-2';
+export const ADDON_PATCH_ID = 'kvUnified-option-1+fused-step-2+threadpool-2';
 
 /** What the patched addon offers beyond node-llama-cpp's own (BUILD_INFO.json's `options`). */
-export const ADDON_EXTRAS = ['kvUnified', 'decodeBatchAndSample', 'decodeBatchAndSampleSync'];
+export const ADDON_EXTRAS = ['kvUnified', 'decodeBatchAndSample', 'decodeBatchAndSampleSync', 'threadpool'];
 
 const ANCHOR = '        if (options.Has("sequences")) {';
 const READ = [
@@ -28,12 +30,12 @@ const READ = [
  * source no longer looks as expected. Its header needs patchAddonContextHeader.
  */
 export function patchAddonContext(source: string): string {
-  return patchFusedStep(readKvUnified(source));
+  return patchThreadpool(patchFusedStep(readKvUnified(source)));
 }
 
 /** AddonContext.h with the fused step declared. */
 export function patchAddonContextHeader(source: string): string {
-  return patchFusedStepHeader(source);
+  return patchThreadpoolHeader(patchFusedStepHeader(source));
 }
 
 function readKvUnified(source: string): string {

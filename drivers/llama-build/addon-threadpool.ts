@@ -1,0 +1,108 @@
+/**
+ * A third change to node-llama-cpp's addon source: the context decodes on a threadpool that lives as
+ * long as its thread count, attached with llama_attach_threadpool, as llama-server's common init does.
+ *
+ * As shipped, the addon attaches none, and ggml's CPU backend built without OpenMP (node-llama-cpp's
+ * CPU variants are) then makes a disposable pool for every graph: each decode step creates its
+ * threads and joins them (seen from /proc/PID/task: a thread id more per step at two threads). A
+ * created thread is a new task to the scheduler and waits behind what already runs there; a pool's
+ * worker that polled and then slept on its condition is woken as a running task is. The bare
+ * llama-server it is measured against runs OpenMP's persistent team.
+ *
+ * The pool is made with the context and again when setThreads changes the count (the old one freed once
+ * the new one is attached), and freed after the context. Its functions live in the CPU backend, which
+ * the addon loads at run time (GGML_BACKEND_DL): they are found through the backend registry, and where
+ * they are not the context keeps ggml's disposable pools.
+ */
+
+const MEMBERS_AT = '        bool disposed = false;\n        bool memoryDisposed = false;\n';
+const MEMBERS = [
+  '        // A threadpool of our own (addon-threadpool.ts): made by SetThreads, freed after the context.',
+  '        ggml_threadpool_t swarmThreadpool = nullptr;',
+  '        int32_t swarmThreadpoolThreads = 0;',
+  '        void (*swarmThreadpoolFree)(ggml_threadpool_t) = nullptr;',
+  '        void swarmAttachThreadpool(int32_t threads);',
+  '',
+].join('\n');
+
+const FREE_AT = '        llama_free(currentCtx);\n';
+const FREE = [
+  '        llama_free(currentCtx);',
+  '        if (swarmThreadpool != nullptr && swarmThreadpoolFree != nullptr) {',
+  '            swarmThreadpoolFree(swarmThreadpool);',
+  '        }',
+  '        swarmThreadpool = nullptr;',
+  '        swarmThreadpoolThreads = 0;',
+  '',
+].join('\n');
+
+const SET_AT = '        llama_set_n_threads(ctx, resolvedThreads, resolvedThreads);\n    }\n';
+const SET = '        llama_set_n_threads(ctx, resolvedThreads, resolvedThreads);\n    }\n    swarmAttachThreadpool(resolvedThreads);\n';
+
+// The context's first pool, where it is made: the engine's own decode loop with a fixed count never
+// calls setThreads.
+const INIT_AT = '                context->contextLoaded = context->ctx != nullptr;\n';
+const INIT = INIT_AT + '                if (context->contextLoaded) {\n                    context->swarmAttachThreadpool(context->context_params.n_threads);\n                }\n';
+
+const DEFINE_AT = 'Napi::Value AddonContext::SetThreads(const Napi::CallbackInfo& info) {';
+const DEFINE = String.raw`// A pool that outlives the decode steps (addon-threadpool.ts); the old one is freed once the new one
+// is attached. Nothing changes where the CPU backend does not offer the functions.
+void AddonContext::swarmAttachThreadpool(int32_t threads) {
+    if (ctx == nullptr || threads < 1) {
+        return;
+    }
+    if (swarmThreadpool != nullptr && swarmThreadpoolThreads == threads) {
+        return;
+    }
+    ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    if (cpu == nullptr) {
+        return;
+    }
+    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(cpu);
+    auto make = (ggml_threadpool_t (*)(struct ggml_threadpool_params*)) ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new");
+    auto release = (void (*)(ggml_threadpool_t)) ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free");
+    if (make == nullptr || release == nullptr) {
+        return;
+    }
+    struct ggml_threadpool_params params = ggml_threadpool_params_default(threads);
+    ggml_threadpool_t pool = make(&params);
+    if (pool == nullptr) {
+        return;
+    }
+    llama_attach_threadpool(ctx, pool, nullptr);
+    if (swarmThreadpool != nullptr && swarmThreadpoolFree != nullptr) {
+        swarmThreadpoolFree(swarmThreadpool);
+    }
+    swarmThreadpool = pool;
+    swarmThreadpoolThreads = threads;
+    swarmThreadpoolFree = release;
+}
+
+`;
+
+function once(source: string, anchor: string, file: string): number {
+  const at = source.indexOf(anchor);
+  if (at < 0 || source.indexOf(anchor, at + 1) >= 0) throw new Error(`${file}: the place the threadpool patch goes was not found exactly once: this node-llama-cpp is not the one the patch was written for`);
+  return at;
+}
+
+/** AddonContext.cpp with the pool made in setThreads and freed after the context (unchanged when it already is). */
+export function patchThreadpool(source: string): string {
+  if (source.includes('AddonContext::swarmAttachThreadpool')) return source;
+  let s = source;
+  let at = once(s, FREE_AT, 'AddonContext.cpp');
+  s = s.slice(0, at) + FREE + s.slice(at + FREE_AT.length);
+  at = once(s, SET_AT, 'AddonContext.cpp');
+  s = s.slice(0, at) + SET + s.slice(at + SET_AT.length);
+  at = once(s, INIT_AT, 'AddonContext.cpp');
+  s = s.slice(0, at) + INIT + s.slice(at + INIT_AT.length);
+  at = once(s, DEFINE_AT, 'AddonContext.cpp');
+  return s.slice(0, at) + DEFINE + s.slice(at);
+}
+
+/** AddonContext.h with the pool's members declared (unchanged when they already are). */
+export function patchThreadpoolHeader(source: string): string {
+  if (source.includes('swarmThreadpool')) return source;
+  const at = once(source, MEMBERS_AT, 'AddonContext.h');
+  return source.slice(0, at) + MEMBERS + source.slice(at);
+}
