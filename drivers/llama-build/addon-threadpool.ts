@@ -15,6 +15,15 @@
  * they are not the context keeps ggml's disposable pools.
  */
 
+/**
+ * How long a pool's workers poll for the next graph before they sleep (ggml's 0-100; llama.cpp's own
+ * tools use 50, about 6.5M pause loops). On 2 cores beside 2 busy processes, a two-thread engine's
+ * 1,536 tokens took 8.9-9.1 s polling at 50 where the pool that sleeps at once (0) took 15.9-16.3 s and
+ * a pool per graph 16.4-24.3 s: a sleeping worker waits for a slice to wake. With no such load the wall
+ * was the same all three ways and polling cost 10-40% more CPU. SWARM_THREADPOOL_POLL overrides it.
+ */
+export const THREADPOOL_POLL = 50;
+
 const MEMBERS_AT = '        bool disposed = false;\n        bool memoryDisposed = false;\n';
 const MEMBERS = [
   '        // A threadpool of our own (addon-threadpool.ts): made by SetThreads, freed after the context.',
@@ -45,7 +54,8 @@ const INIT_AT = '                context->contextLoaded = context->ctx != nullpt
 const INIT = INIT_AT + '                if (context->contextLoaded) {\n                    context->swarmAttachThreadpool(context->context_params.n_threads);\n                }\n';
 
 const DEFINE_AT = 'Napi::Value AddonContext::SetThreads(const Napi::CallbackInfo& info) {';
-const DEFINE = String.raw`// A pool that outlives the decode steps (addon-threadpool.ts); the old one is freed once the new one
+const DEFINE = String.raw`#include <cstdlib>
+// A pool that outlives the decode steps (addon-threadpool.ts); the old one is freed once the new one
 // is attached. Nothing changes where the CPU backend does not offer the functions.
 void AddonContext::swarmAttachThreadpool(int32_t threads) {
     if (ctx == nullptr || threads < 1) {
@@ -65,6 +75,11 @@ void AddonContext::swarmAttachThreadpool(int32_t threads) {
         return;
     }
     struct ggml_threadpool_params params = ggml_threadpool_params_default(threads);
+    params.poll = ${THREADPOOL_POLL};
+    const char* poll = std::getenv("SWARM_THREADPOOL_POLL");
+    if (poll != nullptr && *poll >= '0' && *poll <= '9') {
+        params.poll = (uint32_t) std::min(100L, std::strtol(poll, nullptr, 10));
+    }
     ggml_threadpool_t pool = make(&params);
     if (pool == nullptr) {
         return;
