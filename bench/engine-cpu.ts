@@ -11,7 +11,9 @@
  * first few thousand tokens, which a long-lived engine does not pay.
  * Modes: `bare`, `bare -kvu`, each also with `-fa off` (all of them unless some are named; the best is the bar), and the
  * batched engine with node-llama-cpp's decode loop or its own (`library …`, `direct …`), unified or a
- * stream per sequence (`… unified`, `… streams`); `direct unified fa off` fixes flash attention off.
+ * stream per sequence (`… unified`, `… streams`); `direct unified fa off` fixes flash attention off;
+ * `direct streams alt` loads the addon directory SWARM_BENCH_ALT_ADDON names (e.g. a copy with another
+ * build's ggml CPU backend). Each run records the CPU backend library the process mapped (`cpu_backend`).
  * Run: `node dist/bench/engine-cpu.js [MODEL] [N] [R] [THREADS] [ROUNDS] [MODE,…]`; appends to
  * bench/results/engine-cpu.jsonl.
  */
@@ -41,11 +43,19 @@ const allModes: Record<string, () => Promise<EngineSet>> = {
   'direct streams': engine({ loop: 'direct', kv_unified: '0' }),
   // Flash attention fixed off (auto decides from the head size and the KV layout: drivers/batched/flash-attn.ts).
   'direct unified fa off': engine({ loop: 'direct', flash_attn: 'off' }),
+  // The same engine on another addon directory (SWARM_BENCH_ALT_ADDON, read as SWARM_ADDON by the
+  // engine it starts): e.g. one whose ggml CPU backends are another build's, side by side with this one.
+  'direct streams alt': async () => {
+    const was = process.env.SWARM_ADDON;
+    process.env.SWARM_ADDON = process.env.SWARM_BENCH_ALT_ADDON ?? 'prebuilt';
+    try { return await engine({ loop: 'direct', kv_unified: '0' })(); } finally { if (was === undefined) delete process.env.SWARM_ADDON; else process.env.SWARM_ADDON = was; }
+  },
 };
 // Every bare server runs unless some are named: the best of them is the bar.
 const picked = pick?.split(',');
 const pickedBare = picked?.some((m) => m.startsWith('bare'));
-const modes = Object.fromEntries(Object.entries(allModes).filter(([m]) => !picked || picked.includes(m) || (m.startsWith('bare') && !pickedBare)));
+// `direct streams alt` runs only when named: it needs SWARM_BENCH_ALT_ADDON to mean anything.
+const modes = Object.fromEntries(Object.entries(allModes).filter(([m]) => (!picked && m !== 'direct streams alt') || picked?.includes(m) || (m.startsWith('bare') && !pickedBare)));
 
 const WARM_TOKENS = 3072;
 
@@ -59,7 +69,12 @@ function split(pid: number, before: Map<number, number>, tokens: number): { main
   return { main: us(main), busiest: us(others[0] ?? 0), rest: us(others.slice(1).reduce((a, b) => a + b, 0)) };
 }
 
-const runs: { mode: string; round: number; tokens_per_s: number; tokens_per_cpu_s: number; load_1m: number; us_per_token: { main: number; busiest: number; rest: number } }[] = [];
+/** The ggml CPU backend library the process mapped (which variant, from which build), for the record. */
+function cpuBackend(pid: number): string | undefined {
+  try { return /\S*libggml-cpu[-\w]*\.so\S*/.exec(fs.readFileSync(`/proc/${pid}/maps`, 'utf8'))?.[0]; } catch { return undefined; }
+}
+
+const runs: { mode: string; round: number; tokens_per_s: number; tokens_per_cpu_s: number; load_1m: number; us_per_token: { main: number; busiest: number; rest: number }; cpu_backend?: string }[] = [];
 for (let round = 0; round < ROUNDS; round++) {
   for (const [mode, start] of Object.entries(modes)) {
     const set = await start();
@@ -69,7 +84,7 @@ for (let round = 0; round < ROUNDS; round++) {
       const pid = set.pids()[0]!;
       const before = threadCpuSeconds(pid);
       const res = await runLoad(set, R, 64);
-      runs.push({ mode, round, tokens_per_s: res.tokens_per_s, tokens_per_cpu_s: res.tokens_per_cpu_s, load_1m, us_per_token: split(pid, before, res.tokens) });
+      runs.push({ mode, round, tokens_per_s: res.tokens_per_s, tokens_per_cpu_s: res.tokens_per_cpu_s, load_1m, us_per_token: split(pid, before, res.tokens), cpu_backend: cpuBackend(pid) });
       console.error(JSON.stringify(runs[runs.length - 1]));
     } finally { await set.stop(); }
   }

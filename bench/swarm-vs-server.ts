@@ -9,8 +9,8 @@
  * stream per sequence, `kv_unified=0`), `batched-unified` (one KV cache, `kv_unified=1`; `batched` runs what `kv_unified=auto` resolves), `batched-fa-on`, `batched-fa-off` (flash attention fixed, where `batched` runs
  * what `flash_attn=auto` resolves), `batched-direct`, `batched-library` (the engine's own decode
  * loop or node-llama-cpp's, `loop=`; `-streams` after either: `kv_unified=0` too), `shared`, `per-worker`,
- * and `base`: the batched default of another build (SWARM_BENCH_BASE=its checkout, e.g. main's), so a
- * change and what it replaces meet the same neighbours in one run.
+ * and `base`: the batched default of another build (SWARM_BENCH_BASE=its checkout, e.g. main's; SWARM_BENCH_BASE_ADDON=an
+ * addon directory its engine loads instead of the cache entry), so a change and what it replaces meet the same neighbours in one run.
  * `loaded` as the sixth argument runs everything beside as many busy processes as cores, each in a
  * session of its own (engine-load.ts busyLoad: with the kernel's autogroup a session is one scheduling
  * entity), as a user's `swarm up` runs the hub, workers and engine (each detached) and a user runs
@@ -23,7 +23,8 @@
  * of the fastest bare row so far stops after 5 s, `cut_short`; `--submit`: the swarm's measured tasks go in through
  * the control API from inside the bench, as the bare rows are driven, or `cli` through a `swarm submit --wait`
  * command whose own start then counts, as it did before; each swarm row says where its wall time went around
- * its tasks: `before_first_task_s`, `tasks_span_s`, `after_last_task_s`). Prints one JSON line per row as it ends (stdout), then the run's line, which it
+ * its tasks: `before_first_task_s`, `tasks_span_s`, `after_last_task_s`, and the engine's own CPU: `engine_cpu_s`,
+ * `engine_tokens_per_cpu_s`; the rest of `cpu_s` is the hub's and the workers'). Prints one JSON line per row as it ends (stdout), then the run's line, which it
  * also appends to FILE (default bench/results/swarm-vs-server.jsonl): the load average, which mode
  * `swarm up` uses by default, which node-llama-cpp addon the batched engine loads. Needs at run time
  * only node, dist/ and the package's dependencies (no devDependencies, no tsc, no ../shared).
@@ -86,13 +87,20 @@ function swarmAt(args: string[], input?: string, cli = CLI, env: Record<string, 
  * the state dir on its command line). On a shared, busy machine tokens per CPU-second is the fairer
  * figure: wall-clock rates follow the other sessions' load.
  */
-function swarmCpu(dir: string): number {
-  let s = 0;
+function swarmCpu(dir: string): { all: number; engine: number } {
+  let all = 0, engine = 0;
   for (const p of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(p)) continue;
-    try { if (fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(dir)) s += cpuSeconds(Number(p)); } catch { /* gone */ }
+    try {
+      const cmd = fs.readFileSync(`/proc/${p}/cmdline`, 'utf8');
+      if (!cmd.includes(dir)) continue;
+      const s = cpuSeconds(Number(p));
+      all += s;
+      // The batched engine's host (drivers/batched/host.js): the rest is the hub and the workers.
+      if (cmd.includes(`batched${path.sep}host`)) engine += s;
+    } catch { /* gone */ }
   }
-  return s;
+  return { all, engine };
 }
 
 /** Tokens/s of N*R tasks through a running swarm (submit to last result), from the receipts. */
@@ -120,7 +128,7 @@ async function throughSwarm(engine: string, extra: string[], label: string, cli 
       : await submitAndWait(dir, lines('run', n * reqs).split('\n').map((l) => JSON.parse(l) as Record<string, unknown>));
     const wall = (performance.now() - t0) / 1000;
     const e1 = Date.now();
-    const cpu = swarmCpu(dir) - cpu0;
+    const cpu1 = swarmCpu(dir), cpu = cpu1.all - cpu0.all, engineCpu = cpu1.engine - cpu0.engine;
     const tokens = res.tasks.reduce((a, x) => a + (x.receipt?.tokens_out ?? 0), 0);
     // Where the wall time went around the tasks themselves: from the submit command's start to the
     // first task's start (the command's own start-up, the submission, its journaling, the first
@@ -128,7 +136,7 @@ async function throughSwarm(engine: string, extra: string[], label: string, cli 
     const starts = res.tasks.map((x) => x.receipt?.started_at).filter((x): x is number => x !== undefined);
     const ends = res.tasks.map((x) => x.receipt?.finished_at).filter((x): x is number => x !== undefined);
     const around = starts.length && ends.length ? { before_first_task_s: +((Math.min(...starts) - e0) / 1000).toFixed(3), tasks_span_s: +((Math.max(...ends) - Math.min(...starts)) / 1000).toFixed(3), after_last_task_s: +((e1 - Math.max(...ends)) / 1000).toFixed(3) } : {};
-    return { mode: label, submit: submitBy, ready_ms: ready.ready_ms, done: res.tasks.filter((x) => x.state === 'done').length, tokens, wall_s: +wall.toFixed(2), tokens_per_s: Math.round(tokens / wall), ...around, cpu_s: +cpu.toFixed(2), tokens_per_cpu_s: Math.round(tokens / cpu), load_avg_1m_before: load, engine: engineLog };
+    return { mode: label, submit: submitBy, ready_ms: ready.ready_ms, done: res.tasks.filter((x) => x.state === 'done').length, tokens, wall_s: +wall.toFixed(2), tokens_per_s: Math.round(tokens / wall), ...around, cpu_s: +cpu.toFixed(2), tokens_per_cpu_s: Math.round(tokens / cpu), engine_cpu_s: +engineCpu.toFixed(2), engine_tokens_per_cpu_s: engineCpu > 0 ? Math.round(tokens / engineCpu) : null, load_avg_1m_before: load, engine: engineLog };
   } finally {
     swarm(['down', '--state-dir', dir]);
     try {
@@ -180,7 +188,10 @@ for (const m of modes) {
   else if (m === 'base') {
     const base = process.env.SWARM_BENCH_BASE;
     if (!base) throw new Error('mode base needs SWARM_BENCH_BASE=<another checkout, built>');
-    rows.push(await throughSwarm('batched', ['--driver-opt', `ctx=${CTX}`], `base batched (${base})`, path.join(base, 'dist/cli/main.js')));
+    // SWARM_BENCH_BASE_ADDON: the base build's engine loads that addon directory (SWARM_ADDON), e.g. a
+    // copy of the cache entry before a change to what `engine build --addon` installs.
+    const baseAddon = process.env.SWARM_BENCH_BASE_ADDON;
+    rows.push(await throughSwarm('batched', ['--driver-opt', `ctx=${CTX}`], `base batched (${base}${baseAddon ? `, addon ${baseAddon}` : ''})`, path.join(base, 'dist/cli/main.js'), baseAddon ? { SWARM_ADDON: baseAddon } : {}));
   } else if (m === 'shared') rows.push(await throughSwarm('shared', [], 'swarm shared llama-server'));
   else if (m === 'per-worker') rows.push(await throughSwarm('per-worker', ['--driver-opt', `ctx=${CTX}`], 'swarm per-worker embedded'));
   process.stdout.write(JSON.stringify({ row: rows[rows.length - 1], load_avg: os.loadavg() }) + '\n');
