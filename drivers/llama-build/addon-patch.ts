@@ -11,7 +11,7 @@ import { patchFusedStep, patchFusedStepHeader } from './addon-fused-step.js';
 import { patchThreadpool, patchThreadpoolHeader } from './addon-threadpool.js';
 
 /** Names the patch in the cache key: another patch is another cache entry. */
-export const ADDON_PATCH_ID = 'kvUnified-option-1+fused-step-2+threadpool-4';
+export const ADDON_PATCH_ID = 'kvUnified-option-1+fused-step-2+threadpool-5';
 
 /** What the patched addon offers beyond node-llama-cpp's own (BUILD_INFO.json's `options`). */
 export const ADDON_EXTRAS = ['kvUnified', 'decodeBatchAndSample', 'decodeBatchAndSampleSync', 'threadpool'];

@@ -9,8 +9,8 @@
  * worker that polled and then slept on its condition is woken as a running task is. The bare
  * llama-server it is measured against runs OpenMP's persistent team.
  *
- * The pool is made with the context and again when setThreads changes the count (the old one freed once
- * the new one is attached), and freed after the context. Its functions live in the CPU backend, which
+ * A pool is made with the context and for each new count setThreads sets; each is kept (ggml pauses the
+ * one switched away from at the next graph) and all are freed after the context. Its functions live in the CPU backend, which
  * the addon loads at run time (GGML_BACKEND_DL): they are found through the backend registry, and where
  * they are not the context keeps ggml's disposable pools.
  */
@@ -24,10 +24,11 @@
  */
 export const THREADPOOL_POLL = 50;
 
+const INCLUDE_AT = '#include <shared_mutex>\n';
 const MEMBERS_AT = '        bool disposed = false;\n        bool memoryDisposed = false;\n';
 const MEMBERS = [
-  '        // A threadpool of our own (addon-threadpool.ts): made by SetThreads, freed after the context.',
-  '        ggml_threadpool_t swarmThreadpool = nullptr;',
+  '        // Threadpools of our own (addon-threadpool.ts), one per thread count used, freed after the context.',
+  '        std::vector<std::pair<int32_t, ggml_threadpool_t>> swarmThreadpools;',
   '        int32_t swarmThreadpoolThreads = 0;',
   '        void (*swarmThreadpoolFree)(ggml_threadpool_t) = nullptr;',
   '        void swarmAttachThreadpool(int32_t threads);',
@@ -37,10 +38,12 @@ const MEMBERS = [
 const FREE_AT = '        llama_free(currentCtx);\n';
 const FREE = [
   '        llama_free(currentCtx);',
-  '        if (swarmThreadpool != nullptr && swarmThreadpoolFree != nullptr) {',
-  '            swarmThreadpoolFree(swarmThreadpool);',
+  '        for (auto& pool : swarmThreadpools) {',
+  '            if (swarmThreadpoolFree != nullptr) {',
+  '                swarmThreadpoolFree(pool.second);',
+  '            }',
   '        }',
-  '        swarmThreadpool = nullptr;',
+  '        swarmThreadpools.clear();',
   '        swarmThreadpoolThreads = 0;',
   '',
 ].join('\n');
@@ -55,42 +58,46 @@ const INIT = INIT_AT + '                if (context->contextLoaded) {\n         
 
 const DEFINE_AT = 'Napi::Value AddonContext::SetThreads(const Napi::CallbackInfo& info) {';
 const DEFINE = String.raw`#include <cstdlib>
-// A pool that outlives the decode steps (addon-threadpool.ts); the old one is freed once the new one
-// is attached. Nothing changes where the CPU backend does not offer the functions.
+// The context's pool for this many threads (addon-threadpool.ts), made once per count and kept until
+// the context is freed: ggml's CPU backend pauses the pool it used last when the next graph runs on
+// another, so a pool switched away from is still touched after the switch (freeing it then was a
+// use after free: an assertion in pthread_mutex_lock). The tuner moves among a few counts.
 void AddonContext::swarmAttachThreadpool(int32_t threads) {
-    if (ctx == nullptr || threads < 1) {
+    if (ctx == nullptr || threads < 1 || swarmThreadpoolThreads == threads) {
         return;
     }
-    if (swarmThreadpool != nullptr && swarmThreadpoolThreads == threads) {
-        return;
+    ggml_threadpool_t pool = nullptr;
+    for (auto& kept : swarmThreadpools) {
+        if (kept.first == threads) {
+            pool = kept.second;
+        }
     }
-    ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
-    if (cpu == nullptr) {
-        return;
-    }
-    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(cpu);
-    auto make = (ggml_threadpool_t (*)(struct ggml_threadpool_params*)) ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new");
-    auto release = (void (*)(ggml_threadpool_t)) ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free");
-    if (make == nullptr || release == nullptr) {
-        return;
-    }
-    struct ggml_threadpool_params params = ggml_threadpool_params_default(threads);
-    params.poll = ${THREADPOOL_POLL};
-    const char* poll = std::getenv("SWARM_THREADPOOL_POLL");
-    if (poll != nullptr && *poll >= '0' && *poll <= '9') {
-        params.poll = (uint32_t) std::min(100L, std::strtol(poll, nullptr, 10));
-    }
-    ggml_threadpool_t pool = make(&params);
     if (pool == nullptr) {
-        return;
+        ggml_backend_dev_t cpu = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+        if (cpu == nullptr) {
+            return;
+        }
+        ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(cpu);
+        auto make = (ggml_threadpool_t (*)(struct ggml_threadpool_params*)) ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new");
+        auto release = (void (*)(ggml_threadpool_t)) ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free");
+        if (make == nullptr || release == nullptr) {
+            return;
+        }
+        struct ggml_threadpool_params params = ggml_threadpool_params_default(threads);
+        params.poll = ${THREADPOOL_POLL};
+        const char* poll = std::getenv("SWARM_THREADPOOL_POLL");
+        if (poll != nullptr && *poll >= '0' && *poll <= '9') {
+            params.poll = (uint32_t) std::min(100L, std::strtol(poll, nullptr, 10));
+        }
+        pool = make(&params);
+        if (pool == nullptr) {
+            return;
+        }
+        swarmThreadpoolFree = release;
+        swarmThreadpools.emplace_back(threads, pool);
     }
     llama_attach_threadpool(ctx, pool, nullptr);
-    if (swarmThreadpool != nullptr && swarmThreadpoolFree != nullptr) {
-        swarmThreadpoolFree(swarmThreadpool);
-    }
-    swarmThreadpool = pool;
     swarmThreadpoolThreads = threads;
-    swarmThreadpoolFree = release;
 }
 
 `;
@@ -117,7 +124,9 @@ export function patchThreadpool(source: string): string {
 
 /** AddonContext.h with the pool's members declared (unchanged when they already are). */
 export function patchThreadpoolHeader(source: string): string {
-  if (source.includes('swarmThreadpool')) return source;
+  if (source.includes('swarmThreadpools')) return source;
   const at = once(source, MEMBERS_AT, 'AddonContext.h');
-  return source.slice(0, at) + MEMBERS + source.slice(at);
+  const withMembers = source.slice(0, at) + MEMBERS + source.slice(at);
+  const inc = once(withMembers, INCLUDE_AT, 'AddonContext.h') + INCLUDE_AT.length;
+  return withMembers.slice(0, inc) + '#include <utility>\n#include <vector>\n' + withMembers.slice(inc);
 }
