@@ -23,9 +23,10 @@ export interface ArchivedTask {
 /** Counters for status and /metrics. */
 export interface ArchiveStats {
   dir: string;
-  files: number;
-  /** Bytes in every archive file. */
-  bytes: number;
+  /** Files kept (read from the archive's list of them: never counted apart). */
+  readonly files: number;
+  /** Bytes in every archive file (the same list's sum). */
+  readonly bytes: number;
   /** Tasks archived since the hub started. */
   archived: number;
   write_errors: number;
@@ -45,7 +46,7 @@ export interface ArchiveStats {
   pruned_bytes: number;
   last_pruned_at?: number;
   /** The oldest file kept (its number): tasks archived in files before it answer SWARM_ERR_RESULT_PRUNED. */
-  oldest_file: number;
+  readonly oldest_file: number;
   /** Removals that failed (the file stays; retried, the archive over its bound meanwhile), and the last error. */
   prune_errors: number;
   last_prune_error?: string;
@@ -133,19 +134,26 @@ export class ResultsArchive {
   /** Each batch's bytes (one append at a time). */
   private readonly out = new WriteBuffer();
 
-  /** Every file kept, oldest first, with its bytes and when it was last written: what pruning decides on, without a stat. */
-  private kept: KeptFile[];
+  /**
+   * Every file kept, oldest first, with its bytes and when it was last written: what pruning decides
+   * on, without a stat. The only count of them: `stats.files`, `.bytes` and `.oldest_file` read it.
+   */
+  private readonly kept: KeptFile[];
   private pruneAfter = 0;
   private readonly rotateBytes: number;
 
   private constructor(private readonly dir: string, private file: number, private fd: number, private size: number, kept: KeptFile[], private readonly bound: ArchiveBound, rotateBytes: number | undefined) {
     this.kept = kept;
     this.rotateBytes = rotateBytes ?? rotateBytesFor(bound);
-    let bytes = 0;
-    for (const k of kept) bytes += k.bytes;
+    // Getters on the object itself (own and enumerable): status's JSON and a spread still carry them.
     this.stats = {
-      dir, files: kept.length, bytes, archived: 0, write_errors: 0, disk_full: false,
-      max_bytes: bound.bytes, max_age_ms: bound.ageMs, pruned_files: 0, pruned_bytes: 0, oldest_file: kept[0]!.n, prune_errors: 0,
+      dir,
+      get files() { return kept.length; },
+      get bytes() { let n = 0; for (const k of kept) n += k.bytes; return n; },
+      archived: 0, write_errors: 0, disk_full: false,
+      max_bytes: bound.bytes, max_age_ms: bound.ageMs, pruned_files: 0, pruned_bytes: 0,
+      get oldest_file() { return kept[0]!.n; },
+      prune_errors: 0,
     };
   }
 
@@ -215,7 +223,6 @@ export class ResultsArchive {
       }
       const offsets = starts.map((x) => x + this.size);
       this.size += written;
-      this.stats.bytes += written;
       this.stats.archived += recs.length;
       this.stats.disk_full = false;
       const cur = this.kept.at(-1)!;
@@ -265,12 +272,9 @@ export class ResultsArchive {
         }
       }
       this.kept.shift();
-      this.stats.files--;
-      this.stats.bytes -= old.bytes;
       this.stats.pruned_files++;
       this.stats.pruned_bytes += old.bytes;
       this.stats.last_pruned_at = now;
-      this.stats.oldest_file = this.kept[0]!.n;
       n++;
     }
     return n;
@@ -311,7 +315,6 @@ export class ResultsArchive {
     this.file = next;
     this.size = 0;
     this.kept.push({ n: next, bytes: 0, at: Date.now() });
-    this.stats.files++;
   }
 
   close(): void { try { fs.closeSync(this.fd); } catch { /* closed */ } }

@@ -72,6 +72,9 @@ t.test('the archive stays under its bound: oldest files removed, the current one
   t.ok(most <= MAX, `the archive on disk never passed its bound after a batch: at most ${most} of ${MAX} bytes`);
   t.equal(a.bytes, diskBytes(dir), 'its bytes as counted are the files\' on disk');
   t.equal(a.files, files.length, 'and its files');
+  // What status --json and /metrics print: the counts survive JSON (they are read from the files kept).
+  const json = JSON.parse(JSON.stringify(s.retention)) as { archive: { files: number; bytes: number; oldest_file: number } };
+  t.same({ files: json.archive.files, bytes: json.archive.bytes, oldest: json.archive.oldest_file }, { files: files.length, bytes: diskBytes(dir), oldest: files[0]![0] }, 'the same in status --json');
   t.notOk(fs.existsSync(path.join(archiveDir(dir), 'results-000001.ndjson')), 'the first file is gone');
   t.equal(files[0]![0], a.oldest_file, 'the oldest kept is reported');
   t.same(files.map(([n]) => n), Array.from({ length: files.length }, (_, i) => a.oldest_file + i), 'the files kept are the newest, in a row');
