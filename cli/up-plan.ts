@@ -1,4 +1,5 @@
 import { SwarmError } from '../protocol/errors.js';
+import { formatBytes } from '../protocol/bytes.js';
 import type { EngineMode } from './shared-engine.js';
 import type { Procs } from './procs.js';
 
@@ -19,7 +20,7 @@ export async function planRefusal(o: { model?: string; driver: string; engine: E
   if (!o.model || (!PLANNED_DRIVERS.has(o.driver) && o.engine !== 'shared')) return undefined;
   const engine: EngineMode = o.engine === 'shared' ? 'shared' : o.driver === 'batched' ? 'batched' : o.engine === 'batched' && o.driver === 'embedded' ? 'batched' : 'per-worker';
   const ctx = (o.ctx !== undefined && Number(o.ctx) > 0 ? Number(o.ctx) : PLAN_CTX) * Math.max(1, o.slots);
-  const { beyondPlan, formatBytes } = await import('../deploy/plan/index.js');
+  const { beyondPlan } = await import('../deploy/plan/index.js');
   const p = await beyondPlan({ model: o.model, agents: o.agents, engine, ctx, procs: o.procs });
   if (!p) return undefined;
   return { max: p.maxAgents, error: new SwarmError('SWARM_ERR_CONFIG', `--agents ${o.agents}: at most ${p.maxAgents} agents of this model fit in this machine's ${formatBytes(p.options.ramBytes)} (${engine} engine, ctx ${ctx}; ${o.agents} need ${formatBytes(p.memory.total)}); \`swarm plan --agents ${o.agents} --model ${o.model} --engine ${engine}\` shows the arithmetic. --force starts them anyway`) };

@@ -1,5 +1,6 @@
 import { SwarmError } from '../protocol/errors.js';
-import { MAX_RETAIN_MS, formatBytes, formatDuration, parseBytes, parseDuration } from './retention.js';
+import { formatBytes } from '../protocol/bytes.js';
+import { MAX_RETAIN_MS, formatDuration, parseBytes, parseDuration } from './retention.js';
 
 /**
  * How much of the results archive stays on disk: the oldest whole files go first once the files

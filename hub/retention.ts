@@ -1,5 +1,5 @@
 import { SwarmError } from '../protocol/errors.js';
-import { parseSize } from '../deploy/plan/sizes.js';
+import { parseSize } from '../protocol/bytes.js';
 
 /** How long and how many finished tasks the hot state keeps (memory, journal, replicas). */
 export interface RetainOptions {
@@ -53,21 +53,13 @@ export function parseDuration(v: string): number {
 }
 
 /**
- * `256MB`, `1.5GiB`, `512k`, `100000B` as bytes (deploy/plan's `parseSize`: KB, MB, GB powers of 1000;
+ * `256MB`, `1.5GiB`, `512k`, `100000B` as bytes (protocol/bytes.ts `parseSize`: KB, MB, GB powers of 1000;
  * KiB, MiB, GiB and the bare K, M, G of 1024); NaN if unparsable. A unit is required: a bare number in
  * a list of an age and a count reads too easily as one of those.
  */
 export function parseBytes(v: string): number {
   if (!/[a-z]\s*$/i.test(v)) return NaN;
   try { return Math.floor(parseSize(v)); } catch { return NaN; }
-}
-
-/** Bytes in the largest unit that keeps them whole-ish: `96 MiB`, `1.5 GiB`, `900 B`. */
-export function formatBytes(n: number): string {
-  for (const [u, f] of [['GiB', 2 ** 30], ['MiB', 2 ** 20], ['KiB', 2 ** 10]] as const) {
-    if (n >= f) return `${+(n / f).toFixed(n % f ? 1 : 0)} ${u}`;
-  }
-  return `${n} B`;
 }
 
 /**

@@ -9,3 +9,4 @@ export { newId, randomId } from './ids.js';
 export { seededRandom } from './random.js';
 export { safeEqual, isPlaceholderToken, workerCredential, peerSecret } from './auth.js';
 export { every } from './shared-clock.js';
+export { formatBytes, parseSize } from './bytes.js';

@@ -3,11 +3,12 @@ import { warnIfPid1 } from '../pid1.js';
 // roles.ts directly, not hub/index.js: `swarm up` imports this file for its options, and the hub's
 // index loads all of the hub (~170 ms of CPU before `up` can start the hub process).
 import { parseRolePlan, type RolePlan } from '../../hub/roles.js';
-import { DEFAULT_RETAIN, formatBytes, parseRetain, retainString, type RetainOptions } from '../../hub/retention.js';
+import { DEFAULT_RETAIN, parseRetain, retainString, type RetainOptions } from '../../hub/retention.js';
 import { DEFAULT_ARCHIVE_BOUND, archiveMaxString, describeArchiveBound, parseArchiveMax, type ArchiveBound } from '../../hub/archive-bound.js';
 import { DEFAULT_MAX_ATTEMPTS } from '../../sched/retry.js';
 import { fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
+import { formatBytes } from '../../protocol/bytes.js';
 import { MAX_ATTEMPTS, MAX_DEFAULT_TOKENS, MAX_LINE, MAX_PREFETCH_BELOW_MS, MAX_SLOTS } from '../../protocol/bounds.js';
 import { envToken, stateDir, swarmToken } from '../state.js';
 import { readiness, reportReady } from '../ready.js';

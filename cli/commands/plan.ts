@@ -1,7 +1,8 @@
 import { DEFAULT_ENGINE } from '../shared-engine.js';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { SwarmError } from '../../protocol/errors.js';
-import { formatPlan, parseSize, plan, readModelShape, type EngineMode } from '../../deploy/plan/index.js';
+import { parseSize } from '../../protocol/bytes.js';
+import { formatPlan, plan, readModelShape, type EngineMode } from '../../deploy/plan/index.js';
 import { fail } from '../exit.js';
 import { int } from '../options.js';
 import { PROCS_HELP, parseProcs, type Procs } from '../procs.js';

@@ -4,8 +4,9 @@ import { call, swarmOptions, remoteTarget, type RemoteOptions } from '../http.js
 import { readHubFile, stateDir } from '../state.js';
 import { lockHolder } from '../state-lock.js';
 import { SwarmError } from '../../protocol/errors.js';
+import { formatBytes } from '../../protocol/bytes.js';
 import { runningHub } from '../running.js';
-import { formatBytes, formatDuration } from '../../hub/retention.js';
+import { formatDuration } from '../../hub/retention.js';
 import { readFailoverStatusAll, type FailoverStatusFile, type StaleFailoverStatus } from '../../worker/index.js';
 
 interface Status {

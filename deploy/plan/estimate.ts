@@ -5,6 +5,7 @@
  */
 import { supervisedProcesses, type Procs } from '../../cli/procs.js';
 import type { ModelShape } from './gguf.js';
+import { formatBytes } from '../../protocol/bytes.js';
 
 /**
  * Engine layout: one llama.cpp engine per worker (isolation) or one batched engine all workers share
@@ -194,10 +195,10 @@ function specComparison(m: ModelShape, o: Plan['options'], oursMax: number): Pla
   const agents = Math.max(0, Math.floor((o.ramBytes - reserveBytes - m.fileBytes) / perAgentBytes));
   const breaks: string[] = [];
   const ctxBytes = kvBytesPerToken(m) * o.ctx + computeBufferBytes(m, o.ctx, o.ubatch);
-  breaks.push(`"300 MB context": KV cache ${mib(kvBytesPerToken(m) * o.ctx)} at ${o.ctx} tokens plus a compute buffer of ${mib(computeBufferBytes(m, o.ctx, o.ubatch))} (ubatch ${o.ubatch} x vocab ${m.vocabSize} logits) = ${mib(ctxBytes)} per engine`);
-  breaks.push(`"50 MB runtime": a Node worker is ${mib(o.workerRssBytes)} RSS, plus ${mib(o.engineBaseBytes)} engine heap per engine process`);
-  if (m.repackableBytes > 0) breaks.push(`"model shared": ${mib(m.repackableBytes)} of ${m.dominantType} weights are repacked into a private copy per engine on x86 unless --no-repack, so N engines hold N copies`);
-  breaks.push(`"25 agents on 4 vCPU": each decode step streams ${mib(m.fileBytes)} of weights; ${o.agents} agents share ${o.cpus} vCPUs and one memory bus`);
+  breaks.push(`"300 MB context": KV cache ${formatBytes(kvBytesPerToken(m) * o.ctx)} at ${o.ctx} tokens plus a compute buffer of ${formatBytes(computeBufferBytes(m, o.ctx, o.ubatch))} (ubatch ${o.ubatch} x vocab ${m.vocabSize} logits) = ${formatBytes(ctxBytes)} per engine`);
+  breaks.push(`"50 MB runtime": a Node worker is ${formatBytes(o.workerRssBytes)} RSS, plus ${formatBytes(o.engineBaseBytes)} engine heap per engine process`);
+  if (m.repackableBytes > 0) breaks.push(`"model shared": ${formatBytes(m.repackableBytes)} of ${m.dominantType} weights are repacked into a private copy per engine on x86 unless --no-repack, so N engines hold N copies`);
+  breaks.push(`"25 agents on 4 vCPU": each decode step streams ${formatBytes(m.fileBytes)} of weights; ${o.agents} agents share ${o.cpus} vCPUs and one memory bus`);
   breaks.push(`"page cache counted once": true for the host, but each container's cgroup is charged for the pages it faults in first`);
   return { perAgentBytes, reserveBytes, agents, ours: oursMax, breaks };
 }
@@ -219,20 +220,20 @@ function warnings(m: ModelShape, p: Plan): PlanWarning[] {
   const o = p.options;
   const w: PlanWarning[] = [];
   const perWorker = o.engine === 'per-worker';
-  if (!p.fits) w.push({ code: 'no-fit', message: `${o.agents} agents need ${gib(p.memory.total)} but the machine has ${gib(o.ramBytes)}; at most ${p.maxAgents} fit` });
+  if (!p.fits) w.push({ code: 'no-fit', message: `${o.agents} agents need ${formatBytes(p.memory.total)} but the machine has ${formatBytes(o.ramBytes)}; at most ${p.maxAgents} fit` });
   if (m.repackableBytes > 0 && o.repack && perWorker) {
-    w.push({ code: 'repack', message: `${m.dominantType} weights: llama.cpp on x86 repacks ${mib(m.repackableBytes)} into a private buffer in every engine (${o.agents} engines = ${gib(m.repackableBytes * o.agents)}). Run llama-server with --no-repack (plan with --no-repack) or use --engine shared` });
+    w.push({ code: 'repack', message: `${m.dominantType} weights: llama.cpp on x86 repacks ${formatBytes(m.repackableBytes)} into a private buffer in every engine (${o.agents} engines = ${formatBytes(m.repackableBytes * o.agents)}). Run llama-server with --no-repack (plan with --no-repack) or use --engine shared` });
   } else if (m.repackableBytes > 0 && o.repack) {
-    w.push({ code: 'repack', message: `the shared engine holds one private repacked copy (${mib(m.repackableBytes)}) of the ${m.dominantType} weights; that is counted once` });
+    w.push({ code: 'repack', message: `the shared engine holds one private repacked copy (${formatBytes(m.repackableBytes)}) of the ${m.dominantType} weights; that is counted once` });
   }
-  w.push({ code: 'cgroup', message: `page cache of the shared model (${mib(p.memory.fixed.sharedWeights)}) is charged to the cgroup of the container that first reads each page: one container may be charged for all of it. Pre-read the model on the host (cat model.gguf > /dev/null) before starting containers, or give each container's memory limit room for the model` });
+  w.push({ code: 'cgroup', message: `page cache of the shared model (${formatBytes(p.memory.fixed.sharedWeights)}) is charged to the cgroup of the container that first reads each page: one container may be charged for all of it. Pre-read the model on the host (cat model.gguf > /dev/null) before starting containers, or give each container's memory limit room for the model` });
   if (o.agents > o.cpus) {
     w.push({ code: 'cpu', message: `${o.agents} agents on ${o.cpus} vCPUs: ${perWorker ? 'give each engine 1 thread (llama-server -t 1) or the threads oversubscribe; ' : ''}decode's memory-bandwidth ceiling is ${p.tokensPerSecond.aggregateCeiling} tokens/s in total (${o.bandwidthGBs} GB/s assumed), ${p.tokensPerSecond.perAgentCeiling} per agent${perWorker ? '' : ' (a ceiling: CPU compute caps batched decode lower)'}` });
   }
   if (m.trainContext > 0 && o.ctx > m.trainContext) w.push({ code: 'ctx', message: `--ctx ${o.ctx} is beyond the model's trained context ${m.trainContext}` });
   if (perWorker && p.memory.perAgent.compute > p.memory.perAgent.kv) {
     const smaller = computeBufferBytes(m, o.ctx, 64);
-    w.push({ code: 'compute', message: `the compute buffer (${mib(p.memory.perAgent.compute)}) exceeds the KV cache (${mib(p.memory.perAgent.kv)}); a smaller micro-batch (--ubatch 64, llama-server -ub 64) cuts it to ${mib(smaller)} at some prompt-speed cost` });
+    w.push({ code: 'compute', message: `the compute buffer (${formatBytes(p.memory.perAgent.compute)}) exceeds the KV cache (${formatBytes(p.memory.perAgent.kv)}); a smaller micro-batch (--ubatch 64, llama-server -ub 64) cuts it to ${formatBytes(smaller)} at some prompt-speed cost` });
   }
   return w;
 }
@@ -247,5 +248,3 @@ function stripUndefined<T extends object>(o: T): Partial<T> {
 }
 
 const round2 = (n: number): number => Math.round(n * 100) / 100;
-const mib = (n: number): string => `${(n / 1024 ** 2).toFixed(1)} MiB`;
-const gib = (n: number): string => `${(n / 1024 ** 3).toFixed(2)} GiB`;

@@ -1,6 +1,6 @@
 /** Human-readable rendering of a Plan for `swarm plan`. */
 import type { Plan } from './estimate.js';
-import { formatBytes as b } from './sizes.js';
+import { formatBytes as b } from '../../protocol/bytes.js';
 
 /** Render a plan as aligned text (what `swarm plan` prints without --json). */
 export function formatPlan(p: Plan): string {

@@ -1,5 +1,5 @@
 /**
- * Byte sizes of ggml tensor types and human size parsing/printing for the capacity planner.
+ * Byte sizes of ggml tensor types for the capacity planner (sizes for people: protocol/bytes.ts).
  * Block sizes come from ggml's type traits (ggml/src/ggml.c): bytes per block / elements per block.
  */
 
@@ -29,32 +29,6 @@ export function typeName(id: number): string { return GGML_TYPES[id]?.[0] ?? `T$
 export function tensorBytes(id: number, elements: number): number {
   const t = GGML_TYPES[id];
   return t ? Math.ceil(elements / t[2]) * t[1] : 0;
-}
-
-const UNITS: Record<string, number> = {
-  '': 1, b: 1, k: 1024, ki: 1024, kib: 1024, m: 1024 ** 2, mi: 1024 ** 2, mib: 1024 ** 2,
-  g: 1024 ** 3, gi: 1024 ** 3, gib: 1024 ** 3, t: 1024 ** 4, ti: 1024 ** 4, tib: 1024 ** 4,
-  kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12,
-};
-
-/**
- * Parse "16G", "16GiB", "512M", "15.5g", "16GB" into bytes. Bare letters and `iB` are binary
- * (16G = 16 GiB, as `free -g` and Kubernetes `16Gi` mean it); an explicit `GB`/`MB` is decimal.
- */
-export function parseSize(v: string): number {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(v);
-  const unit = m ? UNITS[m[2]!.toLowerCase()] : undefined;
-  if (!m || unit === undefined) throw new Error(`not a size: "${v}" (e.g. 16G, 512M, 16GB)`);
-  return Math.round(Number(m[1]) * unit);
-}
-
-/** Print bytes in binary units with one decimal place ("4.8 GiB", "256.0 MiB"). */
-export function formatBytes(n: number): string {
-  const abs = Math.abs(n);
-  if (abs >= 1024 ** 3) return `${(n / 1024 ** 3).toFixed(2)} GiB`;
-  if (abs >= 1024 ** 2) return `${(n / 1024 ** 2).toFixed(1)} MiB`;
-  if (abs >= 1024) return `${(n / 1024).toFixed(1)} KiB`;
-  return `${n} B`;
 }
 
 /** Kubernetes quantity in Mi, rounded up (requests/limits). */

@@ -5,7 +5,7 @@
  * a podman host folder has none (the hub's own default bound applies unless one is given).
  */
 import { SwarmError } from '../../protocol/errors.js';
-import { parseSize } from '../plan/sizes.js';
+import { parseSize } from '../../protocol/bytes.js';
 import { DEFAULT_RETAIN, fullRetain, type RetainOptions } from '../../hub/retention.js';
 import { JOURNAL_PER_HOT_BYTE, ROTATE_BYTES, archiveBytesForVolume, describeArchiveBound, type ArchiveBound } from '../../hub/archive-bound.js';
 

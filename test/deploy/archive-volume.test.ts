@@ -4,7 +4,7 @@ import YAML from 'yaml';
 import { renderDeployment, type DeployOptions } from '../../deploy/render/index.js';
 import { parseArchiveMax } from '../../hub/archive-bound.js';
 import { parseRetain } from '../../hub/retention.js';
-import { parseSize } from '../../deploy/plan/sizes.js';
+import { parseSize } from '../../protocol/bytes.js';
 import { swarm } from '../helpers/cli.js';
 
 const MODEL = '/mnt/models/m.gguf';

@@ -3,7 +3,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { computeBufferBytes, kvBytesPerToken, parseSize, plan, readModelShape, formatPlan } from '../../deploy/plan/index.js';
+import { computeBufferBytes, kvBytesPerToken, plan, readModelShape, formatPlan } from '../../deploy/plan/index.js';
+import { parseSize } from '../../protocol/bytes.js';
 import { llama3_8bShape, writeGguf } from '../helpers/gguf-writer.js';
 import { STORIES } from '../helpers/llama.js';
 
@@ -114,8 +115,8 @@ t.test('batched engine: its agents share worker processes as `swarm up --procs` 
   t.equal(auto.maxAgents, 33);
   t.ok(plan(m, { ...base, agents: auto.maxAgents }).fits, 'the most that fit do fit');
   t.notOk(plan(m, { ...base, agents: auto.maxAgents + 1 }).fits, 'and one more does not');
-  t.match(formatPlan(auto), /worker processes \(Node\)\s+160\.0 MiB: 3 \(--procs auto\)/);
-  t.match(formatPlan(auto), /agent in a worker process\s+1\.0 MiB/);
+  t.match(formatPlan(auto), /worker processes \(Node\)\s+160 MiB: 3 \(--procs auto\)/);
+  t.match(formatPlan(auto), /agent in a worker process\s+1 MiB\n/);
 
   const one = plan(m, { ...base, procs: 1 });
   t.equal(one.workerProcesses, 1);

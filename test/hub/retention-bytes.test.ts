@@ -4,7 +4,8 @@ import path from 'node:path';
 import { TaskStore } from '../../hub/store.js';
 import { readArchive } from '../../hub/archive-read.js';
 import type { ArchivedTask } from '../../hub/archive.js';
-import { Retention, firstPassDelay, formatBytes, parseBytes, parseRetain, type RetainOptions } from '../../hub/retention.js';
+import { Retention, firstPassDelay, parseBytes, parseRetain, type RetainOptions } from '../../hub/retention.js';
+import { formatBytes } from '../../protocol/bytes.js';
 import { RECORD_BYTES } from '../../hub/retention-bytes.js';
 import { api, swarm, tempDir, until } from '../helpers/cli.js';
 
@@ -164,6 +165,13 @@ t.test('--retain bytes: units, and 0, negative or unparsable is a usage error', 
   t.equal(formatBytes(96 * 2 ** 20), '96 MiB');
   t.equal(formatBytes(1.5 * 2 ** 30), '1.5 GiB');
   t.equal(formatBytes(900), '900 B');
+  // The one printer (protocol/bytes.ts) for status, the planner and the renderer: two decimals from GiB up.
+  t.equal(formatBytes(5_172_420_608), '4.82 GiB');
+  t.equal(formatBytes(1020.4 * 1024), '1020.4 KiB');
+  t.equal(formatBytes(160 * 2 ** 20), '160 MiB');
+  t.equal(formatBytes(2 * 2 ** 40), '2 TiB');
+  t.equal(formatBytes(-1.5 * 2 ** 20), '-1.5 MiB');
+  t.ok(Number.isNaN(parseBytes('64')), 'a bare number is refused where a size takes a unit');
   t.same(parseRetain('24h,100000,256MB'), { ageMs: 86_400_000, count: 100_000, bytes: 256e6 });
   t.match(parseRetain(',,1GiB'), { count: 100_000, bytes: 2 ** 30 });
   t.match(parseRetain('1h'), { ageMs: HOUR, bytes: Number });
