@@ -108,14 +108,17 @@ export async function runLoad(set: EngineSet, requests: number, maxTokens: numbe
   // Pieces streamed by requests still running: what a cut-off run counts of them.
   const inFlight = new Map<number, number>();
   const streamed = (): number => { let k = 0; for (const v of inFlight.values()) k += v; return k; };
-  const ac = new AbortController();
+  // A controller per agent: one signal shared by every agent's request in flight had N listeners on
+  // it at once (MaxListenersExceededWarning past 10 agents); stopping aborts each.
+  const acs = set.agents.map(() => new AbortController());
   let cut = false;
-  const stop = (): void => { cut = true; ac.abort(); };
+  const stop = (): void => { cut = true; for (const ac of acs) ac.abort(); };
   const timer = bounds.maxMs ? setTimeout(stop, bounds.maxMs) : undefined;
   const check = bounds.stopIf ? setInterval(() => {
     if (bounds.stopIf!(tokens + streamed(), performance.now() - t0)) stop();
   }, 1000) : undefined;
   await Promise.all(set.agents.map(async (d, ai) => {
+    const ac = acs[ai]!;
     for (let r = 0; r < requests && !ac.signal.aborted; r++) {
       // A request that fails before its first token is retried (and counted): llama-server sometimes
       // closes a kept-alive connection just as a new request goes out on it.
@@ -214,12 +217,14 @@ export function busyLoad(k: number, ms: number): { stop(): void; pids: number[] 
  * time than one that runs well.
  */
 export async function runFor(set: EngineSet, ms: number, maxTokens: number): Promise<{ tokens: number; wall_s: number; tokens_per_s: number; requests: number }> {
-  const ac = new AbortController();
-  const timer = setTimeout(() => ac.abort(), ms);
+  // A controller per agent, as in runLoad: one shared signal had a listener per request in flight.
+  const acs = set.agents.map(() => new AbortController());
+  const timer = setTimeout(() => { for (const ac of acs) ac.abort(); }, ms);
   let tokens = 0;
   let requests = 0;
   const t0 = performance.now();
   await Promise.all(set.agents.map(async (d, ai) => {
+    const ac = acs[ai]!;
     for (let r = 0; !ac.signal.aborted; r++) {
       try {
         const g = d.chat(PROMPTS[(ai + r) % PROMPTS.length]!, { maxTokens, seed: ai * 1000 + r, temperature: 0.8, signal: ac.signal });
