@@ -1,4 +1,4 @@
-import { ResultsArchive, fromArchived, prunedArchived, unreadableArchived, toArchived } from './archive.js';
+import { ResultsArchive, damagedArchived, fromArchived, prunedArchived, unreadableArchived, toArchived } from './archive.js';
 import { readArchiveAfter, type ArchivePlace } from './archive-read.js';
 import type { JournalRecord } from './journal-record.js';
 import type { LazyEvict } from './journal-evict.js';
@@ -114,11 +114,23 @@ export class Evictor {
   async recover(stateDir: string, now = Date.now()): Promise<number> {
     if (!this.archive) return 0;
     const found = new Map<string, { file: number; offset: number; at: number }>();
+    // Lines past the covered end that are not archive lines (garbage written into the file): left in
+    // place, skipped by every reader, and said.
+    const damaged = new Map<number, { lines: number; first: number }>();
     readArchiveAfter(stateDir, this.mark, (a, file, offset) => {
       const rec = this.host.get(a.id);
       if (rec && isFinal(rec) && rec.submittedAt === a.submitted_at && !found.has(a.id)) found.set(a.id, { file, offset, at: a.evicted_at });
-    });
+    }, (file, offset) => { const d = damaged.get(file); if (d) d.lines++; else damaged.set(file, { lines: 1, first: offset }); });
+    for (const [file, d] of damaged) this.archive.damage(file, `${d.lines} damaged line${d.lines > 1 ? 's' : ''} from byte ${d.first} on, past what the journal covers (written outside the hub): skipped, nothing archived there is lost`);
     const end = this.archive.position;
+    const m = this.mark;
+    if (m && (end.file < m.file || (end.file === m.file && end.end < m.end))) {
+      // The newest file is shorter than the journal's evict records say (cut outside the hub): what
+      // was past the cut answers SWARM_ERR_RESULT_PRUNED, and lines written from here on are looked
+      // for from the real end, not past the old one.
+      this.archive.damage(m.file, `shorter than the journal says: ${end.file === m.file ? `${end.end} of ${m.end} bytes` : 'gone, an older file is the newest'} (cut outside the hub): the tasks whose lines were past the cut answer SWARM_ERR_RESULT_PRUNED`);
+      this.mark = end;
+    }
     if (!found.size) { this.advance(end); return 0; }
     const byFile = new Map<number, { ids: string[]; offsets: number[] }>();
     for (const [id, f] of found) {
@@ -146,6 +158,8 @@ export class Evictor {
     if (a && a.id === id) return fromArchived(a);
     // Its file pruned by the bound (or removed by hand): failed, SWARM_ERR_RESULT_PRUNED.
     if (t.offset >= 0 && this.archive?.gone(t.file)) return prunedArchived(id, t.at);
+    // Its file is there and its line is not (cut, or written over outside the hub): the same, said so.
+    if (t.offset >= 0 && this.archive) return damagedArchived(id, t, t.at);
     // Unreadable (a memory-only store, a damaged line): still a duplicate, shown without its result.
     return unreadableArchived(id, t.at);
   }

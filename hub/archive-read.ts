@@ -52,7 +52,7 @@ export interface ArchivePlace { file: number; end: number }
  * (a state directory from before evict records carried `end`), the last file's lines: the only one
  * appended to since. What a restart reads to find the lines no evict record covers.
  */
-export function readArchiveAfter(stateDir: string, from: ArchivePlace | undefined, onTask: (a: ArchivedTask, file: number, offset: number) => void): void {
+export function readArchiveAfter(stateDir: string, from: ArchivePlace | undefined, onTask: (a: ArchivedTask, file: number, offset: number) => void, onDamaged?: (file: number, offset: number) => void): void {
   const files = archiveFiles(archiveDir(stateDir));
   const start = from ?? (files.length ? { file: files.at(-1)![0], end: 0 } : undefined);
   if (!start) return;
@@ -64,6 +64,7 @@ export function readArchiveAfter(stateDir: string, from: ArchivePlace | undefine
     readLines(file, (buf, s, e, offset) => {
       const d = decodeChecked(buf, s, e, checkArchived);
       if (d.ok && !d.legacy) onTask(d.rec as ArchivedTask, n, offset);
+      else onDamaged?.(n, offset);
     }, min);
   }
 }

@@ -38,6 +38,13 @@ export interface ArchiveStats {
    * Its tasks lost nothing: the journal's evict record follows the archive's fsync, so they stayed hot.
    */
   torn_tail?: { file: string; offset: number; bytes: number };
+  /**
+   * Damage found at open (the files are never rewritten, so only a hand, a disk or a copy does this): a
+   * file other than the newest that ends mid-line (cut), lines past the journal's covered end that
+   * are not archive lines, the newest file shorter than the journal says. The lines lost answer
+   * SWARM_ERR_RESULT_PRUNED; everything else reads as before.
+   */
+  damaged?: { file: string; why: string }[];
   /** The bound (`--archive-max`; 0: none of that kind). */
   max_bytes: number;
   max_age_ms: number;
@@ -99,6 +106,19 @@ export function toArchived(rec: TaskRecord, now: number): ArchivedTask {
  */
 export function unreadableArchived(id: string, finishedAt?: number): TaskRecord {
   return { id, spec: { id, prompt: '', priority: 0 }, state: 'done', attempts: 0, submittedAt: 0, ...(finishedAt !== undefined ? { finishedAt } : {}), seq: -1 };
+}
+
+/**
+ * A task that left the hot state whose archived line is missing or is not its own (its file cut,
+ * garbage written over it) though the file is there: failed with SWARM_ERR_RESULT_PRUNED, as a pruned
+ * one, for the same reason (a `done` without its text would read as the task's answer). `where`:
+ * the file and offset the journal named.
+ */
+export function damagedArchived(id: string, where: { file: number; offset: number }, finishedAt?: number): TaskRecord {
+  return {
+    ...unreadableArchived(id, finishedAt), state: 'failed',
+    error: { code: 'SWARM_ERR_RESULT_PRUNED', msg: `the task finished, but its archived record (${fileName(where.file)} at byte ${where.offset}) is missing or damaged: the file was cut or changed outside the hub; it is not run again while its id is in the duplicate window` },
+  };
 }
 
 /**
@@ -178,6 +198,12 @@ export class ResultsArchive {
     kept.at(-1)!.bytes = size;
     const a = new ResultsArchive(dir, n, fd, size, kept, bound, rotateBytes ?? (bound.bytes ? undefined : ROTATE_BYTES));
     if (size < before) a.stats.torn_tail = { file: last, offset: size, bytes: before - size };
+    // An older file ends with a whole line unless something cut it: one byte read each, so it is said.
+    for (const [m, f] of files) {
+      if (m === n) continue;
+      const end = endsMidLine(f);
+      if (end !== undefined) a.damage(m, `ends mid-line at byte ${end} (cut or damaged outside the hub): the tasks whose lines were past its last whole line answer SWARM_ERR_RESULT_PRUNED`);
+    }
     return a;
   }
 
@@ -231,6 +257,11 @@ export class ResultsArchive {
       this.prune();
       return { file: this.file, offsets, end: this.size };
     } finally { this.busy = false; }
+  }
+
+  /** Record damage found in archive file `file` (status, and the hub's log at start). */
+  damage(file: number, why: string): void {
+    (this.stats.damaged ??= []).push({ file: path.join(this.dir, fileName(file)), why });
   }
 
   /** The archived task at `file`/`offset`, or undefined if it cannot be read (a cheap pread). */
@@ -340,6 +371,19 @@ export function readArchivedAt(file: string, offset: number): ArchivedTask | und
       if (n < len) return undefined;
       len *= 4;
     }
+  } finally { fs.closeSync(fd); }
+}
+
+/** The size of a file that does not end with a newline (cut mid-line), else undefined (whole, empty or unreadable). */
+function endsMidLine(file: string): number | undefined {
+  let fd: number;
+  try { fd = fs.openSync(file, 'r'); } catch { return undefined; }
+  try {
+    const size = fs.fstatSync(fd).size;
+    if (size === 0) return undefined;
+    const b = Buffer.alloc(1);
+    fs.readSync(fd, b, 0, 1, size - 1);
+    return b[0] === 10 ? undefined : size;
   } finally { fs.closeSync(fd); }
 }
 

@@ -111,6 +111,7 @@ export class Hub implements HubContext {
     if (damage.records || damage.orphans) this.log.warn({ damaged: damage.records, orphans: damage.orphans, quarantine: damage.quarantine, samples: damage.samples }, 'journal: damaged records set aside; every intact record was kept');
     const torn = this.store.retention.archive?.torn_tail;
     if (torn) this.log.warn(torn, 'results archive: its torn last line (a write cut short by a crash) was cut off; that write\'s tasks had no evict record yet, so they stayed hot and are archived again');
+    for (const d of this.store.retention.archive?.damaged ?? []) this.log.warn(d, `results archive: ${d.file} is damaged: ${d.why}`);
     // The store's events are the spine: counters, replication and dispatch follow them; nobody reports by hand.
     for (const part of [this.metrics, this.failover, this.dispatcher]) this.store.subscribe(part.onStoreEvent);
     this.liveness.start();

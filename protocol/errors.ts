@@ -45,7 +45,7 @@ export const ErrorCode = {
   SWARM_ERR_CONTEXT_EXCEEDED: { status: 413, fatal: false, doc: "A task's prompt does not fit in its engine's context (per sequence); the task fails without a retry." },
   SWARM_ERR_HANDBACK_REFUSED: { status: 403, fatal: false, doc: "HANDBACK entries the hub did not record: a result without a valid MAC of the worker it names, one for a task leased to another live worker, or a task the hub does not know whose spec carries no valid MAC; the message names them, the other entries of the frame were merged." },
   SWARM_ERR_PEER_PORT: { status: 500, fatal: false, doc: "A worker could not open its failover peer port (the port asked for is taken, or no local port is left); that agent runs without failover, its tasks through the hub only." },
-  SWARM_ERR_RESULT_PRUNED: { status: 410, fatal: false, doc: "A finished task's archived record was removed by the results archive's bound (`--archive-max`) while its id is still in the duplicate window: the task is shown failed with this code, and a resubmit of the id is a duplicate, not run again." },
+  SWARM_ERR_RESULT_PRUNED: { status: 410, fatal: false, doc: "A finished task's archived record was removed by the results archive's bound (`--archive-max`), or is missing or damaged (its file cut or written over outside the hub), while its id is still in the duplicate window: the task is shown failed with this code, and a resubmit of the id is a duplicate, not run again." },
   SWARM_ERR_STATE_ACCESS: { status: 403, fatal: false, doc: 'CLI: the state directory or a file in it could not be read (another user\'s directory, permissions), or a running hub\'s hub.json is missing or damaged; nothing was changed.' },
 } as const;
 export type ErrorCode = keyof typeof ErrorCode;

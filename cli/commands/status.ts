@@ -22,6 +22,7 @@ interface Status {
 /** The archive's part of the status (hub/archive.ts ArchiveStats; the bound's fields absent from a hub before it). */
 interface ArchiveView {
   bytes: number; files?: number; disk_full: boolean; torn_tail?: { file: string; offset: number; bytes: number };
+  write_errors?: number; last_error?: string; damaged?: { file: string; why: string }[];
   max_bytes?: number; max_age_ms?: number; pruned_files?: number; pruned_bytes?: number; prune_errors?: number; last_prune_error?: string;
 }
 
@@ -54,7 +55,10 @@ function archiveLine(r: NonNullable<NonNullable<Status['journal']>['retention']>
   const full = r.archive?.disk_full ? '; DISK FULL: finished tasks stay hot until space frees (nothing is lost)' : '';
   const t = r.archive?.torn_tail;
   const torn = t ? `; a torn last line was cut at start (${t.file} offset ${t.offset}, ${t.bytes} bytes; its tasks stayed hot)` : '';
-  return `archive  ${r.evicted} finished tasks archived since start${full}${torn} (swarm results)${r.archive ? `\n         ${archiveDisk(r.archive)}` : ''}`;
+  const n = r.archive?.write_errors ?? 0;
+  const failed = n ? `; ${n} archive write${n > 1 ? 's' : ''} failed since start (last: ${r.archive?.last_error ?? '?'})` : '';
+  const damaged = (r.archive?.damaged ?? []).map((d) => `\n         DAMAGED ${d.file}: ${d.why}`).join('');
+  return `archive  ${r.evicted} finished tasks archived since start${full}${failed}${torn} (swarm results)${r.archive ? `\n         ${archiveDisk(r.archive)}` : ''}${damaged}`;
 }
 
 /** The archive on disk against its bound: `3 files, 1.9 GiB of 2 GiB (--archive-max); 12 files (760 MiB) pruned since start`. */
