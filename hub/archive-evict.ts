@@ -20,6 +20,9 @@ export interface EvictHost {
   evicted(ids: string[]): void;
 }
 
+/** Where a batch's archive lines went (offsets -1 without an archive), and the file's length after. */
+type Written = { file: number; offsets: number[]; end?: number };
+
 /** At most this many tasks leave per archive write (one fsync each). */
 const BATCH = 5000;
 /** Batches per pass: a pass holds no lock, but stays short beside the hub's other work. */
@@ -180,11 +183,30 @@ export class Evictor {
    */
   private batch = BATCH;
 
+  /**
+   * A batch whose archive lines were written and fsynced but whose evict record the journal refused
+   * (the state dir's disk full after the archive took the last of it): the tasks stay hot, and the
+   * next pass records these lines instead of writing them again. Each retry used to append the batch
+   * once more, on the disk that was full. A restart meanwhile finds them past the covered end
+   * (`recover`), as after a crash between the two writes.
+   */
+  private unrecorded?: { take: string[]; recs: TaskRecord[]; loc: Written; at: number };
+
   private async pass(now: number): Promise<number> {
     this.tombstones.prune(now);
     // The archive's age bound applies with no new line too (its byte bound after each append).
     this.archive?.prune(now);
     let total = 0;
+    const u = this.unrecorded;
+    if (u) {
+      // Still the oldest due (nothing else leaves the head); if not, written again below, as before.
+      const head = this.retention.due(now, u.take.length);
+      if (head.length === u.take.length && head.every((id, i) => id === u.take[i])) {
+        await this.record(u.take, u.recs, u.loc, u.at);
+        this.unrecorded = undefined;
+        total += this.left(u.take, u.recs, u.loc, u.at);
+      } else this.unrecorded = undefined;
+    }
     for (let round = 0; round < ROUNDS; round++) {
       const asked = this.batch;
       const ids = this.retention.due(now, asked);
@@ -198,29 +220,49 @@ export class Evictor {
       const cut = fit < take.length;
       if (cut) take = take.slice(0, fit);
       const recs = take.map((id) => this.host.get(id)).filter((r): r is TaskRecord => !!r && isFinal(r));
-      let loc: { file: number; offsets: number[]; end?: number } = { file: 0, offsets: recs.map(() => -1) };
+      let loc: Written = { file: 0, offsets: recs.map(() => -1) };
       try {
         if (this.archive) loc = await this.archive.append(recs.map((r) => toArchived(r, now)));
-        await this.host.append?.({ t: 'evict', ids: recs.map((r) => r.id), file: loc.file, offsets: loc.offsets, at: now, ...(loc.end !== undefined ? { end: loc.end } : {}) });
-        if (loc.end !== undefined) this.advance({ file: loc.file, end: loc.end });
+      } catch (e) { this.failed(e, take.length); }
+      try {
+        await this.record(take, recs, loc, now);
       } catch (e) {
-        this.lastError = (e as Error).message;
-        if ((e as { code?: string }).code === 'SWARM_ERR_DISK_FULL') this.batch = Math.max(1, take.length >> 1);
+        if (this.archive) this.unrecorded = { take, recs, loc, at: now };
         throw e;
       }
-      this.lastError = undefined;
-      this.batch = Math.min(BATCH, this.batch * 2);
-      this.retention.drop(take.length);
-      recs.forEach((r, i) => {
-        this.host.remove(r.id);
-        this.tombstones.add(r.id, { file: loc.file, offset: loc.offsets[i]!, at: now, acc: r.submittedAt });
-      });
-      this.evictedTotal += recs.length;
-      total += recs.length;
-      if (recs.length) this.host.evicted(recs.map((r) => r.id));
+      total += this.left(take, recs, loc, now);
       if (take.length < asked && !cut) break;
     }
     return total;
+  }
+
+  /** Journal the evict record for lines written at `loc` (throws as the journal does, counted in lastError). */
+  private async record(take: readonly string[], recs: readonly TaskRecord[], loc: Written, at: number): Promise<void> {
+    try {
+      await this.host.append?.({ t: 'evict', ids: recs.map((r) => r.id), file: loc.file, offsets: loc.offsets, at, ...(loc.end !== undefined ? { end: loc.end } : {}) });
+    } catch (e) { this.failed(e, take.length); }
+    if (loc.end !== undefined) this.advance({ file: loc.file, end: loc.end });
+  }
+
+  /** A write failed: said in the status, the next batch smaller if for want of space; rethrown. */
+  private failed(e: unknown, took: number): never {
+    this.lastError = (e as Error).message;
+    if ((e as { code?: string }).code === 'SWARM_ERR_DISK_FULL') this.batch = Math.max(1, took >> 1);
+    throw e;
+  }
+
+  /** The recorded batch leaves the hot state; resolves how many left. */
+  private left(take: readonly string[], recs: readonly TaskRecord[], loc: Written, at: number): number {
+    this.lastError = undefined;
+    this.batch = Math.min(BATCH, this.batch * 2);
+    this.retention.drop(take.length);
+    recs.forEach((r, i) => {
+      this.host.remove(r.id);
+      this.tombstones.add(r.id, { file: loc.file, offset: loc.offsets[i]!, at, acc: r.submittedAt });
+    });
+    this.evictedTotal += recs.length;
+    if (recs.length) this.host.evicted(recs.map((r) => r.id));
+    return recs.length;
   }
 
   /** How many of `ids`, from the first, the archive's current file has room for (at least one). */
