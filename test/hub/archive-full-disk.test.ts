@@ -16,7 +16,8 @@ import { archiveDir, archiveFiles } from '../../hub/archive.js';
  * answer; none lost, none archived twice; status says the archive's writes fail for want of space;
  * and once the filler goes archiving resumes without a restart. Then the archive is damaged by hand
  * (an older file cut mid-line, garbage appended to the newest) and the hub restarted: it starts, says
- * what it found, and every task outside the damage answers as before.
+ * what it found, and every task outside the damage answers as before. Last, the whole state dir on
+ * one full disk (journal, archive and log): new work refused, nothing accepted lost, all resumed.
  */
 
 interface ArchiveJson {
@@ -66,6 +67,18 @@ class Seen {
     const w = await api<{ complete: boolean; tasks: View[] }>(state, 'POST', '/wait', { ids, timeout_ms: 60_000 });
     t.equal(w.complete, true, `${ids[0]}..: finished`);
     for (const v of w.tasks) if (v.state === 'done' && v.text !== undefined) this.done.set(v.id, v.text);
+  }
+
+  /**
+   * Submit `ids` where the journal's disk may be full too: refused (SWARM_ERR_DISK_FULL) or accepted;
+   * the accepted ones waited for `ms` and those done recorded. Returns the accepted ids, or the code.
+   */
+  async attempt(state: string, ids: string[], ms: number): Promise<{ accepted: string[]; refused?: string }> {
+    const acc = await api<{ accepted?: { id: string }[]; code?: string; error?: { code?: string } }>(state, 'POST', '/tasks', { tasks: ids.map((id) => ({ id, prompt: prompt(id) })) });
+    if (!acc.accepted) return { accepted: [], refused: acc.code ?? acc.error?.code ?? JSON.stringify(acc).slice(0, 80) };
+    const w = await api<{ tasks: View[] }>(state, 'POST', '/wait', { ids, timeout_ms: ms });
+    for (const v of w.tasks) if (v.state === 'done' && v.text !== undefined) this.done.set(v.id, v.text);
+    return { accepted: acc.accepted.map((a) => a.id) };
   }
 
   /** Read every task shown done back: the same text, or SWARM_ERR_RESULT_PRUNED; anything else is lost or changed. */
@@ -253,5 +266,54 @@ t.test('the newest archive file cut below what the journal covers: the hub start
   c = await seen.check(state, cutIds);
   t.same({ lost: c.lost, changed: c.changed, damaged: c.damaged }, { lost: 0, changed: 0, damaged: cutIds.size }, `${c.same} the same; ${c.details.join('; ')}`);
   t.equal(duplicated(state), 0, 'duplicated 0');
+  t.equal(swarm(['down', '--state-dir', state]).code, 0);
+});
+
+t.test('the whole state dir on a full disk (journal, archive and log on 3 MiB) under --archive-max 1MiB: refused or kept, never lost; freed, it all resumes', async (t) => {
+  const state = path.join(tempDir(t), 'state');
+  if (missingPrereq(t, mountTmpfs(state, '3m'))) return;
+  t.teardown(() => { spawnSync('umount', ['-l', state]); });
+  const fill = path.join(state, 'filler');
+  fs.writeFileSync(fill, Buffer.alloc(1.5 * MiB, 1));
+  const up = ['up', '-d', '--driver', 'echo', '--agents', '2', '--archive-max', '1MiB', '--retain', `1h,${HOT}`, '--state-dir', state];
+  const r = swarm(up, { timeoutMs: 60_000 });
+  t.equal(r.code, 0, r.stderr);
+  const hubPid = hubFile(state)!.pid;
+  const seen = new Seen();
+  const accepted = new Set<string>();
+  let n = 0, refused: string | undefined, s = await status(state);
+  // Past the archive's first failed write, until the journal refuses new work (bounded: 60 batches).
+  let archiveFull = false;
+  for (let b = 0; b < 60 && !refused; b++) {
+    const a = await seen.attempt(state, Array.from({ length: 25 }, () => `sd-${n++}`), 10_000);
+    for (const id of a.accepted) accepted.add(id);
+    refused = a.refused;
+    s = await status(state);
+    archiveFull ||= s.journal.retention.archive.disk_full;
+  }
+  // Which of the two writers meets the full disk first is a race (the archive's batches or the journal's appends).
+  t.equal(refused, 'SWARM_ERR_DISK_FULL', `the journal refused new work after ${accepted.size} accepted (the archive's writes ${archiveFull ? 'had failed too' : 'had not failed yet'})`);
+  t.ok(alive(hubPid) && hubFile(state)?.pid === hubPid, 'the hub is up on a full disk');
+  const text = swarm(['status', '--state-dir', state]);
+  t.equal(text.code, 0, 'swarm status answers');
+  t.match(text.stdout, /DISK FULL/, `and says DISK FULL`);
+  let c = await seen.check(state);
+  t.same({ lost: c.lost, changed: c.changed }, { lost: 0, changed: 0 }, `while full: ${c.same} the same, ${c.pruned} pruned; ${c.details.join('; ')}`);
+
+  fs.rmSync(fill);
+  const more = Array.from({ length: 25 }, () => `sd-${n++}`);
+  t.ok(await until(async () => !(await seen.attempt(state, more, 1)).refused, 30_000, 500), 'new work accepted once space frees');
+  for (const id of more) accepted.add(id);
+  const w = await api<{ complete: boolean; tasks: View[] }>(state, 'POST', '/wait', { ids: [...accepted], timeout_ms: 60_000 });
+  t.equal(w.complete, true, `every one of the ${accepted.size} accepted tasks finished`);
+  for (const v of w.tasks) if (v.state === 'done' && v.text !== undefined && !seen.done.has(v.id)) seen.done.set(v.id, v.text);
+  t.ok(await until(async () => { s = await status(state); return !s.journal.disk_full && !s.journal.retention.archive.disk_full && s.journal.retention.hot_finished <= HOT; }, 30_000, 200),
+    `archiving resumed with no restart: ${s.journal.retention.archive.archived} archived, ${s.journal.retention.hot_finished} hot`);
+  c = await seen.check(state);
+  t.same({ lost: c.lost, changed: c.changed }, { lost: 0, changed: 0 }, `after: ${c.same} the same, ${c.pruned} pruned of ${seen.done.size}; ${c.details.join('; ')}`);
+  t.equal(c.same + c.pruned, accepted.size, 'every accepted task is accounted for');
+  t.equal(duplicated(state), 0, 'duplicated 0');
+  t.ok(diskBytes(state) <= MiB, `the bound holds: ${diskBytes(state)} bytes of archive`);
+  t.ok(alive(hubPid) && hubFile(state)?.pid === hubPid, 'the same hub throughout');
   t.equal(swarm(['down', '--state-dir', state]).code, 0);
 });
