@@ -24,6 +24,12 @@ export class LlamaServerDriver implements Driver {
   readonly name = 'llama-server';
   readonly options: LlamaServerOptions;
   private proc: EngineProcess | undefined;
+  /**
+   * Requests in flight on each engine process: its exit aborts them, one handler per process. A
+   * handler per request on the process's exit promise stayed attached until the engine exited:
+   * about 225 bytes a request, for as long as the engine lives.
+   */
+  private readonly flights = new WeakMap<EngineProcess, Set<AbortController>>();
   private base: string | undefined;
   private starting: Promise<void> | undefined;
   private lastExit: EngineExit | undefined;
@@ -172,6 +178,18 @@ export class LlamaServerDriver implements Driver {
     return new SwarmError('SWARM_ERR_ENGINE_DIED', `llama-server ${describeExit(proc.exitInfo)} during generation:\n${proc.outputTail(10)}`, { cause });
   }
 
+  /** The set of `proc`'s requests in flight, made with the one handler that aborts them at its exit. */
+  private inFlight(proc: EngineProcess): Set<AbortController> {
+    let set = this.flights.get(proc);
+    if (!set) {
+      const made = new Set<AbortController>();
+      this.flights.set(proc, made);
+      void proc.exited.then(() => { for (const a of made) a.abort(); });
+      set = made;
+    }
+    return set;
+  }
+
   async *chat(prompt: string, opts: ChatOptions = {}): AsyncGenerator<string, ChatStats | void, void> {
     await this.start();
     const proc = this.proc;
@@ -181,7 +199,9 @@ export class LlamaServerDriver implements Driver {
     const onAbort = (): void => ac.abort();
     opts.signal?.addEventListener('abort', onAbort, { once: true });
     // A dead engine should end the stream now, not when the socket times out.
-    void proc?.exited.then(() => ac.abort());
+    const flights = proc ? this.inFlight(proc) : undefined;
+    flights?.add(ac);
+    if (proc && !proc.alive) ac.abort();
     let stats: ChatStats = {};
     let finished = false;
     try {
@@ -227,6 +247,7 @@ export class LlamaServerDriver implements Driver {
       if (err instanceof SwarmError) throw err;
       throw await this.died(proc, err);
     } finally {
+      flights?.delete(ac);
       opts.signal?.removeEventListener('abort', onAbort);
       // Closing the connection tells llama-server to free the slot (also when the caller stops iterating).
       ac.abort();
