@@ -8,6 +8,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import v8 from 'node:v8';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 
 const dir = process.env.SWARM_BENCH_MEMSTAT_DIR;
 const MB = 2 ** 20;
@@ -34,10 +35,27 @@ export function memstat(): Record<string, unknown> {
   };
 }
 
+/**
+ * Since the last call: the event loop's delay (max, p99, ms) and the GC's pauses (count, total, max, ms):
+ * what keeps a process from reading its sockets (a replica holder falling behind the hub's feed).
+ */
+const eld = monitorEventLoopDelay({ resolution: 10 });
+eld.enable();
+let gc = { n: 0, ms: 0, max: 0 };
+new PerformanceObserver((l) => { for (const e of l.getEntries()) { gc.n++; gc.ms += e.duration; gc.max = Math.max(gc.max, e.duration); } }).observe({ entryTypes: ['gc'] });
+function pauses(): Record<string, number> {
+  const out = { eld_max_ms: +(eld.max / 1e6).toFixed(1), eld_p99_ms: +(eld.percentile(99) / 1e6).toFixed(1), gc_n: gc.n, gc_ms: +gc.ms.toFixed(1), gc_max_ms: +gc.max.toFixed(1), cpu_s: +((process.cpuUsage().user + process.cpuUsage().system) / 1e6).toFixed(2) };
+  eld.reset();
+  gc = { n: 0, ms: 0, max: 0 };
+  return out;
+}
+
 if (dir) {
   fs.mkdirSync(dir, { recursive: true });
   const file = path.join(dir, `${process.pid}.json`);
-  const write = () => { try { fs.writeFileSync(file, JSON.stringify(memstat())); } catch { /* the bench removed the dir */ } };
+  // Each sample also as a line of a history (the loop's delay and the GC's pauses are per interval).
+  const hist = path.join(dir, `${process.pid}.jsonl`);
+  const write = () => { try { const m = { ...memstat(), ...pauses() }; fs.writeFileSync(file, JSON.stringify(m)); fs.appendFileSync(hist, JSON.stringify(m) + '\n'); } catch { /* the bench removed the dir */ } };
   setInterval(write, 2000).unref();
   // A heap snapshot on demand (`kill -USR2 <pid>`): written beside the stats, named by pid and time.
   process.on('SIGUSR2', () => { v8.writeHeapSnapshot(path.join(dir, `${process.pid}-${Date.now()}.heapsnapshot`)); });

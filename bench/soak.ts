@@ -98,6 +98,22 @@ function hubMem(dir: string, pid: number): HubMem | undefined {
   return { heap_used: x.heap_used, heap_total: x.heap_total, old_used: x.spaces.old?.used ?? 0, old_size: x.spaces.old?.size ?? 0, large_used: x.spaces.large_object?.used ?? 0, external: x.external, array_buffers: x.array_buffers, outside_v8: x.outside_v8, malloced: x.malloced };
 }
 
+/** When each "replica holder behind" line of the hubs' logs was written (epoch ms), in order. */
+function behindTimes(dir: string): number[] {
+  const out: number[] = [];
+  let files: string[] = [];
+  try { files = fs.readdirSync(path.join(dir, 'logs')).filter((f) => f.startsWith('hub')); } catch { return out; }
+  for (const f of files) {
+    let text = '';
+    try { text = fs.readFileSync(path.join(dir, 'logs', f), 'utf8'); } catch { continue; }
+    for (const line of text.split('\n')) {
+      if (!line.includes('replica holder behind')) continue;
+      try { out.push((JSON.parse(line) as { time: number }).time); } catch { /* a torn line */ }
+    }
+  }
+  return out.sort((a, b) => a - b);
+}
+
 /** `swarm up` on the state dir: wall time and its own ready_ms. */
 function up(dir: string): { wall_ms: number; ready_ms: number | null; ok: boolean; err?: string } {
   const t0 = performance.now();
@@ -134,7 +150,7 @@ async function main(): Promise<void> {
   log(`up in ${first.wall_ms} ms (${dir})`);
   const restarts: Record<string, unknown>[] = [{ kind: 'start', ...first }];
   const samples: Sample[] = [];
-  const cpuMarks: Record<string, { at: number; cpu: number; hub: number }> = {};
+  const cpuMarks: Record<string, { at: number; cpu: number; hub: number; t: number; holders: string; holdersCpu: number }> = {};
   let done = 0, failed = 0, submitted = 0, acked = 0;
   /** Why the run ended early (a swarm that did not come back), if it did. */
   let aborted: string | undefined;
@@ -213,7 +229,12 @@ async function main(): Promise<void> {
   // Submission: up to WINDOW batches in flight; faults and CPU marks as `done` passes them.
   const inflight = new Set<Promise<void>>();
   let next = 0;
-  const markCpu = (name: string) => { const h = hubPid(); cpuMarks[name] = { at: done, cpu: safe(() => cpuSeconds(h)), hub: h }; };
+  const markCpu = (name: string) => {
+    const h = hubPid();
+    // The holders' processes too (the same set at both ends of a window, else no figure): what a holder pays to keep up.
+    const hp = [...holderPidsCache].sort((a, b) => a - b);
+    cpuMarks[name] = { at: done, cpu: safe(() => cpuSeconds(h)), hub: h, t: Date.now(), holders: hp.join(','), holdersCpu: hp.reduce((a, p) => a + safe(() => cpuSeconds(p)), 0) };
+  };
   let lastLog = 0;
   while ((next < TASKS || inflight.size > 0) && Date.now() < deadline + 300_000) {
     while (!aborted && next < TASKS && inflight.size < WINDOW && Date.now() < deadline) {
@@ -250,6 +271,19 @@ async function main(): Promise<void> {
   spawnSync(process.execPath, [CLI, 'down', '--state-dir', dir], { encoding: 'utf8', timeout: 60_000 });
 
   const check = await checker(dir, ackedIds);
+  const behind = behindTimes(dir);
+  /** "replica holder behind" lines of the hub (every hub of the run) between two marks, and per minute. */
+  const behindIn = (a: string, b: string) => {
+    const x = cpuMarks[a], y = cpuMarks[b];
+    if (!x || !y || y.t <= x.t) return null;
+    const n = behind.filter((t) => t >= x.t && t < y.t).length;
+    return { count: n, per_min: +((n * 60_000) / (y.t - x.t)).toFixed(1) };
+  };
+  const holdersPerTask = (a: string, b: string) => {
+    const x = cpuMarks[a], y = cpuMarks[b];
+    if (!x || !y || !x.holders || x.holders !== y.holders || y.at === x.at) return null;
+    return +(((y.holdersCpu - x.holdersCpu) * 1e6) / (y.at - x.at)).toFixed(1); // µs of the holders' processes' CPU (summed) per task
+  };
   const perTask = (a: string, b: string) => {
     const x = cpuMarks[a], y = cpuMarks[b];
     if (!x || !y || x.hub !== y.hub || y.at === x.at) return null;
@@ -286,6 +320,8 @@ async function main(): Promise<void> {
     hot_mb: { at20: s20.hot_mb, at100: s100.hot_mb, max: maxHot }, archive_mb: samples.at(-1)!.archive_mb,
     restarts, hub_restart_max_ms: Math.max(...hubRestarts), worker_restart_max_ms: procRestarts.some((x) => x === null) ? null : Math.max(...(procRestarts as number[])),
     hub_cpu_us_per_task: { start: perTask('start0', 'start1'), end: perTask('end0', 'end1') },
+    holders_cpu_us_per_task: { start: holdersPerTask('start0', 'start1'), end: holdersPerTask('end0', 'end1') },
+    holders_behind: { total: behind.length, per_min: +((behind.length * 60_000) / (wallS * 1000)).toFixed(1), start: behindIn('start0', 'start1'), end: behindIn('end0', 'end1') },
     hub_cpu_us_per_task_by_5pct: Array.from({ length: 19 }, (_, k) => perTask(`p${k + 1}`, `p${k + 2}`)),
     rss_over_time: samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 40)) === 0 || i === samples.length - 1).map(({ holders_mem: m, hub_mem: h, ...s }) => ({ ...s, ...(m ? { holders_heap_used_mb: m.heap_used, holders_heap_total_mb: m.heap_total, holders_external_mb: m.external, holders_outside_v8_mb: m.outside_v8 } : {}), ...(h ? { hub_heap_used_mb: h.heap_used, hub_heap_total_mb: h.heap_total, hub_external_mb: h.external, hub_outside_v8_mb: h.outside_v8 } : {}) })),
   };

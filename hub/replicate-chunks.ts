@@ -7,7 +7,17 @@ type ReplEntry = ReplicaEntry;
  * One STATE frame's entries, and the same entries as JSON text (the array's inside, without brackets);
  * `closed`: ids of finished tasks, for a keeper of the open tasks only (hub/replicate-keepers.ts).
  */
-export interface Chunk { entries: ReplEntry[]; json: string; closed?: string[] }
+export interface Chunk {
+  entries: ReplEntry[]; json: string; closed?: string[];
+  /**
+   * The version a holder that got this chunk has every change up to (hub/replicate-resume.ts); none:
+   * the version queued to every holder when the chunk is. A flush larger than a chunk goes in several,
+   * and only its last brings the holder to the flush's version: marked with it, a first chunk sent
+   * while the rest waited vouched for them, and a holder whose deltas were then dropped resumed from
+   * past them and lacked those changes until a repair window came by.
+   */
+  ver?: number;
+}
 
 /** Longest entry replicated, JSON characters: frames are bounded at 1 MiB. */
 const MAX_ENTRY = 900 * 1024;

@@ -24,7 +24,8 @@ export interface FeedOptions {
    */
   maxBacklog: number;
   /**
-   * JSON characters sent in one turn of the event loop at most; then the feed yields (setImmediate).
+   * Sync characters sent in one turn of the event loop at most; then the feed yields (setImmediate).
+   * Deltas go whatever it says (see `pump`).
    * Loopback takes megabytes without `drain`, so a sync paced only by the socket ran for seconds in
    * one turn, and the handshakes of the other workers rejoining a restarted hub timed out behind it.
    * Default one chunk's worth (256 KiB): a restarted hub syncs its holders (five) at once, each a
@@ -137,7 +138,9 @@ export class HolderFeed {
     if (this.backlog + c.json.length > this.opts.maxBacklog) {
       // A holder this far behind gets the state instead of the history of its changes.
       this.stats.overflows++;
-      this.opts.log.info({ backlog: this.backlog, bound: this.opts.maxBacklog }, 'replica holder behind: deltas dropped, state synced instead');
+      // Why it is behind: waiting for the socket to drain (the holder reads slowly), or yielded to the
+      // event loop (the hub's own turns), with a sync under way or not.
+      this.opts.log.info({ backlog: this.backlog, bound: this.opts.maxBacklog, waiting: this.waiting, yielded: this.yielded, writable: this.link.writable, syncing: !!this.sync, queued: this.deltas.length }, 'replica holder behind: deltas dropped, state synced instead');
       // Evictions stay (ids only): a sync sends what is in the store, never what left it.
       this.deltas = this.deltas.filter((d) => d.evict);
       this.backlog = this.deltas.reduce((n, d) => n + d.json.length, 0);
@@ -157,7 +160,7 @@ export class HolderFeed {
       this.queue({ payload: { full: false, entries: c.entries, closed: c.closed }, json: `{"full":false,"entries":[${c.json}],"closed":${JSON.stringify(c.closed)}}` });
       return;
     }
-    this.queue({ payload: { full: false, entries: c.entries }, json: `{"full":false,"entries":[${c.json}]}`, entries: c.json, ver: this.mark?.().ver });
+    this.queue({ payload: { full: false, entries: c.entries }, json: `{"full":false,"entries":[${c.json}]}`, entries: c.json, ver: this.mark ? c.ver ?? this.mark().ver : undefined });
   }
 
   /**
@@ -179,7 +182,7 @@ export class HolderFeed {
     this.stats.skipped += c.entries.length - keep.length;
     if (keep.length === c.entries.length) return c;
     if (!keep.length && !c.closed) return undefined;
-    return { entries: keep, json: keep.map((e) => JSON.stringify(e)).join(','), closed: c.closed };
+    return { entries: keep, json: keep.map((e) => JSON.stringify(e)).join(','), closed: c.closed, ver: c.ver };
   }
 
   /** Queue an eviction (`json` is the payload's text), in order behind the deltas before it. */
@@ -225,18 +228,21 @@ export class HolderFeed {
     return [{ ...payload, sync: m }, `{${head},"sync":${JSON.stringify(m)},"entries":[${entries}]}`];
   }
 
+  /**
+   * Send what waits while the link takes more: every delta queued, in order, then sync chunks up to
+   * this turn's budget. Deltas are not held to the budget: they are built and encoded once, when the
+   * store changed, so sending them is a copy to the socket; what the budget bounds is the building,
+   * signing and encoding of a sync's entries. Counted against it, a feed sent at most `turnBytes` of
+   * deltas per turn of the hub's event loop whatever the link took, and at load a turn is 0.3-1 s
+   * while one brings more than that (a 500-task submit's specs are 1.6 MB): every holder fell past the
+   * bound together, about once a second each in the soak, with its socket writable the whole time.
+   */
   private pump(): void {
-    if (this.yielded || this.stopped) return;
+    if (this.stopped) return;
     const turn = this.opts.turnBytes ?? 256 * 1024;
     const share = this.opts.share;
     let sent = 0;
     while (!this.link.isClosed && this.link.writable) {
-      if (sent >= turn || (share && !share.open && !this.deltas.length && this.sync)) {
-        this.yielded = true;
-        this.stats.yields++;
-        setImmediate(() => { this.yielded = false; this.pump(); });
-        return;
-      }
       const d = this.deltas.shift();
       if (d) {
         this.backlog -= d.json.length;
@@ -250,10 +256,16 @@ export class HolderFeed {
           this.link.send(payload, json);
         } else this.link.send(d.payload, d.json);
         this.stats.frames++;
-        sent += d.json.length;
         continue;
       }
-      if (!this.sync) return;
+      // A sync yielded this turn goes on when the turn is over (its setImmediate).
+      if (!this.sync || this.yielded) return;
+      if (sent >= turn || (share && !share.open)) {
+        this.yielded = true;
+        this.stats.yields++;
+        setImmediate(() => { this.yielded = false; this.pump(); });
+        return;
+      }
       const n = this.sendSyncChunk(this.sync);
       if (n < 0) return;
       sent += n;

@@ -24,8 +24,10 @@ const MAX_SPEC_MARKS = 100_000;
  * sync. Versions belong to one hub process (`gen`): a restarted hub syncs in full.
  *
  * Why a frame's version is enough: frames reach a holder in order, deltas before sync chunks, and
- * a frame is marked with `flushed`, the last version already queued to every holder. So a holder
- * that got a frame marked `ver` has every change up to `ver` for the tasks the sync has covered.
+ * a frame is marked with `flushed`, the last version already queued to every holder (a delta frame
+ * with the version its chunk brings the holder to: a flush's last chunk, its version; the chunks
+ * before it, the version before the flush). So a holder that got a frame marked `ver` has every
+ * change up to `ver` for the tasks the sync has covered.
  * A holder whose deltas were dropped (hub/replicate-feed.ts) gets unmarked frames until its new
  * sync's first chunk: what it reports then predates every dropped delta.
  */

@@ -393,11 +393,16 @@ export class HubReplicator {
     const entries = recs.map((p) => this.entry(p.rec, p.spec));
     this.pending = new Map();
     if (!entries.length) return;
-    this.versions.flushed();
     this.stats.deltas += entries.length;
     // Encoded once for every holder and keeper; each one's feed sends them as its socket drains.
     const texts = this.keepers.size ? entries.map((e) => JSON.stringify(e)) : undefined;
-    for (const c of chunks(entries, this.opts.chunkBytes ?? 256 * 1024, this.log, texts)) for (const w of this.holding) this.feed(w).delta(c);
+    // A holder has every change of this flush once its last chunk reached it; the chunks before bring
+    // it to the version before the flush. And the flush counts as queued to every holder (what a sync
+    // chunk's mark says) only once all of it is: a feed sends a sync chunk between two of them.
+    const before = this.versions.mark().ver, after = this.versions.now;
+    const cs = chunks(entries, this.opts.chunkBytes ?? 256 * 1024, this.log, texts);
+    cs.forEach((c, i) => { c.ver = i === cs.length - 1 ? after : before; for (const w of this.holding) this.feed(w).delta(c); });
+    this.versions.flushed();
     if (texts) this.keepers.delta(recs.map((p) => p.rec), entries, texts);
   }
 
