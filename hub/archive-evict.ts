@@ -69,7 +69,11 @@ export class Evictor {
    * before its tasks), so that no id is looked up for a task to drop.
    */
   replay(r: Extract<JournalRecord, { t: 'evict' }>, hot = true): void {
-    if (r.end !== undefined) this.advance({ file: r.file, end: r.end });
+    // The last covered end written is the one that holds (records are replayed in the order they
+    // were written): the largest ever seen outlived a newest file cut outside the hub, and recovery
+    // then looked for unrecorded lines past an end the file no longer reached. An end too early only
+    // makes recovery read more (it matches hot tasks only).
+    if (r.end !== undefined) this.mark = { file: r.file, end: r.end };
     const { ids, offsets, file, at } = r;
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i]!;
@@ -83,7 +87,7 @@ export class Evictor {
 
   /** `replay` for an evict record read back unparsed (journal-evict.ts): ids go to the window from the line's bytes. */
   replayLazy(r: LazyEvict, hot = true): void {
-    if (r.end !== undefined) this.advance({ file: r.file, end: r.end });
+    if (r.end !== undefined) this.mark = { file: r.file, end: r.end };
     const { buf, idStart, idEnd, offsets, file, at } = r;
     for (let i = 0; i < r.count; i++) {
       if (hot) {
@@ -133,6 +137,9 @@ export class Evictor {
       // for from the real end, not past the old one.
       this.archive.damage(m.file, `shorter than the journal says: ${end.file === m.file ? `${end.end} of ${m.end} bytes` : 'gone, an older file is the newest'} (cut outside the hub): the tasks whose lines were past the cut answer SWARM_ERR_RESULT_PRUNED`);
       this.mark = end;
+      // Journaled, so the next start reads from here too (and does not say it again); if the journal
+      // cannot take it now, the next evict record carries the end all the same.
+      try { await this.host.append?.({ t: 'evict', ids: [], file: end.file, offsets: [], at: now, end: end.end }); } catch { /* said in the journal's status */ }
     }
     if (!found.size) { this.advance(end); return 0; }
     const byFile = new Map<number, { ids: string[]; offsets: number[] }>();

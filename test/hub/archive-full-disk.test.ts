@@ -258,6 +258,11 @@ t.test('the newest archive file cut below what the journal covers: the hub start
   t.ok(a.damaged?.some((d) => d.file === last && /shorter than the journal says: \d+ of \d+ bytes/.test(d.why)), `status --json says so: ${JSON.stringify(a.damaged)}`);
   let c = await seen.check(state, cutIds);
   t.same({ lost: c.lost, changed: c.changed, damaged: c.damaged, pruned: c.pruned }, { lost: 0, changed: 0, damaged: cutIds.size, pruned: 0 }, `${c.same} the same, the ${cutIds.size} cut answer SWARM_ERR_RESULT_PRUNED; ${c.details.join('; ')}`);
+  // Said once: the journal now has the real end, so the next start finds nothing to say.
+  t.equal(swarm(['down', '--state-dir', state]).code, 0);
+  t.equal(swarm(up, { timeoutMs: 60_000 }).code, 0, 'a second start');
+  const again = statusJson(state).journal.retention.archive.damaged;
+  t.equal(again, undefined, `nothing new to say about the archive: ${JSON.stringify(again)}`);
   // New lines go where the cut lines were: each is read as its own task, never as an old one.
   await seen.run(t, state, Array.from({ length: 40 }, (_, i) => `cut-after-${i}`));
   t.ok(await until(async () => (await status(state)).journal.retention.hot_finished <= 5, 20_000, 100), 'archived after the cut');
