@@ -1,5 +1,5 @@
 /** Engine drivers: the Driver interface, the registry, and what every driver shares. */
-export type { ChatOptions, ChatStats, Driver, DriverConfig } from './types.js';
+export type { AheadTicket, ChatOptions, ChatStats, Driver, DriverConfig } from './types.js';
 export { createDriver, driverNames, loadDriver, registerDriver, type DriverFactory } from './registry.js';
 export { LoopGuard } from './loop-guard.js';
 export { StopFilter } from './stop-filter.js';

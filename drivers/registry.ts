@@ -1,5 +1,5 @@
 import { SwarmError } from '../protocol/index.js';
-import type { ChatOptions, ChatStats, Driver, DriverConfig } from './types.js';
+import type { AheadTicket, ChatOptions, ChatStats, Driver, DriverConfig } from './types.js';
 import { echoFactory } from './echo/index.js';
 import { execFactory } from './exec/index.js';
 import { simulatedFactory } from './simulated/index.js';
@@ -69,4 +69,8 @@ class DeferredDriver implements Driver {
   }
   async stop(): Promise<void> { this.stopped = true; await this.real?.stop(); }
   pids(): number[] { return this.real?.pids() ?? []; }
+  // What the real driver offers beyond chat, once its code is loaded (before: as a driver without it).
+  get tellsEnd(): boolean { return this.real?.tellsEnd === true; }
+  chatAhead(prompt: string, opts: ChatOptions): AheadTicket | undefined { return this.real?.chatAhead?.(prompt, opts); }
+  withdrawAhead(ticket: AheadTicket): void { this.real?.withdrawAhead?.(ticket); }
 }

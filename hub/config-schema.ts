@@ -4,6 +4,7 @@ import { DEFAULT_MAX_LINE, DEFAULT_MAX_OUTBOUND } from '../protocol/types.js';
 import { DEFAULT_RETAIN, MAX_RETAIN_BYTES, MAX_RETAIN_COUNT, MAX_RETAIN_MS } from './retention.js';
 import { DEFAULT_ARCHIVE_BOUND, MAX_ARCHIVE_BYTES, MIN_ARCHIVE_BYTES } from './archive-bound.js';
 import { DEFAULT_COMPACT_BYTES } from './journal.js';
+import { DEFAULT_LEASE_AHEAD_MS } from './lease-ahead.js';
 import { MAX_ATTEMPTS, MAX_DEFAULT_TOKENS, MAX_LINE, MAX_PREFETCH_BELOW_MS } from '../protocol/bounds.js';
 
 /**
@@ -66,11 +67,19 @@ export const HubConfigSchema = z.object({
    */
   prefetchBelowMs: z.number().min(0).max(MAX_PREFETCH_BELOW_MS).default(5),
   /**
-   * Lease a busy worker its next task this many ms before its running one is expected to end (the mean
-   * run time of its recent tasks), while tasks wait that no free worker takes: the worker starts it in
-   * the turn its last one ends, without the round trip through the hub. 0: never.
+   * Lease a busy worker with a queue place its next task this many ms before its running one ends, while
+   * tasks wait that no free worker takes: the worker (and the batched engine, behind the running chat)
+   * starts it the moment its last one ends, without the round trip through the hub. A worker with the
+   * cap `ends-soon` says when (its engine counts the tokens left); others only with leaseAheadByMean.
+   * 0: never.
    */
-  leaseAheadMs: z.number().min(0).max(MAX_PREFETCH_BELOW_MS).default(0),
+  leaseAheadMs: z.number().min(0).max(MAX_PREFETCH_BELOW_MS).default(DEFAULT_LEASE_AHEAD_MS),
+  /**
+   * Also lease ahead workers that do not say when a task ends, by the mean run time of their recent
+   * tasks: that guess missed a short task's end by more than the worker's hold for most tasks under
+   * load, so each came back unstarted (a TASK_REQ and an ERROR more). Off unless asked for.
+   */
+  leaseAheadByMean: z.boolean().default(false),
   /** Offer msgpack to workers. Off by default: NDJSON (the spec's codec) measured faster for our frames. */
   msgpack: z.boolean().default(false),
   /** Role plan: how many workers should hold each role (hub/roles.ts); handed out with ASSIGN_ROLE. */

@@ -43,7 +43,7 @@ export interface DispatchDeps {
 
 /** The worker links' view: admit and drop workers, route their frames to the parts that own them. */
 export interface SessionDeps {
-  readonly config: Pick<HubConfig, 'maxLine' | 'tlsCa' | 'handshakeTimeoutMs' | 'deadAfterMs' | 'token' | 'heartbeatMs' | 'msgpack' | 'maxOutbound' | 'prefetchBelowMs' | 'leaseAheadMs'>;
+  readonly config: Pick<HubConfig, 'maxLine' | 'tlsCa' | 'handshakeTimeoutMs' | 'deadAfterMs' | 'token' | 'heartbeatMs' | 'msgpack' | 'maxOutbound' | 'prefetchBelowMs' | 'leaseAheadMs' | 'leaseAheadByMean'>;
   readonly log: Logger;
   readonly registry: Registry;
   readonly metrics: Pick<HubMetrics, 'protocolErrors'>;

@@ -1,6 +1,6 @@
 import type { TLSSocket } from 'node:tls';
 import type net from 'node:net';
-import { Connection, Type, safeEqual, randomId, workerCredential, type AnyMessage, type Message } from '../protocol/index.js';
+import { Connection, ENDS_SOON_CAP, Type, safeEqual, randomId, workerCredential, type AnyMessage, type Message } from '../protocol/index.js';
 import type { SessionDeps } from './context.js';
 import type { Dispatcher } from './dispatcher.js';
 import { WorkerEntry } from './registry.js';
@@ -114,13 +114,15 @@ export class Sessions {
       // Not "down": the id is back at once, so the supervisor must not kill the process that just reconnected.
       this.drop(old, resumed ? 'replaced by its reconnect' : `replaced by a new connection (old link quiet for ${quietMs} ms)`, false);
     }
-    const w = new WorkerEntry({ id, role: p.role ?? '', driver: p.driver, caps: p.caps, slots: p.slots, queue: p.queue, prefetchBelowMs: config.prefetchBelowMs, leaseAheadMs: config.leaseAheadMs, conn, pid: p.pid, host: p.host_id, session: randomId() + randomId(), engine: p.engine, failoverError: p.failover_error }, now);
+    // Leased ahead on its word when it gives it (cap ends-soon), by its mean run time only when asked.
+    const leaseAheadMs = config.leaseAheadMs > 0 && (p.caps.includes(ENDS_SOON_CAP) || config.leaseAheadByMean) ? config.leaseAheadMs : 0;
+    const w = new WorkerEntry({ id, role: p.role ?? '', driver: p.driver, caps: p.caps, slots: p.slots, queue: p.queue, prefetchBelowMs: config.prefetchBelowMs, leaseAheadMs, conn, pid: p.pid, host: p.host_id, session: randomId() + randomId(), engine: p.engine, failoverError: p.failover_error }, now);
     conn.peer = id;
     registry.add(w);
     const codec = this.codecFor(p.codecs);
     conn.send(Type.HANDSHAKE_ACK, {
       status: 'ok', worker_id: id, codec, session: w.session,
-      config: { heartbeat_ms: config.heartbeatMs, dead_after_ms: config.deadAfterMs },
+      config: { heartbeat_ms: config.heartbeatMs, dead_after_ms: config.deadAfterMs, ...(leaseAheadMs > 0 ? { lease_ahead_ms: leaseAheadMs } : {}) },
     }, { re: msg.id });
     conn.socket.on('drain', () => this.dispatcher.offer(w));
     log.info({ worker: id, driver: p.driver, slots: p.slots, role: w.role, codec }, 'worker joined');
@@ -139,6 +141,7 @@ export class Sessions {
       case Type.HEARTBEAT:
         w.beat(msg.payload.load, msg.payload.state, msg.payload.engine, msg.payload.engine_error, msg.payload.engine_fallback);
         this.hub.failover.heartbeat(w, msg.payload);
+        if (msg.payload.ending === true && w.ending()) this.dispatcher.offer(w);
         return;
       case Type.HANDBACK:
         // Only a worker that joined as a failover peer held a replica to hand back.

@@ -1,4 +1,4 @@
-import { PROMPT_CACHE_CAP, type Connection } from '../protocol/index.js';
+import { ENDS_SOON_CAP, PROMPT_CACHE_CAP, type Connection } from '../protocol/index.js';
 import { Answer } from './answer.js';
 import type { PendingRole } from './roles.js';
 
@@ -74,6 +74,14 @@ export class WorkerEntry {
   /** It gave a queued task back (a long task was ahead of it): slots only until it finishes one. */
   private queueRefused = false;
   /**
+   * It says when a running task is about to end (cap `ends-soon`, HEARTBEAT `ending`): leased ahead
+   * then, never by its mean run time, which missed a short task's end by more than the worker's hold
+   * for most tasks under load (their leases ahead came back unstarted).
+   */
+  readonly signalsEnd: boolean;
+  /** When it last said a running task ends soon (performance.now); cleared as a lease ends. */
+  private endingAt?: number;
+  /**
    * Its queue places are being filled: set when its leases fall to half its queue beyond its slots,
    * cleared when they reach its capacity. Topped up on every answer, a worker whose answers arrive
    * one per read (few workers, tasks of a few ms) would get each task in its own write and wake once
@@ -87,6 +95,7 @@ export class WorkerEntry {
     this.queue = j.queue ?? 0; this.prefetchBelowMs = j.prefetchBelowMs ?? 0;
     this.leaseAheadMs = j.leaseAheadMs ?? 0;
     this.keepsPrompts = j.caps.includes(PROMPT_CACHE_CAP);
+    this.signalsEnd = this.leaseAheadMs > 0 && j.caps.includes(ENDS_SOON_CAP);
     this.conn = j.conn; this.pid = j.pid; this.host = j.host; this.session = j.session;
     this.connectedAt = now; this.lastSeen = now;
     this.engine = j.engine;
@@ -119,14 +128,16 @@ export class WorkerEntry {
   }
 
   /**
-   * When (performance.now) it may be leased its next task ahead: `leaseAheadMs` before the first of its
-   * running tasks is expected to end (its recent tasks' mean run time). Undefined when lease-ahead is
+   * When (performance.now) it may be leased its next task ahead: when it said a running task ends soon
+   * (signalsEnd), else `leaseAheadMs` before the first of its running tasks is expected to end (its
+   * recent tasks' mean run time). Undefined when lease-ahead is
    * off, it has no queue, a queued task was given back (until it finishes one), its tasks are short
    * (the queue is theirs), or a slot is free or a task already waits in it.
    */
   aheadAt(): number | undefined {
-    if (this.leaseAheadMs <= 0 || this.queue < 1 || this.queueRefused || this.meanRunMs === undefined) return undefined;
-    if (this.meanRunMs < this.prefetchBelowMs || this.inflight.size !== this.slots) return undefined;
+    if (this.leaseAheadMs <= 0 || this.queue < 1 || this.queueRefused || this.short || this.inflight.size !== this.slots) return undefined;
+    if (this.signalsEnd) return this.endingAt;
+    if (this.meanRunMs === undefined) return undefined;
     let first = Infinity;
     for (const l of this.inflight.values()) {
       if (l.startedAt === undefined) return undefined;
@@ -140,6 +151,13 @@ export class WorkerEntry {
     if (!Number.isFinite(ms) || ms < 0) return;
     this.meanRunMs = this.meanRunMs === undefined ? ms : this.meanRunMs + RUN_EWMA * (ms - this.meanRunMs);
     this.queueRefused = false;
+  }
+
+  /** It said a running task ends soon (HEARTBEAT `ending`): true when that makes it due a lease ahead now. */
+  ending(now = performance.now()): boolean {
+    if (!this.signalsEnd || this.inflight.size !== this.slots) return false;
+    this.endingAt = now;
+    return this.aheadAt() !== undefined;
   }
 
   /** It gave back a task it could not start (SLOTS_FULL): lease it no more than its slots for now. */
@@ -171,6 +189,8 @@ export class WorkerEntry {
   release(taskId: string, now = performance.now()): boolean {
     if (!this.inflight.delete(taskId)) return false;
     this.freedAt = now;
+    // Whichever task it said was ending, a slot is free now or its queued task runs: the next word counts.
+    this.endingAt = undefined;
     // A task waiting in its queue starts as a slot frees (the worker starts the oldest first).
     let running = 0;
     for (const l of this.inflight.values()) if (l.startedAt !== undefined) running++;

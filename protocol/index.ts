@@ -1,4 +1,4 @@
-export { Type, Codec, PROTOCOL_VERSION, DEFAULT_MAX_LINE, DEFAULT_MAX_OUTBOUND, PROMPT_CACHE_CAP } from './types.js';
+export { Type, Codec, PROTOCOL_VERSION, DEFAULT_MAX_LINE, DEFAULT_MAX_OUTBOUND, PROMPT_CACHE_CAP, ENDS_SOON_CAP } from './types.js';
 export { ErrorCode, SwarmError, errorCodeOf, isErrorCode } from './errors.js';
 // Types only: the zod schemas themselves load zod, which worker processes do without (validate.ts).
 export type { Receipt, Message, AnyMessage, Payload, ReplicaEntry, WireSpec, WireLease, WireOutcome } from './schemas.js';

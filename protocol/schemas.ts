@@ -130,6 +130,8 @@ export const Payloads = {
     config: z.object({
       heartbeat_ms: z.number().int().positive(),
       dead_after_ms: z.number().int().positive(),
+      /** The hub leases a busy worker its next task this long before its running one ends (absent: it does not). */
+      lease_ahead_ms: z.number().int().positive().optional(),
     }).passthrough(),
     worker_id: id,
     codec: z.enum([Codec.NDJSON, Codec.MSGPACK]).default(Codec.NDJSON),
@@ -182,6 +184,8 @@ export const Payloads = {
     /** The worker's engine: loading, ready to run tasks, or failed to start (`engine_error` says why). */
     engine: z.enum(['starting', 'ready', 'failed']).optional(),
     engine_error: z.string().max(4096).optional(),
+    /** Worker to hub (cap `ends-soon`): a running task ends within the hub's `lease_ahead_ms`, by its engine's estimate. */
+    ending: z.boolean().optional(),
     /** The worker's engine runs other than its first choice (a CPU variant hidden after a SIGILL): what, and why. */
     engine_fallback: z.string().max(1024).optional(),
   }),

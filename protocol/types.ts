@@ -39,3 +39,10 @@ export type Codec = (typeof Codec)[keyof typeof Codec];
  * prefers it for a task that starts like its last prompt (cache-aware dispatch).
  */
 export const PROMPT_CACHE_CAP = 'prompt-cache';
+
+/**
+ * The HANDSHAKE cap of a worker whose engine says when a running task is about to end (HEARTBEAT
+ * `ending`): a hub that leases ahead (`lease_ahead_ms` in HANDSHAKE_ACK's config) leases it its next
+ * task at that moment, rather than by the mean run time of its recent tasks.
+ */
+export const ENDS_SOON_CAP = 'ends-soon';

@@ -1,8 +1,8 @@
 import os from 'node:os';
 import type { Logger } from 'pino';
-import { SwarmError, Type, errorCodeOf, isErrorCode, type ErrorCode, type Connection, type Message, type AnyMessage } from '../protocol/index.js';
+import { ENDS_SOON_CAP, SwarmError, Type, errorCodeOf, isErrorCode, type ErrorCode, type Connection, type Message, type AnyMessage } from '../protocol/index.js';
 import { isRetryable } from '../sched/retry.js';
-import { isPermanentEngineError, type Driver } from '../drivers/index.js';
+import { isPermanentEngineError, type AheadTicket, type Driver } from '../drivers/index.js';
 import { WorkerClient, type HubLocator } from './client.js';
 import { WORKER_DEFAULTS, type WorkerConfig } from './config.js';
 import { LazyAbort } from './lazy-abort.js';
@@ -11,7 +11,7 @@ import { hostId } from './host-id.js';
 import type { AgentFailover, AgentFailoverOptions } from './failover-agent.js';
 import type { ExecOutcome, ReplicaSpec } from './gossip/index.js';
 import { AgentEngine, type EngineState } from './agent-engine.js';
-import { drive, type DriveDeps } from './drive.js';
+import { aheadChatOptions, drive, type DriveDeps } from './drive.js';
 
 /** The worker state machine of the spec, section 5.1. */
 export const AgentState = { INIT: 'INIT', SPAWN: 'SPAWN', IDLE: 'IDLE', BUSY: 'BUSY', COOLDOWN: 'COOLDOWN', STOPPED: 'STOPPED' } as const;
@@ -37,7 +37,8 @@ export interface AgentOptions {
 
 interface Running { abort: LazyAbort; /** Tell the hub this task goes back unfinished (the agent stops). */ handBack?: () => void }
 /** A TASK_REQ held until a slot frees (the hub leases the queue only while tasks are short). */
-interface Queued { m: Message<'TASK_REQ'>; conn: Connection; at: number }
+/** A task leased into the queue; `ahead`: its chat is already queued at the engine (Driver.chatAhead). */
+interface Queued { m: Message<'TASK_REQ'>; conn: Connection; at: number; ahead?: AheadTicket }
 
 /**
  * One agent: a network loop (WorkerClient) and a driver side by side. Tasks run concurrently with
@@ -77,7 +78,7 @@ export class Agent {
     this.driveDeps = { driver: opts.driver, engine: this.engine, workerId: opts.id, loopRepeats: opts.loopRepeats ?? this.cfg.agent.loopRepeats };
     this.client = new WorkerClient({
       id: opts.id, locate: opts.locate, token: opts.token, msgpack: opts.msgpack, maxLine: this.cfg.agent.maxLine, ...this.cfg.client,
-      handshake: () => ({ driver: opts.driver.name, caps: opts.caps ?? [], worker_id: opts.id, role: this.role, slots: this.slots, queue: this.queueMax, pid: process.pid, host_id: hostId(), peer_addr: this.peerAddr, failover_error: this.failoverError, engine: this.engine.state, sync: this.failover?.takeSyncMark() }),
+      handshake: () => ({ driver: opts.driver.name, caps: this.caps(), worker_id: opts.id, role: this.role, slots: this.slots, queue: this.queueMax, pid: process.pid, host_id: hostId(), peer_addr: this.peerAddr, failover_error: this.failoverError, engine: this.engine.state, sync: this.failover?.takeSyncMark() }),
     }, log);
     this.client.heartbeatPayload = () => {
       const fo = this.failover?.status();
@@ -202,7 +203,13 @@ export class Agent {
     }
   }
 
-  private async runTask(m: Message<'TASK_REQ'>, conn: Connection): Promise<void> {
+  /** HANDSHAKE caps: its own, and `ends-soon` where its driver tells when a chat ends and it has a queue place. */
+  private caps(): string[] {
+    const caps = this.opts.caps ?? [];
+    return this.queueMax > 0 && this.opts.driver.tellsEnd && !caps.includes(ENDS_SOON_CAP) ? [...caps, ENDS_SOON_CAP] : caps;
+  }
+
+  private async runTask(m: Message<'TASK_REQ'>, conn: Connection, ahead?: AheadTicket): Promise<void> {
     const p = m.payload;
     const abort = new LazyAbort();
     const mine: Running = {
@@ -226,7 +233,7 @@ export class Agent {
     try {
       // With failover too: a partial answer records nothing on the hub.
       const onChunk = p.stream === false ? undefined : (text: string) => { buf += text; timer ??= setTimeout(flush, PARTIAL_MS); };
-      const out = await drive(this.driveDeps, p, abort, onChunk);
+      const out = await drive(this.driveDeps, p, abort, onChunk, { ahead, ...this.endingFor(conn) });
       clearTimeout(timer);
       // With failover the whole answer goes to the replica before the final frame reports it, so a
       // hub that dies now cannot lose it.
@@ -252,8 +259,33 @@ export class Agent {
     }
   }
 
+  /** How long before a task ends the hub wants word of it (HANDSHAKE_ACK `lease_ahead_ms`); 0: it does not. */
+  private leadMs(): number {
+    return this.queueMax > 0 && this.opts.driver.tellsEnd ? this.client.config.lease_ahead_ms : 0;
+  }
+
+  /**
+   * Tell the hub when a task is about to end (its engine reckons so), so the next one is leased into
+   * this worker's queue then and is here when the slot frees. Only with a queue place free: a task
+   * already waits otherwise.
+   */
+  private endingFor(conn: Connection): { ending?: { withinMs: number; say: () => void } } {
+    const withinMs = this.leadMs();
+    if (withinMs <= 0) return {};
+    return { ending: { withinMs, say: () => {
+      if (conn.isClosed || this.stopping || this.queued.length >= this.queueMax) return;
+      conn.send(Type.HEARTBEAT, { ...this.client.heartbeatPayload(), ending: true });
+    } } };
+  }
+
   private enqueue(m: Message<'TASK_REQ'>, conn: Connection): void {
-    this.queued.push({ m, conn, at: performance.now() });
+    const q: Queued = { m, conn, at: performance.now() };
+    this.queued.push(q);
+    // Behind the one running chat: the engine takes it at once and starts it as that one ends, without
+    // the round trip through this process (its result out, this chat in). One slot only: with more,
+    // the chat that ends first need not be the one it waits behind.
+    const d = this.driveDeps.driver;
+    if (d.chatAhead && this.slots === 1 && this.queued.length === 1 && this.running.size === 1 && this.engine.state === 'ready') q.ahead = d.chatAhead(m.payload.prompt, aheadChatOptions(m.payload, this.leadMs()));
     // Leased to this worker: in gossip mode its executor must not start it a second time.
     this.failover?.adopt(m.payload.task_id);
     if (!this.holdTimer) this.armHold(this.cfg.agent.queueHoldMs);
@@ -263,7 +295,7 @@ export class Agent {
   private pump(): void {
     while (this.running.size < this.slots && this.queued.length && !this.stopping) {
       const q = this.queued.shift()!;
-      void this.runTask(q.m, q.conn);
+      void this.runTask(q.m, q.conn, q.ahead);
     }
   }
 
@@ -275,30 +307,51 @@ export class Agent {
    * has re-queued them, and with failover their results still reach the replica.
    */
   private armHold(ms: number): void {
-    this.holdTimer = setTimeout(() => {
+    // Decided after the loop's I/O of this turn (setImmediate runs after the poll phase, a timer before
+    // it): a result that arrived by the hold's end frees the slot first, and the queued task runs
+    // rather than go back; its chat may already run in the engine, sent ahead behind that result.
+    this.holdTimer = setTimeout(() => setImmediate(() => {
       this.holdTimer = undefined;
-      const hold = this.cfg.agent.queueHoldMs;
       const open = this.queued.filter((q) => !q.conn.isClosed);
       if (!open.length) return;
+      const hold = this.holdFor(open[0]!);
       const waited = performance.now() - open[0]!.at;
       if (waited < hold) { this.armHold(hold - waited); return; }
       this.queued.splice(0, this.queued.length, ...this.queued.filter((q) => q.conn.isClosed));
       for (const q of open) this.answerQueued(q, 'SWARM_ERR_SLOTS_FULL', `not started within ${hold} ms (a long task is ahead of it); given back`);
       this.log.info({ tasks: open.length }, 'queued tasks given back: a long task is ahead of them');
-    }, ms);
+    }), ms);
     this.holdTimer.unref();
+  }
+
+  /**
+   * How long a queued task may wait for its turn. One leased on the engine's word that the running task
+   * ends within the lead, and already queued in the engine behind it, waits longer: the engine starts it
+   * the moment that task ends, and every other worker was busy when it was leased (so none would start
+   * it sooner); under load a step's pace varies, and the plain hold gave back a fifth of them.
+   */
+  private holdFor(q: Queued): number {
+    const hold = this.cfg.agent.queueHoldMs;
+    return q.ahead ? Math.max(hold, AHEAD_HOLD_LEADS * this.leadMs()) : hold;
   }
 
   /** A queued task leaves without running: the hub hears why, and the executor may take it again. */
   private answerQueued(q: Queued, code: 'SWARM_ERR_SLOTS_FULL' | 'SWARM_ERR_CANCELLED', msg: string): void {
+    this.withdraw(q);
     this.failover?.release(q.m.payload.task_id);
     q.conn.sendError(code, msg, { re: q.m.id, task_id: q.m.payload.task_id });
   }
 
   /** The hub re-queues what this worker held (its link closed, or the agent stops): nothing queued runs. */
   private dropQueued(): void {
-    for (const q of this.queued) this.failover?.release(q.m.payload.task_id);
+    for (const q of this.queued) { this.withdraw(q); this.failover?.release(q.m.payload.task_id); }
     this.queued.length = 0;
+  }
+
+  /** A queued task leaves unrun: its chat sent ahead to the engine is taken back (never started there). */
+  private withdraw(q: Queued): void {
+    if (q.ahead) this.driveDeps.driver.withdrawAhead?.(q.ahead);
+    q.ahead = undefined;
   }
 
   /** Gossip mode: run a task the acting coordinator assigned (a replicated spec). */
@@ -335,3 +388,6 @@ const START_RETRIES = 2;
 
 /** The host's load average over one minute divided by cores, for status. */
 export function hostLoad(): number { return os.loadavg()[0]! / Math.max(1, os.cpus().length); }
+
+/** A task queued in the engine behind its running one waits up to this many leads before it goes back (holdFor). */
+const AHEAD_HOLD_LEADS = 4;

@@ -51,7 +51,8 @@ export interface ClientOptions {
  */
 export class WorkerClient {
   conn?: Connection;
-  config = { heartbeat_ms: 2000, dead_after_ms: 10000 };
+  /** From the last HANDSHAKE_ACK; `lease_ahead_ms` 0: the hub leases no task ahead (4.6). */
+  config = { heartbeat_ms: 2000, dead_after_ms: 10000, lease_ahead_ms: 0 };
   private stopped = false;
   /** Joined a hub at least once: a refusal after that may be a hub restarting misconfigured, and is retried. */
   private joined = false;
@@ -249,7 +250,7 @@ export class WorkerClient {
     });
     conn.peer = ack.src;
     this.session = ack.payload.session;
-    this.config = { heartbeat_ms: ack.payload.config.heartbeat_ms, dead_after_ms: ack.payload.config.dead_after_ms };
+    this.config = { heartbeat_ms: ack.payload.config.heartbeat_ms, dead_after_ms: ack.payload.config.dead_after_ms, lease_ahead_ms: ack.payload.config.lease_ahead_ms ?? 0 };
     return conn;
   }
 

@@ -1,5 +1,5 @@
 import { SwarmError, type Receipt } from '../protocol/index.js';
-import { LoopGuard, type ChatOptions, type Driver } from '../drivers/index.js';
+import { LoopGuard, type AheadTicket, type ChatOptions, type Driver } from '../drivers/index.js';
 import type { LazyAbort } from './lazy-abort.js';
 import type { AgentEngine } from './agent-engine.js';
 
@@ -18,10 +18,19 @@ export interface Driven { full: string; last: string; receipt: Receipt }
 export interface DriveDeps { driver: Driver; engine: AgentEngine; workerId: string; loopRepeats: number }
 
 /**
+ * How a run meets the driver beyond its task: `ahead`, the chat was handed to the engine when the task
+ * was queued (Driver.chatAhead); `ending`, call `say` once the engine reckons the chat ends within
+ * `withinMs` (a driver that tellsEnd).
+ */
+export interface DriveExtras { ahead?: AheadTicket; ending?: { withinMs: number; say: () => void } }
+
+/**
  * One driver run with the task's timeout and the loop guard. `onChunk` gets every chunk but the
  * last (held back so a one-chunk answer is one message); the result has the last and the whole.
+ * A chat handed to the engine ahead (`x.ahead`) starts the task's clock (timeout, duration) here all
+ * the same, when its turn comes.
  */
-export async function drive(d: DriveDeps, p: TaskParams, abort: LazyAbort, onChunk?: (text: string) => void): Promise<Driven> {
+export async function drive(d: DriveDeps, p: TaskParams, abort: LazyAbort, onChunk?: (text: string) => void, x: DriveExtras = {}): Promise<Driven> {
   const timer = p.timeout_ms ? setTimeout(() => abort.abort(new SwarmError('SWARM_ERR_TASK_TIMEOUT', `task ran past ${p.timeout_ms} ms`)), p.timeout_ms) : undefined;
   const started = performance.now();
   const startedAt = Date.now();
@@ -31,7 +40,7 @@ export async function drive(d: DriveDeps, p: TaskParams, abort: LazyAbort, onChu
   const guard = new LoopGuard({ maxRepeats: d.loopRepeats });
   try {
     await d.engine.ready();
-    const chatOpts = new TaskChatOptions(p, abort);
+    const chatOpts = new TaskChatOptions(p, abort, x);
     // A driver that has the answer at once gives it as a list: no async generator, no await a chunk.
     const now = d.driver.answerNow?.(p.prompt, chatOpts);
     const gen = now ? undefined : d.driver.chat(p.prompt, chatOpts);
@@ -92,12 +101,22 @@ class TaskChatOptions implements ChatOptions {
   readonly grammar?: string;
   readonly jsonSchema?: Record<string, unknown>;
   readonly stream: boolean;
-  constructor(p: TaskParams, private readonly abort: LazyAbort) {
+  readonly ahead?: AheadTicket;
+  readonly endsWithinMs?: number;
+  readonly onEnding?: () => void;
+  constructor(p: TaskParams, private readonly abort: LazyAbort, x: DriveExtras) {
     this.stop = p.stop; this.maxTokens = p.max_tokens; this.temperature = p.temperature; this.seed = p.seed;
     this.grammar = p.grammar; this.jsonSchema = p.json_schema; this.stream = p.stream !== false;
+    if (x.ahead) this.ahead = x.ahead;
+    if (x.ending) { this.endsWithinMs = x.ending.withinMs; this.onEnding = x.ending.say; }
   }
   /** Made when the driver first reads it: a driver that answers at once never does. */
   get signal(): AbortSignal { return this.abort.signal; }
+}
+
+/** A task's generation settings without its abort signal, for a chat handed to the engine ahead of its turn. */
+export function aheadChatOptions(p: TaskParams, endsWithinMs?: number): ChatOptions {
+  return { stop: p.stop, maxTokens: p.max_tokens, temperature: p.temperature, seed: p.seed, grammar: p.grammar, jsonSchema: p.json_schema, stream: p.stream !== false, ...(endsWithinMs ? { endsWithinMs } : {}) };
 }
 
 function round(x: number): number { return Math.round(x * 100) / 100; }

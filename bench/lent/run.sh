@@ -47,6 +47,8 @@ for c in "$@"; do case $c in
   c3-110-8-q) cell 50 $M110 8 3 batched,bare-16,bare-8,batched quiet;;
   c3-15-8-q) cell 50 $M15 8 12 batched,batched-streams,batched-fa-on,bare-8,bare-16,batched quiet;;
   c3-15-8-l) cell 60 $M15 8 6 batched,bare-2,bare-1,batched loaded;;
+  # The hand-off on 16 quiet cores: a sequence's next chat sent ahead on the engine's word, or after the round trip.
+  ahead-15-8-q) cell 70 $M15 8 12 batched,batched-noahead,bare-8,batched,batched-noahead quiet;;
   shared) log "shared: $(node dist/cli/main.js engine which 2>&1 | head -5)";;
 esac; done
 ls $BIN/.cpu-variants 2>/dev/null | head; cat $BIN/.cpu-variants/*.json 2>/dev/null | head -5

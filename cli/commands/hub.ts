@@ -6,6 +6,7 @@ import { parseRolePlan, type RolePlan } from '../../hub/roles.js';
 import { DEFAULT_RETAIN, parseRetain, retainString, type RetainOptions } from '../../hub/retention.js';
 import { DEFAULT_ARCHIVE_BOUND, archiveMaxString, describeArchiveBound, parseArchiveMax, type ArchiveBound } from '../../hub/archive-bound.js';
 import { DEFAULT_MAX_ATTEMPTS } from '../../sched/retry.js';
+import { DEFAULT_LEASE_AHEAD_MS } from '../../hub/lease-ahead.js';
 import { fail } from '../exit.js';
 import { int, keyValue } from '../options.js';
 import { formatBytes } from '../../protocol/bytes.js';
@@ -37,7 +38,7 @@ export function hubOptions(cmd: Command): Command {
     .option('--max-attempts <n>', 'attempts per task before it fails', int('--max-attempts', 1, MAX_ATTEMPTS), DEFAULT_MAX_ATTEMPTS)
     .option('--max-tokens <n>', 'max_tokens of a task that gives none (a bound on every generation; a task may ask for more)', int('--max-tokens', 1, MAX_DEFAULT_TOKENS), 512)
     .option('--prefetch-below-ms <ms>', 'lease a worker its queue (beyond its slots) while its tasks run under this long on average; 0: never', int('--prefetch-below-ms', 0, MAX_PREFETCH_BELOW_MS), 5)
-    .option('--lease-ahead-ms <ms>', 'lease a busy worker its next task this long before its running one is expected to end (while tasks wait that no free worker takes); 0: never', int('--lease-ahead-ms', 0, MAX_PREFETCH_BELOW_MS), 0)
+    .option('--lease-ahead-ms <ms>', `lease a busy worker its next task this long before its running one ends (while tasks wait that no free worker takes), so it starts without a round trip; auto: ${DEFAULT_LEASE_AHEAD_MS} ms for workers whose engine says when a task ends (the batched engine), none for others; a number: also the others, by their mean run time; 0: never`, leaseAheadOption, 'auto')
     .option('--no-journal', 'keep tasks in memory only (nothing survives a restart)')
     .option('--fsync <mode>', 'always: acknowledge tasks and show results only once fsynced (group commit); interval: fsync once a second (a power loss can lose up to 1 s of acknowledged work)', fsyncMode, 'always')
     .option('--msgpack', 'offer msgpack to workers (NDJSON is the default: measured faster for these small frames)', false)
@@ -49,9 +50,13 @@ export function hubOptions(cmd: Command): Command {
 
 export interface HubCliOptions {
   host: string; port: number; controlPort: number; controlHost?: string; token?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string;
-  stateDir?: string; heartbeatMs: number; deadAfterMs: number; maxLine: number; maxAttempts: number; maxTokens: number; prefetchBelowMs: number; leaseAheadMs: number;
+  stateDir?: string; heartbeatMs: number; deadAfterMs: number; maxLine: number; maxAttempts: number; maxTokens: number; prefetchBelowMs: number; leaseAheadMs: number | 'auto';
   journal: boolean; msgpack: boolean; roles?: RolePlan; insecureNoAuth: boolean; fsync: 'always' | 'interval'; retain?: RetainOptions;
   archiveMax?: ArchiveBound;
+}
+
+function leaseAheadOption(v: string): number | 'auto' {
+  return v.trim() === 'auto' ? 'auto' : int('--lease-ahead-ms', 0, MAX_PREFETCH_BELOW_MS)(v);
 }
 
 function retainOption(v: string): RetainOptions {
@@ -95,7 +100,8 @@ export function hubConfigFrom(o: HubCliOptions, token: string | undefined) {
     host: o.host, port: o.port, controlPort: o.controlPort, token,
     ...(o.controlHost ? { controlHost: o.controlHost } : {}), ...(o.tlsCa ? { tlsCa: o.tlsCa } : {}),
     tlsCert: o.tlsCert, tlsKey: o.tlsKey, heartbeatMs: o.heartbeatMs, deadAfterMs: o.deadAfterMs,
-    maxLine: o.maxLine, maxAttempts: o.maxAttempts, defaultMaxTokens: o.maxTokens, prefetchBelowMs: o.prefetchBelowMs, leaseAheadMs: o.leaseAheadMs, msgpack: o.msgpack, roles: o.roles, fsync: o.fsync,
+    maxLine: o.maxLine, maxAttempts: o.maxAttempts, defaultMaxTokens: o.maxTokens, prefetchBelowMs: o.prefetchBelowMs,
+    leaseAheadMs: o.leaseAheadMs === 'auto' ? DEFAULT_LEASE_AHEAD_MS : o.leaseAheadMs, leaseAheadByMean: o.leaseAheadMs !== 'auto' && o.leaseAheadMs > 0, msgpack: o.msgpack, roles: o.roles, fsync: o.fsync,
     ...(o.retain ? { retainMs: o.retain.ageMs, retainCount: o.retain.count, ...(o.retain.bytes !== undefined ? { retainBytes: o.retain.bytes } : {}) } : {}),
     ...(o.archiveMax ? { archiveMaxBytes: o.archiveMax.bytes, archiveMaxAgeMs: o.archiveMax.ageMs } : {}),
   };

@@ -7,7 +7,9 @@ export type ChatEvent = Extract<FromEngine, { id: number }> | { t: 'gone' };
 
 /**
  * One connection to the batched engine, owning one of its sequences (from the `seq` greeting until
- * it closes). One chat at a time; the engine frees the sequence when the connection closes.
+ * it closes). The engine runs its chats one at a time, in the order sent: one running and, leased
+ * ahead, one queued behind it; each chat's events go to its own listener. The engine frees the
+ * sequence when the connection closes.
  */
 export class SeqConn {
   seq: number | undefined;
@@ -17,7 +19,7 @@ export class SeqConn {
   /** We closed it (stop), as opposed to the engine going away. */
   private ours = false;
   private buf = '';
-  private onEvent: ((e: ChatEvent) => void) | undefined;
+  private readonly listeners = new Map<number, (e: ChatEvent) => void>();
   private readonly greeted: Promise<void>;
 
   constructor(private readonly sock: net.Socket) {
@@ -36,14 +38,14 @@ export class SeqConn {
         try { m = JSON.parse(line) as FromEngine; } catch { continue; }
         if (m.t === 'seq') { this.seq = m.seq; this.enginePid = m.pid; greet.resolve(); }
         else if (m.t === 'refused') greet.reject(new SwarmError('SWARM_ERR_ENGINE_START', `batched engine: ${m.message}`));
-        else this.onEvent?.(m);
+        else this.listeners.get(m.id)?.(m);
       }
     });
     sock.on('error', () => {});
     sock.on('close', () => {
       this.closed = true;
       greet.reject(new SwarmError(this.ours ? 'SWARM_ERR_SHUTDOWN' : 'SWARM_ERR_ENGINE_DIED', 'the batched engine closed the connection before it gave a sequence'));
-      this.onEvent?.({ t: 'gone' });
+      for (const f of [...this.listeners.values()]) f({ t: 'gone' });
     });
     // An idle worker must not be kept alive by its engine link; a chat holds the loop (hold()).
     sock.unref();
@@ -54,8 +56,11 @@ export class SeqConn {
 
   get closedByUs(): boolean { return this.ours; }
 
-  /** Route this connection's events to one chat (undefined: none running). */
-  listen(f: ((e: ChatEvent) => void) | undefined): void { this.onEvent = f; }
+  /** Route chat `id`'s events to `f` (undefined: to no one; events of a chat given up on are dropped). */
+  listen(id: number, f: ((e: ChatEvent) => void) | undefined): void {
+    if (f) this.listeners.set(id, f);
+    else this.listeners.delete(id);
+  }
 
   send(m: ToEngine): boolean {
     if (this.closed || this.sock.destroyed) return false;

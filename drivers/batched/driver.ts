@@ -1,11 +1,12 @@
 import { SwarmError, isErrorCode } from '../../protocol/index.js';
 import { StopFilter } from '../stop-filter.js';
 import { resolveModel } from '../embedded/model-uri.js';
-import type { ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
+import type { AheadTicket, ChatOptions, ChatStats, Driver, DriverConfig } from '../types.js';
 import { SeqConn, type ChatEvent } from './conn.js';
 import { connectSocket, enginePaths, enginePid, ensureEngine, type EnginePaths } from './engine-start.js';
 import { hostChatOptions } from '../embedded/completion.js';
 import { parseBatchedOptions, type BatchedOptions } from './options.js';
+import type { ToEngine } from './messages.js';
 
 /** Stats of a chat on the batched engine: the per-worker ones plus the prompt tokens the sequence held. */
 export interface BatchedStats extends ChatStats { tokensCached: number }
@@ -19,12 +20,16 @@ export interface BatchedStats extends ChatStats { tokensCached: number }
  */
 export class BatchedDriver implements Driver {
   readonly name = 'batched';
+  readonly tellsEnd = true;
   readonly options: BatchedOptions;
   private paths: EnginePaths | undefined;
   private modelPath: string | undefined;
   /** Connections that own a sequence and run no chat. */
   private readonly idle: SeqConn[] = [];
   private readonly busy = new Set<SeqConn>();
+  /** Connections that hold a chat sent ahead behind their running one, and it; by its id. */
+  private readonly reserved = new Map<SeqConn, Ahead>();
+  private readonly aheads = new Map<number, Ahead>();
   private stopping = false;
   private nextId = 1;
 
@@ -46,8 +51,10 @@ export class BatchedDriver implements Driver {
 
   async stop(): Promise<void> {
     this.stopping = true;
-    for (const c of [...this.idle, ...this.busy]) c.close();
+    for (const c of [...this.idle, ...this.busy, ...this.reserved.keys()]) c.close();
     this.idle.length = 0;
+    this.reserved.clear();
+    this.aheads.clear();
   }
 
   /**
@@ -109,18 +116,57 @@ export class BatchedDriver implements Driver {
     return this.connect(signal);
   }
 
+  /**
+   * Send a chat behind the one running on a connection (a task leased ahead): the engine starts it as
+   * that one ends, in the same turn of its loop, with no message to this process and back. Its events
+   * wait in the ticket until chat() takes it over. One ahead per connection; undefined when no
+   * connection is running a chat without one.
+   */
+  chatAhead(prompt: string, opts: ChatOptions): AheadTicket | undefined {
+    if (this.stopping) return undefined;
+    const c = [...this.busy].find((x) => !x.closed && !this.reserved.has(x));
+    if (!c) return undefined;
+    const id = this.nextId++;
+    const t: Ahead = { ahead: id, c, queue: [], wake: undefined };
+    c.listen(id, (e) => { t.queue.push(e); t.wake?.(); });
+    if (!c.send(chatMessage(id, prompt, opts))) { c.listen(id, undefined); return undefined; }
+    this.reserved.set(c, t);
+    this.aheads.set(id, t);
+    return t;
+  }
+
+  /** Take a chat sent ahead back: an engine that has not started it never does (it answers `done`, unrun, to no one). */
+  withdrawAhead(ticket: AheadTicket): void {
+    const t = this.aheads.get(ticket.ahead);
+    if (!t) return;
+    this.aheads.delete(t.ahead);
+    t.c.listen(t.ahead, undefined);
+    t.c.send({ t: 'abort', id: t.ahead });
+    this.unreserve(t);
+  }
+
+  /** Its ahead chat no longer holds the connection: back among the idle ones once nothing runs on it. */
+  private unreserve(t: Ahead): void {
+    if (this.reserved.get(t.c) !== t) return;
+    this.reserved.delete(t.c);
+    if (!this.busy.has(t.c)) { if (!t.c.closed && !this.stopping) this.idle.push(t.c); else t.c.close(); }
+  }
+
   async *chat(prompt: string, opts: ChatOptions = {}): AsyncGenerator<string, BatchedStats | void, void> {
-    if (opts.signal?.aborted) return;
-    const c = await this.take(opts.signal);
+    if (opts.signal?.aborted) { if (opts.ahead) this.withdrawAhead(opts.ahead); return; }
+    // Sent ahead and still ours: take it over (it may have started, and its text be waiting).
+    const t = opts.ahead ? this.aheads.get(opts.ahead.ahead) : undefined;
+    if (t) { this.aheads.delete(t.ahead); this.reserved.delete(t.c); }
+    const c = t ? t.c : await this.take(opts.signal);
     if (this.stopping) { c.close(); throw new SwarmError('SWARM_ERR_SHUTDOWN', 'the batched driver was stopped'); }
     // Given up while it waited for an engine: its abort listener below would never fire.
-    if (opts.signal?.aborted) { this.idle.push(c); return; }
+    if (opts.signal?.aborted && !t) { this.idle.push(c); return; }
     this.busy.add(c);
-    const id = this.nextId++;
-    const queue: ChatEvent[] = [];
+    const id = t ? t.ahead : this.nextId++;
+    const queue: ChatEvent[] = t ? t.queue : [];
     let wake: (() => void) | undefined;
     // Events of an earlier chat that was given up on (its abort is on its way) are not ours.
-    c.listen((e) => { if (e.t === 'gone' || e.id === id) { queue.push(e); wake?.(); } });
+    c.listen(id, (e) => { queue.push(e); wake?.(); });
     const filter = new StopFilter(opts.stop ?? []);
     let ended = false;
     let aborted = false;
@@ -131,13 +177,15 @@ export class BatchedDriver implements Driver {
       wake?.();
     };
     opts.signal?.addEventListener('abort', abort, { once: true });
+    if (opts.signal?.aborted) abort();
     const release = c.hold();
-    const hostOpts = hostChatOptions(opts);
     try {
-      if (!c.send({ t: 'chat', id, prompt, opts: hostOpts, ...(opts.stream === false ? { stream: false } : {}) })) queue.push({ t: 'gone' });
+      if (!t && !c.send(chatMessage(id, prompt, opts))) queue.push({ t: 'gone' });
+      if (t && c.closed && !queue.some((e) => e.t === 'gone')) queue.push({ t: 'gone' });
       for (;;) {
         if (queue.length === 0) { await new Promise<void>((r) => { wake = r; }); wake = undefined; continue; }
         const m = queue.shift()!;
+        if (m.t === 'ending') { if (!aborted) opts.onEnding?.(); continue; }
         if (m.t === 'chunk') {
           if (aborted || filter.stopped) continue;
           const text = filter.push(m.text);
@@ -159,17 +207,29 @@ export class BatchedDriver implements Driver {
       }
     } finally {
       opts.signal?.removeEventListener('abort', abort);
-      c.listen(undefined);
+      c.listen(id, undefined);
       this.busy.delete(c);
       release();
       // The caller stopped early: the engine must not keep generating for nobody. The engine runs a
       // connection's chats one after another, so the next chat waits for this abort to land.
       if (!ended && !c.closed) c.send({ t: 'abort', id });
-      if (!c.closed && !this.stopping) this.idle.push(c);
+      // A chat sent ahead on this connection keeps it until it is taken over or withdrawn.
+      if (this.reserved.has(c)) { /* held for it */ } else if (!c.closed && !this.stopping) this.idle.push(c);
       else c.close();
     }
   }
 }
+
+/** The engine's chat message for a prompt and its options. */
+function chatMessage(id: number, prompt: string, opts: ChatOptions): ToEngine {
+  return {
+    t: 'chat', id, prompt, opts: hostChatOptions(opts), ...(opts.stream === false ? { stream: false } : {}),
+    ...(opts.endsWithinMs !== undefined && opts.endsWithinMs > 0 ? { endsWithinMs: opts.endsWithinMs } : {}),
+  };
+}
+
+/** A chat sent ahead: its connection, and its events until chat() takes it over. */
+interface Ahead extends AheadTicket { c: SeqConn; queue: ChatEvent[]; wake: (() => void) | undefined }
 
 /** The reason a chat was given up, as an error (an AbortSignal's reason need not be one). */
 function abortError(signal: AbortSignal): Error {

@@ -20,6 +20,8 @@ export interface Generated { tokensIn: number; tokensOut: number; tokensCached: 
 export async function generate(o: {
   model: LlamaModel; sequence: LlamaContextSequence; completion: LlamaCompletion; prompt: string; opts: HostChatOptions;
   grammar: LlamaGrammar | undefined; signal: AbortSignal; onText: (text: string) => void;
+  /** Tokens generated, as they come. */
+  onTokens?: (n: number) => void;
   /** The engine's other sequences: a prompt starts from the one that holds its longest prefix. */
   donors?: readonly LlamaContextSequence[];
   /** The model's shape where a short tail is cheaper widened (flash attention on): see evalStart. */
@@ -37,7 +39,7 @@ export async function generate(o: {
   checkFits(full.length, o.sequence.contextSize);
   let tokensCached = 0;
   let tokensOut = 0;
-  const onTokens = (n: number): void => { tokensOut += n; };
+  const onTokens = (n: number): void => { tokensOut += n; o.onTokens?.(n); };
   /** Where the prompt's evaluation starts: what the sequence holds of it, or copies from another. */
   const prepare = async (): Promise<number> => {
     if (o.fresh) await o.sequence.clearHistory();

@@ -1,8 +1,9 @@
 /**
  * Where a sequence's time goes between its chats, as the engine sees it: the idle gap from a chat's
- * last message to the next chat's arrival on the same connection (the worker's and the hub's share:
- * the result's way out and the next lease's way in), and from a chat's arrival to its first token (the
- * engine's share: admission into the next step and the prompt). Logged at exit, read by the benches.
+ * end to the next chat's start on the same connection (the worker's and the hub's share: the result's
+ * way out and the next lease's way in; none for a chat sent ahead, which starts as the one before it
+ * ends), and from a chat's start to its first token (the engine's share: admission into the next step
+ * and the prompt). Logged at exit, read by the benches.
  */
 export class HandoffStats {
   chats = 0;
@@ -12,11 +13,18 @@ export class HandoffStats {
   private firstSum = 0;
   private idleN = 0;
   private firstN = 0;
+  /** Chats that arrived while the one before them ran (sent ahead), and their idle time. */
+  private aheadN = 0;
+  private aheadIdleSum = 0;
 
-  /** A chat arrived `gapMs` after the connection's previous chat ended (undefined: its first chat). */
-  arrived(gapMs: number | undefined): void {
+  /**
+   * A chat started `gapMs` after the connection's previous chat ended (undefined: its first chat);
+   * `ahead`: it had arrived while that one ran (sent ahead: Driver.chatAhead).
+   */
+  arrived(gapMs: number | undefined, ahead = false): void {
     this.chats++;
     if (gapMs === undefined) return;
+    if (ahead) { this.aheadN++; this.aheadIdleSum += gapMs; }
     this.idleSum += gapMs;
     this.idleN++;
     this.idle.add(gapMs);
@@ -37,7 +45,7 @@ export class HandoffStats {
       return s[Math.min(s.length - 1, Math.floor(p * s.length))]!.toFixed(2);
     };
     const mean = (sum: number, n: number): string => (n ? (sum / n).toFixed(2) : '-');
-    return `${this.chats} chats; idle between a sequence's chats ms: mean ${mean(this.idleSum, this.idleN)}, p50 ${q(this.idle, 0.5)}, p90 ${q(this.idle, 0.9)} (${this.idleN}); arrival to first token ms: mean ${mean(this.firstSum, this.firstN)}, p50 ${q(this.first, 0.5)}, p90 ${q(this.first, 0.9)} (${this.firstN})`;
+    return `${this.chats} chats; idle between a sequence's chats ms: mean ${mean(this.idleSum, this.idleN)}, p50 ${q(this.idle, 0.5)}, p90 ${q(this.idle, 0.9)} (${this.idleN}); arrival to first token ms: mean ${mean(this.firstSum, this.firstN)}, p50 ${q(this.first, 0.5)}, p90 ${q(this.first, 0.9)} (${this.firstN}); sent ahead: ${this.aheadN} chats, idle mean ${mean(this.aheadIdleSum, this.aheadN)}`;
   }
 }
 

@@ -24,6 +24,7 @@ import { LOAD_FAILED_EXIT, MAX_LINE, type EngineConfig, type FromEngine, type To
 import { crashPoint } from './crash-hook.js';
 import { StepLoop } from './step-loop.js';
 import { HandoffStats } from './handoff-stats.js';
+import { EndingWatch } from './ending.js';
 
 const log = (msg: string): void => { process.stderr.write(`${new Date().toISOString()} ${msg}\n`); };
 
@@ -122,15 +123,20 @@ class Engine {
     if (seq === undefined) { this.send(c, { t: 'error', id: m.id, code: 'SWARM_ERR_INTERNAL', message: 'chat before a sequence was assigned' }); return; }
     if (c.chats.length >= 4) { this.send(c, { t: 'error', id: m.id, code: 'SWARM_ERR_INTERNAL', message: 'too many chats queued on one connection' }); return; }
     const chat = { id: m.id, ac: new AbortController() };
-    const arrived = performance.now();
-    // A chat queued behind another is no idle time of the sequence.
-    this.handoff.arrived(c.endedAt !== undefined && c.chats.length === 0 ? arrived - c.endedAt : undefined);
+    const behind = c.chats.length > 0;
     c.chats.push(chat);
     c.tail = c.tail.then(async () => {
+      // Counted from its turn, not its arrival: a chat sent ahead (queued behind the running one)
+      // starts as that one ends, and its sequence's idle time is the gap between the two.
+      const start = performance.now();
+      // A chat given up on before its turn is answered unrun (a task leased ahead that went back).
       if (chat.ac.signal.aborted) this.send(c, { t: 'done', id: m.id, tokensIn: 0, tokensOut: 0, tokensCached: 0, reason: 'abort' });
-      else await this.run(c, seq, m.id, m.prompt, m.opts, chat.ac.signal, m.stream !== false, arrived);
+      else {
+        this.handoff.arrived(c.endedAt !== undefined ? start - c.endedAt : undefined, behind);
+        await this.run(c, seq, m, chat.ac.signal, start);
+        c.endedAt = performance.now();
+      }
       c.chats.splice(c.chats.indexOf(chat), 1);
-      c.endedAt = performance.now();
     }).catch((err: unknown) => {
       // A tail that rejected would run none of this connection's later chats and never free its
       // sequence (closed() waits for it): its worker would wait for an answer for ever.
@@ -141,7 +147,9 @@ class Engine {
     });
   }
 
-  private async run(c: Client, seq: number, id: number, prompt: string, opts: Extract<ToEngine, { t: 'chat' }>['opts'], signal: AbortSignal, stream: boolean, arrived: number): Promise<void> {
+  private async run(c: Client, seq: number, m: Extract<ToEngine, { t: 'chat' }>, signal: AbortSignal, arrived: number): Promise<void> {
+    const { id, prompt, opts } = m;
+    const stream = m.stream !== false;
     let grammar;
     try {
       grammar = await this.grammars.get(opts);
@@ -158,12 +166,15 @@ class Engine {
     let lines = 0;
     let timer: NodeJS.Timeout | undefined;
     const flush = (): void => { clearTimeout(timer); timer = undefined; lines = 0; if (buf) { this.send(c, { t: 'chunk', id, text: buf }); buf = ''; } };
+    // The worker's next task can be on its way before this one's result is.
+    const ending = m.endsWithinMs !== undefined && m.endsWithinMs > 0 ? new EndingWatch(opts.maxTokens, m.endsWithinMs, () => this.send(c, { t: 'ending', id })) : undefined;
     try {
       const r = await generate({
         model: this.model, sequence: this.sequences[seq]!, completion: this.completions[seq]!, prompt, opts, grammar, signal,
         // Without the prefix cache every chat starts from an empty sequence, so all of its prompt is evaluated.
         ...(this.cfg.prefixCache === false ? { fresh: true } : {}), ...(this.loop ? { loop: this.loop } : {}),
         ...(this.cfg.prefixCache === false ? {} : { donors: this.sequences, ...(this.shape ? { shape: this.shape } : {}) }),
+        ...(ending ? { onTokens: (n: number) => ending.tokens(n) } : {}),
         onText: (text) => {
           const first = ttftMs === undefined;
           if (first) {

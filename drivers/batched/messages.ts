@@ -40,7 +40,11 @@ export interface EngineConfig {
 /** Worker to engine. */
 export type ToEngine =
   /** `stream: false`: text comes every 5 s or 16 lines (for the worker's loop guard) and the rest with `done`; else every ~40 ms. */
-  | { t: 'chat'; id: number; prompt: string; opts: HostChatOptions; stream?: boolean }
+  | {
+    t: 'chat'; id: number; prompt: string; opts: HostChatOptions; stream?: boolean;
+    /** Send `ending` once this chat's tokens left, at its pace, take under this long (ms). */
+    endsWithinMs?: number;
+  }
   | { t: 'abort'; id: number };
 
 /** Engine to worker. */
@@ -50,6 +54,8 @@ export type FromEngine =
   /** No sequence will come: too many connections wait already. */
   | { t: 'refused'; message: string }
   | { t: 'chunk'; id: number; text: string }
+  /** The chat ends within the `endsWithinMs` it was sent with, by its tokens left and its pace. */
+  | { t: 'ending'; id: number }
   /** `tokensCached`: prompt tokens the sequence already held (not evaluated again). */
   | { t: 'done'; id: number; tokensIn: number; tokensOut: number; tokensCached: number; reason: string; text?: string; ttftMs?: number }
   | { t: 'error'; id: number; code: string; message: string };

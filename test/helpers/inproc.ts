@@ -22,10 +22,10 @@ export async function startControlled(t: { teardown(fn: () => Promise<void>): vo
 }
 
 /** K agents in this process connected to `addr`. */
-export function startPool(addr: { host: string; port: number }, k: number, o: { driver?: string; options?: Record<string, string>; token?: string; slots?: number; prefix?: string; role?: string; caps?: string[]; config?: WorkerConfig } = {}) {
+export function startPool(addr: { host: string; port: number }, k: number, o: { driver?: string; model?: string; options?: Record<string, string>; token?: string; slots?: number; prefix?: string; role?: string; caps?: string[]; config?: WorkerConfig } = {}) {
   const pool = new WorkerPool({
     ids: Array.from({ length: k }, (_, i) => `${o.prefix ?? 'w'}-${i + 1}`),
-    driver: { name: o.driver ?? 'echo', options: o.options ?? {} },
+    driver: { name: o.driver ?? 'echo', options: o.options ?? {}, ...(o.model ? { model: o.model } : {}) },
     locate: async () => addr, token: o.token, slots: o.slots, role: o.role, caps: o.caps, config: o.config,
   }, quiet);
   const done = pool.run();

@@ -48,7 +48,7 @@ t.test('a busy worker may take one task ahead once its running one is within lea
 });
 
 t.test('with lease-ahead, agents take their next task ahead and every task is recorded once', async (t) => {
-  const { hub, addr, stop } = await startHub({ leaseAheadMs: 40 });
+  const { hub, addr, stop } = await startHub({ leaseAheadMs: 40, leaseAheadByMean: true });
   t.teardown(stop);
   // About 8 words of 15 ms: tasks of ~120 ms, one slot each, more tasks than agents.
   const pool = startPool(addr, 2, { driver: 'echo', options: { token_ms: '15' } });
@@ -64,7 +64,7 @@ t.test('with lease-ahead, agents take their next task ahead and every task is re
 
 t.test('tasks leased ahead that the worker cannot start within its hold go back without using an attempt', async (t) => {
   // Leased 300 ms before the expected end, held at most 5 ms: nearly every task leased ahead is given back.
-  const { hub, addr, stop } = await startHub({ leaseAheadMs: 300 });
+  const { hub, addr, stop } = await startHub({ leaseAheadMs: 300, leaseAheadByMean: true });
   t.teardown(stop);
   const pool = startPool(addr, 2, { driver: 'echo', options: { token_ms: '60' }, config: workerConfig({ agent: { queueHoldMs: 5 } }) });
   t.teardown(() => pool.stop());
@@ -80,7 +80,7 @@ t.test('tasks leased ahead that the worker cannot start within its hold go back 
 });
 
 t.test('a worker that dies holding a task leased ahead: it runs elsewhere, once, without using an attempt', async (t) => {
-  const { hub, addr, stop } = await startHub({ leaseAheadMs: 60 });
+  const { hub, addr, stop } = await startHub({ leaseAheadMs: 60, leaseAheadByMean: true });
   t.teardown(stop);
   // A raw worker that answers its tasks in 80 ms until it holds one ahead, then vanishes.
   const raw = await RawWorker.connect(addr);
