@@ -179,12 +179,16 @@ export class Dispatcher {
       // Partial answers cost the worker and the hub a wake-up each; only a dashboard shows them.
       ...(this.hub.watchers > 0 ? {} : { stream: false }),
     });
-    if (w.inflight.size >= w.slots) this.hub.metrics.leasedQueued++;
+    // A lease into a queue place waited for no slot to free: from when the worker was due one ahead
+    // (its word that a task ends, or its mean run time), else (prefetch) from its last free slot.
+    const queued = w.inflight.size >= w.slots;
+    const since = queued ? w.aheadAt() ?? w.freedAt : w.freedAt;
+    if (queued) this.hub.metrics.leasedQueued++;
     w.leased(rec.id, reqId, now);
     this.sentTo.add(w);
     const readyAt = this.readyAt.get(rec.id) ?? 0;
     this.readyAt.delete(rec.id);
-    this.hub.metrics.dispatched(now - Math.max(w.freedAt, readyAt));
+    this.hub.metrics.dispatched(now - Math.max(since, readyAt));
   }
 }
 
