@@ -275,7 +275,11 @@ async function main(): Promise<void> {
   // batches any set of busy sequences in one pass, and a shared prefix is copied as cell metadata.
   const { value: context, unified } = wantUnified
     ? await withKvUnified(llama, makeContext) : { value: await makeContext(), unified: false };
-  const tuner = cfg.threads === 'auto' && limit > 1 ? new ThreadTuner({ max: limit, start: threads, freeCores: idleCores() }) : undefined;
+  // SWARM_THREADS_PROBE_BUSY=1: probe more threads with no core idle too (a bench's question: where a
+  // bare server's second thread helps beside one busy process per core, does the engine's now that
+  // its pool persists?); by default such probes only spin against the other processes.
+  const probeBusy = process.env.SWARM_THREADS_PROBE_BUSY === '1';
+  const tuner = cfg.threads === 'auto' && limit > 1 ? new ThreadTuner({ max: limit, start: threads, ...(probeBusy ? {} : { freeCores: idleCores() }) }) : undefined;
   if (tuner && !installThreadTuner(context, cfg.sequences, tuner)) log(`node-llama-cpp internals moved: ${threads} thread(s), not tuned`);
   if (tuner) exitNotes.push(() => log(`threads at exit ${tuner.threads()}; tokens/s by threads ${JSON.stringify(tuner.rates())}; switches ${tuner.switches}, probes ${tuner.probes}`));
   let shown = threads;
