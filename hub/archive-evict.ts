@@ -193,9 +193,12 @@ export class Evictor {
   /**
    * A batch whose archive lines were written and fsynced but whose evict record the journal refused
    * (the state dir's disk full after the archive took the last of it): the tasks stay hot, and the
-   * next pass records these lines instead of writing them again. Each retry used to append the batch
-   * once more, on the disk that was full. A restart meanwhile finds them past the covered end
-   * (`recover`), as after a crash between the two writes.
+   * next pass records these lines before it looks at what is due, wherever those tasks now stand in
+   * the retention order (a clock stepped back makes them not due yet; they leave all the same, their
+   * lines are there). Each retry used to append the batch once more, on the disk that was full, and
+   * then only while the batch was still the oldest due: otherwise it was written again. Until it is
+   * recorded nothing else is written, so there is only ever one such batch. A restart meanwhile
+   * finds its lines past the covered end (`recover`), as after a crash between the two writes.
    */
   private unrecorded?: { take: string[]; recs: TaskRecord[]; loc: Written; at: number };
 
@@ -206,13 +209,15 @@ export class Evictor {
     let total = 0;
     const u = this.unrecorded;
     if (u) {
-      // Still the oldest due (nothing else leaves the head); if not, written again below, as before.
-      const head = this.retention.due(now, u.take.length);
-      if (head.length === u.take.length && head.every((id, i) => id === u.take[i])) {
-        await this.record(u.take, u.recs, u.loc, u.at);
-        this.unrecorded = undefined;
-        total += this.left(u.take, u.recs, u.loc, u.at);
-      } else this.unrecorded = undefined;
+      // Recorded first, whatever is due now; a journal that still refuses throws here, before any
+      // new line is written.
+      const keep = u.recs.map((r) => { const h = this.host.get(r.id); return !!h && isFinal(h) && h.submittedAt === r.submittedAt; });
+      const recs = u.recs.filter((_, i) => keep[i]);
+      const loc: Written = { file: u.loc.file, offsets: u.loc.offsets.filter((_, i) => keep[i]), ...(u.loc.end !== undefined ? { end: u.loc.end } : {}) };
+      await this.record(u.take, recs, loc, u.at);
+      this.unrecorded = undefined;
+      this.retention.forget(u.take);
+      total += this.left(recs, loc, u.at);
     }
     for (let round = 0; round < ROUNDS; round++) {
       const asked = this.batch;
@@ -237,7 +242,8 @@ export class Evictor {
         if (this.archive) this.unrecorded = { take, recs, loc, at: now };
         throw e;
       }
-      total += this.left(take, recs, loc, now);
+      this.retention.drop(take.length);
+      total += this.left(recs, loc, now);
       if (take.length < asked && !cut) break;
     }
     return total;
@@ -258,11 +264,10 @@ export class Evictor {
     throw e;
   }
 
-  /** The recorded batch leaves the hot state; resolves how many left. */
-  private left(take: readonly string[], recs: readonly TaskRecord[], loc: Written, at: number): number {
+  /** The recorded batch (out of retention's order already) leaves the hot state; resolves how many left. */
+  private left(recs: readonly TaskRecord[], loc: Written, at: number): number {
     this.lastError = undefined;
     this.batch = Math.min(BATCH, this.batch * 2);
-    this.retention.drop(take.length);
     recs.forEach((r, i) => {
       this.host.remove(r.id);
       this.tombstones.add(r.id, { file: loc.file, offset: loc.offsets[i]!, at, acc: r.submittedAt });

@@ -175,6 +175,26 @@ export class Retention {
     return Math.min(byAge, byCount, byBytes);
   }
 
+  /**
+   * These ids left the hot state, wherever they stand (an archive batch recorded a pass late, when
+   * other tasks may be due first: hub/archive-evict.ts). The oldest `n` in order, as they mostly
+   * are, is `drop`; otherwise the rest is copied once without them.
+   */
+  forget(gone: readonly string[]): void {
+    let prefix = gone.length <= this.size;
+    for (let i = 0; i < gone.length && prefix; i++) prefix = this.ids[this.head + i] === gone[i];
+    if (prefix) { this.drop(gone.length); return; }
+    const set = new Set(gone);
+    const ids: string[] = [], ats: number[] = [], sizes: number[] = [];
+    this.held = 0;
+    for (let i = this.head; i < this.ids.length; i++) {
+      if (set.has(this.ids[i]!)) continue;
+      ids.push(this.ids[i]!); ats.push(this.ats[i]!); sizes.push(this.sizes[i]!);
+      this.held += this.sizes[i]!;
+    }
+    this.ids = ids; this.ats = ats; this.sizes = sizes; this.head = 0;
+  }
+
   /** The `n` oldest left the hot state. */
   drop(n: number): void {
     for (let i = this.head; i < this.head + n && i < this.ids.length; i++) this.held -= this.sizes[i]!;

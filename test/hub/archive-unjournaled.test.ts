@@ -3,14 +3,17 @@ import fs from 'node:fs';
 import { TaskStore } from '../../hub/store.js';
 import { io } from '../../hub/journal-files.js';
 import { archiveDir, archiveFiles } from '../../hub/archive.js';
-import { tempDir } from '../helpers/cli.js';
+import { readArchive } from '../../hub/archive-read.js';
+import { journal, tempDir } from '../helpers/cli.js';
 
 /**
  * The archive and the journal share the state dir's disk: a full disk can take the archive's write
  * and then refuse the journal's evict record that follows it. The tasks stay hot (nothing says they
  * left), and the next pass must not write their lines a second time: it used to, so the archive held
  * each such batch twice. Here the journal's writes fail with ENOSPC (its file only, in this process)
- * while the archive's go through, for a few passes; then space frees.
+ * while the archive's go through, for a few passes; then space frees. The second test makes the
+ * written batch not the oldest due at the next pass (the clock stepped back), which the evictor
+ * once took as a reason to write it again.
  */
 
 const q = { maxDepth: 10_000, leaseMs: 60_000, defaultMaxAttempts: 3 };
@@ -70,4 +73,79 @@ t.test('an archive write whose evict record the journal refuses is not written a
   for (const id of ids) { const r = s2.lookup(id); if (r?.state !== 'done' || r.result?.text !== `answer ${id}`) lost++; }
   t.equal(lost, 0, 'lost 0 after a restart');
   t.same([...archiveLines(dir).values()].filter((n) => n > 1), [], 'duplicated 0 after a restart');
+});
+
+/** Times each id appears in the journal's evict records (journal.ndjson, not compacted here). */
+function evictRecords(dir: string): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const r of journal(dir) as { t: string; ids?: string[] }[]) if (r.t === 'evict') for (const id of r.ids ?? []) m.set(id, (m.get(id) ?? 0) + 1);
+  return m;
+}
+
+t.test('a batch whose evict record was refused is archived once whatever the next passes find due, and across a restart', async (t) => {
+  const dir = tempDir(t);
+  // Age horizon only: a task is due an hour after it finished, so a pass's `now` says what is due.
+  const retain = { retain: { ageMs: 3600_000, count: 100_000 }, evictEveryMs: 3600_000 };
+  let s = await TaskStore.open(dir, q, { fsyncMs: 0 }, retain);
+  t.teardown(() => s.close());
+  const finish = async (ids: string[]) => {
+    await s.submitMany(ids.map((id) => ({ id, prompt: `prompt ${id}` })));
+    for (let k = 0; k < ids.length; k++) {
+      const rec = s.lease(w)!;
+      await s.complete(rec.id, { text: `answer ${rec.id}`, worker: 'w', attempt: rec.attempts });
+    }
+  };
+  const a = Array.from({ length: 20 }, (_, i) => `a${i}`);
+  await finish(a);
+  const later = Date.now() + 2 * 3600_000;
+  const before = Date.now() - 60_000;
+  const write = io.write;
+  const isJournal = (fd: number): boolean => { try { return fs.readlinkSync(`/proc/self/fd/${fd}`).endsWith('journal.ndjson'); } catch { return false; } };
+  const full = (on: boolean) => { io.write = on ? (fd, buf) => (isJournal(fd) ? Promise.reject(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })) : write(fd, buf)) : write; };
+  t.teardown(() => { io.write = write; });
+  const pass = (now: number) => s.evict(now).then((n) => `${n} left`, (e: { code?: string }) => e.code ?? 'failed');
+  const onceEach = (what: string, ids: string[]) => {
+    const lines = archiveLines(dir);
+    const wrong = ids.filter((id) => lines.get(id) !== 1).map((id) => `${id}:${lines.get(id) ?? 0}`);
+    t.same(wrong, [], `${what}: each of ${ids.length} tasks has exactly one archive line`);
+    t.equal([...lines.keys()].filter((id) => !ids.includes(id)).length, 0, `${what}: and no other task has one`);
+  };
+
+  full(true);
+  t.equal(await pass(later), 'SWARM_ERR_DISK_FULL', 'the archive takes the batch, the journal refuses its evict record');
+  onceEach('written, unrecorded', a);
+  // The clock steps back: the written batch is not due now, so not the oldest due either.
+  t.equal(await pass(before), 'SWARM_ERR_DISK_FULL', 'a pass with nothing due still owes the record, and fails on it');
+  t.equal(await pass(later), 'SWARM_ERR_DISK_FULL', 'so does the next, with everything due');
+  onceEach('after passes that failed, due or not', a);
+  t.equal(s.retention.hot_finished, 20, 'all 20 still hot');
+  for (const id of a) { const r = s.lookup(id); if (r?.state !== 'done' || r.result?.text !== `answer ${id}`) t.fail(`${id} while hot: ${JSON.stringify(r)}`); }
+
+  // Space frees while the clock is still behind: the batch is recorded all the same (its lines are
+  // there), not kept until it is due again and then written a second time.
+  full(false);
+  t.equal(await pass(before), '20 left', 'the owed record goes first, due or not');
+  await finish(a.map((id) => `b${id.slice(1)}`));
+  const b = a.map((id) => `b${id.slice(1)}`);
+  // A batch of b refused too, then a restart before any pass records it: the next life finds its
+  // lines past the covered end (recover) and records them, nothing written again.
+  full(true);
+  t.equal(await pass(later), 'SWARM_ERR_DISK_FULL', 'a second batch refused');
+  full(false);
+  s.close();
+  s = await TaskStore.open(dir, q, { fsyncMs: 0 }, retain);
+  await pass(later);
+  await pass(later);
+  const all = [...a, ...b];
+  onceEach('after the restart', all);
+  t.equal(s.retention.hot_finished, 0, 'nothing left hot');
+  const ev = evictRecords(dir);
+  t.same(all.filter((id) => ev.get(id) !== 1).map((id) => `${id}:${ev.get(id) ?? 0}`), [], 'each task is in exactly one evict record in the journal');
+  // What a client reads: GET /tasks/:id is store.lookup, `swarm results` is readArchive.
+  let lost = 0;
+  for (const id of all) { const r = s.lookup(id); if (r?.state !== 'done' || r.result?.text !== `answer ${id}`) lost++; }
+  t.equal(lost, 0, 'lost 0: each answers done with its text (GET /tasks/:id)');
+  const shown = new Map<string, number>();
+  const rep = readArchive(dir, {}, (x) => shown.set(x.id, (shown.get(x.id) ?? 0) + 1));
+  t.same([shown.size, [...shown.values()].every((n) => n === 1), rep.repeated, rep.damaged], [all.length, true, 0, 0], 'swarm results shows each once, no repeated or damaged line skipped');
 });

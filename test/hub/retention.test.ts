@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { TaskStore, type StoreEvent } from '../../hub/store.js';
 import { readArchive } from '../../hub/archive-read.js';
 import { archiveDir, type ArchivedTask } from '../../hub/archive.js';
-import { DEFAULT_RETAIN, parseRetain } from '../../hub/retention.js';
+import { DEFAULT_RETAIN, Retention, parseRetain } from '../../hub/retention.js';
 import { swarm, tempDir } from '../helpers/cli.js';
 
 const q = { maxDepth: 100_000, leaseMs: 60_000, defaultMaxAttempts: 3 };
@@ -176,4 +176,15 @@ t.test('an archive on a full disk: eviction fails loudly, the tasks stay hot, an
   t.equal(await s.evict(), 7, 'with space again the horizon applies');
   t.equal(s.retention.archive?.disk_full, false);
   t.same(archived(dir).map((a) => a.id), ['f0', 'f1', 'f2', 'f3', 'f4', 'f5', 'f6'], 'archived once each, nothing lost');
+});
+
+t.test('Retention.forget takes ids out wherever they stand, with their bytes, and keeps the order of the rest', async (t) => {
+  const r = new Retention({ ageMs: 1000, count: 100, bytes: 1 << 20 });
+  for (let i = 0; i < 6; i++) r.finished(`f${i}`, 100 + i, 10 + i);
+  r.forget(['f0', 'f1']);
+  t.same([r.size, r.bytes, r.due(100_000, 10)], [4, 12 + 13 + 14 + 15, ['f2', 'f3', 'f4', 'f5']], 'the oldest: as drop');
+  r.forget(['f4', 'f2']);
+  t.same([r.size, r.bytes, r.due(100_000, 10)], [2, 13 + 15, ['f3', 'f5']], 'out of order: the rest as it was');
+  r.finished('f6', 200, 16);
+  t.same(r.due(100_000, 10), ['f3', 'f5', 'f6'], 'and it takes new tasks after');
 });
