@@ -1,7 +1,8 @@
 /**
  * Build step (`npm run build`, after tsc and the validators): bundle what `swarm hub` loads before it
  * listens (cli/hub-main.ts) into dist/hub-bundle, so that a hub restarted on a busy host reads a few
- * files instead of ~110 modules one after another (cli/main.ts uses it when it is fresh). Split at the
+ * files instead of ~110 modules one after another (cli/main.ts uses it when it is fresh: no module it
+ * was built from is newer than it). Split at the
  * dynamic imports: what the hub loads later (the worker command's runtime, the dashboard, drivers)
  * stays in chunks of its own, loaded when used, and every module is still one instance. Packages stay
  * in node_modules. Each module's `import.meta.url` is its own file's in dist/, as unbundled: paths the
@@ -49,11 +50,15 @@ fs.rmSync(OUT, { recursive: true, force: true });
 // a bundle: slower to start, the same code.
 try {
   const { build } = await import('esbuild');
-  await build({
+  const r = await build({
     entryPoints: [path.join(DIST, 'cli/hub-main.js')],
     outdir: OUT, bundle: true, splitting: true, format: 'esm', platform: 'node', target: 'node20',
-    packages: 'external', plugins: [otherCommands, ownUrl], logLevel: 'warning',
+    packages: 'external', plugins: [otherCommands, ownUrl], logLevel: 'warning', metafile: true,
   });
+  // The modules it was built from, relative to OUT: cli/main.ts takes the bundle as stale when any
+  // of them is newer (`staleInput`).
+  const inputs = Object.keys(r.metafile.inputs).map((f) => path.relative(OUT, path.resolve(f)).split(path.sep).join('/'));
+  fs.writeFileSync(path.join(OUT, 'inputs.json'), JSON.stringify(inputs) + '\n');
 } catch (e) {
   fs.rmSync(OUT, { recursive: true, force: true });
   if (!process.argv.includes('--if-possible')) throw e;

@@ -13,9 +13,46 @@ import { CLI, ROOT, alive, swarm, tempDir, until } from '../helpers/cli.js';
 
 const BUNDLE = path.join(ROOT, 'dist/hub-bundle/hub-main.js');
 
-t.test('the build wrote the hub bundle after the modules it holds', async (t) => {
+t.test('the build wrote the hub bundle after the modules it holds, and their list', async (t) => {
   t.ok(fs.existsSync(BUNDLE), `${BUNDLE} exists (written by \`npm run build\`)`);
-  t.ok(fs.statSync(BUNDLE).mtimeMs >= fs.statSync(CLI).mtimeMs, 'and is not older than dist/cli/main.js (a `tsc` alone since leaves it stale: run `npm run build`)');
+  const inputs = JSON.parse(fs.readFileSync(path.join(path.dirname(BUNDLE), 'inputs.json'), 'utf8')) as string[];
+  t.ok(inputs.includes('../cli/commands/hub.js') && inputs.includes('../hub/hub.js'), `inputs.json lists the modules it holds (${inputs.length})`);
+  const built = fs.statSync(BUNDLE).mtimeMs;
+  const newer = inputs.filter((f) => fs.statSync(path.join(path.dirname(BUNDLE), f)).mtimeMs > built);
+  t.same(newer, [], 'none of them is newer than the bundle (a `tsc` alone since leaves it stale: run `npm run build`)');
+});
+
+t.test('a module newer than the bundle (a `tsc` since that left main.js alone): swarm hub runs the current code and says why', async (t) => {
+  // A copy of the build, so that the suite's other hubs keep the real bundle.
+  const root = tempDir(t);
+  fs.cpSync(path.join(ROOT, 'dist'), path.join(root, 'dist'), { recursive: true, preserveTimestamps: true });
+  for (const f of ['package.json', 'gen', 'node_modules']) fs.symlinkSync(path.join(ROOT, f), path.join(root, f));
+  const mod = path.join(root, 'dist/cli/commands/hub.js');
+  const was = fs.statSync(mod);
+  const said = "description('run the hub alone";
+  t.ok(fs.readFileSync(mod, 'utf8').includes(said), 'the hub command\'s description is in its module');
+  fs.writeFileSync(mod, fs.readFileSync(mod, 'utf8').replace(said, "description('CURRENT CODE run the hub alone"));
+  const help = () => spawnSync(process.execPath, [path.join(root, 'dist/cli/main.js'), 'hub', '--help'], { encoding: 'utf8', timeout: 60_000 });
+  // Its old time back: the check goes by time, so the bundle is taken, and it holds the old text.
+  fs.utimesSync(mod, was.atime, was.mtime);
+  let r = help();
+  t.equal(r.status, 0, 'swarm hub --help runs');
+  t.ok(r.stdout.includes('Usage: swarm hub') && !r.stdout.includes('CURRENT CODE'), 'with the module as old as before: from the bundle (the old text)');
+  t.notMatch(r.stderr, /stale/, 'and nothing said');
+  // As a `tsc` leaves it: the module newer than the bundle, main.js as it was.
+  const later = new Date(fs.statSync(BUNDLE).mtimeMs + 5000);
+  fs.utimesSync(mod, later, later);
+  t.ok(fs.statSync(path.join(root, 'dist/cli/main.js')).mtimeMs <= fs.statSync(path.join(root, 'dist/hub-bundle/hub-main.js')).mtimeMs, 'main.js is not newer than the bundle (what the old check looked at)');
+  r = help();
+  t.equal(r.status, 0, 'swarm hub --help runs');
+  t.match(r.stdout, /CURRENT CODE run the hub alone/, 'from its modules: the current code');
+  t.match(r.stderr, /its bundle in .* is stale \(\.\.\/cli\/commands\/hub\.js is newer\)/, 'and says the bundle is stale, naming the module');
+  // A bundle from before the list: not taken either.
+  fs.utimesSync(mod, was.atime, was.mtime);
+  fs.rmSync(path.join(root, 'dist/hub-bundle/inputs.json'));
+  r = help();
+  t.match(r.stdout, /CURRENT CODE/, 'with no inputs.json: the modules');
+  t.match(r.stderr, /no readable inputs\.json/, 'said');
 });
 
 t.test('swarm hub runs from the bundle: none of the hub\'s modules is loaded on its own', async (t) => {
