@@ -149,15 +149,33 @@ export class Evictor {
       g.offsets.push(f.offset);
     }
     for (const [file, g] of byFile) {
-      await this.host.append?.({ t: 'evict', ids: g.ids, file, offsets: g.offsets, at: now, ...(file === end.file ? { end: end.end } : {}) });
+      const loc: Written = { file, offsets: g.offsets, ...(file === end.file ? { end: end.end } : {}) };
+      if (this.unrecorded.length) { this.owe(g.ids, loc, now, found); continue; }
+      try {
+        await this.host.append?.({ t: 'evict', ids: g.ids, file, offsets: g.offsets, at: now, ...(loc.end !== undefined ? { end: loc.end } : {}) });
+      } catch (e) {
+        // The journal's disk still full (the archive's write took the last of it before the restart):
+        // the hub starts all the same, the tasks hot, and the first pass records these lines before
+        // anything else. Failing the open here kept the hub down until space freed.
+        this.lastError = (e as Error).message;
+        this.owe(g.ids, loc, now, found);
+      }
     }
-    this.advance(end);
+    // The covered end moves past lines only once they are recorded (a snapshot writes it).
+    if (!this.unrecorded.length) this.advance(end);
+    if (!found.size) return 0;
     for (const [id, f] of found) {
       this.host.remove(id);
       this.tombstones.add(id, { file: f.file, offset: f.offset, at: f.at });
     }
     this.evictedTotal += found.size;
     return found.size;
+  }
+
+  /** Lines recover found whose evict record the journal refused: owed by the first pass (`unrecorded`), not removed now. */
+  private owe(ids: string[], loc: Written, at: number, found: Map<string, unknown>): void {
+    this.unrecorded.push({ take: ids, recs: ids.map((id) => this.host.get(id)!), loc, at });
+    for (const id of ids) found.delete(id);
   }
 
   /** An evicted task inside the duplicate window, as archived (a pread), or undefined. */
@@ -197,25 +215,25 @@ export class Evictor {
    * the retention order (a clock stepped back makes them not due yet; they leave all the same, their
    * lines are there). Each retry used to append the batch once more, on the disk that was full, and
    * then only while the batch was still the oldest due: otherwise it was written again. Until it is
-   * recorded nothing else is written, so there is only ever one such batch. A restart meanwhile
-   * finds its lines past the covered end (`recover`), as after a crash between the two writes.
+   * recorded nothing else is written, so a pass leaves one such batch at most. A restart meanwhile
+   * finds its lines past the covered end (`recover`), as after a crash between the two writes; if
+   * the journal still refuses their record then, they are owed here, one batch per archive file.
    */
-  private unrecorded?: { take: string[]; recs: TaskRecord[]; loc: Written; at: number };
+  private unrecorded: { take: string[]; recs: TaskRecord[]; loc: Written; at: number }[] = [];
 
   private async pass(now: number): Promise<number> {
     this.tombstones.prune(now);
     // The archive's age bound applies with no new line too (its byte bound after each append).
     this.archive?.prune(now);
     let total = 0;
-    const u = this.unrecorded;
-    if (u) {
+    for (let u = this.unrecorded[0]; u; u = this.unrecorded[0]) {
       // Recorded first, whatever is due now; a journal that still refuses throws here, before any
       // new line is written.
       const keep = u.recs.map((r) => { const h = this.host.get(r.id); return !!h && isFinal(h) && h.submittedAt === r.submittedAt; });
       const recs = u.recs.filter((_, i) => keep[i]);
       const loc: Written = { file: u.loc.file, offsets: u.loc.offsets.filter((_, i) => keep[i]), ...(u.loc.end !== undefined ? { end: u.loc.end } : {}) };
       await this.record(u.take, recs, loc, u.at);
-      this.unrecorded = undefined;
+      this.unrecorded.shift();
       this.retention.forget(u.take);
       total += this.left(recs, loc, u.at);
     }
@@ -239,7 +257,7 @@ export class Evictor {
       try {
         await this.record(take, recs, loc, now);
       } catch (e) {
-        if (this.archive) this.unrecorded = { take, recs, loc, at: now };
+        if (this.archive) this.unrecorded.push({ take, recs, loc, at: now });
         throw e;
       }
       this.retention.drop(take.length);

@@ -149,3 +149,46 @@ t.test('a batch whose evict record was refused is archived once whatever the nex
   const rep = readArchive(dir, {}, (x) => shown.set(x.id, (shown.get(x.id) ?? 0) + 1));
   t.same([shown.size, [...shown.values()].every((n) => n === 1), rep.repeated, rep.damaged], [all.length, true, 0, 0], 'swarm results shows each once, no repeated or damaged line skipped');
 });
+
+t.test('a hub restarted while the journal still refuses starts, and records the lines written before once space frees', async (t) => {
+  const dir = tempDir(t);
+  const retain = { retain: { ageMs: 3600_000, count: 100_000 }, evictEveryMs: 3600_000 };
+  let s = await TaskStore.open(dir, q, { fsyncMs: 0 }, retain);
+  t.teardown(() => s.close());
+  const ids = Array.from({ length: 10 }, (_, i) => `r${i}`);
+  await s.submitMany(ids.map((id) => ({ id, prompt: `prompt ${id}` })));
+  for (let k = 0; k < ids.length; k++) {
+    const rec = s.lease(w)!;
+    await s.complete(rec.id, { text: `answer ${rec.id}`, worker: 'w', attempt: rec.attempts });
+  }
+  const write = io.write;
+  const isJournal = (fd: number): boolean => { try { return fs.readlinkSync(`/proc/self/fd/${fd}`).endsWith('journal.ndjson'); } catch { return false; } };
+  io.write = (fd, buf) => (isJournal(fd) ? Promise.reject(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })) : write(fd, buf));
+  t.teardown(() => { io.write = write; });
+  const later = Date.now() + 2 * 3600_000;
+  const pass = () => s.evict(later).then((n) => `${n} left`, (e: { code?: string }) => e.code ?? 'failed');
+  t.equal(await pass(), 'SWARM_ERR_DISK_FULL', 'the archive takes the batch, the journal refuses its evict record');
+  s.close();
+  // The journal still refuses: the start finds the lines past the covered end and cannot record
+  // them. It used to fail the open (the hub stayed down until space freed).
+  s = await TaskStore.open(dir, q, { fsyncMs: 0 }, retain);
+  t.equal(s.retention.hot_finished, 10, 'the hub starts, the 10 tasks hot');
+  let lost = 0;
+  for (const id of ids) { const r = s.lookup(id); if (r?.state !== 'done' || r.result?.text !== `answer ${id}`) lost++; }
+  t.equal(lost, 0, 'each answers from the hot state');
+  t.equal(await pass(), 'SWARM_ERR_DISK_FULL', 'a pass owes their record and fails on it');
+  t.same([...archiveLines(dir).values()].filter((n) => n !== 1), [], 'each line still written once');
+  io.write = write;
+  t.equal(await pass(), '10 left', 'space frees: the owed record, nothing written again');
+  const lines = archiveLines(dir);
+  t.same([lines.size, [...lines.values()].every((n) => n === 1)], [10, true], 'one archive line each');
+  const ev = evictRecords(dir);
+  t.same(ids.filter((id) => ev.get(id) !== 1), [], 'one evict record each');
+  s.close();
+  s = await TaskStore.open(dir, q, { fsyncMs: 0 }, retain);
+  // At the clock's time: a pass two hours on would let the duplicate window forget them.
+  t.equal(await s.evict(), 0, 'a pass after it has nothing to do');
+  lost = 0;
+  for (const id of ids) { const r = s.lookup(id); if (r?.state !== 'done' || r.result?.text !== `answer ${id}`) lost++; }
+  t.same([lost, s.retention.hot_finished, [...archiveLines(dir).values()].filter((n) => n !== 1).length, [...evictRecords(dir).values()].filter((n) => n !== 1).length], [0, 0, 0, 0], 'after another restart: lost 0, none hot, duplicated 0 in the archive and the journal');
+});
