@@ -4,7 +4,7 @@ import { TaskStore } from '../../hub/store.js';
 import { io } from '../../hub/journal-files.js';
 import { archiveDir, archiveFiles } from '../../hub/archive.js';
 import { readArchive } from '../../hub/archive-read.js';
-import { journal, tempDir } from '../helpers/cli.js';
+import { journal, swarm, tempDir } from '../helpers/cli.js';
 
 /**
  * The archive and the journal share the state dir's disk: a full disk can take the archive's write
@@ -147,7 +147,10 @@ t.test('a batch whose evict record was refused is archived once whatever the nex
   t.equal(lost, 0, 'lost 0: each answers done with its text (GET /tasks/:id)');
   const shown = new Map<string, number>();
   const rep = readArchive(dir, {}, (x) => shown.set(x.id, (shown.get(x.id) ?? 0) + 1));
-  t.same([shown.size, [...shown.values()].every((n) => n === 1), rep.repeated, rep.damaged], [all.length, true, 0, 0], 'swarm results shows each once, no repeated or damaged line skipped');
+  t.same([shown.size, [...shown.values()].every((n) => n === 1), rep.repeated, rep.damaged], [all.length, true, 0, 0], 'readArchive shows each once, no repeated or damaged line skipped');
+  const cli = swarm(['results', '--json', '--state-dir', dir]);
+  const out = cli.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { id: string; result?: { text?: string } });
+  t.same([cli.code, out.length, new Set(out.map((x) => x.id)).size, out.filter((x) => x.result?.text !== `answer ${x.id}`).length, cli.stderr.trim()], [0, all.length, all.length, 0, ''], 'swarm results --json: each task once with its text, nothing said');
 });
 
 t.test('a hub restarted while the journal still refuses starts, and records the lines written before once space frees', async (t) => {
