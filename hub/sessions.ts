@@ -139,9 +139,11 @@ export class Sessions {
     w.heard();
     switch (msg.type) {
       case Type.HEARTBEAT:
+        // A word that a task ends soon, between the periodic beats: its other fields are not read (its
+        // state would say BUSY until the next beat, though the task has ended by then).
+        if (msg.payload.ending === true) { if (w.ending()) this.dispatcher.offer(w); return; }
         w.beat(msg.payload.load, msg.payload.state, msg.payload.engine, msg.payload.engine_error, msg.payload.engine_fallback);
         this.hub.failover.heartbeat(w, msg.payload);
-        if (msg.payload.ending === true && w.ending()) this.dispatcher.offer(w);
         return;
       case Type.HANDBACK:
         // Only a worker that joined as a failover peer held a replica to hand back.

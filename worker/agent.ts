@@ -274,7 +274,7 @@ export class Agent {
     if (withinMs <= 0) return {};
     return { ending: { withinMs, say: () => {
       if (conn.isClosed || this.stopping || this.queued.length >= this.queueMax) return;
-      conn.send(Type.HEARTBEAT, { ...this.client.heartbeatPayload(), ending: true });
+      conn.send(Type.HEARTBEAT, { load: 1, status: 'busy', ending: true });
     } } };
   }
 

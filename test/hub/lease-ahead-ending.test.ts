@@ -56,6 +56,11 @@ t.test('a worker that says a task ends soon gets one task ahead then, and only o
   t.equal(hub.metrics.duplicateResults, 0, 'duplicated 0');
   t.same(Array.from({ length: 4 }, (_, i) => hub.store.queue.get(`s-${i}`)!.attempts), [1, 1, 1, 1], 'one attempt each');
   t.equal(hub.metrics.queuedGivenBack, 0, 'none given back');
+  // The word is read for itself alone: status keeps what the periodic beat said.
+  w.send('HEARTBEAT', { load: 0, status: 'idle', state: 'IDLE' });
+  w.send('HEARTBEAT', { load: 1, status: 'busy', state: 'BUSY', ending: true });
+  await sleep(100);
+  t.equal(hub.registry.get('says')?.state, 'IDLE', 'a word that a task ends changes nothing else the worker reported');
   // Each lease ahead came at once on the worker's word; counted from its last free slot, it would read
   // as the 200-300 ms its task had run (swarm status's dispatch p50 and p99).
   t.ok(hub.metrics.dispatchLatency.quantile(0.99) < 150, `dispatch latency counted from the word (max ${hub.metrics.dispatchLatency.quantile(0.99).toFixed(1)} ms)`);
