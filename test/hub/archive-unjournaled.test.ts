@@ -31,21 +31,32 @@ function archiveLines(dir: string): Map<string, number> {
   return m;
 }
 
+/** Lease and complete `n` tasks of `s` as worker `w`. */
+async function finishAll(s: TaskStore, n: number): Promise<void> {
+  for (let k = 0; k < n; k++) {
+    const rec = s.lease(w)!;
+    await s.complete(rec.id, { text: `answer ${rec.id}`, worker: 'w', attempt: rec.attempts });
+  }
+}
+
+/** The journal's writes fail with ENOSPC from now until the test ends (or the returned write is put back); other files' do not. */
+function journalDiskFull(t: { teardown(f: () => void): void }): typeof io.write {
+  const write = io.write;
+  const isJournal = (fd: number): boolean => { try { return fs.readlinkSync(`/proc/self/fd/${fd}`).endsWith('journal.ndjson'); } catch { return false; } };
+  io.write = (fd, buf) => (isJournal(fd) ? Promise.reject(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })) : write(fd, buf));
+  t.teardown(() => { io.write = write; });
+  return write;
+}
+
 t.test('an archive write whose evict record the journal refuses is not written again at the next pass', async (t) => {
   const dir = tempDir(t);
   const s = await TaskStore.open(dir, q, { fsyncMs: 0 }, { retain: { ageMs: 3600_000, count: 5 }, evictEveryMs: 3600_000 });
   t.teardown(() => s.close());
   const ids = Array.from({ length: 30 }, (_, i) => `u${i}`);
   await s.submitMany(ids.map((id) => ({ id, prompt: `prompt ${id}` })));
-  for (let k = 0; k < ids.length; k++) {
-    const rec = s.lease(w)!;
-    await s.complete(rec.id, { text: `answer ${rec.id}`, worker: 'w', attempt: rec.attempts });
-  }
+  await finishAll(s, ids.length);
   // The journal's disk is full from here: its writes fail, the archive's (another fd) do not.
-  const write = io.write;
-  const isJournal = (fd: number): boolean => { try { return fs.readlinkSync(`/proc/self/fd/${fd}`).endsWith('journal.ndjson'); } catch { return false; } };
-  io.write = (fd, buf) => (isJournal(fd) ? Promise.reject(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })) : write(fd, buf));
-  t.teardown(() => { io.write = write; });
+  const write = journalDiskFull(t);
   let failed = 0;
   for (let pass = 0; pass < 4; pass++) await s.evict().catch((e: { code?: string }) => { if (e.code === 'SWARM_ERR_DISK_FULL') failed++; });
   t.equal(failed, 4, 'each pass fails: the journal cannot say the tasks left');
@@ -90,19 +101,14 @@ t.test('a batch whose evict record was refused is archived once whatever the nex
   t.teardown(() => s.close());
   const finish = async (ids: string[]) => {
     await s.submitMany(ids.map((id) => ({ id, prompt: `prompt ${id}` })));
-    for (let k = 0; k < ids.length; k++) {
-      const rec = s.lease(w)!;
-      await s.complete(rec.id, { text: `answer ${rec.id}`, worker: 'w', attempt: rec.attempts });
-    }
+    await finishAll(s, ids.length);
   };
   const a = Array.from({ length: 20 }, (_, i) => `a${i}`);
   await finish(a);
   const later = Date.now() + 2 * 3600_000;
   const before = Date.now() - 60_000;
   const write = io.write;
-  const isJournal = (fd: number): boolean => { try { return fs.readlinkSync(`/proc/self/fd/${fd}`).endsWith('journal.ndjson'); } catch { return false; } };
-  const full = (on: boolean) => { io.write = on ? (fd, buf) => (isJournal(fd) ? Promise.reject(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })) : write(fd, buf)) : write; };
-  t.teardown(() => { io.write = write; });
+  const full = (on: boolean) => { if (!on) io.write = write; else if (io.write === write) journalDiskFull(t); };
   const pass = (now: number) => s.evict(now).then((n) => `${n} left`, (e: { code?: string }) => e.code ?? 'failed');
   const onceEach = (what: string, ids: string[]) => {
     const lines = archiveLines(dir);
@@ -160,14 +166,8 @@ t.test('a hub restarted while the journal still refuses starts, and records the 
   t.teardown(() => s.close());
   const ids = Array.from({ length: 10 }, (_, i) => `r${i}`);
   await s.submitMany(ids.map((id) => ({ id, prompt: `prompt ${id}` })));
-  for (let k = 0; k < ids.length; k++) {
-    const rec = s.lease(w)!;
-    await s.complete(rec.id, { text: `answer ${rec.id}`, worker: 'w', attempt: rec.attempts });
-  }
-  const write = io.write;
-  const isJournal = (fd: number): boolean => { try { return fs.readlinkSync(`/proc/self/fd/${fd}`).endsWith('journal.ndjson'); } catch { return false; } };
-  io.write = (fd, buf) => (isJournal(fd) ? Promise.reject(Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })) : write(fd, buf));
-  t.teardown(() => { io.write = write; });
+  await finishAll(s, ids.length);
+  const write = journalDiskFull(t);
   const later = Date.now() + 2 * 3600_000;
   const pass = () => s.evict(later).then((n) => `${n} left`, (e: { code?: string }) => e.code ?? 'failed');
   t.equal(await pass(), 'SWARM_ERR_DISK_FULL', 'the archive takes the batch, the journal refuses its evict record');
