@@ -36,8 +36,10 @@ export interface AgentOptions {
 }
 
 interface Running { abort: LazyAbort; /** Tell the hub this task goes back unfinished (the agent stops). */ handBack?: () => void }
-/** A TASK_REQ held until a slot frees (the hub leases the queue only while tasks are short). */
-/** A task leased into the queue; `ahead`: its chat is already queued at the engine (Driver.chatAhead). */
+/**
+ * A TASK_REQ held until a slot frees (the hub leases the queue while tasks are short, or one task ahead
+ * of a running one's end); `ahead`: its chat is already queued at the engine (Driver.chatAhead).
+ */
 interface Queued { m: Message<'TASK_REQ'>; conn: Connection; at: number; ahead?: AheadTicket }
 
 /**
