@@ -24,7 +24,8 @@
  * the control API from inside the bench, as the bare rows are driven, or `cli` through a `swarm submit --wait`
  * command whose own start then counts, as it did before; each swarm row says where its wall time went around
  * its tasks: `before_first_task_s`, `tasks_span_s`, `after_last_task_s`, and the engine's own CPU: `engine_cpu_s`,
- * `engine_tokens_per_cpu_s`; the rest of `cpu_s` is the hub's and the workers'). Prints one JSON line per row as it ends (stdout), then the run's line, which it
+ * `engine_tokens_per_cpu_s`; the rest of `cpu_s` is the hub's and the workers'; every row: `machine_cpu`, the
+ * machine's busy, idle and stolen share over the row). Prints one JSON line per row as it ends (stdout), then the run's line, which it
  * also appends to FILE (default bench/results/swarm-vs-server.jsonl): the load average, which mode
  * `swarm up` uses by default, which node-llama-cpp addon the batched engine loads. Needs at run time
  * only node, dist/ and the package's dependencies (no devDependencies, no tsc, no ../shared).
@@ -33,7 +34,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { cpuSeconds, machine } from './proc.js';
+import { cpuSeconds, machine, machineCpu } from './proc.js';
 import { busyLoad, runLoad, sharedServer } from './engine-load.js';
 import { submitAndWait, type TaskView } from './submit-http.js';
 import { CLI, ROOT, arg, argvErrors } from './args.js';
@@ -172,6 +173,7 @@ const busySessions = new Set(competing?.pids.map((p) => { try { return fs.readFi
 process.on('exit', () => competing?.stop());
 const rows: { mode: string; tokens_per_s: number; tokens_per_cpu_s: number }[] = [];
 for (const m of modes) {
+  const cpu0 = machineCpu();
   if (m.startsWith('bare-nofa-kvu-')) rows.push(await bare(Number(m.slice(14)), true, false));
   else if (m.startsWith('bare-nofa-')) rows.push(await bare(Number(m.slice(10)), false, false));
   else if (m.startsWith('bare-kvu-')) rows.push(await bare(Number(m.slice(9)), true));
@@ -195,6 +197,13 @@ for (const m of modes) {
     rows.push(await throughSwarm('batched', ['--driver-opt', `ctx=${CTX}`], `base batched (${base}${baseAddon ? `, addon ${baseAddon}` : ''})`, path.join(base, 'dist/cli/main.js'), baseAddon ? { SWARM_ADDON: baseAddon } : {}));
   } else if (m === 'shared') rows.push(await throughSwarm('shared', [], 'swarm shared llama-server'));
   else if (m === 'per-worker') rows.push(await throughSwarm('per-worker', ['--driver-opt', `ctx=${CTX}`], 'swarm per-worker embedded'));
+  // The machine's CPU over the row (its start and warm-up too), all cores: busy, idle, and stolen by the hypervisor. On a shared VM
+  // a row that ran slow with more CPU per token than its neighbours may have met a host that took the
+  // vCPUs away (steal), which no load average shows.
+  const cpu1 = machineCpu();
+  const all = cpu1.busy - cpu0.busy + cpu1.idle - cpu0.idle + cpu1.steal - cpu0.steal;
+  const last = rows[rows.length - 1] as Record<string, unknown> | undefined;
+  if (last && all > 0) last.machine_cpu = { busy_pct: pct(cpu1.busy - cpu0.busy, all), idle_pct: pct(cpu1.idle - cpu0.idle, all), steal_pct: pct(cpu1.steal - cpu0.steal, all) };
   process.stdout.write(JSON.stringify({ row: rows[rows.length - 1], load_avg: os.loadavg() }) + '\n');
 }
 const bares = rows.filter((r) => r.mode.startsWith('bare'));
@@ -208,3 +217,5 @@ const out = { machine: machine(), date: new Date().toISOString(), condition, com
 fs.mkdirSync(path.dirname(outFile), { recursive: true });
 fs.appendFileSync(outFile, JSON.stringify(out) + '\n');
 process.stdout.write(JSON.stringify(out) + '\n');
+
+function pct(x: number, all: number): number { return Math.round(x / all * 1000) / 10; }
