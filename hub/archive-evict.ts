@@ -1,4 +1,4 @@
-import { ResultsArchive, damagedArchived, fromArchived, prunedArchived, unreadableArchived, toArchived } from './archive.js';
+import { ResultsArchive, damagedArchived, fromArchived, prunedArchived, unreadableArchived, toArchived, type ArchivedTask } from './archive.js';
 import { readArchiveAfter, type ArchivePlace } from './archive-read.js';
 import type { JournalRecord } from './journal-record.js';
 import type { LazyEvict } from './journal-evict.js';
@@ -125,8 +125,7 @@ export class Evictor {
     // place, skipped by every reader, and said.
     const damaged = new Map<number, { lines: number; first: number }>();
     readArchiveAfter(stateDir, this.mark, (a, file, offset) => {
-      const rec = this.host.get(a.id);
-      if (rec && isFinal(rec) && rec.submittedAt === a.submitted_at && !found.has(a.id)) found.set(a.id, { file, offset, at: a.evicted_at });
+      if (this.stillHot(a.id, a.submitted_at) && !found.has(a.id)) found.set(a.id, { file, offset, at: a.evicted_at });
     }, (file, offset) => { const d = damaged.get(file); if (d) d.lines++; else damaged.set(file, { lines: 1, first: offset }); });
     for (const [file, d] of damaged) this.archive.damage(file, `${d.lines} damaged line${d.lines > 1 ? 's' : ''} from byte ${d.first} on, past what the journal covers (written outside the hub): skipped, nothing archived there is lost`);
     const end = this.archive.position;
@@ -178,17 +177,25 @@ export class Evictor {
     for (const id of ids) found.delete(id);
   }
 
+  /** Task `id` is still hot, finished, and the same submission as its archived line (not resubmitted since). */
+  private stillHot(id: string, submittedAt: number): boolean {
+    const rec = this.host.get(id);
+    return !!rec && isFinal(rec) && rec.submittedAt === submittedAt;
+  }
+
   /** An evicted task inside the duplicate window, as archived (a pread), or undefined. */
   archived(id: string): TaskRecord | undefined {
     const t = this.tombstones.get(id);
     if (!t) return undefined;
-    const a = t.offset >= 0 ? this.archive?.read(t.file, t.offset) : undefined;
+    let a: ArchivedTask | undefined;
+    let ioError = false;
+    try { a = t.offset >= 0 ? this.archive?.read(t.file, t.offset) : undefined; } catch { ioError = true; }
     if (a && a.id === id) return fromArchived(a);
     // Its file pruned by the bound (or removed by hand): failed, SWARM_ERR_RESULT_PRUNED.
     if (t.offset >= 0 && this.archive?.gone(t.file)) return prunedArchived(id, t.at);
     // Its file is there and its line is not (cut, or written over outside the hub): the same, said so.
-    if (t.offset >= 0 && this.archive) return damagedArchived(id, t, t.at);
-    // Unreadable (a memory-only store, a damaged line): still a duplicate, shown without its result.
+    if (!ioError && t.offset >= 0 && this.archive) return damagedArchived(id, t, t.at);
+    // Unreadable now (an I/O error) or never kept (a memory-only store): still a duplicate, shown without its result.
     return unreadableArchived(id, t.at);
   }
 
@@ -229,7 +236,7 @@ export class Evictor {
     for (let u = this.unrecorded[0]; u; u = this.unrecorded[0]) {
       // Recorded first, whatever is due now; a journal that still refuses throws here, before any
       // new line is written.
-      const keep = u.recs.map((r) => { const h = this.host.get(r.id); return !!h && isFinal(h) && h.submittedAt === r.submittedAt; });
+      const keep = u.recs.map((r) => this.stillHot(r.id, r.submittedAt));
       const recs = u.recs.filter((_, i) => keep[i]);
       const loc: Written = { file: u.loc.file, offsets: u.loc.offsets.filter((_, i) => keep[i]), ...(u.loc.end !== undefined ? { end: u.loc.end } : {}) };
       await this.record(u.take, recs, loc, u.at);

@@ -186,10 +186,17 @@ export class ResultsArchive {
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     const files = archiveFiles(dir);
     const kept: KeptFile[] = [];
-    for (const [n, f] of files) {
-      try { const st = fs.statSync(f); kept.push({ n, bytes: st.size, at: st.mtimeMs }); } catch { /* removed meanwhile */ }
-    }
     const [n, last] = files.at(-1) ?? [1, path.join(dir, fileName(1))];
+    // An older file ends with a whole line unless something cut it: its last byte is read with its
+    // size, so it is said (the newest is cut back to whole lines below).
+    const cut: [number, number][] = [];
+    for (const [m, f] of files) {
+      try {
+        const st = fs.statSync(f);
+        kept.push({ n: m, bytes: st.size, at: st.mtimeMs });
+        if (m !== n && !endsWithNewline(f, st.size)) cut.push([m, st.size]);
+      } catch { /* removed meanwhile */ }
+    }
     const fd = fs.openSync(last, 'a+', 0o600);
     // A crash mid-write leaves a torn last line: cut it, so the next line starts clean, and say so.
     const before = fs.fstatSync(fd).size;
@@ -198,12 +205,7 @@ export class ResultsArchive {
     kept.at(-1)!.bytes = size;
     const a = new ResultsArchive(dir, n, fd, size, kept, bound, rotateBytes ?? (bound.bytes ? undefined : ROTATE_BYTES));
     if (size < before) a.stats.torn_tail = { file: last, offset: size, bytes: before - size };
-    // An older file ends with a whole line unless something cut it: one byte read each, so it is said.
-    for (const [m, f] of files) {
-      if (m === n) continue;
-      const end = endsMidLine(f);
-      if (end !== undefined) a.damage(m, `ends mid-line at byte ${end} (cut or damaged outside the hub): the tasks whose lines were past its last whole line answer SWARM_ERR_RESULT_PRUNED`);
-    }
+    for (const [m, end] of cut) a.damage(m, `ends mid-line at byte ${end} (cut or damaged outside the hub): the tasks whose lines were past its last whole line answer SWARM_ERR_RESULT_PRUNED`);
     return a;
   }
 
@@ -354,10 +356,13 @@ export class ResultsArchive {
 /** An archive file as pruning sees it: its number, bytes, and when it was last written (epoch ms). */
 interface KeptFile { n: number; bytes: number; at: number }
 
-/** Read one archive line at `offset`. */
+/**
+ * Read one archive line at `offset`: undefined where the file is gone or holds no whole, valid line
+ * there (cut or damaged); throws on any other I/O error (a passing EMFILE or EIO is not damage).
+ */
 export function readArchivedAt(file: string, offset: number): ArchivedTask | undefined {
   let fd: number;
-  try { fd = fs.openSync(file, 'r'); } catch { return undefined; }
+  try { fd = fs.openSync(file, 'r'); } catch (err) { if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined; throw err; }
   try {
     let len = 64 * 1024;
     for (;;) {
@@ -374,16 +379,13 @@ export function readArchivedAt(file: string, offset: number): ArchivedTask | und
   } finally { fs.closeSync(fd); }
 }
 
-/** The size of a file that does not end with a newline (cut mid-line), else undefined (whole, empty or unreadable). */
-function endsMidLine(file: string): number | undefined {
-  let fd: number;
-  try { fd = fs.openSync(file, 'r'); } catch { return undefined; }
+/** Whether a file of `size` bytes ends with a newline (or is empty): one byte read. */
+function endsWithNewline(file: string, size: number): boolean {
+  if (size === 0) return true;
+  const fd = fs.openSync(file, 'r');
   try {
-    const size = fs.fstatSync(fd).size;
-    if (size === 0) return undefined;
     const b = Buffer.alloc(1);
-    fs.readSync(fd, b, 0, 1, size - 1);
-    return b[0] === 10 ? undefined : size;
+    return fs.readSync(fd, b, 0, 1, size - 1) === 1 && b[0] === 10;
   } finally { fs.closeSync(fd); }
 }
 

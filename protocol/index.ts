@@ -9,4 +9,3 @@ export { newId, randomId } from './ids.js';
 export { seededRandom } from './random.js';
 export { safeEqual, isPlaceholderToken, workerCredential, peerSecret } from './auth.js';
 export { every } from './shared-clock.js';
-export { formatBytes, parseSize } from './bytes.js';
