@@ -78,7 +78,7 @@ export class WorkerEntry {
    * then, never by its mean run time, which missed a short task's end by more than the worker's hold
    * for most tasks under load (their leases ahead came back unstarted).
    */
-  readonly signalsEnd: boolean;
+  private readonly signalsEnd: boolean;
   /** When it last said a running task ends soon (performance.now); cleared as a lease ends. */
   private endingAt?: number;
   /**

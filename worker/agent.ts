@@ -11,7 +11,7 @@ import { hostId } from './host-id.js';
 import type { AgentFailover, AgentFailoverOptions } from './failover-agent.js';
 import type { ExecOutcome, ReplicaSpec } from './gossip/index.js';
 import { AgentEngine, type EngineState } from './agent-engine.js';
-import { aheadChatOptions, drive, type DriveDeps } from './drive.js';
+import { aheadChatOptions, drive, type DriveDeps, type DriveExtras } from './drive.js';
 
 /** The worker state machine of the spec, section 5.1. */
 export const AgentState = { INIT: 'INIT', SPAWN: 'SPAWN', IDLE: 'IDLE', BUSY: 'BUSY', COOLDOWN: 'COOLDOWN', STOPPED: 'STOPPED' } as const;
@@ -208,7 +208,7 @@ export class Agent {
   /** HANDSHAKE caps: its own, and `ends-soon` where its driver tells when a chat ends and it has a queue place. */
   private caps(): string[] {
     const caps = this.opts.caps ?? [];
-    return this.queueMax > 0 && this.opts.driver.tellsEnd && !caps.includes(ENDS_SOON_CAP) ? [...caps, ENDS_SOON_CAP] : caps;
+    return this.saysEnds && !caps.includes(ENDS_SOON_CAP) ? [...caps, ENDS_SOON_CAP] : caps;
   }
 
   private async runTask(m: Message<'TASK_REQ'>, conn: Connection, ahead?: AheadTicket): Promise<void> {
@@ -235,7 +235,7 @@ export class Agent {
     try {
       // With failover too: a partial answer records nothing on the hub.
       const onChunk = p.stream === false ? undefined : (text: string) => { buf += text; timer ??= setTimeout(flush, PARTIAL_MS); };
-      const out = await drive(this.driveDeps, p, abort, onChunk, { ahead, ...this.endingFor(conn) });
+      const out = await drive(this.driveDeps, p, abort, onChunk, { ...(ahead ? { ahead } : {}), ...this.endingFor(conn) });
       clearTimeout(timer);
       // With failover the whole answer goes to the replica before the final frame reports it, so a
       // hub that dies now cannot lose it.
@@ -263,21 +263,24 @@ export class Agent {
 
   /** How long before a task ends the hub wants word of it (HANDSHAKE_ACK `lease_ahead_ms`); 0: it does not. */
   private leadMs(): number {
-    return this.queueMax > 0 && this.opts.driver.tellsEnd ? this.client.config.lease_ahead_ms : 0;
+    return this.saysEnds ? this.client.config.lease_ahead_ms : 0;
   }
+
+  /** It can tell the hub a task ends soon: its driver says so, and it has a queue place for the next. */
+  private get saysEnds(): boolean { return this.queueMax > 0 && this.opts.driver.tellsEnd === true; }
 
   /**
    * Tell the hub when a task is about to end (its engine reckons so), so the next one is leased into
    * this worker's queue then and is here when the slot frees. Only with a queue place free: a task
    * already waits otherwise.
    */
-  private endingFor(conn: Connection): { ending?: { withinMs: number; say: () => void } } {
-    const withinMs = this.leadMs();
-    if (withinMs <= 0) return {};
-    return { ending: { withinMs, say: () => {
+  private endingFor(conn: Connection): Pick<DriveExtras, 'endsWithinMs' | 'onEnding'> {
+    const endsWithinMs = this.leadMs();
+    if (endsWithinMs <= 0) return {};
+    return { endsWithinMs, onEnding: () => {
       if (conn.isClosed || this.stopping || this.queued.length >= this.queueMax) return;
       conn.send(Type.HEARTBEAT, { load: 1, status: 'busy', ending: true });
-    } } };
+    } };
   }
 
   private enqueue(m: Message<'TASK_REQ'>, conn: Connection): void {

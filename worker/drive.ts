@@ -18,11 +18,10 @@ export interface Driven { full: string; last: string; receipt: Receipt }
 export interface DriveDeps { driver: Driver; engine: AgentEngine; workerId: string; loopRepeats: number }
 
 /**
- * How a run meets the driver beyond its task: `ahead`, the chat was handed to the engine when the task
- * was queued (Driver.chatAhead); `ending`, call `say` once the engine reckons the chat ends within
- * `withinMs` (a driver that tellsEnd).
+ * How a run meets the driver beyond its task (ChatOptions says what each is): `ahead`, the chat handed
+ * to the engine when the task was queued; `endsWithinMs` and `onEnding`, the word that it ends soon.
  */
-export interface DriveExtras { ahead?: AheadTicket; ending?: { withinMs: number; say: () => void } }
+export type DriveExtras = Pick<ChatOptions, 'ahead' | 'endsWithinMs' | 'onEnding'>;
 
 /**
  * One driver run with the task's timeout and the loop guard. `onChunk` gets every chunk but the
@@ -39,7 +38,8 @@ export async function drive(d: DriveDeps, p: TaskParams, abort: LazyAbort, onChu
   const parts: string[] = [];
   const guard = new LoopGuard({ maxRepeats: d.loopRepeats });
   try {
-    await d.engine.ready();
+    // A chat handed ahead is the driver's until chat() takes it over: given back if it never will be.
+    await d.engine.ready().catch((err: unknown) => { if (x.ahead) d.driver.withdrawAhead?.(x.ahead); throw err; });
     const chatOpts = new TaskChatOptions(p, abort, x);
     // A driver that has the answer at once gives it as a list: no async generator, no await a chunk.
     const now = d.driver.answerNow?.(p.prompt, chatOpts);
@@ -104,19 +104,21 @@ class TaskChatOptions implements ChatOptions {
   readonly ahead?: AheadTicket;
   readonly endsWithinMs?: number;
   readonly onEnding?: () => void;
-  constructor(p: TaskParams, private readonly abort: LazyAbort, x: DriveExtras) {
+  /** `abort` undefined: no signal (a chat handed to the engine ahead of its turn, whose task has not started). */
+  constructor(p: TaskParams, private readonly abort: LazyAbort | undefined, x: DriveExtras) {
     this.stop = p.stop; this.maxTokens = p.max_tokens; this.temperature = p.temperature; this.seed = p.seed;
     this.grammar = p.grammar; this.jsonSchema = p.json_schema; this.stream = p.stream !== false;
     if (x.ahead) this.ahead = x.ahead;
-    if (x.ending) { this.endsWithinMs = x.ending.withinMs; this.onEnding = x.ending.say; }
+    if (x.endsWithinMs) this.endsWithinMs = x.endsWithinMs;
+    if (x.onEnding) this.onEnding = x.onEnding;
   }
   /** Made when the driver first reads it: a driver that answers at once never does. */
-  get signal(): AbortSignal { return this.abort.signal; }
+  get signal(): AbortSignal | undefined { return this.abort?.signal; }
 }
 
-/** A task's generation settings without its abort signal, for a chat handed to the engine ahead of its turn. */
-export function aheadChatOptions(p: TaskParams, endsWithinMs?: number): ChatOptions {
-  return { stop: p.stop, maxTokens: p.max_tokens, temperature: p.temperature, seed: p.seed, grammar: p.grammar, jsonSchema: p.json_schema, stream: p.stream !== false, ...(endsWithinMs ? { endsWithinMs } : {}) };
+/** A task's generation settings, for a chat handed to the engine ahead of its turn. */
+export function aheadChatOptions(p: TaskParams, endsWithinMs: number): ChatOptions {
+  return new TaskChatOptions(p, undefined, { endsWithinMs });
 }
 
 function round(x: number): number { return Math.round(x * 100) / 100; }

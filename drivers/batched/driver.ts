@@ -27,9 +27,8 @@ export class BatchedDriver implements Driver {
   /** Connections that own a sequence and run no chat. */
   private readonly idle: SeqConn[] = [];
   private readonly busy = new Set<SeqConn>();
-  /** Connections that hold a chat sent ahead behind their running one, and it; by its id. */
+  /** Connections that hold a chat sent ahead behind their running one, and it (the ticket handed out). */
   private readonly reserved = new Map<SeqConn, Ahead>();
-  private readonly aheads = new Map<number, Ahead>();
   private stopping = false;
   private nextId = 1;
 
@@ -54,7 +53,6 @@ export class BatchedDriver implements Driver {
     for (const c of [...this.idle, ...this.busy, ...this.reserved.keys()]) c.close();
     this.idle.length = 0;
     this.reserved.clear();
-    this.aheads.clear();
   }
 
   /**
@@ -127,45 +125,50 @@ export class BatchedDriver implements Driver {
     const c = [...this.busy].find((x) => !x.closed && !this.reserved.has(x));
     if (!c) return undefined;
     const id = this.nextId++;
-    const t: Ahead = { ahead: id, c, queue: [], wake: undefined };
-    c.listen(id, (e) => { t.queue.push(e); t.wake?.(); });
+    const t: Ahead = { ahead: id, c, queue: [] };
+    c.listen(id, (e) => { t.queue.push(e); });
     if (!c.send(chatMessage(id, prompt, opts))) { c.listen(id, undefined); return undefined; }
     this.reserved.set(c, t);
-    this.aheads.set(id, t);
     return t;
+  }
+
+  /** The ticket's chat, while it still holds its connection (not taken over or withdrawn). */
+  private held(ticket: AheadTicket): Ahead | undefined {
+    const t = ticket as Ahead;
+    return t.c && this.reserved.get(t.c) === t ? t : undefined;
   }
 
   /** Take a chat sent ahead back: an engine that has not started it never does (it answers `done`, unrun, to no one). */
   withdrawAhead(ticket: AheadTicket): void {
-    const t = this.aheads.get(ticket.ahead);
+    const t = this.held(ticket);
     if (!t) return;
-    this.aheads.delete(t.ahead);
+    this.reserved.delete(t.c);
     t.c.listen(t.ahead, undefined);
     t.c.send({ t: 'abort', id: t.ahead });
-    this.unreserve(t);
+    this.park(t.c);
   }
 
-  /** Its ahead chat no longer holds the connection: back among the idle ones once nothing runs on it. */
-  private unreserve(t: Ahead): void {
-    if (this.reserved.get(t.c) !== t) return;
-    this.reserved.delete(t.c);
-    if (!this.busy.has(t.c)) { if (!t.c.closed && !this.stopping) this.idle.push(t.c); else t.c.close(); }
+  /** A connection no chat runs on or waits for: back among the idle ones, or closed once stopping or gone. */
+  private park(c: SeqConn): void {
+    if (this.busy.has(c) || this.reserved.has(c)) return;
+    if (!c.closed && !this.stopping) this.idle.push(c);
+    else c.close();
   }
 
   async *chat(prompt: string, opts: ChatOptions = {}): AsyncGenerator<string, BatchedStats | void, void> {
     if (opts.signal?.aborted) { if (opts.ahead) this.withdrawAhead(opts.ahead); return; }
     // Sent ahead and still ours: take it over (it may have started, and its text be waiting).
-    const t = opts.ahead ? this.aheads.get(opts.ahead.ahead) : undefined;
-    if (t) { this.aheads.delete(t.ahead); this.reserved.delete(t.c); }
+    const t = opts.ahead ? this.held(opts.ahead) : undefined;
+    if (t) this.reserved.delete(t.c);
     const c = t ? t.c : await this.take(opts.signal);
     if (this.stopping) { c.close(); throw new SwarmError('SWARM_ERR_SHUTDOWN', 'the batched driver was stopped'); }
     // Given up while it waited for an engine: its abort listener below would never fire.
-    if (opts.signal?.aborted && !t) { this.idle.push(c); return; }
+    if (opts.signal?.aborted) { this.idle.push(c); return; }
     this.busy.add(c);
     const id = t ? t.ahead : this.nextId++;
     const queue: ChatEvent[] = t ? t.queue : [];
     let wake: (() => void) | undefined;
-    // Events of an earlier chat that was given up on (its abort is on its way) are not ours.
+    // Routed by id: events of an earlier chat given up on (its abort on its way) go to no one.
     c.listen(id, (e) => { queue.push(e); wake?.(); });
     const filter = new StopFilter(opts.stop ?? []);
     let ended = false;
@@ -177,11 +180,9 @@ export class BatchedDriver implements Driver {
       wake?.();
     };
     opts.signal?.addEventListener('abort', abort, { once: true });
-    if (opts.signal?.aborted) abort();
     const release = c.hold();
     try {
       if (!t && !c.send(chatMessage(id, prompt, opts))) queue.push({ t: 'gone' });
-      if (t && c.closed && !queue.some((e) => e.t === 'gone')) queue.push({ t: 'gone' });
       for (;;) {
         if (queue.length === 0) { await new Promise<void>((r) => { wake = r; }); wake = undefined; continue; }
         const m = queue.shift()!;
@@ -214,8 +215,7 @@ export class BatchedDriver implements Driver {
       // connection's chats one after another, so the next chat waits for this abort to land.
       if (!ended && !c.closed) c.send({ t: 'abort', id });
       // A chat sent ahead on this connection keeps it until it is taken over or withdrawn.
-      if (this.reserved.has(c)) { /* held for it */ } else if (!c.closed && !this.stopping) this.idle.push(c);
-      else c.close();
+      this.park(c);
     }
   }
 }
@@ -229,7 +229,7 @@ function chatMessage(id: number, prompt: string, opts: ChatOptions): ToEngine {
 }
 
 /** A chat sent ahead: its connection, and its events until chat() takes it over. */
-interface Ahead extends AheadTicket { c: SeqConn; queue: ChatEvent[]; wake: (() => void) | undefined }
+interface Ahead extends AheadTicket { c: SeqConn; queue: ChatEvent[] }
 
 /** The reason a chat was given up, as an error (an AbortSignal's reason need not be one). */
 function abortError(signal: AbortSignal): Error {

@@ -167,7 +167,8 @@ class Engine {
     let timer: NodeJS.Timeout | undefined;
     const flush = (): void => { clearTimeout(timer); timer = undefined; lines = 0; if (buf) { this.send(c, { t: 'chunk', id, text: buf }); buf = ''; } };
     // The worker's next task can be on its way before this one's result is.
-    const ending = m.endsWithinMs !== undefined && m.endsWithinMs > 0 ? new EndingWatch(opts.maxTokens, m.endsWithinMs, () => this.send(c, { t: 'ending', id })) : undefined;
+    // Only where an end can be foreseen (a max_tokens): else no per-token work at all.
+    const ending = m.endsWithinMs !== undefined && m.endsWithinMs > 0 && opts.maxTokens !== undefined && opts.maxTokens > 0 ? new EndingWatch(opts.maxTokens, m.endsWithinMs, () => this.send(c, { t: 'ending', id })) : undefined;
     try {
       const r = await generate({
         model: this.model, sequence: this.sequences[seq]!, completion: this.completions[seq]!, prompt, opts, grammar, signal,
