@@ -56,7 +56,10 @@ export interface HubCliOptions {
 }
 
 function leaseAheadOption(v: string): number | 'auto' {
-  return v.trim() === 'auto' ? 'auto' : int('--lease-ahead-ms', 0, MAX_PREFETCH_BELOW_MS)(v);
+  if (v.trim() === 'auto') return 'auto';
+  try { return int('--lease-ahead-ms', 0, MAX_PREFETCH_BELOW_MS)(v); } catch {
+    throw new InvalidArgumentError(`--lease-ahead-ms is auto or an integer from 0 to ${MAX_PREFETCH_BELOW_MS} (ms)`);
+  }
 }
 
 function retainOption(v: string): RetainOptions {

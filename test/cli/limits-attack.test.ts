@@ -13,7 +13,7 @@ import { api, pidsMentioning, swarm, tempDir, until } from '../helpers/cli.js';
 t.test('settings past their bounds are refused before anything starts', async (t) => {
   const dir = `${tempDir(t)}/state`;
   for (const [opt, v] of [['--port', '70000'], ['--control-port', '70000'], ['--max-tokens', '2000000'],
-    ['--prefetch-below-ms', '100000'], ['--max-line', String(32 * 1024 * 1024)]] as const) {
+    ['--prefetch-below-ms', '100000'], ['--max-line', String(32 * 1024 * 1024)], ['--lease-ahead-ms', '100000'], ['--lease-ahead-ms', 'soon']] as const) {
     const r = swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', opt, v, '--state-dir', dir], { timeoutMs: 30_000 });
     t.equal(r.code, 2, `${opt} ${v}: a usage error`);
     t.match(r.stderr, new RegExp(`SWARM_ERR_CONFIG: .*${opt}`), `${opt} ${v}: names the option`);
