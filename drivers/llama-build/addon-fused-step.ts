@@ -19,6 +19,8 @@
  * the event loop runs between steps.
  */
 
+import { splice } from './addon-splice.js';
+
 /** The method's name on the native context. */
 export const FUSED_METHOD = 'decodeBatchAndSample';
 /** No token was sampled (an empty candidate list): what sampleToken answers as -1. */
@@ -240,25 +242,15 @@ Napi::Value AddonContext::DecodeBatchAndSampleSync(const Napi::CallbackInfo& inf
 
 `;
 
-function once(source: string, anchor: string, file: string): number {
-  const at = source.indexOf(anchor);
-  if (at < 0 || source.indexOf(anchor, at + 1) >= 0) throw new Error(`${file}: "${anchor.trim()}" was not found exactly once: this node-llama-cpp is not the one the patch was written for`);
-  return at;
-}
-
 /** AddonContext.cpp with the fused method defined and registered (unchanged when it already is). */
 export function patchFusedStep(source: string): string {
   if (source.includes('AddonContext::DecodeBatchAndSample')) return source;
-  const def = once(source, DEFINE_AT, 'AddonContext.cpp');
-  let out = source.slice(0, def) + WORKER + source.slice(def);
-  const reg = once(out, REGISTER_AT, 'AddonContext.cpp') + REGISTER_AT.length;
-  out = out.slice(0, reg) + '\n' + REGISTER + out.slice(reg);
-  return out;
+  const out = splice(source, DEFINE_AT, WORKER, 'before', 'AddonContext.cpp');
+  return splice(out, REGISTER_AT, '\n' + REGISTER, 'after', 'AddonContext.cpp');
 }
 
 /** AddonContext.h with the fused method declared (unchanged when it already is). */
 export function patchFusedStepHeader(source: string): string {
   if (source.includes('DecodeBatchAndSample(')) return source;
-  const at = once(source, DECLARE_AT, 'AddonContext.h') + DECLARE_AT.length;
-  return source.slice(0, at) + '\n' + DECLARE + source.slice(at);
+  return splice(source, DECLARE_AT, '\n' + DECLARE, 'after', 'AddonContext.h');
 }

@@ -9,6 +9,7 @@
  */
 import { patchFusedStep, patchFusedStepHeader } from './addon-fused-step.js';
 import { patchThreadpool, patchThreadpoolHeader } from './addon-threadpool.js';
+import { splice } from './addon-splice.js';
 
 /** Names the patch in the cache key: another patch is another cache entry. */
 export const ADDON_PATCH_ID = 'kvUnified-option-1+fused-step-2+threadpool-5';
@@ -41,7 +42,5 @@ export function patchAddonContextHeader(source: string): string {
 function readKvUnified(source: string): string {
   if (source.includes('options.Has("kvUnified")')) return source;
   if (!source.includes('context_params.kv_unified')) throw new Error('AddonContext.cpp sets no kv_unified: this node-llama-cpp is not the one the patch was written for');
-  const at = source.indexOf(ANCHOR);
-  if (at < 0 || source.indexOf(ANCHOR, at + 1) >= 0) throw new Error('AddonContext.cpp: the options block the patch extends was not found exactly once');
-  return source.slice(0, at) + READ + source.slice(at);
+  return splice(source, ANCHOR, READ, 'before', 'AddonContext.cpp');
 }

@@ -15,6 +15,8 @@
  * they are not the context keeps ggml's disposable pools.
  */
 
+import { splice } from './addon-splice.js';
+
 /**
  * How long a pool's workers poll for the next graph before they sleep (ggml's 0-100; llama.cpp's own
  * tools use 50, about 6.5M pause loops). On 2 cores beside 2 busy processes, a two-thread engine's
@@ -102,31 +104,18 @@ void AddonContext::swarmAttachThreadpool(int32_t threads) {
 
 `;
 
-function once(source: string, anchor: string, file: string): number {
-  const at = source.indexOf(anchor);
-  if (at < 0 || source.indexOf(anchor, at + 1) >= 0) throw new Error(`${file}: the place the threadpool patch goes was not found exactly once: this node-llama-cpp is not the one the patch was written for`);
-  return at;
-}
-
 /** AddonContext.cpp with the pool made in setThreads and freed after the context (unchanged when it already is). */
 export function patchThreadpool(source: string): string {
   if (source.includes('AddonContext::swarmAttachThreadpool')) return source;
-  let s = source;
-  let at = once(s, FREE_AT, 'AddonContext.cpp');
-  s = s.slice(0, at) + FREE + s.slice(at + FREE_AT.length);
-  at = once(s, SET_AT, 'AddonContext.cpp');
-  s = s.slice(0, at) + SET + s.slice(at + SET_AT.length);
-  at = once(s, INIT_AT, 'AddonContext.cpp');
-  s = s.slice(0, at) + INIT + s.slice(at + INIT_AT.length);
-  at = once(s, DEFINE_AT, 'AddonContext.cpp');
-  return s.slice(0, at) + DEFINE + s.slice(at);
+  let s = splice(source, FREE_AT, FREE, 'replace', 'AddonContext.cpp');
+  s = splice(s, SET_AT, SET, 'replace', 'AddonContext.cpp');
+  s = splice(s, INIT_AT, INIT, 'replace', 'AddonContext.cpp');
+  return splice(s, DEFINE_AT, DEFINE, 'before', 'AddonContext.cpp');
 }
 
 /** AddonContext.h with the pool's members declared (unchanged when they already are). */
 export function patchThreadpoolHeader(source: string): string {
   if (source.includes('swarmThreadpools')) return source;
-  const at = once(source, MEMBERS_AT, 'AddonContext.h');
-  const withMembers = source.slice(0, at) + MEMBERS + source.slice(at);
-  const inc = once(withMembers, INCLUDE_AT, 'AddonContext.h') + INCLUDE_AT.length;
-  return withMembers.slice(0, inc) + '#include <utility>\n#include <vector>\n' + withMembers.slice(inc);
+  const withMembers = splice(source, MEMBERS_AT, MEMBERS, 'before', 'AddonContext.h');
+  return splice(withMembers, INCLUDE_AT, '#include <utility>\n#include <vector>\n', 'after', 'AddonContext.h');
 }
