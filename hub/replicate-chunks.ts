@@ -11,8 +11,9 @@ export interface Chunk {
   entries: ReplEntry[]; json: string; closed?: string[];
   /**
    * The version a holder that got this chunk has every change up to (hub/replicate-resume.ts); none:
-   * the version queued to every holder when the chunk is. A flush larger than a chunk goes in several,
-   * and only its last brings the holder to the flush's version: marked with it, a first chunk sent
+   * the frame carries no mark (it vouches for nothing). A flush larger than a chunk goes in several,
+   * its entries in the order of their last change: a chunk before the last brings the holder to its
+   * last entry's version, the last to the flush's. Marked with the flush's version, a first chunk sent
    * while the rest waited vouched for them, and a holder whose deltas were then dropped resumed from
    * past them and lacked those changes until a repair window came by.
    */

@@ -88,8 +88,10 @@ export class TurnShare {
  */
 export class HolderFeed {
   /** Frames waiting for the socket, in order: deltas (with the version they bring the holder to), and evictions (ids that left the hot state). */
-  private deltas: { payload: Payload<'STATE'>; json: string; entries?: string; ver?: number; evict?: true }[] = [];
+  private deltas: { payload: Payload<'STATE'>; json: string; entries?: string; ver?: number; evict?: true; over?: true }[] = [];
   private backlog = 0;
+  /** Of `backlog`, the characters of the one flush allowed past the bound (`flush`) still waiting. */
+  private oversize = 0;
   /**
    * A sync under way. `whole`: the whole state (its frames carry the holder's sync mark); a repair
    * window's do not. `upTo`: in a resumed sync, the records up to this seq come first and carry no
@@ -108,8 +110,15 @@ export class HolderFeed {
   private waiting = false;
   private yielded = false;
   private stopped = false;
-  /** `synced`: entries sent by syncs; `bare`: of those, sent without the spec the holder has. */
-  readonly stats = { frames: 0, syncs: 0, overflows: 0, waits: 0, yields: 0, skipped: 0, synced: 0, bare: 0 };
+  /**
+   * `frames`: STATE frames sent; `syncs`: syncs begun (whole, resumed, repair windows); `overflows`:
+   * times the deltas waiting passed the bound and were dropped; `waits`: times the feed waited for the
+   * socket to drain (the holder reads slowly); `yields`: times a sync yielded to the event loop (its
+   * budget a turn spent); `skipped`: delta entries left to a sync under way; `synced`: entries sent by
+   * syncs; `bare`: of those, sent without the spec the holder has; `oversize`: flushes larger than the
+   * bound sent whole in their chunks (`flush`).
+   */
+  readonly stats = { frames: 0, syncs: 0, overflows: 0, waits: 0, yields: 0, skipped: 0, synced: 0, bare: 0, oversize: 0 };
 
   constructor(
     private readonly link: FeedLink,
@@ -125,42 +134,77 @@ export class HolderFeed {
   ) {}
 
   /** No longer a holder: nothing more goes out (a sync under way, deltas waiting). */
-  stop(): void { this.stopped = true; this.sync = undefined; this.deltas = []; this.backlog = 0; }
+  stop(): void { this.stopped = true; this.sync = undefined; this.deltas = []; this.backlog = 0; this.oversize = 0; }
+
+  /** Delta characters waiting for the link now. */
+  get backlogChars(): number { return this.backlog; }
 
   /** True while a sync is under way (the periodic repair skips this holder meanwhile). */
   get syncing(): boolean { return this.sync !== undefined; }
 
-  /** Queue a chunk of deltas (shared with the other holders: encoded once). */
-  delta(c: Chunk): void {
-    const ahead = this.ahead(c);
-    if (!ahead) return;
-    c = ahead;
-    if (this.backlog + c.json.length > this.opts.maxBacklog) {
-      // A holder this far behind gets the state instead of the history of its changes.
-      this.stats.overflows++;
-      // Why it is behind: waiting for the socket to drain (the holder reads slowly), or yielded to the
-      // event loop (the hub's own turns), with a sync under way or not.
-      this.opts.log.info({ backlog: this.backlog, bound: this.opts.maxBacklog, waiting: this.waiting, yielded: this.yielded, writable: this.link.writable, syncing: !!this.sync, queued: this.deltas.length }, 'replica holder behind: deltas dropped, state synced instead');
-      // Evictions stay (ids only): a sync sends what is in the store, never what left it.
-      this.deltas = this.deltas.filter((d) => d.evict);
-      this.backlog = this.deltas.reduce((n, d) => n + d.json.length, 0);
-      // Nothing the holder hears now may vouch for the dropped changes: no mark until the new sync's first chunk.
-      this.at = undefined;
-      // Every dropped change is newer than the last mark sent, so the holder's own mark says what it
-      // lacks: from there, not the whole state again (a holder kept busy by its sync fell behind again
-      // and again, and each time started over: most of a restarted hub's CPU per task).
-      // A holder told no mark yet (a restarted hub's first sync under way) starts over, less what it
-      // reported it holds (the `state` it is given).
-      const r = this.resumeFrom?.(this.told, this.toldEnd);
-      if (r) this.resumeSync(r.records, r.upTo, r.bare);
-      else this.startSync();
-      return;
+  /**
+   * Queue one flush's chunks of deltas (shared with the other holders: encoded once), in order. A
+   * chunk without a version (`Chunk.ver`) goes unmarked: it vouches for nothing.
+   *
+   * The bound (`maxBacklog`) is on what waits besides one flush of any size, one larger than what
+   * waited before it. A flush larger than the bound (one submit of many tasks) is what a holder that
+   * was up to date lacks, and nothing else:
+   * dropped, the holder was resumed with the same tasks re-read, re-encoded and re-signed, and the
+   * flush's chunks were handed over one at a time, so its later ones passed the bound again, each a
+   * resume and a pass over the hot state (a synced holder took 36-42 resumes for one 32 MB submit).
+   * Now such a flush waits whole, in chunks, as the link takes them (its text is the hub's once, shared
+   * by the holders); behind it the bound holds as before.
+   */
+  flush(cs: readonly Chunk[]): void {
+    const frames: HolderFeed['deltas'] = [];
+    let chars = 0;
+    for (const c0 of cs) {
+      const c = this.ahead(c0);
+      if (!c) continue;
+      const f = this.frame(c);
+      frames.push(f);
+      chars += f.json.length;
     }
-    if (c.closed) {
-      this.queue({ payload: { full: false, entries: c.entries, closed: c.closed }, json: `{"full":false,"entries":[${c.json}],"closed":${JSON.stringify(c.closed)}}` });
-      return;
+    if (!frames.length) return;
+    if (this.backlog - this.oversize + chars > this.opts.maxBacklog) {
+      // Behind: a flush over the bound waits already, or what waited before this one is more than it
+      // (small flushes piling up for a holder that reads slowly).
+      if (this.oversize > 0 || chars < this.backlog) { this.behind(chars); return; }
+      // The one flush allowed past the bound: it does not count against it while it waits.
+      for (const f of frames) f.over = true;
+      this.oversize = chars;
+      this.stats.oversize++;
     }
-    this.queue({ payload: { full: false, entries: c.entries }, json: `{"full":false,"entries":[${c.json}]}`, entries: c.json, ver: this.mark ? c.ver ?? this.mark().ver : undefined });
+    for (const f of frames) { this.deltas.push(f); this.backlog += f.json.length; }
+    this.pump();
+  }
+
+  /** A delta chunk as the frame that carries it. */
+  private frame(c: Chunk): HolderFeed['deltas'][number] {
+    if (c.closed) return { payload: { full: false, entries: c.entries, closed: c.closed }, json: `{"full":false,"entries":[${c.json}],"closed":${JSON.stringify(c.closed)}}` };
+    return { payload: { full: false, entries: c.entries }, json: `{"full":false,"entries":[${c.json}]}`, entries: c.json, ver: this.mark ? c.ver : undefined };
+  }
+
+  /** Past the bound by `chars` more: the deltas waiting are dropped and the holder gets the state instead of the history of its changes. */
+  private behind(chars: number): void {
+    this.stats.overflows++;
+    // Why it is behind: waiting for the socket to drain (the holder reads slowly), or yielded to the
+    // event loop (the hub's own turns), with a sync under way or not.
+    this.opts.log.info({ backlog: this.backlog, oversize: this.oversize, adding: chars, bound: this.opts.maxBacklog, waiting: this.waiting, yielded: this.yielded, writable: this.link.writable, syncing: !!this.sync, queued: this.deltas.length }, 'replica holder behind: deltas dropped, state synced instead');
+    // Evictions stay (ids only): a sync sends what is in the store, never what left it.
+    this.deltas = this.deltas.filter((d) => d.evict);
+    this.backlog = this.deltas.reduce((n, d) => n + d.json.length, 0);
+    this.oversize = 0;
+    // Nothing the holder hears now may vouch for the dropped changes: no mark until the new sync's first chunk.
+    this.at = undefined;
+    // Every dropped change is newer than the last mark sent, so the holder's own mark says what it
+    // lacks: from there, not the whole state again (a holder kept busy by its sync fell behind again
+    // and again, and each time started over: most of a restarted hub's CPU per task).
+    // A holder told no mark yet (a restarted hub's first sync under way) starts over, less what it
+    // reported it holds (the `state` it is given).
+    const r = this.resumeFrom?.(this.told, this.toldEnd);
+    if (r) this.resumeSync(r.records, r.upTo, r.bare);
+    else this.startSync();
   }
 
   /**
@@ -246,6 +290,7 @@ export class HolderFeed {
       const d = this.deltas.shift();
       if (d) {
         this.backlog -= d.json.length;
+        if (d.over) this.oversize -= d.json.length;
         if (d.ver !== undefined && this.at && this.mark) {
           // With where the sync under way ends: the tasks from there on came as deltas, which a
           // reconnect need not bring again (the holder says so in its HANDSHAKE).

@@ -94,7 +94,7 @@ export class OpenKeepers {
     this.stats.deltas += open.length;
     this.stats.closed += closed.length;
     // A keeper whose sync has not started gets nothing yet: the sync covers every task there when it starts.
-    for (const w of this.keeping) if (!this.due.has(w)) for (const c of cs) this.feed(w).delta(c);
+    for (const w of this.keeping) if (!this.due.has(w)) this.feed(w).flush(cs);
   }
 
   stop(): void {

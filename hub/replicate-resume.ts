@@ -12,6 +12,12 @@ export interface SyncMark { gen: string; ver: number; seq?: number; end?: number
 
 /** Evicted ids remembered for resumes, at most (about 40 bytes each). */
 const MAX_LOG_IDS = 200_000;
+/**
+ * Changes remembered by version (`changed`), at most: 16 bytes each. A holder's mark is that of the
+ * last frame it was sent, seconds old at most while it is linked, so a resume finds in here what
+ * changed since it; 200,000 are the last 60,000 tasks or more (three changes each: accepted, leased, done).
+ */
+const MAX_CHANGES = 200_000;
 /** Flushes that carried new tasks remembered (`specsBy`), at most: 16 bytes each. */
 const MAX_SPEC_MARKS = 100_000;
 
@@ -25,9 +31,9 @@ const MAX_SPEC_MARKS = 100_000;
  *
  * Why a frame's version is enough: frames reach a holder in order, deltas before sync chunks, and
  * a frame is marked with `flushed`, the last version already queued to every holder (a delta frame
- * with the version its chunk brings the holder to: a flush's last chunk, its version; the chunks
- * before it, the version before the flush). So a holder that got a frame marked `ver` has every
- * change up to `ver` for the tasks the sync has covered.
+ * with the version its chunk brings the holder to: a flush's last chunk, its version; a chunk before
+ * it, its last entry's, a flush's entries going in the order of their last change). So a holder that
+ * got a frame marked `ver` has every change up to `ver` for the tasks the sync has covered.
  * A holder whose deltas were dropped (hub/replicate-feed.ts) gets unmarked frames until its new
  * sync's first chunk: what it reports then predates every dropped delta.
  */
@@ -47,6 +53,15 @@ export class Versions {
   private specSeq: number[] = [];
   private acceptedMax = -1;
   private acceptedDue = false;
+  /**
+   * Every change's version and task, in order (the last `MAX_CHANGES`): what changed since a mark,
+   * without a pass over the hot state. A holder that fell behind used to cost one such pass per resume,
+   * each the whole hot state, and the resumes came one after another.
+   */
+  private chVer: number[] = [];
+  private chId: string[] = [];
+  /** Changes at or before this version are no longer in `chVer`: a resume from before it passes over the hot state. */
+  private chFloor = 0;
 
   /**
    * The mark of what is queued to every holder now, at sync position `seq` (none: complete) of a sync
@@ -60,6 +75,13 @@ export class Versions {
   /** A change to task `id`; `seq`: it is a new task, with its spec (submission order `seq`). */
   changed(id: string, seq?: number): void {
     this.of.set(id, ++this.ver);
+    this.chVer.push(this.ver);
+    this.chId.push(id);
+    if (this.chVer.length > MAX_CHANGES) {
+      this.chFloor = this.chVer[MAX_CHANGES / 2 - 1]!;
+      this.chVer.splice(0, MAX_CHANGES / 2);
+      this.chId.splice(0, MAX_CHANGES / 2);
+    }
     if (seq !== undefined) { if (seq > this.acceptedMax) this.acceptedMax = seq; this.acceptedDue = true; }
   }
 
@@ -120,16 +142,38 @@ export class Versions {
   }
 
   /**
+   * The records of the tasks changed since version `ver` (their last change after it), in submission
+   * order, from the change log; undefined if the log no longer reaches back to `ver`.
+   */
+  changedSince(ver: number, get: (id: string) => TaskRecord | undefined): TaskRecord[] | undefined {
+    if (ver < this.chFloor) return undefined;
+    let lo = 0, hi = this.chVer.length;
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (this.chVer[mid]! <= ver) lo = mid + 1; else hi = mid; }
+    const out: TaskRecord[] = [];
+    for (let i = lo; i < this.chVer.length; i++) {
+      const id = this.chId[i]!;
+      // An id once, at its last change (the map holds that version); an evicted one is in neither.
+      if (this.of.get(id) !== this.chVer[i]) continue;
+      const r = get(id);
+      if (r) out.push(r);
+    }
+    return out.sort((a, b) => a.seq - b.seq);
+  }
+
+  /**
    * What a holder at `m` lacks, in the order to send it: tasks the sync had covered (seq up to
    * `m.seq`) and changed since `m.ver`, then the rest of the sync (every task past `m.seq` up to the
    * sync's `end`, if known, and those after it changed since `m.ver`; read lazily). `covered` counts
-   * the first part: those frames carry no mark.
+   * the first part: those frames carry no mark. With `get` (a hot task by id) the changed tasks come
+   * from the change log; `scanned`: they took a pass over the hot state instead (no `get`, or the
+   * mark is older than the log).
    */
-  resume(m: SyncMark, all: () => Iterable<TaskRecord>, end = Infinity): { records: Iterable<TaskRecord>; covered: number; bare: (r: TaskRecord) => boolean } {
+  resume(m: SyncMark, all: () => Iterable<TaskRecord>, end = Infinity, get?: (id: string) => TaskRecord | undefined): { records: Iterable<TaskRecord>; covered: number; bare: (r: TaskRecord) => boolean; scanned: boolean } {
     const upTo = m.seq ?? Infinity;
-    const changed: TaskRecord[] = [];
     const of = this.of;
-    for (const r of all()) if (r.seq <= upTo && (of.get(r.id) ?? 0) > m.ver) changed.push(r);
+    const logged = get && this.changedSince(m.ver, get);
+    const changed = logged ? logged.filter((r) => r.seq <= upTo) : [];
+    if (!logged) for (const r of all()) if (r.seq <= upTo && (of.get(r.id) ?? 0) > m.ver) changed.push(r);
     function* rest(): Iterable<TaskRecord> {
       yield* changed;
       if (upTo === Infinity) return;
@@ -144,6 +188,6 @@ export class Versions {
     // holder that has it was most of what a fallen-behind holder cost the hub).
     const specs = m.seq ?? this.specsBy(m.ver);
     const sent = end === Infinity ? -1 : this.specsBy(m.ver);
-    return { records: rest(), covered: changed.length, bare: (r) => (r.seq <= specs && r.seq <= upTo) || (r.seq >= end && r.seq <= sent) };
+    return { records: rest(), covered: changed.length, scanned: !logged, bare: (r) => (r.seq <= specs && r.seq <= upTo) || (r.seq >= end && r.seq <= sent) };
   }
 }

@@ -23,6 +23,12 @@ import { Settle } from './settle.js';
 /** A replica entry as the workers' gossip layer merges it: the wire type STATE and HANDBACK carry. */
 export type ReplEntry = ReplicaEntry;
 
+/**
+ * One holder's feed as `swarm status` shows it (`failover.feeds`): a sync under way, the delta
+ * characters waiting for its link (`backlog`), and every counter of the feed (HolderFeed.stats).
+ */
+export type FeedView = { holder: string; syncing: boolean; backlog: number } & HolderFeed['stats'];
+
 /** What the hub knows of one failover worker, from its HANDSHAKE and heartbeats. */
 export interface FailoverView { id: string; peerAddr: string; mode: string; coordinator: string; epoch: number }
 
@@ -131,6 +137,8 @@ export class HubReplicator {
     resumedSyncs: 0,
     /** A holder too far behind: its deltas dropped, then its sync resumed from what it was last told / started over. */
     behindResumed: 0, behindRestarted: 0,
+    /** Resumes (a holder behind, or back on a new link) that found what changed since its mark by a pass over the hot state: its mark predates the change log. */
+    rescans: 0,
     /**
      * Whole-state syncs to a holder that reported what it holds (HANDSHAKE `sync.have`, to a hub of
      * another generation), the finished tasks they left out because it holds them, and the tasks they sent.
@@ -189,8 +197,8 @@ export class HubReplicator {
   views(): FailoverView[] { return [...this.peers.values()].map((p) => p.view); }
 
   /** Each holder's feed: a sync under way, and its counters (a holder kept behind shows here). */
-  feedViews(): { holder: string; syncing: boolean; frames: number; syncs: number; overflows: number; skipped: number; synced: number; bare: number }[] {
-    return [...this.feeds].map(([w, f]) => ({ holder: w.id, syncing: f.syncing, frames: f.stats.frames, syncs: f.stats.syncs, overflows: f.stats.overflows, skipped: f.stats.skipped, synced: f.stats.synced, bare: f.stats.bare }));
+  feedViews(): FeedView[] {
+    return [...this.feeds].map(([w, f]) => ({ holder: w.id, syncing: f.syncing, backlog: f.backlogChars, ...f.stats }));
   }
 
   /** Ids of the workers that hold the replicated state now. */
@@ -287,7 +295,9 @@ export class HubReplicator {
   /** What a holder at mark `m` lacks, as a resumed sync sends it; undefined if only the whole state will do. */
   private lacking(m: SyncMark | undefined, end = Infinity, w?: WorkerEntry): { records: Iterable<TaskRecord>; upTo: number; bare: (r: TaskRecord) => boolean } | undefined {
     if (!this.versions.canResume(m)) return undefined;
-    const { records, bare } = this.versions.resume(m, () => this.store().queue.all(), end);
+    const q = this.store().queue;
+    const { records, bare, scanned } = this.versions.resume(m, () => q.all(), end, (id) => q.get(id));
+    if (scanned) this.stats.rescans++;
     // A holder that reported what it held when it joined this hub does not get that again either.
     const held = w && this.heldOf(w);
     return { records: held ? this.omit(records, held.held) : records, upTo: m.seq ?? Infinity, bare };
@@ -389,19 +399,27 @@ export class HubReplicator {
   flush(): void {
     if (this.batchTimer) clearTimeout(this.batchTimer);
     this.batchTimer = undefined;
-    const recs = [...this.pending.values()];
+    // In the order of their last change: a chunk then brings the holder every change up to its last
+    // entry's version (below), so a holder behind in the middle of a large flush resumes from there.
+    const v = this.versions;
+    const recs = [...this.pending.values()].sort((a, b) => v.versionOf(a.rec.id) - v.versionOf(b.rec.id));
     const entries = recs.map((p) => this.entry(p.rec, p.spec));
     this.pending = new Map();
     if (!entries.length) return;
     this.stats.deltas += entries.length;
     // Encoded once for every holder and keeper; each one's feed sends them as its socket drains.
     const texts = this.keepers.size ? entries.map((e) => JSON.stringify(e)) : undefined;
-    // A holder has every change of this flush once its last chunk reached it; the chunks before bring
-    // it to the version before the flush. And the flush counts as queued to every holder (what a sync
-    // chunk's mark says) only once all of it is: a feed sends a sync chunk between two of them.
-    const before = this.versions.mark().ver, after = this.versions.now;
+    // A holder has every change of this flush once its last chunk reached it. One before it brings the
+    // holder every change up to its last entry's version: every task changed by then is in it or in a
+    // chunk before (their order), each as it is now. (Marked with the flush's version, a first chunk
+    // vouched for the rest; with the version before the flush, a holder behind in the middle of a
+    // 32 MB submit resumed with all of it again.) And the flush counts as queued to every holder (what
+    // a sync chunk's mark says) only once all of it is: a feed sends a sync chunk between two of them.
+    const before = v.mark().ver, after = v.now;
     const cs = chunks(entries, this.opts.chunkBytes ?? 256 * 1024, this.log, texts);
-    cs.forEach((c, i) => { c.ver = i === cs.length - 1 ? after : before; for (const w of this.holding) this.feed(w).delta(c); });
+    cs.forEach((c, i) => { const last = c.entries.at(-1); c.ver = i === cs.length - 1 ? after : Math.max(before, last ? v.versionOf(last.id) : 0); });
+    // Each feed gets the flush whole: one larger than its bound waits whole, in chunks (HolderFeed.flush).
+    for (const w of this.holding) this.feed(w).flush(cs);
     this.versions.flushed();
     if (texts) this.keepers.delta(recs.map((p) => p.rec), entries, texts);
   }

@@ -53,6 +53,7 @@ t.test('a holder that falls behind during its sync is brought up to date from it
   const agree = () => { const r = replica(); return !!r && ids.every((id) => r.state(id) === hub.store.queue.get(id)?.state); };
   t.ok(await until(agree, 90_000), `the holder's copy equals the hub's state (${replica()?.counts().done} done of ${ran})`);
   t.equal(hub.failover.stats.behindRestarted, 0, 'never synced again from zero');
+  t.equal(hub.failover.stats.rescans, 0, 'what changed since its mark came from the change log, not a pass over the hot state');
   t.equal(hub.failover.stats.resumedSyncs, 0, 'the holder kept its link: what it lacked came on the feed that fell behind');
   t.ok(hub.failover.stats.behindResumed >= 1, `resumed from its mark ${hub.failover.stats.behindResumed} time(s)`);
   // What it had covered and what changed since went without the spec it holds: not re-encoded, not re-signed.

@@ -41,7 +41,7 @@ function setup() {
   };
   const feed = new HolderFeed(link, (r) => entry(r, true), () => store.values(), { chunkBytes: 4096, maxBacklog: 1 << 30, log, seqOf: (id) => store.get(id)?.seq, nextSeq: () => seq });
   const finish = (rec: TaskRecord) => { rec.state = 'done'; rec.result = { text: `echo ${rec.id}`, worker: 'w', attempt: 1 }; };
-  const delta = (recs: TaskRecord[], withSpec = false) => { for (const c of chunks(recs.map((r) => entry(r, withSpec)), 4096, log)) feed.delta(c); };
+  const delta = (recs: TaskRecord[], withSpec = false) => feed.flush(chunks(recs.map((r) => entry(r, withSpec)), 4096, log));
   const open = () => { allowance = Infinity; const r = release; release = undefined; r?.(); };
   return { store, add, copy, specs, feed, finish, delta, open, setAllowance: (n: number) => { allowance = n; } };
 }

@@ -41,7 +41,8 @@ async function syncAll(feeds: number, recs: TaskRecord[], share?: TurnShare) {
   for (const f of fs) f.startSync();
   // A delta while the syncs run: it goes to every holder whatever the budget.
   const late = records(recs.length + 1).slice(-1).map((r) => ({ ...r, id: 'late' }));
-  for (const c of chunks(late.map(entry), CHUNK, log)) for (const f of fs) f.delta(c);
+  const cs = chunks(late.map(entry), CHUNK, log);
+  for (const f of fs) f.flush(cs);
   for (let i = 0; i < 10_000 && fs.some((f) => f.syncing); i++) await new Promise((r) => setImmediate(r));
   over = true;
   return { perTurn: [...perTurn.values()], copies, done: fs.every((f) => !f.syncing) };

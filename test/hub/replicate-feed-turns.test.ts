@@ -54,7 +54,7 @@ t.test('once the link drains, the deltas waiting and those of each long turn aft
   // The holder stops reading while ~110 KiB of deltas queue (under the bound), then reads again.
   k.stall(true);
   const first = records(200);
-  for (const c of chunks(first.map(entry), CHUNK, log)) feed.delta(c);
+  feed.flush(chunks(first.map(entry), CHUNK, log));
   t.equal(k.copy.size, 0, 'nothing sent while the link is full');
   k.stall(false);
   await Promise.resolve();
@@ -64,7 +64,7 @@ t.test('once the link drains, the deltas waiting and those of each long turn aft
   for (let i = 0; i < TURNS; i++) {
     const recs = records(PER_TURN, from);
     from += PER_TURN;
-    for (const c of chunks(recs.map(entry), CHUNK, log)) feed.delta(c);
+    feed.flush(chunks(recs.map(entry), CHUNK, log));
     // Before the turn ends: every delta of this turn is on the link.
     if (!recs.every((r) => k.copy.has(r.id))) lateTurns++;
     await nextTurn();
@@ -85,7 +85,7 @@ t.test('a sync under way keeps its budget per turn while the deltas beside it go
   for (let i = 0; i < 10_000 && feed.syncing; i++) {
     const recs = records(100, from);
     from += 100;
-    for (const c of chunks(recs.map(entry), CHUNK, log)) feed.delta(c);
+    feed.flush(chunks(recs.map(entry), CHUNK, log));
     if (!recs.every((r) => k.copy.has(r.id))) lateTurns++;
     await nextTurn();
     k.next();
@@ -163,6 +163,7 @@ t.test('a holder that stops reading for a while catches up by deltas; past the b
   // window brought here.
   t.ok(await until(agree, 30_000), 'its copy equals the hub\'s again, by the sync resumed from its mark');
   t.equal(hub.failover.stats.behindRestarted, 0, 'never synced from zero');
+  t.equal(hub.failover.stats.rescans, 0, 'what changed since its mark came from the change log, not a pass over the hot state');
   t.ok(hub.failover.stats.behindResumed >= 1, `resumed from its mark ${hub.failover.stats.behindResumed} time(s)`);
   const f2 = hub.failover.feedViews()[0]!;
   t.ok(f2.bare > 0, `what it had went without its spec: ${f2.bare} of ${f2.synced - synced0} entries synced`);

@@ -63,3 +63,38 @@ t.test('the spec marks stay bounded however many flushes carried new tasks', asy
   t.equal(v.specsBy(v.mark().ver), 249_999, 'the latest is known');
   t.equal(v.specsBy(1), -1, 'the oldest are forgotten: such a mark gets every spec again');
 });
+
+t.test('what changed since a mark comes from the change log, as a pass over the hot state finds it, while the log reaches back to it', async (t) => {
+  const v = new Versions();
+  const all: TaskRecord[] = [];
+  const byId = new Map<string, TaskRecord>();
+  for (let i = 0; i < 50; i++) { const r = rec(`c${i}`, i); all.push(r); byId.set(r.id, r); v.changed(r.id, r.seq); }
+  v.flushed();
+  const m = v.mark();
+  // Some tasks change several times, one is evicted (out of the hot state), new ones arrive.
+  for (const id of ['c40', 'c3', 'c40', 'c17', 'c3', 'c49']) v.changed(id);
+  v.evicted(['c17']);
+  byId.delete('c17');
+  all.splice(all.findIndex((r) => r.id === 'c17'), 1);
+  for (let i = 50; i < 53; i++) { const r = rec(`c${i}`, i); all.push(r); byId.set(r.id, r); v.changed(r.id, r.seq); }
+  v.flushed();
+  const scanned = v.resume(m, () => all);
+  const logged = v.resume(m, () => { throw new Error('no pass over the hot state'); }, Infinity, (id) => byId.get(id));
+  t.ok(scanned.scanned, 'without a lookup by id: a pass');
+  t.notOk(logged.scanned, 'with one: the log');
+  const ids = [...logged.records].map((x) => x.id);
+  t.same(ids, [...scanned.records].map((x) => x.id), 'the same tasks, in the same order');
+  t.same(ids, ['c3', 'c40', 'c49', 'c50', 'c51', 'c52'], 'each changed task once, in submission order, the evicted one not');
+  t.equal(logged.covered, scanned.covered);
+
+  // Past the log's bound the oldest changes are forgotten: a mark from before them takes a pass.
+  const old = v.mark();
+  for (let i = 0; i < 210_000; i++) v.changed(`c${i % 53}`);
+  v.flushed();
+  let passes = 0;
+  const r = v.resume(old, () => { passes++; return all; }, Infinity, (id) => byId.get(id));
+  t.ok(r.scanned && passes === 1, 'a mark older than the log: one pass over the hot state');
+  t.equal([...r.records].length, all.length, 'every task changed since');
+  const recent = v.resume(v.mark(), () => { throw new Error('no pass'); }, Infinity, (id) => byId.get(id));
+  t.equal([...recent.records].length, 0, 'a current mark: nothing, from the log');
+});
