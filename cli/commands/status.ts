@@ -8,6 +8,7 @@ import { formatBytes } from '../../protocol/bytes.js';
 import { runningHub } from '../running.js';
 import { formatDuration } from '../../hub/retention.js';
 import { readFailoverStatusAll, type FailoverStatusFile, type StaleFailoverStatus } from '../../worker/index.js';
+import { feedLines, type BehindStatus, type FeedStatus } from './status-feeds.js';
 
 interface Status {
   hub: { pid: number; address?: { host: string; port: number }; uptime_s: number; mode: string; coordinator?: string };
@@ -15,7 +16,7 @@ interface Status {
   engine?: { mode: string; pid?: number; error?: string; failed_workers?: number; resolved?: string[]; fallbacks?: { note: string; workers: number }[] };
   tasks: { queued: number; leased: number; done: number; failed: number };
   metrics: { dispatch_p50_ms: number; dispatch_p99_ms: number; tokens_out: number };
-  failover?: { workers: { id: string; mode: string; coordinator: string }[]; holders?: string[]; keepers?: string[] };
+  failover?: { workers: { id: string; mode: string; coordinator: string }[]; holders?: string[]; keepers?: string[]; feeds?: FeedStatus[] } & BehindStatus;
   journal?: { fsync: string; disk_full: boolean; damaged_records: number; quarantine?: string; retention?: { retain?: { ageMs: number; count: number; bytes?: number }; hot_finished: number; hot_bytes?: number; evicted: number; archive?: ArchiveView } };
 }
 
@@ -129,6 +130,8 @@ export function registerStatus(program: Command): void {
           ...(s.engine?.fallbacks ?? []).map((f) => `         fallback on ${f.workers} worker(s): ${f.note}`),
           // Who a failover would leave the state with: the replica holders, and the keepers of the open tasks.
           ...(s.failover?.holders?.length ? [`replicas held by ${s.failover.holders.join(', ')}${s.failover.keepers?.length ? `; open tasks also kept by ${s.failover.keepers.join(', ')}` : ''}`] : []),
+          // Each holder's feed: a holder falling behind, and why (the link, the hub's loop, the bound).
+          ...feedLines(s.failover?.feeds ?? [], s.failover),
           // Shown whatever the number of workers: such an agent runs star-only, and only its log said so.
           ...(noFailover.length ? [`failover OFF for ${noFailover.length} worker(s) (star only): ${noFailover.slice(0, 5).map((w) => `${w.id}: ${w.failover_error!.code}: ${w.failover_error!.msg}`).join('; ')}${noFailover.length > 5 ? '; …' : ''}`] : []),
           `tasks    ${s.tasks.queued} queued, ${s.tasks.leased} running, ${s.tasks.done} done, ${s.tasks.failed} failed`,

@@ -1,0 +1,23 @@
+import { formatBytes } from '../../protocol/bytes.js';
+
+/** One holder's feed as the hub's status has it (`failover.feeds`: hub/replicate.ts FeedView); fields a hub before them lacks are absent. */
+export interface FeedStatus {
+  holder: string; syncing: boolean; backlog?: number; frames: number; syncs: number; overflows: number;
+  waits?: number; yields?: number; skipped: number; synced: number; bare: number; oversize?: number;
+}
+
+/** The hub's counters of holders that fell behind (`failover` in the status). */
+export interface BehindStatus { behindResumed?: number; behindRestarted?: number; rescans?: number }
+
+/**
+ * One line per holder's feed: whether a sync is under way, what waits for its link, and why it is
+ * behind if it is (`overflows`: deltas dropped past the bound; `waits`: the holder read slowly;
+ * `yields`: a sync gave the hub's loop its turn), so an operator sees a holder falling behind and why.
+ */
+export function feedLines(feeds: readonly FeedStatus[], b: BehindStatus = {}): string[] {
+  if (!feeds.length) return [];
+  const n = (x: number | undefined) => (x ?? 0).toLocaleString('en-US');
+  const out = feeds.map((f) => `  ${f.holder}: ${f.syncing ? 'SYNCING' : 'in sync'}${f.backlog !== undefined ? `, ${formatBytes(f.backlog)} waiting` : ''}; ${n(f.frames)} frames, ${n(f.syncs)} syncs, ${n(f.overflows)} fell behind, ${n(f.waits)} waits for the link, ${n(f.yields)} yields to the loop${f.oversize ? `, ${n(f.oversize)} flushes over the bound sent whole` : ''}; ${n(f.synced)} entries synced (${n(f.bare)} without spec), ${n(f.skipped)} deltas left to a sync`);
+  const behind = (b.behindResumed ?? 0) + (b.behindRestarted ?? 0);
+  return [`feeds    ${feeds.length} holder(s); fell behind ${n(behind)} time(s): ${n(b.behindResumed)} resumed from a mark, ${n(b.behindRestarted)} synced from zero, ${n(b.rescans)} passes over the hot state`, ...out];
+}

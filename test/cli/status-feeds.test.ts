@@ -1,0 +1,22 @@
+import t from 'tap';
+import { feedLines } from '../../cli/commands/status-feeds.js';
+
+/** `swarm status` shows each holder's feed: whether it is behind, and why (the link, the hub's loop, the bound). */
+
+t.test('a line per holder\'s feed, with its waits, yields and what waits for its link', async (t) => {
+  const lines = feedLines([
+    { holder: 'w-1', syncing: false, backlog: 0, frames: 1200, syncs: 1, overflows: 0, waits: 40, yields: 3, skipped: 0, synced: 5000, bare: 0, oversize: 1 },
+    { holder: 'w-2', syncing: true, backlog: 3 << 20, frames: 900, syncs: 3, overflows: 2, waits: 410, yields: 95, skipped: 12, synced: 9000, bare: 4000, oversize: 0 },
+  ], { behindResumed: 2, behindRestarted: 0, rescans: 0 });
+  t.equal(lines.length, 3, 'a summary, then one line per holder');
+  t.match(lines[0], /fell behind 2 time\(s\): 2 resumed from a mark, 0 synced from zero, 0 passes over the hot state/);
+  t.match(lines[1], /w-1: in sync, 0 B waiting; 1,200 frames, 1 syncs, 0 fell behind, 40 waits for the link, 3 yields to the loop, 1 flushes over the bound sent whole/);
+  t.match(lines[2], /w-2: SYNCING, 3 MiB waiting; .* 2 fell behind, 410 waits for the link, 95 yields to the loop; 9,000 entries synced \(4,000 without spec\), 12 deltas left to a sync/);
+  t.notMatch(lines[2], /over the bound/, 'no oversize flush: not mentioned');
+});
+
+t.test('a hub before these fields: what it has, no line for a swarm without holders', async (t) => {
+  const lines = feedLines([{ holder: 'w-1', syncing: false, frames: 5, syncs: 1, overflows: 0, skipped: 0, synced: 5, bare: 0 }]);
+  t.match(lines[1], /w-1: in sync; 5 frames, 1 syncs, 0 fell behind, 0 waits for the link, 0 yields to the loop;/);
+  t.same(feedLines([]), []);
+});
