@@ -162,7 +162,7 @@ export class ResultsArchive {
   private pruneAfter = 0;
   private readonly rotateBytes: number;
 
-  private constructor(private readonly dir: string, private file: number, private fd: number, private size: number, kept: KeptFile[], private readonly bound: ArchiveBound, rotateBytes: number | undefined) {
+  private constructor(readonly dir: string, private file: number, private fd: number, private size: number, kept: KeptFile[], private readonly bound: ArchiveBound, rotateBytes: number | undefined) {
     this.kept = kept;
     this.rotateBytes = rotateBytes ?? rotateBytesFor(bound);
     // Getters on the object itself (own and enumerable): status's JSON and a spread still carry them.
@@ -228,9 +228,17 @@ export class ResultsArchive {
       const starts: number[] = [];
       let written = 0;
       try {
-        // Inside the try: a new file that cannot be made (a full disk) fails the batch like a write.
-        if (this.unlinked()) this.rotate();
-        else if (this.size >= this.rotateBytes) this.rotateOrStay();
+        // Inside the try: a new file that cannot be made (a full disk) fails the batch like a write,
+        // and so does a leftover that cannot be cut (nothing is written after it).
+        const st = this.fstat();
+        if (!st || st.nlink === 0) this.rotate();
+        else {
+          // A failed write whose cut-back failed too left its lines past the good length: cut now.
+          // The file is opened for appending, so the batch went in after them, and the archive held
+          // those tasks twice (a restart meanwhile takes them as written: `Evictor.settle`).
+          if (st.size > this.size) await io.ftruncate(this.fd, this.size);
+          if (this.size >= this.rotateBytes) this.rotateOrStay();
+        }
         const lines = recs.map(encodeLine);
         // Room first: the archive stays under its bound on disk while this batch is written too.
         let incoming = 0;
@@ -239,7 +247,7 @@ export class ResultsArchive {
         for (const piece of this.out.pieces(lines, starts)) { await io.write(this.fd, piece); written += piece.length; }
         await io.fsync(this.fd);
       } catch (e) {
-        try { await io.ftruncate(this.fd, this.size); } catch { /* the next open cuts the torn line */ }
+        try { await io.ftruncate(this.fd, this.size); } catch { /* cut before the next batch is written (above) */ }
         const code = (e as NodeJS.ErrnoException).code;
         const full = code === 'ENOSPC' || code === 'EDQUOT';
         this.stats.write_errors++;
@@ -314,13 +322,16 @@ export class ResultsArchive {
   }
 
   /**
-   * The file being appended to was removed (an operator clearing old results took the live one too,
-   * or the whole results folder): lines written there would vanish with the last descriptor, so the
-   * next batch goes to a new file instead. One fstat per batch.
+   * The file being appended to, one fstat per batch. Removed (nlink 0, or no answer: an operator
+   * clearing old results took the live one too, or the whole results folder), lines written there
+   * would vanish with the last descriptor, so the next batch goes to a new file instead.
    */
-  private unlinked(): boolean {
-    try { return fs.fstatSync(this.fd).nlink === 0; } catch { return true; }
+  private fstat(): fs.Stats | undefined {
+    try { return fs.fstatSync(this.fd); } catch { return undefined; }
   }
+
+  /** fsync the file being appended to (its lines durable before the journal points at them). */
+  async sync(): Promise<void> { await io.fsync(this.fd); }
 
   /**
    * Rotate, or if the next file cannot be made for anything but a full disk (the folder made
