@@ -31,9 +31,10 @@ const ROUNDS = 40;
 /**
  * Moves finished tasks past the retention horizon out of the hot state: archive line (fsynced),
  * then the journal's evict record (durable), then memory and the `evicted` event. A crash between
- * the two writes leaves archived tasks hot: on open, `recover` reads the archive past the last
- * place an evict record covers and finishes their eviction, so no task is archived twice. A failed
- * archive write (a full disk) leaves them hot, so nothing acknowledged is lost.
+ * the two writes, or a record the journal refuses, leaves archived tasks hot with their lines past
+ * the last place an evict record covers: `settle` (at open and before each pass writes) records
+ * them where they are, so no task is archived twice. A failed archive write (a full disk) leaves
+ * them hot, so nothing acknowledged is lost.
  */
 export class Evictor {
   readonly retention: Retention;
@@ -108,29 +109,22 @@ export class Evictor {
   }
 
   private advance(p: ArchivePlace): void {
-    const m = this.mark;
-    if (!m || p.file > m.file || (p.file === m.file && p.end > m.end)) this.mark = p;
+    if (!this.mark || before(this.mark, p)) this.mark = p;
   }
 
   /**
-   * After replay: finished tasks still hot whose archive line was written past the covered end (the
-   * hub died between the archive write and the evict record) leave the hot state now, pointing at
-   * that line, instead of being archived a second time. Matched by id and submission time, so a
-   * task resubmitted after its window (hot again, a newer run) stays. Resolves with how many.
+   * At open, after replay: the newest archive file checked against the covered end the journal
+   * names, then the lines past that end recorded (`settle`: the hub died between an archive write and
+   * its evict record, or the journal refused the record and the hub stopped before a pass recorded
+   * it). If the journal refuses their record now too (its disk still full), the hub starts all the
+   * same, the tasks hot (failing the open kept it down until space freed), and the first pass
+   * records them by the same path. Resolves with how many tasks left the hot state.
    */
-  async recover(stateDir: string, now = Date.now()): Promise<number> {
+  async recover(now = Date.now()): Promise<number> {
     if (!this.archive) return 0;
-    const found = new Map<string, { file: number; offset: number; at: number }>();
-    // Lines past the covered end that are not archive lines (garbage written into the file): left in
-    // place, skipped by every reader, and said.
-    const damaged = new Map<number, { lines: number; first: number }>();
-    readArchiveAfter(stateDir, this.mark, (a, file, offset) => {
-      if (this.stillHot(a.id, a.submitted_at) && !found.has(a.id)) found.set(a.id, { file, offset, at: a.evicted_at });
-    }, (file, offset) => { const d = damaged.get(file); if (d) d.lines++; else damaged.set(file, { lines: 1, first: offset }); });
-    for (const [file, d] of damaged) this.archive.damage(file, `${d.lines} damaged line${d.lines > 1 ? 's' : ''} from byte ${d.first} on, past what the journal covers (written outside the hub): skipped, nothing archived there is lost`);
     const end = this.archive.position;
     const m = this.mark;
-    if (m && (end.file < m.file || (end.file === m.file && end.end < m.end))) {
+    if (m && before(end, m)) {
       // The newest file is shorter than the journal's evict records say (cut outside the hub): what
       // was past the cut answers SWARM_ERR_RESULT_PRUNED, and lines written from here on are looked
       // for from the real end, not past the old one.
@@ -140,41 +134,85 @@ export class Evictor {
       // cannot take it now, the next evict record carries the end all the same.
       try { await this.host.append?.({ t: 'evict', ids: [], file: end.file, offsets: [], at: now, end: end.end }); } catch { /* said in the journal's status */ }
     }
-    if (!found.size) { this.advance(end); return 0; }
-    const byFile = new Map<number, { ids: string[]; offsets: number[] }>();
-    for (const [id, f] of found) {
-      const g = byFile.get(f.file) ?? byFile.set(f.file, { ids: [], offsets: [] }).get(f.file)!;
-      g.ids.push(id);
-      g.offsets.push(f.offset);
+    try { return await this.settle(now); } catch (e) {
+      // Still owed: the first pass records them before it writes anything.
+      this.lastError = (e as Error).message;
+      return 0;
     }
-    for (const [file, g] of byFile) {
-      const loc: Written = { file, offsets: g.offsets, ...(file === end.file ? { end: end.end } : {}) };
-      if (this.unrecorded.length) { this.owe(g.ids, loc, now, found); continue; }
-      try {
-        await this.host.append?.({ t: 'evict', ids: g.ids, file, offsets: g.offsets, at: now, ...(loc.end !== undefined ? { end: loc.end } : {}) });
-      } catch (e) {
-        // The journal's disk still full (the archive's write took the last of it before the restart):
-        // the hub starts all the same, the tasks hot, and the first pass records these lines before
-        // anything else. Failing the open here kept the hub down until space freed.
-        this.lastError = (e as Error).message;
-        this.owe(g.ids, loc, now, found);
-      }
-    }
-    // The covered end moves past lines only once they are recorded (a snapshot writes it).
-    if (!this.unrecorded.length) this.advance(end);
-    if (!found.size) return 0;
-    for (const [id, f] of found) {
-      this.host.remove(id);
-      this.tombstones.add(id, { file: f.file, offset: f.offset, at: f.at });
-    }
-    this.evictedTotal += found.size;
-    return found.size;
   }
 
-  /** Lines recover found whose evict record the journal refused: owed by the first pass (`unrecorded`), not removed now. */
-  private owe(ids: string[], loc: Written, at: number, found: Map<string, unknown>): void {
-    this.unrecorded.push({ take: ids, recs: ids.map((id) => this.host.get(id)!), loc, at });
-    for (const id of ids) found.delete(id);
+  /**
+   * Lines past the covered end that `settle` read and has not recorded yet (their tasks still hot):
+   * where each is, and its task's submission time (matched again before the record is written).
+   */
+  private readonly owed = new Map<string, { file: number; offset: number; submitted: number }>();
+  /** How far the archive has been read into `owed` (undefined: from the covered end). */
+  private scanned?: ArchivePlace;
+
+  /**
+   * Archive lines past the covered end (`mark`) were written and fsynced but no evict record says
+   * so: the hub died between the two writes, or the journal refused the record (the state dir's disk
+   * full after the archive took the last of it). Their tasks are still hot. One path records them,
+   * at open (`recover`) and at the start of every pass, before anything new is written: the archive
+   * read from the covered end to its good length (`position`, never bytes a failed write left past
+   * it), the lines of tasks still hot with the same submission time (a task resubmitted after its
+   * window is a newer run, and stays) recorded where they are, and those tasks out of the hot state
+   * wherever they stand in the retention order (a clock stepped back makes them not due yet; their
+   * lines are there all the same). Each line is written once: nothing new is written while any is
+   * owed, so a pass leaves one batch unrecorded at most. What was read is kept until recorded, so a
+   * journal that keeps refusing costs one read of the batch, not one a pass.
+   *
+   * The duplicate window counts from now, when the tasks leave the hot state (the evict record's and
+   * the tombstone's `at`), not from when their lines were written (the line's `evicted_at`): a batch
+   * recorded a window late was forgotten by the next pass, and its tasks answered unknown while the
+   * archive held them.
+   *
+   * Throws as the journal does, what is not recorded still owed; resolves with how many left.
+   */
+  private async settle(now: number): Promise<number> {
+    const archive = this.archive!;
+    const end = archive.position;
+    const from = this.scanned ?? this.mark;
+    if (!from || before(from, end)) {
+      // Lines past the covered end that are not archive lines (garbage written into the file): left
+      // in place, skipped by every reader, and said (once: what was read is not read again).
+      const damaged = new Map<number, { lines: number; first: number }>();
+      readArchiveAfter(archive.dir, from, (a, file, offset) => {
+        if (!before({ file, end: offset }, end) || this.owed.has(a.id) || !this.stillHot(a.id, a.submitted_at)) return;
+        this.owed.set(a.id, { file, offset, submitted: a.submitted_at });
+      }, (file, offset) => {
+        if (!before({ file, end: offset }, end)) return;
+        const d = damaged.get(file);
+        if (d) d.lines++; else damaged.set(file, { lines: 1, first: offset });
+      });
+      for (const [file, d] of damaged) archive.damage(file, `${d.lines} damaged line${d.lines > 1 ? 's' : ''} from byte ${d.first} on, past what the journal covers (written outside the hub): skipped, nothing archived there is lost`);
+      this.scanned = end;
+    }
+    for (const [id, o] of this.owed) if (!this.stillHot(id, o.submitted)) this.owed.delete(id);
+    let total = 0;
+    if (this.owed.size) {
+      // Durable before the journal points at them: lines a failed write left behind (its cut-back
+      // failed too) are taken as written at the next open, and were never fsynced.
+      await archive.sync();
+      const byFile = new Map<number, { ids: string[]; offsets: number[] }>();
+      for (const [id, o] of this.owed) {
+        const g = byFile.get(o.file) ?? byFile.set(o.file, { ids: [], offsets: [] }).get(o.file)!;
+        g.ids.push(id);
+        g.offsets.push(o.offset);
+      }
+      for (const [file, g] of byFile) {
+        const loc: Written = { file, offsets: g.offsets, ...(file === end.file ? { end: end.end } : {}) };
+        const recs = g.ids.map((id) => this.host.get(id)!);
+        await this.record(g.ids, recs, loc, now);
+        for (const id of g.ids) this.owed.delete(id);
+        this.retention.forget(g.ids);
+        total += this.left(recs, loc, now);
+      }
+    }
+    // The covered end moves past what was read once all of it is recorded (a snapshot writes it).
+    this.advance(end);
+    this.scanned = undefined;
+    return total;
   }
 
   /** Task `id` is still hot, finished, and the same submission as its archived line (not resubmitted since). */
@@ -215,35 +253,13 @@ export class Evictor {
    */
   private batch = BATCH;
 
-  /**
-   * A batch whose archive lines were written and fsynced but whose evict record the journal refused
-   * (the state dir's disk full after the archive took the last of it): the tasks stay hot, and the
-   * next pass records these lines before it looks at what is due, wherever those tasks now stand in
-   * the retention order (a clock stepped back makes them not due yet; they leave all the same, their
-   * lines are there). Each retry used to append the batch once more, on the disk that was full, and
-   * then only while the batch was still the oldest due: otherwise it was written again. Until it is
-   * recorded nothing else is written, so a pass leaves one such batch at most. A restart meanwhile
-   * finds its lines past the covered end (`recover`), as after a crash between the two writes; if
-   * the journal still refuses their record then, they are owed here, one batch per archive file.
-   */
-  private unrecorded: { take: string[]; recs: TaskRecord[]; loc: Written; at: number }[] = [];
-
   private async pass(now: number): Promise<number> {
     this.tombstones.prune(now);
     // The archive's age bound applies with no new line too (its byte bound after each append).
     this.archive?.prune(now);
-    let total = 0;
-    for (let u = this.unrecorded[0]; u; u = this.unrecorded[0]) {
-      // Recorded first, whatever is due now; a journal that still refuses throws here, before any
-      // new line is written.
-      const keep = u.recs.map((r) => this.stillHot(r.id, r.submittedAt));
-      const recs = u.recs.filter((_, i) => keep[i]);
-      const loc: Written = { file: u.loc.file, offsets: u.loc.offsets.filter((_, i) => keep[i]), ...(u.loc.end !== undefined ? { end: u.loc.end } : {}) };
-      await this.record(u.take, recs, loc, u.at);
-      this.unrecorded.shift();
-      this.retention.forget(u.take);
-      total += this.left(recs, loc, u.at);
-    }
+    // Lines written whose evict record is owed are recorded first, whatever is due now; a journal
+    // that still refuses throws here, before any new line is written.
+    let total = this.archive ? await this.settle(now) : 0;
     for (let round = 0; round < ROUNDS; round++) {
       const asked = this.batch;
       const ids = this.retention.due(now, asked);
@@ -261,12 +277,8 @@ export class Evictor {
       try {
         if (this.archive) loc = await this.archive.append(recs.map((r) => toArchived(r, now)));
       } catch (e) { this.failed(e, take.length); }
-      try {
-        await this.record(take, recs, loc, now);
-      } catch (e) {
-        if (this.archive) this.unrecorded.push({ take, recs, loc, at: now });
-        throw e;
-      }
+      // Refused, its lines are past the covered end: the next pass's `settle` records them.
+      await this.record(take, recs, loc, now);
       this.retention.drop(take.length);
       total += this.left(recs, loc, now);
       if (take.length < asked && !cut) break;
@@ -314,4 +326,9 @@ export class Evictor {
     }
     return ids.length;
   }
+}
+
+/** Place `a` comes before place `b` in the archive. */
+function before(a: ArchivePlace, b: ArchivePlace): boolean {
+  return a.file < b.file || (a.file === b.file && a.end < b.end);
 }

@@ -48,12 +48,13 @@ export function readArchive(stateDir: string, q: ArchiveQuery, onTask: (a: Archi
 export interface ArchivePlace { file: number; end: number }
 
 /**
- * The archived lines at or after `from` (file, byte offset), with where each is. Without `from`
- * (a state directory from before evict records carried `end`), the last file's lines: the only one
- * appended to since. What a restart reads to find the lines no evict record covers.
+ * The archived lines at or after `from` (file, byte offset) in the archive folder `dir`, with where
+ * each is. Without `from` (a state directory from before evict records carried `end`), the last
+ * file's lines: the only one appended to since. What the evictor reads to find the lines no evict
+ * record covers (hub/archive-evict.ts `settle`).
  */
-export function readArchiveAfter(stateDir: string, from: ArchivePlace | undefined, onTask: (a: ArchivedTask, file: number, offset: number) => void, onDamaged?: (file: number, offset: number) => void): void {
-  const files = archiveFiles(archiveDir(stateDir));
+export function readArchiveAfter(dir: string, from: ArchivePlace | undefined, onTask: (a: ArchivedTask, file: number, offset: number) => void, onDamaged?: (file: number, offset: number) => void): void {
+  const files = archiveFiles(dir);
   const start = from ?? (files.length ? { file: files.at(-1)![0], end: 0 } : undefined);
   if (!start) return;
   for (const [n, file] of files) {

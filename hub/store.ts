@@ -155,7 +155,7 @@ export class TaskStore {
     if (damage.length) store.openFloor = 0;
     store.damage.orphans = store.orphans.size;
     // Before the horizon is loaded: tasks archived just before a crash leave the hot state, not archived again.
-    await store.evictor.recover(stateDir);
+    await store.evictor.recover();
     store.evictor.load(queue.all());
     journal.setSnapshotSource(() => store.snapshot());
     // With history replayed, the first retention pass and a compaction the open asked for wait a

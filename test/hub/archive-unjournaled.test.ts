@@ -140,17 +140,20 @@ t.test('a batch whose evict record was refused is archived once whatever the nex
   full(false);
   s.close();
   s = await TaskStore.open(dir, q, { fsyncMs: 0 }, retain);
-  await pass(later);
-  await pass(later);
   const all = [...a, ...b];
-  onceEach('after the restart', all);
-  t.equal(s.retention.hot_finished, 0, 'nothing left hot');
-  const ev = evictRecords(dir);
-  t.same(all.filter((id) => ev.get(id) !== 1).map((id) => `${id}:${ev.get(id) ?? 0}`), [], 'each task is in exactly one evict record in the journal');
-  // What a client reads: GET /tasks/:id is store.lookup, `swarm results` is readArchive.
+  // What a client reads: GET /tasks/:id is store.lookup, `swarm results` is readArchive. Read at the
+  // clock's time: both batches left the hot state now (a and b's windows count from their records,
+  // at `before` and at this start), and a pass two hours on would forget them.
+  t.equal(await pass(Date.now()), '0 left', 'a pass after the restart has nothing to write');
   let lost = 0;
   for (const id of all) { const r = s.lookup(id); if (r?.state !== 'done' || r.result?.text !== `answer ${id}`) lost++; }
   t.equal(lost, 0, 'lost 0: each answers done with its text (GET /tasks/:id)');
+  await pass(later);
+  await pass(later);
+  onceEach('after the restart, and passes with everything due', all);
+  t.equal(s.retention.hot_finished, 0, 'nothing left hot');
+  const ev = evictRecords(dir);
+  t.same(all.filter((id) => ev.get(id) !== 1).map((id) => `${id}:${ev.get(id) ?? 0}`), [], 'each task is in exactly one evict record in the journal');
   const shown = new Map<string, number>();
   const rep = readArchive(dir, {}, (x) => shown.set(x.id, (shown.get(x.id) ?? 0) + 1));
   t.same([shown.size, [...shown.values()].every((n) => n === 1), rep.repeated, rep.damaged], [all.length, true, 0, 0], 'readArchive shows each once, no repeated or damaged line skipped');
@@ -194,4 +197,58 @@ t.test('a hub restarted while the journal still refuses starts, and records the 
   lost = 0;
   for (const id of ids) { const r = s.lookup(id); if (r?.state !== 'done' || r.result?.text !== `answer ${id}`) lost++; }
   t.same([lost, s.retention.hot_finished, [...archiveLines(dir).values()].filter((n) => n !== 1).length, [...evictRecords(dir).values()].filter((n) => n !== 1).length], [0, 0, 0, 0], 'after another restart: lost 0, none hot, duplicated 0 in the archive and the journal');
+});
+
+t.test('a batch recorded late is remembered for a whole window from when it left the hot state, not from when its lines were written', async (t) => {
+  const dir = tempDir(t);
+  const ageMs = 3600_000;
+  const retain = { retain: { ageMs, count: 100_000 }, evictEveryMs: 3600_000 };
+  let s = await TaskStore.open(dir, q, { fsyncMs: 0 }, retain);
+  t.teardown(() => s.close());
+  const ids = Array.from({ length: 10 }, (_, i) => `l${i}`);
+  await s.submitMany(ids.map((id) => ({ id, prompt: `prompt ${id}` })));
+  await finishAll(s, ids.length);
+  const answers = () => {
+    const c = { same: 0, unknown: 0, other: 0 };
+    for (const id of ids) { const r = s.lookup(id); if (!r) c.unknown++; else if (r.state === 'done' && r.result?.text === `answer ${id}`) c.same++; else c.other++; }
+    return c;
+  };
+  const written = Date.now() + 2 * ageMs;
+  const write = journalDiskFull(t);
+  t.equal(await s.evict(written).catch((e: { code?: string }) => e.code), 'SWARM_ERR_DISK_FULL', 'the lines written, their evict record refused');
+  io.write = write;
+  // Space frees more than a window after the write: the tasks were hot (and answered) all along.
+  const recorded = written + ageMs + 60_000;
+  t.equal(await s.evict(recorded), 10, 'recorded at the next pass');
+  t.equal(await s.evict(recorded + 1000), 0, 'a pass after it');
+  t.same(answers(), { same: 10, unknown: 0, other: 0 }, 'each answers done with its text from the archive; none unknown (it was, once a pass pruned the window counted from the write)');
+  s.close();
+  s = await TaskStore.open(dir, q, { fsyncMs: 0 }, retain);
+  await s.evict(recorded + 1000);
+  t.same(answers(), { same: 10, unknown: 0, other: 0 }, 'the same after a restart (the evict record carries when they left)');
+  await s.evict(recorded + ageMs + 1);
+  t.same(answers(), { same: 0, unknown: 10, other: 0 }, 'a window after they left, forgotten as any evicted id');
+  t.same([...archiveLines(dir).values()].filter((n) => n !== 1), [], 'duplicated 0 in the archive');
+});
+
+t.test('lines a restart finds unrecorded are remembered for a whole window from that start, not from when they were written', async (t) => {
+  const dir = tempDir(t);
+  // Due by count (two kept hot), whatever the pass's clock: lines written "two hours ago".
+  const retain = { retain: { ageMs: 3600_000, count: 2 }, evictEveryMs: 3600_000 };
+  let s = await TaskStore.open(dir, q, { fsyncMs: 0 }, retain);
+  t.teardown(() => s.close());
+  const ids = Array.from({ length: 12 }, (_, i) => `k${i}`);
+  await s.submitMany(ids.map((id) => ({ id, prompt: `prompt ${id}` })));
+  await finishAll(s, ids.length);
+  const write = journalDiskFull(t);
+  t.equal(await s.evict(Date.now() - 2 * 3600_000).catch((e: { code?: string }) => e.code), 'SWARM_ERR_DISK_FULL', '10 lines written two hours ago, their evict record refused');
+  io.write = write;
+  s.close();
+  s = await TaskStore.open(dir, q, { fsyncMs: 0 }, retain);
+  t.equal(s.retention.hot_finished, 2, 'the start recorded the 10 lines it found');
+  await s.evict();
+  let same = 0, unknown = 0;
+  for (const id of ids) { const r = s.lookup(id); if (!r) unknown++; else if (r.state === 'done' && r.result?.text === `answer ${id}`) same++; }
+  t.same({ same, unknown }, { same: 12, unknown: 0 }, 'after a pass: each answers done with its text, none unknown');
+  t.same([...archiveLines(dir).values()].filter((n) => n !== 1), [], 'duplicated 0 in the archive');
 });
