@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import v8 from 'node:v8';
-import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+import { constants, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 
 const dir = process.env.SWARM_BENCH_MEMSTAT_DIR;
 const MB = 2 ** 20;
@@ -36,17 +36,24 @@ export function memstat(): Record<string, unknown> {
 }
 
 /**
- * Since the last call: the event loop's delay (max, p99, ms) and the GC's pauses (count, total, max, ms):
+ * Since the last call: the event loop's delay (max, p99, p50, ms) and the GC's pauses (count, total, max, ms):
  * what keeps a process from reading its sockets (a replica holder falling behind the hub's feed).
  */
 const eld = monitorEventLoopDelay({ resolution: 10 });
 eld.enable();
-let gc = { n: 0, ms: 0, max: 0 };
-new PerformanceObserver((l) => { for (const e of l.getEntries()) { gc.n++; gc.ms += e.duration; gc.max = Math.max(gc.max, e.duration); } }).observe({ entryTypes: ['gc'] });
+let gc = { n: 0, ms: 0, max: 0, major_ms: 0 };
+new PerformanceObserver((l) => {
+  for (const e of l.getEntries()) {
+    gc.n++; gc.ms += e.duration; gc.max = Math.max(gc.max, e.duration);
+    // Mark-sweep-compact and its incremental steps, apart from the young generation's scavenges.
+    const kind = (e as unknown as { detail?: { kind?: number } }).detail?.kind ?? 0;
+    if (kind === constants.NODE_PERFORMANCE_GC_MAJOR || kind === constants.NODE_PERFORMANCE_GC_INCREMENTAL) gc.major_ms += e.duration;
+  }
+}).observe({ entryTypes: ['gc'] });
 function pauses(): Record<string, number> {
-  const out = { eld_max_ms: +(eld.max / 1e6).toFixed(1), eld_p99_ms: +(eld.percentile(99) / 1e6).toFixed(1), gc_n: gc.n, gc_ms: +gc.ms.toFixed(1), gc_max_ms: +gc.max.toFixed(1), cpu_s: +((process.cpuUsage().user + process.cpuUsage().system) / 1e6).toFixed(2) };
+  const out = { eld_max_ms: +(eld.max / 1e6).toFixed(1), eld_p99_ms: +(eld.percentile(99) / 1e6).toFixed(1), eld_p50_ms: +(eld.percentile(50) / 1e6).toFixed(1), gc_n: gc.n, gc_ms: +gc.ms.toFixed(1), gc_max_ms: +gc.max.toFixed(1), gc_major_ms: +gc.major_ms.toFixed(1), cpu_s: +((process.cpuUsage().user + process.cpuUsage().system) / 1e6).toFixed(2) };
   eld.reset();
-  gc = { n: 0, ms: 0, max: 0 };
+  gc = { n: 0, ms: 0, max: 0, major_ms: 0 };
   return out;
 }
 

@@ -18,9 +18,11 @@
  * differs); the same result recorded twice (archived twice, or archived and hot again) is counted apart.
  *
  * Run: `npm run build && node dist/bench/soak.js [--tasks 1000000] [--retain 24h,20000] [--procs 5]
- *   [--batch 500] [--window 4] [--max-min 600] [--json] [--out bench/results/soak.jsonl] [--keep] [--no-memstat]`.
+ *   [--batch 500] [--window 4] [--max-min 600] [--json] [--out bench/results/soak.jsonl] [--keep] [--no-memstat]
+ *   [--hub-prof DIR]`.
  * Unless --no-memstat, every process of the swarm loads bench/memstat-hook.ts: the holders' heap used,
- * heap total, external bytes and RSS outside V8 are sampled beside their RSS (`holders_mem`).
+ * heap total, external bytes and RSS outside V8 are sampled beside their RSS (`holders_mem`), and the
+ * hubs' event-loop delay and GC pauses per 2 s sample while the load runs are summed up (`hub_loop`).
  * Appends one dated row to --out (default bench/results/soak.jsonl).
  */
 import { spawnSync } from 'node:child_process';
@@ -48,6 +50,8 @@ const SAMPLES = arg('samples', '', 'also write every 2 s sample (hub and holders
 const KEEP = flag('keep', 'leave the state dir in place');
 /** Per-process heap figures of the holders (bench/memstat-hook.ts, loaded into every process of the swarm). */
 const MEMSTAT = !flag('no-memstat', 'do not load bench/memstat-hook.ts into the swarm\'s processes (no holders_mem)');
+/** A CPU profile of each hub's life that ends gracefully (the last one, at `swarm down`; a killed hub writes none). */
+const HUB_PROF = arg('hub-prof', '', 'write the hub\'s CPU profile (--cpu-prof) into this dir (SWARM_HUB_NODE_ARGS)');
 checkArgs('soak', 'Soak: echo tasks through swarm up --agents 25 (failover on), prompts of 100 B to 16 KB, worker, hub and holder kills at fixed marks;\nreports RSS, hot state and archive bytes, restart times and CPU per task, and checks lost/duplicated/changed.');
 const AGENTS = 25;
 /** Faults by the fraction of tasks done; the CPU windows lie between them, each within one hub's life. */
@@ -142,6 +146,7 @@ async function main(): Promise<void> {
     process.env.SWARM_BENCH_MEMSTAT_DIR = memstatDir(dir);
     process.env.SWARM_NODE_ARGS = `${process.env.SWARM_NODE_ARGS ?? ''} --import ${path.join(ROOT, 'dist/bench/memstat-hook.js')}`.trim();
   }
+  if (HUB_PROF) process.env.SWARM_HUB_NODE_ARGS = `${process.env.SWARM_HUB_NODE_ARGS ?? ''} --cpu-prof --cpu-prof-dir=${path.resolve(HUB_PROF)}`.trim();
   const started = Date.now();
   const deadline = started + MAX_MIN * 60_000;
   const loadStart = load();
@@ -159,11 +164,14 @@ async function main(): Promise<void> {
   const ackedIds: number[] = [];
   let holderPidsCache: number[] = [];
   const hubPid = () => hubFile(dir)?.pid ?? 0;
+  /** Every hub process of the run (their memstat histories give the loop's delay and the GC's share). */
+  const hubPids = new Set<number>();
 
   const sample = async () => {
     const s = await api<Status>(dir, 'GET', '/status');
     if (s) holderPidsCache = [...new Set(s.failover.holders.map((h) => pidOf(dir, h)).filter((p): p is number => !!p))];
     const hub = hubPid();
+    if (hub > 0) hubPids.add(hub);
     samples.push({
       t_s: +((Date.now() - started) / 1000).toFixed(1), done, hub_rss_mb: +safe(() => rssMb(hub)).toFixed(1),
       holders_rss_mb: +holderPidsCache.reduce((a, p) => a + safe(() => rssMb(p)), 0).toFixed(1), holders: holderPidsCache.length,
@@ -261,6 +269,7 @@ async function main(): Promise<void> {
   // The 100% mark: the swarm as the load leaves it, before any trailing fault or the stop.
   await sample();
   const running = samples.length;
+  const loadEndT = Date.now();
   // A short run can finish before its last marks: the faults still run (and are timed) on the idle swarm.
   while (!aborted && faults.length && Date.now() < deadline + 300_000) await fault(faults.shift()!.kind);
   sampling = false;
@@ -319,6 +328,7 @@ async function main(): Promise<void> {
     ...(MEMSTAT ? { holders_mem: { at20: s20.holders_mem, at100: [...live].reverse().find((s) => s.holders_mem)?.holders_mem, max_heap_total: Math.max(...samples.map((s) => s.holders_mem?.heap_total ?? 0)) } } : {}),
     hot_mb: { at20: s20.hot_mb, at100: s100.hot_mb, max: maxHot }, archive_mb: samples.at(-1)!.archive_mb,
     restarts, hub_restart_max_ms: Math.max(...hubRestarts), worker_restart_max_ms: procRestarts.some((x) => x === null) ? null : Math.max(...(procRestarts as number[])),
+    ...(MEMSTAT ? { hub_loop: hubLoop(dir, [...hubPids], started, loadEndT) } : {}),
     hub_cpu_us_per_task: { start: perTask('start0', 'start1'), end: perTask('end0', 'end1') },
     holders_cpu_us_per_task: { start: holdersPerTask('start0', 'start1'), end: holdersPerTask('end0', 'end1') },
     holders_behind: { total: behind.length, per_min: +((behind.length * 60_000) / (wallS * 1000)).toFixed(1), start: behindIn('start0', 'start1'), end: behindIn('end0', 'end1') },
@@ -330,6 +340,41 @@ async function main(): Promise<void> {
   fs.appendFileSync(OUT, JSON.stringify(row) + '\n');
   console.log(JSON_OUT ? JSON.stringify(row) : JSON.stringify(row, null, 2));
   if (KEEP) log(`kept ${dir}`); else fs.rmSync(dir, { recursive: true, force: true });
+}
+
+interface LoopSample { t: number; eld_max_ms: number; eld_p99_ms: number; eld_p50_ms?: number; gc_ms: number; gc_max_ms: number; gc_major_ms?: number; cpu_s: number }
+/**
+ * The hubs' event loop while the load ran (from `from` to `to`, epoch ms), over their 2 s memstat samples:
+ * the loop's delay (percentiles over the samples of each sample's p50, p99 and max), the GC's pauses as a
+ * share of wall time, the hub's CPU as a share of one core.
+ */
+function hubLoop(dir: string, pids: number[], from: number, to: number): Record<string, unknown> | null {
+  const xs: LoopSample[] = [];
+  for (const pid of pids) {
+    let text = '';
+    try { text = fs.readFileSync(path.join(memstatDir(dir), `${pid}.jsonl`), 'utf8'); } catch { continue; }
+    let prevCpu: number | undefined;
+    for (const line of text.split('\n')) {
+      let x: LoopSample;
+      try { x = JSON.parse(line) as LoopSample; } catch { continue; }
+      // cpu_s is cumulative: a sample's share is the step from the one before (the first of a life has none).
+      const cpu = prevCpu === undefined ? NaN : x.cpu_s - prevCpu;
+      prevCpu = x.cpu_s;
+      if (x.t >= from + 2000 && x.t <= to) xs.push({ ...x, cpu_s: cpu });
+    }
+  }
+  if (!xs.length) return null;
+  const pct = (v: number[], p: number) => { const s = [...v].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!; };
+  const of = (f: (x: LoopSample) => number) => { const v = xs.map(f).filter((n) => Number.isFinite(n)); return v.length ? { p50: pct(v, 50), p90: pct(v, 90), max: Math.max(...v) } : null; };
+  const cpu = xs.map((x) => x.cpu_s).filter((n) => Number.isFinite(n));
+  return {
+    samples: xs.length, eld_p50_ms: of((x) => x.eld_p50_ms ?? NaN), eld_p99_ms: of((x) => x.eld_p99_ms), eld_max_ms: of((x) => x.eld_max_ms),
+    gc_share_pct: +((100 * xs.reduce((a, x) => a + x.gc_ms, 0)) / (xs.length * 2000)).toFixed(1),
+    gc_major_share_pct: +((100 * xs.reduce((a, x) => a + (x.gc_major_ms ?? 0), 0)) / (xs.length * 2000)).toFixed(1), gc_max_ms: Math.max(...xs.map((x) => x.gc_max_ms)),
+    cpu_share_pct: cpu.length ? +((100 * cpu.reduce((a, x) => a + x, 0)) / (cpu.length * 2)).toFixed(1) : null,
+    // The pauses against the hub's own CPU time (a loaded host stretches both alike).
+    gc_of_cpu_pct: cpu.length ? +((100 * xs.filter((x) => Number.isFinite(x.cpu_s)).reduce((a, x) => a + x.gc_ms, 0) / 1000) / cpu.reduce((a, x) => a + x, 0)).toFixed(1) : null,
+  };
 }
 
 /**

@@ -11,7 +11,7 @@ import { hostRefusal } from '../agent-bound.js';
 import { Progress } from '../progress.js';
 import { readiness, readyCounter } from '../ready.js';
 import { logPath, readHubFile, stateDir, type HubFile } from '../state.js';
-import { nodeArgs } from '../node-args.js';
+import { hubNodeArgs } from '../node-args.js';
 import { markStarting } from '../starting.js';
 import { AWAIT_DOWN_MS, awaitStopped } from '../stopping.js';
 import { stoppingHeld } from '../state-lock.js';
@@ -164,7 +164,7 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   if (o.roles) hubArgs.push('--roles', Object.entries(o.roles).map(([role, n]) => `${role}=${n}`).join(','));
   const out = fs.openSync(logPath(dir, 'hub.stderr'), 'a');
   // fd 3: the hub reports connected workers there (cli/ready.ts), so nothing polls it while they start.
-  const child = startProcess(process.execPath, [...nodeArgs(), ...hubArgs], { stdio: ['ignore', out, out, 'pipe'], env: { ...process.env, ...(token ? { SWARM_TOKEN: token } : {}) } });
+  const child = startProcess(process.execPath, [...hubNodeArgs(), ...hubArgs], { stdio: ['ignore', out, out, 'pipe'], env: { ...process.env, ...(token ? { SWARM_TOKEN: token } : {}) } });
   const joined = readyCounter(child.stdio[3] as Readable);
   fs.closeSync(out);
   let exited: string | undefined;

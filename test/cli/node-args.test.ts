@@ -24,6 +24,21 @@ t.test('SWARM_NODE_ARGS reaches the hub and every worker: --cpu-prof leaves one 
   for (const f of files) t.ok(Array.isArray(JSON.parse(fs.readFileSync(path.join(prof, f), 'utf8')).nodes), `${f} is a CPU profile`);
 });
 
+t.test('SWARM_HUB_NODE_ARGS reaches the hub only: one main-thread profile, the hub\'s', async (t) => {
+  const dir = tempDir(t);
+  const state = path.join(dir, 'state');
+  const prof = path.join(dir, 'prof');
+  t.teardown(() => { swarm(['down', '--state-dir', state]); });
+  const up = swarm(['up', '-n', '2', '--procs', '2', '--driver', 'echo', '--no-failover', '--detach', '--json', '--state-dir', state], { env: { SWARM_HUB_NODE_ARGS: `--cpu-prof --cpu-prof-dir=${prof}` } });
+  t.equal(up.code, 0, up.stderr);
+  const hubPid = (JSON.parse(fs.readFileSync(path.join(state, 'hub.json'), 'utf8')) as { pid: number }).pid;
+  t.equal(swarm(['down', '--state-dir', state]).code, 0);
+  t.ok(await until(() => pidsMentioning(state).length === 0, 30_000), 'the swarm stopped');
+  const mains = () => (fs.existsSync(prof) ? fs.readdirSync(prof).filter((f) => f.endsWith('.cpuprofile') && f.split('.')[4] === '0').map((f) => Number(f.split('.')[3])) : []);
+  await until(() => mains().length >= 1, 10_000);
+  t.same(mains(), [hubPid], 'the hub wrote one; its two workers none');
+});
+
 t.test('a flag Node refuses stops `swarm up` with Node\'s own words', async (t) => {
   const state = path.join(tempDir(t), 'state');
   t.teardown(() => { swarm(['down', '--state-dir', state]); });
