@@ -7,6 +7,8 @@ export class Histogram {
   private readonly sample: number[] = [];
   private readonly maxSample: number;
   private seen = 0;
+  /** The reservoir sorted, kept until the next observation: a status asks for two quantiles at once, every few seconds. */
+  private sorted?: Float64Array;
 
   constructor(buckets: number[], maxSample = 20_000) {
     this.buckets = buckets;
@@ -19,6 +21,7 @@ export class Histogram {
     this.sum += v;
     for (let i = 0; i < this.buckets.length; i++) if (v <= this.buckets[i]!) { this.counts[i]!++; break; }
     this.seen++;
+    this.sorted = undefined;
     if (this.sample.length < this.maxSample) this.sample.push(v);
     else {
       const j = Math.floor(Math.random() * this.seen);
@@ -28,7 +31,8 @@ export class Histogram {
 
   quantile(q: number): number {
     if (this.sample.length === 0) return 0;
-    const s = [...this.sample].sort((a, b) => a - b);
+    // A typed array sorts numbers without a comparator call per compare (20,000 of them took ms a call).
+    const s = (this.sorted ??= Float64Array.from(this.sample).sort());
     return s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
   }
 
