@@ -6,7 +6,7 @@
  * same model, same load (N concurrent streams, R requests each, T tokens per request), in one run.
  * Modes: `bare-T`, `bare-kvu-T`, `bare-nofa-T`, `bare-nofa-kvu-T` (`-fa off`: llama-server turns flash
  * attention on for the CPU, the engine off where its kernel runs scalar), `batched` (the default threads), `batched-T`, `batched-streams` (a KV
- * stream per sequence, `kv_unified=0`), `batched-unified` (one KV cache, `kv_unified=1`; `batched` runs what `kv_unified=auto` resolves), `batched-noahead` (`--lease-ahead-ms 0`: each task's chat after its result's round trip), `batched-fa-on`, `batched-fa-off` (flash attention fixed, where `batched` runs
+ * stream per sequence, `kv_unified=0`), `batched-unified` (one KV cache, `kv_unified=1`; `batched` runs what `kv_unified=auto` resolves), `batched-noahead` (`--lease-ahead-ms 0`: each task's chat after its result's round trip), `batched-step-K` (the engine's step fixed, K = sync, fused, split or overlap: SWARM_ENGINE_STEP; `batched` overlaps while a core idles beside its threads), `batched-fa-on`, `batched-fa-off` (flash attention fixed, where `batched` runs
  * what `flash_attn=auto` resolves), `batched-direct`, `batched-library` (the engine's own decode
  * loop or node-llama-cpp's, `loop=`; `-streams` after either: `kv_unified=0` too), `shared`, `per-worker`,
  * and `base`: the batched default of another build (SWARM_BENCH_BASE=its checkout, e.g. main's; SWARM_BENCH_BASE_ADDON=an
@@ -187,6 +187,7 @@ for (const m of modes) {
     rows.push(await throughSwarm('batched', ['--driver-opt', `loop=${loop}`, ...(streams ? ['--driver-opt', 'kv_unified=0'] : []), '--driver-opt', `ctx=${CTX}`], `swarm batched, ${loop === 'direct' ? 'its own' : "node-llama-cpp's"} decode loop${streams ? ', a KV stream per sequence' : ''}`));
   }
   else if (m === 'batched-noahead') rows.push(await throughSwarm('batched', ['--lease-ahead-ms', '0', '--driver-opt', `ctx=${CTX}`], 'swarm batched, no lease ahead'));
+  else if (/^batched-step-(sync|fused|split|overlap)$/.test(m)) rows.push(await throughSwarm('batched', ['--driver-opt', `ctx=${CTX}`], `swarm batched, ${m.slice(13)} step`, CLI, { SWARM_ENGINE_STEP: m.slice(13) }));
   else if (m.startsWith('batched-')) rows.push(await throughSwarm('batched', ['--driver-opt', `threads=${m.slice(8)}`, '--driver-opt', `ctx=${CTX}`], `swarm batched -t ${m.slice(8)}`));
   else if (m === 'base') {
     const base = process.env.SWARM_BENCH_BASE;

@@ -49,6 +49,8 @@ for c in "$@"; do case $c in
   c3-15-8-l) cell 60 $M15 8 6 batched,bare-2,bare-1,batched loaded;;
   # The hand-off on 16 quiet cores: a sequence's next chat sent ahead on the engine's word, or after the round trip.
   ahead-15-8-q) cell 70 $M15 8 12 batched,batched-noahead,bare-8,batched,batched-noahead quiet;;
+  # The step's serial part on 16 quiet cores: a step's text handled while the next decodes (the default while a core idles) against after it.
+  overlap-15-8-q) cell 70 $M15 8 12 batched,batched-step-sync,bare-8,batched,batched-step-sync quiet;;
   # 110M, 8 agents beside 16 busy processes, the engine's tuner also probing more threads with no core idle.
   probe-110-8-l) SWARM_THREADS_PROBE_BUSY=1 cell 90 $M110 8 3 batched,bare-2,bare-1,batched loaded;;
   shared) log "shared: $(node dist/cli/main.js engine which 2>&1 | head -5)";;

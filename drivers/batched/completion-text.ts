@@ -107,6 +107,14 @@ export class CompletionText {
     this.plain = !o.grammar && custom.length === 0 && !forceFull;
   }
 
+  /**
+   * Whether pushing `token` next may end the chat by the token alone: an end-of-generation token, or
+   * the last its limit allows. A stop string it may complete is not foreseen.
+   */
+  mayEnd(token: Token): boolean {
+    return (this.o.maxTokens > 0 && this.generated + 1 >= this.o.maxTokens) || this.eos.has(token) || this.model.isEogToken(token);
+  }
+
   /** LlamaCompletion's handling of one token (its `for await` body), with `aborted` read where it reads the signal. */
   push(token: Token, aborted: boolean): StopReason | undefined {
     return this.plain ? this.pushPlain(token, aborted) : this.pushFull(token, aborted);

@@ -20,8 +20,8 @@ export interface EngineInfo {
   /** What it loads instead of its first choice after a SIGILL on this CPU, and why; absent when nothing died here. */
   fallback?: string;
   loop: 'direct' | 'library';
-  /** The direct loop's step (step-loop.ts StepKind): `sync`, `fused`, `split`; absent in older files. */
-  step?: 'sync' | 'fused' | 'split';
+  /** The direct loop's step (step-loop.ts StepKind): `sync`, `fused`, `split`, `overlap`; absent in older files. */
+  step?: 'sync' | 'fused' | 'split' | 'overlap';
   /** At start; `auto` goes on choosing them. */
   threads: number | string;
   flash_attn: 'on' | 'off';

@@ -19,7 +19,7 @@ import { writeEngineInfo } from './engine-info.js';
 import { GrammarCache } from '../embedded/grammar.js';
 import { errorCodeOf } from '../../protocol/errors.js';
 import { installBatchGate, type BatchGate } from './batch-gate.js';
-import { ThreadTuner, cpuLimit, idleCores, installThreadTuner, startThreads, threadCap } from './threads.js';
+import { ThreadTuner, cpuLimit, idleCores, installThreadTuner, spareCore, startThreads, threadCap } from './threads.js';
 import { LOAD_FAILED_EXIT, MAX_LINE, type EngineConfig, type FromEngine, type ToEngine } from './messages.js';
 import { crashPoint } from './crash-hook.js';
 import { StepLoop } from './step-loop.js';
@@ -287,15 +287,17 @@ async function main(): Promise<void> {
   if (tuner) setInterval(() => { if (tuner.threads() !== shown) { shown = tuner.threads(); log(`threads now ${shown}; tokens/s by threads ${JSON.stringify(tuner.rates())}`); } }, 5000).unref();
   const sequences = Array.from({ length: cfg.sequences }, () => context.getSequence());
   // The engine's own decode loop (step-loop.ts) where asked for and node-llama-cpp's internals allow it.
-  // SWARM_ENGINE_STEP=sync|fused|split picks the step where the addon offers several (step-loop.ts).
+  // SWARM_ENGINE_STEP=sync|fused|split|overlap picks the step where the addon offers several (step-loop.ts);
+  // by default on the main thread, and overlapping while a core idles beside the decode's threads.
   const step = process.env.SWARM_ENGINE_STEP;
-  const loop = cfg.loop === 'direct' ? await StepLoop.create(context, model, sequences[0]!, step === 'sync' || step === 'fused' || step === 'split' ? { step } : {}) : undefined;
+  const kind = step === 'sync' || step === 'fused' || step === 'split' || step === 'overlap' ? step : undefined;
+  const loop = cfg.loop === 'direct' ? await StepLoop.create(context, model, sequences[0]!, kind ? { step: kind } : { overlap: spareCore(() => tuner?.threads() ?? threads) }) : undefined;
   if (loop) {
     // Where the loop's time went (step-loop.ts, LoopStats): the benches read it from the log.
     exitNotes.push(() => {
       const s = loop.stats;
       const ms = (x: number) => Math.round(x);
-      log(`loop at exit: ${loop.step} step, ${s.steps} steps, ${s.tokens} tokens decoded, ${s.generated} sampled (${s.steps ? (s.generated / s.steps).toFixed(1) : 0} a step); running ${ms(s.runningMs)} ms: decodes ${ms(s.decodeMs)}, samples ${ms(s.sampleMs)}, the rest ${ms(s.runningMs - s.decodeMs - s.sampleMs)}`);
+      log(`loop at exit: ${loop.step} step, ${s.steps} steps, ${s.tokens} tokens decoded, ${s.generated} sampled (${s.steps ? (s.generated / s.steps).toFixed(1) : 0} a step), ${s.overlapped} overlapped (${s.wasted} tokens past an end); running ${ms(s.runningMs)} ms: decodes ${ms(s.decodeMs)}, samples ${ms(s.sampleMs)}, the rest ${ms(s.runningMs - s.decodeMs - s.sampleMs)}`);
     });
   }
   if (cfg.loop === 'direct' && !loop) log('node-llama-cpp internals moved (or the model needs KV checkpoints): node-llama-cpp\'s decode loop');

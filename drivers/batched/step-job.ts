@@ -72,13 +72,18 @@ export const quiet = <T>(p: Promise<T>): Promise<T> => { p.catch(() => {}); retu
  * thread's turn); idle between is not counted. `steps` and `tokens` (generated tokens and prompt tokens
  * decoded) say how full the steps were.
  */
-export interface LoopStats { runningMs: number; decodeMs: number; sampleMs: number; steps: number; tokens: number; generated: number }
+export interface LoopStats {
+  runningMs: number; decodeMs: number; sampleMs: number; steps: number; tokens: number; generated: number;
+  /** Steps whose decode ran while this thread handled the step before's text (`overlap`), and the tokens decoded past a chat's end that way. */
+  overlapped: number; wasted: number;
+}
 
 /**
  * How a step runs: `sync`, the decode and samples on node's main thread (decodeBatchAndSampleSync),
- * `fused`, in one pool job (decodeBatchAndSample), `split`, decodeBatch and a sampleToken per sequence.
+ * `fused`, in one pool job (decodeBatchAndSample), `split`, decodeBatch and a sampleToken per sequence;
+ * `overlap`, fused, with the step before's text handled on the main thread while it decodes.
  */
-export type StepKind = 'sync' | 'fused' | 'split';
+export type StepKind = 'sync' | 'fused' | 'split' | 'overlap';
 
 /** node-llama-cpp's sampler configuration for a chat's options, made by its sequence as the library's evaluation makes it. */
 export function samplerConfig(seq: SeqInternals, chat: StepChat, model: LlamaModel): Record<string, unknown> {

@@ -36,10 +36,23 @@ export type { LoopStats, Sampling, StepChat, StepKind } from './step-job.js';
 export interface StepLoopOptions {
   /** The step asked for (default sync); where the addon lacks its method, the next one it has. */
   step?: StepKind;
+  /**
+   * With the `sync` step: asked before each step whether this one overlaps (decodes in a pool job
+   * while this thread handles the step before's text), e.g. while a core idles beside the decode's threads.
+   */
+  overlap?: () => boolean;
 }
 
+/** A chat's sampled token whose text waits for the next step's decode, and how a chat ended that way. */
+type Deferred = { j: Job; token: Token };
+type Ended = StopReason | { error: unknown };
+
 export class StepLoop {
-  readonly stats: LoopStats = { runningMs: 0, decodeMs: 0, sampleMs: 0, steps: 0, tokens: 0, generated: 0 };
+  readonly stats: LoopStats = { runningMs: 0, decodeMs: 0, sampleMs: 0, steps: 0, tokens: 0, generated: 0, overlapped: 0, wasted: 0 };
+  /** Sampled tokens whose text is handled while the next step decodes (overlapping steps). */
+  private deferred: Deferred[] = [];
+  /** Whether the last step overlapped: its decode's await was a turn of the event loop. */
+  private overlapped = false;
   private jobs: Job[] = [];
   private readonly arriving: { chat: StepChat; resolve: (r: StopReason) => void; reject: (e: unknown) => void }[] = [];
   private running = false;
@@ -55,11 +68,15 @@ export class StepLoop {
 
   private constructor(private readonly context: LlamaContext, private readonly ctx: AddonContext,
     private readonly newSampler: () => AddonSampler, private readonly model: LlamaModel,
-    private readonly texts: NonNullable<Awaited<ReturnType<typeof loadTextInternals>>>, private readonly eos: ReadonlySet<Token>, want: StepKind) {
+    private readonly texts: NonNullable<Awaited<ReturnType<typeof loadTextInternals>>>, private readonly eos: ReadonlySet<Token>, want: StepKind,
+    private readonly overlapWhen: (() => boolean) | undefined) {
     this.batchSize = context.batchSize;
     const sync = typeof ctx.decodeBatchAndSampleSync === 'function', fused = typeof ctx.decodeBatchAndSample === 'function';
-    this.step = want === 'sync' && sync ? 'sync' : want !== 'split' && fused ? 'fused' : 'split';
+    this.step = want === 'split' ? 'split' : want === 'overlap' && fused ? 'overlap' : want === 'sync' && sync ? 'sync' : fused ? 'fused' : 'split';
+    this.canOverlap = fused;
   }
+
+  private readonly canOverlap: boolean;
 
   /** The loop for `context`, or undefined where node-llama-cpp's internals are not as this expects. */
   static async create(context: LlamaContext, model: LlamaModel, probe: LlamaContextSequence, opts: StepLoopOptions = {}): Promise<StepLoop | undefined> {
@@ -73,7 +90,7 @@ export class StepLoop {
     if (typeof Sampler !== 'function' || !native) return undefined;
     const texts = await loadTextInternals();
     if (!texts) return undefined;
-    return new StepLoop(context, ctx as AddonContext, () => new Sampler(native), model, texts, extraEosTokens(model), opts.step ?? 'sync');
+    return new StepLoop(context, ctx as AddonContext, () => new Sampler(native), model, texts, extraEosTokens(model), opts.step ?? 'sync', opts.overlap);
   }
 
   /** Run one chat to its end; resolves with why it ended. */
@@ -94,7 +111,7 @@ export class StepLoop {
           await this.runStep();
           // A step on this thread returns without a turn of the event loop: one now, so that sockets
           // (new chats, aborts, text to the workers) are served between steps.
-          if (this.step === 'sync') await new Promise<void>((r) => setImmediate(r));
+          if (this.step === 'sync' && !this.overlapped) await new Promise<void>((r) => setImmediate(r));
         }
       }
     } finally {
@@ -135,6 +152,10 @@ export class StepLoop {
   /** One batch: a token of every generating chat, prompt tokens in what room is left, one decode, the samples. */
   private async runStep(): Promise<void> {
     const ctxSize = this.context.contextSize;
+    const overlap = this.canOverlap && (this.step === 'overlap' || (this.step === 'sync' && this.overlapWhen?.() === true));
+    this.overlapped = false;
+    // Text left from an overlapping step, where this one does not overlap: handled before it.
+    if (!overlap) this.settle();
     // Chats aborted while their prompt is still evaluating end now; a generating one ends at its next token, as in the library.
     for (const j of [...this.jobs]) if (j.chat.signal.aborted && j.pending.length > 1) this.finish(j, 'abort');
     const live = this.jobs;
@@ -142,7 +163,7 @@ export class StepLoop {
     let total = 0;
     for (const j of live) { j.take = j.pending.length === 1 && room > 0 ? 1 : 0; room -= j.take; total += j.take; }
     for (const j of live) if (j.pending.length > 1 && room > 0) { j.take = Math.min(j.pending.length, room); room -= j.take; total += j.take; }
-    if (total === 0) return;
+    if (total === 0) { this.settle(); return; }
     const ctx = this.ctx;
     const inBatch: Job[] = [];
     try {
@@ -162,6 +183,7 @@ export class StepLoop {
     }
     this.stats.steps++;
     this.stats.tokens += total;
+    if (overlap) return this.overlapStep(inBatch, ctxSize);
     if (this.step !== 'split') return this.fusedStep(inBatch, ctxSize);
     let decoding: Promise<void>;
     try { decoding = ctx.decodeBatch(); } catch (err) {
@@ -227,6 +249,92 @@ export class StepLoop {
     });
     this.stats.generated += sampling.length;
     this.stats.sampleMs += performance.now() - t1;
+  }
+
+  /**
+   * The step in one pool job while this thread handles the text of the step before: the text of a
+   * chat (its detokenizing, stop strings, the text sent on) is no longer between two decodes, where
+   * with many decode threads each step's serial part idles all of them. The step before's chats went
+   * on into this step unless their token alone said they end (sampledAhead); one whose text ends it
+   * (a stop string, an abort) had a token decoded and sampled too many here: dropped, and its
+   * sequence's token list holds it as its KV cache does, so the prefix cache stays right.
+   */
+  private async overlapStep(inBatch: Job[], ctxSize: number): Promise<void> {
+    const sampling = inBatch.filter((j) => j.logit >= 0);
+    const t0 = performance.now();
+    let job: Promise<Tokens>;
+    try {
+      job = quiet(this.ctx.decodeBatchAndSample!(Uint32Array.from(sampling, (j) => j.logit), sampling.map((j) => j.sampler)));
+    } catch (err) {
+      for (const j of inBatch) this.fail(j, err);
+      this.settle();
+      return;
+    }
+    this.overlapped = true;
+    this.stats.overlapped++;
+    const ended = this.drain();
+    const t1 = performance.now();
+    let tokens: Tokens;
+    try {
+      tokens = await job;
+    } catch (err) {
+      for (const j of inBatch) this.fail(j, err);
+      for (const [j, e] of ended) this.end(j, e);
+      return;
+    }
+    const t2 = performance.now();
+    // The decode's time is what this thread waited for it; the text before and after counts as samples.
+    this.stats.decodeMs += t2 - t1;
+    for (const j of inBatch) decoded(j);
+    let dropped = 0;
+    sampling.forEach((j, i) => {
+      if (ended.has(j)) { dropped++; return; }
+      const token = tokens[i];
+      if (token === SAMPLE_FAILED) this.fail(j, new Error(tokens.errors?.[i] || 'Failed to sample next token'));
+      else if (token === NO_TOKEN || token === undefined) this.fail(j, new Error('Failed to sample next token'));
+      else this.sampledAhead(j, token as Token, ctxSize);
+    });
+    for (const [j, e] of ended) this.end(j, e);
+    this.stats.wasted += dropped;
+    this.stats.generated += sampling.length - dropped;
+    this.stats.sampleMs += (t1 - t0) + (performance.now() - t2);
+  }
+
+  /**
+   * A token whose text can wait for the next step's decode: the chat goes on with it, unless the token
+   * alone says the chat ends here (end of generation, its limit, a full context, an abort): then now.
+   */
+  private sampledAhead(j: Job, token: Token, ctxSize: number): void {
+    if (j.chat.signal.aborted || j.seq._nextTokenIndex >= ctxSize - 1 || j.text.mayEnd(token)) { this.sampled(j, token, ctxSize); return; }
+    j.pending = [token];
+    this.deferred.push({ j, token });
+  }
+
+  /** The deferred tokens' text, in order; the chats it ends (not yet removed: a decode may hold their samplers). */
+  private drain(): Map<Job, Ended> {
+    const ended = new Map<Job, Ended>();
+    if (this.deferred.length === 0) return ended;
+    const list = this.deferred;
+    this.deferred = [];
+    for (const { j, token } of list) {
+      if (!this.jobs.includes(j)) continue;
+      try {
+        const reason = j.text.push(token, j.chat.signal.aborted);
+        if (reason) ended.set(j, reason);
+      } catch (err) { ended.set(j, { error: err }); }
+    }
+    return ended;
+  }
+
+  /** The deferred tokens' text now, with no decode under way: the chats it ends end. */
+  private settle(): void {
+    for (const [j, e] of this.drain()) this.end(j, e);
+  }
+
+  private end(j: Job, e: Ended): void {
+    if (!this.jobs.includes(j)) return;
+    if (typeof e === 'string') this.finish(j, e);
+    else this.fail(j, e.error);
   }
 
   private sampled(j: Job, token: Token, ctxSize: number): void {

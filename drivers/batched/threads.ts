@@ -97,6 +97,28 @@ export function idleCores(read = cpuTimes, cpus = os.cpus().length): () => numbe
   };
 }
 
+/**
+ * Whether a core idles beside the engine's decode threads, so that its main thread's work between two
+ * steps (a chat's text, the sockets) can run beside the next decode instead (step-loop.ts, overlap):
+ * never with a decode thread on every CPU it may use; else re-read at most every `everyMs`, on once a
+ * whole core idled, off below half of one (the main thread's own share of that core must not switch
+ * it off again). On a busy machine it stays off: the overlapping step's hand-offs between threads each
+ * wait for a time slice there, which the step on the main thread does not.
+ */
+export function spareCore(threads: () => number, limit = cpuLimit(), free = idleCores(), everyMs = 500, now = () => performance.now()): () => boolean {
+  let on = false;
+  let at = -Infinity;
+  return () => {
+    if (threads() >= limit) return (on = false);
+    const t = now();
+    if (t - at < everyMs) return on;
+    at = t;
+    const idle = free();
+    on = idle !== undefined && (on ? idle >= 0.5 : idle >= 1);
+    return on;
+  };
+}
+
 /** A decode step's threads and what it took: what the tuner learns from. */
 export interface ThreadTunerOptions {
   /** The most threads it tries (cpuLimit()). */

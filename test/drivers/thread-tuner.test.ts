@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ThreadTuner, cpuLimit, idleCores, startThreads, threadCap } from '../../drivers/batched/threads.js';
+import { ThreadTuner, cpuLimit, idleCores, spareCore, startThreads, threadCap } from '../../drivers/batched/threads.js';
 
 /**
  * Drive a tuner through simulated decode steps: `rate(threads)` is tokens per ms of decode for 8
@@ -89,4 +89,32 @@ t.test('idle cores are measured from the moment the reader is made: its first an
   t.equal(free(), 2, 'then since the previous call');
   t.equal(free(), undefined, 'unreadable: not known');
   t.equal(idleCores(() => undefined, 2)(), undefined);
+});
+
+t.test('spareCore: overlap only with a thread count under the CPUs and a core idle, held until under half of one', async (t) => {
+  let threads = 1, idle: number | undefined = 1.2, clock = 0;
+  const reads: number[] = [];
+  const spare = spareCore(() => threads, 2, () => { reads.push(clock); return idle; }, 500, () => clock);
+  t.equal(spare(), true, 'one core of two idle beside one thread');
+  idle = 0.7;
+  clock = 100;
+  t.equal(spare(), true, 'not read again within 500 ms');
+  clock = 600;
+  t.equal(spare(), true, 'held at 0.7 of a core idle (its own main thread takes some)');
+  idle = 0.3;
+  clock = 1200;
+  t.equal(spare(), false, 'off under half a core idle');
+  idle = 0.8;
+  clock = 1800;
+  t.equal(spare(), false, 'back on only at a whole idle core');
+  idle = 1.5;
+  clock = 2400;
+  t.equal(spare(), true);
+  threads = 2;
+  t.equal(spare(), false, 'never with a decode thread on every CPU, whatever idles');
+  threads = 1;
+  idle = undefined;
+  clock = 3000;
+  t.equal(spare(), false, 'off where the idle time cannot be read');
+  t.same(reads, [0, 600, 1200, 1800, 2400, 3000], 'the idle time read once per interval');
 });
