@@ -76,6 +76,8 @@ export interface LoopStats {
   runningMs: number; decodeMs: number; sampleMs: number; steps: number; tokens: number; generated: number;
   /** Steps whose decode ran while this thread handled the step before's text (`overlap`), and the tokens decoded past a chat's end that way. */
   overlapped: number; wasted: number;
+  /** Chats that followed another on the same sequence while the loop ran, and the steps their sequence sat out between the two. */
+  handoffs: number; gapSteps: number;
 }
 
 /**

@@ -48,11 +48,15 @@ type Deferred = { j: Job; token: Token };
 type Ended = StopReason | { error: unknown };
 
 export class StepLoop {
-  readonly stats: LoopStats = { runningMs: 0, decodeMs: 0, sampleMs: 0, steps: 0, tokens: 0, generated: 0, overlapped: 0, wasted: 0 };
+  readonly stats: LoopStats = { runningMs: 0, decodeMs: 0, sampleMs: 0, steps: 0, tokens: 0, generated: 0, overlapped: 0, wasted: 0, handoffs: 0, gapSteps: 0 };
+  /** The step count when each sequence's last chat ended, while the loop kept running. */
+  private readonly endedAt = new Map<number, number>();
   /** Sampled tokens whose text is handled while the next step decodes (overlapping steps). */
   private deferred: Deferred[] = [];
   /** Whether the last step overlapped: its decode's await was a turn of the event loop. */
   private overlapped = false;
+  /** Chats ended so far (finished or failed). */
+  private ended = 0;
   private jobs: Job[] = [];
   private readonly arriving: { chat: StepChat; resolve: (r: StopReason) => void; reject: (e: unknown) => void }[] = [];
   private running = false;
@@ -77,6 +81,9 @@ export class StepLoop {
   }
 
   private readonly canOverlap: boolean;
+
+  /** Whether a sync step overlaps when its `overlap` option says so (the addon has the pool job it needs). */
+  get overlapsWhenIdle(): boolean { return this.step === 'sync' && this.canOverlap && this.overlapWhen !== undefined; }
 
   /** The loop for `context`, or undefined where node-llama-cpp's internals are not as this expects. */
   static async create(context: LlamaContext, model: LlamaModel, probe: LlamaContextSequence, opts: StepLoopOptions = {}): Promise<StepLoop | undefined> {
@@ -108,13 +115,18 @@ export class StepLoop {
       while (this.jobs.length > 0 || this.arriving.length > 0) {
         if (this.arriving.length > 0) await this.admit();
         if (this.jobs.length > 0) {
+          const ended = this.ended;
           await this.runStep();
           // A step on this thread returns without a turn of the event loop: one now, so that sockets
-          // (new chats, aborts, text to the workers) are served between steps.
-          if (this.step === 'sync' && !this.overlapped) await new Promise<void>((r) => setImmediate(r));
+          // (new chats, aborts, text to the workers) are served between steps. After an overlapping
+          // step, only where a chat ended in it: the chat sent ahead behind it reaches this loop a few
+          // promise hops after that end, and without the turn the next step would leave its sequence out.
+          if ((this.step === 'sync' && !this.overlapped) || (this.overlapped && this.ended !== ended)) await new Promise<void>((r) => setImmediate(r));
         }
       }
     } finally {
+      // Idle, no sequence waits on a step: a chat after this is no hand-off within a run of steps.
+      this.endedAt.clear();
       this.running = false;
       this.stats.runningMs += performance.now() - t0;
     }
@@ -139,6 +151,8 @@ export class StepLoop {
         });
         const job: Job = { chat: a.chat, seq, id: seq._sequenceId, pending, sampler, text, take: 0, logit: -1, resolve: a.resolve, reject: a.reject };
         // In sequence-id order: the order the batch is built in.
+        const e = this.endedAt.get(job.id);
+        if (e !== undefined) { this.stats.handoffs++; this.stats.gapSteps += this.stats.steps - e; this.endedAt.delete(job.id); }
         let i = this.jobs.length;
         while (i > 0 && this.jobs[i - 1]!.id > job.id) i--;
         this.jobs.splice(i, 0, job);
@@ -347,6 +361,8 @@ export class StepLoop {
   }
 
   private remove(j: Job, inUse?: Promise<unknown>): void {
+    this.ended++;
+    this.endedAt.set(j.id, this.stats.steps);
     const i = this.jobs.indexOf(j);
     if (i >= 0) this.jobs.splice(i, 1);
     if (inUse) void inUse.finally(() => j.sampler.dispose()).catch(() => {});
