@@ -57,6 +57,12 @@ export interface JournalStats {
   write_errors: number;
   /** The last write failed for want of space; cleared by the next good write. */
   disk_full: boolean;
+  /**
+   * When a write last failed for want of space (ms since the epoch), kept after the next good one: on a
+   * disk that frees and fills again (the archive pruning its files beside it) `disk_full` flaps, and an
+   * operator who looks a second later still needs to know that new work was refused.
+   */
+  disk_full_at?: number;
   /** The open read the snapshot through its index (hub/snapshot-index.ts), not line by line. */
   snapshot_indexed: boolean;
   last_error?: string;
@@ -250,6 +256,7 @@ export class Journal {
       const full = code === 'ENOSPC' || code === 'EDQUOT';
       this.stats.write_errors++;
       this.stats.disk_full = full;
+      if (full) this.stats.disk_full_at = Date.now();
       this.stats.last_error = `${code ?? ''} ${(e as Error).message}`.trim();
       const err = full
         ? new SwarmError('SWARM_ERR_DISK_FULL', `the journal's disk is full; nothing was recorded (retry when space frees): ${(e as Error).message}`, { cause: e })

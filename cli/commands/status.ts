@@ -17,7 +17,7 @@ interface Status {
   tasks: { queued: number; leased: number; done: number; failed: number };
   metrics: { dispatch_p50_ms: number; dispatch_p99_ms: number; tokens_out: number };
   failover?: { workers: { id: string; mode: string; coordinator: string }[]; holders?: string[]; keepers?: string[]; feeds?: FeedStatus[] } & BehindStatus;
-  journal?: { fsync: string; disk_full: boolean; damaged_records: number; quarantine?: string; retention?: { retain?: { ageMs: number; count: number; bytes?: number }; hot_finished: number; hot_bytes?: number; evicted: number; archive?: ArchiveView } };
+  journal?: { fsync: string; disk_full: boolean; disk_full_at?: number; damaged_records: number; quarantine?: string; retention?: { retain?: { ageMs: number; count: number; bytes?: number }; hot_finished: number; hot_bytes?: number; evicted: number; archive?: ArchiveView } };
 }
 
 /** The archive's part of the status (hub/archive.ts ArchiveStats; the bound's fields absent from a hub before it). */
@@ -136,7 +136,7 @@ export function registerStatus(program: Command): void {
           ...(noFailover.length ? [`failover OFF for ${noFailover.length} worker(s) (star only): ${noFailover.slice(0, 5).map((w) => `${w.id}: ${w.failover_error!.code}: ${w.failover_error!.msg}`).join('; ')}${noFailover.length > 5 ? '; …' : ''}`] : []),
           `tasks    ${s.tasks.queued} queued, ${s.tasks.leased} running, ${s.tasks.done} done, ${s.tasks.failed} failed`,
           `dispatch p50 ${s.metrics.dispatch_p50_ms.toFixed(3)} ms, p99 ${s.metrics.dispatch_p99_ms.toFixed(3)} ms; tokens out ${s.metrics.tokens_out}`,
-          ...(s.journal ? [`journal  fsync ${s.journal.fsync}${s.journal.disk_full ? '; DISK FULL: new work is refused until space frees' : ''}${s.journal.damaged_records ? `; ${s.journal.damaged_records} damaged records set aside in ${s.journal.quarantine}` : ''}`] : []),
+          ...(s.journal ? [`journal  fsync ${s.journal.fsync}${journalFull(s.journal)}${s.journal.damaged_records ? `; ${s.journal.damaged_records} damaged records set aside in ${s.journal.quarantine}` : ''}`] : []),
           ...(s.journal?.retention ? [retainLine(s.journal.retention), archiveLine(s.journal.retention)] : []),
         ];
         if (s.workers.length <= 40) {
@@ -146,4 +146,11 @@ export function registerStatus(program: Command): void {
         process.stdout.write(lines.join('\n') + '\n');
       } catch (err) { fail(err, o.json); }
     });
+}
+
+/** The journal's disk: full now, or full within the last 10 minutes (new work was refused then). */
+function journalFull(j: { disk_full: boolean; disk_full_at?: number }, now = Date.now()): string {
+  if (j.disk_full) return '; DISK FULL: new work is refused until space frees';
+  const ago = j.disk_full_at !== undefined ? now - j.disk_full_at : Infinity;
+  return ago < 600_000 ? `; the DISK WAS FULL ${Math.max(1, Math.round(ago / 1000))} s ago (new work was refused then; accepted again now)` : '';
 }
