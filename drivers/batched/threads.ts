@@ -100,16 +100,18 @@ export function idleCores(read = cpuTimes, cpus = os.cpus().length): () => numbe
 /**
  * Whether a core idles beside the engine's decode threads, so that its main thread's work between two
  * steps (a chat's text, the sockets) can run beside the next decode instead (step-loop.ts, overlap):
- * never with a decode thread on every CPU it may use; else re-read at most every `everyMs`, on once a
- * whole core idled, off below half of one (the main thread's own share of that core must not switch
- * it off again). On a busy machine it stays off: the overlapping step's hand-offs between threads each
- * wait for a time slice there, which the step on the main thread does not.
+ * never unless two of the CPUs it may use are left beside the decode threads (one for that work, one
+ * for the hub's and workers' turns: on 2 or 3 CPUs never; on 2 shared vCPUs it did not show a gain);
+ * else re-read at most every `everyMs`, on once a whole core idled, off below half of one (the main
+ * thread's own share of that core must not switch it off again). On a busy machine it stays off: the
+ * overlapping step's hand-offs between threads each wait for a time slice there, which the step on
+ * the main thread does not.
  */
 export function spareCore(threads: () => number, limit = cpuLimit(), free = idleCores(), everyMs = 500, now = () => performance.now()): () => boolean {
   let on = false;
   let at = -Infinity;
   return () => {
-    if (threads() >= limit) return (on = false);
+    if (threads() > limit - 2) return (on = false);
     const t = now();
     if (t - at < everyMs) return on;
     at = t;

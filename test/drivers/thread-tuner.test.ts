@@ -91,11 +91,11 @@ t.test('idle cores are measured from the moment the reader is made: its first an
   t.equal(idleCores(() => undefined, 2)(), undefined);
 });
 
-t.test('spareCore: overlap only with a thread count under the CPUs and a core idle, held until under half of one', async (t) => {
-  let threads = 1, idle: number | undefined = 1.2, clock = 0;
+t.test('spareCore: overlap only with two CPUs beside the decode threads and a core idle, held until under half of one', async (t) => {
+  let threads = 2, idle: number | undefined = 1.2, clock = 0;
   const reads: number[] = [];
-  const spare = spareCore(() => threads, 2, () => { reads.push(clock); return idle; }, 500, () => clock);
-  t.equal(spare(), true, 'one core of two idle beside one thread');
+  const spare = spareCore(() => threads, 4, () => { reads.push(clock); return idle; }, 500, () => clock);
+  t.equal(spare(), true, 'a core of four idle beside two threads');
   idle = 0.7;
   clock = 100;
   t.equal(spare(), true, 'not read again within 500 ms');
@@ -110,9 +110,10 @@ t.test('spareCore: overlap only with a thread count under the CPUs and a core id
   idle = 1.5;
   clock = 2400;
   t.equal(spare(), true);
+  threads = 3;
+  t.equal(spare(), false, 'never with fewer than two CPUs beside the decode threads, whatever idles');
+  t.equal(spareCore(() => 1, 2, () => 2, 500, () => 0)(), false, 'never on 2 CPUs');
   threads = 2;
-  t.equal(spare(), false, 'never with a decode thread on every CPU, whatever idles');
-  threads = 1;
   idle = undefined;
   clock = 3000;
   t.equal(spare(), false, 'off where the idle time cannot be read');
