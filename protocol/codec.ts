@@ -110,36 +110,9 @@ export function encodeLine(msg: unknown): Buffer {
  * Encode an NDJSON line whose payload is already JSON text (`payloadJson`, the encoding of a plain
  * value): the hub sends one STATE delta to several holders, and serialising it once for all of them
  * is what this is for. `envelope` is the message without its payload (or with it undefined).
- * The payload's UTF-8 bytes are kept for the next few calls with the same text (`payloadBytes`): each
- * holder's frame then copies them, where each used to join the text to its envelope and encode the
- * whole again (three holders: three 256 KiB strings flattened and encoded per chunk, 7% of a loaded hub's CPU).
  */
 export function encodeLineWithPayload(envelope: Record<string, unknown>, payloadJson: string): Buffer {
-  const head = JSON.stringify(envelope);
-  const body = payloadBytes(payloadJson);
-  // The envelope's JSON is ASCII but for its strings (ids, names): its length in bytes is measured.
-  const headBytes = Buffer.byteLength(head) - 1;
-  const out = Buffer.allocUnsafe(headBytes + PAYLOAD_KEY.length + body.length + 2);
-  let at = out.write(head, 0, headBytes, 'utf8');
-  at += PAYLOAD_KEY.copy(out, at);
-  at += body.copy(out, at);
-  out[at++] = 0x7d; // the envelope's closing brace
-  out[at] = 0x0a;
-  return out;
-}
-
-const PAYLOAD_KEY = Buffer.from(',"payload":');
-/** The last few payloads encoded (text and bytes): the same text goes to each holder in turn. */
-const recent: { text: string; bytes: Buffer }[] = [];
-const RECENT = 4;
-
-/** The UTF-8 bytes of `text`, from `recent` when one of the last few calls had the same text (the same string, usually). */
-function payloadBytes(text: string): Buffer {
-  for (const r of recent) if (r.text === text) return r.bytes;
-  const bytes = Buffer.from(text, 'utf8');
-  if (recent.length >= RECENT) recent.pop();
-  recent.unshift({ text, bytes });
-  return bytes;
+  return Buffer.from(`${JSON.stringify(envelope).slice(0, -1)},"payload":${payloadJson}}\n`, 'utf8');
 }
 
 /** Encode one message as a length-prefixed msgpack frame. */

@@ -31,21 +31,6 @@ t.test('a line built around payload JSON encoded once decodes to the same messag
   t.same(JSON.parse(encodeLineWithPayload(env, shared).toString()), JSON.parse(encodeLine({ ...env, payload }).toString()));
 });
 
-t.test('payload JSON encoded once: each line is byte for byte encodeLine\'s, whatever texts come between and whoever it goes to', async (t) => {
-  const env = (dst: string) => ({ ver: 1, id: `m-${dst}`, type: 'STATE', src: 'hüb', dst });
-  // More distinct texts than the encoder keeps, in an order that reuses some and evicts others.
-  const texts = Array.from({ length: 7 }, (_, i) => JSON.stringify({ full: false, entries: [{ id: `t${i}`, spec: { id: `t${i}`, prompt: `ü${'x'.repeat(i * 1000)}🐝` } }] }));
-  const order = [0, 0, 0, 1, 2, 1, 3, 4, 5, 6, 0, 6, 6, 2];
-  for (const [k, i] of order.entries()) {
-    const dst = `w-${k}-ñ`;
-    const got = encodeLineWithPayload(env(dst), texts[i]!);
-    t.ok(got.equals(encodeLine({ ...env(dst), payload: JSON.parse(texts[i]!) })), `line ${k} (text ${i})`);
-  }
-  // A new string with a text seen before (equal, not the same object) gets the same bytes.
-  const again = JSON.stringify(JSON.parse(texts[6]!));
-  t.ok(encodeLineWithPayload(env('w-x'), again).equals(encodeLine({ ...env('w-x'), payload: JSON.parse(again) })));
-});
-
 t.test('a multi-byte UTF-8 character split across chunks is decoded whole', async (t) => {
   const { s, frames, errors } = sink();
   const dec = new LineDecoder(s);
