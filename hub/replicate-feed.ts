@@ -88,7 +88,7 @@ export class TurnShare {
  */
 export class HolderFeed {
   /** Frames waiting for the socket, in order: deltas (with the version they bring the holder to), and evictions (ids that left the hot state). */
-  private deltas: { payload: Payload<'STATE'>; json: string; entries?: string; ver?: number; evict?: true; over?: true }[] = [];
+  private deltas: { payload: Payload<'STATE'>; json: string; entries?: string; ver?: number; evict?: true; over?: boolean }[] = [];
   private backlog = 0;
   /** Of `backlog`, the characters of the one flush allowed past the bound (`flush`) still waiting. */
   private oversize = 0;
@@ -146,8 +146,8 @@ export class HolderFeed {
    * Queue one flush's chunks of deltas (shared with the other holders: encoded once), in order. A
    * chunk without a version (`Chunk.ver`) goes unmarked: it vouches for nothing.
    *
-   * The bound (`maxBacklog`) is on what waits besides one flush of any size, one larger than what
-   * waited before it. A flush larger than the bound (one submit of many tasks) is what a holder that
+   * The bound (`maxBacklog`) is on what waits besides one flush of any size, one larger than all
+   * that waited before it. A flush larger than the bound (one submit of many tasks) is what a holder that
    * was up to date lacks, and nothing else:
    * dropped, the holder was resumed with the same tasks re-read, re-encoded and re-signed, and the
    * flush's chunks were handed over one at a time, so its later ones passed the bound again, each a
@@ -167,10 +167,12 @@ export class HolderFeed {
     }
     if (!frames.length) return;
     if (this.backlog - this.oversize + chars > this.opts.maxBacklog) {
-      // Behind: a flush over the bound waits already, or what waited before this one is more than it
-      // (small flushes piling up for a holder that reads slowly).
-      if (this.oversize > 0 || chars < this.backlog) { this.behind(chars); return; }
-      // The one flush allowed past the bound: it does not count against it while it waits.
+      // Behind: what waited before this flush is more than it (small flushes piling up for a holder
+      // that reads slowly, or two large ones), or more than the bound even without it.
+      if (chars < this.backlog || this.backlog > this.opts.maxBacklog) { this.behind(chars); return; }
+      // The one flush allowed past the bound: it does not count against it while it waits. One let
+      // past before, smaller, counts again (a keeper behind a 0.8 MB flush fell behind on a 34 MB one).
+      if (this.oversize) for (const d of this.deltas) d.over = undefined;
       for (const f of frames) f.over = true;
       this.oversize = chars;
       this.stats.oversize++;

@@ -173,3 +173,29 @@ t.test('a holder that stops reading for a while catches up by deltas; past the b
   t.equal(hub.metrics.duplicateResults, 0, 'duplicated 0');
   t.equal(done.filter((id) => replica()?.get(id)?.result?.text !== texts.get(id)).length, 0, 'changed 0: the copy holds each result as recorded');
 });
+
+t.test('a flush over the bound larger than the one let past before takes its place: no overflow', async (t) => {
+  // A link that takes `budget` more frames, then waits (a holder reading a little at a time).
+  const copy = new Map<string, ReplicaEntry>();
+  let budget = 0;
+  let drain: (() => void)[] = [];
+  const l: FeedLink = {
+    send: (p: Payload<'STATE'>) => { budget--; for (const e of p.entries) copy.set(e.id, e); },
+    get writable() { return budget > 0; },
+    drained: () => (budget > 0 ? Promise.resolve() : new Promise<void>((r) => drain.push(r))),
+    isClosed: false,
+  };
+  const take = async (n: number) => { budget = n; const d = drain; drain = []; for (const r of d) r(); await nextTurn(); };
+  const feed = new HolderFeed(l, entry, () => [], { chunkBytes: CHUNK, maxBacklog: 64 * 1024, turnBytes: TURN, log });
+  const send = (recs: TaskRecord[]) => feed.flush(chunks(recs.map(entry), CHUNK, log));
+  send(records(150)); // ~80 KiB: past the 64 KiB bound alone, let past whole
+  t.equal(feed.stats.oversize, 1, 'the first flush went past the bound whole');
+  await take(6); // the holder reads part of it
+  send(records(20, 150)); // ~10 KiB beside it: under the bound
+  send(records(400, 170)); // ~210 KiB, more than all that waits: it takes the first one's place
+  t.equal(feed.stats.overflows, 0, 'never behind (before: the second large flush dropped everything and synced)');
+  t.equal(feed.stats.oversize, 2, 'the second one let past in the first one\'s place');
+  for (let i = 0; i < 1000 && copy.size < 570; i++) await take(Infinity);
+  t.equal(copy.size, 570, 'the holder got every task');
+  t.equal(feed.stats.syncs, 0, 'no sync');
+});
