@@ -219,10 +219,20 @@ export class ThreadTuner {
     }
   }
 
+  /**
+   * The counts to probe next: half and double, and once both of those have lost to the best, a
+   * quarter below and above it. Halving and doubling alone left a 16-core machine at 7 threads (15,
+   * halved; 14 lost), where the bare server ran its best at 8 and the counts between 8 and 14 went
+   * untried; and a 4-CPU machine (3 at most) never tried 2.
+   */
   private neighbours(): number[] {
     const down = Math.max(1, Math.floor(this.best / 2));
     const up = Math.min(this.o.max, this.best * 2);
-    return [...new Set([down, up])].filter((n) => n !== this.best);
+    const coarse = [...new Set([down, up])].filter((n) => n !== this.best);
+    const cur = this.rate.get(this.best);
+    if (cur === undefined || !coarse.every((n) => (this.rate.get(n) ?? Infinity) < cur)) return coarse;
+    const step = Math.max(1, Math.round(this.best / 4));
+    return [...new Set([this.best - step, this.best + step].map((n) => Math.max(1, Math.min(this.o.max, n))))].filter((n) => n !== this.best);
   }
 
   private reset(): void { this.tokens = 0; this.ms = 0; this.steps = 0; }

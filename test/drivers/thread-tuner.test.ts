@@ -119,3 +119,35 @@ t.test('spareCore: overlap only with two CPUs beside the decode threads and a co
   t.equal(spare(), false, 'off where the idle time cannot be read');
   t.same(reads, [0, 600, 1200, 1800, 2400, 3000], 'the idle time read once per interval');
 });
+
+t.test('past halving and doubling the tuner tries the counts between: it finds a best that is neither', async (t) => {
+  // Sixteen cores, fifteen threads at most: the rate peaks at 10 (a small model's barriers), 7 does 0.86x
+  // of it, 14 0.89x, 15 0.80x. Halving and doubling alone settle at 7 and never try 8-13.
+  const rate = (n: number): number => 3 - 0.02 * (n - 10) ** 2;
+  const clock = { now: 0 };
+  const tuner = new ThreadTuner({ max: 15, start: 15, now: () => clock.now });
+  const tried = new Set<number>();
+  let tokens = 0;
+  const ms = 300_000;
+  while (clock.now < ms) {
+    const n = tuner.threads();
+    tried.add(n);
+    const stepMs = 8 / rate(n);
+    tuner.step(8, stepMs);
+    clock.now += stepMs;
+    tokens += 8;
+  }
+  const best = Math.max(...Array.from({ length: 15 }, (_, i) => rate(i + 1)));
+  t.ok(Math.abs(tuner.threads() - 10) <= 1, `settled at ${tuner.threads()} (the best is 10; tried ${[...tried].sort((a, b) => a - b).join(', ')})`);
+  t.ok(tokens / (best * ms) >= 0.93, `${(tokens / (best * ms)).toFixed(3)} of the best fixed count over 5 min, probes included`);
+});
+
+t.test('four CPUs (three threads at most): two threads are tried too', async (t) => {
+  const clock = { now: 0 };
+  const tuner = new ThreadTuner({ max: 3, start: 3, now: () => clock.now });
+  const tried = new Set<number>();
+  // Two threads best: the third shares a core with the swarm's other processes.
+  run(tuner, clock, 120_000, (n) => (n === 2 ? 2 : n === 3 ? 1.6 : 1.2), tried);
+  t.ok(tried.has(2), `tried ${[...tried].join(', ')}`);
+  t.equal(tuner.threads(), 2);
+});
