@@ -19,7 +19,7 @@
  *
  * Run: `npm run build && node dist/bench/soak.js [--tasks 1000000] [--retain 24h,20000] [--procs 5]
  *   [--batch 500] [--window 4] [--max-min 600] [--json] [--out bench/results/soak.jsonl] [--keep] [--no-memstat]
- *   [--hub-prof DIR]`.
+ *   [--hub-prof DIR] [--archive-max off]`.
  * Unless --no-memstat, every process of the swarm loads bench/memstat-hook.ts: the holders' heap used,
  * heap total, external bytes and RSS outside V8 are sampled beside their RSS (`holders_mem`), and the
  * hubs' event-loop delay and GC pauses per 2 s sample while the load runs are summed up (`hub_loop`).
@@ -39,6 +39,12 @@ import { soakPrompt } from './soak-prompt.js';
 
 const TASKS = Number(arg('tasks', '1000000', 'tasks to submit'));
 const RETAIN = arg('retain', '', 'swarm up --retain (AGE,COUNT,BYTES; default: the swarm\'s)');
+/**
+ * The archive's bound: off by default, so that every acknowledged task can be checked. With a bound
+ * (the swarm's default is 2 GiB, which a soak passes at about 300,000 tasks) the oldest archive files
+ * go, and their tasks count as lost: the checker cannot tell them from tasks lost otherwise.
+ */
+const ARCHIVE_MAX = arg('archive-max', 'off', 'swarm up --archive-max (off: keep every result, so that lost means lost)');
 const PROCS = arg('procs', '5', 'worker processes for the 25 agents');
 const BATCH = Number(arg('batch', '500', 'tasks per POST /tasks'));
 const WINDOW = Number(arg('window', '4', 'batches in flight at once'));
@@ -121,7 +127,7 @@ function behindTimes(dir: string): number[] {
 /** `swarm up` on the state dir: wall time and its own ready_ms. */
 function up(dir: string): { wall_ms: number; ready_ms: number | null; ok: boolean; err?: string } {
   const t0 = performance.now();
-  const r = spawnSync(process.execPath, [CLI, 'up', '--agents', String(AGENTS), '--procs', PROCS, '--driver', 'echo', '--detach', '--json', '--ready-timeout', '120000', '--state-dir', dir, ...(RETAIN ? ['--retain', RETAIN] : [])], { encoding: 'utf8', timeout: 150_000 });
+  const r = spawnSync(process.execPath, [CLI, 'up', '--agents', String(AGENTS), '--procs', PROCS, '--driver', 'echo', '--detach', '--json', '--ready-timeout', '120000', '--state-dir', dir, '--archive-max', ARCHIVE_MAX, ...(RETAIN ? ['--retain', RETAIN] : [])], { encoding: 'utf8', timeout: 150_000 });
   const wall = Math.round(performance.now() - t0);
   let ready: number | null = null;
   try { ready = (JSON.parse(r.stdout.trim().split('\n').at(-1)!) as { ready_ms?: number }).ready_ms ?? null; } catch { /* not JSON: the error below */ }
@@ -318,7 +324,7 @@ async function main(): Promise<void> {
   const maxHot = Math.max(...samples.map((s) => s.hot_mb));
   const row = {
     date: new Date().toISOString(), machine: machine(), command: `node dist/bench/soak.js ${process.argv.slice(2).join(' ')}`.trim(),
-    tasks: TASKS, agents: AGENTS, procs: PROCS, retain: RETAIN || 'default', acknowledged: acked, done, failed, unfinished_at_end: unfinished, aborted: aborted ?? null, wall_s: +wallS.toFixed(1),
+    tasks: TASKS, agents: AGENTS, procs: PROCS, retain: RETAIN || 'default', archive_max: ARCHIVE_MAX, acknowledged: acked, done, failed, unfinished_at_end: unfinished, aborted: aborted ?? null, wall_s: +wallS.toFixed(1),
     tasks_per_s: Math.round(done / wallS), load_start: loadStart, load_end: loadEnd,
     ...check,
     rss_marks: { tasks_at_100: total, sample_at20: { t_s: s20.t_s, done: s20.done }, sample_at100: { t_s: s100.t_s, done: s100.done } },
