@@ -4,6 +4,7 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { CLI, api, swarm, tempDir } from '../helpers/cli.js';
 import { archiveDir, archiveFiles } from '../../hub/archive.js';
+import { archiveBytes } from '../helpers/archive-bytes.js';
 
 /**
  * A real hub under `--archive-max 1MiB` (128 KiB files): thousands of tasks rotate the archive many
@@ -15,7 +16,7 @@ interface View { id: string; state: string; text?: string; error?: { code: strin
 const N = 6000;
 const ids = Array.from({ length: N }, (_, i) => `am-${i}`);
 const prompt = (id: string) => `${id} ${'p'.repeat(200)}`;
-const diskBytes = (dir: string) => archiveFiles(archiveDir(dir)).reduce((n, [, f]) => n + fs.statSync(f).size, 0);
+const diskBytes = archiveBytes;
 
 /** Every id final: done with its own echo, or failed SWARM_ERR_RESULT_PRUNED. */
 async function check(t: Test, dir: string): Promise<{ done: number; pruned: number; other: number }> {

@@ -5,6 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { TaskStore, type StoreOptions } from '../../hub/store.js';
 import { readArchive } from '../../hub/archive-read.js';
 import { ResultsArchive, archiveDir, archiveFiles, type ArchivedTask } from '../../hub/archive.js';
+import { archiveBytes } from '../helpers/archive-bytes.js';
 import { parseArchiveMax, archiveMaxString, rotateBytesFor } from '../../hub/archive-bound.js';
 import { nodeResult } from '../../hub/runs.js';
 import { tempDir } from '../helpers/cli.js';
@@ -39,7 +40,7 @@ async function runAll(s: TaskStore, ids: string[]): Promise<void> {
   }
 }
 
-const diskBytes = (dir: string) => archiveFiles(archiveDir(dir)).reduce((n, [, f]) => n + fs.statSync(f).size, 0);
+const diskBytes = archiveBytes;
 const archivedIds = (dir: string): string[] => { const out: string[] = []; readArchive(dir, {}, (a) => out.push(a.id)); return out; };
 
 /** Every id: hot, archived (readable) or pruned; none twice, none lost. */

@@ -6,6 +6,7 @@ import { alive, api, hubFile, swarm, tempDir, until } from '../helpers/cli.js';
 import { journalResults } from '../helpers/checker.js';
 import { missingPrereq } from '../helpers/llama.js';
 import { archiveDir, archiveFiles } from '../../hub/archive.js';
+import { archiveBytes } from '../helpers/archive-bytes.js';
 
 /**
  * The results archive on a real full disk under `--archive-max`: a 2 MiB tmpfs mounted as the
@@ -43,7 +44,7 @@ function mountTmpfs(dir: string, size: string): { missing: string } | object {
 
 const status = (state: string): Promise<Status> => api<Status>(state, 'GET', '/status');
 const statusJson = (state: string): Status => JSON.parse(swarm(['status', '--json', '--state-dir', state]).stdout) as Status;
-const diskBytes = (state: string): number => archiveFiles(archiveDir(state)).reduce((n, [, f]) => n + fs.statSync(f).size, 0);
+const diskBytes = archiveBytes;
 
 /** Lines per id in the archive files as they are on disk (whole lines only). */
 function archiveLines(state: string): Map<string, number> {
