@@ -292,8 +292,9 @@ export class StepLoop {
     try {
       tokens = await job;
     } catch (err) {
-      for (const j of inBatch) this.fail(j, err);
+      // A chat whose text had ended before this step had only its token past the end in it: it ends as its text said.
       for (const [j, e] of ended) this.end(j, e);
+      for (const j of inBatch) if (this.jobs.includes(j)) this.fail(j, err);
       return;
     }
     const t2 = performance.now();
