@@ -316,7 +316,7 @@ async function main(): Promise<void> {
     writeEngineInfo(cfg.info, { pid: process.pid, model: cfg.model, sequences: cfg.sequences, ctx: context.contextSize, kv: unified ? 'unified' : 'per sequence', kv_why: layout.why, binding: bindingNote(loadPath), ...(loadFallback() ? { fallback: loadFallback() } : {}),
       loop: loop ? 'direct' : 'library', ...(loop ? { step: loop.step } : {}), threads: tuner ? `auto, ${threads} at start` : threads, flash_attn: fa.on ? 'on' : 'off', flash_attn_why: fa.why });
   }
-  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, KV cache ${unified ? 'unified' : 'per sequence'} (${loadPath} binding), ${layout.why}, ${loop ? `own decode loop (${loop.step} step${loop.overlapsWhenIdle && cpuLimit() > 2 ? ', overlapping while a core idles' : ''})` : 'node-llama-cpp\'s decode loop'}, ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, flash attention ${fa.on ? 'on' : 'off'} (${fa.why}), ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
+  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, KV cache ${unified ? 'unified' : 'per sequence'} (${loadPath} binding), ${layout.why}, ${loop ? `own decode loop (${loop.step} step${loop.overlapsWhenIdle && cpuLimit() >= 4 && (tuner || threads < cpuLimit()) ? ', overlapping while a core idles' : ''})` : 'node-llama-cpp\'s decode loop'}, ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, flash attention ${fa.on ? 'on' : 'off'} (${fa.why}), ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
 }
 
 process.on('SIGTERM', () => shutdown(0));

@@ -192,7 +192,9 @@ export class StepLoop {
         inBatch.push(j);
       }
     } catch (err) {
-      for (const j of inBatch) this.fail(j, err);
+      // The text of the step before first: a chat it ends was not to be in this batch.
+      this.settle();
+      for (const j of inBatch) if (this.jobs.includes(j)) this.fail(j, err);
       return;
     }
     this.stats.steps++;
@@ -280,8 +282,8 @@ export class StepLoop {
     try {
       job = quiet(this.ctx.decodeBatchAndSample!(Uint32Array.from(sampling, (j) => j.logit), sampling.map((j) => j.sampler)));
     } catch (err) {
-      for (const j of inBatch) this.fail(j, err);
       this.settle();
+      for (const j of inBatch) if (this.jobs.includes(j)) this.fail(j, err);
       return;
     }
     this.overlapped = true;

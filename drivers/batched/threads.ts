@@ -100,10 +100,11 @@ export function idleCores(read = cpuTimes, cpus = os.cpus().length): () => numbe
 /**
  * Whether a core idles beside the engine's decode threads, so that its main thread's work between two
  * steps (a chat's text, the sockets) can run beside the next decode instead (step-loop.ts, overlap):
- * never unless two of the CPUs it may use are left beside the decode threads (one for that work, one
- * for the hub's and workers' turns: on 2 or 3 CPUs never; on 2 shared vCPUs it did not show a gain);
- * else re-read at most every `everyMs`, on once a whole core idled, off below half of one (the main
- * thread's own share of that core must not switch it off again). On a busy machine it stays off: the
+ * never on fewer than four CPUs (there the hub's and workers' turns take what a core idles; on 2 shared
+ * vCPUs it did not show a gain) nor with a decode thread on every CPU; else re-read at most every
+ * `everyMs`, on once a whole core idled, off below half of one (the main thread's own share of that
+ * core must not switch it off again). From four CPUs up the tuner's counts all leave a CPU
+ * (threadCap), so every count it compares may overlap alike. On a busy machine it stays off: the
  * overlapping step's hand-offs between threads each wait for a time slice there, which the step on
  * the main thread does not.
  */
@@ -111,7 +112,7 @@ export function spareCore(threads: () => number, limit = cpuLimit(), free = idle
   let on = false;
   let at = -Infinity;
   return () => {
-    if (threads() > limit - 2) return (on = false);
+    if (limit < 4 || threads() >= limit) return (on = false);
     const t = now();
     if (t - at < everyMs) return on;
     at = t;
@@ -208,7 +209,12 @@ export class ThreadTuner {
     // The best count slowed below what a neighbour did when last measured: switch now, and let
     // the next window say whether the neighbour still does that well.
     const cur = this.rate.get(this.best)!;
-    for (const n of this.neighbours()) if ((this.rate.get(n) ?? 0) > cur * 1.2) { this.switches++; this.best = n; return; }
+    // More threads only with a core to spare, as for a probe: a neighbour's rate may date from a quieter minute.
+    for (const n of this.neighbours()) {
+      if (!((this.rate.get(n) ?? 0) > cur * 1.2)) continue;
+      if (n > this.best) { const free = this.o.freeCores(); if (free !== undefined && free < 0.5) continue; }
+      this.switches++; this.best = n; return;
+    }
     if (this.o.now() >= this.nextProbe) {
       const free = this.o.freeCores();
       const ns = this.neighbours().filter((n) => n < this.best || free === undefined || free >= 0.5);

@@ -30,12 +30,12 @@ type Answer = { text: string; tokensOut: number; reason: string };
 type Round = Chat[] | ((before: Answer[]) => Chat[]);
 
 /** Run `rounds` of chats, each round's chats at once (one per sequence), on a fresh context with one loop. */
-async function script(llama: Llama, model: LlamaModel, rounds: Round[], step: StepKind): Promise<{ answers: Answer[][]; steps: number; ran: StepKind; wasted: number }> {
+async function script(llama: Llama, model: LlamaModel, rounds: Round[], step: StepKind, overlap?: () => boolean): Promise<{ answers: Answer[][]; steps: number; ran: StepKind; wasted: number; overlapped: number }> {
   const n = 4;
   const context = await model.createContext({ contextSize: 256 * n, sequences: n, threads: 1, flashAttention: false });
   try {
     const seqs = Array.from({ length: n }, () => context.getSequence());
-    const loop = await StepLoop.create(context, model, seqs[0]!, { step });
+    const loop = await StepLoop.create(context, model, seqs[0]!, { step, ...(overlap ? { overlap } : {}) });
     if (!loop) throw new Error("node-llama-cpp's internals moved: no direct loop");
     const schema = { type: 'object', properties: { name: { type: 'string' }, age: { type: 'integer' } }, required: ['name', 'age'] } as const;
     const grammars: Record<string, LlamaGrammar> = {
@@ -54,7 +54,7 @@ async function script(llama: Llama, model: LlamaModel, rounds: Round[], step: St
         return { text, tokensOut: g.tokensOut, reason: g.reason };
       })));
     }
-    return { answers, steps: loop.stats.steps, ran: loop.step, wasted: loop.stats.wasted };
+    return { answers, steps: loop.stats.steps, ran: loop.step, wasted: loop.stats.wasted, overlapped: loop.stats.overlapped };
   } finally {
     await context.dispose();
   }
@@ -101,6 +101,12 @@ async function compare(t: Test, file: string): Promise<void> {
       for (const [i, want] of round.entries()) t.same(one.answers[r]![i], want, `${kind}, round ${r}, chat ${i}: ${JSON.stringify(want.text.slice(0, 40))}`);
     }
   }
+  // The default: the sync step, overlapping when asked before each step (here every other step), so
+  // text deferred by an overlapping step is handled by the sync step after it.
+  let flip = false;
+  const mixed = await script(llama, model, ROUNDS, 'sync', () => (flip = !flip));
+  t.ok(mixed.overlapped > 0 && mixed.overlapped < mixed.steps, `sync and overlapping steps in turn (${mixed.overlapped} of ${mixed.steps} overlapped)`);
+  t.same(mixed.answers, split.answers, 'the same text, tokens and stop reasons as the split step');
 }
 
 t.test('stories260K: a step in one native call samples exactly the tokens the split step does', async (t) => {
