@@ -167,9 +167,10 @@ export class HolderFeed {
     }
     if (!frames.length) return;
     if (this.backlog - this.oversize + chars > this.opts.maxBacklog) {
-      // Behind: what waited before this flush is more than it (small flushes piling up for a holder
-      // that reads slowly, or two large ones), or more than the bound even without it.
-      if (chars < this.backlog || this.backlog > this.opts.maxBacklog) { this.behind(chars); return; }
+      // Behind: a flush that fits under the bound alone (flushes piling up for a holder that reads
+      // slowly; let past, it made the next large one put the holder behind and resume all of that),
+      // what waited before this flush is more than it, or more than the bound even without it.
+      if (chars <= this.opts.maxBacklog || chars < this.backlog || this.backlog > this.opts.maxBacklog) { this.behind(chars); return; }
       // The one flush allowed past the bound: it does not count against it while it waits. One let
       // past before, smaller, counts again (a keeper behind a 0.8 MB flush fell behind on a 34 MB one).
       if (this.oversize) for (const d of this.deltas) d.over = undefined;

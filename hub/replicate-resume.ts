@@ -13,7 +13,8 @@ export interface SyncMark { gen: string; ver: number; seq?: number; end?: number
 /** Evicted ids remembered for resumes, at most (about 40 bytes each). */
 const MAX_LOG_IDS = 200_000;
 /**
- * Changes remembered by version (`changed`), at most: 16 bytes each. A holder's mark is that of the
+ * Changes remembered by version (`changed`), at most: 16 bytes each and the task's id (kept alive after
+ * the task leaves the hot state: up to ~30 MB with 128-character ids). A holder's mark is that of the
  * last frame it was sent, seconds old at most while it is linked, so a resume finds in here what
  * changed since it; 200,000 are the last 60,000 tasks or more (three changes each: accepted, leased, done).
  */

@@ -199,3 +199,26 @@ t.test('a flush over the bound larger than the one let past before takes its pla
   t.equal(copy.size, 570, 'the holder got every task');
   t.equal(feed.stats.syncs, 0, 'no sync');
 });
+
+t.test('a flush under the bound that piles past it puts the holder behind then, not the large flush after it', async (t) => {
+  const copy = new Map<string, ReplicaEntry>();
+  let budget = 0;
+  let drain: (() => void)[] = [];
+  const l: FeedLink = {
+    send: (p: Payload<'STATE'>) => { budget--; for (const e of p.entries) copy.set(e.id, e); },
+    get writable() { return budget > 0; },
+    drained: () => (budget > 0 ? Promise.resolve() : new Promise<void>((r) => drain.push(r))),
+    isClosed: false,
+  };
+  const take = async (n: number) => { budget = n; const d = drain; drain = []; for (const r of d) r(); await nextTurn(); };
+  const feed = new HolderFeed(l, entry, () => [], { chunkBytes: CHUNK, maxBacklog: 64 * 1024, turnBytes: TURN, log });
+  const send = (recs: TaskRecord[]) => feed.flush(chunks(recs.map(entry), CHUNK, log));
+  send(records(40)); // ~21 KiB waiting (the link takes nothing)
+  send(records(100, 40)); // ~52 KiB: under the bound alone, past it with what waits
+  t.same([feed.stats.overflows, feed.stats.oversize], [1, 0], 'behind at the flush that piled past the bound (it took no place past the bound)');
+  const syncs = feed.stats.syncs;
+  send(records(2000, 140)); // ~1 MiB, over the bound: let past whole
+  t.same([feed.stats.overflows, feed.stats.oversize, feed.stats.syncs], [1, 1, syncs], 'the large flush after it went whole: no second overflow, no sync for it');
+  for (let i = 0; i < 2000 && copy.size < 2140; i++) await take(Infinity);
+  t.ok(copy.size >= 2000, `the holder got the large flush (${copy.size} tasks)`);
+});
