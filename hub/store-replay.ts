@@ -7,7 +7,7 @@ import { ReplayedTask, readSpec } from './replayed.js';
 import { RECORD_BYTES, taskBytes } from './retention-bytes.js';
 import type { Evictor } from './archive-evict.js';
 import type { TaskQueue } from './queue.js';
-import { isFinal } from './task.js';
+import { isFinal, type TaskRecord } from './task.js';
 
 export type FinalRecord = Extract<JournalRecord, { t: 'result' | 'fail' }>;
 export interface MetaRecord { kind: string; data: unknown; at: number; unchecked?: true }
@@ -172,7 +172,11 @@ export function* snapshotRecords(s: StoreState, acceptedFloor: number): Iterable
   // Before the tasks: an id accepted again after its window is hot, and must stay so on replay.
   yield* evicts;
   const { task, final } = s.unchecked;
-  for (const r of tasks) {
+  for (let i = 0; i < tasks.length; i++) {
+    const r = tasks[i]!;
+    // Let go of each record once taken: the writer yields every few ms, so a compaction lasts seconds
+    // under load, and the tasks evicted meanwhile stayed in memory until it ended.
+    (tasks as (TaskRecord | undefined)[])[i] = undefined;
     // A task replayed and not read since goes as it was read (no parse, no encode).
     const lazy = r instanceof ReplayedTask ? r : undefined;
     const taskLine = lazy?.taskLine;
