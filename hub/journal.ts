@@ -79,12 +79,8 @@ const SNAPSHOT_PIECE_CHARS = 1024 * 1024;
 /** The last line of a whole snapshot: without it, a snapshot was cut short after it was written. */
 const SNAPSHOT_END = 'snapshot-end';
 const isSnapshotEnd = (r: JournalRecord): boolean => r.t === 'meta' && r.kind === SNAPSHOT_END;
-/**
- * A snapshot's work in one turn of the event loop, ms: past it the writer yields (at a piece's end).
- * Counted in time, not bytes: 16 MiB a turn was a 100-200 ms stall of the hub's loop in the soak
- * (records encoded again, checksummed, written), which delays heartbeats, dispatch and every client.
- */
-const SNAPSHOT_TURN_MS = 10;
+/** Snapshot bytes written between two turns of the event loop. */
+const SNAPSHOT_YIELD_BYTES = 16 * 1024 * 1024;
 
 /**
  * The append-only journal, crash-safe and self-checking (docs/journal.md). Appends made while a
@@ -364,13 +360,12 @@ export class Journal {
       try {
         let lines: (string | Buffer)[] = [];
         let chars = 0;
-        let turnStart = performance.now();
+        let sinceYield = 0;
         const starts: number[] = [];
         const pieces: { len: number; crc: number }[] = [];
         // Written in place (a page-cache write of a piece takes well under a millisecond); the event
-        // loop gets a turn every SNAPSHOT_TURN_MS of this work, not every piece: under load the loop's
-        // other turns were long, and a snapshot written one turn per piece took minutes while the tail
-        // it replaces grew.
+        // loop gets a turn every few megabytes, not every piece: under load one turn is long, and a
+        // snapshot written one turn per piece took minutes while the tail it replaces grew.
         const put = (): void => {
           let total = 0;
           for (const b of this.snapshotOut.pieces(lines, starts)) {
@@ -381,6 +376,7 @@ export class Journal {
           }
           index.wrote(starts, pieces, total);
           bytes += total;
+          sinceYield += total;
           lines = [];
           chars = 0;
           starts.length = 0;
@@ -410,7 +406,7 @@ export class Journal {
           chars += line.length;
           if (chars < SNAPSHOT_PIECE_CHARS) continue;
           put();
-          if (performance.now() - turnStart >= SNAPSHOT_TURN_MS) { await new Promise((r) => setImmediate(r)); turnStart = performance.now(); }
+          if (sinceYield >= SNAPSHOT_YIELD_BYTES) { sinceYield = 0; await new Promise((r) => setImmediate(r)); }
         }
         lines.push(encodeRecord({ t: 'meta', kind: SNAPSHOT_END, data: {}, at: Date.now() }));
         index.line();
