@@ -174,8 +174,8 @@ t.test('a holder that stops reading for a while catches up by deltas; past the b
   t.equal(done.filter((id) => replica()?.get(id)?.result?.text !== texts.get(id)).length, 0, 'changed 0: the copy holds each result as recorded');
 });
 
-t.test('a flush over the bound larger than the one let past before takes its place: no overflow', async (t) => {
-  // A link that takes `budget` more frames, then waits (a holder reading a little at a time).
+/** A feed (64 KiB bound) on a link that takes `take(n)` more frames, then waits: a holder reading a little at a time. */
+function readingFeed(): { copy: Map<string, ReplicaEntry>; take: (n: number) => Promise<void>; feed: HolderFeed; send: (recs: TaskRecord[]) => void } {
   const copy = new Map<string, ReplicaEntry>();
   let budget = 0;
   let drain: (() => void)[] = [];
@@ -187,7 +187,11 @@ t.test('a flush over the bound larger than the one let past before takes its pla
   };
   const take = async (n: number) => { budget = n; const d = drain; drain = []; for (const r of d) r(); await nextTurn(); };
   const feed = new HolderFeed(l, entry, () => [], { chunkBytes: CHUNK, maxBacklog: 64 * 1024, turnBytes: TURN, log });
-  const send = (recs: TaskRecord[]) => feed.flush(chunks(recs.map(entry), CHUNK, log));
+  return { copy, take, feed, send: (recs) => feed.flush(chunks(recs.map(entry), CHUNK, log)) };
+}
+
+t.test('a flush over the bound larger than the one let past before takes its place: no overflow', async (t) => {
+  const { copy, take, feed, send } = readingFeed();
   send(records(150)); // ~80 KiB: past the 64 KiB bound alone, let past whole
   t.equal(feed.stats.oversize, 1, 'the first flush went past the bound whole');
   await take(6); // the holder reads part of it
@@ -201,18 +205,7 @@ t.test('a flush over the bound larger than the one let past before takes its pla
 });
 
 t.test('a flush under the bound that piles past it puts the holder behind then, not the large flush after it', async (t) => {
-  const copy = new Map<string, ReplicaEntry>();
-  let budget = 0;
-  let drain: (() => void)[] = [];
-  const l: FeedLink = {
-    send: (p: Payload<'STATE'>) => { budget--; for (const e of p.entries) copy.set(e.id, e); },
-    get writable() { return budget > 0; },
-    drained: () => (budget > 0 ? Promise.resolve() : new Promise<void>((r) => drain.push(r))),
-    isClosed: false,
-  };
-  const take = async (n: number) => { budget = n; const d = drain; drain = []; for (const r of d) r(); await nextTurn(); };
-  const feed = new HolderFeed(l, entry, () => [], { chunkBytes: CHUNK, maxBacklog: 64 * 1024, turnBytes: TURN, log });
-  const send = (recs: TaskRecord[]) => feed.flush(chunks(recs.map(entry), CHUNK, log));
+  const { copy, take, feed, send } = readingFeed();
   send(records(40)); // ~21 KiB waiting (the link takes nothing)
   send(records(100, 40)); // ~52 KiB: under the bound alone, past it with what waits
   t.same([feed.stats.overflows, feed.stats.oversize], [1, 0], 'behind at the flush that piled past the bound (it took no place past the bound)');
