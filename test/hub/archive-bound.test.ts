@@ -192,3 +192,18 @@ t.test('files past results-999999 are listed, pruned and reopened like the rest'
   t.equal(a.read(at.file, at.offsets[0]!)?.id, idOf(500), 'and reads it back');
   a.close();
 });
+
+t.test('a pass archives in batches of at most 1,000 tasks and 2 MiB: each batch is one turn of encoding, not the whole backlog', async (t) => {
+  const dir = tempDir(t);
+  const s = await TaskStore.open(dir, q, j, { retain: { ageMs: 3600_000, count: 1 }, evictEveryMs: 3600_000 });
+  t.teardown(() => s.close());
+  // 2,500 tasks of ~5 KB (answers of 4 KB): 12 MB past the horizon at once.
+  const ids = Array.from({ length: 2500 }, (_, i) => idOf(i));
+  await s.submitMany(ids.map((id) => ({ id, prompt: `prompt ${id}` })));
+  for (let rec = s.lease(w); rec; rec = s.lease(w)) await s.complete(rec.id, { text: `answer ${rec.id} ${'a'.repeat(4096)}`, worker: 'w', attempt: rec.attempts });
+  await s.evict();
+  const batches = fs.readFileSync(path.join(dir, 'journal.ndjson'), 'utf8').split('\n').filter((l) => l.includes('"t":"evict"')).map((l) => (JSON.parse(l.slice(l.indexOf('{'))) as { ids: string[] }).ids.length);
+  t.equal(batches.reduce((a, b) => a + b, 0), 2499, 'every task past the horizon left in the one pass');
+  t.ok(batches.length >= 6 && batches.every((n) => n <= 1000 && n * 4.2 * 1024 <= 2 * 1024 * 1024 + 8 * 1024), `in ${batches.length} batches of ${batches.join(', ')} tasks`);
+  t.equal(archivedIds(dir).length, 2499, 'each archived once');
+});
