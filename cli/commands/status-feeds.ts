@@ -13,11 +13,19 @@ export interface BehindStatus { behindResumed?: number; behindRestarted?: number
  * One line per holder's feed: whether a sync is under way, what waits for its link, and why it is
  * behind if it is (`overflows`: deltas dropped past the bound; `waits`: the holder read slowly;
  * `yields`: a sync gave the hub's loop its turn), so an operator sees a holder falling behind and why.
+ * While every holder is in sync with little waiting and none ever fell behind, one line says so
+ * (`--json` has the counters): the counters are for the swarm whose holders fall behind.
  */
 export function feedLines(feeds: readonly FeedStatus[], b: BehindStatus = {}): string[] {
   if (!feeds.length) return [];
   const n = (x: number | undefined) => (x ?? 0).toLocaleString('en-US');
+  const quiet = (b.behindResumed ?? 0) + (b.behindRestarted ?? 0) + (b.rescans ?? 0) === 0
+    && feeds.every((f) => !f.syncing && f.overflows === 0 && (f.backlog ?? 0) < QUIET_BACKLOG);
+  if (quiet) return [`feeds    ${feeds.length} holder(s) in sync (${feeds.slice(0, 5).map((f) => f.holder).join(', ')}${feeds.length > 5 ? ', …' : ''}), none fell behind`];
   const out = feeds.map((f) => `  ${f.holder}: ${f.syncing ? 'SYNCING' : 'in sync'}${f.backlog !== undefined ? `, ${formatBytes(f.backlog)} waiting` : ''}; ${n(f.frames)} frames, ${n(f.syncs)} syncs, ${n(f.overflows)} fell behind, ${n(f.waits)} waits for the link, ${n(f.yields)} yields to the loop${f.oversize ? `, ${n(f.oversize)} flushes over the bound sent whole` : ''}; ${n(f.synced)} entries synced (${n(f.bare)} without spec), ${n(f.skipped)} deltas left to a sync`);
   const behind = (b.behindResumed ?? 0) + (b.behindRestarted ?? 0);
   return [`feeds    ${feeds.length} holder(s); fell behind ${n(behind)} time(s): ${n(b.behindResumed)} resumed from a mark, ${n(b.behindRestarted)} synced from zero, ${n(b.rescans)} passes over the hot state`, ...out];
 }
+
+/** What may wait for a holder's link, in JSON characters, for its feed to count as keeping up. */
+const QUIET_BACKLOG = 1 << 20;

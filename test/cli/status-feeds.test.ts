@@ -16,7 +16,14 @@ t.test('a line per holder\'s feed, with its waits, yields and what waits for its
 });
 
 t.test('a hub before these fields: what it has, no line for a swarm without holders', async (t) => {
-  const lines = feedLines([{ holder: 'w-1', syncing: false, frames: 5, syncs: 1, overflows: 0, skipped: 0, synced: 5, bare: 0 }]);
-  t.match(lines[1], /w-1: in sync; 5 frames, 1 syncs, 0 fell behind, 0 waits for the link, 0 yields to the loop;/);
+  const lines = feedLines([{ holder: 'w-1', syncing: true, frames: 5, syncs: 1, overflows: 0, skipped: 0, synced: 5, bare: 0 }]);
+  t.match(lines[1], /w-1: SYNCING; 5 frames, 1 syncs, 0 fell behind, 0 waits for the link, 0 yields to the loop;/);
   t.same(feedLines([]), []);
+});
+
+t.test('holders in sync that never fell behind: one line, the counters left to --json', async (t) => {
+  const f = { syncing: false, backlog: 100, frames: 3, syncs: 1, overflows: 0, waits: 0, yields: 0, skipped: 0, synced: 0, bare: 0 };
+  t.same(feedLines([{ holder: 'w-1', ...f }, { holder: 'w-2', ...f }], { behindResumed: 0, behindRestarted: 0, rescans: 0 }), ['feeds    2 holder(s) in sync (w-1, w-2), none fell behind']);
+  t.equal(feedLines([{ holder: 'w-1', ...f, backlog: 2 << 20 }]).length, 2, 'much waiting for a link: the details');
+  t.equal(feedLines([{ holder: 'w-1', ...f }], { rescans: 1 }).length, 2, 'a pass over the hot state since start: the details');
 });
