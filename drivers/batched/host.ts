@@ -19,7 +19,7 @@ import { writeEngineInfo } from './engine-info.js';
 import { GrammarCache } from '../embedded/grammar.js';
 import { errorCodeOf } from '../../protocol/errors.js';
 import { installBatchGate, type BatchGate } from './batch-gate.js';
-import { ThreadTuner, cpuLimit, idleCores, installThreadTuner, spareCore, startThreads, threadCap } from './threads.js';
+import { ThreadTuner, cpuLimit, idleCores, installThreadTuner, mayOverlap, spareCore, startThreads, threadCap } from './threads.js';
 import { LOAD_FAILED_EXIT, MAX_LINE, type EngineConfig, type FromEngine, type ToEngine } from './messages.js';
 import { crashPoint } from './crash-hook.js';
 import { StepLoop } from './step-loop.js';
@@ -316,7 +316,7 @@ async function main(): Promise<void> {
     writeEngineInfo(cfg.info, { pid: process.pid, model: cfg.model, sequences: cfg.sequences, ctx: context.contextSize, kv: unified ? 'unified' : 'per sequence', kv_why: layout.why, binding: bindingNote(loadPath), ...(loadFallback() ? { fallback: loadFallback() } : {}),
       loop: loop ? 'direct' : 'library', ...(loop ? { step: loop.step } : {}), threads: tuner ? `auto, ${threads} at start` : threads, flash_attn: fa.on ? 'on' : 'off', flash_attn_why: fa.why });
   }
-  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, KV cache ${unified ? 'unified' : 'per sequence'} (${loadPath} binding), ${layout.why}, ${loop ? `own decode loop (${loop.step} step${loop.overlapsWhenIdle && cpuLimit() >= 4 && (tuner || threads < cpuLimit()) ? ', overlapping while a core idles' : ''})` : 'node-llama-cpp\'s decode loop'}, ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, flash attention ${fa.on ? 'on' : 'off'} (${fa.why}), ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
+  log(`ready: ${cfg.sequences} sequences of ${context.contextSize} tokens, KV cache ${unified ? 'unified' : 'per sequence'} (${loadPath} binding), ${layout.why}, ${loop ? `own decode loop (${loop.step} step${loop.overlapsWhenIdle && mayOverlap(tuner ? 1 : threads) ? ', overlapping while a core idles' : ''})` : 'node-llama-cpp\'s decode loop'}, ${threads} thread(s)${tuner ? ` (auto, of ${limit})` : ''}, flash attention ${fa.on ? 'on' : 'off'} (${fa.why}), ${Math.round(performance.now() - t0)} ms; socket ${cfg.socket}`);
 }
 
 process.on('SIGTERM', () => shutdown(0));

@@ -257,12 +257,7 @@ export class StepLoop {
     const t1 = performance.now();
     this.stats.decodeMs += t1 - t0;
     for (const j of inBatch) decoded(j);
-    sampling.forEach((j, i) => {
-      const token = tokens[i];
-      if (token === SAMPLE_FAILED) this.fail(j, new Error(tokens.errors?.[i] || 'Failed to sample next token'));
-      else if (token === NO_TOKEN || token === undefined) this.fail(j, new Error('Failed to sample next token'));
-      else this.sampled(j, token as Token, ctxSize);
-    });
+    sampling.forEach((j, i) => { const token = this.tokenOf(j, tokens, i); if (token !== undefined) this.sampled(j, token, ctxSize); });
     this.stats.generated += sampling.length;
     this.stats.sampleMs += performance.now() - t1;
   }
@@ -306,15 +301,22 @@ export class StepLoop {
     let dropped = 0;
     sampling.forEach((j, i) => {
       if (ended.has(j)) { dropped++; return; }
-      const token = tokens[i];
-      if (token === SAMPLE_FAILED) this.fail(j, new Error(tokens.errors?.[i] || 'Failed to sample next token'));
-      else if (token === NO_TOKEN || token === undefined) this.fail(j, new Error('Failed to sample next token'));
-      else this.sampledAhead(j, token as Token, ctxSize);
+      const token = this.tokenOf(j, tokens, i);
+      if (token !== undefined) this.sampledAhead(j, token, ctxSize);
     });
     for (const [j, e] of ended) this.end(j, e);
     this.stats.wasted += dropped;
     this.stats.generated += sampling.length - dropped;
     this.stats.sampleMs += (t1 - t0) + (performance.now() - t2);
+  }
+
+  /** Job `j`'s token of a one-call step (the `i`th of `tokens`), or undefined where its sample failed (the chat fails). */
+  private tokenOf(j: Job, tokens: Tokens, i: number): Token | undefined {
+    const token = tokens[i];
+    if (token === SAMPLE_FAILED) this.fail(j, new Error(tokens.errors?.[i] || 'Failed to sample next token'));
+    else if (token === NO_TOKEN || token === undefined) this.fail(j, new Error('Failed to sample next token'));
+    else return token as Token;
+    return undefined;
   }
 
   /**

@@ -97,6 +97,9 @@ export function idleCores(read = cpuTimes, cpus = os.cpus().length): () => numbe
   };
 }
 
+/** Whether `threads` decode threads leave room for spareCore ever to say yes: four CPUs or more, one beside them. */
+export function mayOverlap(threads: number, limit = cpuLimit()): boolean { return limit >= 4 && threads < limit; }
+
 /**
  * Whether a core idles beside the engine's decode threads, so that its main thread's work between two
  * steps (a chat's text, the sockets) can run beside the next decode instead (step-loop.ts, overlap):
@@ -112,7 +115,7 @@ export function spareCore(threads: () => number, limit = cpuLimit(), free = idle
   let on = false;
   let at = -Infinity;
   return () => {
-    if (limit < 4 || threads() >= limit) return (on = false);
+    if (!mayOverlap(threads(), limit)) return (on = false);
     const t = now();
     if (t - at < everyMs) return on;
     at = t;
