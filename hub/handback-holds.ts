@@ -45,6 +45,8 @@ interface Window { ids: Set<string>; since: number; progress: number; timer?: un
  */
 export class HandbackHolds {
   private readonly byWorker = new Map<WorkerEntry, Window>();
+  /** The connection each held id is awaited from. */
+  private readonly owner = new Map<string, WorkerEntry>();
   /** Connections whose hold window has begun (and, when not in `byWorker`, ended). */
   private readonly opened = new WeakSet<WorkerEntry>();
   private readonly idleMs: number;
@@ -68,17 +70,24 @@ export class HandbackHolds {
   /** Tasks held now. */
   get size(): number { let n = 0; for (const a of this.byWorker.values()) n += a.ids.size; return n; }
 
-  /** `w` offered these ids and the hub wants them: hold the ones queued, within its one window. */
-  hold(w: WorkerEntry, ids: readonly string[]): void {
+  /**
+   * `w` offered these ids and the hub lacks them: hold the ones queued, within its one window. Answers
+   * the ids to ask `w` for: all but those another connection's hold awaits already. Two workers offer
+   * the same result when their views of who is alive differ (each result is handed back by the member
+   * that produced it, or by every survivor once that member looks gone); asking both sends it twice.
+   * If the one asked does not bring it, its hold ends and the task runs again: a re-run, not a loss.
+   */
+  hold(w: WorkerEntry, ids: readonly string[]): string[] {
+    const want = ids.filter((id) => { const o = this.owner.get(id); return o === undefined || o === w; });
     let a = this.byWorker.get(w);
     if (!a) {
-      if (this.opened.has(w)) return;
+      if (this.opened.has(w)) return want;
       const now = this.clock.now();
       a = { ids: new Set(), since: now, progress: now };
     }
-    for (const id of ids) if (!a.ids.has(id) && this.store().awaitHandback(id)) a.ids.add(id);
-    if (!a.ids.size) return;
-    if (!this.byWorker.has(w)) { this.byWorker.set(w, a); this.opened.add(w); this.arm(w, a); }
+    for (const id of want) if (!a.ids.has(id) && this.store().awaitHandback(id)) { a.ids.add(id); this.owner.set(id, w); }
+    if (a.ids.size && !this.byWorker.has(w)) { this.byWorker.set(w, a); this.opened.add(w); this.arm(w, a); }
+    return want;
   }
 
   /** A frame of `w`'s handback arrived with these entry ids: if it brings a held one, the idle bound restarts. */
@@ -94,7 +103,11 @@ export class HandbackHolds {
     const a = this.byWorker.get(w);
     if (!a) return;
     let ready = false;
-    for (const id of ids ?? [...a.ids]) if (a.ids.delete(id) && this.store().handbackEnded(id)) ready = true;
+    for (const id of ids ?? [...a.ids]) {
+      if (!a.ids.delete(id)) continue;
+      this.owner.delete(id);
+      if (this.store().handbackEnded(id)) ready = true;
+    }
     if (!a.ids.size) { this.clock.clearTimeout(a.timer); this.byWorker.delete(w); }
     if (ready) this.onReady();
   }
@@ -102,6 +115,7 @@ export class HandbackHolds {
   stop(): void {
     for (const a of this.byWorker.values()) this.clock.clearTimeout(a.timer);
     this.byWorker.clear();
+    this.owner.clear();
   }
 
   private due(a: Window): number { return Math.min(a.progress + this.idleMs, a.since + this.maxMs); }

@@ -605,7 +605,7 @@ export class HubReplicator {
    * keys), then each result is offered by task id; the store records it once. Answers with ACK.
    *
    * An `offer` (ids only) merges nothing: the ACK's `want` names the offered ids that are unknown here
-   * or not final, and the worker sends only those entries. So a handback costs what the hub lacks,
+   * or not final, and not awaited from another worker's handback; the worker sends only those entries. So a handback costs what the hub lacks,
    * not the run's history (the hub journaled most results in star mode, before the failover).
    */
   async handBack(w: WorkerEntry, msg: Message<'HANDBACK'>): Promise<void> {
@@ -635,11 +635,10 @@ export class HubReplicator {
     }
     const offer = msg.payload.offer;
     if (offer) {
-      const want = offer.filter((id) => !final(id));
+      const want = this.holds.hold(w, offer.filter((id) => !final(id)));
       this.stats.offers++;
       this.stats.offered += offer.length;
       this.stats.wanted += want.length;
-      this.holds.hold(w, want);
       w.conn.send(Type.ACK, { ok: true, want }, { re: msg.id });
       return;
     }

@@ -90,3 +90,18 @@ t.test('a hold ends when its entries arrive or the worker is back in star mode',
   clock.advance(120_000);
   t.equal(holds.expired, 0, 'no bound was needed');
 });
+
+t.test('an id one worker is asked for is not asked of a second until that hold ends', async (t) => {
+  const { clock, holds, queued } = setup();
+  const a = worker('w-a');
+  const b = worker('w-b');
+  t.same(holds.hold(a, queued.slice(0, 4)), queued.slice(0, 4), 'the first offer is wanted whole');
+  t.same(holds.hold(b, [...queued.slice(2, 6), 'unknown-1']), [...queued.slice(4, 6), 'unknown-1'], 'the second: only what no hold awaits');
+  t.same(holds.hold(a, queued.slice(0, 2)), queued.slice(0, 2), 'the holder offering again is still asked');
+  t.equal(holds.size, 6);
+  holds.release(a, queued.slice(0, 1));
+  t.same(holds.hold(worker('w-c'), queued.slice(0, 1)), queued.slice(0, 1), 'an entry that arrived frees its id');
+  clock.advance(15_000);
+  t.equal(holds.size, 0, 'the holds ran out');
+  t.same(holds.hold(b, queued.slice(2, 4)), queued.slice(2, 4), 'once the hold is over the others are asked');
+});
