@@ -9,20 +9,17 @@
  */
 import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
+import { cgroupCpuReader, cpuCgroup, quotaHeadroom } from './cgroup-cpu.js';
 
-/** The CPUs this process may use: its affinity (os.availableParallelism) capped by a cgroup CPU quota. */
-export function cpuLimit(): number {
-  let n = os.availableParallelism();
-  for (const [file, parse] of [
-    ['/sys/fs/cgroup/cpu.max', (t: string) => { const [q, p] = t.trim().split(/\s+/); return q === 'max' ? Infinity : Number(q) / Number(p); }],
-    ['/sys/fs/cgroup/cpu/cpu.cfs_quota_us', (t: string) => { const q = Number(t.trim()); return q > 0 ? q / Number(fs.readFileSync('/sys/fs/cgroup/cpu/cpu.cfs_period_us', 'utf8').trim()) : Infinity; }],
-  ] as const) {
-    try {
-      const share = parse(fs.readFileSync(file, 'utf8'));
-      if (share > 0 && Number.isFinite(share)) { n = Math.min(n, Math.max(1, Math.ceil(share))); break; }
-    } catch { /* no such controller */ }
-  }
-  return n;
+/**
+ * The CPUs this process may use: its affinity (os.availableParallelism) capped by the CPU quota of
+ * its own cgroup or of any cgroup above it (cgroup-cpu.ts), rounded up. `root` holds the proc/ and
+ * sys/ to read ('/': this machine's).
+ */
+export function cpuLimit(root = '/', parallelism = os.availableParallelism()): number {
+  const quota = cpuCgroup(root)?.quota ?? Infinity;
+  return Number.isFinite(quota) && quota > 0 ? Math.min(parallelism, Math.max(1, Math.ceil(quota))) : parallelism;
 }
 
 /**
@@ -38,9 +35,9 @@ export function threadCap(limit = cpuLimit()): number { return limit >= 4 ? limi
 
 interface CpuSample { runnable: number; busy: number; steal: number; total: number }
 
-function sample(): CpuSample | undefined {
+function sample(root: string): CpuSample | undefined {
   try {
-    const stat = fs.readFileSync('/proc/stat', 'utf8');
+    const stat = fs.readFileSync(path.join(root, 'proc/stat'), 'utf8');
     const cpu = stat.slice(0, stat.indexOf('\n')).trim().split(/\s+/).slice(1).map(Number);
     const running = /^procs_running\s+(\d+)/m.exec(stat);
     const total = cpu.reduce((a, b) => a + b, 0);
@@ -52,48 +49,65 @@ function sample(): CpuSample | undefined {
  * Threads to start with: the CPUs this process may use, less those other runnable processes hold
  * now (procs_running sampled over `ms`, our own sampling thread not counted), less the share stolen
  * by the hypervisor. At least 1. The tuner corrects it as the load changes.
+ *
+ * Under a cgroup quota the machine's other processes mostly run outside it, on CPUs the quota does
+ * not give us anyway: they count against the machine's CPUs (`parallelism`), not against the quota;
+ * what the quota leaves is its headroom over the same `ms` (quota less the cgroup's usage, none
+ * while it is throttled), rounded up as the quota is in cpuLimit.
  */
-export async function startThreads(limit = cpuLimit(), ms = 120): Promise<number> {
+export async function startThreads(limit = cpuLimit(), ms = 120, root = '/', parallelism = os.availableParallelism()): Promise<number> {
   if (limit <= 1) return 1;
-  const a = sample();
-  if (!a) return limit;
+  const group = cgroupCpuReader(root);
+  const g0 = group?.();
+  const a = sample(root);
+  if (!a && !group) return limit;
   let runnable = 0;
   const n = 4;
   for (let i = 0; i < n; i++) {
     await new Promise((r) => setTimeout(r, ms / n));
-    runnable += Math.max(0, (sample()?.runnable ?? 1) - 1);
+    runnable += Math.max(0, (sample(root)?.runnable ?? 1) - 1);
   }
-  const b = sample();
-  const steal = b && b.total > a.total ? (b.steal - a.steal) / (b.total - a.total) : 0;
-  const free = limit * (1 - steal) - runnable / n;
-  return Math.max(1, Math.min(limit, Math.floor(free + 0.25)));
+  const b = sample(root);
+  const steal = a && b && b.total > a.total ? (b.steal - a.steal) / (b.total - a.total) : 0;
+  const host = a ? (group ? Math.max(limit, parallelism) : limit) * (1 - steal) - runnable / n : limit;
+  const headroom = group && g0 ? quotaHeadroom(group.group, g0, group()) : undefined;
+  const quota = headroom === undefined ? limit : Math.ceil(headroom - 0.25);
+  return Math.max(1, Math.min(limit, Math.floor(host + 0.25), quota));
 }
 
 /** The machine's idle (with iowait) and total CPU time so far, from /proc/stat's first line; undefined where it is not readable. */
-export function cpuTimes(): { idle: number; total: number } | undefined {
+export function cpuTimes(root = '/'): { idle: number; total: number } | undefined {
   try {
-    const stat = fs.readFileSync('/proc/stat', 'utf8');
+    const stat = fs.readFileSync(path.join(root, 'proc/stat'), 'utf8');
     const cpu = stat.slice(0, stat.indexOf('\n')).trim().split(/\s+/).slice(1).map(Number);
     return { idle: (cpu[3] ?? 0) + (cpu[4] ?? 0), total: cpu.reduce((a, b) => a + b, 0) };
   } catch { return undefined; }
 }
 
 /**
- * Cores the machine has left idle since the previous call, or on the first call since this was made
- * (idle and iowait time over all time, scaled by the CPUs); undefined where /proc/stat is not
- * readable. The first interval starts here: were the first call unanswered, the tuner's first probe
- * of more threads would go unguarded, and on a busy machine that one probe's steps (two threads
- * spinning against the load: 12 tok/s where one thread did 400) cost a 10 s run a third of its tokens.
+ * Cores left idle to us since the previous call, or on the first call since this was made: the
+ * machine's idle and iowait time over all time, scaled by the CPUs, and under a cgroup quota no more
+ * than the quota left unused (`group`, cgroup-cpu.ts: quota less the cgroup's usage rate, none while
+ * it was throttled; a 4-CPU quota on a 16-core host can be throttled while the host idles 10 cores).
+ * Undefined where neither is readable. The first interval starts here: were the first call
+ * unanswered, the tuner's first probe of more threads would go unguarded, and on a busy machine that
+ * one probe's steps (two threads spinning against the load: 12 tok/s where one thread did 400) cost
+ * a 10 s run a third of its tokens. Each call reads /proc/stat and, under a quota, each quota level's
+ * cpu.stat (and v1 cpuacct.usage); null `group`: the machine's reading only.
  */
-export function idleCores(read = cpuTimes, cpus = os.cpus().length): () => number | undefined {
+export function idleCores(read: () => { idle: number; total: number } | undefined = cpuTimes, cpus = os.cpus().length,
+  group: ReturnType<typeof cgroupCpuReader> | null = cgroupCpuReader()): () => number | undefined {
   let last = read();
+  let lastGroup = group?.();
   return () => {
     const now = read();
-    if (!now) return undefined;
-    const prev = last;
-    last = now;
-    if (!prev || now.total <= prev.total) return undefined;
-    return (now.idle - prev.idle) / (now.total - prev.total) * cpus;
+    const g = group?.();
+    const prev = last, prevGroup = lastGroup;
+    if (now) last = now;
+    if (g) lastGroup = g;
+    const host = now && prev && now.total > prev.total ? (now.idle - prev.idle) / (now.total - prev.total) * cpus : undefined;
+    const quota = group && g && prevGroup ? quotaHeadroom(group.group, prevGroup, g) : undefined;
+    return host === undefined ? quota : quota === undefined ? host : Math.min(host, quota);
   };
 }
 

@@ -84,11 +84,11 @@ t.test('a core is left to the swarm beside the engine from four CPUs up', async 
 
 t.test('idle cores are measured from the moment the reader is made: its first answer already guards a probe', async (t) => {
   const times = [{ idle: 100, total: 1000 }, { idle: 110, total: 1200 }, { idle: 310, total: 1400 }];
-  const free = idleCores(() => times.shift(), 2);
+  const free = idleCores(() => times.shift(), 2, null);
   t.equal(free(), 0.1, 'the first call: 10 of 200 ticks idle on 2 CPUs');
   t.equal(free(), 2, 'then since the previous call');
   t.equal(free(), undefined, 'unreadable: not known');
-  t.equal(idleCores(() => undefined, 2)(), undefined);
+  t.equal(idleCores(() => undefined, 2, null)(), undefined);
 });
 
 t.test('spareCore: overlap only from four CPUs, with a CPU beside the decode threads and a core idle, held until under half of one', async (t) => {
