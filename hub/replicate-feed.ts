@@ -78,6 +78,9 @@ export class TurnShare {
   }
 }
 
+/** A holder's or keeper's feed as status shows it (`failover.feeds`); `keeper`: it feeds only the open tasks. */
+export type FeedView = { holder: string; keeper?: true; syncing: boolean; backlog: number } & HolderFeed['stats'];
+
 /**
  * One holder's outbound replication, paced by its socket: deltas in order, and a sync (the whole
  * state, or a window of it) read lazily from the store a chunk at a time. A frame goes out only while
@@ -138,6 +141,8 @@ export class HolderFeed {
 
   /** Delta characters waiting for the link now. */
   get backlogChars(): number { return this.backlog; }
+  /** Its state and counters, as status shows them. */
+  view(): Omit<FeedView, 'holder' | 'keeper'> { return { syncing: this.syncing, backlog: this.backlog, ...this.stats }; }
 
   /** True while a sync is under way (the periodic repair skips this holder meanwhile). */
   get syncing(): boolean { return this.sync !== undefined; }

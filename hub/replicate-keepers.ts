@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { Type, type ReplicaEntry } from '../protocol/index.js';
 import { chunks, idParts } from './replicate-chunks.js';
-import { HolderFeed, type TurnShare } from './replicate-feed.js';
+import { HolderFeed, type FeedView, type TurnShare } from './replicate-feed.js';
 import type { WorkerEntry } from './registry.js';
 import type { TaskStore } from './store.js';
 import { isFinal, type TaskRecord } from './task.js';
@@ -61,6 +61,10 @@ export class OpenKeepers {
 
   /** Ids of the keepers now. */
   ids(): string[] { return this.keeping.map((w) => w.id); }
+  /** Each keeper's feed (those whose sync has begun), as the holders' are shown. */
+  feedViews(): FeedView[] {
+    return [...this.feeds].map(([w, f]) => ({ holder: w.id, keeper: true, ...f.view() }));
+  }
   get size(): number { return this.keeping.length; }
 
   /**

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { Type, type Message, type Payload, type ReplicaEntry } from '../protocol/index.js';
 import { DEFAULT_LEASE_MS } from '../sched/index.js';
 import { chunks, idParts } from './replicate-chunks.js';
-import { HolderFeed, TurnShare } from './replicate-feed.js';
+import { HolderFeed, type FeedView, TurnShare } from './replicate-feed.js';
 import { OpenKeepers } from './replicate-keepers.js';
 import { Versions, type SyncMark } from './replicate-resume.js';
 import { heldByAsync, readBack, type Held } from './replicate-held.js';
@@ -27,7 +27,6 @@ export type ReplEntry = ReplicaEntry;
  * One holder's feed as `swarm status` shows it (`failover.feeds`): a sync under way, the delta
  * characters waiting for its link (`backlog`), and every counter of the feed (HolderFeed.stats).
  */
-export type FeedView = { holder: string; syncing: boolean; backlog: number } & HolderFeed['stats'];
 
 /** What the hub knows of one failover worker, from its HANDSHAKE and heartbeats. */
 export interface FailoverView { id: string; peerAddr: string; mode: string; coordinator: string; epoch: number }
@@ -196,9 +195,9 @@ export class HubReplicator {
 
   views(): FailoverView[] { return [...this.peers.values()].map((p) => p.view); }
 
-  /** Each holder's feed: a sync under way, and its counters (a holder kept behind shows here). */
+  /** Each holder's and keeper's feed: a sync under way, and its counters (one kept behind shows here). */
   feedViews(): FeedView[] {
-    return [...this.feeds].map(([w, f]) => ({ holder: w.id, syncing: f.syncing, backlog: f.backlogChars, ...f.stats }));
+    return [...[...this.feeds].map(([w, f]) => ({ holder: w.id, ...f.view() })), ...this.keepers.feedViews()];
   }
 
   /** Ids of the workers that hold the replicated state now. */

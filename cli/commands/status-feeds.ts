@@ -1,8 +1,8 @@
 import { formatBytes } from '../../protocol/bytes.js';
 
-/** One holder's feed as the hub's status has it (`failover.feeds`: hub/replicate.ts FeedView); fields a hub before them lacks are absent. */
+/** One holder's or keeper's feed as the hub's status has it (`failover.feeds`: hub/replicate-feed.ts FeedView); fields a hub before them lacks are absent. */
 export interface FeedStatus {
-  holder: string; syncing: boolean; backlog?: number; frames: number; syncs: number; overflows: number;
+  holder: string; keeper?: boolean; syncing: boolean; backlog?: number; frames: number; syncs: number; overflows: number;
   waits?: number; yields?: number; skipped: number; synced: number; bare: number; oversize?: number;
 }
 
@@ -21,10 +21,12 @@ export function feedLines(feeds: readonly FeedStatus[], b: BehindStatus = {}): s
   const n = (x: number | undefined) => (x ?? 0).toLocaleString('en-US');
   const quiet = (b.behindResumed ?? 0) + (b.behindRestarted ?? 0) + (b.rescans ?? 0) === 0
     && feeds.every((f) => !f.syncing && f.overflows === 0 && (f.backlog ?? 0) < QUIET_BACKLOG);
-  if (quiet) return [`feeds    ${feeds.length} holder(s) in sync (${feeds.slice(0, 5).map((f) => f.holder).join(', ')}${feeds.length > 5 ? ', …' : ''}), none fell behind`];
-  const out = feeds.map((f) => `  ${f.holder}: ${f.syncing ? 'SYNCING' : 'in sync'}${f.backlog !== undefined ? `, ${formatBytes(f.backlog)} waiting` : ''}; ${n(f.frames)} frames, ${n(f.syncs)} syncs, ${n(f.overflows)} fell behind, ${n(f.waits)} waits for the link, ${n(f.yields)} yields to the loop${f.oversize ? `, ${n(f.oversize)} flushes over the bound sent whole` : ''}; ${n(f.synced)} entries synced (${n(f.bare)} without spec), ${n(f.skipped)} deltas left to a sync`);
+  const keepers = feeds.filter((f) => f.keeper).length;
+  const who = `${feeds.length - keepers} holder(s)${keepers ? ` and ${keepers} keeper(s) of the open tasks` : ''}`;
+  if (quiet) return [`feeds    ${who} in sync (${feeds.slice(0, 5).map((f) => f.holder).join(', ')}${feeds.length > 5 ? ', …' : ''}), none fell behind`];
+  const out = feeds.map((f) => `  ${f.holder}${f.keeper ? ' (keeper)' : ''}: ${f.syncing ? 'SYNCING' : 'in sync'}${f.backlog !== undefined ? `, ${formatBytes(f.backlog)} waiting` : ''}; ${n(f.frames)} frames, ${n(f.syncs)} syncs, ${n(f.overflows)} fell behind, ${n(f.waits)} waits for the link, ${n(f.yields)} yields to the loop${f.oversize ? `, ${n(f.oversize)} flushes over the bound sent whole` : ''}; ${n(f.synced)} entries synced (${n(f.bare)} without spec), ${n(f.skipped)} deltas left to a sync`);
   const behind = (b.behindResumed ?? 0) + (b.behindRestarted ?? 0);
-  return [`feeds    ${feeds.length} holder(s); fell behind ${n(behind)} time(s): ${n(b.behindResumed)} resumed from a mark, ${n(b.behindRestarted)} synced from zero, ${n(b.rescans)} passes over the hot state`, ...out];
+  return [`feeds    ${who}; fell behind ${n(behind)} time(s): ${n(b.behindResumed)} resumed from a mark, ${n(b.behindRestarted)} synced from zero, ${n(b.rescans)} passes over the hot state`, ...out];
 }
 
 /** What may wait for a holder's link, in JSON characters, for its feed to count as keeping up. */

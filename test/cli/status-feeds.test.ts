@@ -27,3 +27,11 @@ t.test('holders in sync that never fell behind: one line, the counters left to -
   t.equal(feedLines([{ holder: 'w-1', ...f, backlog: 2 << 20 }]).length, 2, 'much waiting for a link: the details');
   t.equal(feedLines([{ holder: 'w-1', ...f }], { rescans: 1 }).length, 2, 'a pass over the hot state since start: the details');
 });
+
+t.test('keepers of the open tasks are named as keepers', async (t) => {
+  const f = { syncing: false, backlog: 0, frames: 3, syncs: 1, overflows: 0, skipped: 0, synced: 3, bare: 0 };
+  t.same(feedLines([{ holder: 'w-1', ...f }, { holder: 'w-4', keeper: true, ...f }]), ['feeds    1 holder(s) and 1 keeper(s) of the open tasks in sync (w-1, w-4), none fell behind']);
+  const lines = feedLines([{ holder: 'w-1', ...f }, { holder: 'w-4', keeper: true, ...f, overflows: 2 }], { behindResumed: 2 });
+  t.match(lines[0], /^feeds    1 holder\(s\) and 1 keeper\(s\)/);
+  t.match(lines[2], /^  w-4 \(keeper\): in sync.*2 fell behind/);
+});

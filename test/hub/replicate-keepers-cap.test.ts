@@ -33,6 +33,10 @@ t.test('at most DEFAULT_KEEPERS processes keep the open tasks; a keeper that lea
   t.same(hub.failover.keeperIds(), ['kw-4', 'kw-5'], 'the two lowest of the other processes keep the open tasks');
   t.ok(await until(() => kept('kw-4') === OPEN && kept('kw-5') === OPEN, 30_000), `each keeper has every open task (${kept('kw-4')}, ${kept('kw-5')})`);
   for (const id of ['kw-6', 'kw-7', 'kw-8']) t.equal(kept(id), 0, `${id} keeps no copy`);
+  const views = hub.failover.feedViews();
+  t.same(views.filter((v) => v.keeper).map((v) => v.holder), ['kw-4', 'kw-5'], 'status shows the keepers\' feeds, marked as keepers');
+  t.ok(views.filter((v) => v.keeper).every((v) => v.syncs === 1 && v.synced === OPEN), 'each synced the open tasks once');
+  t.same(views.filter((v) => !v.keeper).map((v) => v.holder).sort(), ['kw-1', 'kw-2', 'kw-3'], 'and the holders\' feeds, unmarked');
 
   // A keeper's process goes: the next one keeps the open tasks; still two.
   ws.get('kw-4')!.destroy();
