@@ -7,6 +7,7 @@ import { tempDir } from '../helpers/cli.js';
 import { startHub, startPool, waitTasks } from '../helpers/inproc.js';
 import path from 'node:path';
 import { MODELS, collect, missingPrereq, until } from '../helpers/llama.js';
+import { until as poll } from '../helpers/wait.js';
 
 /**
  * A task leased ahead goes on to the batched engine at once (Driver.chatAhead): the engine queues it
@@ -108,7 +109,10 @@ t.test('the engine paused past the hold: tasks queued in it go back, are withdra
   t.ok(await until(() => hub.metrics.leasedQueued > 0, 60_000), 'a task was leased ahead');
   const pid = enginePidIn(dir);
   t.ok(pid, 'the engine runs');
-  process.kill(pid!, 'SIGSTOP');
+  // Stopped while a lease waits in a worker's queue (more leased than slots): a task leased ahead
+  // earlier may have started by now, and one stopped with none waiting has nothing to give back.
+  const queuedNow = () => [...hub.registry.all()].some((w) => w.inflight.size > w.slots);
+  t.ok(await poll(() => { if (!queuedNow()) return false; process.kill(pid!, 'SIGSTOP'); return true; }, 60_000, 5), 'the engine stopped with a task queued ahead of it');
   t.teardown(() => { try { process.kill(pid!, 'SIGCONT'); } catch { /* gone */ } });
   await new Promise((r) => setTimeout(r, 1500));
   process.kill(pid!, 'SIGCONT');
