@@ -24,13 +24,21 @@ export interface EvictHost {
 type Written = { file: number; offsets: number[]; end?: number };
 
 /**
- * At most this many tasks, and this many bytes of them, leave per archive write (one fsync each): a
- * batch's lines are encoded in one turn of the hub's loop, 306 ms for 5,000 tasks of 3,200-byte texts
- * (57 ms for 1,000; 59 and 9 ms with 200-byte texts), the longest turn of a loaded hub. The pass
- * goes on with the next batch after the writes' awaits, where the hub serves its sockets.
+ * At most this many tasks, and this many bytes of them, leave per archive write (one fsync, one evict
+ * record): a write's cost is mostly its two fsyncs and the loop's turns around them, whatever its
+ * size (0.2-3 s each under the soak's load on 2 shared cores), so the bytes a write takes bound how
+ * fast finished tasks leave. At 2 MiB a write they left at about 1.4 MB/s while the soak finished 4.5
+ * MB/s of them: the hot state passed its 64 MiB bound fivefold in 100 s and the hub was OOM-killed at
+ * its 640 MiB limit (docs/journal.md, "The bytes bound").
  */
-const BATCH = 1000;
-const BATCH_BYTES = 2 * 1024 * 1024;
+const BATCH = 5000;
+const BATCH_BYTES = 16 * 1024 * 1024;
+/**
+ * A write's lines are encoded a turn of the hub's loop at a time, at most this many tasks and
+ * characters a turn: 306 ms for 5,000 tasks of 3,200-byte texts in one turn, 57 ms for 1,000 (59 and
+ * 9 ms with 200-byte texts), the longest turn of a loaded hub before.
+ */
+const ENCODE_TURN = { items: 1000, chars: 2 * 1024 * 1024 };
 /** Batches per pass: a pass holds no lock, but stays short beside the hub's other work. */
 const ROUNDS = 40;
 
@@ -281,7 +289,7 @@ export class Evictor {
       const recs = take.map((id) => this.host.get(id)).filter((r): r is TaskRecord => !!r && isFinal(r));
       let loc: Written = { file: 0, offsets: recs.map(() => -1) };
       try {
-        if (this.archive) loc = await this.archive.append(recs.map((r) => toArchived(r, now)));
+        if (this.archive) loc = await this.archive.append(recs.map((r) => toArchived(r, now)), ENCODE_TURN);
       } catch (e) { this.failed(e, take.length); }
       // Refused, its lines are past the covered end: the next pass's `settle` records them.
       await this.record(take, recs, loc, now);

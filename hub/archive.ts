@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { SwarmError, type ErrorCode } from '../protocol/index.js';
 import { decodeChecked, encodeLine } from './journal-record.js';
+import { encodeInTurns, type TurnBound } from './encode-turns.js';
 import { WriteBuffer, fsyncDir, io } from './journal-files.js';
 import type { TaskRecord, TaskResult, TaskSpec } from './task.js';
 import { ROTATE_BYTES, rotateBytesFor, type ArchiveBound } from './archive-bound.js';
@@ -221,7 +222,7 @@ export class ResultsArchive {
   get position(): { file: number; end: number } { return { file: this.file, end: this.size }; }
 
   /** Append finished tasks (one fsync); resolves with where each line went and the file's length after. One append at a time. */
-  async append(recs: readonly ArchivedTask[]): Promise<{ file: number; offsets: number[]; end: number }> {
+  async append(recs: readonly ArchivedTask[], turn?: TurnBound): Promise<{ file: number; offsets: number[]; end: number }> {
     if (this.busy) throw new SwarmError('SWARM_ERR_INTERNAL', 'archive append already under way');
     this.busy = true;
     try {
@@ -239,7 +240,8 @@ export class ResultsArchive {
           if (st.size > this.size) await io.ftruncate(this.fd, this.size);
           if (this.size >= this.rotateBytes) this.rotateOrStay();
         }
-        const lines = recs.map(encodeLine);
+        // With `turn`, encoded a turn of the loop at a time (`busy` keeps other appends out meanwhile).
+        const lines = turn ? await encodeInTurns(recs, encodeLine, turn) : recs.map(encodeLine);
         // Room first: the archive stays under its bound on disk while this batch is written too.
         let incoming = 0;
         for (const l of lines) incoming += Buffer.byteLength(l) + 1;
