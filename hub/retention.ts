@@ -99,6 +99,20 @@ export function parseRetain(v: string): Required<RetainOptions> {
 export function retainString(r: RetainOptions): string { return `${r.ageMs}ms,${r.count},${fullRetain(r).bytes}B`; }
 
 /**
+ * How far past its bytes bound the hot state may grow while the archive pass catches up: past half
+ * the bound again (at least 32 MiB), new tasks are refused (SWARM_ERR_QUEUE_FULL, 429) until it is
+ * back under. Finished tasks leave only as fast as the pass writes them (two fsyncs a write, its turns
+ * of the loop besides the hub's other work); a load that finished them faster (the soak at 650-1,600
+ * tasks/s on 2 shared cores) grew the hot state past 300 MiB of a 64 MiB bound in two minutes, and
+ * the hub was OOM-killed at the 640 MiB limit its render gives it. The hub's memory limit
+ * (deploy/render/hub-mem.ts) holds `hotCeiling` hot.
+ */
+export const HOT_MARGIN = { share: 0.5, min: 32 * 2 ** 20 };
+
+/** The most bytes of finished tasks held hot before new tasks are refused, for a bytes bound. */
+export function hotCeiling(bytes: number): number { return bytes + Math.max(bytes * HOT_MARGIN.share, HOT_MARGIN.min); }
+
+/**
  * Finished tasks in the order they finished, with the bytes each holds: which of them are past the
  * horizon now. `due` only looks; `drop` commits once they are archived (an archive write that fails
  * leaves them here).
@@ -119,6 +133,9 @@ export class Retention {
 
   /** Their bytes. */
   get bytes(): number { return this.held; }
+
+  /** Past `hotCeiling`: the archive pass is behind, and new work waits for it. */
+  get behind(): boolean { return this.held > hotCeiling(this.opts.bytes); }
 
   finished(id: string, at: number, bytes = 0): void { this.ids.push(id); this.ats.push(at); this.sizes.push(bytes); this.held += bytes; }
 

@@ -6,7 +6,7 @@ import { Replay, applyFinal, snapshotRecords, type FinalRecord, type MetaRecord,
 import { ResultsArchive, type ArchiveStats } from './archive.js';
 import { Evictor } from './archive-evict.js';
 import type { ArchiveBound } from './archive-bound.js';
-import { DEFAULT_RETAIN, firstPassDelay, type RetainOptions } from './retention.js';
+import { DEFAULT_RETAIN, firstPassDelay, hotCeiling, type RetainOptions } from './retention.js';
 import { journalPaths, quarantine, type Damage } from './journal-files.js';
 import { TaskQueue, type QueueOptions, type WorkerView } from './queue.js';
 import { TASK_SPEC, TASK_SPEC_KEYS } from '#gen/task-check.js';
@@ -112,6 +112,22 @@ export class TaskStore {
     const t = setTimeout(() => { stop = passes(); }, settleMs);
     t.unref();
     this.timers.push(() => { clearTimeout(t); stop?.(); });
+  }
+
+  /** Submissions refused because the finished tasks held hot were past their ceiling (retention.ts `hotCeiling`). */
+  private refusedBehind = 0;
+
+  /**
+   * New tasks wait while the archive pass is behind (retention.ts `hotCeiling`): the hot state
+   * is the hub's memory, and finished tasks arriving faster than the pass writes them grew it without
+   * bound. Thrown before anything is journaled, as a full queue's refusal.
+   */
+  private checkHotRoom(count: number): void {
+    const r = this.evictor.retention;
+    if (!r.behind) return;
+    this.refusedBehind++;
+    const mib = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
+    throw new SwarmError('SWARM_ERR_QUEUE_FULL', `the finished tasks held hot (${mib(r.bytes)}) are past ${mib(hotCeiling(r.opts.bytes))}, the --retain bytes bound (${mib(r.opts.bytes)}) and a margin, while the archive catches up; ${count} new task(s) not accepted, retry shortly`);
   }
 
   /** Read-only view of the queue. */
@@ -239,6 +255,7 @@ export class TaskStore {
       return id;
     });
     this.q.checkRoom(fresh.size + this.reserved);
+    if (fresh.size) this.checkHotRoom(fresh.size);
     const now = Date.now();
     if (fresh.size && this.journal) {
       const write = this.journal.appendAll([...fresh.values()].map((spec): JournalRecord => ({ t: 'task', spec, at: now })));
@@ -450,9 +467,9 @@ export class TaskStore {
   knows(id: string): boolean { return this.q.has(id) || this.evictor.tombstones.has(id); }
 
   /** Retention's part of the status: the horizon, what is hot, what left, the archive's files. */
-  get retention(): { retain: Required<RetainOptions>; hot_finished: number; hot_bytes: number; evicted: number; remembered_ids: number; last_error?: string; archive?: ArchiveStats } {
+  get retention(): { retain: Required<RetainOptions>; hot_finished: number; hot_bytes: number; evicted: number; remembered_ids: number; refused_behind: number; last_error?: string; archive?: ArchiveStats } {
     const e = this.evictor;
-    return { retain: e.opts, hot_finished: e.retention.size, hot_bytes: e.retention.bytes, evicted: e.evictedTotal, remembered_ids: e.tombstones.size, ...(e.lastError ? { last_error: e.lastError } : {}), ...(this.archive ? { archive: this.archive.stats } : {}) };
+    return { retain: e.opts, hot_finished: e.retention.size, hot_bytes: e.retention.bytes, evicted: e.evictedTotal, refused_behind: this.refusedBehind, remembered_ids: e.tombstones.size, ...(e.lastError ? { last_error: e.lastError } : {}), ...(this.archive ? { archive: this.archive.stats } : {}) };
   }
 
   async close(): Promise<void> {

@@ -17,7 +17,7 @@ export const ErrorCode = {
   SWARM_ERR_UNEXPECTED: { status: 409, fatal: false, doc: 'A message arrived that this peer does not accept in its current state.' },
   SWARM_ERR_DUPLICATE_WORKER: { status: 409, fatal: true, doc: 'A worker with this id is already connected.' },
   SWARM_ERR_BACKPRESSURE: { status: 503, fatal: true, doc: 'The outbound buffer to a peer passed its bound; the peer is too slow and was disconnected.' },
-  SWARM_ERR_QUEUE_FULL: { status: 429, fatal: false, doc: 'The task queue is at its maximum depth; the task was not accepted.' },
+  SWARM_ERR_QUEUE_FULL: { status: 429, fatal: false, doc: 'The task queue is at its maximum depth, or the finished tasks held hot are past their bytes bound and its margin while the archive catches up; the task was not accepted (retry later).' },
   SWARM_ERR_SLOTS_FULL: { status: 429, fatal: false, doc: 'A worker received more tasks than its slots.' },
   SWARM_ERR_UNKNOWN_TASK: { status: 404, fatal: false, doc: 'A TASK_RES or lookup named a task the hub does not know or no longer leases to this worker.' },
   SWARM_ERR_TASK_FAILED: { status: 500, fatal: false, doc: 'The driver failed while running a task.' },

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { TaskStore } from '../../hub/store.js';
 import { readArchive } from '../../hub/archive-read.js';
 import type { ArchivedTask } from '../../hub/archive.js';
-import { Retention, firstPassDelay, parseBytes, parseRetain, type RetainOptions } from '../../hub/retention.js';
+import { Retention, firstPassDelay, hotCeiling, parseBytes, parseRetain, type RetainOptions } from '../../hub/retention.js';
 import { formatBytes } from '../../protocol/bytes.js';
 import { RECORD_BYTES } from '../../hub/retention-bytes.js';
 import { api, swarm, tempDir, until } from '../helpers/cli.js';
@@ -133,6 +133,31 @@ t.test('text with escapes and non-ASCII: replay counts it as the journal holds i
   t.teardown(() => s2.close());
   const replayed = s2.retention.hot_bytes;
   t.ok(replayed >= live && replayed <= live + 40, `replayed ${replayed} against live ${live}: escapes and UTF-8 bytes count as written`);
+});
+
+t.test('the archive pass behind: past the bytes bound and its margin new tasks are refused (SWARM_ERR_QUEUE_FULL), duplicates still answered; accepted again once a pass catches up', async (t) => {
+  const dir = tempDir(t);
+  // No pass runs on its own (an hour apart): finished tasks pile up as they did when the pass fell behind the load.
+  const s = await TaskStore.open(dir, q, j, { retain: { ageMs: HOUR, count: 100_000, bytes: 100_000 }, evictEveryMs: HOUR });
+  t.teardown(() => s.close());
+  // 36 x (2 x 1,000,000 + 500) bytes hot: past the bound and its margin (hotCeiling: 32 MiB at least).
+  const tasks = Array.from({ length: 36 }, (_, i) => ({ id: `b${i}`, prompt: promptOf(`b${i}`, 1_000_000) }));
+  await s.submitMany(tasks);
+  t.pass('accepted while under the ceiling (nothing finished yet)');
+  for (let rec = s.lease(w); rec; rec = s.lease(w)) await s.complete(rec.id, { text: rec.spec.prompt, worker: 'w', attempt: rec.attempts });
+  t.ok(s.retention.hot_bytes > hotCeiling(100_000), `${s.retention.hot_bytes} bytes hot, past the ceiling ${hotCeiling(100_000)}`);
+  let refused: { code?: string; message?: string } | undefined;
+  try { await s.submitMany([{ id: 'new-1', prompt: 'p' }]); } catch (e) { refused = e as typeof refused; }
+  t.equal(refused?.code, 'SWARM_ERR_QUEUE_FULL', 'a new task is refused, retryable (429)');
+  t.match(refused?.message ?? '', /the --retain bytes bound \(0\.1 MiB\) and a margin/, refused?.message ?? 'no message');
+  t.notOk(s.queue.has('new-1'), 'and not taken');
+  t.equal(s.retention.refused_behind, 1, 'counted in the status');
+  const dup = await s.submitMany([{ id: 'b0', prompt: tasks[0]!.prompt }]);
+  t.same(dup.map((d) => [d.duplicate, d.record.state]), [[true, 'done']], 'a known id is still answered (nothing new to hold)');
+  await s.evict();
+  t.ok(s.retention.hot_bytes <= 100_000, `a pass brings it under the bound (${s.retention.hot_bytes} bytes)`);
+  const ok = await s.submitMany([{ id: 'new-1', prompt: 'p' }]);
+  t.equal(ok[0]!.duplicate, false, 'then accepted');
 });
 
 t.test('Retention: the byte total, due and dueSince', async (t) => {
