@@ -128,11 +128,14 @@ export function registerHub(program: Command): void {
     .action(async (o: HubCliOptions & { supervise: number; procs: Procs; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; caps?: string; logFile?: string; engine: EngineMode; failover: boolean; readyFd?: number; orphanExitMs?: number }) => {
       try {
         // Loaded here, not at the top: `swarm up` imports this file for its options only.
-        const [{ makeLogger }, { runHub }, { boundHeapGrowth }] = await Promise.all([import('../log.js'), import('../run-hub.js'), import('../../hub/store-heap.js')]);
+        const [{ makeLogger }, { runHub }, { boundHeapGrowth }, mem] = await Promise.all([import('../log.js'), import('../run-hub.js'), import('../../hub/store-heap.js'), import('../../hub/heap-limit.js')]);
         const dir = stateDir(o.stateDir);
         const token = hubToken(o, dir);
         const log = makeLogger('hub', o.logFile);
         warnIfPid1(log);
+        const limit = mem.memoryLimit(), heap = mem.heapLimit();
+        const heapWarning = mem.heapLimitWarning(heap, limit);
+        if (heapWarning) log.warn({ heap_limit_mib: Math.round(heap / 2 ** 20), memory_limit_mib: limit && Math.round(limit / 2 ** 20) }, heapWarning);
         // Resolved once for all supervised workers (none when the hub supervises none).
         const model = o.supervise > 0 ? await chooseModel(o.driver, o.model) : { path: o.model };
         const running = await runHub({

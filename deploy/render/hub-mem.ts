@@ -8,6 +8,7 @@
  * this the hub passes in its steady state, and is killed for it.
  */
 import { DEFAULT_RETAIN, fullRetain, type RetainOptions } from '../../hub/retention.js';
+import { oldSpaceFor } from '../../hub/heap-limit.js';
 
 const MiB = 2 ** 20;
 /** The hub's RSS besides the hot state: node and its code, malloc, sockets, buffers. */
@@ -19,12 +20,17 @@ const WINDOW_BYTES_PER_ID = 90;
 /** Above the steady state: a restart's replay, a compaction, the holders' syncs after a failover. */
 const HEADROOM = 1.25;
 
-/** The hub's memory request (its steady state) and limit (with headroom), in MiB, for a horizon. */
-export function hubMem(retain: RetainOptions = DEFAULT_RETAIN): { request: number; limit: number } {
+/**
+ * The hub's memory request (its steady state) and limit (with headroom), in MiB, for a horizon, and
+ * V8's old space inside that limit (`--max-old-space-size`, hub/heap-limit.ts): node sizes its heap
+ * from the machine's memory, not the container's.
+ */
+export function hubMem(retain: RetainOptions = DEFAULT_RETAIN): { request: number; limit: number; oldSpace: number } {
   const r = fullRetain(retain);
   const window = WINDOW_BYTES_PER_ID * Math.max(r.count, DEFAULT_RETAIN.count);
   const steady = HUB_FIXED_BYTES + HUB_RSS_PER_HOT_BYTE * r.bytes + window;
   const request = Math.ceil(steady / MiB);
   // Whole 64 MiB steps: a limit that reads as chosen, and never under the steady state plus headroom.
-  return { request, limit: Math.ceil((steady * HEADROOM) / (64 * MiB)) * 64 };
+  const limit = Math.ceil((steady * HEADROOM) / (64 * MiB)) * 64;
+  return { request, limit, oldSpace: Math.floor(oldSpaceFor(limit * MiB) / MiB) };
 }

@@ -11,7 +11,7 @@
  * (docs/deploy.md), so no render, repository or CI log ever holds the token or a key.
  */
 import type { DeploySpec } from './spec.js';
-import { TOKEN_ENV, hubArgs, workerArgs, workerMem } from './spec.js';
+import { TOKEN_ENV, hubArgs, hubEnv, workerArgs, workerMem } from './spec.js';
 import { HUB_CPU_REQUEST_M, HUB_STARTUP_BUDGET_S, hubHttpGet, startupProbe, tcpProbe } from './probes.js';
 
 type Obj = Record<string, unknown>;
@@ -93,7 +93,7 @@ export function k3sObjects(s: DeploySpec): Obj[] {
           containers: [{
             name: 'hub', image: s.image, imagePullPolicy: 'IfNotPresent',
             args: [...hubArgs(s), '--control-host', '0.0.0.0', '--tls-cert', '/certs/hub.crt', '--tls-key', '/certs/hub.key', '--tls-ca', '/certs/ca.crt'],
-            env: [TOKEN_ENV],
+            env: hubEnv(s),
             ports: [{ name: 'workers', containerPort: s.hubPort }, { name: 'control', containerPort: s.controlPort }],
             resources: { requests: { cpu: `${HUB_CPU_REQUEST_M}m`, memory: `${s.hubMemMi.request}Mi` }, limits: { memory: `${s.hubMemMi.limit}Mi` } },
             startupProbe: startupProbe(hubHttpGet(s.controlPort, true), HUB_STARTUP_BUDGET_S),

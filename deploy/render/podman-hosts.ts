@@ -6,7 +6,7 @@
  * host's NAME.crt/NAME.key, and the token (read through SWARM_TOKEN_FILE, never in the YAML or argv).
  */
 import type { DeploySpec } from './spec.js';
-import { TOKEN_ENV, workerMem } from './spec.js';
+import { TOKEN_ENV, hubEnv, workerMem } from './spec.js';
 import { podmanExec } from './probes.js';
 
 type Obj = Record<string, unknown>;
@@ -49,7 +49,7 @@ export function podmanHostsObjects(s: DeploySpec, hosts: DeployHost[], certsDir:
     spec: {
       hostNetwork: true, restartPolicy: 'Always', terminationGracePeriodSeconds: 30, shareProcessNamespace: true,
       containers: [{
-        name: 'hub', image: s.image, env,
+        name: 'hub', image: s.image, env: hubEnv(s),
         args: ['hub', '--host', hubHost.addr, '--port', String(s.hubPort), '--control-host', hubHost.addr, '--control-port', String(s.controlPort),
           '--tls-cert', `/certs/${hubHost.name}.crt`, '--tls-key', `/certs/${hubHost.name}.key`, '--tls-ca', '/certs/ca.crt', '--state-dir', '/var/lib/swarm'],
         resources: { limits: { memory: `${s.hubMemMi.limit}Mi` } },

@@ -12,7 +12,7 @@
  * container gets a liveness probe (deploy/healthcheck.mjs, as a command: see probes.ts).
  */
 import type { DeploySpec } from './spec.js';
-import { TOKEN_ENV, hubArgs, workerArgs, workerMem } from './spec.js';
+import { TOKEN_ENV, hubArgs, hubEnv, workerArgs, workerMem } from './spec.js';
 import { podmanExec } from './probes.js';
 
 type Obj = Record<string, unknown>;
@@ -37,7 +37,7 @@ export function podmanObjects(s: DeploySpec): Obj[] {
       restartPolicy: 'Always',
       terminationGracePeriodSeconds: 30, shareProcessNamespace: true,
       containers: [{
-        name: 'hub', image: s.image, args: hubArgs(s), env,
+        name: 'hub', image: s.image, args: hubArgs(s), env: hubEnv(s),
         ...(s.hostNetwork ? {} : { ports: [{ containerPort: s.hubPort }] }),
         resources: { limits: { memory: `${s.hubMemMi.limit}Mi` } },
         livenessProbe: podmanExec('hub', '/var/lib/swarm'),

@@ -113,7 +113,7 @@ export interface DeploySpec {
   /** The batched engine's container besides its agents, in MiB: the model's pages, the engine, one worker process. */
   batchedFixedMi: number;
   /** The hub's memory in MiB, from its retention horizon (hub-mem.ts): request = steady state, limit = that + headroom. */
-  hubMemMi: { request: number; limit: number };
+  hubMemMi: { request: number; limit: number; oldSpace: number };
   /** The hub's `--retain`, when given to the render (else the hub's default, which hubMemMi assumes). */
   retain?: RetainOptions;
   /** The hub's `--archive-max`: given, or (k3s) sized to the state volume. */
@@ -201,6 +201,15 @@ export function workerMem(s: DeploySpec, count: number): { request: number; limi
   if (!s.batched) return s.workerMemMi;
   const request = s.batchedFixedMi + s.workerMemMi.request * count;
   return { request, limit: Math.ceil(request * 1.25) };
+}
+
+/**
+ * The hub container's environment: the token's file, and V8's old space inside the container's memory
+ * limit (node sizes its heap from the machine's memory: past the limit the hub is killed before V8
+ * collects; hub/heap-limit.ts).
+ */
+export function hubEnv(s: DeploySpec): { name: string; value: string }[] {
+  return [TOKEN_ENV, { name: 'NODE_OPTIONS', value: `--max-old-space-size=${s.hubMemMi.oldSpace}` }];
 }
 
 /** Arguments of the hub container (after the image's `swarm` entrypoint). */

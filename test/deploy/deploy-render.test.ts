@@ -126,7 +126,9 @@ t.test('podman kube YAML: stable hub pod name, workers by name, model read-only'
   t.ok(hd[0].spec.containers[0].args.includes('127.0.0.1'), 'host network: hub binds loopback');
   t.ok(hd[1].spec.containers[0].args.includes('127.0.0.1:40001'));
   for (const pod of [...docs, ...hd]) for (const c of pod.spec.containers) {
-    t.same(c.env, [{ name: 'SWARM_TOKEN_FILE', value: '/certs/token' }], `${c.name}: the token from the swarm certs folder, no env literal`);
+    // The hub also gets V8's old space inside its memory limit (NODE_OPTIONS; hub/heap-limit.ts).
+    t.same(c.env.filter((e: any) => e.name !== 'NODE_OPTIONS'), [{ name: 'SWARM_TOKEN_FILE', value: '/certs/token' }], `${c.name}: the token from the swarm certs folder, no env literal`);
+    t.equal(c.env.some((e: any) => e.name === 'NODE_OPTIONS'), c.name === 'hub', `${c.name}: NODE_OPTIONS on the hub only`);
     t.ok(c.volumeMounts.some((m: any) => m.name === 'certs' && m.mountPath === '/certs' && m.readOnly), `${c.name}: /certs read-only`);
     t.equal(c.livenessProbe.exec.command[1], '/app/deploy/healthcheck.mjs', `${c.name}: a probe (kube play drops the image's HEALTHCHECK)`);
     t.same(c.securityContext.seccompProfile, { type: 'RuntimeDefault' });

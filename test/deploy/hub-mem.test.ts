@@ -9,12 +9,12 @@ import { swarm } from '../helpers/cli.js';
 const MODEL = '/mnt/models/m.gguf';
 const MiB = 2 ** 20;
 
-/** The hub container of a k3s render: its args and its memory. */
-function k3sHub(retain?: string): { args: string[]; request: string; limit: string } {
+/** The hub container of a k3s render: its args, its memory and its environment. */
+function k3sHub(retain?: string): { args: string[]; request: string; limit: string; env: { name: string; value: string }[] } {
   const files = renderDeployment({ target: 'k3s', agents: 2, model: MODEL, ...(retain ? { retain: parseRetain(retain) } : {}) });
   const docs = YAML.parseAllDocuments(files['swarm-k3s.yaml']!).map((d) => d.toJSON() as any);
   const c = docs.find((d) => d.kind === 'Deployment' && d.metadata.name === 'swarm-hub').spec.template.spec.containers[0];
-  return { args: c.args, request: c.resources.requests.memory, limit: c.resources.limits.memory };
+  return { args: c.args, request: c.resources.requests.memory, limit: c.resources.limits.memory, env: c.env };
 }
 
 t.test('the default horizon renders the default limit, and the hub runs with its own default', async (t) => {
@@ -23,6 +23,11 @@ t.test('the default horizon renders the default limit, and the hub runs with its
   t.equal(h.limit, `${m.limit}Mi`);
   t.equal(h.request, `${m.request}Mi`);
   t.notOk(h.args.includes('--retain'), 'no --retain: the hub\'s default is the one the limit assumes');
+  // Node sizes V8's heap from the machine's memory (4 GiB on a 24 GiB VM), not the container's.
+  const heap = h.env.find((e) => e.name === 'NODE_OPTIONS')?.value;
+  t.equal(heap, `--max-old-space-size=${m.oldSpace}`, 'V8\'s old space bounded inside the limit');
+  t.ok(m.oldSpace < m.limit && m.oldSpace >= m.limit / 4, `${m.oldSpace} of ${m.limit} Mi`);
+  t.ok(h.env.some((e) => e.name === 'SWARM_TOKEN_FILE'), 'the token\'s file as before');
   t.ok(m.limit * MiB >= HUB_FIXED_BYTES + HUB_RSS_PER_HOT_BYTE * DEFAULT_RETAIN.bytes, 'the limit holds the steady state the default bytes bound allows');
   // The soak's hub peaked at 492 MB at the default horizon (docs/journal.md, "The bytes bound").
   t.ok(m.limit >= 492 * 1.2, `the default's limit leaves 20% above the soak's peak (${m.limit} Mi)`);
@@ -43,6 +48,8 @@ t.test('a larger horizon raises the limit, and the hub is rendered with that hor
   const files = renderDeployment({ target: 'podman', agents: 2, model: MODEL, retain: parseRetain(',,512MiB') });
   const pod = YAML.parseAllDocuments(files['swarm-podman.yaml']!).map((d) => d.toJSON() as any).find((d) => d.metadata?.name === 'swarm-hub');
   t.equal(pod.spec.containers[0].resources.limits.memory, `${m.limit}Mi`, 'podman: the same limit');
+  t.ok(pod.spec.containers[0].env.some((e: { name: string; value: string }) => e.name === 'NODE_OPTIONS' && e.value === `--max-old-space-size=${m.oldSpace}`), 'and the same old space');
+  t.equal(k3sHub('24h,100000,512MiB').env.find((e) => e.name === 'NODE_OPTIONS')?.value, `--max-old-space-size=${m.oldSpace}`, 'k3s: the old space for the larger limit');
   t.ok(pod.spec.containers[0].args.includes('--retain'));
 });
 
