@@ -19,7 +19,11 @@
  *
  * Run: `npm run build && node dist/bench/soak.js [--tasks 1000000] [--retain 24h,20000] [--procs 5]
  *   [--batch 500] [--window 4] [--max-min 600] [--json] [--out bench/results/soak.jsonl] [--keep] [--no-memstat]
- *   [--hub-prof DIR] [--archive-max off]`.
+ *   [--hub-prof DIR] [--archive-max off] [--hub-limit render|MiB]`.
+ * With --hub-limit the hub's process (only it) runs inside a cgroup v1 memory limit (bench/hub-cgroup.ts;
+ * root): `render` is the limit deploy/render/hub-mem.ts gives the hub at the run's horizon. The row then
+ * has `hub_cgroup`: the limit, the group's peak charge (anonymous memory and page cache), how often it hit
+ * the limit and whether the kernel OOM-killed the hub; each sample has the group's charge.
  * Unless --no-memstat, every process of the swarm loads bench/memstat-hook.ts: the holders' heap used,
  * heap total, external bytes and RSS outside V8 are sampled beside their RSS (`holders_mem`), and the
  * hubs' event-loop delay and GC pauses per 2 s sample while the load runs are summed up (`hub_loop`).
@@ -36,6 +40,8 @@ import { cpuSeconds, machine, rssMb } from './proc.js';
 import { TaskStore } from '../hub/store.js';
 import { parseRetain } from '../hub/retention.js';
 import { soakPrompt } from './soak-prompt.js';
+import { HubCgroup, type CgroupUse } from './hub-cgroup.js';
+import { hubMem as renderedHubMem } from '../deploy/render/hub-mem.js';
 
 const TASKS = Number(arg('tasks', '1000000', 'tasks to submit'));
 const RETAIN = arg('retain', '', 'swarm up --retain (AGE,COUNT,BYTES; default: the swarm\'s)');
@@ -58,6 +64,7 @@ const KEEP = flag('keep', 'leave the state dir in place');
 const MEMSTAT = !flag('no-memstat', 'do not load bench/memstat-hook.ts into the swarm\'s processes (no holders_mem)');
 /** A CPU profile of each hub's life that ends gracefully (the last one, at `swarm down`; a killed hub writes none). */
 const HUB_PROF = arg('hub-prof', '', 'write the hub\'s CPU profile (--cpu-prof) into this dir (SWARM_HUB_NODE_ARGS)');
+const HUB_LIMIT = arg('hub-limit', '', 'run the hub inside a cgroup v1 memory limit: `render` (deploy/render/hub-mem.ts at the horizon) or MiB (needs root)');
 checkArgs('soak', 'Soak: echo tasks through swarm up --agents 25 (failover on), prompts of 100 B to 16 KB, worker, hub and holder kills at fixed marks;\nreports RSS, hot state and archive bytes, restart times and CPU per task, and checks lost/duplicated/changed.');
 const AGENTS = 25;
 /** Faults by the fraction of tasks done; the CPU windows lie between them, each within one hub's life. */
@@ -76,7 +83,7 @@ const load = () => os.loadavg().map((x) => +x.toFixed(2));
 const prompt = soakPrompt;
 const idOf = (i: number) => `soak-${i}`;
 
-interface Sample { t_s: number; done: number; hub_rss_mb: number; holders_rss_mb: number; holders: number; hot_mb: number; archive_mb: number; holders_mem?: HoldersMem; hub_mem?: HubMem }
+interface Sample { t_s: number; done: number; cg?: CgroupUse; hub_rss_mb: number; holders_rss_mb: number; holders: number; hot_mb: number; archive_mb: number; holders_mem?: HoldersMem; hub_mem?: HubMem }
 /** The hub's memory by kind (MB), from its memstat file: live JS, V8's headroom, buffers, the rest (malloc, code). */
 interface HubMem { heap_used: number; heap_total: number; old_used: number; old_size: number; large_used: number; external: number; array_buffers: number; outside_v8: number; malloced: number }
 /** The holders' memory by kind, summed over their processes (MB): what of the RSS is live JS, V8's headroom, buffers, malloc. */
@@ -152,6 +159,22 @@ async function main(): Promise<void> {
     process.env.SWARM_BENCH_MEMSTAT_DIR = memstatDir(dir);
     process.env.SWARM_NODE_ARGS = `${process.env.SWARM_NODE_ARGS ?? ''} --import ${path.join(ROOT, 'dist/bench/memstat-hook.js')}`.trim();
   }
+  let cgroup: HubCgroup | undefined;
+  const cgroupLog = path.join(dir, 'cgroup-joined');
+  if (HUB_LIMIT) {
+    const mib = HUB_LIMIT === 'render' ? renderedHubMem(RETAIN ? parseRetain(RETAIN) : undefined).limit : Number(HUB_LIMIT);
+    if (!(mib > 0)) throw new Error(`--hub-limit ${HUB_LIMIT}: expected render or a number of MiB`);
+    cgroup = HubCgroup.create(`swarm-soak-${process.pid}`, mib);
+    process.env.SWARM_BENCH_HUB_CGROUP = cgroup.dir;
+    process.env.SWARM_BENCH_HUB_CGROUP_LOG = cgroupLog;
+    // Where the hub's children go: the group this bench runs in (the hub's workers are not the hub's memory).
+    process.env.SWARM_BENCH_HUB_CGROUP_HOME = path.join('/sys/fs/cgroup/memory', /^\d+:memory:(.*)$/m.exec(fs.readFileSync('/proc/self/cgroup', 'utf8'))?.[1] ?? '/');
+    process.env.SWARM_HUB_NODE_ARGS = `${process.env.SWARM_HUB_NODE_ARGS ?? ''} --import ${path.join(ROOT, 'dist/bench/cgroup-hook.js')}`.trim();
+    log(`hub limited to ${mib} MiB (${cgroup.dir})`);
+    // Removed however the bench ends (its processes stopped first, else they move to the root group).
+    const g = cgroup;
+    process.once('exit', () => { if (fs.existsSync(g.dir)) g.remove(); });
+  }
   if (HUB_PROF) process.env.SWARM_HUB_NODE_ARGS = `${process.env.SWARM_HUB_NODE_ARGS ?? ''} --cpu-prof --cpu-prof-dir=${path.resolve(HUB_PROF)}`.trim();
   const started = Date.now();
   const deadline = started + MAX_MIN * 60_000;
@@ -179,7 +202,7 @@ async function main(): Promise<void> {
     const hub = hubPid();
     if (hub > 0) hubPids.add(hub);
     samples.push({
-      t_s: +((Date.now() - started) / 1000).toFixed(1), done, hub_rss_mb: +safe(() => rssMb(hub)).toFixed(1),
+      t_s: +((Date.now() - started) / 1000).toFixed(1), done, ...(cgroup ? { cg: cgroup.use() } : {}), hub_rss_mb: +safe(() => rssMb(hub)).toFixed(1),
       holders_rss_mb: +holderPidsCache.reduce((a, p) => a + safe(() => rssMb(p)), 0).toFixed(1), holders: holderPidsCache.length,
       hot_mb: +(hotBytes(dir) / 2 ** 20).toFixed(2), archive_mb: +(archiveBytes(dir) / 2 ** 20).toFixed(2),
       ...(MEMSTAT ? { holders_mem: holdersMem(dir, holderPidsCache), hub_mem: hubMem(dir, hub) } : {}),
@@ -266,7 +289,7 @@ async function main(): Promise<void> {
     if (Date.now() - lastLog > 15_000) {
       lastLog = Date.now();
       const m = samples.at(-1);
-      log(`${done}/${TASKS} done, load ${load()[0]}${m ? `; hub rss ${m.hub_rss_mb} MB${m.hub_mem ? ` (heap used ${m.hub_mem.heap_used} / total ${m.hub_mem.heap_total}, external ${m.hub_mem.external}, outside V8 ${m.hub_mem.outside_v8})` : ''}, hot ${m.hot_mb} MB; holders rss ${m.holders_rss_mb} MB${m.holders_mem ? ` (heap used ${m.holders_mem.heap_used} / total ${m.holders_mem.heap_total}, external ${m.holders_mem.external}, outside V8 ${m.holders_mem.outside_v8})` : ''}` : ''}`);
+      log(`${done}/${TASKS} done, load ${load()[0]}${m ? `; hub rss ${m.hub_rss_mb} MB${m.cg ? ` (cgroup ${m.cg.usage_mb} MB: rss ${m.cg.rss_mb}, cache ${m.cg.cache_mb})` : ''}${m.hub_mem ? ` (heap used ${m.hub_mem.heap_used} / total ${m.hub_mem.heap_total}, external ${m.hub_mem.external}, outside V8 ${m.hub_mem.outside_v8})` : ''}, hot ${m.hot_mb} MB; holders rss ${m.holders_rss_mb} MB${m.holders_mem ? ` (heap used ${m.holders_mem.heap_used} / total ${m.holders_mem.heap_total}, external ${m.holders_mem.external}, outside V8 ${m.holders_mem.outside_v8})` : ''}` : ''}`);
     }
     // Past the deadline nothing is submitted: with nothing in flight either, the loop would spin (and starve the sampler).
     if ((aborted || next >= TASKS || Date.now() >= deadline) && inflight.size === 0) break;
@@ -284,6 +307,17 @@ async function main(): Promise<void> {
   const loadEnd = load();
   const wallS = (Date.now() - started) / 1000;
   spawnSync(process.execPath, [CLI, 'down', '--state-dir', dir], { encoding: 'utf8', timeout: 60_000 });
+  let hubCgroup: Record<string, unknown> | undefined;
+  if (cgroup) {
+    let joined: string[] = [];
+    try { joined = fs.readFileSync(cgroupLog, 'utf8').split('\n').filter(Boolean).map((l) => l.split(' ')[0]!); } catch { /* no hub joined */ }
+    const maxOf = (f: (u: CgroupUse) => number) => Math.max(0, ...samples.map((s) => (s.cg ? f(s.cg) : 0)));
+    // Hubs that did not join: a holder promoted to hub in its own process runs outside the limit.
+    const outside = [...hubPids].filter((p) => !joined.includes(String(p)));
+    hubCgroup = { ...cgroup.report(joined.length), max_sampled_usage_mb: maxOf((u) => u.usage_mb), max_sampled_rss_mb: maxOf((u) => u.rss_mb), max_sampled_cache_mb: maxOf((u) => u.cache_mb), hubs_outside: outside };
+    log(`hub cgroup: ${JSON.stringify(hubCgroup)}`);
+    cgroup.remove();
+  }
 
   const check = await checker(dir, ackedIds);
   const behind = behindTimes(dir);
@@ -324,7 +358,7 @@ async function main(): Promise<void> {
   const maxHot = Math.max(...samples.map((s) => s.hot_mb));
   const row = {
     date: new Date().toISOString(), machine: machine(), command: `node dist/bench/soak.js ${process.argv.slice(2).join(' ')}`.trim(),
-    tasks: TASKS, agents: AGENTS, procs: PROCS, retain: RETAIN || 'default', archive_max: ARCHIVE_MAX, acknowledged: acked, done, failed, unfinished_at_end: unfinished, aborted: aborted ?? null, wall_s: +wallS.toFixed(1),
+    tasks: TASKS, agents: AGENTS, procs: PROCS, retain: RETAIN || 'default', ...(hubCgroup ? { hub_cgroup: hubCgroup } : {}), archive_max: ARCHIVE_MAX, acknowledged: acked, done, failed, unfinished_at_end: unfinished, aborted: aborted ?? null, wall_s: +wallS.toFixed(1),
     tasks_per_s: Math.round(done / wallS), load_start: loadStart, load_end: loadEnd,
     ...check,
     rss_marks: { tasks_at_100: total, sample_at20: { t_s: s20.t_s, done: s20.done }, sample_at100: { t_s: s100.t_s, done: s100.done } },
@@ -339,7 +373,7 @@ async function main(): Promise<void> {
     holders_cpu_us_per_task: { start: holdersPerTask('start0', 'start1'), end: holdersPerTask('end0', 'end1') },
     holders_behind: { total: behind.length, per_min: +((behind.length * 60_000) / (wallS * 1000)).toFixed(1), start: behindIn('start0', 'start1'), end: behindIn('end0', 'end1') },
     hub_cpu_us_per_task_by_5pct: Array.from({ length: 19 }, (_, k) => perTask(`p${k + 1}`, `p${k + 2}`)),
-    rss_over_time: samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 40)) === 0 || i === samples.length - 1).map(({ holders_mem: m, hub_mem: h, ...s }) => ({ ...s, ...(m ? { holders_heap_used_mb: m.heap_used, holders_heap_total_mb: m.heap_total, holders_external_mb: m.external, holders_outside_v8_mb: m.outside_v8 } : {}), ...(h ? { hub_heap_used_mb: h.heap_used, hub_heap_total_mb: h.heap_total, hub_external_mb: h.external, hub_outside_v8_mb: h.outside_v8 } : {}) })),
+    rss_over_time: samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 40)) === 0 || i === samples.length - 1).map(({ holders_mem: m, hub_mem: h, cg, ...s }) => ({ ...s, ...(cg ? { cgroup_mb: cg.usage_mb, cgroup_rss_mb: cg.rss_mb } : {}), ...(m ? { holders_heap_used_mb: m.heap_used, holders_heap_total_mb: m.heap_total, holders_external_mb: m.external, holders_outside_v8_mb: m.outside_v8 } : {}), ...(h ? { hub_heap_used_mb: h.heap_used, hub_heap_total_mb: h.heap_total, hub_external_mb: h.external, hub_outside_v8_mb: h.outside_v8 } : {}) })),
   };
   if (SAMPLES) fs.writeFileSync(SAMPLES, samples.map((x) => JSON.stringify(x.holders_mem ? { ...x, holders_mem: { ...x.holders_mem, per_pid: undefined } } : x)).join('\n') + '\n');
   fs.mkdirSync(path.dirname(OUT), { recursive: true });
