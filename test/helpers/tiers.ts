@@ -68,6 +68,7 @@ export const UNIT: ReadonlySet<string> = new Set([
   'test/cli/cli-kappa.test.ts',
   'test/cli/progress.test.ts',
   'test/drivers/thread-tuner.test.ts',
+  'test/drivers/cgroup-cpu.test.ts',
   'test/hub/control-keepalive.test.ts',
   'test/hub/handback-holds.test.ts',
   'test/hub/handback-identity.test.ts',
