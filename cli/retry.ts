@@ -1,8 +1,12 @@
 import pRetry from 'p-retry';
 import { SwarmError } from '../protocol/errors.js';
 
-/** Codes after which sending the same request again may succeed: the hub was unreachable, restarting or could not write. */
-const TRANSIENT = new Set<string>(['SWARM_ERR_NO_SWARM', 'SWARM_ERR_TIMEOUT', 'SWARM_ERR_SHUTDOWN', 'SWARM_ERR_JOURNAL', 'SWARM_ERR_DISK_FULL']);
+/**
+ * Codes after which sending the same request again may succeed: the hub was unreachable, restarting or
+ * could not write, or had no room (a full queue drains as tasks finish; finished tasks held past their
+ * bytes bound leave as the archive catches up). A refused upload journaled nothing, so the same slice goes again.
+ */
+const TRANSIENT = new Set<string>(['SWARM_ERR_NO_SWARM', 'SWARM_ERR_TIMEOUT', 'SWARM_ERR_SHUTDOWN', 'SWARM_ERR_JOURNAL', 'SWARM_ERR_DISK_FULL', 'SWARM_ERR_QUEUE_FULL']);
 
 /** True for an error worth a retry (a network failure or a transient hub error), false for a refusal (4xx). */
 export function transient(err: unknown): boolean {

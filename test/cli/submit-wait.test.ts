@@ -5,6 +5,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { CLI, tempDir } from '../helpers/cli.js';
 import { startControlled, startPool, waitWorkers } from '../helpers/inproc.js';
+import { until } from '../helpers/wait.js';
 
 interface Line { id?: string; state?: string; text?: string; complete?: boolean; final?: number; accepted?: number; duplicates?: string[]; code?: string }
 
@@ -24,12 +25,12 @@ function post(port: number, route: string, body: unknown): Promise<{ status: num
 }
 
 /** `swarm …` in the background (a fake hub in this process must keep answering meanwhile). */
-function swarmAsync(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function swarmAsync(args: string[], onStderr?: (text: string) => void): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '', stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.stderr.on('data', (c: Buffer) => { stderr += c.toString(); onStderr?.(stderr); });
     const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
     child.on('close', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }); });
   });
@@ -133,4 +134,31 @@ t.test('swarm submit --retry-for 0 tries once: no "retrying" line, exit 3 when n
   t.equal(r.code, 3, 'exit 3: no swarm');
   t.match(r.stderr, /SWARM_ERR_NO_SWARM/);
   t.notMatch(r.stderr, /retrying/, 'no retry announced');
+});
+
+t.test('swarm submit retries an upload refused for a full queue until the queue has room: every task once', async (t) => {
+  const { hub, addr, port } = await startControlled(t, { maxQueue: 50 });
+  // 30 of 50 places taken by tasks no worker runs yet: 40 more do not fit.
+  await hub.submit(Array.from({ length: 30 }, (_, i) => ({ id: `held-${i}`, prompt: `held ${i}` })));
+  const dir = tempDir(t);
+  const file = path.join(dir, 'tasks.jsonl');
+  fs.writeFileSync(file, Array.from({ length: 40 }, (_, i) => JSON.stringify({ prompt: `late ${i}` })).join('\n'));
+  let said = '';
+  const run = swarmAsync(['submit', '--file', file, '--wait', '--json', '--retry-for', '40000', '--hub-url', `http://127.0.0.1:${port}`], (e) => (said = e));
+  const stderrOf = () => said;
+  const total = () => [...hub.store.queue.all()].length;
+  t.ok(await until(() => /retrying/.test(stderrOf()), 20_000), 'the upload was refused and is retried');
+  t.equal(total(), 30, 'nothing of the upload was accepted while the queue was full');
+  const pool = startPool(addr, 2);
+  t.teardown(() => pool.stop());
+  const r = await run;
+  t.equal(r.code, 0, r.stderr.slice(-600));
+  t.match(r.stderr, /SWARM_ERR_QUEUE_FULL|queue holds/, 'it said why it retried');
+  const out = JSON.parse(r.stdout) as { complete: boolean; tasks: { id: string; state: string; text: string }[] };
+  t.equal(out.complete, true);
+  t.same(out.tasks.map((x) => x.text), Array.from({ length: 40 }, (_, i) => `echo: late ${i}`), 'every task, in the file\'s order');
+  const ids = new Set(out.tasks.map((x) => x.id));
+  t.equal(ids.size, 40, 'each its own id');
+  t.equal(total(), 70, 'the hub holds 70 tasks: none lost, none twice');
+  t.equal(hub.store.queue.counts().done, 70);
 });
