@@ -186,6 +186,8 @@ async function main(): Promise<void> {
   const samples: Sample[] = [];
   const cpuMarks: Record<string, { at: number; cpu: number; hub: number; t: number; holders: string; holdersCpu: number }> = {};
   let done = 0, failed = 0, submitted = 0, acked = 0;
+  /** Submits the hub refused, by error code (SWARM_ERR_QUEUE_FULL: the queue, or the hot state past its bound). */
+  const refusals: Record<string, number> = {};
   /** Why the run ended early (a swarm that did not come back), if it did. */
   let aborted: string | undefined;
   let unfinished = 0;
@@ -216,8 +218,10 @@ async function main(): Promise<void> {
     const tasks = Array.from({ length: n }, (_, k) => ({ id: idOf(from + k), prompt: prompt(from + k) }));
     for (let tries = 0; ; tries++) {
       if (aborted || Date.now() > deadline + 120_000 || tries > 2000) return; // never acknowledged: not checked
-      const r = await api<{ error?: unknown }>(dir, 'POST', '/tasks', { tasks });
-      if (r && !r.error) break;
+      // An error is `{code, msg}` (a 429 while the queue or the hot state is full): not acknowledged, tried again.
+      const r = await api<{ accepted?: unknown[]; code?: string }>(dir, 'POST', '/tasks', { tasks });
+      if (r && Array.isArray(r.accepted)) break;
+      if (r?.code) refusals[r.code] = (refusals[r.code] ?? 0) + 1;
       await sleep(250);
     }
     ackedIds.push(from, n);
@@ -225,9 +229,9 @@ async function main(): Promise<void> {
     const ids = tasks.map((t) => t.id);
     for (let tries = 0; ; tries++) {
       if (aborted || Date.now() > deadline + 300_000 || tries > 2000) { unfinished += n; return; }
-      const r = await api<{ complete?: boolean; tasks?: { state: string }[] }>(dir, 'POST', '/wait', { ids, timeout_ms: 20_000 });
+      const r = await api<{ complete?: boolean; tasks?: { state: string }[]; code?: string }>(dir, 'POST', '/wait', { ids, timeout_ms: 20_000 });
       if (r?.complete && r.tasks) { for (const t of r.tasks) { if (t.state === 'done') done++; else failed++; } return; }
-      await sleep(r ? 0 : 250);
+      await sleep(r && !r.code ? 0 : 250);
     }
   };
 
@@ -358,7 +362,7 @@ async function main(): Promise<void> {
   const maxHot = Math.max(...samples.map((s) => s.hot_mb));
   const row = {
     date: new Date().toISOString(), machine: machine(), command: `node dist/bench/soak.js ${process.argv.slice(2).join(' ')}`.trim(),
-    tasks: TASKS, agents: AGENTS, procs: PROCS, retain: RETAIN || 'default', ...(hubCgroup ? { hub_cgroup: hubCgroup } : {}), archive_max: ARCHIVE_MAX, acknowledged: acked, done, failed, unfinished_at_end: unfinished, aborted: aborted ?? null, wall_s: +wallS.toFixed(1),
+    tasks: TASKS, agents: AGENTS, procs: PROCS, retain: RETAIN || 'default', ...(hubCgroup ? { hub_cgroup: hubCgroup } : {}), archive_max: ARCHIVE_MAX, acknowledged: acked, submit_refused: refusals, done, failed, unfinished_at_end: unfinished, aborted: aborted ?? null, wall_s: +wallS.toFixed(1),
     tasks_per_s: Math.round(done / wallS), load_start: loadStart, load_end: loadEnd,
     ...check,
     rss_marks: { tasks_at_100: total, sample_at20: { t_s: s20.t_s, done: s20.done }, sample_at100: { t_s: s100.t_s, done: s100.done } },
