@@ -6,17 +6,19 @@ const MiB = 2 ** 20;
 
 /**
  * What the hub's memory holds besides V8's old space, at most, as the soak measured it inside its
- * rendered limit: node and its code, malloc's arenas, buffers outside the heap (a restart's replay
- * reads), V8's young generation and code space. The old space gets the rest of a memory limit.
+ * rendered limit: outside V8 (node's code, malloc's arenas, which keep a restart's replay reads) up
+ * to 171 MB, buffers outside the heap up to 40 MB, and V8's young generation (48 MiB beside an old
+ * space of 448). The old space gets the rest of a memory limit.
  */
-export const NON_HEAP_BYTES = 192 * MiB;
+export const NON_HEAP_BYTES = 256 * MiB;
 
 /**
  * V8's old space for a memory limit (bytes; `--max-old-space-size` takes MiB): what is left of the
- * limit besides the rest of the process, a quarter of the limit at least. Node sizes its heap from the
- * machine's memory (4 GiB on this VM's 24 GiB), not from the cgroup's: inside a 640 MiB container a
- * heap let grow to 1.5x what is live (store-heap.ts) was not collected before the kernel killed the
- * process. With the bound V8 collects harder as the heap nears it.
+ * limit besides the rest of the process, a quarter of the limit at least. Node 20 sizes the heap
+ * from the cgroup's limit when it starts inside it (332 MiB in all at 640 MiB), from the machine's
+ * memory otherwise (4,144 MiB on this 24 GiB VM: a process moved into a cgroup after its start, a
+ * limit set on a running container); given, the bound is the same whichever it is, and leaves the
+ * rest of the process its room.
  */
 export function oldSpaceFor(limitBytes: number): number {
   return Math.max(Math.floor(limitBytes / 4), limitBytes - NON_HEAP_BYTES);
@@ -48,14 +50,14 @@ export function memoryLimit(read: (f: string) => string = (f) => fs.readFileSync
 
 /**
  * Said at the hub's start when V8 may grow its heap past what the memory limit leaves it
- * (`oldSpaceFor`): the hub would be OOM-killed by its limit, where a bounded heap collects first.
+ * (`oldSpaceFor`): the hub could be OOM-killed by its limit, where a bounded heap collects first.
  * Undefined when there is no limit or the heap's is within it.
  */
 export function heapLimitWarning(heapLimit: number, limit: number | undefined): string | undefined {
   if (limit === undefined) return undefined;
   const want = oldSpaceFor(limit);
   if (heapLimit <= want + 64 * MiB) return undefined;
-  return `V8 may grow the hub's heap to ${Math.round(heapLimit / MiB)} MiB, but its memory limit is ${Math.round(limit / MiB)} MiB: past it the kernel kills the hub before V8 collects; start it with NODE_OPTIONS=--max-old-space-size=${Math.floor(want / MiB)} (the deploy renders do)`;
+  return `V8 may grow the hub's heap to ${Math.round(heapLimit / MiB)} MiB, but its memory limit is ${Math.round(limit / MiB)} MiB: V8 need not collect before the kernel kills the hub at the limit; start it with NODE_OPTIONS=--max-old-space-size=${Math.floor(want / MiB)} (the deploy renders do)`;
 }
 
 /** The heap's own limit now (old space and the rest, as V8 counts it). */

@@ -205,8 +205,8 @@ export function workerMem(s: DeploySpec, count: number): { request: number; limi
 
 /**
  * The hub container's environment: the token's file, and V8's old space inside the container's memory
- * limit (node sizes its heap from the machine's memory: past the limit the hub is killed before V8
- * collects; hub/heap-limit.ts).
+ * limit, leaving the rest of the hub its measured room (hub/heap-limit.ts): whatever node would pick
+ * (from the cgroup's limit, or the machine's memory where the limit came after the start).
  */
 export function hubEnv(s: DeploySpec): { name: string; value: string }[] {
   return [TOKEN_ENV, { name: 'NODE_OPTIONS', value: `--max-old-space-size=${s.hubMemMi.oldSpace}` }];
