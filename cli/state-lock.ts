@@ -19,14 +19,20 @@ function lockName(id: string, dir: string, kind: 'hub' | 'down' = 'hub'): string
   return `\0swarm-${kind}-${id}${ino}`;
 }
 
-/** The id in `file`: undefined if there is none yet or it is not one; a read that fails otherwise throws. */
-function readLockId(file: string): string | undefined {
-  let id: string;
-  try { id = fs.readFileSync(file, 'utf8').trim(); } catch (e) {
+/** What `file` holds, trimmed: undefined if there is none yet; a read that fails otherwise throws. */
+function readLockFile(file: string): string | undefined {
+  try { return fs.readFileSync(file, 'utf8').trim(); } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw e;
   }
-  return /^[0-9a-f]{32}$/.test(id) ? id : undefined;
+}
+
+const isLockId = (s: string): boolean => /^[0-9a-f]{32}$/.test(s);
+
+/** The id in `file`: undefined if there is none yet or it is not one; a read that fails otherwise throws. */
+function readLockId(file: string): string | undefined {
+  const text = readLockFile(file);
+  return text !== undefined && isLockId(text) ? text : undefined;
 }
 
 /** The directory's lock id if one was made (read only: a probe must not create it). */
@@ -42,12 +48,14 @@ function existingLockId(dir: string): string | undefined {
 function lockId(dir: string): string {
   const file = path.join(dir, 'lock-id');
   for (let i = 0; i < 50; i++) {
-    let id: string | undefined;
-    try { id = readLockId(file); } catch (e) { throw accessDenied(e) ? stateAccess(file, e) : damagedLockId(file, (e as Error).message); }
-    if (id) return id;
+    let text: string | undefined;
+    try { text = readLockFile(file); } catch (e) { throw accessDenied(e) ? stateAccess(file, e) : damagedLockId(file, (e as Error).message); }
+    if (text !== undefined && isLockId(text)) return text;
     // Made by link(2), whole or not at all: one that is there and holds no id was damaged by someone
     // else. Not replaced here: two hubs that each replaced it would take two locks on one journal.
-    if (fs.existsSync(file)) throw damagedLockId(file, 'it holds no lock id');
+    // Judged by what the read found, not by whether the file exists now: a process racing on the fresh
+    // directory (`swarm down` right after `swarm up`) may have linked it since, whole.
+    if (text !== undefined) throw damagedLockId(file, 'it holds no lock id');
     const tmp = `${file}.${process.pid}.${crypto.randomBytes(4).toString('hex')}`;
     fs.writeFileSync(tmp, crypto.randomBytes(16).toString('hex') + '\n', { mode: 0o600 });
     try { fs.linkSync(tmp, file); } catch (e) { if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e; } finally { fs.rmSync(tmp, { force: true }); }
