@@ -17,7 +17,7 @@ import { archiveDir, archiveFiles } from '../../hub/archive.js';
  * goes through); the filler removed more than a window after the write. Root only (mount).
  */
 
-const WINDOW_S = 8;
+const WINDOW_S = 10;
 const N = 150;
 interface View { id: string; state: string; text?: string; error?: { code: string } }
 interface Status { journal: { disk_full: boolean; disk_full_at?: number; retention: { hot_finished: number; evicted: number; archive: { archived: number } } } }
@@ -67,15 +67,27 @@ t.test('a batch recorded more than a window after its archive write: every task 
 
   // Long ids: the batch's evict record takes more than the page the journal's last line may leave.
   const ids = Array.from({ length: N }, (_, i) => `late-record-${String(i).padStart(4, '0')}-${'x'.repeat(24)}`);
+  const submitted = Date.now();
   const acc = await api<{ accepted?: unknown[] }>(state, 'POST', '/tasks', { tasks: ids.map((id) => ({ id, prompt: `prompt ${id}` })) });
   t.equal(acc.accepted?.length, N, 'accepted');
   const w = await api<{ complete: boolean; tasks: View[] }>(state, 'POST', '/wait', { ids, timeout_ms: 30_000 });
   t.equal(w.complete, true, 'all done');
+  const allDone = Date.now();
   const seen = new Map(w.tasks.filter((v) => v.state === 'done').map((v) => [v.id, v.text!]));
   t.equal(seen.size, N, 'each shown done with its text');
 
+  // One batch: every task due at the same pass (a pass a second). Finished one by one, under load the
+  // tasks straddled a pass, and the first part's refused record held the rest back (nothing new is
+  // written while a batch is owed). So the hub is stopped from inside the first task's window until
+  // past the last one's, and its first pass after finds them all due; the disk fills meanwhile.
+  process.kill(hubPid, 'SIGSTOP');
+  const stopped = Date.now();
+  t.teardown(() => { try { process.kill(hubPid, 'SIGCONT'); } catch { /* gone */ } });
+  t.ok(stopped - submitted < WINDOW_S * 1000, `stopped ${((stopped - submitted) / 1000).toFixed(1)} s after the submission, inside every task's window`);
   const filler = path.join(state, 'filler');
   t.ok(fillDisk(filler) > 0, 'the state dir\'s disk filled');
+  await sleep(allDone + WINDOW_S * 1000 + 1000 - Date.now());
+  process.kill(hubPid, 'SIGCONT');
   let s = await status();
   t.ok(await until(async () => { s = await status(); return s.journal.retention.archive.archived >= N; }, 30_000, 100), `the archive took the batch (${s.journal.retention.archive.archived} archived)`);
   const written = Date.now();
