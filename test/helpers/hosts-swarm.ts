@@ -56,11 +56,26 @@ export function hostsSwarm(t: Parameters<typeof tempDir>[0], opts: { latencyMs: 
     a, b, c, dir, certs, token, state, hubUrl,
     async startHub() {
       const [crt, key] = cert('a');
+      const log = path.join(state.a!, `hub-${Date.now()}.log`);
       const p = a.swarmBg(['hub', '--state-dir', state.a!, '--host', a.addr, '--port', String(HUB_PORT), '--control-host', a.addr,
         '--control-port', String(CONTROL_PORT), '--tls-cert', crt, '--tls-key', key, '--tls-ca', path.join(certs, 'ca.crt'),
-        '--log-file', path.join(state.a!, `hub-${Date.now()}.log`), ...(opts.hubArgs ?? [])], { env: { SWARM_TOKEN: token } });
-      const ok = await until(() => { const s = sw.status(); return !!s && s.hub.pid === p.child.pid; }, 30_000, 300);
-      if (!ok) throw new Error(`hub on ${a.addr} did not start: ${p.output().slice(-2000)}`);
+        '--log-file', log, ...(opts.hubArgs ?? [])], { env: { SWARM_TOKEN: token } });
+      const started = Date.now();
+      let tries = 0, last = '';
+      const ok = await until(() => {
+        tries++;
+        const t0 = Date.now();
+        const r = sw.remote(['status', '--json'], 10_000);
+        let pid: number | undefined;
+        try { pid = (JSON.parse(r.stdout) as Status).hub?.pid; } catch { /* not up yet */ }
+        last = `exit ${r.code} after ${Date.now() - t0} ms, hub pid ${pid ?? '-'}: ${(r.stderr || r.stdout).trim().slice(0, 300)}`;
+        return r.code === 0 && pid === p.child.pid;
+      }, 30_000, 300);
+      if (!ok) {
+        // What a hub that never answered leaves behind, so a failure says which part was slow or gone.
+        const tail = fs.existsSync(log) ? fs.readFileSync(log, 'utf8').slice(-1500) : '(no log file)';
+        throw new Error(`hub on ${a.addr} (pid ${p.child.pid}, ${p.child.exitCode === null ? 'running' : `exited ${p.child.exitCode}`}) did not answer in ${Date.now() - started} ms, ${tries} status calls; the last: ${last}; its output: ${p.output().slice(-1000)}; its log: ${tail}`);
+      }
       return p;
     },
     startWorkers(h, n, extra = []) {
