@@ -17,10 +17,10 @@ t.test('the limit of the process\'s own cgroup, v1 or v2; none where it is not b
 });
 
 t.test('a heap that may grow past what the limit leaves it is said, with the old space to give; a bounded one is not', async (t) => {
-  t.equal(oldSpaceFor(640 * MiB), 384 * MiB, '640 MiB: 384 of it old space');
+  t.equal(oldSpaceFor(640 * MiB), 352 * MiB, '640 MiB: 352 of it old space');
   t.equal(oldSpaceFor(256 * MiB), 64 * MiB, 'a small limit: a quarter at least');
-  t.match(heapLimitWarning(4144 * MiB, 640 * MiB) ?? '', /heap to 4144 MiB, but its memory limit is 640 MiB.*--max-old-space-size=384/);
+  t.match(heapLimitWarning(4144 * MiB, 640 * MiB) ?? '', /heap to 4144 MiB, but its memory limit is 640 MiB.*--max-old-space-size=352/);
   t.equal(heapLimitWarning(4144 * MiB, undefined), undefined, 'no limit: nothing to say');
-  t.equal(heapLimitWarning(432 * MiB, 640 * MiB), undefined, '--max-old-space-size=384 (432 MiB with the young generation): nothing to say');
+  t.equal(heapLimitWarning(400 * MiB, 640 * MiB), undefined, '--max-old-space-size=352 (400 MiB with the young generation): nothing to say');
   t.equal(heapLimitWarning(332 * MiB, 640 * MiB), undefined, 'node started inside the 640 MiB cgroup (332 MiB): nothing to say');
 });
