@@ -55,7 +55,8 @@ export class Hub implements HubContext {
     });
     this.roles = new RoleAssigner(this.registry, () => this.scheduleDispatch(), log.child({ part: 'roles' }));
     if (config.roles) this.roles.setPlan(checkRolePlan(config.roles));
-    this.failover = new HubReplicator(() => this.store, (specs) => this.submit(specs), log.child({ part: 'failover' }), {
+    // A handback's tasks ran already (results a worker holds): taken whatever the hot state holds.
+    this.failover = new HubReplicator(() => this.store, (specs) => this.submit(specs, { handback: true }), log.child({ part: 'failover' }), {
       token: config.token, live: (id) => this.registry.get(id) !== undefined,
       rules: { max_attempts: config.maxAttempts, lease_ms: config.leaseMs },
       // A frame is a small part of what a link may hold: a chunk waiting for `drain` never nears the bound.
@@ -133,12 +134,12 @@ export class Hub implements HubContext {
     return a && typeof a === 'object' ? { host: a.address, port: a.port } : undefined;
   }
 
-  /** Submit tasks; resolves once they are journaled. */
-  async submit(input: readonly (TaskInput | unknown)[]) {
+  /** Submit tasks; resolves once they are journaled. `handback`: a worker's, never refused for the hot state (TaskStore.submitMany). */
+  async submit(input: readonly (TaskInput | unknown)[], o: { handback?: boolean } = {}) {
     // A task without max_tokens gets the hub's default: with none, a one-line prompt ran ~2,000 tokens.
     const specs = input.map((s) => (s && typeof s === 'object' && !Array.isArray(s) && (s as TaskInput).max_tokens === undefined ? { ...s, max_tokens: this.config.defaultMaxTokens } : s));
     checkTasksFit(specs, this.config.maxLine);
-    const out = await this.store.submitMany(specs);
+    const out = await this.store.submitMany(specs, { whenBehind: o.handback ? 'accept' : 'refuse' });
     // The store's `accepted` events queued the new tasks for the holders and woke the dispatcher.
     // The workers start before the holders' copy is encoded; both go before the submitter's answer.
     if (out.some((r) => !r.duplicate)) this.dispatcher.dispatchNow();

@@ -241,7 +241,11 @@ export class TaskStore {
    * whose id is already known is not added again: it comes back with `duplicate: true` (its id is
    * an idempotency key). A failed journal write rejects the whole batch and queues nothing.
    */
-  async submitMany(inputs: readonly (TaskInput | unknown)[]): Promise<{ record: TaskRecord; duplicate: boolean }[]> {
+  /**
+   * `whenBehind`: while the archive pass is behind (`checkHotRoom`) new tasks are refused, except
+   * those a worker hands back (they ran already: refused, a worker's results would wait on the hot state).
+   */
+  async submitMany(inputs: readonly (TaskInput | unknown)[], o: { whenBehind?: 'refuse' | 'accept' } = {}): Promise<{ record: TaskRecord; duplicate: boolean }[]> {
     const specs = inputs.map((x, i) => TaskStore.parse(x, i));
     // Ids another submit is journaling right now: wait for it, then they are known (or free again).
     const racing = specs.flatMap((s) => (s.id !== undefined && this.accepting.has(s.id) ? [this.accepting.get(s.id)!] : []));
@@ -255,7 +259,7 @@ export class TaskStore {
       return id;
     });
     this.q.checkRoom(fresh.size + this.reserved);
-    if (fresh.size) this.checkHotRoom(fresh.size);
+    if (fresh.size && o.whenBehind !== 'accept') this.checkHotRoom(fresh.size);
     const now = Date.now();
     if (fresh.size && this.journal) {
       const write = this.journal.appendAll([...fresh.values()].map((spec): JournalRecord => ({ t: 'task', spec, at: now })));

@@ -152,6 +152,8 @@ t.test('the archive pass behind: past the bytes bound and its margin new tasks a
   t.match(refused?.message ?? '', /the --retain bytes bound \(0\.1 MiB\) and a margin/, refused?.message ?? 'no message');
   t.notOk(s.queue.has('new-1'), 'and not taken');
   t.equal(s.retention.refused_behind, 1, 'counted in the status');
+  const handedBack = await s.submitMany([{ id: 'handback-1', prompt: 'p' }], { whenBehind: 'accept' });
+  t.equal(handedBack[0]!.duplicate, false, 'a task a worker hands back (it ran already) is taken all the same');
   const dup = await s.submitMany([{ id: 'b0', prompt: tasks[0]!.prompt }]);
   t.same(dup.map((d) => [d.duplicate, d.record.state]), [[true, 'done']], 'a known id is still answered (nothing new to hold)');
   await s.evict();
