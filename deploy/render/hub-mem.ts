@@ -7,7 +7,8 @@
  * catches up, up to `hotCeiling` (hub/retention.ts: then new tasks are refused): the limit holds
  * the hub at that ceiling. Fitted to the soak's peaks (docs/journal.md, "The bytes bound"): 492 MB
  * at 64 MiB hot, 1,007 MB at 256 MiB (each after three hub restarts); 1,000,000 tasks inside the
- * rendered 640 MiB limit (cgroup v1) peaked at 451 MB RSS, 400 MB charged, no OOM kill. Without the
+ * rendered 640 MiB limit (cgroup v1) peaked at 451-502 MB RSS (488 with the old space rendered now),
+ * 400-453 MB charged, no OOM kill, in three runs. Without the
  * ceiling the same soak was OOM-killed at 68,000 tasks: the archive pass fell behind the load and
  * the hot state grew past 300 MiB.
  */

@@ -29,7 +29,7 @@ t.test('the default horizon renders the default limit, and the hub runs with its
   t.ok(m.oldSpace < m.limit && m.oldSpace >= m.limit / 4, `${m.oldSpace} of ${m.limit} Mi`);
   t.ok(h.env.some((e) => e.name === 'SWARM_TOKEN_FILE'), 'the token\'s file as before');
   t.ok(m.limit * MiB >= HUB_FIXED_BYTES + HUB_RSS_PER_HOT_BYTE * DEFAULT_RETAIN.bytes, 'the limit holds the steady state the default bytes bound allows');
-  // The soak's hub peaked at 492 MB at the default horizon, 451 MB over 1,000,000 tasks inside this limit (docs/journal.md, "The bytes bound").
+  // The soak's hub peaked at 492 MB at the default horizon, 451-502 MB over 1,000,000 tasks inside this limit (docs/journal.md, "The bytes bound").
   t.ok(m.limit >= 492 * 1.2, `the default's limit leaves 20% above the soak's peak (${m.limit} Mi)`);
 });
 
