@@ -6,7 +6,7 @@ import { lockHolder } from '../state-lock.js';
 import { SwarmError } from '../../protocol/errors.js';
 import { formatBytes } from '../../protocol/bytes.js';
 import { runningHub } from '../running.js';
-import { formatDuration } from '../../hub/retention.js';
+import { formatDuration, hotCeiling } from '../../hub/retention.js';
 import { readFailoverStatusAll, type FailoverStatusFile, type StaleFailoverStatus } from '../../worker/index.js';
 import { feedLines, type BehindStatus, type FeedStatus } from './status-feeds.js';
 
@@ -17,7 +17,7 @@ interface Status {
   tasks: { queued: number; leased: number; done: number; failed: number };
   metrics: { dispatch_p50_ms: number; dispatch_p99_ms: number; tokens_out: number };
   failover?: { workers: { id: string; mode: string; coordinator: string }[]; holders?: string[]; keepers?: string[]; feeds?: FeedStatus[] } & BehindStatus;
-  journal?: { fsync: string; disk_full: boolean; disk_full_at?: number; damaged_records: number; quarantine?: string; retention?: { retain?: { ageMs: number; count: number; bytes?: number }; hot_finished: number; hot_bytes?: number; evicted: number; archive?: ArchiveView } };
+  journal?: { fsync: string; disk_full: boolean; disk_full_at?: number; damaged_records: number; quarantine?: string; retention?: { retain?: { ageMs: number; count: number; bytes?: number }; hot_finished: number; hot_bytes?: number; evicted: number; refused_behind?: number; archive?: ArchiveView } };
 }
 
 /** The archive's part of the status (hub/archive.ts ArchiveStats; the bound's fields absent from a hub before it). */
@@ -70,12 +70,21 @@ function archiveDisk(a: ArchiveView): string {
   return `${a.files ?? '?'} files, ${formatBytes(a.bytes)}${bound} (--archive-max)${pruned}${err}`;
 }
 
-/** The hot state against the horizon in one line: finished tasks and their bytes, each with its bound. */
-function retainLine(r: NonNullable<NonNullable<Status['journal']>['retention']>): string {
+/**
+ * The hot state against the horizon in one line: finished tasks and their bytes, each with its bound;
+ * and new work refused while the archive fell behind (past the bytes bound's ceiling), now or since start.
+ */
+export function retainLine(r: NonNullable<NonNullable<Status['journal']>['retention']>): string {
   const h = r.retain;
   const age = h ? formatDuration(h.ageMs) : '?';
   const bytes = r.hot_bytes !== undefined ? `, ${formatBytes(r.hot_bytes)}${h?.bytes ? ` of ${formatBytes(h.bytes)}` : ''}` : '';
-  return `retain   ${r.hot_finished}${h ? ` of ${h.count}` : ''} finished tasks hot${bytes}, each for at most ${age} (--retain)`;
+  const ceiling = h?.bytes ? hotCeiling(h.bytes) : undefined;
+  const now = ceiling !== undefined && (r.hot_bytes ?? 0) > ceiling;
+  const n = r.refused_behind ?? 0;
+  const refused = now
+    ? `; NEW TASKS REFUSED NOW (SWARM_ERR_QUEUE_FULL): past ${formatBytes(ceiling)} hot while the archive catches up${n ? `, ${n} submission(s) refused since start` : ''}`
+    : n ? `; ${n} submission(s) refused since start while the archive caught up (past ${ceiling !== undefined ? formatBytes(ceiling) : 'the ceiling'} hot)` : '';
+  return `retain   ${r.hot_finished}${h ? ` of ${h.count}` : ''} finished tasks hot${bytes}, each for at most ${age} (--retain)${refused}`;
 }
 
 /** The left-over status files, said in one line: how many, and why each is not a live worker's. */
