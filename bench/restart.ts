@@ -120,8 +120,8 @@ function swarmUp(args: string[], cli = CLI): Promise<{ readyMs?: number; wallMs:
 async function holdersSynced(dir: string): Promise<number> {
   const t0 = performance.now();
   for (let i = 0; i < 120; i++) {
-    const st = await api<{ failover?: { holders?: string[]; feeds?: { syncing: boolean; syncs: number; synced: number }[] } }>(dir, 'GET', '/status', undefined, CALL_MS);
-    const feeds = st?.failover?.feeds ?? [];
+    const st = await api<{ failover?: { holders?: string[]; feeds?: { syncing: boolean; syncs: number; synced: number; keeper?: boolean }[] } }>(dir, 'GET', '/status', undefined, CALL_MS);
+    const feeds = (st?.failover?.feeds ?? []).filter((f) => !f.keeper);
     if (feeds.length && feeds.length >= (st?.failover?.holders?.length ?? 0) && feeds.every((f) => !f.syncing && f.syncs > 0 && f.synced > 0)) break;
     await sleep(500);
   }
@@ -134,8 +134,9 @@ async function holdersSynced(dir: string): Promise<number> {
  */
 async function holdersSyncing(dir: string): Promise<boolean> {
   for (let i = 0; i < 1200; i++) {
-    const st = await api<{ failover?: { feeds?: { syncing: boolean; syncs: number; synced: number }[] } }>(dir, 'GET', '/status', undefined, CALL_MS);
-    const feeds = st?.failover?.feeds ?? [];
+    const st = await api<{ failover?: { feeds?: { syncing: boolean; syncs: number; synced: number; keeper?: boolean }[] } }>(dir, 'GET', '/status', undefined, CALL_MS);
+    // The holders' feeds: the keepers' of the open tasks are listed beside them.
+    const feeds = (st?.failover?.feeds ?? []).filter((f) => !f.keeper);
     if (feeds.some((f) => f.syncing && f.synced >= Math.max(1, Number(O!.killAt)))) return true;
     if (feeds.length && feeds.every((f) => !f.syncing && f.syncs > 0)) return false;
     await sleep(50);

@@ -78,7 +78,11 @@ export class TurnShare {
   }
 }
 
-/** A holder's or keeper's feed as status shows it (`failover.feeds`); `keeper`: it feeds only the open tasks. */
+/**
+ * A holder's or keeper's feed as `swarm status` shows it (`failover.feeds`): a sync under way, the delta
+ * characters waiting for its link (`backlog`), and every counter of the feed (HolderFeed.stats);
+ * `keeper`: it feeds only the open tasks.
+ */
 export type FeedView = { holder: string; keeper?: true; syncing: boolean; backlog: number } & HolderFeed['stats'];
 
 /**

@@ -23,11 +23,6 @@ import { Settle } from './settle.js';
 /** A replica entry as the workers' gossip layer merges it: the wire type STATE and HANDBACK carry. */
 export type ReplEntry = ReplicaEntry;
 
-/**
- * One holder's feed as `swarm status` shows it (`failover.feeds`): a sync under way, the delta
- * characters waiting for its link (`backlog`), and every counter of the feed (HolderFeed.stats).
- */
-
 /** What the hub knows of one failover worker, from its HANDSHAKE and heartbeats. */
 export interface FailoverView { id: string; peerAddr: string; mode: string; coordinator: string; epoch: number }
 

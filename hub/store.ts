@@ -127,7 +127,11 @@ export class TaskStore {
     if (!r.behind) return;
     this.refusedBehind++;
     const mib = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
-    throw new SwarmError('SWARM_ERR_QUEUE_FULL', `the finished tasks held hot (${mib(r.bytes)}) are past ${mib(hotCeiling(r.opts.bytes))}, the --retain bytes bound (${mib(r.opts.bytes)}) and a margin, while the archive catches up; ${count} new task(s) not accepted, retry shortly`);
+    // A pass that keeps failing (a full or unwritable results disk) is not catching up: say why, so
+    // the operator frees the disk instead of waiting.
+    const failing = this.evictor.lastError;
+    const why = failing ? `archive writes are failing (${this.archive?.stats.disk_full ? 'its disk is full: ' : ''}${failing.slice(0, 300)}); new work is accepted again once they succeed` : 'while the archive catches up; retry shortly';
+    throw new SwarmError('SWARM_ERR_QUEUE_FULL', `the finished tasks held hot (${mib(r.bytes)}) are past ${mib(hotCeiling(r.opts.bytes))}, the --retain bytes bound (${mib(r.opts.bytes)}) and a margin: ${count} new task(s) not accepted; ${why}`);
   }
 
   /** Read-only view of the queue. */
@@ -471,9 +475,9 @@ export class TaskStore {
   knows(id: string): boolean { return this.q.has(id) || this.evictor.tombstones.has(id); }
 
   /** Retention's part of the status: the horizon, what is hot, what left, the archive's files. */
-  get retention(): { retain: Required<RetainOptions>; hot_finished: number; hot_bytes: number; evicted: number; remembered_ids: number; refused_behind: number; last_error?: string; archive?: ArchiveStats } {
+  get retention(): { retain: Required<RetainOptions>; hot_finished: number; hot_bytes: number; evicted: number; remembered_ids: number; refused_behind: number; behind: boolean; ceiling_bytes: number; last_error?: string; archive?: ArchiveStats } {
     const e = this.evictor;
-    return { retain: e.opts, hot_finished: e.retention.size, hot_bytes: e.retention.bytes, evicted: e.evictedTotal, refused_behind: this.refusedBehind, remembered_ids: e.tombstones.size, ...(e.lastError ? { last_error: e.lastError } : {}), ...(this.archive ? { archive: this.archive.stats } : {}) };
+    return { retain: e.opts, hot_finished: e.retention.size, hot_bytes: e.retention.bytes, evicted: e.evictedTotal, refused_behind: this.refusedBehind, behind: e.retention.behind, ceiling_bytes: hotCeiling(e.opts.bytes), remembered_ids: e.tombstones.size, ...(e.lastError ? { last_error: e.lastError } : {}), ...(this.archive ? { archive: this.archive.stats } : {}) };
   }
 
   async close(): Promise<void> {

@@ -6,7 +6,7 @@ import { lockHolder } from '../state-lock.js';
 import { SwarmError } from '../../protocol/errors.js';
 import { formatBytes } from '../../protocol/bytes.js';
 import { runningHub } from '../running.js';
-import { formatDuration, hotCeiling } from '../../hub/retention.js';
+import { formatDuration } from '../../hub/retention.js';
 import { readFailoverStatusAll, type FailoverStatusFile, type StaleFailoverStatus } from '../../worker/index.js';
 import { feedLines, type BehindStatus, type FeedStatus } from './status-feeds.js';
 
@@ -17,7 +17,7 @@ interface Status {
   tasks: { queued: number; leased: number; done: number; failed: number };
   metrics: { dispatch_p50_ms: number; dispatch_p99_ms: number; tokens_out: number };
   failover?: { workers: { id: string; mode: string; coordinator: string }[]; holders?: string[]; keepers?: string[]; feeds?: FeedStatus[] } & BehindStatus;
-  journal?: { fsync: string; disk_full: boolean; disk_full_at?: number; damaged_records: number; quarantine?: string; retention?: { retain?: { ageMs: number; count: number; bytes?: number }; hot_finished: number; hot_bytes?: number; evicted: number; refused_behind?: number; archive?: ArchiveView } };
+  journal?: { fsync: string; disk_full: boolean; disk_full_at?: number; damaged_records: number; quarantine?: string; retention?: { retain?: { ageMs: number; count: number; bytes?: number }; hot_finished: number; hot_bytes?: number; evicted: number; refused_behind?: number; behind?: boolean; ceiling_bytes?: number; last_error?: string; archive?: ArchiveView } };
 }
 
 /** The archive's part of the status (hub/archive.ts ArchiveStats; the bound's fields absent from a hub before it). */
@@ -78,12 +78,13 @@ export function retainLine(r: NonNullable<NonNullable<Status['journal']>['retent
   const h = r.retain;
   const age = h ? formatDuration(h.ageMs) : '?';
   const bytes = r.hot_bytes !== undefined ? `, ${formatBytes(r.hot_bytes)}${h?.bytes ? ` of ${formatBytes(h.bytes)}` : ''}` : '';
-  const ceiling = h?.bytes ? hotCeiling(h.bytes) : undefined;
-  const now = ceiling !== undefined && (r.hot_bytes ?? 0) > ceiling;
+  // As the hub says it (a hub before these fields says nothing of it).
+  const ceiling = r.ceiling_bytes !== undefined ? formatBytes(r.ceiling_bytes) : 'the ceiling';
   const n = r.refused_behind ?? 0;
-  const refused = now
-    ? `; NEW TASKS REFUSED NOW (SWARM_ERR_QUEUE_FULL): past ${formatBytes(ceiling)} hot while the archive catches up${n ? `, ${n} submission(s) refused since start` : ''}`
-    : n ? `; ${n} submission(s) refused since start while the archive caught up (past ${ceiling !== undefined ? formatBytes(ceiling) : 'the ceiling'} hot)` : '';
+  const cause = r.last_error ? `while archive writes fail (${r.last_error.slice(0, 200)})` : 'while the archive catches up';
+  const refused = r.behind
+    ? `; NEW TASKS REFUSED NOW (SWARM_ERR_QUEUE_FULL): past ${ceiling} hot ${cause}${n ? `, ${n} submission(s) refused since start` : ''}`
+    : n ? `; ${n} submission(s) refused since start while the archive was behind (past ${ceiling} hot)` : '';
   return `retain   ${r.hot_finished}${h ? ` of ${h.count}` : ''} finished tasks hot${bytes}, each for at most ${age} (--retain)${refused}`;
 }
 

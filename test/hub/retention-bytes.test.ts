@@ -156,8 +156,21 @@ t.test('the archive pass behind: past the bytes bound and its margin new tasks a
   t.equal(handedBack[0]!.duplicate, false, 'a task a worker hands back (it ran already) is taken all the same');
   const dup = await s.submitMany([{ id: 'b0', prompt: tasks[0]!.prompt }]);
   t.same(dup.map((d) => [d.duplicate, d.record.state]), [[true, 'done']], 'a known id is still answered (nothing new to hold)');
+  t.same([s.retention.behind, s.retention.ceiling_bytes], [true, hotCeiling(100_000)], 'the status says it is behind, and where the ceiling is');
+  // The results disk fails: the refusal names the archive's error instead of "catching up".
+  const archive = (s as unknown as { archive: { append: (...a: unknown[]) => Promise<unknown> } }).archive;
+  const append = archive.append;
+  archive.append = async () => { throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' }); };
+  await s.evict().catch(() => undefined);
+  let failing: { code?: string; message?: string } | undefined;
+  try { await s.submitMany([{ id: 'new-2', prompt: 'p' }]); } catch (e) { failing = e as typeof failing; }
+  t.equal(failing?.code, 'SWARM_ERR_QUEUE_FULL');
+  t.match(failing?.message ?? '', /archive writes are failing \(ENOSPC: no space left on device, write\)/, failing?.message ?? 'no message');
+  t.match(s.retention.last_error ?? '', /ENOSPC/, 'and the status has the error');
+  archive.append = append;
   await s.evict();
   t.ok(s.retention.hot_bytes <= 100_000, `a pass brings it under the bound (${s.retention.hot_bytes} bytes)`);
+  t.equal(s.retention.behind, false, 'no longer behind');
   const ok = await s.submitMany([{ id: 'new-1', prompt: 'p' }]);
   t.equal(ok[0]!.duplicate, false, 'then accepted');
 });
