@@ -1,5 +1,6 @@
-import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
+import { controllerDirs, count, ownCgroups, read } from '../protocol/cgroup.js';
 import v8 from 'node:v8';
 
 const MiB = 2 ** 20;
@@ -24,28 +25,21 @@ export function oldSpaceFor(limitBytes: number): number {
   return Math.max(Math.floor(limitBytes / 4), limitBytes - NON_HEAP_BYTES);
 }
 
-/** Where a process's memory limit is, for its cgroup path (`/proc/self/cgroup`), v2 and v1. */
-function limitFiles(procCgroup: string): string[] {
-  const out: string[] = [];
-  const v2 = /^0::(\S*)$/m.exec(procCgroup)?.[1];
-  const v1 = /^\d+:(?:[^:]*,)?memory(?:,[^:]*)?:(\S*)$/m.exec(procCgroup)?.[1];
-  if (v2 !== undefined) out.push(`/sys/fs/cgroup${v2 === '/' ? '' : v2}/memory.max`);
-  if (v1 !== undefined) out.push(`/sys/fs/cgroup/memory${v1 === '/' ? '' : v1}/memory.limit_in_bytes`);
-  // A container with its own cgroup namespace sees its group at the root.
-  out.push('/sys/fs/cgroup/memory.max', '/sys/fs/cgroup/memory/memory.limit_in_bytes');
-  return out;
-}
-
-/** This process's memory limit (its cgroup's, v2 or v1), or undefined where none is set below the machine's memory. */
-export function memoryLimit(read: (f: string) => string = (f) => fs.readFileSync(f, 'utf8'), total = os.totalmem()): number | undefined {
-  let self = '';
-  try { self = read('/proc/self/cgroup'); } catch { /* not Linux */ }
-  for (const f of limitFiles(self)) {
-    let v: number;
-    try { v = Number(read(f).trim()); } catch { continue; }
-    if (Number.isFinite(v) && v > 0 && v < total) return v;
+/**
+ * This process's memory limit: the smallest over its own cgroup and those above it (protocol/cgroup.ts),
+ * v1 `memory.limit_in_bytes` or v2 `memory.max`; undefined where none is set below the machine's memory.
+ * `root` holds the proc/ and sys/ to read ('/': this machine's).
+ */
+export function memoryLimit(root = '/', total = os.totalmem()): number | undefined {
+  const own = ownCgroups(root);
+  const mem = own && controllerDirs(own, 'memory');
+  if (!mem) return undefined;
+  let limit: number | undefined;
+  for (const dir of mem.dirs) {
+    const v = count(read(path.join(dir, mem.version === 1 ? 'memory.limit_in_bytes' : 'memory.max')));
+    if (v !== undefined && v > 0 && v < total && (limit === undefined || v < limit)) limit = v;
   }
-  return undefined;
+  return limit;
 }
 
 /**

@@ -12,8 +12,8 @@
  * Every read is of text the kernel (or a fake tree under `root`, for tests) writes: anything missing,
  * unreadable or not a number reads as "no quota" or "not known", never as an error.
  */
-import fs from 'node:fs';
 import path from 'node:path';
+import { controllerDirs, count, ownCgroups, read } from '../../protocol/cgroup.js';
 
 /** A cgroup on the way from ours up to the mount root that has a CPU quota. */
 export interface QuotaLevel {
@@ -31,19 +31,6 @@ export interface CpuCgroup {
   levels: QuotaLevel[];
   /** The smallest of the levels' quotas, in CPUs; Infinity where none has one. */
   quota: number;
-}
-
-function read(file: string): string | undefined {
-  try { return fs.readFileSync(file, 'utf8'); } catch { return undefined; }
-}
-
-/** A count the kernel wrote: a finite number not below 0, else undefined. */
-function count(text: string | undefined): number | undefined {
-  if (text === undefined) return undefined;
-  const t = text.trim();
-  if (!/^\d+(\.\d+)?$/.test(t)) return undefined;
-  const n = Number(t);
-  return Number.isFinite(n) ? n : undefined;
 }
 
 /** `key value` lines (cpu.stat) into numbers; keys whose values are not counts are left out. */
@@ -77,73 +64,22 @@ function quotaV1(dir: string): number | undefined {
   return share(count(q), count(read(path.join(dir, 'cpu.cfs_period_us'))));
 }
 
-interface Mount { root: string; point: string; fstype: string; options: string[] }
-
-/** mountinfo's fields escape space, tab, newline and backslash as octal (\040). */
-function unescape(s: string): string { return s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8))); }
-
-function mounts(text: string): Mount[] {
-  const out: Mount[] = [];
-  for (const line of text.split('\n')) {
-    const f = line.trim().split(' ');
-    const dash = f.indexOf('-');
-    if (dash < 6 || f.length < dash + 3) continue;
-    out.push({ root: unescape(f[3]!), point: unescape(f[4]!), fstype: f[dash + 1]!, options: (f[dash + 3] ?? '').split(',') });
-  }
-  return out;
-}
-
-/**
- * The directory our cgroup `own` has under a mount of its hierarchy, and those of its ancestors up to
- * the mount's root (ours first). A mount whose root is not above our cgroup (a cgroup namespace's
- * view, a bind mount of another cgroup) gives only its mount point, as reading at the root did.
- */
-function walk(own: string, candidates: Mount[], root: string): string[] {
-  const above = (m: Mount): boolean => m.root === '/' || own === m.root || own.startsWith(`${m.root}/`);
-  const m = candidates.find(above) ?? candidates[0];
-  if (!m) return [];
-  const top = path.join(root, m.point);
-  if (!above(m)) return [top];
-  const rel = path.posix.relative(m.root, path.posix.normalize(own));
-  if (rel.startsWith('..')) return [top];
-  const parts = rel.split('/').filter(Boolean);
-  const dirs: string[] = [];
-  for (let i = parts.length; i >= 0; i--) dirs.push(path.join(top, ...parts.slice(0, i)));
-  return dirs;
-}
-
 /**
  * This process's CPU cgroup as `root` (a directory holding proc/ and sys/; '/' for the machine)
  * shows it; undefined where /proc/self/cgroup or the mounts say nothing of one.
  */
 export function cpuCgroup(root = '/'): CpuCgroup | undefined {
-  const self = read(path.join(root, 'proc/self/cgroup'));
-  const info = read(path.join(root, 'proc/self/mountinfo'));
-  if (self === undefined || info === undefined) return undefined;
-  const ms = mounts(info);
-  let v1: { path: string } | undefined;
-  let acct: { path: string } | undefined;
-  let v2: { path: string } | undefined;
-  for (const line of self.split('\n')) {
-    const m = /^(\d+):([^:]*):(.*)$/.exec(line.trim());
-    if (!m) continue;
-    const controllers = m[2]!.split(',');
-    if (m[1] === '0' && m[2] === '') v2 = { path: m[3]! };
-    else {
-      if (controllers.includes('cpu')) v1 = { path: m[3]! };
-      if (controllers.includes('cpuacct')) acct = { path: m[3]! };
-    }
-  }
-  // A v1 cpu controller where there is one (a hybrid machine mounts cgroup2 beside it, without cpu).
-  const cpuMounts = ms.filter((m) => m.fstype === 'cgroup' && m.options.includes('cpu'));
-  if (v1 && cpuMounts.length > 0) {
-    const dirs = walk(v1.path, cpuMounts, root);
-    const acctMounts = ms.filter((m) => m.fstype === 'cgroup' && m.options.includes('cpuacct'));
+  const own = ownCgroups(root);
+  const cpu = own && controllerDirs(own, 'cpu');
+  if (!own || !cpu) return undefined;
+  if (cpu.version === 1) {
+    const dirs = cpu.dirs;
     // Usage from cpuacct where it is the same hierarchy (cpu,cpuacct mounted together), or one
     // that mirrors it: a separate hierarchy where our cgroup has the same path. Elsewhere its
     // cgroups hold other processes than the cpu ones of the same name.
-    const together = cpuMounts.some((m) => m.options.includes('cpuacct'));
-    const acctDirs = together ? dirs : acct && acct.path === v1.path && acctMounts.length > 0 ? walk(acct.path, acctMounts, root) : [];
+    const together = own.mounts.some((m) => m.fstype === 'cgroup' && m.options.includes('cpu') && m.options.includes('cpuacct'));
+    const acct = controllerDirs(own, 'cpuacct');
+    const acctDirs = together ? dirs : acct?.version === 1 && own.v1.get('cpuacct') === own.v1.get('cpu') ? acct.dirs : [];
     const levels: QuotaLevel[] = [];
     dirs.forEach((dir, i) => {
       const cpus = quotaV1(dir);
@@ -152,16 +88,12 @@ export function cpuCgroup(root = '/'): CpuCgroup | undefined {
     });
     return { version: 1, levels, quota: Math.min(Infinity, ...levels.map((l) => l.cpus)) };
   }
-  const v2Mounts = ms.filter((m) => m.fstype === 'cgroup2');
-  if (v2 && v2Mounts.length > 0) {
-    const levels: QuotaLevel[] = [];
-    for (const dir of walk(v2.path, v2Mounts, root)) {
-      const cpus = quotaV2(dir);
-      if (cpus !== undefined) levels.push({ dir, cpus, usage: { file: path.join(dir, 'cpu.stat'), unit: 'usec-stat' } });
-    }
-    return { version: 2, levels, quota: Math.min(Infinity, ...levels.map((l) => l.cpus)) };
+  const levels: QuotaLevel[] = [];
+  for (const dir of cpu.dirs) {
+    const cpus = quotaV2(dir);
+    if (cpus !== undefined) levels.push({ dir, cpus, usage: { file: path.join(dir, 'cpu.stat'), unit: 'usec-stat' } });
   }
-  return undefined;
+  return { version: 2, levels, quota: Math.min(Infinity, ...levels.map((l) => l.cpus)) };
 }
 
 /** One reading of a quota level: CPU used (ns, undefined: not readable) and throttling so far. */
