@@ -130,7 +130,7 @@ export class TaskStore {
     // A pass that keeps failing (a full or unwritable results disk) is not catching up: say why, so
     // the operator frees the disk instead of waiting.
     const failing = this.evictor.lastError;
-    const why = failing ? `archive writes are failing (${this.archive?.stats.disk_full ? 'its disk is full: ' : ''}${failing.slice(0, 300)}); new work is accepted again once they succeed` : 'while the archive catches up; retry shortly';
+    const why = failing ? `archive writes are failing (${failing.slice(0, 300)}); new work is accepted again once they succeed` : 'while the archive catches up; retry shortly';
     throw new SwarmError('SWARM_ERR_QUEUE_FULL', `the finished tasks held hot (${mib(r.bytes)}) are past ${mib(hotCeiling(r.opts.bytes))}, the --retain bytes bound (${mib(r.opts.bytes)}) and a margin: ${count} new task(s) not accepted; ${why}`);
   }
 
