@@ -12,6 +12,8 @@ import path from 'node:path';
 
 const ROOT = '/sys/fs/cgroup/memory';
 const MiB = 2 ** 20;
+/** A 100 ms pause without spinning a core (remove runs from exit handlers, where nothing can be awaited). */
+const PAUSE = new Int32Array(new SharedArrayBuffer(4));
 
 export interface CgroupUse { usage_mb: number; rss_mb: number; cache_mb: number }
 export interface CgroupReport { limit_mb: number; max_usage_mb: number; failcnt: number; oom_kill: number; under_oom: number; pids_joined: number }
@@ -57,6 +59,6 @@ export class HubCgroup {
   /** Remove the group (once its processes are gone; a process still in it moves to the root group first). */
   remove(): void {
     for (const p of this.pids()) { try { fs.writeFileSync(path.join(ROOT, 'cgroup.procs'), String(p)); } catch { /* gone */ } }
-    for (let i = 0; i < 50; i++) { try { fs.rmdirSync(this.dir); return; } catch { /* charges still draining */ } const t = Date.now() + 100; while (Date.now() < t) { /* wait */ } }
+    for (let i = 0; i < 50; i++) { try { fs.rmdirSync(this.dir); return; } catch { /* charges still draining */ } Atomics.wait(PAUSE, 0, 0, 100); }
   }
 }

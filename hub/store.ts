@@ -244,8 +244,6 @@ export class TaskStore {
    * Accept tasks, all or none: validated, checked for room, journaled, and only then queued. A task
    * whose id is already known is not added again: it comes back with `duplicate: true` (its id is
    * an idempotency key). A failed journal write rejects the whole batch and queues nothing.
-   */
-  /**
    * `whenBehind`: while the archive pass is behind (`checkHotRoom`) new tasks are refused, except
    * those a worker hands back (they ran already: refused, a worker's results would wait on the hot state).
    */

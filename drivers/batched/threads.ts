@@ -33,15 +33,15 @@ export function cpuLimit(root = '/', parallelism = os.availableParallelism()): n
  */
 export function threadCap(limit = cpuLimit()): number { return limit >= 4 ? limit - 1 : limit; }
 
-interface CpuSample { runnable: number; busy: number; steal: number; total: number }
+/** The machine's CPU time so far (idle with iowait, stolen, all) and its runnable processes, from /proc/stat; undefined where it is not readable. */
+interface CpuSample { idle: number; steal: number; total: number; runnable: number }
 
 function sample(root: string): CpuSample | undefined {
   try {
     const stat = fs.readFileSync(path.join(root, 'proc/stat'), 'utf8');
     const cpu = stat.slice(0, stat.indexOf('\n')).trim().split(/\s+/).slice(1).map(Number);
     const running = /^procs_running\s+(\d+)/m.exec(stat);
-    const total = cpu.reduce((a, b) => a + b, 0);
-    return { runnable: running ? Number(running[1]) : 0, busy: total - (cpu[3] ?? 0) - (cpu[4] ?? 0), steal: cpu[7] ?? 0, total };
+    return { idle: (cpu[3] ?? 0) + (cpu[4] ?? 0), steal: cpu[7] ?? 0, total: cpu.reduce((a, b) => a + b, 0), runnable: running ? Number(running[1]) : 0 };
   } catch { return undefined; }
 }
 
@@ -77,11 +77,8 @@ export async function startThreads(limit = cpuLimit(), ms = 120, root = '/', par
 
 /** The machine's idle (with iowait) and total CPU time so far, from /proc/stat's first line; undefined where it is not readable. */
 export function cpuTimes(root = '/'): { idle: number; total: number } | undefined {
-  try {
-    const stat = fs.readFileSync(path.join(root, 'proc/stat'), 'utf8');
-    const cpu = stat.slice(0, stat.indexOf('\n')).trim().split(/\s+/).slice(1).map(Number);
-    return { idle: (cpu[3] ?? 0) + (cpu[4] ?? 0), total: cpu.reduce((a, b) => a + b, 0) };
-  } catch { return undefined; }
+  const s = sample(root);
+  return s && { idle: s.idle, total: s.total };
 }
 
 /**
