@@ -40,7 +40,11 @@ t.test('refusals by a mutual-TLS hub: each names its cause; the hub logs the rem
   t.teardown(() => killGroup(distrust));
   t.equal(await exitOf(distrust, 30_000), 7, 'a worker that does not trust the hub exits 7');
 
-  t.ok(await until(() => refusals(state).length >= 3, 10_000, 100), `the hub logs the three refusals: ${JSON.stringify(refusals(state))}`);
+  // A worker may be refused more than once before it exits (a link that closes before it reads the
+  // ERROR looks like a cut and is retried),
+  // so the log is awaited for each cause, not for a count.
+  const causes = [/plain TCP, not TLS/, /no client certificate presented/, /does not trust this certificate/];
+  t.ok(await until(() => causes.every((c) => refusals(state).some((r) => c.test(r.err ?? ''))), 10_000, 100), `the hub logs the three refusals: ${JSON.stringify(refusals(state))}`);
   const logged = refusals(state);
   t.ok(logged.every((r) => /^127\.0\.0\.1:\d+$/.test(r.remote ?? '')), `each with its remote address and port: ${logged.map((r) => r.remote).join(' ')}`);
   t.ok(logged.some((r) => /plain TCP, not TLS/.test(r.err ?? '')), 'the plain link: named as such');
