@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { Type, type Message, type Payload, type ReplicaEntry } from '../protocol/index.js';
+import { SwarmError, Type, type Message, type Payload, type ReplicaEntry } from '../protocol/index.js';
 import { DEFAULT_LEASE_MS } from '../sched/index.js';
 import { chunks, idParts } from './replicate-chunks.js';
 import { HolderFeed, type FeedView, TurnShare } from './replicate-feed.js';
@@ -648,7 +648,11 @@ export class HubReplicator {
       }, { token: this.opts.token, get: (id) => store.queue.get(id), live: (id) => this.opts.live?.(id) ?? false, acceptedFloor: store.acceptedFloor });
     } catch (err) {
       this.log.warn({ err, worker: w.id }, 'handback failed');
-      w.conn.sendError('SWARM_ERR_BAD_PAYLOAD', `handback: ${(err as Error).message}`.slice(0, 4000), { re: msg.id });
+      // The worker keeps its entries and hands them back on its next link whatever the code; the code
+      // says why (a full disk, a queue at its depth), so an operator reading either log is not sent
+      // looking for a malformed frame.
+      const code = err instanceof SwarmError ? err.code : 'SWARM_ERR_BAD_PAYLOAD';
+      w.conn.sendError(code, `handback: ${(err as Error).message}`.slice(0, 4000), { re: msg.id });
       return;
     } finally {
       this.holds.release(w, entries.map((e) => e.id)); // recorded now, or (not recorded) to run again

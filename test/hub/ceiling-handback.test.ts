@@ -111,3 +111,34 @@ t.test('a topology run at the ceiling waits through SWARM_ERR_QUEUE_FULL and fin
   t.equal(out?.verdict, 'done', out ? `the run finished: ${out.verdict} ${out.reason ?? ''}` : 'the run did not finish in 30 s');
   t.equal(h.hub.store.queue.counts().failed, 0, 'no task of the run failed');
 });
+
+t.test('a HANDBACK the hub cannot queue (its queue at --max-queue) is answered with the cause\'s own code, and taken once there is room', async (t) => {
+  const dir = tempDir(t);
+  const h = await startControlled(t, { token: TOKEN, stateDir: dir, maxQueue: 10 });
+  await h.hub.store.submitMany(Array.from({ length: 10 }, (_, i) => ({ id: `q-${i}`, prompt: `queued ${i}` })));
+  const hk = hubKey(TOKEN);
+  const ids = Array.from({ length: 5 }, (_, i) => `hbq-${i}`);
+  const at = Date.now();
+  const entries = ids.map((id, i) => {
+    const spec = { id, prompt: `handed back ${id}`, priority: 0 };
+    const text = `ran ${id}`;
+    return { id, spec, spec_mac: hubSignSpecAt(hk, spec, at), seq: i + 1, result: { worker: 'w-5', attempt: 1, text, mac: signResult(key('w-5'), id, 1, text) } };
+  });
+  const w = await RawWorker.join(h.addr, 'w-9', key('w-9'));
+  t.teardown(() => w.destroy());
+  const refused = await w.handBack(entries);
+  t.equal(refused?.type, 'ERROR', JSON.stringify(refused?.payload));
+  t.match(refused?.payload, { code: 'SWARM_ERR_QUEUE_FULL' }, 'the queue\'s own code, not SWARM_ERR_BAD_PAYLOAD: the frame was well formed');
+  t.same(ids.filter((id) => h.hub.store.queue.has(id)), [], 'nothing of the refused frame taken');
+  // The worker keeps its entries and hands them back on a later link: once the queue has room, all of them, once.
+  for (let k = 0; k < 10; k++) {
+    const rec = h.hub.store.lease({ id: 'ghost', caps: [] });
+    if (rec) await h.hub.store.complete(rec.id, { text: 'x', worker: 'ghost', attempt: rec.attempts });
+  }
+  await h.hub.store.evict(Date.now() + 1e9);
+  const again = await w.handBack(entries);
+  t.equal(again?.type, 'ACK', JSON.stringify(again?.payload));
+  t.match(again?.payload, { recorded: ids.length, duplicate: 0 });
+  t.same(ids.filter((id) => h.hub.store.queue.get(id)?.result?.text !== `ran ${id}`), [], 'lost: 0');
+  t.equal(h.hub.failover.stats.recorded, ids.length, 'duplicated: 0');
+});
