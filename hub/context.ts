@@ -7,6 +7,7 @@ import type { RoleAssigner } from './roles.js';
 import type { TaskStore } from './store.js';
 import type { Dispatcher } from './dispatcher.js';
 import type { Sessions } from './sessions.js';
+import type { RefusalLog } from './refusal-log.js';
 
 export interface HubEvents {
   workerUp?(w: WorkerEntry): void;
@@ -45,6 +46,8 @@ export interface DispatchDeps {
 export interface SessionDeps {
   readonly config: Pick<HubConfig, 'maxLine' | 'tlsCa' | 'handshakeTimeoutMs' | 'deadAfterMs' | 'token' | 'heartbeatMs' | 'msgpack' | 'maxOutbound' | 'prefetchBelowMs' | 'leaseAheadMs' | 'leaseAheadByMean'>;
   readonly log: Logger;
+  /** Refusals of links not admitted: logged a bounded number of lines per window. */
+  readonly refusals: Pick<RefusalLog, 'warn'>;
   readonly registry: Registry;
   readonly metrics: Pick<HubMetrics, 'protocolErrors'>;
   readonly failover: Pick<HubReplicator, 'join' | 'leave' | 'heartbeat' | 'isPeer' | 'handBack' | 'syncWant'>;

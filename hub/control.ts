@@ -59,7 +59,7 @@ export class ControlServer {
     this.server = this.opts.tls ? https.createServer({ cert: this.opts.tls.cert, key: this.opts.tls.key }, handler) : http.createServer(handler);
     // A client that does not trust the certificate hangs up in the handshake: say so here too.
     rememberRemotes(this.server);
-    this.server.on('tlsClientError', (err: NodeJS.ErrnoException, s: net.Socket) => this.log.warn({ remote: remoteOf(s), code: err.code, err: handshakeCause(err) }, 'control API: TLS handshake refused'));
+    this.server.on('tlsClientError', (err: NodeJS.ErrnoException, s: net.Socket) => this.hub.refusals.warn({ remote: remoteOf(s), code: err.code, err: handshakeCause(err) }, 'control API: TLS handshake refused'));
     // Keep idle connections well past the pools of common clients (undici/fetch ~4 s, Node's agent
     // 5 s, proxies 60 s): a server that closes first races a client reusing the socket, and the
     // client gets "other side closed" / ECONNRESET. headersTimeout must stay above it (Node's rule).

@@ -17,6 +17,7 @@ import { Results } from './results.js';
 import { Sessions } from './sessions.js';
 import { Liveness } from './liveness.js';
 import { handshakeCause, rememberRemotes, remoteOf } from './tls-refusal.js';
+import { RefusalLog } from './refusal-log.js';
 
 export type { HubEvents } from './context.js';
 
@@ -42,8 +43,11 @@ export class Hub implements HubContext {
   readonly roles: RoleAssigner;
   /** Dashboards open now: while there are none, TASK_REQs ask workers for no partial answers. */
   watchers = 0;
+  /** Refused links (no token needed to cause them): logged a bounded number of lines per window. */
+  readonly refusals: RefusalLog;
 
   constructor(readonly config: HubConfig, readonly log: Logger, readonly events: HubEvents = {}) {
+    this.refusals = new RefusalLog(log);
     this.dispatcher = new Dispatcher(this);
     // The store opens in start() and the replicator is made below: the narrow views read them when used.
     const hub = this;
@@ -93,7 +97,7 @@ export class Hub implements HubContext {
     this.server.maxConnections = 20_000;
     // A worker that does not trust our certificate (or presents none we trust) fails in the handshake: log it here too.
     rememberRemotes(this.server);
-    this.server.on('tlsClientError', (err: NodeJS.ErrnoException, s: net.Socket) => this.log.warn({ remote: remoteOf(s), code: err.code, err: handshakeCause(err) }, 'worker link refused in the TLS handshake'));
+    this.server.on('tlsClientError', (err: NodeJS.ErrnoException, s: net.Socket) => this.refusals.warn({ remote: remoteOf(s), code: err.code, err: handshakeCause(err) }, 'worker link refused in the TLS handshake'));
     await listen(this.server, this.config.port, this.config.host);
     const tBound = performance.now();
     try {

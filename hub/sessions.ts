@@ -28,12 +28,12 @@ export class Sessions {
     // Mutual TLS (hub.ts): a certificate the CA did not sign is refused here, before any frame is read.
     const why = config.tlsCa ? peerCertProblem(socket as Partial<TLSSocket>) : undefined;
     if (why) {
-      this.hub.log.warn({ remote: remoteOf(socket), err: why }, 'worker link refused in the TLS handshake: its certificate is not accepted');
+      this.hub.refusals.warn({ remote: remoteOf(socket), err: why }, 'worker link refused in the TLS handshake: its certificate is not accepted');
       conn.sendError('SWARM_ERR_AUTH', `this worker's certificate is not accepted (${why})`);
       return;
     }
     const timer = setTimeout(() => {
-      this.hub.log.warn({ remote: remoteOf(socket), timeoutMs: config.handshakeTimeoutMs }, 'link refused: no HANDSHAKE in time');
+      this.hub.refusals.warn({ remote: remoteOf(socket), timeoutMs: config.handshakeTimeoutMs }, 'link refused: no HANDSHAKE in time');
       conn.sendError('SWARM_ERR_HANDSHAKE_TIMEOUT', `no HANDSHAKE within ${config.handshakeTimeoutMs} ms`);
     }, config.handshakeTimeoutMs);
     timer.unref();
@@ -92,7 +92,7 @@ export class Sessions {
     // The swarm token admits any id; a worker credential (protocol/auth.ts) only the id it was derived for.
     const token = config.token;
     if (token && !safeEqual(p.token, token) && !(named && safeEqual(p.token, workerCredential(token, named)))) {
-      log.warn({ remote: remoteOf(conn.socket), worker: named }, 'handshake refused: bad token');
+      this.hub.refusals.warn({ remote: remoteOf(conn.socket), worker: named }, 'handshake refused: bad token');
       conn.sendError('SWARM_ERR_AUTH', p.token?.startsWith('wc1.') ? `credential is not the one of worker ${named ?? '(no worker_id)'}` : 'wrong or missing token', { re: msg.id });
       return undefined;
     }
@@ -107,7 +107,7 @@ export class Sessions {
       const quietMs = now - old.lastSeen;
       const resumed = p.session !== undefined && safeEqual(p.session, old.session);
       if (!resumed && !old.conn.isClosed && quietMs <= this.duplicateQuietMs) {
-        log.warn({ worker: id, remote: remoteOf(conn.socket), quietMs }, 'handshake refused: worker id in use');
+        this.hub.refusals.warn({ worker: id, remote: remoteOf(conn.socket), quietMs }, 'handshake refused: worker id in use');
         conn.sendError('SWARM_ERR_DUPLICATE_WORKER', `worker ${id} is connected and was heard ${quietMs} ms ago`, { re: msg.id });
         return undefined;
       }
