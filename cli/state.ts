@@ -124,7 +124,13 @@ export function tokenPath(dir: string): string { return path.join(dir, 'token');
 export function swarmToken(dir: string, given?: string): string {
   if (given) return checkToken(given, 'the token given (--token, SWARM_TOKEN)');
   let stored = '';
-  try { stored = fs.readFileSync(tokenPath(dir), 'utf8').trim(); } catch { /* none yet */ }
+  try { stored = fs.readFileSync(tokenPath(dir), 'utf8').trim(); } catch (err) {
+    // Only a missing file means "none yet": a folder or an unreadable file in its place was replaced
+    // by a new token (or failed as a bug at the rename), and workers holding the old one were refused.
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
+      throw new SwarmError('SWARM_ERR_STATE_ACCESS', `the token file ${tokenPath(dir)} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): make it a file holding the token, or remove it to have a new one made`);
+    }
+  }
   if (stored) return checkToken(stored, `the token in ${tokenPath(dir)}`);
   const old = readHubFile(dir)?.token;
   const token = old ? checkToken(old, `the token in ${path.join(dir, 'hub.json')}`) : newToken();
@@ -135,12 +141,20 @@ export function swarmToken(dir: string, given?: string): string {
   return token;
 }
 
+/** The longest token: what a HANDSHAKE carries (PROTOCOL.md), well inside an HTTP header (16 KiB) and an argument. */
+export const MAX_TOKEN_CHARS = 4096;
+
 /**
  * A token travels in an HTTP header (`Authorization: Bearer …`), which takes visible ASCII only: a
  * swarm started with `pässwort-…` or a damaged token file ran, and then every submit, status and
- * down was refused or failed as a bug. Throws SWARM_ERR_CONFIG naming where the token came from.
+ * down was refused or failed as a bug. So did a 20 KB one (past Node's header limit: the hub answered
+ * every request 431), and a 130 KB one failed `swarm up` as a bug (E2BIG at spawn). Throws
+ * SWARM_ERR_CONFIG naming where the token came from.
  */
 export function checkToken(token: string, from: string): string {
+  if (token.length > MAX_TOKEN_CHARS) {
+    throw new SwarmError('SWARM_ERR_CONFIG', `${from} is ${token.length} characters long; a token has at most ${MAX_TOKEN_CHARS} (it travels in an HTTP header and in every worker's HANDSHAKE), e.g. \`openssl rand -hex 24\``);
+  }
   if (!/^[\x21-\x7e]+$/.test(token)) {
     throw new SwarmError('SWARM_ERR_CONFIG', `${from} has characters an HTTP header cannot carry: use visible ASCII only (letters, digits, punctuation; no spaces, control or non-ASCII characters), e.g. \`openssl rand -hex 24\``);
   }

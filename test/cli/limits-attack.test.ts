@@ -56,6 +56,40 @@ t.test('a token an HTTP header cannot carry is refused before anything starts, w
   t.same(pidsMentioning(dir), [], 'no process left');
 });
 
+t.test('a token too long for a header or an argument, and a token file that is a folder: refused before anything starts, naming the cause', async (t) => {
+  const dir = `${tempDir(t)}/state`;
+  // Before, a 20,000-character token started a swarm whose hub then answered every submit, status
+  // and down 431 (submit said SWARM_ERR_INTERNAL with no message); 130,000 failed `up` as a bug (E2BIG).
+  const long = 'x'.repeat(20_000);
+  const r = swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--token', long, '--state-dir', dir], { timeoutMs: 30_000 });
+  t.equal(r.code, 2, `--token of 20,000 characters: a usage error (${r.stderr.trim()})`);
+  t.match(r.stderr, /SWARM_ERR_CONFIG: the token given .* is 20000 characters long; a token has at most 4096/, 'says the bound');
+  t.notOk(fs.existsSync(dir), 'no state directory made');
+  fs.mkdirSync(dir, { recursive: true });
+  for (const n of [20_000, 130_000]) {
+    fs.writeFileSync(`${dir}/token`, 'y'.repeat(n) + '\n');
+    const f = swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--state-dir', dir], { timeoutMs: 30_000 });
+    t.equal(f.code, 2, `a token file of ${n} characters: a usage error (${f.stderr.trim()})`);
+    t.match(f.stderr, new RegExp(`SWARM_ERR_CONFIG: the token in ${dir}/token is ${n} characters long`), 'naming the file and the bound');
+    t.notOk(fs.existsSync(`${dir}/hub.json`), 'no hub was started');
+  }
+  const ok = 'z'.repeat(4096);
+  fs.writeFileSync(`${dir}/token`, ok + '\n');
+  const up = swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--state-dir', dir], { timeoutMs: 60_000 });
+  t.equal(up.code, 0, `a token of 4,096 characters runs (${up.stderr.trim()})`);
+  const sub = swarm(['submit', 'long token', '--wait', '--state-dir', dir], { timeoutMs: 30_000 });
+  t.equal(sub.code, 0, `and takes tasks (${sub.stderr.trim()})`);
+  t.match(sub.stdout, /echo: long token/);
+  t.equal(swarm(['down', '--state-dir', dir], { timeoutMs: 30_000 }).code, 0, 'and stops');
+  fs.rmSync(`${dir}/token`);
+  fs.mkdirSync(`${dir}/token`);
+  const d = swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--state-dir', dir], { timeoutMs: 30_000 });
+  t.equal(d.code, 2, `a folder where the token file goes: refused (${d.stderr.trim()})`);
+  t.match(d.stderr, new RegExp(`SWARM_ERR_STATE_ACCESS: the token file ${dir}/token cannot be read \\(EISDIR\\)`), 'naming the file');
+  t.notMatch(d.stderr, /SWARM_ERR_INTERNAL/, 'not as a bug');
+  t.same(pidsMentioning(dir), [], 'no process left');
+});
+
 t.test('a count is decimal digits: 1e3, 0x10 and 4.5 are usage errors, not 1000 or 16 agents', async (t) => {
   const dir = `${tempDir(t)}/state`;
   for (const v of ['1e3', '0x10', '4.5', '1_000']) {
