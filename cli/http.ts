@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { SwarmError, isErrorCode } from '../protocol/errors.js';
-import { envToken } from './state.js';
+import { checkToken, envToken } from './state.js';
 
 /**
  * Where a control API is and how to reach it: a local hub's hub.json, or a remote swarm named by
@@ -28,7 +28,8 @@ export function remoteTarget(o: RemoteOptions): ControlTarget | undefined {
   const host = url.hostname.replace(/^\[|\]$/g, '');
   // A token in clear text across machines is the one thing to refuse: plain http only to loopback.
   if (!tls && !/^(127\.|::1$|localhost$)/.test(host)) throw new SwarmError('SWARM_ERR_INSECURE_BIND', `--hub-url: a remote control API is reached over https, not ${raw}`);
-  const token = o.token ?? envToken();
+  const given = o.token ?? envToken();
+  const token = given === undefined ? undefined : checkToken(given, 'the token given (--token, SWARM_TOKEN)');
   const caFile = o.tlsCa ?? process.env.SWARM_TLS_CA;
   let ca: string | undefined;
   if (caFile) { try { ca = fs.readFileSync(caFile, 'utf8'); } catch (err) { throw new SwarmError('SWARM_ERR_CONFIG', `--tls-ca: ${(err as Error).message}`); } }
@@ -117,6 +118,12 @@ async function attempt<T>(hub: ControlTarget, method: string, path: string, body
           let code: SwarmError['code'] = 'SWARM_ERR_INTERNAL';
           let msg = text;
           try { const e = JSON.parse(text) as { code?: unknown; msg?: string }; if (isErrorCode(e.code)) code = e.code; msg = e.msg ?? text; } catch { /* not JSON */ }
+          // An answer from Node's HTTP layer rather than the hub's routes (431 for a request line and
+          // headers past 16 KiB) has no body: name its status, and a 4xx is the request's fault, not a bug.
+          if (!msg.trim()) {
+            msg = `the control API answered ${method} ${path.length > 120 ? `${path.slice(0, 120)}… (${path.length} characters)` : path} with ${res.statusCode} ${res.statusMessage ?? ''}`.trim();
+            if (code === 'SWARM_ERR_INTERNAL' && (res.statusCode ?? 500) < 500) code = 'SWARM_ERR_CONFIG';
+          }
           reject(new SwarmError(code, msg));
           return;
         }

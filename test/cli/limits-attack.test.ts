@@ -90,6 +90,23 @@ t.test('a token too long for a header or an argument, and a token file that is a
   t.same(pidsMentioning(dir), [], 'no process left');
 });
 
+t.test('a client token too long for a header, and a run id past the request line: usage errors naming the cause, not bugs with no message', async (t) => {
+  const dir = `${tempDir(t)}/state`;
+  t.equal(swarm(['up', '--agents', '1', '--driver', 'echo', '--detach', '--state-dir', dir], { timeoutMs: 60_000 }).code, 0, 'a swarm runs');
+  const control = JSON.parse(fs.readFileSync(`${dir}/hub.json`, 'utf8')).control as { port: number };
+  // Before, both were sent, the hub's HTTP layer answered 431 with no body, and the CLI said
+  // "SWARM_ERR_INTERNAL: " (nothing more) and "this is a bug".
+  const st = swarm(['status', '--hub-url', `http://127.0.0.1:${control.port}`, '--token', 'x'.repeat(20_000)], { timeoutMs: 30_000 });
+  t.equal(st.code, 2, `status --token of 20,000 characters: a usage error (${st.stderr.slice(0, 300)})`);
+  t.match(st.stderr, /SWARM_ERR_CONFIG: the token given .* is 20000 characters long/, 'says the bound');
+  const rc = swarm(['runs', 'cancel', 'r'.repeat(20_000), '--state-dir', dir], { timeoutMs: 30_000 });
+  t.equal(rc.code, 2, `runs cancel of a 20,000-character run id: a usage error (${rc.stderr.slice(0, 300)})`);
+  t.match(rc.stderr, /SWARM_ERR_CONFIG: the control API answered POST \/runs\/r+… \(20013 characters\) with 431/, 'names the answer, the path cut short');
+  t.notMatch(rc.stderr, /SWARM_ERR_INTERNAL|a bug/, 'not as a bug');
+  const sub = swarm(['submit', 'still here', '--wait', '--state-dir', dir], { timeoutMs: 30_000 });
+  t.equal(sub.code, 0, 'the swarm still takes tasks');
+});
+
 t.test('a count is decimal digits: 1e3, 0x10 and 4.5 are usage errors, not 1000 or 16 agents', async (t) => {
   const dir = `${tempDir(t)}/state`;
   for (const v of ['1e3', '0x10', '4.5', '1_000']) {
