@@ -219,10 +219,11 @@ export class ControlServer {
     try {
       const out = await this.hub.submit(tasks as TaskInput[]);
       if (!held) {
-        send(res, 202, { accepted: out.map((o) => ({ id: o.record.id, duplicate: o.duplicate, state: o.record.state })) });
+        send(res, 202, { accepted: out.map((o) => ({ id: o.record.id, duplicate: o.duplicate, state: o.record.state, ...(o.conflict ? { conflict: o.conflict } : {}) })) });
         return;
       }
-      const head = { accepted: out.length, duplicates: out.filter((o) => o.duplicate).map((o) => o.record.id) };
+      const conflicts = out.flatMap((o) => (o.conflict ? [{ id: o.record.id, fields: o.conflict }] : []));
+      const head = { accepted: out.length, duplicates: out.filter((o) => o.duplicate).map((o) => o.record.id), ...(conflicts.length ? { conflicts } : {}) };
       await held.live(out.map((o) => o.record.id), res, `${JSON.stringify(head)}\n`);
     } finally { held?.release(); }
   }

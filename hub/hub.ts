@@ -18,6 +18,7 @@ import { Sessions } from './sessions.js';
 import { Liveness } from './liveness.js';
 import { handshakeCause, rememberRemotes, remoteOf } from './tls-refusal.js';
 import { RefusalLog } from './refusal-log.js';
+import { conflictingFields } from './spec-conflict.js';
 
 export type { HubEvents } from './context.js';
 
@@ -143,11 +144,13 @@ export class Hub implements HubContext {
     // A task without max_tokens gets the hub's default: with none, a one-line prompt ran ~2,000 tokens.
     const specs = input.map((s) => (s && typeof s === 'object' && !Array.isArray(s) && (s as TaskInput).max_tokens === undefined ? { ...s, max_tokens: this.config.defaultMaxTokens } : s));
     checkTasksFit(specs, this.config.maxLine);
-    const out = await this.store.submitMany(specs, { whenBehind: o.handback ? 'accept' : 'refuse' });
+    const out: { record: TaskRecord; duplicate: boolean; conflict?: string[] }[] = await this.store.submitMany(specs, { whenBehind: o.handback ? 'accept' : 'refuse' });
     // The store's `accepted` events queued the new tasks for the holders and woke the dispatcher.
     // The workers start before the holders' copy is encoded; both go before the submitter's answer.
     if (out.some((r) => !r.duplicate)) this.dispatcher.dispatchNow();
     this.failover.flush();
+    // A duplicate whose fields differ from its id's task is told so (specs were filled in place by the store's check).
+    if (!o.handback) out.forEach((r, i) => { if (r.duplicate) { const c = conflictingFields(specs[i], r.record); if (c) r.conflict = c; } });
     return out;
   }
 

@@ -10,7 +10,9 @@ import { runningHub } from '../running.js';
 import { withRetry } from '../retry.js';
 import { fileSize, taskSlices, type Slice, type TaskInput } from '../task-file.js';
 
-interface Accepted { accepted: { id: string; duplicate: boolean; state: string }[] }
+interface Accepted { accepted: { id: string; duplicate: boolean; state: string; conflict?: string[] }[] }
+/** Tasks sent under the id of a task already submitted with other fields: not run (the id is an idempotency key). */
+type Conflict = { id: string; fields: string[] };
 interface Waited {
   complete: boolean;
   /** Each task's line as the hub sent it (a streamed answer), for output without encoding it again. */
@@ -56,6 +58,7 @@ export function registerSubmit(program: Command): void {
         };
         let waited: Waited;
         let count: number;
+        const conflicts: Conflict[] = [];
         if (o.wait && ahead.single) {
           // One request submits and streams the results; once the hub has said "accepted", a retry
           // (a hub restarted under us) asks for the results alone.
@@ -65,7 +68,7 @@ export function registerSubmit(program: Command): void {
           let accepted = false;
           waited = await withRetry(async () => {
             const r = accepted ? await waitFor(hub(), ids, o.timeout, new Progress(quiet))
-              : await waitFor(hub(), ids, o.timeout, new Progress(quiet), { tasks, onAccepted: () => { accepted = true; } });
+              : await waitFor(hub(), ids, o.timeout, new Progress(quiet), { tasks, onAccepted: (c) => { accepted = true; conflicts.push(...c); } });
             if (r) return r;
             accepted = true; // a hub that predates the combined request answered the upload alone
             return (await waitFor(hub(), ids, o.timeout, new Progress(quiet)))!;
@@ -73,15 +76,17 @@ export function registerSubmit(program: Command): void {
           count = tasks.length;
         } else {
           // Kept for --json (one object) and --wait (the ids); otherwise each slice's ids are printed as it is accepted.
-          const accepted = await uploadAll(hub, ahead.all, { file: o.file, keep: o.json || o.wait, quiet: o.json || ahead.single, retryFor: o.retryFor, onRetry: retried('upload') });
+          const accepted = await uploadAll(hub, ahead.all, { file: o.file, keep: o.json || o.wait, quiet: o.json || ahead.single, retryFor: o.retryFor, onRetry: retried('upload'), conflicts });
           if (!o.wait) {
             if (o.json) process.stdout.write(JSON.stringify({ accepted }) + '\n');
+            warnConflicts(conflicts);
             return;
           }
           count = accepted.length;
           waited = (await withRetry(() => waitFor(hub(), accepted.map((a) => a.id), o.timeout, new Progress(o.json)), o.retryFor, retried('wait')))!;
         }
-        printWaited(waited, count, o.json);
+        warnConflicts(conflicts);
+        printWaited(waited, count, o.json, conflicts);
       } catch (err) { fail(err, o.json); }
     });
 }
@@ -113,7 +118,7 @@ async function lookAhead(source: AsyncIterator<Slice>): Promise<{ first: Slice; 
  * accepted, or keeping them (`keep`) for the caller. An error after some uploads were accepted says
  * which lines went in (see `partly`).
  */
-async function uploadAll(hub: () => ControlTarget, slices: AsyncIterable<Slice>, o: { file?: string; keep: boolean; quiet: boolean; retryFor: number; onRetry(err: unknown, n: number): void }): Promise<Accepted['accepted']> {
+async function uploadAll(hub: () => ControlTarget, slices: AsyncIterable<Slice>, o: { file?: string; keep: boolean; quiet: boolean; retryFor: number; onRetry(err: unknown, n: number): void; conflicts: Conflict[] }): Promise<Accepted['accepted']> {
   const progress = new Progress(o.quiet);
   const size = o.file !== undefined ? fileSize(o.file) : undefined;
   const mb = (n: number) => (n / 1048576).toFixed(0);
@@ -125,8 +130,9 @@ async function uploadAll(hub: () => ControlTarget, slices: AsyncIterable<Slice>,
       const r = await withRetry(() => { sent++; return call<Accepted>(hub(), 'POST', '/tasks', { tasks: slice.tasks }); }, o.retryFor, o.onRetry);
       // After a retry, "duplicate" may be this command's own earlier attempt: not the user's resubmission.
       const acks = sent > 1 ? r.accepted.map((a) => ({ ...a, duplicate: false })) : r.accepted;
+      for (const a of acks) if (a.conflict) o.conflicts.push({ id: a.id, fields: a.conflict });
       if (o.keep) accepted.push(...acks);
-      else process.stdout.write(acks.map((a) => `${a.id}${a.duplicate ? ' (duplicate: already submitted)' : ''}\n`).join(''));
+      else process.stdout.write(acks.map((a) => `${a.id}${a.conflict ? ` (duplicate: already submitted with another ${a.conflict.join(', ')}; not run)` : a.duplicate ? ' (duplicate: already submitted)' : ''}\n`).join(''));
       done.slices++; done.tasks += acks.length; done.lastLine = slice.lastLine;
       progress.update(`submitted ${done.tasks} task(s) in ${done.slices} upload(s)${size ? `, ${mb(slice.bytesRead)}/${mb(size)} MB of the file` : ''}`);
     }
@@ -139,10 +145,10 @@ async function uploadAll(hub: () => ControlTarget, slices: AsyncIterable<Slice>,
 }
 
 /** The results: the hub's lines as one JSON object (--json), else a line a task (a single task's text alone). */
-function printWaited(waited: Waited, count: number, json: boolean): void {
+function printWaited(waited: Waited, count: number, json: boolean, conflicts: Conflict[]): void {
   const failed = waited.tasks.filter((t) => t.state === 'failed').length;
   // The lines as the hub sent them, not parsed and encoded again: the same JSON, 10-20 ms sooner.
-  if (json) process.stdout.write(`{"complete":${waited.complete},"failed":${failed},"tasks":[${(waited.raw ?? waited.tasks.map((t) => JSON.stringify(t))).join(',')}]}\n`);
+  if (json) process.stdout.write(`{"complete":${waited.complete},"failed":${failed},${conflicts.length ? `"conflicts":${JSON.stringify(conflicts)},` : ''}"tasks":[${(waited.raw ?? waited.tasks.map((t) => JSON.stringify(t))).join(',')}]}\n`);
   else for (const t of waited.tasks) {
     if (t.state === 'done') process.stdout.write(count === 1 ? `${t.text}\n` : `${t.id}\t${JSON.stringify(t.text)}\n`);
     else process.stdout.write(`${t.id}\t${t.state}${t.error ? `\t${t.error.code}: ${t.error.msg}` : ''}\n`);
@@ -154,12 +160,22 @@ function printWaited(waited: Waited, count: number, json: boolean): void {
 type TaskView = Waited['tasks'][number];
 
 /**
+ * Tasks sent under an id already submitted with other fields were not run, and what is shown for
+ * them is the earlier task's: said on stderr (the results alone read as this prompt's answers).
+ */
+function warnConflicts(conflicts: Conflict[]): void {
+  if (!conflicts.length) return;
+  const shown = conflicts.slice(0, 5).map((c) => `${c.id} (${c.fields.join(', ')})`).join(', ');
+  process.stderr.write(`swarm submit: warning: ${conflicts.length} task(s) reuse the id of a task already submitted with other fields: ${shown}${conflicts.length > 5 ? ', …' : ''}. An id is an idempotency key: they were not run, and the results shown for them are the earlier tasks'. Give each task an id of its own\n`);
+}
+
+/**
  * The results of `ids`, streamed as tasks finish (progress shows them) and put together here in the
  * order of `ids`, as the one-piece answer of a hub that predates streaming is. With `upload`, the
  * tasks go in the same request (POST /tasks with `wait`); undefined then means the hub answered the
  * upload alone (it predates that form) and the results are still to be asked for.
  */
-async function waitFor(hub: ControlTarget, ids: string[], timeoutMs: number, progress: Progress, upload?: { tasks: TaskInput[]; onAccepted(): void }): Promise<Waited | undefined> {
+async function waitFor(hub: ControlTarget, ids: string[], timeoutMs: number, progress: Progress, upload?: { tasks: TaskInput[]; onAccepted(conflicts: Conflict[]): void }): Promise<Waited | undefined> {
   const views = new Map<string, { view: TaskView; raw: string }>();
   let end: { complete?: unknown } | undefined;
   let final = 0;
@@ -167,10 +183,10 @@ async function waitFor(hub: ControlTarget, ids: string[], timeoutMs: number, pro
   const body = upload ? { tasks: upload.tasks, wait: { timeout_ms: timeoutMs } } : { ids, timeout_ms: timeoutMs, stream: true };
   const whole = await callLines<Waited | Accepted>(hub, 'POST', upload ? '/tasks' : '/wait', body, (v, raw) => {
     if (!v || typeof v !== 'object') return;
-    const x = v as TaskView & { complete?: unknown; accepted?: unknown };
+    const x = v as TaskView & { complete?: unknown; accepted?: unknown; conflicts?: unknown };
     if (typeof x.id !== 'string') {
       if ('complete' in x) end = x;
-      else if (typeof x.accepted === 'number') upload?.onAccepted();
+      else if (typeof x.accepted === 'number') upload?.onAccepted(Array.isArray(x.conflicts) ? x.conflicts as Conflict[] : []);
       return;
     }
     if ((x.state === 'done' || x.state === 'failed') && !views.has(x.id)) final++;

@@ -54,7 +54,7 @@ t.test('POST /tasks with wait: accepted first, then every task once as it finish
 
   // The same ids again (a retried upload): duplicates, named, and their results at once.
   const again = await post(port, '/tasks', { tasks: [{ id: 'sw-0', prompt: 'changed' }, { id: 'sw-new', prompt: 'sw-new' }], wait: { timeout_ms: 30_000 } });
-  t.same(again.lines[0], { accepted: 2, duplicates: ['sw-0'] });
+  t.same(again.lines[0], { accepted: 2, duplicates: ['sw-0'], conflicts: [{ id: 'sw-0', fields: ['prompt'] }] }, 'the duplicate sent with another prompt is named with the field');
   t.equal(again.lines.find((l) => l.id === 'sw-0')?.text, 'echo: sw-0', 'a duplicate answers with the first task\'s result, unchanged');
   t.equal(again.lines.find((l) => l.id === 'sw-new')?.text, 'echo: sw-new');
   t.same(again.lines.at(-1), { complete: true, final: 2 });
