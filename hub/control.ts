@@ -160,13 +160,16 @@ export class ControlServer {
     }
     if (key === 'POST /tasks') return this.submit(req, res);
     if (key === 'POST /wait') return this.waits.handle(JSON.parse((await readBody(req)) || '{}') as { ids?: unknown; timeout_ms?: unknown; stream?: unknown }, res);
-    if (req.method === 'GET' && url.pathname.startsWith('/tasks/')) {
-      const rec = this.hub.store.lookup(decodeURIComponent(url.pathname.slice(7)));
+    // The id from the path as sent: URL parsing takes ".." and "." for path steps (GET /tasks/.. was
+    // "no route GET /"), and both are ids a task may have.
+    const rawPath = (req.url ?? '/').split('?')[0]!;
+    if (req.method === 'GET' && rawPath.startsWith('/tasks/')) {
+      const rec = this.hub.store.lookup(decodeURIComponent(rawPath.slice(7)));
       if (!rec) throw new SwarmError('SWARM_ERR_UNKNOWN_TASK', 'no such task');
       return send(res, 200, view(rec));
     }
-    if (req.method === 'POST' && /^\/workers\/[^/]+\/kill$/.test(url.pathname)) {
-      const id = decodeURIComponent(url.pathname.split('/')[2]!);
+    if (req.method === 'POST' && /^\/workers\/[^/]+\/kill$/.test(rawPath)) {
+      const id = decodeURIComponent(rawPath.split('/')[2]!);
       if (!this.hub.kill(id, 'killed by operator')) throw new SwarmError('SWARM_ERR_CONFIG', `no worker ${id}`);
       return send(res, 200, { ok: true });
     }
@@ -177,8 +180,8 @@ export class ControlServer {
       this.hub.setRolePlan(checkRolePlan(body && typeof body === 'object' && 'roles' in body ? body.roles : body));
       return send(res, 200, this.rolesView());
     }
-    if (req.method === 'POST' && /^\/workers\/[^/]+\/role$/.test(url.pathname)) {
-      const id = decodeURIComponent(url.pathname.split('/')[2]!);
+    if (req.method === 'POST' && /^\/workers\/[^/]+\/role$/.test(rawPath)) {
+      const id = decodeURIComponent(rawPath.split('/')[2]!);
       const body = JSON.parse((await readBody(req)) || '{}') as { role?: unknown; spec_ref?: unknown };
       if (typeof body?.role !== 'string' || body.role.length > 256) throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', 'role must be a string of at most 256 characters');
       if (body.spec_ref !== undefined && (typeof body.spec_ref !== 'string' || body.spec_ref.length > 4096)) throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', 'spec_ref must be a string of at most 4096 characters');

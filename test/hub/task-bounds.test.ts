@@ -1,4 +1,5 @@
 import t from 'tap';
+import http from 'node:http';
 import { ControlServer } from '../../hub/index.js';
 import { quiet, startHub, startPool, waitTasks, waitWorkers } from '../helpers/inproc.js';
 
@@ -80,4 +81,26 @@ t.test('a task nested 200,000 deep anywhere, and a malformed URL, are 400s namin
   const url = await fetch(`http://127.0.0.1:${controlPort}/tasks/%E0%A4%A`);
   t.equal(url.status, 400, 'a malformed percent-encoding is a 400');
   t.equal(((await url.json()) as { code: string }).code, 'SWARM_ERR_BAD_PAYLOAD');
+});
+
+t.test('tasks with ids a URL takes for path steps (".", "..") are found by GET /tasks/<id>, as sent or percent-encoded', async (t) => {
+  const { controlPort, post, stop } = await control();
+  t.teardown(stop);
+  const ids = ['.', '..', '...', '%2E%2E'];
+  const r = await post({ tasks: ids.map((id) => ({ id, prompt: `p ${id}` })) });
+  t.equal(r.status, 202, 'accepted');
+  // Raw paths (fetch would resolve "/tasks/.." to "/" before sending, as URL parsing did in the hub).
+  const get = (p: string) => new Promise<{ status: number; body: { id?: string; code?: string } }>((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port: controlPort, path: p }, (res) => {
+      let s = '';
+      res.on('data', (c: Buffer) => (s += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(s) as { id?: string; code?: string } }));
+    }).on('error', reject);
+  });
+  for (const [p, id] of [['/tasks/.', '.'], ['/tasks/..', '..'], ['/tasks/...', '...'], ['/tasks/%2E%2E', '..'], ['/tasks/%252E%252E', '%2E%2E'], ['/tasks/..?x=1', '..']] as const) {
+    const g = await get(p);
+    t.same([g.status, g.body.id], [200, id], `GET ${p}: task ${id} (${JSON.stringify(g.body)})`);
+  }
+  const none = await get('/tasks/nope');
+  t.same([none.status, none.body.code], [404, 'SWARM_ERR_UNKNOWN_TASK'], 'an unknown id is still a 404');
 });
