@@ -1,10 +1,12 @@
 import type { Logger } from 'pino';
 import { SwarmError, Type, type Message, type Payload, type ReplicaEntry } from '../protocol/index.js';
 import { DEFAULT_LEASE_MS } from '../sched/index.js';
-import { chunks, idParts } from './replicate-chunks.js';
+import { idParts } from './replicate-chunks.js';
 import { HolderFeed, type FeedView, TurnShare } from './replicate-feed.js';
 import { OpenKeepers } from './replicate-keepers.js';
-import { Versions, type SyncMark } from './replicate-resume.js';
+import { Versions, type FlushPoint, type SyncMark } from './replicate-resume.js';
+import { Lane, inSlices } from './replicate-lane.js';
+import { buildFlush, keeperChunks, rebuildChanged, type BuiltFlush, type FlushItem } from './replicate-flush.js';
 import { heldByAsync, readBack, type Held } from './replicate-held.js';
 import { IdExchange, IdsMemos } from './replicate-ids.js';
 import type { HaveDigest } from '../protocol/replica-have.js';
@@ -18,6 +20,7 @@ import type { TaskStore } from './store.js';
 import type { StoreEvent } from './store-events.js';
 import { isFinal, type TaskRecord } from './task.js';
 import { differingBuckets } from './handback-digest.js';
+import { keepScanned, PASS_EVERY, type Scanned } from './replicate-pass.js';
 import { Settle } from './settle.js';
 
 /** A replica entry as the workers' gossip layer merges it: the wire type STATE and HANDBACK carry. */
@@ -41,6 +44,8 @@ export interface ReplicatorOptions {
   chunkBytes?: number;
   /** Bound on deltas queued for one slow holder, bytes (JSON length); past it the holder is synced instead. */
   maxBacklog?: number;
+  /** Bound on the one flush let past `maxBacklog`, JSON characters (hub/replicate-feed.ts `FeedOptions.maxOversize`). */
+  maxOversize?: number;
   /** A result's text larger than this is not replicated (the hub journals it anyway). */
   maxText?: number;
   /** A HANDBACK within this long keeps the hub's mode at `reconciling`. */
@@ -66,6 +71,13 @@ export interface ReplicatorOptions {
 
 /** How long the holders' syncs wait for the swarm to be back in star mode, at most (`syncSettled`). */
 const STAR_WAIT_MS = 10_000;
+
+/**
+ * How long one slice of a flush's building holds the loop, at most (about: one look at the time every
+ * few entries). A turn of the hub then carries that, the deltas its feeds send (`TurnShare.deltaMs`)
+ * and a sync's chunk: about 20 ms together on an idle 2-core host.
+ */
+const FLUSH_SLICE_MS = 8;
 
 /** Tasks evicted since this hub started read back to compare a holder's digest, at most (a restart's first passes are far fewer). */
 const MAX_EVICTED_READ_BACK = 50_000;
@@ -151,6 +163,8 @@ export class HubReplicator {
     idsSums: 0,
     /** SYNC_WANT frames taken (as they come, not at an exchange's end). */
     idsAnswers: 0,
+    /** Entries of a flush built again at its hand-off: their task changed while the flush was built over several turns. */
+    rebuilt: 0,
   };
   /** Each holder's per-id comparison under way, and what holders answered (kept past a cut link). */
   private readonly exchanges = new Map<WorkerEntry, IdExchange>();
@@ -162,6 +176,12 @@ export class HubReplicator {
   private readonly digesting = new Set<WorkerEntry>();
   /** What the holders' and keepers' syncs send in one turn of the loop, together. */
   private readonly share = new TurnShare();
+  /** Flushes, evictions and run specs, in order, one after another (a large flush takes several turns). */
+  private readonly lane = new Lane((err) => this.log.warn({ err }, 'replication step failed'));
+  /** A flush waiting in the lane behind another (`flush`): a call meanwhile joins it. */
+  private flushWaiting?: Promise<void>;
+  private flushToken?: object;
+  private closed = false;
 
   constructor(
     private readonly store: () => TaskStore,
@@ -174,7 +194,7 @@ export class HubReplicator {
     this.signer = new EntrySigner(opts.token);
     this.settle = new Settle(() => this.syncSettled(), opts.settleMs, opts.settleMaxMs);
     this.keepers = new OpenKeepers({
-      store, max: opts.keepers, entry: (r, withSpec) => this.entry(r, withSpec), chunkBytes: opts.chunkBytes ?? 256 * 1024, maxBacklog: opts.maxBacklog ?? 4 * 1024 * 1024, share: this.share,
+      store, max: opts.keepers, entry: (r, withSpec) => this.entry(r, withSpec), chunkBytes: opts.chunkBytes ?? 256 * 1024, maxBacklog: opts.maxBacklog ?? 4 * 1024 * 1024, maxOversize: opts.maxOversize, share: this.share,
       log: log.child({ part: 'keepers' }), settleMs: opts.settleMs, settleMaxMs: opts.settleMaxMs,
     });
   }
@@ -209,6 +229,7 @@ export class HubReplicator {
   }
 
   stop(): void {
+    this.closed = true;
     if (this.fullTimer) clearInterval(this.fullTimer);
     if (this.batchTimer) clearTimeout(this.batchTimer);
     clearTimeout(this.starWaitTimer);
@@ -274,8 +295,9 @@ export class HubReplicator {
   private elect(): void {
     const next = electHolders([...this.peers.values()].map((p) => p.w), this.opts.holders ?? 3);
     const before = new Set(this.holding);
-    // Pending deltas go out to the old holders first, so a new holder's full sync is not older than them.
-    this.flush();
+    // Pending deltas go out to the holders first (queued behind a flush being built, to those holding
+    // when it is handed over), so a new holder's full sync is not older than them.
+    void this.flush();
     this.holding = next;
     for (const w of before) if (!next.includes(w)) { this.feeds.get(w)?.stop(); this.feeds.delete(w); this.syncDue.delete(w); this.exchanges.get(w)?.abort(); }
     // A member not a holder sheds its copy once the swarm is in star mode: what it reported holding no longer stands.
@@ -287,7 +309,7 @@ export class HubReplicator {
 
 
   /** What a holder at mark `m` lacks, as a resumed sync sends it; undefined if only the whole state will do. */
-  private lacking(m: SyncMark | undefined, end = Infinity, w?: WorkerEntry): { records: Iterable<TaskRecord>; upTo: number; bare: (r: TaskRecord) => boolean } | undefined {
+  private lacking(m: SyncMark | undefined, end = Infinity, w?: WorkerEntry): { records: Iterable<Scanned>; upTo: number; bare: (r: TaskRecord) => boolean } | undefined {
     if (!this.versions.canResume(m)) return undefined;
     const q = this.store().queue;
     const { records, bare, scanned } = this.versions.resume(m, () => q.all(), end, (id) => q.get(id));
@@ -308,7 +330,7 @@ export class HubReplicator {
         drained: () => conn.drained(),
         get isClosed() { return conn.isClosed; },
       }, (r, withSpec) => this.entry(r, withSpec), () => this.whole(w), {
-        chunkBytes: this.opts.chunkBytes ?? 256 * 1024, maxBacklog: this.opts.maxBacklog ?? 4 * 1024 * 1024, share: this.share, log: this.log.child({ holder: w.id }),
+        chunkBytes: this.opts.chunkBytes ?? 256 * 1024, maxBacklog: this.opts.maxBacklog ?? 4 * 1024 * 1024, maxOversize: this.opts.maxOversize, share: this.share, log: this.log.child({ holder: w.id }),
         seqOf: (id) => this.store().queue.get(id)?.seq, nextSeq: () => this.store().queue.nextSeq,
       }, (seq, end) => this.versions.mark(seq, end), (m, end) => {
         const r = m && this.lacking(m, end, w);
@@ -387,35 +409,65 @@ export class HubReplicator {
   }
 
   /**
-   * Send the pending deltas now. The hub calls it after accepting tasks, so their specs are on the
-   * wire before the submitter hears "accepted": a hub that dies right after cannot strand them.
+   * Send the pending deltas now. The hub calls it after accepting tasks, and the submitter hears
+   * "accepted" once it resolves: their specs are on the wire by then, so a hub that dies right after
+   * cannot strand them. Resolves once the deltas are queued to every holder's and keeper's feed.
+   *
+   * A flush is built (entries signed and encoded, cut into chunks) a slice of `FLUSH_SLICE_MS` a turn
+   * of the loop, then handed to the feeds in one step, in order behind the flushes and evictions
+   * before it (`lane`): one submit of 10,000 tasks held the hub's loop 0.1-1.1 s for it in one turn.
+   * A small one is built and handed over at once, in the caller's turn, as before.
    */
-  flush(): void {
+  flush(): Promise<void> {
     if (this.batchTimer) clearTimeout(this.batchTimer);
     this.batchTimer = undefined;
+    // A flush waiting behind another takes whatever is pending when it starts: one more call joins it.
+    if (this.flushWaiting) return this.flushWaiting;
+    const me = {};
+    this.flushToken = me;
+    const p = this.lane.run(() => {
+      if (this.flushToken === me) { this.flushToken = undefined; this.flushWaiting = undefined; }
+      return this.flushStep();
+    });
+    if (this.flushToken === me) this.flushWaiting = p;
+    return p;
+  }
+
+  /** Build the pending deltas (in slices of the loop's turns if there are many) and hand them to the feeds. */
+  private flushStep(): void | Promise<void> {
+    if (!this.pending.size || this.closed) return;
+    const v = this.versions;
     // In the order of their last change: a chunk then brings the holder every change up to its last
     // entry's version (below), so a holder behind in the middle of a large flush resumes from there.
-    const v = this.versions;
-    const recs = [...this.pending.values()].sort((a, b) => v.versionOf(a.rec.id) - v.versionOf(b.rec.id));
-    const entries = recs.map((p) => this.entry(p.rec, p.spec));
+    const items: FlushItem[] = [...this.pending.values()].map((p) => ({ rec: p.rec, spec: p.spec, ver: v.versionOf(p.rec.id) })).sort((a, b) => a.ver - b.ver);
     this.pending = new Map();
-    if (!entries.length) return;
-    this.stats.deltas += entries.length;
-    // Encoded once for every holder and keeper; each one's feed sends them as its socket drains.
-    const texts = this.keepers.size ? entries.map((e) => JSON.stringify(e)) : undefined;
+    // What the flush vouches for is fixed now: changes while it is built are pending for the next one.
+    const point = v.flushPoint(), before = v.mark().ver;
+    const entry = (r: TaskRecord, withSpec: boolean) => this.entry(r, withSpec);
+    return inSlices(buildFlush(items, entry, this.opts.chunkBytes ?? 256 * 1024, this.log, this.keepers.size > 0), FLUSH_SLICE_MS, (built) => this.handOff(items, built, point, before));
+  }
+
+  /** A flush built: its chunks to every holder's feed, its open tasks to the keepers', in one turn. */
+  private handOff(items: readonly FlushItem[], built: BuiltFlush, point: FlushPoint, before: number): void {
+    if (this.closed) return;
+    const v = this.versions;
+    this.stats.rebuilt += rebuildChanged(items, built, (it) => v.versionOf(it.rec.id) !== it.ver, (r, withSpec) => this.entry(r, withSpec), this.log);
     // A holder has every change of this flush once its last chunk reached it. One before it brings the
-    // holder every change up to its last entry's version: every task changed by then is in it or in a
-    // chunk before (their order), each as it is now. (Marked with the flush's version, a first chunk
-    // vouched for the rest; with the version before the flush, a holder behind in the middle of a
-    // 32 MB submit resumed with all of it again.) And the flush counts as queued to every holder (what
-    // a sync chunk's mark says) only once all of it is: a feed sends a sync chunk between two of them.
-    const before = v.mark().ver, after = v.now;
-    const cs = chunks(entries, this.opts.chunkBytes ?? 256 * 1024, this.log, texts);
-    cs.forEach((c, i) => { const last = c.entries.at(-1); c.ver = i === cs.length - 1 ? after : Math.max(before, last ? v.versionOf(last.id) : 0); });
+    // holder every change up to its last entry's version when the flush began: every task changed by
+    // then is in it or in a chunk before (their order), each as it is now. (Marked with the flush's
+    // version, a first chunk vouched for the rest; with the version before the flush, a holder behind
+    // in the middle of a 32 MB submit resumed with all of it again.) And the flush counts as queued to
+    // every holder (what a sync chunk's mark says) only once all of it is: a feed sends a sync chunk
+    // between two of them.
+    const cs = built.chunks.filter((c) => c.chunk.entries.length);
+    cs.forEach((c, i) => { c.chunk.ver = i === cs.length - 1 ? point.ver : Math.max(before, items[c.idx.at(-1)!]!.ver); });
+    this.stats.deltas += items.length;
     // Each feed gets the flush whole: one larger than its bound waits whole, in chunks (HolderFeed.flush).
-    for (const w of this.holding) this.feed(w).flush(cs);
-    this.versions.flushed();
-    if (texts) this.keepers.delta(recs.map((p) => p.rec), entries, texts);
+    const chunksOut = cs.map((c) => c.chunk);
+    for (const w of this.holding) this.feed(w).flush(chunksOut);
+    v.flushed(point);
+    // Encoded once for every holder and keeper; each one's feed sends them as its socket drains.
+    if (built.open) this.keepers.delta(keeperChunks(built), built.open.reduce((n, c) => n + c.chunk.entries.length, 0), built.closed?.length ?? 0);
   }
 
   /**
@@ -424,9 +476,15 @@ export class HubReplicator {
    * own results and what gossip mode gave them, and get the ids at once (encoded once for all).
    */
   private evicted(ids: readonly string[]): void {
-    if (this.holding.length) this.flush();
+    // Behind the deltas before them (a flush still being built among them): the holders' copy of
+    // these tasks is final before it goes.
+    if (this.holding.length) void this.flush();
+    void this.lane.run(() => this.evictNow(ids));
+  }
+
+  private evictNow(ids: readonly string[]): void {
     this.versions.evicted(ids);
-    if (!this.active) return;
+    if (!this.active || this.closed) return;
     for (const part of idParts(ids)) {
       const json = JSON.stringify({ full: false, entries: [], evicted: part });
       for (const w of this.holding) this.feed(w).evict(part, json);
@@ -475,16 +533,16 @@ export class HubReplicator {
     }
     if (ended) this.runs.delete(run); else this.runs.set(run, spec);
     if (!this.active) return;
-    this.flush();
+    void this.flush();
     const runs = [ended ? { run, ended: true } : { run, spec }];
-    for (const w of this.holding) w.conn.send(Type.STATE, { full: false, entries: [], runs });
+    void this.lane.run(() => { for (const w of this.holding) w.conn.send(Type.STATE, { full: false, entries: [], runs }); });
   }
 
   /**
    * The whole state as holder `w` lacks it: a mark this hub cannot resume from (another hub's: it
    * restarted) came with what the holder holds of the finished tasks, which stays out.
    */
-  private whole(w: WorkerEntry): Iterable<TaskRecord> {
+  private whole(w: WorkerEntry): Iterable<Scanned> {
     const held = this.heldOf(w);
     if (!held) return this.store().queue.all();
     this.stats.haveSyncs++;
@@ -569,9 +627,9 @@ export class HubReplicator {
     evictTo(this.feed(w), gone);
   }
 
-  /** `records` without those `held` says the holder has (counted in `haveHeld`), lazily. */
-  private *omit(records: Iterable<TaskRecord>, held: (r: TaskRecord) => boolean): Iterable<TaskRecord> {
-    for (const r of records) { if (held(r)) this.stats.haveHeld++; else { this.stats.haveSent++; yield r; } }
+  /** `records` without those `held` says the holder has (counted in `haveHeld`), lazily (hub/replicate-pass.ts). */
+  private omit(records: Iterable<Scanned>, held: (r: TaskRecord) => boolean): Iterable<Scanned> {
+    return keepScanned(records, (r) => { if (held(r)) { this.stats.haveHeld++; return false; } this.stats.haveSent++; return true; });
   }
 
   /** The periodic repair: the next window of at most `fullSyncEntries` tasks, wrapping around. */
@@ -696,8 +754,11 @@ function gapOf(m: SyncMark, store: TaskStore): { after: number; before: number }
   return before > after ? { after, before } : undefined;
 }
 
-/** The records after the first `n` (the repair window's start), lazily. */
-function* skip<T>(it: Iterable<T>, n: number): Iterable<T> {
+/** The records after the first `n` (the repair window's start), lazily, a marker every `PASS_EVERY` skipped (hub/replicate-pass.ts). */
+function* skip(it: Iterable<TaskRecord>, n: number): Iterable<Scanned> {
   let i = 0;
-  for (const x of it) if (i++ >= n) yield x;
+  for (const x of it) {
+    if (i++ >= n) yield x;
+    else if (i % PASS_EVERY === 0) yield { pass: x.seq };
+  }
 }

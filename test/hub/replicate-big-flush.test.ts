@@ -120,3 +120,44 @@ t.test('a holder that stops reading in the middle of a large flush resumes from 
   t.equal(hub.metrics.duplicateResults, 0, 'duplicated 0');
   t.equal(done.filter((id) => replica()?.get(id)?.result?.text !== `echo: ${pad} ${id}`).length, 0, 'changed 0: the copy holds each result as recorded');
 });
+
+t.test('a flush past its own bound (maxOversize) does not wait whole: the holder is synced from its mark, a chunk at a time', async (t) => {
+  // 2 MiB outbound: the bound on a holder's queued deltas is 512 KiB; the one flush let past it, 2 MiB here.
+  const maxOutbound = 2 << 20;
+  const { hub, addr, stop } = await startHub({ maxOutbound, deadAfterMs: 300_000 });
+  (hub.failover as unknown as { opts: { maxOversize?: number } }).opts.maxOversize = 2 << 20;
+  const pool = new WorkerPool({ ids: ['bo-w1'], driver: { name: 'echo', options: {} }, slots: 2, locate: async () => addr, failover: { host: '127.0.0.1', port: 0 } }, quiet);
+  const running = pool.run();
+  t.teardown(async () => { await pool.stop('test over'); await running; await stop(); });
+  t.ok(await waitWorkers(hub, 1), 'the holder joined');
+  const replica = () => pool.agents[0]?.failover?.node.replica;
+  const all = () => [...hub.store.queue.all()].map((r) => r.id);
+  const agree = () => { const r = replica(); return !!r && all().every((id) => r.state(id) === hub.store.queue.get(id)?.state); };
+  const feed = () => hub.failover.feedViews()[0];
+  t.ok(await until(() => !!feed() && !feed()!.syncing, 60_000), 'its first sync ended');
+  clearInterval((hub.failover as unknown as { fullTimer?: NodeJS.Timeout }).fullTimer);
+  const f0 = feed()!;
+
+  // 2,700 tasks of 2 KB in one submit: a 5.5 MB flush, past the 2 MiB it may take whole.
+  const big = Array.from({ length: 2700 }, (_, i) => `bo-${i}`);
+  await hub.submit(big.map((id) => ({ id, prompt: `${pad} ${id}`, role: 'x' })));
+  const f1 = feed()!;
+  t.equal(f1.oversize - f0.oversize, 0, 'it did not wait whole past the bound (before: it did, whatever its size)');
+  t.equal(f1.overflows - f0.overflows, 1, 'the holder fell behind once instead');
+  t.equal(hub.failover.stats.behindResumed, 1, 'and was synced from its mark, not from zero');
+  t.ok(await until(agree, 60_000), 'its copy equals the hub\'s');
+  t.ok(feed()!.synced - f0.synced >= big.length, `the sync sent the flush's tasks (${feed()!.synced - f0.synced} entries)`);
+  t.equal(big.filter((id) => !replica()?.get(id)?.spec).length, 0, 'every task reached the holder with its spec');
+  let ran = 0;
+  for (const t0 = Date.now(); ran < big.length && Date.now() - t0 < 60_000;) {
+    const n = (await finishAsGhost(hub, 500)).length;
+    if (!n) break;
+    ran += n;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  t.ok(await until(agree, 60_000), 'after they ran, the holder\'s copy equals the hub\'s');
+  const done = big.filter((id) => hub.store.queue.get(id)?.state === 'done');
+  t.equal(done.length, big.length, 'lost 0: every task is recorded done');
+  t.equal(hub.metrics.duplicateResults, 0, 'duplicated 0');
+  t.equal(done.filter((id) => replica()?.get(id)?.result?.text !== `echo: ${pad} ${id}`).length, 0, 'changed 0: the copy holds each result as recorded');
+});
