@@ -14,6 +14,9 @@ import { until } from '../helpers/wait.js';
 const stateOf = (pid: number): string | undefined => {
   try { const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8'); return s[s.lastIndexOf(')') + 2]; } catch { return undefined; }
 };
+const commOf = (pid: number): string | undefined => {
+  try { return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim(); } catch { return undefined; }
+};
 const aliveSays = (pid: number) => execFileSync('/bin/sh', ['-c', `${ALIVE_FN}\nalive ${pid} && echo alive || echo dead`], { encoding: 'utf8' }).trim();
 
 /** Lines `name pid` from a child's stdout, by name. */
@@ -30,8 +33,11 @@ function pidsFrom(child: ReturnType<typeof spawn>, names: string[]): Promise<Rec
 }
 
 t.test('alive: a running process is alive; a zombie and a gone pid are dead', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
-  // `sleep 0` exits at once and its parent, exec'd into `sleep 30`, never reaps it.
-  const parent = spawn('/bin/sh', ['-c', 'sleep 0 & echo "zombie $!"; exec sleep 30'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  // The child exits once its parent has exec'd into `sleep 30`, which never reaps it. Not before: a
+  // child that ends while the shell still runs is reaped by the shell (dash waits on SIGCHLD), and
+  // under load `sleep 0 &` did end first: no zombie ever appeared. Bounded: 3000 looks, 30 s at least.
+  const child = `i=0; while [ $i -lt 3000 ] && read c < /proc/$p/comm && [ "$c" != sleep ]; do i=$((i+1)); sleep 0.01; done`;
+  const parent = spawn('/bin/sh', ['-c', `p=$$; (${child}) & echo "zombie $!"; exec sleep 30`], { stdio: ['ignore', 'pipe', 'inherit'] });
   t.teardown(() => { parent.kill('SIGKILL'); });
   const { zombie } = await pidsFrom(parent, ['zombie']);
   t.ok(await until(() => stateOf(zombie!) === 'Z', 10_000, 20), 'the child is a zombie');
@@ -50,6 +56,8 @@ t.test('when the program exits as a zombie, the watchdog kills the rest of its g
   const pids = await pidsFrom(parent, ['program', 'grandchild']);
   t.teardown(() => { parent.kill('SIGKILL'); try { process.kill(pids.grandchild!, 'SIGKILL'); } catch { /* gone */ } });
   t.ok(alive(pids.program!) && alive(pids.grandchild!), 'the program and its child run');
+  // The parent shell reaps a child that ends before it has exec'd into `sleep 30` (see above).
+  t.ok(await until(() => commOf(parent.pid!) === 'sleep', 10_000, 20), 'the parent no longer reaps its children');
   // Our side of the pipe closes, as when we die.
   const at = Date.now();
   (parent.stdio[3] as NodeJS.WritableStream).end();
