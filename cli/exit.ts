@@ -61,9 +61,13 @@ export function hintFor(code: ErrorCode, cmd = commandName()): string {
  * with --json), and exit with its documented code.
  */
 export function fail(err: unknown, json = false, opts: { exit?: number; hint?: string } = {}): never {
+  const errno = (err as NodeJS.ErrnoException | undefined)?.code;
+  // No space for a write no one named: a full disk, not a bug or a permission.
+  if (!(err instanceof SwarmError) && (errno === 'ENOSPC' || errno === 'EDQUOT')) {
+    err = new SwarmError('SWARM_ERR_DISK_FULL', `no space left on the disk (${(err as Error).message})`, { cause: err });
+  }
   const code = err instanceof SwarmError ? err.code : 'SWARM_ERR_INTERNAL';
   const msg = err instanceof Error ? err.message : String(err);
-  const errno = (err as NodeJS.ErrnoException | undefined)?.code;
   // A failed system call (a missing file, a refused permission) is the user's to fix, not a bug.
   const hint = opts.hint ?? (!(err instanceof SwarmError) && typeof errno === 'string' && /^E[A-Z]+$/.test(errno)
     ? `a file, folder or address could not be used (${errno}): check the path and its permissions`

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { SwarmError } from '../protocol/errors.js';
+import { diskFull } from '../protocol/atomic-file.js';
 import { accessDenied, stateAccess } from './state.js';
 
 /** A held state-directory lock; `release` gives it up (a process that dies gives it up too). */
@@ -57,8 +58,12 @@ function lockId(dir: string): string {
     // directory (`swarm down` right after `swarm up`) may have linked it since, whole.
     if (text !== undefined) throw damagedLockId(file, 'it holds no lock id');
     const tmp = `${file}.${process.pid}.${crypto.randomBytes(4).toString('hex')}`;
-    fs.writeFileSync(tmp, crypto.randomBytes(16).toString('hex') + '\n', { mode: 0o600 });
-    try { fs.linkSync(tmp, file); } catch (e) { if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e; } finally { fs.rmSync(tmp, { force: true }); }
+    try {
+      fs.writeFileSync(tmp, crypto.randomBytes(16).toString('hex') + '\n', { mode: 0o600 });
+      fs.linkSync(tmp, file);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw diskFull(file, e) ?? e;
+    } finally { fs.rmSync(tmp, { force: true }); }
   }
   throw new SwarmError('SWARM_ERR_INTERNAL', `cannot read ${file}`);
 }
@@ -119,7 +124,14 @@ export async function lockHeld(dir: string): Promise<boolean> {
  */
 export async function lockStopping(dir: string): Promise<StateLock | 'held' | undefined> {
   if (process.platform !== 'linux') return undefined;
-  return await listenOn(lockName(lockId(dir), dir, 'down')) ?? 'held';
+  let id: string;
+  try { id = lockId(dir); } catch (e) {
+    // No lock id and no room to make one (a full disk): no hub holds this directory (a hub makes the
+    // id first) and none can start here, so there is nothing to hold off; `down` goes on without.
+    if (e instanceof SwarmError && e.code === 'SWARM_ERR_DISK_FULL' && existingLockId(dir) === undefined) return undefined;
+    throw e;
+  }
+  return await listenOn(lockName(id, dir, 'down')) ?? 'held';
 }
 
 /** Whether a `swarm down` is stopping the directory's swarm now (read only: makes no lock id). */

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomId } from '../protocol/ids.js';
 import { SwarmError } from '../protocol/errors.js';
+import { writeFileAtomic } from '../protocol/atomic-file.js';
 
 /** What a running hub writes to `<state-dir>/hub.json` so the CLI and workers can find it. */
 export interface HubFile {
@@ -91,9 +92,7 @@ export function checkStateWritable(dir: string): void {
 /** Written atomically, readable by this user only (it may hold the token). */
 export function writeHubFile(dir: string, hub: HubFile): void {
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const tmp = `${hubFilePath(dir)}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, JSON.stringify(hub, null, 2), { mode: 0o600 });
-  fs.renameSync(tmp, hubFilePath(dir));
+  writeFileAtomic(hubFilePath(dir), JSON.stringify(hub, null, 2));
 }
 
 export function removeHubFile(dir: string, pid: number): void {
@@ -135,9 +134,7 @@ export function swarmToken(dir: string, given?: string): string {
   const old = readHubFile(dir)?.token;
   const token = old ? checkToken(old, `the token in ${path.join(dir, 'hub.json')}`) : newToken();
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const tmp = `${tokenPath(dir)}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, token + '\n', { mode: 0o600 });
-  fs.renameSync(tmp, tokenPath(dir));
+  writeFileAtomic(tokenPath(dir), token + '\n');
   return token;
 }
 

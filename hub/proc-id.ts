@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { pidFromNamespace, pidNamespace, procStart } from '../protocol/proc-stat.js';
+import { writeFileAtomic } from '../protocol/atomic-file.js';
 
 /**
  * What names a process beyond its pid. Pids are reused: a pid file left by a swarm that died can
@@ -72,9 +73,7 @@ export function writePidFile(file: string, pid: number, cmd: string[], start = p
   // Our children share our pid namespace: the pid is one of it.
   const pidns = pidNamespace();
   const rec: ProcId = { pid, start, cmd: cmd.join(' '), ...(pidns ? { pidns } : {}) };
-  const tmp = `${file}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, JSON.stringify(rec) + '\n', { mode: 0o600 });
-  fs.renameSync(tmp, file);
+  writeFileAtomic(file, JSON.stringify(rec) + '\n');
 }
 
 /** A pid file: this format (JSON) or an older one (the pid alone, no start time). */

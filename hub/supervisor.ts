@@ -178,12 +178,13 @@ export class Supervisor {
   private spawn(slot: Slot): void {
     const { file, args, env } = this.opts.command(slot.ids);
     let out: number | 'ignore' = 'ignore';
-    if (this.opts.stateDir) {
-      fs.mkdirSync(path.join(this.opts.stateDir, 'logs'), { recursive: true });
-      out = fs.openSync(path.join(this.opts.stateDir, 'logs', `${slot.ids[0]}.log`), 'a');
-    }
     let child: ChildProcess;
     try {
+      // Its log file too: one that cannot be made (a full disk) is a start that failed, not the hub's end.
+      if (this.opts.stateDir) {
+        fs.mkdirSync(path.join(this.opts.stateDir, 'logs'), { recursive: true });
+        out = fs.openSync(path.join(this.opts.stateDir, 'logs', `${slot.ids[0]}.log`), 'a');
+      }
       child = startProcess(file, args, { stdio: ['ignore', out, out], env });
     } catch (err) {
       // Thrown, not emitted (E2BIG: arguments or environment past the kernel's bound): a supervisor
@@ -197,10 +198,19 @@ export class Supervisor {
     slot.pid = child.pid;
     slot.lastStart = Date.now();
     if (child.pid && this.opts.nice) this.lower(child.pid);
-    if (child.pid) { this.ours.add(child.pid); for (const id of slot.ids) this.writePid(id, child.pid, [file, ...args]); }
     child.once('exit', (code, signal) => {
       if (slot.child === child) { slot.child = undefined; this.exited(slot, `exit code ${code} signal ${signal}`); }
     });
+    if (child.pid) {
+      this.ours.add(child.pid);
+      try { for (const id of slot.ids) this.writePid(id, child.pid, [file, ...args]); } catch (err) {
+        // `swarm down` finds the swarm's processes by their pid files: one it cannot record would
+        // outlive it. Stopped at once (its exit respawns it later, with backoff); thrown on, this
+        // ended the hub at start (the process left running) or, on a respawn, crashed it.
+        this.log.error({ workers: slot.ids, pid: child.pid, err: (err as Error).message }, 'cannot record the worker process in its pid file; stopping it and trying again later');
+        killGroup(child.pid, 'SIGKILL');
+      }
+    }
     child.once('error', (err) => this.log.error({ workers: slot.ids, err }, 'worker spawn failed'));
   }
 

@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { every } from '../protocol/index.js';
 import { pidNamespace, procStart } from '../protocol/proc-stat.js';
+import { writeFileAtomic } from '../protocol/atomic-file.js';
 import type { Agent } from './agent.js';
 import type { Lease, Replica } from './gossip/replica.js';
 
@@ -142,10 +143,9 @@ export class FailoverStatusWriter {
     const snap = this.snapshot();
     const body = JSON.stringify(snap.agents);
     if (!force && body === this.last && snap.at - this.lastAt < this.refreshMs) return;
-    const tmp = `${this.file}.tmp`;
     try {
-      fs.writeFileSync(tmp, JSON.stringify(snap));
-      fs.renameSync(tmp, this.file);
+      // Whole or not at all; a failed write (a full disk) leaves no temporary file behind.
+      writeFileAtomic(this.file, JSON.stringify(snap), 0o666);
       this.last = body;
       this.lastAt = snap.at;
     } catch (err) { this.log.warn({ err }, 'writing failover status failed'); }

@@ -14,6 +14,7 @@ import { logPath, readHubFile, stateDir, type HubFile } from '../state.js';
 import { hubNodeArgs } from '../node-args.js';
 import { markStarting } from '../starting.js';
 import { AWAIT_DOWN_MS, awaitStopped } from '../stopping.js';
+import { MIN_FREE_BYTES, fullDisk, refuseFullDisk, spaceLeft } from '../disk-space.js';
 import { stoppingHeld } from '../state-lock.js';
 import { archiveMaxArg, hubConfigFrom, hubOptions, hubToken, retainArg, type HubCliOptions } from './hub.js';
 import { PROCS_HELP, parseProcs, supervisedProcesses, type Procs } from '../procs.js';
@@ -54,6 +55,7 @@ export function registerUp(program: Command): void {
     .addHelpText('after', driverOptionsHelp())
     .action(async (o: UpOptions) => {
       try {
+        refuseFullDisk(stateDir(o.stateDir));
         await startTurn(stateDir(o.stateDir));
         // Once, here: workers get the resulting path and never make or download a model themselves.
         const model = await chooseModel(o.driver, o.model, { quiet: o.json });
@@ -195,6 +197,9 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
     // A hub that refused to start (port taken, bad config) said why as `swarm: CODE: message`: that is the error.
     const own = exited ? hubError(tail) : undefined;
     if (own) throw own;
+    // A hub on a disk that filled as it started cannot write its files, nor say why (its log is on that disk too).
+    const free = spaceLeft(dir);
+    if (free !== undefined && free < MIN_FREE_BYTES) throw fullDisk(dir, free, `${exited ?? `only ${count}/${o.agents} workers ready after ${o.readyTimeout} ms`}: the hub could not write its files (its workers' pid files, its log)`);
     if (stopped) throw new SwarmError('SWARM_ERR_SHUTDOWN', `the swarm was stopped while it started (\`swarm down\` or a signal to the hub); nothing of it runs${tail ? `\n${tail}` : ''}`);
     throw new SwarmError(exited ? 'SWARM_ERR_INTERNAL' : 'SWARM_ERR_TIMEOUT', `${exited ?? `only ${count}/${o.agents} workers ready after ${o.readyTimeout} ms`}${tail ? `\n${tail}` : ''}`);
   }
