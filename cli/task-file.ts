@@ -10,6 +10,13 @@ export const BATCH = 5000;
 /** Bytes of tasks in one upload, well under the hub's 64 MiB body limit (300 KB prompts came to 90 MB in one batch). */
 export const BATCH_BYTES = 16 * 1024 * 1024;
 
+/**
+ * The longest line read: past it nothing could be accepted (the hub takes bodies up to 64 MiB and a
+ * task up to its --max-line, at most 8 MiB). Unbounded, a file with no line break (a model file given
+ * by mistake, /dev/zero) was held whole: 2.2 GB after 20 s, until the process died.
+ */
+export const MAX_LINE_BYTES = 64 * 1024 * 1024;
+
 /** One upload's tasks and the lines of the file they came from (1-based, inclusive). */
 export interface Slice { tasks: TaskInput[]; firstLine: number; lastLine: number; /** Bytes of the file through lastLine. */ bytesRead: number }
 
@@ -35,7 +42,7 @@ export async function* taskSlices(file: string, prepare: (t: TaskInput, index: n
   let cur: TaskInput[] = [];
   let bytes = 0, lineNo = 0, firstLine = 1, index = 0, read = 0;
   try {
-    for await (const line of linesOf(input)) {
+    for await (const line of linesOf(input, file)) {
       lineNo++;
       const before = read;
       read += Buffer.byteLength(line) + 1;
@@ -51,6 +58,13 @@ export async function* taskSlices(file: string, prepare: (t: TaskInput, index: n
       bytes += n;
     }
     if (cur.length) yield { tasks: cur, firstLine, lastLine: lineNo, bytesRead: read };
+  } catch (err) {
+    // The file itself (missing, a folder, unreadable) is a usage error naming it, not a bug.
+    const code = (err as NodeJS.ErrnoException).code;
+    if (!(err instanceof SwarmError) && typeof code === 'string' && /^E[A-Z]+$/.test(code)) {
+      throw new SwarmError('SWARM_ERR_CONFIG', `--file ${file}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'a directory, not a file of tasks' : code === 'EACCES' ? 'permission denied' : (err as Error).message}`, { cause: err });
+    }
+    throw err;
   } finally {
     if (file !== '-') input.destroy();
   }
@@ -60,20 +74,28 @@ export async function* taskSlices(file: string, prepare: (t: TaskInput, index: n
  * The lines of a stream, read as they are consumed: the stream's own iterator pauses it while a slice
  * is sent (readline's reads ahead, and held most of a 1 GB file in memory while the uploads ran).
  */
-async function* linesOf(input: Readable): AsyncGenerator<string> {
+async function* linesOf(input: Readable, file: string): AsyncGenerator<string> {
   const decoder = new StringDecoder('utf8');
   // Pieces of a line that spans chunks, joined once it ends (no repeated copies of a long line).
   let pieces: string[] = [];
+  let held = 0, lines = 0;
   for await (const chunk of input) {
     const s = typeof chunk === 'string' ? chunk : decoder.write(chunk as Buffer);
     let start = 0;
     for (let nl = s.indexOf('\n'); nl >= 0; nl = s.indexOf('\n', start)) {
       pieces.push(s.slice(start, nl));
       yield pieces.join('');
+      lines++;
       pieces = [];
+      held = 0;
       start = nl + 1;
     }
-    if (start < s.length) pieces.push(s.slice(start));
+    if (start < s.length) {
+      pieces.push(s.slice(start));
+      held += s.length - start;
+      // Characters, not bytes (a UTF-8 character is 1-4 bytes): a bound that holds either way.
+      if (held > MAX_LINE_BYTES) throw new SwarmError('SWARM_ERR_TOO_LARGE', `${file}:${lines + 1}: a line longer than ${MAX_LINE_BYTES / 1048576} MiB (no line break): no task can be that large; is it a file of tasks, one per line?`);
+    }
   }
   const last = pieces.join('') + decoder.end();
   if (last) yield last;
