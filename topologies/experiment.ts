@@ -1,7 +1,7 @@
-import fs from 'node:fs';
 import { LineCounter, parseDocument, parse as parseYaml, isMap, isPair, isScalar, isSeq, type Node } from 'yaml';
 import type { z } from 'zod';
 import { SwarmError } from '../protocol/index.js';
+import { readBounded } from '../protocol/read-bounded.js';
 import { ExperimentSchema, type Experiment } from './schema.js';
 import { topology } from './registry.js';
 import { extraRoles, resolveExtraRoles } from './experiment/roles.js';
@@ -30,10 +30,13 @@ export interface ParseOptions {
   set?: string[];
 }
 
+/** An experiment file is text a person writes: far under this (a device or a model file given by mistake is refused). */
+const MAX_EXPERIMENT_BYTES = 16 * 1024 * 1024;
+
 /** Read and validate an experiment file (YAML or JSON). Throws ExperimentError. */
 export function loadExperiment(file: string, opts: Omit<ParseOptions, 'source'> = {}): Experiment {
   let text: string;
-  try { text = fs.readFileSync(file, 'utf8'); } catch (err) {
+  try { text = readBounded(file, MAX_EXPERIMENT_BYTES); } catch (err) {
     throw new SwarmError('SWARM_ERR_CONFIG', `cannot read experiment ${file}: ${(err as Error).message}`);
   }
   return parseExperiment(text, { ...opts, source: file });

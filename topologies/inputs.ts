@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { SwarmError } from '../protocol/index.js';
+import { readBounded } from '../protocol/read-bounded.js';
 import type { Experiment } from './schema.js';
 import type { ResolvedInputs } from './types.js';
 import { loadDataset } from './experiment/dataset.js';
@@ -54,8 +55,11 @@ export function chunk(text: string, size: number): string[] {
   return out;
 }
 
+/** An input file (a prompt, a document to map) is read whole: bounded, so a device or a model file given by mistake is refused. */
+const MAX_INPUT_BYTES = 256 * 1024 * 1024;
+
 function read(file: string): string {
-  try { return fs.readFileSync(file, 'utf8'); } catch (err) {
+  try { return readBounded(file, MAX_INPUT_BYTES); } catch (err) {
     throw new SwarmError('SWARM_ERR_CONFIG', `cannot read input ${file}: ${(err as Error).message}`);
   }
 }

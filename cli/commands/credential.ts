@@ -23,6 +23,8 @@ export function registerCredential(program: Command): void {
         if (!token) throw new SwarmError('SWARM_ERR_NO_SWARM', `no token in ${dir} (start a hub there first, or set SWARM_TOKEN)`);
         if (o.peers) { process.stdout.write((o.json ? JSON.stringify({ peer_secret: peerSecret(token) }) : peerSecret(token)) + '\n'); return; }
         if (!id) throw new SwarmError('SWARM_ERR_CONFIG', 'name the worker id (or --peers)');
+        // A HANDSHAKE's worker_id is 1-128 characters: a credential for a longer id admits nothing.
+        if (id.length > 128) throw new SwarmError('SWARM_ERR_CONFIG', `a worker id has at most 128 characters (this one has ${id.length})`);
         const credential = workerCredential(token, id);
         process.stdout.write((o.json ? JSON.stringify({ id, credential }) : credential) + '\n');
       } catch (err) { fail(err, o.json); }

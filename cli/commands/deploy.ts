@@ -3,6 +3,7 @@ import path from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import { plan, readModelShape, type Plan } from '../../deploy/plan/index.js';
 import { parseHosts, renderDeployment, type DeployHost } from '../../deploy/render/index.js';
+import { SwarmError } from '../../protocol/errors.js';
 import { fail } from '../exit.js';
 import { parseRetain, type RetainOptions } from '../../hub/retention.js';
 import { parseArchiveMax, type ArchiveBound } from '../../hub/archive-bound.js';
@@ -73,7 +74,11 @@ export function registerDeploy(program: Command): void {
         if (fs.existsSync(o.model)) {
           // The batched engine applies to the llama.cpp driver only; any other holds its engine per container.
           const engine = o.driver === 'batched' || o.driver === 'embedded' ? o.engine : 'per-worker';
-          p = plan(await readModelShape(o.model), { agents: o.agents, ctx: o.ctx, ubatch: o.ubatch, cpus: o.cpus, engine: o.driver === 'batched' ? 'batched' : engine, repack: o.repack });
+          // A file that is not a GGUF (a typo, /dev/null) is the user's to fix, said as `swarm plan` says it.
+          const shape = await readModelShape(o.model).catch((err: unknown) => {
+            throw new SwarmError('SWARM_ERR_CONFIG', `cannot read GGUF ${o.model}: ${err instanceof Error ? err.message : String(err)}`);
+          });
+          p = plan(shape, { agents: o.agents, ctx: o.ctx, ubatch: o.ubatch, cpus: o.cpus, engine: o.driver === 'batched' ? 'batched' : engine, repack: o.repack });
         }
         const files = renderDeployment({
           target: o.target, agents: o.agents, model: o.model, image: o.image, driver: o.driver, driverOpts: o.driverOpt, engine: o.engine,

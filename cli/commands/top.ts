@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { DashState, RunRow, WorkerRow } from '../../hub/dashboard/types.js';
+import { SwarmError } from '../../protocol/errors.js';
 import { fail } from '../exit.js';
 import { remoteOptions, remoteTarget, type RemoteOptions } from '../http.js';
 import { follow } from '../events.js';
@@ -86,6 +87,7 @@ async function top(hub: Parameters<typeof follow>[0], once: boolean, json: boole
   let link = 'connecting';
   let lastPlain = '';
   let drawTimer: NodeJS.Timeout | undefined;
+  let unreachable: string | undefined;
   let resolveDone!: () => void;
   const done = new Promise<void>((r) => (resolveDone = r));
   const draw = () => {
@@ -105,7 +107,11 @@ async function top(hub: Parameters<typeof follow>[0], once: boolean, json: boole
     state = s;
     if (once) { out.write(json ? JSON.stringify(s) + '\n' : screen(s, 200, 10_000).join('\n') + '\n'); quit(); return; }
     schedule();
-  }, (up, why) => { link = up ? 'live' : `unreachable (${why ?? '?'}), retrying`; if (!up && !tty && !json) out.write(`hub ${link}\n`); schedule(); });
+  }, (up, why) => {
+    // --once prints the state as it is now: a hub that cannot be reached has none to print (it retried forever).
+    if (!up && once) { unreachable = why ?? '?'; quit(); return; }
+    link = up ? 'live' : `unreachable (${why ?? '?'}), retrying`; if (!up && !tty && !json) out.write(`hub ${link}\n`); schedule();
+  });
   // Without a terminal, the state again every 10 s even when unchanged: a log shows the swarm is
   // still watched, and a reader that left (`swarm top | head -3`) is noticed by the next write.
   const ticker = tty ? setInterval(draw, 1000) : once ? undefined : setInterval(() => { lastPlain = ''; draw(); }, PLAIN_REPEAT_MS);
@@ -129,4 +135,6 @@ async function top(hub: Parameters<typeof follow>[0], once: boolean, json: boole
     if (tty) out.on('resize', draw);
   }
   await done;
+  if (unreachable === 'HTTP 401') throw new SwarmError('SWARM_ERR_AUTH', `the hub at ${hub.control.host}:${hub.control.port} refused the token (HTTP 401)`);
+  if (unreachable !== undefined) throw new SwarmError('SWARM_ERR_NO_SWARM', `the hub at ${hub.control.host}:${hub.control.port} cannot be reached: ${unreachable}`);
 }

@@ -1,5 +1,8 @@
-import fs from 'node:fs';
 import { SwarmError, seededRandom } from '../../protocol/index.js';
+import { readBounded } from '../../protocol/read-bounded.js';
+
+/** A dataset is read whole: bounded, so a device or a model file given by mistake is refused. */
+const MAX_DATASET_BYTES = 512 * 1024 * 1024;
 
 /** One dataset item: its id, the text every role sees as {{input}}, its other fields, the answer wanted. */
 export interface DatasetItem {
@@ -46,7 +49,7 @@ export function parseDataset(text: string, source: string): DatasetItem[] {
 /** Read a dataset file, shuffle it when a seed is given, then keep the first `limit` items. */
 export function loadDataset(file: string, o: { limit?: number; shuffle_seed?: number } = {}): DatasetItem[] {
   let text: string;
-  try { text = fs.readFileSync(file, 'utf8'); } catch (err) {
+  try { text = readBounded(file, MAX_DATASET_BYTES); } catch (err) {
     throw new SwarmError('SWARM_ERR_CONFIG', `cannot read dataset ${file}: ${(err as Error).message}`);
   }
   const items = parseDataset(text, file);
