@@ -3,6 +3,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { SwarmError, isErrorCode } from '../protocol/errors.js';
 import { checkToken, envToken } from './state.js';
+import { pemFile } from './file-option.js';
 
 /**
  * Where a control API is and how to reach it: a local hub's hub.json, or a remote swarm named by
@@ -32,7 +33,8 @@ export function remoteTarget(o: RemoteOptions): ControlTarget | undefined {
   const token = given === undefined ? undefined : checkToken(given, 'the token given (--token, SWARM_TOKEN)');
   const caFile = o.tlsCa ?? process.env.SWARM_TLS_CA;
   let ca: string | undefined;
-  if (caFile) { try { ca = fs.readFileSync(caFile, 'utf8'); } catch (err) { throw new SwarmError('SWARM_ERR_CONFIG', `--tls-ca: ${(err as Error).message}`); } }
+  // Checked as it is read, --tls-ca or SWARM_TLS_CA alike (a device was read until the process died).
+  if (caFile) { try { ca = fs.readFileSync(pemFile(caFile), 'utf8'); } catch (err) { throw new SwarmError('SWARM_ERR_CONFIG', `--tls-ca: ${(err as Error).message}`); } }
   return { control: { host, port: Number(url.port || (tls ? 443 : 80)), tls, ca }, token };
 }
 

@@ -18,6 +18,7 @@ import { ORPHAN_EXIT_MAX_MS } from '../../worker/orphan-bounds.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
 import { PROCS_HELP, parseProcs, type Procs } from '../procs.js';
 import { DEFAULT_ENGINE, engineDriver, parseEngineMode, type EngineMode } from '../shared-engine.js';
+import { pemFile, capsList } from '../file-option.js';
 
 /** Options shared by `swarm hub` and `swarm up`. */
 export function hubOptions(cmd: Command): Command {
@@ -28,9 +29,9 @@ export function hubOptions(cmd: Command): Command {
     .option('--control-host <addr>', 'serve the control API on this address (off loopback: HTTPS with --tls-cert, and --token)', '127.0.0.1')
     .option('--token <secret>', 'shared secret workers must present (env SWARM_TOKEN; default: the state directory\'s, generated on first use and stored 0600 in <state-dir>/token)')
     .option('--insecure-no-auth', 'accept any worker and control client without a token (loopback only; every local user can then read prompts, join as a worker and stop the hub)', false)
-    .option('--tls-cert <file>', 'TLS certificate for worker links')
-    .option('--tls-key <file>', 'TLS private key for worker links')
-    .option('--tls-ca <file>', 'mutual TLS: workers must present a certificate signed by this CA')
+    .option('--tls-cert <file>', 'TLS certificate for worker links', pemFile)
+    .option('--tls-key <file>', 'TLS private key for worker links', pemFile)
+    .option('--tls-ca <file>', 'mutual TLS: workers must present a certificate signed by this CA', pemFile)
     .option('--state-dir <dir>', 'journal, logs, pids and the hub address (env SWARM_STATE_DIR, default ./.swarm)')
     .option('--heartbeat-ms <n>', 'heartbeat interval', int('--heartbeat-ms', 10), 2000)
     .option('--dead-after-ms <n>', 'a worker silent this long is dead', int('--dead-after-ms', 100), 10000)
@@ -119,7 +120,7 @@ export function registerHub(program: Command): void {
     .option('--driver-opt <key=value>', 'driver option for supervised workers (repeatable)', keyValue, {})
     .option('--model <path>', 'model for supervised workers: GGUF file or hf: URI (env SWARM_MODEL; default: the random-weight demo model)')
     .option('--slots <n>', 'tasks in flight per supervised worker', int('--slots', 1, MAX_SLOTS), 1)
-    .option('--caps <list>', 'capabilities of the supervised workers (comma-separated)')
+    .option('--caps <list>', 'capabilities of the supervised workers (comma-separated)', capsList)
     .option('--engine <mode>', 'supervised workers: batched (one llama.cpp engine, a sequence each), per-worker engines, or one shared llama-server', parseEngineMode, DEFAULT_ENGINE)
     .option('--failover', 'supervised workers keep a replica and finish the run by gossip if the hub dies', false)
     .option('--orphan-exit-ms <ms>', `supervised workers: ${ORPHAN_EXIT_HELP}`, int('--orphan-exit-ms', 0, ORPHAN_EXIT_MAX_MS))

@@ -15,6 +15,7 @@ import { printExperiment } from './experiment-print.js';
 import { compareRuns, readRunDir, resolveRunId } from './runs.js';
 import { checkEngine, planPools, routeRoles, startPools, workerCaps, type Pool } from './run-pools.js';
 import { startProcess } from '../../drivers/lifecycle.js';
+import { pemFile } from '../file-option.js';
 
 export interface RunView {
   run: string; state: 'running' | 'done'; experiment: string; topology: string; dir: string;
@@ -46,7 +47,7 @@ export function registerRun(program: Command): void {
     .option('--json', 'print JSON', false)
     .option('--hub-url <url>', 'run on a remote swarm\'s control API, https://host:port (env SWARM_HUB_URL)')
     .option('--token <secret>', 'the remote swarm\'s token (env SWARM_TOKEN)')
-    .option('--tls-ca <file>', 'CA that signed the remote control API\'s certificate (env SWARM_TLS_CA)')
+    .option('--tls-ca <file>', 'CA that signed the remote control API\'s certificate (env SWARM_TLS_CA)', pemFile)
     .action(async (file: string | undefined, o: RunOptions & RemoteOptions) => {
       try {
         const dir = stateDir(o.stateDir);

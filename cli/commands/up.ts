@@ -25,6 +25,7 @@ import { planRefusal } from '../up-plan.js';
 import { DEFAULT_ENGINE, engineDriver, parseEngineMode, type EngineMode } from '../shared-engine.js';
 import { startProcess } from '../../drivers/lifecycle.js';
 import { driverOptionsHelp } from '../../drivers/option-summary.js';
+import { capsList } from '../file-option.js';
 
 interface UpOptions extends HubCliOptions {
   agents: number; procs: Procs; driver: string; driverOpt: Record<string, string>; model?: string; slots: number; engine: EngineMode; failover: boolean; caps?: string; orphanExitMs?: number;
@@ -45,7 +46,7 @@ export function registerUp(program: Command): void {
     .option('--failover', 'hybrid star-gossip (the default): workers keep a replica of the queue and results, and finish the run, topologies included, by gossip if the hub dies', true)
     .option('--no-failover', 'star only: no peer ports, and a run waits for a hub that dies (a little cheaper: see README)')
     .option('--slots <n>', 'tasks in flight per worker', int('--slots', 1, MAX_SLOTS), 1)
-    .option('--caps <list>', 'capabilities of the workers (comma-separated): tasks that ask for caps go only to workers that have them')
+    .option('--caps <list>', 'capabilities of the workers (comma-separated): tasks that ask for caps go only to workers that have them', capsList)
     .option('--orphan-exit-ms <ms>', ORPHAN_EXIT_HELP, int('--orphan-exit-ms', 0, ORPHAN_EXIT_MAX_MS))
     .option('-d, --detach', 'return once ready; the swarm keeps running (stop it with `swarm down`)', false)
     .option('--ready-timeout <ms>', 'give up if the workers are not ready in time', int('--ready-timeout', 1), 120_000)

@@ -15,6 +15,7 @@ import { driverOptionsHelp } from '../../drivers/option-summary.js';
 import { driverOptions } from '../../drivers/options.js';
 import { DRIVER_OPTION_CHECKS } from '#gen/driver-option-checks.js';
 import { ORPHAN_EXIT_DEFAULT_MS, ORPHAN_EXIT_MAX_MS } from '../../worker/orphan-bounds.js';
+import { pemFile, capsList } from '../file-option.js';
 
 /** The arguments `swarm up` passes to the workers it supervises. */
 export function workerArgs(o: { driver: string; driverOpt: Record<string, string>; model?: string; slots: number; failover?: boolean; caps?: string; tlsCert?: string; tlsKey?: string; orphanExitMs?: number; maxLine?: number }): string[] {
@@ -66,17 +67,17 @@ export function registerWorker(program: Command): void {
     .option('--driver-opt <key=value>', 'driver option (repeatable), e.g. latency_ms=50', keyValue, {})
     .option('--model <path>', 'GGUF model file or hf: URI (env SWARM_MODEL; default: the random-weight demo model)')
     .option('--role <role>', 'role this worker takes tasks for')
-    .option('--caps <list>', 'comma-separated capabilities')
+    .option('--caps <list>', 'comma-separated capabilities', capsList)
     .option('--slots <n>', 'tasks in flight at once', int('--slots', 1, MAX_SLOTS), 1)
     .option('--queue <n>', 'tasks held queued beyond the slots; the hub fills them only while tasks are short (under its prefetch bound, 5 ms)', int('--queue', 0, MAX_QUEUE), 8)
     .option('--max-line <bytes>', `longest protocol line to and from the hub; give the hub's --max-line (default ${DEFAULT_MAX_LINE})`, int('--max-line', 1024, MAX_LINE))
     .option('--token <secret>', 'hub token, or this worker\'s own credential (`swarm credential <id>`) (env SWARM_TOKEN, or the state directory)')
     .option('--peer-token <secret>', 'failover: secret of the peer links when --token is a worker credential (env SWARM_PEER_TOKEN; `swarm credential --peers`)')
     .option('--tls', 'connect with TLS')
-    .option('--tls-ca <file>', 'CA certificate that signed the hub certificate')
+    .option('--tls-ca <file>', 'CA certificate that signed the hub certificate', pemFile)
     .option('--tls-pin <sha256>', 'the hub certificate\'s SHA-256 fingerprint (AB:CD:…; `openssl x509 -noout -fingerprint -sha256`); --tls needs this or --tls-ca')
-    .option('--tls-cert <file>', 'this worker\'s certificate, for a hub that asks for one (default: --peer-tls-cert)')
-    .option('--tls-key <file>', 'its key (default: --peer-tls-key)')
+    .option('--tls-cert <file>', 'this worker\'s certificate, for a hub that asks for one (default: --peer-tls-cert)', pemFile)
+    .option('--tls-key <file>', 'its key (default: --peer-tls-key)', pemFile)
     .option('--no-msgpack', 'speak NDJSON only')
     .option('--log-file <file>', 'write logs here instead of stderr')
     .option('--failover', 'hybrid star-gossip failover: each worker opens a peer port and the run goes on if the hub dies', false)
@@ -85,9 +86,9 @@ export function registerWorker(program: Command): void {
     .option('--peer-port <n>', 'first peer port (0 = any free port; with --count K, K ports from here)', int('--peer-port'), 0)
     .option('--peer-ports <list>', 'comma-separated peer ports, one per worker (overrides --peer-port)')
     .option('--peer-advertise <list>', 'comma-separated host:port peers should dial, one per worker (a proxy, a port forward)')
-    .option('--peer-tls-cert <file>', 'failover: TLS certificate for the peer ports (with --peer-tls-key; then every peer must use TLS)')
-    .option('--peer-tls-key <file>', 'failover: TLS key for the peer ports')
-    .option('--peer-tls-ca <file>', 'failover: verify peers\' certificates against this CA (without it, peer links are encrypted, not verified)')
+    .option('--peer-tls-cert <file>', 'failover: TLS certificate for the peer ports (with --peer-tls-key; then every peer must use TLS)', pemFile)
+    .option('--peer-tls-key <file>', 'failover: TLS key for the peer ports', pemFile)
+    .option('--peer-tls-ca <file>', 'failover: verify peers\' certificates against this CA (without it, peer links are encrypted, not verified)', pemFile)
     .option('--restart-killed-ms <ms>', 'start a worker the hub sends KILL again after this long (a supervised process of several)', int('--restart-killed-ms'))
     .option('--host-id <id>', 'failover: the host this worker runs on, as the hub spreads replica holders over hosts (env SWARM_HOST_ID; default: the hostname with its machine, boot and namespace ids)')
     .option('--orphan-exit-ms <ms>', ORPHAN_EXIT_HELP, int('--orphan-exit-ms', 0, ORPHAN_EXIT_MAX_MS))
