@@ -130,6 +130,10 @@ export function registerWorker(program: Command): void {
         const token = o.token ?? envToken() ?? (fixed ? undefined : readHubFile(dir)?.token);
         const base = o.id ?? `w-${os.hostname().split('.')[0]}-${process.pid}`;
         const ids = o.ids ?? (o.count === 1 ? [base] : Array.from({ length: o.count }, (_, i) => `${base}-${i + 1}`));
+        // What a HANDSHAKE carries (PROTOCOL.md): past it the hub refuses it, and the worker retried forever.
+        const longId = ids.find((id) => id.length > MAX_WORKER_ID);
+        if (longId) throw new SwarmError('SWARM_ERR_CONFIG', `a worker id has at most ${MAX_WORKER_ID} characters (${longId.length > 40 ? `${longId.slice(0, 40)}…` : longId} has ${longId.length}${o.count > 1 && !o.ids ? ', with its -N' : ''})`);
+        if (o.role !== undefined && o.role.length > MAX_ROLE) throw new SwarmError('SWARM_ERR_CONFIG', `--role has at most ${MAX_ROLE} characters (this one has ${o.role.length})`);
         const config = workerConfig({ agent: { slots: o.slots, queue: o.queue, ...(o.maxLine !== undefined ? { maxLine: o.maxLine } : {}) }, ...(o.orphanExitMs !== undefined ? { client: { orphanExitMs: o.orphanExitMs } } : {}),
           ...(o.hubLapseMs !== undefined ? { hubMonitor: { lapseMs: o.hubLapseMs } } : {}) });
         const pool = new WorkerPool({
@@ -183,6 +187,10 @@ function idList(v: string): string[] {
   if (new Set(ids).size !== ids.length) throw new InvalidArgumentError(`--ids: an id given twice in "${v}"`);
   return ids;
 }
+
+/** A HANDSHAKE's `worker_id` and `role` (PROTOCOL.md, section 3). */
+const MAX_WORKER_ID = 128;
+const MAX_ROLE = 256;
 
 /** SWARM_CREDENTIALS: a JSON object of worker id to credential, for a process of several workers. */
 function credentials(env: string | undefined): Record<string, string> | undefined {

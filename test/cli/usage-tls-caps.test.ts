@@ -37,3 +37,20 @@ t.test('--tls-cert/--tls-key/--tls-ca that are not small readable files, and --c
   t.equal(ok.code, 0, `64 capabilities: a swarm runs (${ok.stderr.trim()})`);
   t.equal(swarm(['down', '--state-dir', dir], { timeoutMs: 30_000 }).code, 0);
 });
+
+t.test('swarm worker: an id past 128 characters (given, in --ids, or made by --count) and a role past 256 are usage errors; the hub refused them and the worker retried forever', async (t) => {
+  const root = tempDir(t);
+  const long = 'x'.repeat(300);
+  const cases: [string[], RegExp][] = [
+    [['--id', long], /a worker id has at most 128 characters \(x+… has 300\)/],
+    [['--ids', `a,${long}`], /a worker id has at most 128 characters/],
+    [['--id', 'y'.repeat(126), '--count', '12'], /has 129, with its -N/],
+    [['--id', 'ok', '--role', long], /--role has at most 256 characters \(this one has 300\)/],
+  ];
+  for (const [args, says] of cases) {
+    const r = swarm(['worker', '--hub', '127.0.0.1:1', '--driver', 'echo', ...args, '--state-dir', path.join(root, 'w')], { timeoutMs: 20_000 });
+    const what = args.map((a) => (a.length > 40 ? `${a.slice(0, 40)}…` : a)).join(' ');
+    t.equal(r.code, 2, `${what}: exit 2 (${r.stderr.split('\n')[0]!.slice(0, 200)})`);
+    t.match(r.stderr, says, `${what}: says why`);
+  }
+});
