@@ -27,7 +27,15 @@ export interface HubFile {
 
 /** The state directory: `--state-dir`, else SWARM_STATE_DIR, else ./.swarm. */
 export function stateDir(opt?: string): string {
-  return path.resolve(opt ?? process.env.SWARM_STATE_DIR ?? '.swarm');
+  const dir = path.resolve(opt ?? process.env.SWARM_STATE_DIR ?? '.swarm');
+  // A file where the directory goes: `up` failed as a bug (EEXIST at mkdir) and `down` called the
+  // lock id inside it damaged and said to remove that.
+  let st: fs.Stats | undefined;
+  try { st = fs.statSync(dir); } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOTDIR') throw new SwarmError('SWARM_ERR_CONFIG', `the state directory ${dir} cannot be: a part of its path is a file, not a directory`);
+  }
+  if (st && !st.isDirectory()) throw new SwarmError('SWARM_ERR_CONFIG', `the state directory ${dir} is a file, not a directory: give --state-dir (or SWARM_STATE_DIR) a directory`);
+  return dir;
 }
 
 export function hubFilePath(dir: string): string { return path.join(dir, 'hub.json'); }

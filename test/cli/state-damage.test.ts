@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import t from 'tap';
 import { CLI, pidsMentioning, swarm, tempDir } from '../helpers/cli.js';
 
@@ -65,4 +66,20 @@ t.test('a copy of a state directory (cp -a, a restored backup) runs its own swar
   t.same(pidsMentioning(b), [], 'stops the copy');
   t.match(swarm(['status', '--state-dir', a]).stdout, /workers {2}1/, 'and leaves the original running');
   t.equal(swarm(['down', '--state-dir', a]).code, 0);
+});
+
+t.test('a file where the state directory goes (or in its path): every command says so, exit 2, and the file is left as it was', async (t) => {
+  const root = tempDir(t);
+  const file = path.join(root, 'state');
+  fs.writeFileSync(file, 'my notes\n');
+  // Before: up failed as a bug (SWARM_ERR_INTERNAL: EEXIST at mkdir), down called <file>/lock-id damaged
+  // and said to remove it, status and submit said no swarm runs there.
+  for (const [dir, says] of [[file, /is a file, not a directory/], [path.join(file, 'sub'), /cannot be: a part of its path is a file/]] as const) {
+    for (const args of [['up', '--agents', '1', '--driver', 'echo', '--detach'], ['status'], ['submit', 'x'], ['down'], ['results']]) {
+      const r = swarm([...args, '--state-dir', dir], { timeoutMs: 30_000 });
+      t.equal(r.code, 2, `${args[0]} --state-dir ${dir}: exit 2 (${r.stderr.split('\n')[0]})`);
+      t.match(r.stderr, new RegExp(`SWARM_ERR_CONFIG: the state directory ${dir} ${says.source}`), `${args[0]}: says why`);
+    }
+  }
+  t.equal(fs.readFileSync(file, 'utf8'), 'my notes\n', 'the file is untouched');
 });
