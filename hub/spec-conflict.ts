@@ -10,6 +10,14 @@ function canonical(v: unknown): string {
   return JSON.stringify(v) ?? 'null';
 }
 
+/** Equal as JSON: strings and numbers compared as they are (no copy of a long prompt), objects in key order. */
+function same(x: unknown, y: unknown): boolean {
+  if (x === y) return true;
+  if (!x || !y || typeof x !== 'object' || typeof y !== 'object') return false;
+  // Native first (the same key order, as a resend has); key order aside only when that differs.
+  return JSON.stringify(x) === JSON.stringify(y) || canonical(x) === canonical(y);
+}
+
 /**
  * The fields in which a task submitted again under a known id differs from the task that id names
  * (undefined: none, or the earlier task's fields cannot be read back). The id is an idempotency key,
@@ -24,6 +32,6 @@ export function conflictingFields(given: unknown, rec: TaskRecord): string[] | u
   const b = rec.spec as Record<string, unknown>;
   const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
   keys.delete('id');
-  const differ = [...keys].filter((k) => canonical(a[k]) !== canonical(b[k])).sort();
+  const differ = [...keys].filter((k) => !same(a[k], b[k])).sort();
   return differ.length ? differ : undefined;
 }
