@@ -47,6 +47,15 @@ export class HandbackHolds {
   private readonly byWorker = new Map<WorkerEntry, Window>();
   /** The connection each held id is awaited from. */
   private readonly owner = new Map<string, WorkerEntry>();
+  /**
+   * Ids asked for that could not be held (leased already, as a restarted hub leases its replayed
+   * queue at once, or unknown here): the connection asked and when, so a second offerer is not asked
+   * for the same entry while the first may still bring it. No window: nothing is kept from dispatch.
+   */
+  private readonly asked = new Map<string, { w: WorkerEntry; at: number }>();
+  private readonly askedOf = new Map<WorkerEntry, Set<string>>();
+  /** Ids whose entry came but was refused as another connected worker's live lease, and when (oldest first). */
+  private readonly leaseAnswered = new Map<string, number>();
   /** Connections whose hold window has begun (and, when not in `byWorker`, ended). */
   private readonly opened = new WeakSet<WorkerEntry>();
   private readonly idleMs: number;
@@ -72,22 +81,67 @@ export class HandbackHolds {
 
   /**
    * `w` offered these ids and the hub lacks them: hold the ones queued, within its one window. Answers
-   * the ids to ask `w` for: all but those another connection's hold awaits already. Two workers offer
-   * the same result when their views of who is alive differ (each result is handed back by the member
-   * that produced it, or by every survivor once that member looks gone); asking both sends it twice.
-   * If the one asked does not bring it, its hold ends and the task runs again: a re-run, not a loss.
+   * the ids to ask `w` for: all but those another connection's hold awaits already, or, for ids that
+   * cannot be held (leased, or unknown here), that another connection was asked for less than `idleMs`
+   * ago and has not brought yet. Two workers offer the same result when their views of who is alive
+   * differ (each result is handed back by the member that produced it, or by every survivor once that
+   * member looks gone); asking both sends it twice. If the one asked does not bring it, its hold ends
+   * and the task runs again (a re-run, not a loss); a leased one is answered by its lease.
    */
   hold(w: WorkerEntry, ids: readonly string[]): string[] {
-    const want = ids.filter((id) => { const o = this.owner.get(id); return o === undefined || o === w; });
+    const now = this.clock.now();
+    this.pruneLeaseAnswered(now);
+    const want = ids.filter((id) => {
+      const o = this.owner.get(id);
+      if (o !== undefined) return o === w;
+      const k = this.asked.get(id);
+      if (k !== undefined && k.w !== w && now - k.at < this.idleMs) return false;
+      return !this.leaseAnswered.has(id);
+    });
     let a = this.byWorker.get(w);
     if (!a) {
+      // Its one window is over: its offers hold nothing and keep no other offerer from being asked.
       if (this.opened.has(w)) return want;
-      const now = this.clock.now();
       a = { ids: new Set(), since: now, progress: now };
     }
-    for (const id of want) if (!a.ids.has(id) && this.store().awaitHandback(id)) { a.ids.add(id); this.owner.set(id, w); }
+    for (const id of want) {
+      this.unask(id);
+      if (a.ids.has(id) || this.store().awaitHandback(id)) { a.ids.add(id); this.owner.set(id, w); continue; }
+      this.ask(w, id, now);
+    }
     if (a.ids.size && !this.byWorker.has(w)) { this.byWorker.set(w, a); this.opened.add(w); this.arm(w, a); }
     return want;
+  }
+
+  /**
+   * Entries that came but were refused as another connected worker's live lease: that worker's answer
+   * is the one to record, so no offerer is asked for them again for `idleMs`.
+   */
+  leaseAnswers(ids: readonly string[]): void {
+    const now = this.clock.now();
+    this.pruneLeaseAnswered(now);
+    for (const id of ids) { this.leaseAnswered.delete(id); this.leaseAnswered.set(id, now); }
+  }
+
+  private pruneLeaseAnswered(now: number): void {
+    for (const [id, at] of this.leaseAnswered) { if (now - at < this.idleMs) break; this.leaseAnswered.delete(id); }
+  }
+
+  private ask(w: WorkerEntry, id: string, now: number): void {
+    this.asked.set(id, { w, at: now });
+    let mine = this.askedOf.get(w);
+    if (!mine) this.askedOf.set(w, mine = new Set());
+    mine.add(id);
+  }
+
+  /** Forget that `id` was asked of a connection (its entry came, it is held now, or it is asked again). */
+  private unask(id: string): void {
+    const k = this.asked.get(id);
+    if (!k) return;
+    this.asked.delete(id);
+    const mine = this.askedOf.get(k.w);
+    mine?.delete(id);
+    if (mine && !mine.size) this.askedOf.delete(k.w);
   }
 
   /** A frame of `w`'s handback arrived with these entry ids: if it brings a held one, the idle bound restarts. */
@@ -100,6 +154,7 @@ export class HandbackHolds {
 
   /** Let `w`'s held tasks go: those in `ids` (its handback brought them), or all of them. */
   release(w: WorkerEntry, ids?: readonly string[]): void {
+    for (const id of ids ?? [...this.askedOf.get(w) ?? []]) if (this.asked.get(id)?.w === w) this.unask(id);
     const a = this.byWorker.get(w);
     if (!a) return;
     let ready = false;
@@ -116,6 +171,9 @@ export class HandbackHolds {
     for (const a of this.byWorker.values()) this.clock.clearTimeout(a.timer);
     this.byWorker.clear();
     this.owner.clear();
+    this.asked.clear();
+    this.askedOf.clear();
+    this.leaseAnswered.clear();
   }
 
   private due(a: Window): number { return Math.min(a.progress + this.idleMs, a.since + this.maxMs); }

@@ -716,6 +716,7 @@ export class HubReplicator {
       this.holds.release(w, entries.map((e) => e.id)); // recorded now, or (not recorded) to run again
     }
     const { recorded, duplicate, refused } = rep;
+    this.holds.leaseAnswers(refused.filter((r) => r.leased).map((r) => r.id));
     this.stats.submitted += rep.submitted;
     this.stats.recorded += recorded;
     this.stats.duplicate += duplicate;

@@ -105,3 +105,35 @@ t.test('an id one worker is asked for is not asked of a second until that hold e
   t.equal(holds.size, 0, 'the holds ran out');
   t.same(holds.hold(b, queued.slice(2, 4)), queued.slice(2, 4), 'once the hold is over the others are asked');
 });
+
+t.test('an id that cannot be held (leased already, or unknown) is asked of one worker at a time too', async (t) => {
+  // A restarted hub leases its replayed queue at once, before the offers come: such ids are not held,
+  // and were asked of every worker that offered them (failover-handback: 437 wanted of 425 missing).
+  const { clock, holds } = setup();
+  const a = worker('w-a');
+  const b = worker('w-b');
+  const leased = ['l-1', 'l-2', 'l-3'];
+  t.same(holds.hold(a, leased), leased, 'the first offerer is asked');
+  t.equal(holds.size, 0, 'nothing held: they are leased');
+  t.same(holds.hold(b, [...leased, 'l-4']), ['l-4'], 'a second offerer is not asked for them again');
+  t.same(holds.hold(a, leased.slice(0, 1)), leased.slice(0, 1), 'the one asked offering again is still asked');
+  holds.release(a, ['l-1']);
+  t.same(holds.hold(b, leased), ['l-1'], 'an entry that came frees its id (still not final: another may bring it)');
+  holds.release(a);
+  t.same(holds.hold(worker('w-c'), ['l-2']), ['l-2'], 'the first offerer back in star mode or gone: the others are asked');
+  clock.advance(15_000);
+  t.same(holds.hold(a, ['l-2', 'l-3']), ['l-2', 'l-3'], 'and once the idle bound passes, whoever offers');
+});
+
+t.test('an entry refused as another worker\'s live lease is not asked of others meanwhile', async (t) => {
+  const { clock, holds } = setup();
+  const a = worker('w-a');
+  t.same(holds.hold(a, ['l-1', 'l-2']), ['l-1', 'l-2']);
+  holds.release(a, ['l-1', 'l-2']);
+  holds.leaseAnswers(['l-1']);
+  t.same(holds.hold(worker('w-b'), ['l-1', 'l-2']), ['l-2'], 'the lease answers l-1; l-2 came and is still not final, so another may bring it');
+  holds.release(a);
+  t.same(holds.hold(worker('w-d'), ['l-1']), [], 'the one that brought it back in star mode: still not asked');
+  clock.advance(15_000);
+  t.same(holds.hold(worker('w-c'), ['l-1']), ['l-1'], 'past the idle bound it is asked again');
+});
