@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { Payload, ReplicaEntry } from '../protocol/index.js';
 import { chunks, type Chunk } from './replicate-chunks.js';
@@ -30,9 +31,10 @@ export interface FeedOptions {
    * per task changed in one batch, built and encoded once and shared by every feed: nothing else
    * bounded it but the batch (one submit: a POST body of up to 64 MiB, whose entries come to more
    * with their MACs, or every task of a hot state of up to `maxQueue` that changed while the loop was
-   * held), and a holder that stopped reading kept all of it alive until its link was cut. Default
-   * `DEFAULT_MAX_OVERSIZE` (or 16 times `maxBacklog`, if more): the largest POST body, so a submit
-   * of any but the smallest tasks still goes whole.
+   * held), and a holder that stopped reading kept all of it alive until its link was cut. Default 64
+   * times `maxBacklog`, at most `DEFAULT_MAX_OVERSIZE` (256 MiB at the hub's default `maxOutbound`):
+   * a soak's flushes reach 68 MB (two 10,000-task submits accepted together after a hub restart), and
+   * one submit of the largest POST body still goes whole unless its tasks are tiny.
    */
   maxOversize?: number;
   /**
@@ -84,12 +86,20 @@ export interface FeedOptions {
 export class TurnShare {
   private used = 0;
   private deltaUsed = 0;
+  private deltaBudget: number;
+  private active = performance.eventLoopUtilization().active;
   private armed = false;
-  constructor(readonly bytes = 256 * 1024, readonly deltaMs = 8) {}
+  /**
+   * `deltaMs`: the time for deltas a turn, or `deltaShare` of the time the loop was busy since the
+   * budget was last renewed, if more: at load a turn of the hub lasts 0.3-1 s, and a fixed 8 ms of it
+   * left the holders' deltas waiting for turn after turn until they passed the bound (a soak of
+   * 10,000-task submits put holders behind 9 times where the build before did not).
+   */
+  constructor(readonly bytes = 256 * 1024, readonly deltaMs = 8, readonly deltaShare = 0.25) { this.deltaBudget = deltaMs; }
   /** True while this turn's budget is not spent. */
   get open(): boolean { return this.used < this.bytes; }
   /** True while this turn's time for deltas is not spent. */
-  get deltasOpen(): boolean { return this.deltaUsed < this.deltaMs; }
+  get deltasOpen(): boolean { return this.deltaUsed < this.deltaBudget; }
   /** Count `n` characters sent by a sync this turn. */
   spend(n: number): void {
     this.used += n;
@@ -104,7 +114,12 @@ export class TurnShare {
     if (this.armed) return;
     // Queued before any feed that yields after this: in the next turn it runs first, then those feeds.
     this.armed = true;
-    setImmediate(() => { this.used = 0; this.deltaUsed = 0; this.armed = false; });
+    setImmediate(() => {
+      const active = performance.eventLoopUtilization().active;
+      this.deltaBudget = Math.max(this.deltaMs, (active - this.active) * this.deltaShare);
+      this.active = active;
+      this.used = 0; this.deltaUsed = 0; this.armed = false;
+    });
   }
 }
 
@@ -115,8 +130,8 @@ export class TurnShare {
  */
 export type FeedView = { holder: string; keeper?: true; syncing: boolean; backlog: number } & HolderFeed['stats'];
 
-/** Default bound on the one flush let past a feed's bound (`FeedOptions.maxOversize`), JSON characters. */
-export const DEFAULT_MAX_OVERSIZE = 64 * 1024 * 1024;
+/** Bound on the one flush let past a feed's bound (`FeedOptions.maxOversize`) by default, JSON characters, at most. */
+export const DEFAULT_MAX_OVERSIZE = 256 * 1024 * 1024;
 
 /** What a sync chunk costs against the turn's budget for every `PASS_EVERY` records a sync looked at and did not send (hub/replicate-pass.ts), characters. */
 const PASS_COST = 8 * 1024;
@@ -183,7 +198,7 @@ export class HolderFeed {
   /** No longer a holder: nothing more goes out (a sync under way, deltas waiting). */
   stop(): void { this.stopped = true; this.sync = undefined; this.deltas = []; this.backlog = 0; this.backlogBytes = 0; this.oversize = 0; }
 
-  private get maxOversize(): number { return this.opts.maxOversize ?? Math.max(DEFAULT_MAX_OVERSIZE, 16 * this.opts.maxBacklog); }
+  private get maxOversize(): number { return this.opts.maxOversize ?? Math.min(DEFAULT_MAX_OVERSIZE, 64 * this.opts.maxBacklog); }
 
   /** Delta characters waiting for the link now. */
   get backlogChars(): number { return this.backlog; }

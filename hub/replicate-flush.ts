@@ -3,7 +3,7 @@ import type { ReplicaEntry } from '../protocol/index.js';
 import { chunkOf, idParts, MAX_ENTRY, type Chunk } from './replicate-chunks.js';
 import { isFinal, type TaskRecord } from './task.js';
 
-/** A task in a flush: its record, whether its spec goes, and the version of its last change when the flush began. */
+/** A task in a flush: its record, whether its spec goes, and the version of its last change when the flush was asked for. */
 export interface FlushItem { rec: TaskRecord; spec: boolean; ver: number }
 
 /** A chunk of a flush, and the items it holds (their indexes, in order). */
@@ -67,26 +67,6 @@ function group(b: BuiltFlush, idx: number[]): FlushChunk {
   const es: ReplicaEntry[] = [], ts: string[] = [];
   for (const i of idx) if (b.texts[i] !== undefined) { es.push(b.entries[i]!); ts.push(b.texts[i]!); }
   return { chunk: es.length ? chunkOf(es, ts) : { entries: [], json: '', bytes: 0 }, idx };
-}
-
-/**
- * The tasks of a flush that changed while it was built (a lease, a result: `changed` says which, by
- * their version), built again as they are now, and the chunks that hold them encoded again: a
- * holder's sync may have sent such a task as it is now meanwhile, and the flush, behind it, would
- * take the holder back. The count of them.
- */
-export function rebuildChanged(items: readonly FlushItem[], b: BuiltFlush, changed: (it: FlushItem) => boolean, entry: (rec: TaskRecord, withSpec: boolean) => ReplicaEntry, log: Logger): number {
-  const dirty = new Set<number>();
-  items.forEach((it, i) => {
-    if (b.texts[i] === undefined || !changed(it)) return;
-    const e = entry(it.rec, it.spec);
-    const text = JSON.stringify(e);
-    if (text.length > MAX_ENTRY) { log.warn({ task: e.id, bytes: text.length }, 'task too large to replicate'); b.entries[i] = undefined; b.texts[i] = undefined; } else { b.entries[i] = e; b.texts[i] = text; }
-    dirty.add(i);
-  });
-  if (!dirty.size) return 0;
-  for (const c of [...b.chunks, ...(b.open ?? [])]) if (c.idx.some((i) => dirty.has(i))) c.chunk = group(b, c.idx).chunk;
-  return dirty.size;
 }
 
 /** The keepers' chunks of a built flush: the open tasks', then the finished ones' ids in frames a keeper reads. */

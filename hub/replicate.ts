@@ -6,7 +6,7 @@ import { HolderFeed, type FeedView, TurnShare } from './replicate-feed.js';
 import { OpenKeepers } from './replicate-keepers.js';
 import { Versions, type FlushPoint, type SyncMark } from './replicate-resume.js';
 import { Lane, inSlices } from './replicate-lane.js';
-import { buildFlush, keeperChunks, rebuildChanged, type BuiltFlush, type FlushItem } from './replicate-flush.js';
+import { buildFlush, keeperChunks, type BuiltFlush, type FlushItem } from './replicate-flush.js';
 import { heldByAsync, readBack, type Held } from './replicate-held.js';
 import { IdExchange, IdsMemos } from './replicate-ids.js';
 import type { HaveDigest } from '../protocol/replica-have.js';
@@ -163,8 +163,6 @@ export class HubReplicator {
     idsSums: 0,
     /** SYNC_WANT frames taken (as they come, not at an exchange's end). */
     idsAnswers: 0,
-    /** Entries of a flush built again at its hand-off: their task changed while the flush was built over several turns. */
-    rebuilt: 0,
   };
   /** Each holder's per-id comparison under way, and what holders answered (kept past a cut link). */
   private readonly exchanges = new Map<WorkerEntry, IdExchange>();
@@ -178,9 +176,6 @@ export class HubReplicator {
   private readonly share = new TurnShare();
   /** Flushes, evictions and run specs, in order, one after another (a large flush takes several turns). */
   private readonly lane = new Lane((err) => this.log.warn({ err }, 'replication step failed'));
-  /** A flush waiting in the lane behind another (`flush`): a call meanwhile joins it. */
-  private flushWaiting?: Promise<void>;
-  private flushToken?: object;
   private closed = false;
 
   constructor(
@@ -411,38 +406,35 @@ export class HubReplicator {
   /**
    * Send the pending deltas now. The hub calls it after accepting tasks, and the submitter hears
    * "accepted" once it resolves: their specs are on the wire by then, so a hub that dies right after
-   * cannot strand them. Resolves once the deltas are queued to every holder's and keeper's feed.
+   * cannot strand them. Resolves once the deltas pending now (and every flush before) are queued to
+   * every holder's and keeper's feed.
    *
-   * A flush is built (entries signed and encoded, cut into chunks) a slice of `FLUSH_SLICE_MS` a turn
-   * of the loop, then handed to the feeds in one step, in order behind the flushes and evictions
-   * before it (`lane`): one submit of 10,000 tasks held the hub's loop 0.1-1.1 s for it in one turn.
-   * A small one is built and handed over at once, in the caller's turn, as before.
+   * The pending deltas are taken now, and built (entries signed and encoded, cut into chunks) a slice
+   * of `FLUSH_SLICE_MS` a turn of the loop, then handed to the feeds in one step, in order behind the
+   * flushes and evictions before them (`lane`): one submit of 10,000 tasks held the hub's loop
+   * 0.3-1.2 s for it in one turn. A small flush is built and handed over at once, in the caller's
+   * turn, as before. Taken when the flush is asked for, not when its turn in the lane comes: one
+   * submit is one flush, as before (taken later, the submits that came while a large one was built
+   * went as one flush of them all, past what a feed lets wait whole).
    */
   flush(): Promise<void> {
     if (this.batchTimer) clearTimeout(this.batchTimer);
     this.batchTimer = undefined;
-    // A flush waiting behind another takes whatever is pending when it starts: one more call joins it.
-    if (this.flushWaiting) return this.flushWaiting;
-    const me = {};
-    this.flushToken = me;
-    const p = this.lane.run(() => {
-      if (this.flushToken === me) { this.flushToken = undefined; this.flushWaiting = undefined; }
-      return this.flushStep();
-    });
-    if (this.flushToken === me) this.flushWaiting = p;
-    return p;
-  }
-
-  /** Build the pending deltas (in slices of the loop's turns if there are many) and hand them to the feeds. */
-  private flushStep(): void | Promise<void> {
-    if (!this.pending.size || this.closed) return;
+    if (!this.pending.size || this.closed) return this.lane.run(() => {});
     const v = this.versions;
     // In the order of their last change: a chunk then brings the holder every change up to its last
     // entry's version (below), so a holder behind in the middle of a large flush resumes from there.
     const items: FlushItem[] = [...this.pending.values()].map((p) => ({ rec: p.rec, spec: p.spec, ver: v.versionOf(p.rec.id) })).sort((a, b) => a.ver - b.ver);
     this.pending = new Map();
-    // What the flush vouches for is fixed now: changes while it is built are pending for the next one.
-    const point = v.flushPoint(), before = v.mark().ver;
+    // What the flush vouches for is fixed now: changes from here on are pending for the next one.
+    const point = v.flushPoint();
+    return this.lane.run(() => this.flushStep(items, point));
+  }
+
+  /** Build a flush (in slices of the loop's turns if it is large) and hand it to the feeds. */
+  private flushStep(items: readonly FlushItem[], point: FlushPoint): void | Promise<void> {
+    if (this.closed) return;
+    const before = this.versions.mark().ver;
     const entry = (r: TaskRecord, withSpec: boolean) => this.entry(r, withSpec);
     return inSlices(buildFlush(items, entry, this.opts.chunkBytes ?? 256 * 1024, this.log, this.keepers.size > 0), FLUSH_SLICE_MS, (built) => this.handOff(items, built, point, before));
   }
@@ -451,7 +443,9 @@ export class HubReplicator {
   private handOff(items: readonly FlushItem[], built: BuiltFlush, point: FlushPoint, before: number): void {
     if (this.closed) return;
     const v = this.versions;
-    this.stats.rebuilt += rebuildChanged(items, built, (it) => v.versionOf(it.rec.id) !== it.ver, (r, withSpec) => this.entry(r, withSpec), this.log);
+    // A task that changed while the flush was built went in it as it was when built, and goes again
+    // in a flush after: a holder merges what it gets (worker/gossip/replica.ts), so one a sync sent
+    // newer meanwhile keeps what it has.
     // A holder has every change of this flush once its last chunk reached it. One before it brings the
     // holder every change up to its last entry's version when the flush began: every task changed by
     // then is in it or in a chunk before (their order), each as it is now. (Marked with the flush's
