@@ -148,8 +148,7 @@ export class Hub implements HubContext {
     // The store's `accepted` events queued the new tasks for the holders and woke the dispatcher.
     // The workers start before the holders' copy is encoded; both go before the submitter's answer.
     if (out.some((r) => !r.duplicate)) this.dispatcher.dispatchNow();
-    // Built in slices of the loop's turns if the batch is large (hub/replicate.ts `flush`).
-    await this.failover.flush();
+    this.failover.flush();
     // A duplicate whose fields differ from its id's task is told so (specs were filled in place by the store's check).
     if (!o.handback) out.forEach((r, i) => { if (r.duplicate) { const c = conflictingFields(specs[i], r.record); if (c) r.conflict = c; } });
     return out;
@@ -176,7 +175,7 @@ export class Hub implements HubContext {
       }
       cancelled.push(id);
     }
-    void this.failover.flush();
+    this.failover.flush();
     return { cancelled, running };
   }
 

@@ -9,8 +9,6 @@ type ReplEntry = ReplicaEntry;
  */
 export interface Chunk {
   entries: ReplEntry[]; json: string; closed?: string[];
-  /** `json`'s length in UTF-8 bytes, if counted (what a holder's backlog shows: a character of a prompt may be up to 3 bytes). */
-  bytes?: number;
   /**
    * The version a holder that got this chunk has every change up to (hub/replicate-resume.ts); none:
    * the frame carries no mark (it vouches for nothing). A flush larger than a chunk goes in several,
@@ -23,7 +21,7 @@ export interface Chunk {
 }
 
 /** Longest entry replicated, JSON characters: frames are bounded at 1 MiB. */
-export const MAX_ENTRY = 900 * 1024;
+const MAX_ENTRY = 900 * 1024;
 
 /**
  * Split entries into groups of at most `max` JSON characters; an entry over 900 KiB is dropped.
@@ -41,17 +39,11 @@ export function chunks(entries: readonly ReplEntry[], max: number, log: Logger, 
     // `texts`: the entries already serialised (shared by the holders' and the keepers' frames).
     const text = texts?.[i] ?? JSON.stringify(e);
     if (text.length > MAX_ENTRY) { log.warn({ task: e.id, bytes: text.length }, 'task too large to replicate'); continue; }
-    if (cur.length && size + text.length > max) { out.push(chunkOf(cur, parts)); cur = []; parts = []; size = 0; }
+    if (cur.length && size + text.length > max) { out.push({ entries: cur, json: parts.join(',') }); cur = []; parts = []; size = 0; }
     cur.push(e); parts.push(text); size += text.length + 1;
   }
-  if (cur.length) out.push(chunkOf(cur, parts));
+  if (cur.length) out.push({ entries: cur, json: parts.join(',') });
   return out;
-}
-
-/** A chunk of these entries and their texts, its bytes counted. */
-export function chunkOf(entries: ReplEntry[], texts: readonly string[]): Chunk {
-  const json = texts.join(',');
-  return { entries, json, bytes: Buffer.byteLength(json) };
 }
 
 /** Ids one STATE frame names (`evicted`, `closed`), at most. */

@@ -1,9 +1,7 @@
-import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { Payload, ReplicaEntry } from '../protocol/index.js';
 import { chunks, type Chunk } from './replicate-chunks.js';
 import type { SyncMark } from './replicate-resume.js';
-import { isPass, type Scanned } from './replicate-pass.js';
 import type { TaskRecord } from './task.js';
 
 /** What a feed needs of a holder's link: send a STATE frame, tell whether it takes more now, and when it drains. */
@@ -25,18 +23,6 @@ export interface FeedOptions {
    * carries every change dropped, at a cost bounded by the state, not by the history of changes.
    */
   maxBacklog: number;
-  /**
-   * Bound on the one flush let past `maxBacklog` (see `flush`), JSON characters; past it the holder is
-   * synced from its mark instead, read a chunk at a time as its link takes them. A flush is one entry
-   * per task changed in one batch, built and encoded once and shared by every feed: nothing else
-   * bounded it but the batch (one submit: a POST body of up to 64 MiB, whose entries come to more
-   * with their MACs, or every task of a hot state of up to `maxQueue` that changed while the loop was
-   * held), and a holder that stopped reading kept all of it alive until its link was cut. Default 64
-   * times `maxBacklog`, at most `DEFAULT_MAX_OVERSIZE` (256 MiB at the hub's default `maxOutbound`):
-   * a soak's flushes reach 68 MB (two 10,000-task submits accepted together after a hub restart), and
-   * one submit of the largest POST body still goes whole unless its tasks are tiny.
-   */
-  maxOversize?: number;
   /**
    * Sync characters sent in one turn of the event loop at most; then the feed yields (setImmediate).
    * Deltas go whatever it says (see `pump`).
@@ -73,53 +59,22 @@ export interface FeedOptions {
 
 /**
  * The sync characters every feed together sends in one turn of the event loop, at most (about: a
- * chunk that starts under it goes whole), and the time every feed together spends sending deltas
- * in one turn. A feed over either waits for the next turn, behind the I/O that turn brings; the
- * feeds take turns in the order they yielded.
- *
- * Deltas are bounded by time, not characters: they were encoded once, at the flush, and sending one
- * is a copy into the socket, so a bound in characters a turn starved a holder while the hub's turns
- * were long (see `pump`); unbounded, one 30 MB submit went to three holders in one turn as long as
- * loopback took it (a 256 KiB frame written, its `drain` in the same turn, the next one written),
- * 50-180 ms of the hub's loop.
+ * chunk that starts under it goes whole). A feed over it waits for the next turn, behind the I/O
+ * that turn brings; the feeds take turns in the order they yielded.
  */
 export class TurnShare {
   private used = 0;
-  private deltaUsed = 0;
-  private deltaBudget: number;
-  private active = performance.eventLoopUtilization().active;
   private armed = false;
-  /**
-   * `deltaMs`: the time for deltas a turn, or `deltaShare` of the time the loop was busy since the
-   * budget was last renewed, if more: at load a turn of the hub lasts 0.3-1 s, and a fixed 8 ms of it
-   * left the holders' deltas waiting for turn after turn until they passed the bound (a soak of
-   * 10,000-task submits put holders behind 9 times where the build before did not).
-   */
-  constructor(readonly bytes = 256 * 1024, readonly deltaMs = 8, readonly deltaShare = 0.25) { this.deltaBudget = deltaMs; }
+  constructor(readonly bytes = 256 * 1024) {}
   /** True while this turn's budget is not spent. */
   get open(): boolean { return this.used < this.bytes; }
-  /** True while this turn's time for deltas is not spent. */
-  get deltasOpen(): boolean { return this.deltaUsed < this.deltaBudget; }
   /** Count `n` characters sent by a sync this turn. */
   spend(n: number): void {
     this.used += n;
-    this.arm();
-  }
-  /** Count `ms` spent sending deltas this turn. */
-  spendDeltas(ms: number): void {
-    this.deltaUsed += ms;
-    this.arm();
-  }
-  private arm(): void {
     if (this.armed) return;
     // Queued before any feed that yields after this: in the next turn it runs first, then those feeds.
     this.armed = true;
-    setImmediate(() => {
-      const active = performance.eventLoopUtilization().active;
-      this.deltaBudget = Math.max(this.deltaMs, (active - this.active) * this.deltaShare);
-      this.active = active;
-      this.used = 0; this.deltaUsed = 0; this.armed = false;
-    });
+    setImmediate(() => { this.used = 0; this.armed = false; });
   }
 }
 
@@ -129,12 +84,6 @@ export class TurnShare {
  * `keeper`: it feeds only the open tasks.
  */
 export type FeedView = { holder: string; keeper?: true; syncing: boolean; backlog: number } & HolderFeed['stats'];
-
-/** Bound on the one flush let past a feed's bound (`FeedOptions.maxOversize`) by default, JSON characters, at most. */
-export const DEFAULT_MAX_OVERSIZE = 256 * 1024 * 1024;
-
-/** What a sync chunk costs against the turn's budget for every `PASS_EVERY` records a sync looked at and did not send (hub/replicate-pass.ts), characters. */
-const PASS_COST = 8 * 1024;
 
 /**
  * One holder's outbound replication, paced by its socket: deltas in order, and a sync (the whole
@@ -146,10 +95,8 @@ const PASS_COST = 8 * 1024;
  */
 export class HolderFeed {
   /** Frames waiting for the socket, in order: deltas (with the version they bring the holder to), and evictions (ids that left the hot state). */
-  private deltas: { payload: Payload<'STATE'>; json: string; bytes: number; entries?: string; ver?: number; evict?: true; over?: boolean }[] = [];
-  /** JSON characters waiting (what the bound is on), and their UTF-8 bytes (what status shows). */
+  private deltas: { payload: Payload<'STATE'>; json: string; entries?: string; ver?: number; evict?: true; over?: boolean }[] = [];
   private backlog = 0;
-  private backlogBytes = 0;
   /** Of `backlog`, the characters of the one flush allowed past the bound (`flush`) still waiting. */
   private oversize = 0;
   /**
@@ -157,7 +104,7 @@ export class HolderFeed {
    * window's do not. `upTo`: in a resumed sync, the records up to this seq come first and carry no
    * mark (they bring the part the holder had up to date); -1 in a fresh one.
    */
-  private sync?: { iter: Iterator<Scanned>; part: number; left: number; whole: boolean; upTo: number; reached: number; end: number; bare?: (r: TaskRecord) => boolean };
+  private sync?: { iter: Iterator<TaskRecord>; part: number; left: number; whole: boolean; upTo: number; reached: number; end: number; bare?: (r: TaskRecord) => boolean };
   /** The sync position the holder was last told (none: complete); undefined: told nothing it may keep. */
   private at?: { seq?: number };
   /** The last mark sent: the holder's own mark (it keeps the last one it got), what a resume starts from. */
@@ -176,34 +123,30 @@ export class HolderFeed {
    * socket to drain (the holder reads slowly); `yields`: times a sync yielded to the event loop (its
    * budget a turn spent); `skipped`: delta entries left to a sync under way; `synced`: entries sent by
    * syncs; `bare`: of those, sent without the spec the holder has; `oversize`: flushes larger than the
-   * bound sent whole in their chunks (`flush`); `deltaYields`: times deltas waited for the next turn
-   * (the turn's time for them spent: `TurnShare`); `passes`: markers of a sync's pass over the hot
-   * state (hub/replicate-pass.ts), each `PASS_EVERY` records looked at and not sent.
+   * bound sent whole in their chunks (`flush`).
    */
-  readonly stats = { frames: 0, syncs: 0, overflows: 0, waits: 0, yields: 0, skipped: 0, synced: 0, bare: 0, oversize: 0, deltaYields: 0, passes: 0 };
+  readonly stats = { frames: 0, syncs: 0, overflows: 0, waits: 0, yields: 0, skipped: 0, synced: 0, bare: 0, oversize: 0 };
 
   constructor(
     private readonly link: FeedLink,
     /** A record as an entry, with its spec or (the holder has it) without. */
     private readonly build: (rec: TaskRecord, withSpec: boolean) => ReplicaEntry,
     /** The whole state as this holder lacks it, in submission order (read lazily by a sync). */
-    private readonly state: () => Iterable<Scanned>,
+    private readonly state: () => Iterable<TaskRecord>,
     private readonly opts: FeedOptions,
     /** The mark of what is queued to every holder now (hub/replicate-resume.ts); none: frames carry no mark. */
     private readonly mark?: (seq?: number, end?: number) => SyncMark,
     /** What a holder at mark `m` (none: told none yet) lacks (hub/replicate-resume.ts), or undefined if only the whole state will do. */
-    private readonly resumeFrom?: (m: SyncMark | undefined, end: number) => { records: Iterable<Scanned>; upTo: number; bare?: (r: TaskRecord) => boolean } | undefined,
+    private readonly resumeFrom?: (m: SyncMark | undefined, end: number) => { records: Iterable<TaskRecord>; upTo: number; bare?: (r: TaskRecord) => boolean } | undefined,
   ) {}
 
   /** No longer a holder: nothing more goes out (a sync under way, deltas waiting). */
-  stop(): void { this.stopped = true; this.sync = undefined; this.deltas = []; this.backlog = 0; this.backlogBytes = 0; this.oversize = 0; }
-
-  private get maxOversize(): number { return this.opts.maxOversize ?? Math.min(DEFAULT_MAX_OVERSIZE, 64 * this.opts.maxBacklog); }
+  stop(): void { this.stopped = true; this.sync = undefined; this.deltas = []; this.backlog = 0; this.oversize = 0; }
 
   /** Delta characters waiting for the link now. */
   get backlogChars(): number { return this.backlog; }
-  /** Its state and counters, as status shows them: `backlog` in bytes (UTF-8), as they go down the link. */
-  view(): Omit<FeedView, 'holder' | 'keeper'> { return { syncing: this.syncing, backlog: this.backlogBytes, ...this.stats }; }
+  /** Its state and counters, as status shows them. */
+  view(): Omit<FeedView, 'holder' | 'keeper'> { return { syncing: this.syncing, backlog: this.backlog, ...this.stats }; }
 
   /** True while a sync is under way (the periodic repair skips this holder meanwhile). */
   get syncing(): boolean { return this.sync !== undefined; }
@@ -236,8 +179,7 @@ export class HolderFeed {
       // Behind: a flush that fits under the bound alone (flushes piling up for a holder that reads
       // slowly; let past, it made the next large one put the holder behind and resume all of that),
       // what waited before this flush is more than it, or more than the bound even without it.
-      // Nor one past its own bound (`maxOversize`): the holder is synced from its mark, a chunk at a time.
-      if (chars <= this.opts.maxBacklog || chars < this.backlog || this.backlog > this.opts.maxBacklog || chars > this.maxOversize) { this.behind(chars); return; }
+      if (chars <= this.opts.maxBacklog || chars < this.backlog || this.backlog > this.opts.maxBacklog) { this.behind(chars); return; }
       // The one flush allowed past the bound: it does not count against it while it waits. One let
       // past before, smaller, counts again (a keeper behind a 0.8 MB flush fell behind on a 34 MB one).
       if (this.oversize) for (const d of this.deltas) d.over = undefined;
@@ -245,17 +187,14 @@ export class HolderFeed {
       this.oversize = chars;
       this.stats.oversize++;
     }
-    for (const f of frames) { this.deltas.push(f); this.backlog += f.json.length; this.backlogBytes += f.bytes; }
+    for (const f of frames) { this.deltas.push(f); this.backlog += f.json.length; }
     this.pump();
   }
 
   /** A delta chunk as the frame that carries it. */
   private frame(c: Chunk): HolderFeed['deltas'][number] {
-    // The entries' bytes counted once, with the chunk (`chunks`); the rest of the frame is ASCII.
-    const bytes = (json: string) => (c.bytes === undefined ? Buffer.byteLength(json) : c.bytes + json.length - c.json.length);
-    if (c.closed) { const json = `{"full":false,"entries":[${c.json}],"closed":${JSON.stringify(c.closed)}}`; return { payload: { full: false, entries: c.entries, closed: c.closed }, json, bytes: Buffer.byteLength(json) }; }
-    const json = `{"full":false,"entries":[${c.json}]}`;
-    return { payload: { full: false, entries: c.entries }, json, bytes: bytes(json), entries: c.json, ver: this.mark ? c.ver : undefined };
+    if (c.closed) return { payload: { full: false, entries: c.entries, closed: c.closed }, json: `{"full":false,"entries":[${c.json}],"closed":${JSON.stringify(c.closed)}}` };
+    return { payload: { full: false, entries: c.entries }, json: `{"full":false,"entries":[${c.json}]}`, entries: c.json, ver: this.mark ? c.ver : undefined };
   }
 
   /** Past the bound by `chars` more: the deltas waiting are dropped and the holder gets the state instead of the history of its changes. */
@@ -267,7 +206,6 @@ export class HolderFeed {
     // Evictions stay (ids only): a sync sends what is in the store, never what left it.
     this.deltas = this.deltas.filter((d) => d.evict);
     this.backlog = this.deltas.reduce((n, d) => n + d.json.length, 0);
-    this.backlogBytes = this.deltas.reduce((n, d) => n + d.bytes, 0);
     this.oversize = 0;
     // Nothing the holder hears now may vouch for the dropped changes: no mark until the new sync's first chunk.
     this.at = undefined;
@@ -305,13 +243,12 @@ export class HolderFeed {
 
   /** Queue an eviction (`json` is the payload's text), in order behind the deltas before it. */
   evict(ids: string[], json: string): void {
-    this.queue({ payload: { full: false, entries: [], evicted: ids }, json, bytes: Buffer.byteLength(json), evict: true });
+    this.queue({ payload: { full: false, entries: [], evicted: ids }, json, evict: true });
   }
 
   private queue(f: HolderFeed['deltas'][number]): void {
     this.deltas.push(f);
     this.backlog += f.json.length;
-    this.backlogBytes += f.bytes;
     this.pump();
   }
 
@@ -319,10 +256,10 @@ export class HolderFeed {
    * Send these records, chunk by chunk as the link drains (at most `limit` of them): the whole state
    * for a new holder, a window of it for the periodic repair. A sync under way starts over.
    */
-  startSync(records: Iterable<Scanned> = this.state(), limit = Infinity, whole = limit === Infinity): void {
+  startSync(records: Iterable<TaskRecord> = this.state(), limit = Infinity, whole = limit === Infinity): void {
     this.stats.syncs++;
     // Kept like an eviction if deltas are dropped: it goes before everything the sync and later deltas bring.
-    if (whole && this.opts.resetOpen) { this.sync = undefined; this.queue({ payload: { full: false, entries: [], reset_open: true }, json: '{"full":false,"entries":[],"reset_open":true}', bytes: 46, evict: true }); }
+    if (whole && this.opts.resetOpen) { this.sync = undefined; this.queue({ payload: { full: false, entries: [], reset_open: true }, json: '{"full":false,"entries":[],"reset_open":true}', evict: true }); }
     this.sync = { iter: records[Symbol.iterator](), part: 0, left: limit, whole, upTo: -1, reached: -1, end: this.end(whole) };
     this.pump();
   }
@@ -332,7 +269,7 @@ export class HolderFeed {
    * tasks the holder had covered and that changed since, then the rest of the sync after `upTo`;
    * `bare`: the records whose spec the holder has (they go without it).
    */
-  resumeSync(records: Iterable<Scanned>, upTo: number, bare?: (r: TaskRecord) => boolean): void {
+  resumeSync(records: Iterable<TaskRecord>, upTo: number, bare?: (r: TaskRecord) => boolean): void {
     this.stats.syncs++;
     this.at = undefined;
     this.sync = { iter: records[Symbol.iterator](), part: 0, left: Infinity, whole: true, upTo, reached: upTo, end: this.end(true), bare };
@@ -362,20 +299,9 @@ export class HolderFeed {
     const share = this.opts.share;
     let sent = 0;
     while (!this.link.isClosed && this.link.writable) {
-      // The turn's time for deltas spent (every feed's together): the rest go in the next turn. Not
-      // once what waits, besides a flush let past the bound, nears the bound: past it the holder is
-      // resumed, which costs the hub more than a long turn (with a budget in characters a turn, at
-      // load every holder fell behind about once a second).
-      if (this.deltas.length && share && !share.deltasOpen && this.backlog - this.oversize < this.opts.maxBacklog / 2) {
-        this.stats.deltaYields++;
-        this.yieldTurn();
-        return;
-      }
       const d = this.deltas.shift();
       if (d) {
-        const t0 = share ? performance.now() : 0;
         this.backlog -= d.json.length;
-        this.backlogBytes -= d.bytes;
         if (d.over) this.oversize -= d.json.length;
         if (d.ver !== undefined && this.at && this.mark) {
           // With where the sync under way ends: the tasks from there on came as deltas, which a
@@ -387,14 +313,14 @@ export class HolderFeed {
           this.link.send(payload, json);
         } else this.link.send(d.payload, d.json);
         this.stats.frames++;
-        share?.spendDeltas(performance.now() - t0);
         continue;
       }
       // A sync yielded this turn goes on when the turn is over (its setImmediate).
       if (!this.sync || this.yielded) return;
       if (sent >= turn || (share && !share.open)) {
+        this.yielded = true;
         this.stats.yields++;
-        this.yieldTurn();
+        setImmediate(() => { this.yielded = false; this.pump(); });
         return;
       }
       const n = this.sendSyncChunk(this.sync);
@@ -408,43 +334,20 @@ export class HolderFeed {
     void this.link.drained().then(() => { this.waiting = false; this.pump(); });
   }
 
-  /** Go on in the next turn of the loop (once: a yield already under way serves). */
-  private yieldTurn(): void {
-    if (this.yielded) return;
-    this.yielded = true;
-    setImmediate(() => { this.yielded = false; this.pump(); });
-  }
-
-  /**
-   * Build and send the sync's next chunk; the JSON characters sent and the records looked at (as
-   * `PASS_COST` a marker), or -1 once it is over.
-   */
+  /** Build and send the sync's next chunk; the JSON characters sent, or -1 once it is over. */
   private sendSyncChunk(s: NonNullable<HolderFeed['sync']>): number {
     const entries: ReplicaEntry[] = [];
-    let size = 0, looked = 0;
+    let size = 0;
     while (s.left > 0 && size < this.opts.chunkBytes) {
       const n = s.iter.next();
-      if (n.done) { s.left = 0; break; }
-      const r = n.value;
       // Records come in submission order (a resumed sync's changed ones first, all at or below upTo);
-      // from `end` on they are the tasks submitted since the sync began, which went as deltas. A
-      // marker with a position comes from a pass in that order: past `end`, nothing is left to send.
-      if (isPass(r)) {
-        // Records looked at and not sent: they count against the chunk, and the sync has gone past
-        // them (a change to one of them from here on goes as a delta: `ahead`).
-        this.stats.passes++;
-        if (r.pass >= s.end) { s.left = 0; break; }
-        if (r.pass > s.reached) s.reached = r.pass;
-        size += PASS_COST;
-        looked += PASS_COST;
-        continue;
-      }
-      if (r.seq >= s.end) { s.left = 0; break; }
+      // from `end` on they are the tasks submitted since the sync began, which went as deltas.
+      if (n.done || n.value.seq >= s.end) { s.left = 0; break; }
       s.left--;
-      if (r.seq > s.reached) s.reached = r.seq;
-      const bare = !!s.bare?.(r);
+      if (n.value.seq > s.reached) s.reached = n.value.seq;
+      const bare = !!s.bare?.(n.value);
       if (bare) this.stats.bare++;
-      const e = this.build(r, !bare);
+      const e = this.build(n.value, !bare);
       entries.push(e);
       // Sized as chunks() sizes it (the encoding is done there once): a rough bound is enough here.
       size += 64 + (typeof e.spec?.prompt === 'string' ? e.spec.prompt.length : 0) + (typeof e.result?.text === 'string' ? e.result.text.length : 0);
@@ -454,7 +357,7 @@ export class HolderFeed {
     this.stats.synced += entries.length;
     const mark = s.whole ? this.mark : undefined;
     if (!entries.length) {
-      if (!last) return looked;
+      if (!last) return 0;
       // A whole sync ends with a frame that says so, even an empty one: the holder's mark becomes "complete".
       if (!mark) return -1;
       const part = s.part++;
@@ -487,6 +390,6 @@ export class HolderFeed {
       this.stats.frames++;
       sent += c.json.length;
     });
-    return sent + looked;
+    return sent;
   }
 }

@@ -1,13 +1,12 @@
 import type { Logger } from 'pino';
 import { Type, type ReplicaEntry } from '../protocol/index.js';
-import type { Chunk } from './replicate-chunks.js';
+import { chunks, idParts } from './replicate-chunks.js';
 import { HolderFeed, type FeedView, type TurnShare } from './replicate-feed.js';
 import type { WorkerEntry } from './registry.js';
 import type { TaskStore } from './store.js';
 import { isFinal, type TaskRecord } from './task.js';
 import { Settle } from './settle.js';
 import { byId, lowestPerProcess, processKey } from './holders.js';
-import { keepScanned, type Scanned } from './replicate-pass.js';
 
 /** What the keepers need of the replicator. */
 export interface KeeperDeps {
@@ -16,8 +15,6 @@ export interface KeeperDeps {
   entry: (rec: TaskRecord, withSpec: boolean) => ReplicaEntry;
   chunkBytes: number;
   maxBacklog: number;
-  /** Bound on the one flush let past `maxBacklog` (hub/replicate-feed.ts `FeedOptions.maxOversize`). */
-  maxOversize?: number;
   /** The sync budget a turn every feed shares (hub/replicate-feed.ts `TurnShare`). */
   share?: TurnShare;
   log: Logger;
@@ -87,14 +84,19 @@ export class OpenKeepers {
   }
 
   /**
-   * A flush's changes as the keepers get them (hub/replicate-flush.ts `keeperChunks`): the open tasks
-   * as they are, built and encoded with the holders' entries, then the finished ones as ids; `open`
-   * and `closed` count them.
+   * A flush's changes: `recs` as they are now, `entries` built from them (as the holders get them),
+   * `texts` their JSON. The open ones go as they are; the finished ones as ids.
    */
-  delta(cs: readonly Chunk[], open: number, closed: number): void {
+  delta(recs: readonly TaskRecord[], entries: readonly ReplicaEntry[], texts: readonly string[]): void {
     if (!this.keeping.length) return;
-    this.stats.deltas += open;
-    this.stats.closed += closed;
+    const open: ReplicaEntry[] = [];
+    const openTexts: string[] = [];
+    const closed: string[] = [];
+    recs.forEach((r, i) => { if (isFinal(r)) closed.push(r.id); else { open.push(entries[i]!); openTexts.push(texts[i]!); } });
+    const cs = chunks(open, this.deps.chunkBytes, this.deps.log, openTexts);
+    for (const part of idParts(closed)) cs.push({ entries: [], json: '', closed: part });
+    this.stats.deltas += open.length;
+    this.stats.closed += closed.length;
     // A keeper whose sync has not started gets nothing yet: the sync covers every task there when it starts.
     for (const w of this.keeping) if (!this.due.has(w)) this.feed(w).flush(cs);
   }
@@ -115,7 +117,7 @@ export class OpenKeepers {
       drained: () => conn.drained(),
       get isClosed() { return conn.isClosed; },
     }, (r, withSpec) => this.deps.entry(r, withSpec), () => openOf(store().queue.all()), {
-      chunkBytes: this.deps.chunkBytes, maxBacklog: this.deps.maxBacklog, maxOversize: this.deps.maxOversize, log: this.deps.log.child({ keeper: w.id }), resetOpen: true, share: this.deps.share,
+      chunkBytes: this.deps.chunkBytes, maxBacklog: this.deps.maxBacklog, log: this.deps.log.child({ keeper: w.id }), resetOpen: true, share: this.deps.share,
       seqOf: (id) => store().queue.get(id)?.seq, nextSeq: () => store().queue.nextSeq,
     });
     this.feeds.set(w, f);
@@ -123,11 +125,7 @@ export class OpenKeepers {
   }
 }
 
-/**
- * The records not final, lazily, as they are when the sync reaches them, with a marker every
- * `PASS_EVERY` finished ones (hub/replicate-pass.ts): among a hot state of finished tasks, the first
- * chunk of a keeper's sync was a pass over all of it in one turn.
- */
-function openOf(all: Iterable<TaskRecord>): Iterable<Scanned> {
-  return keepScanned(all, (r) => !isFinal(r));
+/** The records not final, lazily, as they are when the sync reaches them. */
+function* openOf(all: Iterable<TaskRecord>): Iterable<TaskRecord> {
+  for (const r of all) if (!isFinal(r)) yield r;
 }

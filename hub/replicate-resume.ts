@@ -1,7 +1,6 @@
 import { randomId } from '../protocol/index.js';
 import type { HaveDigest } from '../protocol/replica-have.js';
 import type { TaskRecord } from './task.js';
-import { PASS_EVERY, type Scanned } from './replicate-pass.js';
 
 /**
  * How far a holder's copy goes, as STATE `sync` and HANDSHAKE `sync` carry it; in HANDSHAKE also
@@ -9,9 +8,6 @@ import { PASS_EVERY, type Scanned } from './replicate-pass.js';
  * `seq` the ids where the part it has ends (`last`, `next`: hub/replicate-held.ts), and whether it
  * answers a per-id comparison of the buckets that differ (`ids`: hub/replicate-ids.ts).
  */
-/** Where a flush starts (`Versions.flushPoint`). */
-export interface FlushPoint { ver: number; accepted: number; specs: boolean }
-
 export interface SyncMark { gen: string; ver: number; seq?: number; end?: number; have?: HaveDigest; last?: string; next?: string; ids?: boolean; sub?: boolean }
 
 /** Evicted ids remembered for resumes, at most (about 40 bytes each). */
@@ -67,8 +63,6 @@ export class Versions {
   private chId: string[] = [];
   /** Changes at or before this version are no longer in `chVer`: a resume from before it passes over the hot state. */
   private chFloor = 0;
-  /** Times the change log's oldest half was dropped: a walk of it that yielded finds its place again by version. */
-  private chCuts = 0;
 
   /**
    * The mark of what is queued to every holder now, at sync position `seq` (none: complete) of a sync
@@ -88,7 +82,6 @@ export class Versions {
       this.chFloor = this.chVer[MAX_CHANGES / 2 - 1]!;
       this.chVer.splice(0, MAX_CHANGES / 2);
       this.chId.splice(0, MAX_CHANGES / 2);
-      this.chCuts++;
     }
     if (seq !== undefined) { if (seq > this.acceptedMax) this.acceptedMax = seq; this.acceptedDue = true; }
   }
@@ -98,26 +91,13 @@ export class Versions {
   /** The version of task `id`'s last change (0: none since this hub process started). */
   versionOf(id: string): number { return this.of.get(id) ?? 0; }
 
-  /**
-   * Where a flush starts: every change up to `ver` goes in it (with the specs of the tasks accepted
-   * up to `accepted`, if `specs`); it counts as queued to every holder once `flushed(point)`.
-   */
-  flushPoint(): FlushPoint {
-    const p = { ver: this.ver, accepted: this.acceptedMax, specs: this.acceptedDue };
+  /** Pending changes went out to every holder's feed. */
+  flushed(): void {
+    this.flushedVer = this.ver;
+    if (!this.acceptedDue) return;
     this.acceptedDue = false;
-    return p;
-  }
-
-  /**
-   * Pending changes went out to every holder's feed: those up to `p` (a flush built over several
-   * turns of the loop, while more changes came), or all of them.
-   */
-  flushed(p: FlushPoint = this.flushPoint()): void {
-    if (p.ver < this.flushedVer) return; // vouched for already (a join with no peer linked)
-    this.flushedVer = p.ver;
-    if (!p.specs) return;
     this.specVer.push(this.flushedVer);
-    this.specSeq.push(p.accepted);
+    this.specSeq.push(this.acceptedMax);
     if (this.specVer.length > MAX_SPEC_MARKS) { this.specVer.splice(0, MAX_SPEC_MARKS / 2); this.specSeq.splice(0, MAX_SPEC_MARKS / 2); }
   }
 
@@ -132,9 +112,6 @@ export class Versions {
   }
 
   evicted(ids: readonly string[]): void {
-    // Queued at once, behind the deltas flushed before: it vouches for them only if every change
-    // before it was flushed (none waits in a flush still being built, or pending).
-    const clean = this.flushedVer === this.ver;
     this.ver++;
     for (const id of ids) this.of.delete(id);
     this.log.push({ ver: this.ver, ids });
@@ -144,7 +121,7 @@ export class Versions {
       this.logIds -= g.ids.length;
       this.floor = g.ver;
     }
-    if (clean) this.flushedVer = this.ver;
+    this.flushedVer = this.ver; // queued at once, behind the deltas flushed before
   }
 
   /**
@@ -166,79 +143,52 @@ export class Versions {
   }
 
   /**
-   * The tasks changed since version `ver` (their last change after it, and by the version the walk
-   * began at: later ones go as deltas) with a submission order up to `upTo`, as `get` has them when
-   * the walk gets there (an evicted one not), in the order of their last change; lazily, a marker
-   * every `PASS_EVERY` changes looked at. The log may lose its oldest half while the walk waits
-   * between two records: it finds its place again by version, and if the changes it had not reached
-   * were dropped, it passes over the hot state (`all`) for them instead.
+   * The records of the tasks changed since version `ver` (their last change after it), in submission
+   * order, from the change log; undefined if the log no longer reaches back to `ver`.
    */
-  private *changedLazy(ver: number, get: (id: string) => TaskRecord | undefined, all: () => Iterable<TaskRecord>, upTo: number): Generator<Scanned> {
-    if (ver < this.chFloor) { yield* this.scanChanged(ver, all, upTo); return; }
-    const last = this.ver;
-    const after = (v: number) => { let lo = 0, hi = this.chVer.length; while (lo < hi) { const mid = (lo + hi) >> 1; if (this.chVer[mid]! <= v) lo = mid + 1; else hi = mid; } return lo; };
-    let at = ver, i = after(ver), cuts = this.chCuts, n = 0;
-    for (;;) {
-      if (cuts !== this.chCuts) {
-        cuts = this.chCuts;
-        if (at < this.chFloor) { yield* this.scanChanged(at, all, upTo); return; }
-        i = after(at);
-      }
-      if (i >= this.chVer.length || this.chVer[i]! > last) return;
-      const v = this.chVer[i]!, id = this.chId[i]!;
-      i++;
-      at = v;
+  changedSince(ver: number, get: (id: string) => TaskRecord | undefined): TaskRecord[] | undefined {
+    if (ver < this.chFloor) return undefined;
+    let lo = 0, hi = this.chVer.length;
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (this.chVer[mid]! <= ver) lo = mid + 1; else hi = mid; }
+    const out: TaskRecord[] = [];
+    for (let i = lo; i < this.chVer.length; i++) {
+      const id = this.chId[i]!;
       // An id once, at its last change (the map holds that version); an evicted one is in neither.
-      const r = this.of.get(id) === v ? get(id) : undefined;
-      if (r && r.seq <= upTo) yield r;
-      if (++n >= PASS_EVERY) { n = 0; yield { pass: -1 }; }
+      if (this.of.get(id) !== this.chVer[i]) continue;
+      const r = get(id);
+      if (r) out.push(r);
     }
-  }
-
-  /** `changedLazy` by a pass over the hot state: the records with a submission order up to `upTo` changed since `ver`, lazily. */
-  private *scanChanged(ver: number, all: () => Iterable<TaskRecord>, upTo: number): Generator<Scanned> {
-    let n = 0;
-    for (const r of all()) {
-      if (r.seq <= upTo && (this.of.get(r.id) ?? 0) > ver) yield r;
-      if (++n >= PASS_EVERY) { n = 0; yield { pass: -1 }; }
-    }
+    return out.sort((a, b) => a.seq - b.seq);
   }
 
   /**
    * What a holder at `m` lacks, in the order to send it: tasks the sync had covered (seq up to
-   * `m.seq`) and changed since `m.ver`, in the order of their last change, then the rest of the sync
-   * (every task past `m.seq` up to the sync's `end`, if known, and those after it changed since
-   * `m.ver`) in submission order. All of it read lazily, as the feed sends it a chunk at a time, with
-   * a marker (hub/replicate-pass.ts) every `PASS_EVERY` tasks looked at and not sent: a resume used
-   * to find the changed tasks, and skip to where the sync had got, in one turn of the hub's loop. A
-   * task evicted before the walk gets to it is not sent; one changed after the walk began goes as a
-   * delta (the holder has its spec: it is covered). With `get` (a hot task by id) the changed tasks
-   * come from the change log; `scanned`: they take a pass over the hot state instead (no `get`, or
-   * the mark is older than the log).
+   * `m.seq`) and changed since `m.ver`, then the rest of the sync (every task past `m.seq` up to the
+   * sync's `end`, if known, and those after it changed since `m.ver`; read lazily). `covered` counts
+   * the first part: those frames carry no mark. With `get` (a hot task by id) the changed tasks come
+   * from the change log; `scanned`: they took a pass over the hot state instead (no `get`, or the
+   * mark is older than the log).
    */
-  resume(m: SyncMark, all: () => Iterable<TaskRecord>, end = Infinity, get?: (id: string) => TaskRecord | undefined): { records: Iterable<Scanned>; bare: (r: TaskRecord) => boolean; scanned: boolean } {
+  resume(m: SyncMark, all: () => Iterable<TaskRecord>, end = Infinity, get?: (id: string) => TaskRecord | undefined): { records: Iterable<TaskRecord>; covered: number; bare: (r: TaskRecord) => boolean; scanned: boolean } {
     const upTo = m.seq ?? Infinity;
     const of = this.of;
-    const scanned = !get || m.ver < this.chFloor;
-    const changed = scanned ? this.scanChanged(m.ver, all, upTo) : this.changedLazy(m.ver, get, all, upTo);
-    function* rest(): Iterable<Scanned> {
+    const logged = get && this.changedSince(m.ver, get);
+    const changed = logged ? logged.filter((r) => r.seq <= upTo) : [];
+    if (!logged) for (const r of all()) if (r.seq <= upTo && (of.get(r.id) ?? 0) > m.ver) changed.push(r);
+    function* rest(): Iterable<TaskRecord> {
       yield* changed;
       if (upTo === Infinity) return;
       // From `end` on (the tasks submitted after the sync began) the holder got every change by
       // `m.ver` as deltas: only those changed since (read when the sync gets there). A resume that
       // sent them all again extended each sync to the store's tail, and under full load a holder
       // that fell behind fell behind again before the sync ended, over and over.
-      let n = 0;
-      for (const r of all()) {
-        if (r.seq > upTo && (r.seq < end || (of.get(r.id) ?? 0) > m.ver)) yield r;
-        if (++n >= PASS_EVERY) { n = 0; yield { pass: r.seq }; }
-      }
+      for (const r of all()) if (r.seq > upTo && (r.seq < end || (of.get(r.id) ?? 0) > m.ver)) yield r;
     }
     // The holder has the spec of every task its sync covered (up to `seq`) and, its sync complete, of
     // every task sent by version `ver`: those go without it (a spec re-encoded and re-signed for a
     // holder that has it was most of what a fallen-behind holder cost the hub).
     const specs = m.seq ?? this.specsBy(m.ver);
     const sent = end === Infinity ? -1 : this.specsBy(m.ver);
-    return { records: rest(), scanned, bare: (r) => (r.seq <= specs && r.seq <= upTo) || (r.seq >= end && r.seq <= sent) };
+    return { records: rest(), covered: changed.length, scanned: !logged, bare: (r) => (r.seq <= specs && r.seq <= upTo) || (r.seq >= end && r.seq <= sent) };
   }
 }

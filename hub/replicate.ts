@@ -1,12 +1,10 @@
 import type { Logger } from 'pino';
 import { SwarmError, Type, type Message, type Payload, type ReplicaEntry } from '../protocol/index.js';
 import { DEFAULT_LEASE_MS } from '../sched/index.js';
-import { idParts } from './replicate-chunks.js';
+import { chunks, idParts } from './replicate-chunks.js';
 import { HolderFeed, type FeedView, TurnShare } from './replicate-feed.js';
 import { OpenKeepers } from './replicate-keepers.js';
-import { Versions, type FlushPoint, type SyncMark } from './replicate-resume.js';
-import { Lane, inSlices } from './replicate-lane.js';
-import { buildFlush, keeperChunks, type BuiltFlush, type FlushItem } from './replicate-flush.js';
+import { Versions, type SyncMark } from './replicate-resume.js';
 import { heldByAsync, readBack, type Held } from './replicate-held.js';
 import { IdExchange, IdsMemos } from './replicate-ids.js';
 import type { HaveDigest } from '../protocol/replica-have.js';
@@ -20,7 +18,6 @@ import type { TaskStore } from './store.js';
 import type { StoreEvent } from './store-events.js';
 import { isFinal, type TaskRecord } from './task.js';
 import { differingBuckets } from './handback-digest.js';
-import { keepScanned, PASS_EVERY, type Scanned } from './replicate-pass.js';
 import { Settle } from './settle.js';
 
 /** A replica entry as the workers' gossip layer merges it: the wire type STATE and HANDBACK carry. */
@@ -44,8 +41,6 @@ export interface ReplicatorOptions {
   chunkBytes?: number;
   /** Bound on deltas queued for one slow holder, bytes (JSON length); past it the holder is synced instead. */
   maxBacklog?: number;
-  /** Bound on the one flush let past `maxBacklog`, JSON characters (hub/replicate-feed.ts `FeedOptions.maxOversize`). */
-  maxOversize?: number;
   /** A result's text larger than this is not replicated (the hub journals it anyway). */
   maxText?: number;
   /** A HANDBACK within this long keeps the hub's mode at `reconciling`. */
@@ -71,13 +66,6 @@ export interface ReplicatorOptions {
 
 /** How long the holders' syncs wait for the swarm to be back in star mode, at most (`syncSettled`). */
 const STAR_WAIT_MS = 10_000;
-
-/**
- * How long one slice of a flush's building holds the loop, at most (about: one look at the time every
- * few entries). A turn of the hub then carries that, the deltas its feeds send (`TurnShare.deltaMs`)
- * and a sync's chunk: about 20 ms together on an idle 2-core host.
- */
-const FLUSH_SLICE_MS = 8;
 
 /** Tasks evicted since this hub started read back to compare a holder's digest, at most (a restart's first passes are far fewer). */
 const MAX_EVICTED_READ_BACK = 50_000;
@@ -174,9 +162,6 @@ export class HubReplicator {
   private readonly digesting = new Set<WorkerEntry>();
   /** What the holders' and keepers' syncs send in one turn of the loop, together. */
   private readonly share = new TurnShare();
-  /** Flushes, evictions and run specs, in order, one after another (a large flush takes several turns). */
-  private readonly lane = new Lane((err) => this.log.warn({ err }, 'replication step failed'));
-  private closed = false;
 
   constructor(
     private readonly store: () => TaskStore,
@@ -189,7 +174,7 @@ export class HubReplicator {
     this.signer = new EntrySigner(opts.token);
     this.settle = new Settle(() => this.syncSettled(), opts.settleMs, opts.settleMaxMs);
     this.keepers = new OpenKeepers({
-      store, max: opts.keepers, entry: (r, withSpec) => this.entry(r, withSpec), chunkBytes: opts.chunkBytes ?? 256 * 1024, maxBacklog: opts.maxBacklog ?? 4 * 1024 * 1024, maxOversize: opts.maxOversize, share: this.share,
+      store, max: opts.keepers, entry: (r, withSpec) => this.entry(r, withSpec), chunkBytes: opts.chunkBytes ?? 256 * 1024, maxBacklog: opts.maxBacklog ?? 4 * 1024 * 1024, share: this.share,
       log: log.child({ part: 'keepers' }), settleMs: opts.settleMs, settleMaxMs: opts.settleMaxMs,
     });
   }
@@ -224,7 +209,6 @@ export class HubReplicator {
   }
 
   stop(): void {
-    this.closed = true;
     if (this.fullTimer) clearInterval(this.fullTimer);
     if (this.batchTimer) clearTimeout(this.batchTimer);
     clearTimeout(this.starWaitTimer);
@@ -290,9 +274,8 @@ export class HubReplicator {
   private elect(): void {
     const next = electHolders([...this.peers.values()].map((p) => p.w), this.opts.holders ?? 3);
     const before = new Set(this.holding);
-    // Pending deltas go out to the holders first (queued behind a flush being built, to those holding
-    // when it is handed over), so a new holder's full sync is not older than them.
-    void this.flush();
+    // Pending deltas go out to the old holders first, so a new holder's full sync is not older than them.
+    this.flush();
     this.holding = next;
     for (const w of before) if (!next.includes(w)) { this.feeds.get(w)?.stop(); this.feeds.delete(w); this.syncDue.delete(w); this.exchanges.get(w)?.abort(); }
     // A member not a holder sheds its copy once the swarm is in star mode: what it reported holding no longer stands.
@@ -304,7 +287,7 @@ export class HubReplicator {
 
 
   /** What a holder at mark `m` lacks, as a resumed sync sends it; undefined if only the whole state will do. */
-  private lacking(m: SyncMark | undefined, end = Infinity, w?: WorkerEntry): { records: Iterable<Scanned>; upTo: number; bare: (r: TaskRecord) => boolean } | undefined {
+  private lacking(m: SyncMark | undefined, end = Infinity, w?: WorkerEntry): { records: Iterable<TaskRecord>; upTo: number; bare: (r: TaskRecord) => boolean } | undefined {
     if (!this.versions.canResume(m)) return undefined;
     const q = this.store().queue;
     const { records, bare, scanned } = this.versions.resume(m, () => q.all(), end, (id) => q.get(id));
@@ -325,7 +308,7 @@ export class HubReplicator {
         drained: () => conn.drained(),
         get isClosed() { return conn.isClosed; },
       }, (r, withSpec) => this.entry(r, withSpec), () => this.whole(w), {
-        chunkBytes: this.opts.chunkBytes ?? 256 * 1024, maxBacklog: this.opts.maxBacklog ?? 4 * 1024 * 1024, maxOversize: this.opts.maxOversize, share: this.share, log: this.log.child({ holder: w.id }),
+        chunkBytes: this.opts.chunkBytes ?? 256 * 1024, maxBacklog: this.opts.maxBacklog ?? 4 * 1024 * 1024, share: this.share, log: this.log.child({ holder: w.id }),
         seqOf: (id) => this.store().queue.get(id)?.seq, nextSeq: () => this.store().queue.nextSeq,
       }, (seq, end) => this.versions.mark(seq, end), (m, end) => {
         const r = m && this.lacking(m, end, w);
@@ -404,64 +387,35 @@ export class HubReplicator {
   }
 
   /**
-   * Send the pending deltas now. The hub calls it after accepting tasks, and the submitter hears
-   * "accepted" once it resolves: their specs are on the wire by then, so a hub that dies right after
-   * cannot strand them. Resolves once the deltas pending now (and every flush before) are queued to
-   * every holder's and keeper's feed.
-   *
-   * The pending deltas are taken now, and built (entries signed and encoded, cut into chunks) a slice
-   * of `FLUSH_SLICE_MS` a turn of the loop, then handed to the feeds in one step, in order behind the
-   * flushes and evictions before them (`lane`): one submit of 10,000 tasks held the hub's loop
-   * 0.3-1.2 s for it in one turn. A small flush is built and handed over at once, in the caller's
-   * turn, as before. Taken when the flush is asked for, not when its turn in the lane comes: one
-   * submit is one flush, as before (taken later, the submits that came while a large one was built
-   * went as one flush of them all, past what a feed lets wait whole).
+   * Send the pending deltas now. The hub calls it after accepting tasks, so their specs are on the
+   * wire before the submitter hears "accepted": a hub that dies right after cannot strand them.
    */
-  flush(): Promise<void> {
+  flush(): void {
     if (this.batchTimer) clearTimeout(this.batchTimer);
     this.batchTimer = undefined;
-    if (!this.pending.size || this.closed) return this.lane.run(() => {});
-    const v = this.versions;
     // In the order of their last change: a chunk then brings the holder every change up to its last
     // entry's version (below), so a holder behind in the middle of a large flush resumes from there.
-    const items: FlushItem[] = [...this.pending.values()].map((p) => ({ rec: p.rec, spec: p.spec, ver: v.versionOf(p.rec.id) })).sort((a, b) => a.ver - b.ver);
-    this.pending = new Map();
-    // What the flush vouches for is fixed now: changes from here on are pending for the next one.
-    const point = v.flushPoint();
-    return this.lane.run(() => this.flushStep(items, point));
-  }
-
-  /** Build a flush (in slices of the loop's turns if it is large) and hand it to the feeds. */
-  private flushStep(items: readonly FlushItem[], point: FlushPoint): void | Promise<void> {
-    if (this.closed) return;
-    const before = this.versions.mark().ver;
-    const entry = (r: TaskRecord, withSpec: boolean) => this.entry(r, withSpec);
-    return inSlices(buildFlush(items, entry, this.opts.chunkBytes ?? 256 * 1024, this.log, this.keepers.size > 0), FLUSH_SLICE_MS, (built) => this.handOff(items, built, point, before));
-  }
-
-  /** A flush built: its chunks to every holder's feed, its open tasks to the keepers', in one turn. */
-  private handOff(items: readonly FlushItem[], built: BuiltFlush, point: FlushPoint, before: number): void {
-    if (this.closed) return;
     const v = this.versions;
-    // A task that changed while the flush was built went in it as it was when built, and goes again
-    // in a flush after: a holder merges what it gets (worker/gossip/replica.ts), so one a sync sent
-    // newer meanwhile keeps what it has.
-    // A holder has every change of this flush once its last chunk reached it. One before it brings the
-    // holder every change up to its last entry's version when the flush began: every task changed by
-    // then is in it or in a chunk before (their order), each as it is now. (Marked with the flush's
-    // version, a first chunk vouched for the rest; with the version before the flush, a holder behind
-    // in the middle of a 32 MB submit resumed with all of it again.) And the flush counts as queued to
-    // every holder (what a sync chunk's mark says) only once all of it is: a feed sends a sync chunk
-    // between two of them.
-    const cs = built.chunks.filter((c) => c.chunk.entries.length);
-    cs.forEach((c, i) => { c.chunk.ver = i === cs.length - 1 ? point.ver : Math.max(before, items[c.idx.at(-1)!]!.ver); });
-    this.stats.deltas += items.length;
-    // Each feed gets the flush whole: one larger than its bound waits whole, in chunks (HolderFeed.flush).
-    const chunksOut = cs.map((c) => c.chunk);
-    for (const w of this.holding) this.feed(w).flush(chunksOut);
-    v.flushed(point);
+    const recs = [...this.pending.values()].sort((a, b) => v.versionOf(a.rec.id) - v.versionOf(b.rec.id));
+    const entries = recs.map((p) => this.entry(p.rec, p.spec));
+    this.pending = new Map();
+    if (!entries.length) return;
+    this.stats.deltas += entries.length;
     // Encoded once for every holder and keeper; each one's feed sends them as its socket drains.
-    if (built.open) this.keepers.delta(keeperChunks(built), built.open.reduce((n, c) => n + c.chunk.entries.length, 0), built.closed?.length ?? 0);
+    const texts = this.keepers.size ? entries.map((e) => JSON.stringify(e)) : undefined;
+    // A holder has every change of this flush once its last chunk reached it. One before it brings the
+    // holder every change up to its last entry's version: every task changed by then is in it or in a
+    // chunk before (their order), each as it is now. (Marked with the flush's version, a first chunk
+    // vouched for the rest; with the version before the flush, a holder behind in the middle of a
+    // 32 MB submit resumed with all of it again.) And the flush counts as queued to every holder (what
+    // a sync chunk's mark says) only once all of it is: a feed sends a sync chunk between two of them.
+    const before = v.mark().ver, after = v.now;
+    const cs = chunks(entries, this.opts.chunkBytes ?? 256 * 1024, this.log, texts);
+    cs.forEach((c, i) => { const last = c.entries.at(-1); c.ver = i === cs.length - 1 ? after : Math.max(before, last ? v.versionOf(last.id) : 0); });
+    // Each feed gets the flush whole: one larger than its bound waits whole, in chunks (HolderFeed.flush).
+    for (const w of this.holding) this.feed(w).flush(cs);
+    this.versions.flushed();
+    if (texts) this.keepers.delta(recs.map((p) => p.rec), entries, texts);
   }
 
   /**
@@ -470,15 +424,9 @@ export class HubReplicator {
    * own results and what gossip mode gave them, and get the ids at once (encoded once for all).
    */
   private evicted(ids: readonly string[]): void {
-    // Behind the deltas before them (a flush still being built among them): the holders' copy of
-    // these tasks is final before it goes.
-    if (this.holding.length) void this.flush();
-    void this.lane.run(() => this.evictNow(ids));
-  }
-
-  private evictNow(ids: readonly string[]): void {
+    if (this.holding.length) this.flush();
     this.versions.evicted(ids);
-    if (!this.active || this.closed) return;
+    if (!this.active) return;
     for (const part of idParts(ids)) {
       const json = JSON.stringify({ full: false, entries: [], evicted: part });
       for (const w of this.holding) this.feed(w).evict(part, json);
@@ -527,16 +475,16 @@ export class HubReplicator {
     }
     if (ended) this.runs.delete(run); else this.runs.set(run, spec);
     if (!this.active) return;
-    void this.flush();
+    this.flush();
     const runs = [ended ? { run, ended: true } : { run, spec }];
-    void this.lane.run(() => { for (const w of this.holding) w.conn.send(Type.STATE, { full: false, entries: [], runs }); });
+    for (const w of this.holding) w.conn.send(Type.STATE, { full: false, entries: [], runs });
   }
 
   /**
    * The whole state as holder `w` lacks it: a mark this hub cannot resume from (another hub's: it
    * restarted) came with what the holder holds of the finished tasks, which stays out.
    */
-  private whole(w: WorkerEntry): Iterable<Scanned> {
+  private whole(w: WorkerEntry): Iterable<TaskRecord> {
     const held = this.heldOf(w);
     if (!held) return this.store().queue.all();
     this.stats.haveSyncs++;
@@ -621,9 +569,9 @@ export class HubReplicator {
     evictTo(this.feed(w), gone);
   }
 
-  /** `records` without those `held` says the holder has (counted in `haveHeld`), lazily (hub/replicate-pass.ts). */
-  private omit(records: Iterable<Scanned>, held: (r: TaskRecord) => boolean): Iterable<Scanned> {
-    return keepScanned(records, (r) => { if (held(r)) { this.stats.haveHeld++; return false; } this.stats.haveSent++; return true; });
+  /** `records` without those `held` says the holder has (counted in `haveHeld`), lazily. */
+  private *omit(records: Iterable<TaskRecord>, held: (r: TaskRecord) => boolean): Iterable<TaskRecord> {
+    for (const r of records) { if (held(r)) this.stats.haveHeld++; else { this.stats.haveSent++; yield r; } }
   }
 
   /** The periodic repair: the next window of at most `fullSyncEntries` tasks, wrapping around. */
@@ -749,11 +697,8 @@ function gapOf(m: SyncMark, store: TaskStore): { after: number; before: number }
   return before > after ? { after, before } : undefined;
 }
 
-/** The records after the first `n` (the repair window's start), lazily, a marker every `PASS_EVERY` skipped (hub/replicate-pass.ts). */
-function* skip(it: Iterable<TaskRecord>, n: number): Iterable<Scanned> {
+/** The records after the first `n` (the repair window's start), lazily. */
+function* skip<T>(it: Iterable<T>, n: number): Iterable<T> {
   let i = 0;
-  for (const x of it) {
-    if (i++ >= n) yield x;
-    else if (i % PASS_EVERY === 0) yield { pass: x.seq };
-  }
+  for (const x of it) if (i++ >= n) yield x;
 }

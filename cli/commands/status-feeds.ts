@@ -29,5 +29,5 @@ export function feedLines(feeds: readonly FeedStatus[], b: BehindStatus = {}): s
   return [`feeds    ${who}; fell behind ${n(behind)} time(s): ${n(b.behindResumed)} resumed from a mark, ${n(b.behindRestarted)} synced from zero, ${n(b.rescans)} passes over the hot state`, ...out];
 }
 
-/** What may wait for a holder's link, in bytes, for its feed to count as keeping up. */
+/** What may wait for a holder's link, in JSON characters, for its feed to count as keeping up. */
 const QUIET_BACKLOG = 1 << 20;
