@@ -1,7 +1,7 @@
 import t from 'tap';
 import { feedLines } from '../../cli/commands/status-feeds.js';
 
-/** `swarm status` shows each holder's feed: whether it is behind, and why (the link, the hub's loop, the bound). */
+/** `swarm status` shows each holder's feed: whether it is behind, and why (the link, the hub's loop, the bound); what waits in JSON characters, as the hub counts it, not as bytes. */
 
 t.test('a line per holder\'s feed, with its waits, yields and what waits for its link', async (t) => {
   const lines = feedLines([
@@ -10,8 +10,8 @@ t.test('a line per holder\'s feed, with its waits, yields and what waits for its
   ], { behindResumed: 2, behindRestarted: 0, rescans: 0 });
   t.equal(lines.length, 3, 'a summary, then one line per holder');
   t.match(lines[0], /fell behind 2 time\(s\): 2 resumed from a mark, 0 synced from zero, 0 passes over the hot state/);
-  t.match(lines[1], /w-1: in sync, 0 B waiting; 1,200 frames, 1 syncs, 0 fell behind, 40 waits for the link, 3 yields to the loop, 1 flushes over the bound sent whole/);
-  t.match(lines[2], /w-2: SYNCING, 3 MiB waiting; .* 2 fell behind, 410 waits for the link, 95 yields to the loop; 9,000 entries synced \(4,000 without spec\), 12 deltas left to a sync/);
+  t.match(lines[1], /w-1: in sync, 0 characters of JSON waiting; 1,200 frames, 1 syncs, 0 fell behind, 40 waits for the link, 3 yields to the loop, 1 flushes over the bound sent whole/);
+  t.match(lines[2], /w-2: SYNCING, 3.1M characters of JSON waiting; .* 2 fell behind, 410 waits for the link, 95 yields to the loop; 9,000 entries synced \(4,000 without spec\), 12 deltas left to a sync/);
   t.notMatch(lines[2], /over the bound/, 'no oversize flush: not mentioned');
 });
 
