@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import { SwarmError } from '../protocol/errors.js';
+import { openFilesLimit } from '../hub/conn-caps.js';
 
 /** Open files the hub keeps besides its agents' links: journal, archive, logs, listeners, supervisor pipes. */
 const HUB_FILES = 256;
@@ -14,12 +15,7 @@ const PORTS_PER_AGENT = { failover: 3, star: 1 } as const;
 const grouped = (n: number): string => String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
 
 /** The soft limit of open files of this process (its children inherit it), or undefined off Linux. */
-export function openFilesLimit(limits = '/proc/self/limits'): number | undefined {
-  try {
-    const m = /^Max open files\s+(\d+|unlimited)/m.exec(fs.readFileSync(limits, 'utf8'));
-    return m && m[1] !== 'unlimited' ? Number(m[1]) : undefined;
-  } catch { return undefined; }
-}
+export { openFilesLimit } from '../hub/conn-caps.js';
 
 /** How many ephemeral ports this host hands out (Linux), or undefined. */
 export function ephemeralPorts(file = '/proc/sys/net/ipv4/ip_local_port_range'): number | undefined {

@@ -5,6 +5,7 @@ import { DEFAULT_RETAIN, MAX_RETAIN_BYTES, MAX_RETAIN_COUNT, MAX_RETAIN_MS } fro
 import { DEFAULT_ARCHIVE_BOUND, MAX_ARCHIVE_BYTES, MIN_ARCHIVE_BYTES } from './archive-bound.js';
 import { DEFAULT_COMPACT_BYTES } from './journal.js';
 import { DEFAULT_LEASE_AHEAD_MS } from './lease-ahead.js';
+import { DEFAULT_MAX_CONTROL_CONNECTIONS, DEFAULT_MAX_WORKER_LINKS } from './conn-caps.js';
 import { MAX_ATTEMPTS, MAX_DEFAULT_TOKENS, MAX_LINE, MAX_PREFETCH_BELOW_MS } from '../protocol/bounds.js';
 
 /**
@@ -32,6 +33,13 @@ export const HubConfigSchema = z.object({
    * nothing). Replication paces itself under it: large transfers wait for the socket to drain.
    */
   maxOutbound: z.number().int().min(64 * 1024).default(DEFAULT_MAX_OUTBOUND),
+  /**
+   * Connections the worker port and the control API accept at once; past them a new one is closed at
+   * accept (counted, logged rate-limited). Both are lowered at start to fit the process's open-files
+   * limit less a reserve (hub/conn-caps.ts).
+   */
+  maxWorkerLinks: z.number().int().min(1).max(10_000_000).default(DEFAULT_MAX_WORKER_LINKS),
+  maxControlConnections: z.number().int().min(1).max(10_000_000).default(DEFAULT_MAX_CONTROL_CONNECTIONS),
   maxQueue: z.number().int().positive().default(1_000_000),
   /** Lease length of a task without its own timeout_ms; the acting coordinator uses it too after a failover. */
   leaseMs: z.number().int().positive().default(DEFAULT_LEASE_MS),

@@ -67,6 +67,9 @@ export class ControlServer {
     this.server.headersTimeout = KEEP_ALIVE_MS + 1000;
     // A request's body must arrive within this (a client trickling bytes holds a socket and a buffer).
     this.server.requestTimeout = 120_000;
+    // Bounded like the worker port (hub/conn-caps.ts): idle keep-alive sockets would otherwise take every fd.
+    this.server.maxConnections = this.hub.connCaps.control;
+    this.server.on('drop', (d?: { remoteAddress?: string; remotePort?: number }) => this.hub.connectionRefused('control', d));
     await new Promise<void>((resolve, reject) => {
       this.server!.once('error', reject);
       this.server!.listen(this.opts.port, this.opts.host, () => resolve());
@@ -128,6 +131,8 @@ export class ControlServer {
       tasks: this.hub.store.queue.counts(),
       journal: journalStatus(this.hub.store),
       waits: this.waits.count,
+      // Each port's cap (fitted under the fd limit) and the connections it closed at accept.
+      connections: { worker_cap: this.hub.connCaps.workers, control_cap: this.hub.connCaps.control, fd_limit: this.hub.connCaps.fdLimit ?? null, reserve: this.hub.connCaps.reserve, refused: { ...this.hub.metrics.connectionsRefused } },
       metrics: {
         dispatch_p50_ms: this.hub.metrics.dispatchLatency.quantile(0.5),
         dispatch_p99_ms: this.hub.metrics.dispatchLatency.quantile(0.99),

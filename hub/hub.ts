@@ -19,6 +19,7 @@ import { Liveness } from './liveness.js';
 import { handshakeCause, rememberRemotes, remoteOf } from './tls-refusal.js';
 import { RefusalLog } from './refusal-log.js';
 import { conflictingFields } from './spec-conflict.js';
+import { fitConnCaps, openFilesLimit, type ConnCaps } from './conn-caps.js';
 
 export type { HubEvents } from './context.js';
 
@@ -46,9 +47,12 @@ export class Hub implements HubContext {
   watchers = 0;
   /** Refused links (no token needed to cause them): logged a bounded number of lines per window. */
   readonly refusals: RefusalLog;
+  /** Connection caps of the worker port and the control API, fitted under this process's fd limit at construction. */
+  readonly connCaps: ConnCaps;
 
   constructor(readonly config: HubConfig, readonly log: Logger, readonly events: HubEvents = {}) {
     this.refusals = new RefusalLog(log);
+    this.connCaps = fitConnCaps({ workers: config.maxWorkerLinks, control: config.maxControlConnections }, openFilesLimit());
     this.dispatcher = new Dispatcher(this);
     // The store opens in start() and the replicator is made below: the narrow views read them when used.
     const hub = this;
@@ -95,11 +99,17 @@ export class Hub implements HubContext {
         // hub restarting, which a worker retries forever.
         ...(this.config.tlsCa ? { ca: fs.readFileSync(this.config.tlsCa), requestCert: true, rejectUnauthorized: false } : {}) }, onSocket)
       : net.createServer(onSocket);
-    this.server.maxConnections = 20_000;
+    // Past the cap a link is closed at accept ('drop'): the fds it would hold stay free for the journal,
+    // the archive, the logs and the control API (hub/conn-caps.ts).
+    this.server.maxConnections = this.connCaps.workers;
+    this.server.on('drop', (d?: { remoteAddress?: string; remotePort?: number }) => this.connectionRefused('worker', d));
     // A worker that does not trust our certificate (or presents none we trust) fails in the handshake: log it here too.
     rememberRemotes(this.server);
     this.server.on('tlsClientError', (err: NodeJS.ErrnoException, s: net.Socket) => this.refusals.warn({ remote: remoteOf(s), code: err.code, err: handshakeCause(err) }, 'worker link refused in the TLS handshake'));
     await listen(this.server, this.config.port, this.config.host);
+    const caps = this.connCaps;
+    if (caps.lowered) this.log.warn({ fd_limit: caps.fdLimit, reserve: caps.reserve, configured: caps.lowered, worker_links: caps.workers, control_connections: caps.control },
+      `connection caps lowered to fit ${caps.fdLimit} open files (ulimit -n) less ${caps.reserve} kept for the journal, archive, logs and pipes: worker port ${caps.workers} (configured ${caps.lowered.workers}), control API ${caps.control} (configured ${caps.lowered.control})`);
     const tBound = performance.now();
     try {
       this.store = await TaskStore.open(this.config.stateDir, {
@@ -132,6 +142,14 @@ export class Hub implements HubContext {
     const addr = this.server.address() as net.AddressInfo;
     this.log.info({ host: addr.address, port: addr.port, tls: Boolean(this.config.tlsCert) }, 'hub listening');
     return { host: addr.address, port: addr.port };
+  }
+
+  /** A connection closed at accept because its port's cap was reached: counted, logged rate-limited. */
+  connectionRefused(port: 'worker' | 'control', d?: { remoteAddress?: string; remotePort?: number }): void {
+    this.metrics.connectionsRefused[port]++;
+    const cap = port === 'worker' ? this.connCaps.workers : this.connCaps.control;
+    this.refusals.warn({ port, cap, remote: d?.remoteAddress !== undefined ? `${d.remoteAddress}:${d.remotePort}` : undefined },
+      `${port === 'worker' ? 'worker port' : 'control API'}: connection refused, ${cap} open already (its cap)`);
   }
 
   get address(): { host: string; port: number } | undefined {

@@ -16,6 +16,8 @@ export class HubMetrics {
   tokensIn = 0;
   tokensOut = 0;
   readonly protocolErrors = new Map<string, number>();
+  /** Connections closed at accept because their port's cap (hub/conn-caps.ts) was reached. */
+  readonly connectionsRefused = { worker: 0, control: 0 };
   readonly dispatchLatency = new Histogram(MS);
   readonly taskDuration = new Histogram(MS);
   readonly ttft = new Histogram(MS);
@@ -54,6 +56,8 @@ export class HubMetrics {
     counter('swarm_tokens_out_total', 'Generated tokens reported by workers.', this.tokensOut);
     out.push('# HELP swarm_protocol_errors_total Bad frames received, by code.', '# TYPE swarm_protocol_errors_total counter');
     for (const [k, v] of this.protocolErrors) out.push(`swarm_protocol_errors_total{code="${k}"} ${v}`);
+    out.push('# HELP swarm_connections_refused_total Connections closed at accept: their port had its cap open already.', '# TYPE swarm_connections_refused_total counter');
+    for (const [k, v] of Object.entries(this.connectionsRefused)) out.push(`swarm_connections_refused_total{port="${k}"} ${v}`);
     out.push(this.dispatchLatency.render('swarm_dispatch_latency_ms', 'From a task and a free slot both being ready to its TASK_REQ being sent.'));
     out.push(this.taskDuration.render('swarm_task_duration_ms', 'Task duration as reported in receipts.'));
     out.push(this.ttft.render('swarm_time_to_first_token_ms', 'Time to first token as reported in receipts.'));

@@ -8,6 +8,7 @@ import { DEFAULT_ARCHIVE_BOUND, archiveMaxString, describeArchiveBound, parseArc
 import { DEFAULT_MAX_ATTEMPTS } from '../../sched/retry.js';
 import { DEFAULT_LEASE_AHEAD_MS } from '../../hub/lease-ahead.js';
 import { fail } from '../exit.js';
+import { DEFAULT_MAX_CONTROL_CONNECTIONS, DEFAULT_MAX_WORKER_LINKS } from '../../hub/conn-caps.js';
 import { int, keyValue } from '../options.js';
 import { formatBytes } from '../../protocol/bytes.js';
 import { MAX_ATTEMPTS, MAX_DEFAULT_TOKENS, MAX_LINE, MAX_PREFETCH_BELOW_MS, MAX_SLOTS } from '../../protocol/bounds.js';
@@ -40,6 +41,8 @@ export function hubOptions(cmd: Command): Command {
     .option('--max-tokens <n>', 'max_tokens of a task that gives none (a bound on every generation; a task may ask for more)', int('--max-tokens', 1, MAX_DEFAULT_TOKENS), 512)
     .option('--prefetch-below-ms <ms>', 'lease a worker its queue (beyond its slots) while its tasks run under this long on average; 0: never', int('--prefetch-below-ms', 0, MAX_PREFETCH_BELOW_MS), 5)
     .option('--lease-ahead-ms <ms>', `lease a busy worker its next task this long before its running one ends (while tasks wait that no free worker takes), so it starts without a round trip; auto: ${DEFAULT_LEASE_AHEAD_MS} ms for workers whose engine says when a task ends (the batched engine), none for others; a number: also the others, by their mean run time; 0: never`, leaseAheadOption, 'auto')
+    .option('--max-worker-links <n>', `connections the worker port accepts at once (each an open file); lowered at start to fit ulimit -n less a reserve`, int('--max-worker-links', 1, 10_000_000), DEFAULT_MAX_WORKER_LINKS)
+    .option('--max-control-connections <n>', `connections the control API accepts at once (dashboards, status, submit --wait and /wait); lowered likewise`, int('--max-control-connections', 1, 10_000_000), DEFAULT_MAX_CONTROL_CONNECTIONS)
     .option('--no-journal', 'keep tasks in memory only (nothing survives a restart)')
     .option('--fsync <mode>', 'always: acknowledge tasks and show results only once fsynced (group commit); interval: fsync once a second (a power loss can lose up to 1 s of acknowledged work)', fsyncMode, 'always')
     .option('--msgpack', 'offer msgpack to workers (NDJSON is the default: measured faster for these small frames)', false)
@@ -53,7 +56,7 @@ export interface HubCliOptions {
   host: string; port: number; controlPort: number; controlHost?: string; token?: string; tlsCert?: string; tlsKey?: string; tlsCa?: string;
   stateDir?: string; heartbeatMs: number; deadAfterMs: number; maxLine: number; maxAttempts: number; maxTokens: number; prefetchBelowMs: number; leaseAheadMs: number | 'auto';
   journal: boolean; msgpack: boolean; roles?: RolePlan; insecureNoAuth: boolean; fsync: 'always' | 'interval'; retain?: RetainOptions;
-  archiveMax?: ArchiveBound;
+  archiveMax?: ArchiveBound; maxWorkerLinks: number; maxControlConnections: number;
 }
 
 function leaseAheadOption(v: string): number | 'auto' {
@@ -101,7 +104,7 @@ export function hubToken(o: HubCliOptions, dir: string): string | undefined {
 
 export function hubConfigFrom(o: HubCliOptions, token: string | undefined) {
   return {
-    host: o.host, port: o.port, controlPort: o.controlPort, token,
+    host: o.host, port: o.port, controlPort: o.controlPort, token, maxWorkerLinks: o.maxWorkerLinks, maxControlConnections: o.maxControlConnections,
     ...(o.controlHost ? { controlHost: o.controlHost } : {}), ...(o.tlsCa ? { tlsCa: o.tlsCa } : {}),
     tlsCert: o.tlsCert, tlsKey: o.tlsKey, heartbeatMs: o.heartbeatMs, deadAfterMs: o.deadAfterMs,
     maxLine: o.maxLine, maxAttempts: o.maxAttempts, defaultMaxTokens: o.maxTokens, prefetchBelowMs: o.prefetchBelowMs,

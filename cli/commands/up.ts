@@ -153,7 +153,7 @@ async function upDetached(o: UpOptions, model: ChosenModel): Promise<void> {
   const hubArgs = [CLI, 'hub', '--state-dir', dir, '--supervise', String(o.agents), '--procs', String(o.procs), '--log-file', logPath(dir, 'hub'),
     '--host', o.host, '--port', String(o.port), '--control-port', String(o.controlPort),
     '--heartbeat-ms', String(o.heartbeatMs), '--dead-after-ms', String(o.deadAfterMs), '--max-line', String(o.maxLine),
-    '--max-attempts', String(o.maxAttempts), '--max-tokens', String(o.maxTokens), '--prefetch-below-ms', String(o.prefetchBelowMs), '--lease-ahead-ms', String(o.leaseAheadMs), '--fsync', o.fsync, ...retainArg(o.retain), ...archiveMaxArg(o.archiveMax), '--ready-fd', '3', ...supervised];
+    '--max-attempts', String(o.maxAttempts), '--max-tokens', String(o.maxTokens), '--prefetch-below-ms', String(o.prefetchBelowMs), '--lease-ahead-ms', String(o.leaseAheadMs), '--fsync', o.fsync, '--max-worker-links', String(o.maxWorkerLinks), '--max-control-connections', String(o.maxControlConnections), ...retainArg(o.retain), ...archiveMaxArg(o.archiveMax), '--ready-fd', '3', ...supervised];
   if (o.tlsCert) hubArgs.push('--tls-cert', o.tlsCert);
   if (o.tlsKey) hubArgs.push('--tls-key', o.tlsKey);
   if (o.tlsCa) hubArgs.push('--tls-ca', o.tlsCa);
