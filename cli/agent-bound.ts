@@ -1,9 +1,7 @@
 import fs from 'node:fs';
 import { SwarmError } from '../protocol/errors.js';
-import { openFilesLimit } from '../hub/conn-caps.js';
+import { DEFAULT_MAX_CONTROL_CONNECTIONS, fitConnCaps, openFilesLimit } from '../hub/conn-caps.js';
 
-/** Open files the hub keeps besides its agents' links: journal, archive, logs, listeners, supervisor pipes. */
-const HUB_FILES = 256;
 /**
  * Local ports an agent takes on this host: its link to the hub, and with failover its peer listener
  * and at least one gossip link. A million echo agents took every ephemeral port: new worker
@@ -28,7 +26,8 @@ export function ephemeralPorts(file = '/proc/sys/net/ipv4/ip_local_port_range'):
 /** The most agents one host can run with its hub, and the resource that decides it. */
 export function agentBound(failover: boolean, host: { files?: number; ports?: number } = { files: openFilesLimit(), ports: ephemeralPorts() }): { max: number; why: string } | undefined {
   const { files, ports } = host;
-  const byFiles = files !== undefined ? { max: Math.max(0, files - HUB_FILES), why: `the hub keeps a connection per agent and may open ${grouped(files)} files (ulimit -n)` } : undefined;
+  // The hub's worker-port cap under this limit (hub/conn-caps.ts): an agent past it is refused at accept.
+  const byFiles = files !== undefined ? { max: fitConnCaps({ workers: files, control: DEFAULT_MAX_CONTROL_CONNECTIONS }, files).workers, why: `the hub keeps a connection per agent and may open ${grouped(files)} files (ulimit -n)` } : undefined;
   const per = failover ? PORTS_PER_AGENT.failover : PORTS_PER_AGENT.star;
   const byPorts = ports !== undefined ? { max: Math.floor(ports / per), why: `each agent takes ${per} local port(s)${failover ? ' with failover' : ''} of this host's ${grouped(ports)} (net.ipv4.ip_local_port_range)` } : undefined;
   if (!byFiles) return byPorts;

@@ -36,16 +36,16 @@ export function openFilesLimit(limits = '/proc/self/limits'): number | undefined
 /**
  * The worker port's and control port's connection caps, fitted so that both full still leave the
  * reserve free under the fd limit: past it the hub could not open its journal, archive or log
- * (EMFILE), nor accept its own workers. Caps that do not fit are lowered in proportion (each at
- * least 1), so a flood on one port cannot take the other's share.
+ * (EMFILE), nor accept its own workers. Caps that do not fit are lowered: the control API keeps its
+ * configured cap up to a quarter of the room (its default is sized for the /wait places; a share in
+ * proportion left it 46 of them under ulimit -n 1024), the worker port takes the rest; each at least 1.
  */
 export function fitConnCaps(want: { workers: number; control: number }, fdLimit: number | undefined): ConnCaps {
   if (fdLimit === undefined) return { ...want, reserve: 0 };
   const reserve = Math.max(MIN_RESERVE_FDS, Math.ceil(fdLimit * RESERVE_SHARE));
   const room = Math.max(2, fdLimit - reserve);
-  const sum = want.workers + want.control;
-  if (sum <= room) return { ...want, fdLimit, reserve };
-  const control = Math.max(1, Math.floor(want.control * room / sum));
+  if (want.workers + want.control <= room) return { ...want, fdLimit, reserve };
+  const control = Math.max(1, Math.min(want.control, Math.max(Math.floor(room / 4), room - want.workers)));
   const workers = Math.max(1, Math.min(want.workers, room - control));
   return { workers, control, fdLimit, reserve, lowered: { ...want } };
 }

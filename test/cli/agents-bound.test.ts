@@ -13,7 +13,7 @@ import { agentBound } from '../../cli/agent-bound.js';
  */
 
 t.test('the agent bound is the smaller of open files and local ports', async (t) => {
-  t.same(agentBound(false, { files: 20_000, ports: 28_232 })?.max, 19_744, 'open files decide without failover');
+  t.same(agentBound(false, { files: 20_000, ports: 28_232 })?.max, 16_720, 'open files decide without failover (the hub\'s worker-port cap: 20,000 less 2,000 kept and 1,280 for the control API)');
   t.same(agentBound(true, { files: 20_000, ports: 28_232 })?.max, 9_410, 'ports decide with failover (3 an agent)');
   t.match(agentBound(true, { files: 1024, ports: 28_232 })?.why, /ulimit -n/);
   t.equal(agentBound(true, {}), undefined, 'no bound where neither is known');
@@ -21,15 +21,15 @@ t.test('the agent bound is the smaller of open files and local ports', async (t)
 
 t.test('--agents past the open files the hub may hold: a usage error naming the limit, nothing started', async (t) => {
   const state = path.join(tempDir(t), 'state');
-  // A lowered soft limit stands for a host's: 512 files hold 256 agents and the hub's own files.
+  // A lowered soft limit stands for a host's: 512 files hold 192 agents, 64 control connections and 256 of the hub's own files.
   const r = spawnSync('sh', ['-c', `ulimit -n 512 && exec "${process.execPath}" "${CLI}" up --state-dir "${state}" --driver echo --agents 1000 --no-failover -d --ready-timeout 5000`], { encoding: 'utf8', timeout: 60_000 });
   t.equal(r.status, 2, `exit 2 (${r.stderr.trim().split('\n')[0]})`);
-  t.match(r.stderr, /SWARM_ERR_CONFIG: --agents 1000: this host holds at most 256 agents: .*ulimit -n.*--force/);
+  t.match(r.stderr, /SWARM_ERR_CONFIG: --agents 1000: this host holds at most 192 agents: .*ulimit -n.*--force/);
   t.notOk(fs.existsSync(path.join(state, 'hub.json')), 'no hub was started');
   // With a model both bounds apply (memory by the plan, files here): the lower one is named.
   const m = spawnSync('sh', ['-c', `ulimit -n 512 && exec "${process.execPath}" "${CLI}" up --state-dir "${state}" --agents 100000 -d --ready-timeout 5000`], { encoding: 'utf8', timeout: 60_000 });
   t.equal(m.status, 2, `exit 2 (${m.stderr.trim().split('\n').pop()})`);
-  t.match(m.stderr, /--agents 100000: this host holds at most 256 agents: .*ulimit -n/, 'the host bound, lower than the plan, is the one named');
+  t.match(m.stderr, /--agents 100000: this host holds at most 192 agents: .*ulimit -n/, 'the host bound, lower than the plan, is the one named');
   t.notOk(fs.existsSync(path.join(state, 'hub.json')), 'no hub was started');
 });
 

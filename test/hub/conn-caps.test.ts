@@ -21,10 +21,12 @@ t.test('caps fit under the fd limit less a reserve of 10% or 256, whichever is m
   const c = fitConnCaps({ workers: 20_000, control: 1280 }, 20_000);
   t.equal(c.reserve, 2000, '10% of 20,000');
   t.ok(c.workers + c.control <= 18_000 && c.lowered, `lowered to ${c.workers} + ${c.control}`);
-  t.ok(c.control >= 1000, 'the control API keeps its share');
+  t.equal(c.control, 1280, 'the control API keeps its cap (under a quarter of the room)');
   const small = fitConnCaps({ workers: 20_000, control: 1280 }, 1024);
   t.equal(small.reserve, MIN_RESERVE_FDS, '256 under a small limit');
-  t.ok(small.workers + small.control <= 1024 - 256 && small.workers >= 1 && small.control >= 1, `1024: ${small.workers} + ${small.control}`);
+  t.same([small.workers, small.control], [576, 192], '1024: the control API gets a quarter of the 768 left');
+  t.same(fitConnCaps({ workers: 10, control: 5000 }, 1024).control, 758, 'a control cap takes what the worker port leaves');
+  t.same(fitConnCaps({ workers: 5, control: 5 }, 3), { workers: 1, control: 1, fdLimit: 3, reserve: 256, lowered: { workers: 5, control: 5 } }, 'at least 1 each');
   t.same(fitConnCaps({ workers: 10, control: 10 }, undefined), { workers: 10, control: 10, reserve: 0 }, 'no known limit: as configured');
   const f = path.join(tempDir(t), 'limits');
   fs.writeFileSync(f, 'Limit                     Soft Limit           Hard Limit           Units\nMax open files            4096                 524288               files\n');
@@ -106,7 +108,18 @@ t.test(`caps of ${CAP}: ${CAP + EXTRA} idle connections to each port are refused
   t.ok(st.connections.refused.worker >= EXTRA - 1 && st.connections.refused.control >= EXTRA, `refusals counted: ${JSON.stringify(st.connections.refused)}`);
   const metrics = await api<string>(dir, 'GET', '/metrics');
   t.match(metrics, /swarm_connections_refused_total\{port="control"\} \d+/, 'and on /metrics');
+
+  // A worker started while the worker port is full is closed at accept, retries, and joins once it frees.
+  const late = startWorkers(dir, 1, 'late');
+  t.teardown(() => killGroup(late));
+  await new Promise((r) => setTimeout(r, 1500));
+  t.ok(alive(late.child.pid!), 'the worker refused at accept keeps retrying (it did not exit)');
   wf.stop();
+  t.ok(await until(async () => ((await api<ConnStatus>(dir, 'GET', '/status')).workers ?? []).length === 2, 30_000, 200), 'it joined once the worker port freed');
+  const last = await submit(dir, 20, 'c');
+  t.ok(await until(() => tally(dir, last).lost === 0, 30_000, 100), 'and tasks run');
+  const all = tally(dir, [...before, ...after, ...last]);
+  t.same({ lost: all.lost, duplicated: all.duplicated, wrong: all.wrong }, { lost: 0, duplicated: 0, wrong: 0 }, `100 tasks: lost 0, duplicated 0 (${all.results} results)`);
 
   // Logged rate-limited: at most 10 lines a kind per 10 s, however many were refused.
   const logs = fs.readdirSync(dir).filter((f) => f.startsWith('hub-') && f.endsWith('.log')).map((f) => fs.readFileSync(path.join(dir, f), 'utf8')).join('\n');
