@@ -57,7 +57,7 @@ export function applyEvent(s: DashState | undefined, e: SseEvent): DashState | u
  * Follow the hub's dashboard event stream with the bearer token; reconnects (fresh snapshot) after
  * a drop until `stop()` is called. `onState` gets the state after every message; `onLink` the link state.
  */
-export function follow(hub: ControlTarget, onState: (s: DashState) => void, onLink: (up: boolean, why?: string) => void): { stop(): void } {
+export function follow(hub: ControlTarget, onState: (s: DashState) => void, onLink: (up: boolean, why?: string, status?: number) => void): { stop(): void } {
   const c = hub.control;
   let ca = c.ca;
   if (c.tls && ca === undefined && c.ca_file) { try { ca = fs.readFileSync(c.ca_file, 'utf8'); } catch { /* then the system's CAs */ } }
@@ -73,7 +73,7 @@ export function follow(hub: ControlTarget, onState: (s: DashState) => void, onLi
       host: c.host, port: c.port, path: '/dashboard/events', ...tls,
       headers: { accept: 'text/event-stream', ...(hub.token ? { authorization: `Bearer ${hub.token}` } : {}) },
     }, (res) => {
-      if (res.statusCode !== 200) { res.resume(); retry(`HTTP ${res.statusCode}`); return; }
+      if (res.statusCode !== 200) { res.resume(); retry(`HTTP ${res.statusCode}`, res.statusCode); return; }
       onLink(true);
       res.setEncoding('utf8');
       const parser = new SseParser((e) => { state = applyEvent(state, e); if (state && e.event !== 'ping') onState(state); });
@@ -83,9 +83,10 @@ export function follow(hub: ControlTarget, onState: (s: DashState) => void, onLi
     });
     req.on('error', (err) => retry(err.message));
   };
-  const retry = (why: string) => {
+  /** `status`: the hub answered with it (it is there; a refused token, a restart), else it was not reached. */
+  const retry = (why: string, status?: number) => {
     if (stopped || timer) return;
-    onLink(false, why);
+    onLink(false, why, status);
     timer = setTimeout(() => { timer = undefined; connect(); }, 1000);
   };
   connect();

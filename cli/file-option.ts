@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import { InvalidArgumentError } from 'commander';
+import { MAX_CAPS, MAX_SHORT_TEXT } from '../protocol/bounds.js';
 
 /** A PEM certificate, key or CA bundle is a few KB; a large CA bundle a few hundred. */
 export const MAX_PEM_BYTES = 4 * 1024 * 1024;
@@ -20,19 +21,15 @@ export function pemFile(v: string): string {
   return v;
 }
 
-/** The most capabilities a worker may have, and their length (a HANDSHAKE's `caps`, PROTOCOL.md). */
-export const MAX_CAPS = 64;
-export const MAX_CAP_CHARS = 256;
-
 /**
- * --caps: comma-separated, at most MAX_CAPS of at most MAX_CAP_CHARS each. Past them every HANDSHAKE
+ * --caps: comma-separated, at most MAX_CAPS of at most MAX_SHORT_TEXT characters each (a HANDSHAKE's `caps`, protocol/bounds.ts). Past them every HANDSHAKE
  * was refused (SWARM_ERR_BAD_PAYLOAD) and `up` waited its whole ready timeout at "workers ready 0/N".
  * Kept as given (the workers parse it again).
  */
 export function capsList(v: string): string {
   const caps = v.split(',').map((c) => c.trim()).filter(Boolean);
   if (caps.length > MAX_CAPS) throw new InvalidArgumentError(`${caps.length} capabilities; a worker has at most ${MAX_CAPS}`);
-  const long = caps.find((c) => c.length > MAX_CAP_CHARS);
-  if (long) throw new InvalidArgumentError(`a capability has at most ${MAX_CAP_CHARS} characters (one has ${long.length})`);
+  const long = caps.find((c) => c.length > MAX_SHORT_TEXT);
+  if (long) throw new InvalidArgumentError(`a capability has at most ${MAX_SHORT_TEXT} characters (one has ${long.length})`);
   return v;
 }

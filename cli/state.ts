@@ -4,6 +4,8 @@ import path from 'node:path';
 import { randomId } from '../protocol/ids.js';
 import { SwarmError } from '../protocol/errors.js';
 import { writeFileAtomic } from '../protocol/atomic-file.js';
+import { MAX_TOKEN } from '../protocol/bounds.js';
+import { readBounded } from '../protocol/read-bounded.js';
 
 /** What a running hub writes to `<state-dir>/hub.json` so the CLI and workers can find it. */
 export interface HubFile {
@@ -131,7 +133,7 @@ export function tokenPath(dir: string): string { return path.join(dir, 'token');
 export function swarmToken(dir: string, given?: string): string {
   if (given) return checkToken(given, 'the token given (--token, SWARM_TOKEN)');
   let stored = '';
-  try { stored = fs.readFileSync(tokenPath(dir), 'utf8').trim(); } catch (err) {
+  try { stored = readBounded(tokenPath(dir), 64 * 1024).trim(); } catch (err) {
     // Only a missing file means "none yet": a folder or an unreadable file in its place was replaced
     // by a new token (or failed as a bug at the rename), and workers holding the old one were refused.
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
@@ -146,9 +148,6 @@ export function swarmToken(dir: string, given?: string): string {
   return token;
 }
 
-/** The longest token: what a HANDSHAKE carries (PROTOCOL.md), well inside an HTTP header (16 KiB) and an argument. */
-export const MAX_TOKEN_CHARS = 4096;
-
 /**
  * A token travels in an HTTP header (`Authorization: Bearer …`), which takes visible ASCII only: a
  * swarm started with `pässwort-…` or a damaged token file ran, and then every submit, status and
@@ -157,8 +156,8 @@ export const MAX_TOKEN_CHARS = 4096;
  * SWARM_ERR_CONFIG naming where the token came from.
  */
 export function checkToken(token: string, from: string): string {
-  if (token.length > MAX_TOKEN_CHARS) {
-    throw new SwarmError('SWARM_ERR_CONFIG', `${from} is ${token.length} characters long; a token has at most ${MAX_TOKEN_CHARS} (it travels in an HTTP header and in every worker's HANDSHAKE), e.g. \`openssl rand -hex 24\``);
+  if (token.length > MAX_TOKEN) {
+    throw new SwarmError('SWARM_ERR_CONFIG', `${from} is ${token.length} characters long; a token has at most ${MAX_TOKEN} (it travels in an HTTP header and in every worker's HANDSHAKE), e.g. \`openssl rand -hex 24\``);
   }
   if (!/^[\x21-\x7e]+$/.test(token)) {
     throw new SwarmError('SWARM_ERR_CONFIG', `${from} has characters an HTTP header cannot carry: use visible ASCII only (letters, digits, punctuation; no spaces, control or non-ASCII characters), e.g. \`openssl rand -hex 24\``);
@@ -175,8 +174,9 @@ export function envToken(): string | undefined {
   const file = process.env.SWARM_TOKEN_FILE;
   if (!file) return undefined;
   let text: string;
-  try { text = fs.readFileSync(file, 'utf8').trim(); } catch (err) { throw new Error(`SWARM_TOKEN_FILE ${file}: ${(err as Error).message}`); }
-  if (!text) throw new Error(`SWARM_TOKEN_FILE ${file} is empty`);
+  // Bounded: a path to the wrong file (a model, /dev/zero) was read whole. A token is far smaller.
+  try { text = readBounded(file, 64 * 1024).trim(); } catch (err) { throw new SwarmError('SWARM_ERR_CONFIG', `SWARM_TOKEN_FILE ${file}: ${(err as Error).message}`); }
+  if (!text) throw new SwarmError('SWARM_ERR_CONFIG', `SWARM_TOKEN_FILE ${file} is empty`);
   return text;
 }
 

@@ -16,6 +16,7 @@ import type { Dashboard, FeedOptions } from './dashboard/index.js';
 import { Waits, taskView as view } from './wait.js';
 import { journalMetrics, journalStatus } from './journal-report.js';
 import { handshakeCause, rememberRemotes, remoteOf } from './tls-refusal.js';
+import { MAX_SHORT_TEXT } from '../protocol/bounds.js';
 
 const MAX_BODY = 64 * 1024 * 1024;
 /**
@@ -188,7 +189,7 @@ export class ControlServer {
     if (req.method === 'POST' && /^\/workers\/[^/]+\/role$/.test(rawPath)) {
       const id = decodeURIComponent(rawPath.split('/')[2]!);
       const body = JSON.parse((await readBody(req)) || '{}') as { role?: unknown; spec_ref?: unknown };
-      if (typeof body?.role !== 'string' || body.role.length > 256) throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', 'role must be a string of at most 256 characters');
+      if (typeof body?.role !== 'string' || body.role.length > MAX_SHORT_TEXT) throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', `role must be a string of at most ${MAX_SHORT_TEXT} characters`);
       if (body.spec_ref !== undefined && (typeof body.spec_ref !== 'string' || body.spec_ref.length > 4096)) throw new SwarmError('SWARM_ERR_BAD_PAYLOAD', 'spec_ref must be a string of at most 4096 characters');
       if (!this.hub.assignRole(id, body.role, body.spec_ref as string | undefined)) throw new SwarmError('SWARM_ERR_CONFIG', `no worker ${id}`);
       return send(res, 202, { ok: true, worker: id, role: body.role });

@@ -17,3 +17,11 @@ export const MAX_LINE = 8 * 1024 * 1024;
 export const MAX_DEFAULT_TOKENS = 1_000_000;
 /** Largest `--prefetch-below-ms`: tasks this long are no longer short. */
 export const MAX_PREFETCH_BELOW_MS = 60_000;
+/** A worker's or task's id (HANDSHAKE `worker_id`, PROTOCOL.md section 3): a credential or --id past it admits nothing. */
+export const MAX_ID = 128;
+/** A short text field: a role, a capability, a peer address. */
+export const MAX_SHORT_TEXT = 256;
+/** Capabilities a worker may have (HANDSHAKE `caps`). */
+export const MAX_CAPS = 64;
+/** A HANDSHAKE's token; it also travels in an HTTP header (Node's limit for all of them: 16 KiB). */
+export const MAX_TOKEN = 4096;

@@ -1,11 +1,11 @@
 import { z } from 'zod';
 import { Codec, PROTOCOL_VERSION, Type } from './types.js';
 import { ErrorCode } from './errors.js';
-import { MAX_ATTEMPTS, MAX_QUEUE, MAX_SLOTS } from './bounds.js';
+import { MAX_ATTEMPTS, MAX_CAPS, MAX_ID, MAX_QUEUE, MAX_SHORT_TEXT, MAX_SLOTS, MAX_TOKEN } from './bounds.js';
 import { HAVE_MAX_SUB_BUCKETS } from './replica-have.js';
 
-const id = z.string().min(1).max(128);
-const shortText = z.string().max(256);
+const id = z.string().min(1).max(MAX_ID);
+const shortText = z.string().max(MAX_SHORT_TEXT);
 
 /** Task receipt, carried by the final TASK_RES (`done:true`). */
 export const Receipt = z.object({
@@ -33,7 +33,7 @@ export const WireSpec = z.object({
   prompt: z.string().optional(),
   priority: z.number().int().optional(),
   role: shortText.optional(),
-  caps: z.array(shortText).max(64).optional(),
+  caps: z.array(shortText).max(MAX_CAPS).optional(),
   max_attempts: z.number().int().min(1).max(MAX_ATTEMPTS).optional(),
   timeout_ms: z.number().int().positive().optional(),
 }).passthrough();
@@ -86,8 +86,8 @@ export type ReplicaEntry = z.infer<typeof ReplicaEntry>;
 export const Payloads = {
   [Type.HANDSHAKE]: z.object({
     driver: shortText,
-    caps: z.array(shortText).max(64).default([]),
-    token: z.string().max(4096).optional(),
+    caps: z.array(shortText).max(MAX_CAPS).default([]),
+    token: z.string().max(MAX_TOKEN).optional(),
     worker_id: id.optional(),
     role: shortText.optional(),
     slots: z.number().int().min(1).max(MAX_SLOTS).default(1),
@@ -204,7 +204,7 @@ export const Payloads = {
     /** true: the whole list (replaces nothing, adds all); false: peers that joined since. */
     full: z.boolean().default(false),
     /** caps and role: what the worker may run, so an acting coordinator routes as the hub does. */
-    peers: z.array(z.object({ id, peer_addr: shortText, caps: z.array(shortText).max(64).optional(), role: shortText.optional(), slots: z.number().int().min(1).max(1024).optional() })).max(100_000),
+    peers: z.array(z.object({ id, peer_addr: shortText, caps: z.array(shortText).max(MAX_CAPS).optional(), role: shortText.optional(), slots: z.number().int().min(1).max(1024).optional() })).max(100_000),
     /** The swarm's task rules (the hub's settings), so an acting coordinator leases and retries as the hub does. */
     rules: z.object({ max_attempts: z.number().int().positive().optional(), lease_ms: z.number().int().positive().optional() }).optional(),
   }),

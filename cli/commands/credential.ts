@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { SwarmError } from '../../protocol/errors.js';
 import { peerSecret, workerCredential } from '../../protocol/auth.js';
 import { fail } from '../exit.js';
+import { MAX_ID } from '../../protocol/bounds.js';
 import { readHubFile, stateDir, tokenPath } from '../state.js';
 import fs from 'node:fs';
 
@@ -24,7 +25,7 @@ export function registerCredential(program: Command): void {
         if (o.peers) { process.stdout.write((o.json ? JSON.stringify({ peer_secret: peerSecret(token) }) : peerSecret(token)) + '\n'); return; }
         if (!id) throw new SwarmError('SWARM_ERR_CONFIG', 'name the worker id (or --peers)');
         // A HANDSHAKE's worker_id is 1-128 characters: a credential for a longer id admits nothing.
-        if (id.length > 128) throw new SwarmError('SWARM_ERR_CONFIG', `a worker id has at most 128 characters (this one has ${id.length})`);
+        if (id.length > MAX_ID) throw new SwarmError('SWARM_ERR_CONFIG', `a worker id has at most ${MAX_ID} characters (this one has ${id.length})`);
         const credential = workerCredential(token, id);
         process.stdout.write((o.json ? JSON.stringify({ id, credential }) : credential) + '\n');
       } catch (err) { fail(err, o.json); }

@@ -1,4 +1,3 @@
-
 /** One holder's or keeper's feed as the hub's status has it (`failover.feeds`: hub/replicate-feed.ts FeedView); fields a hub before them lacks are absent. */
 export interface FeedStatus {
   holder: string; keeper?: boolean; syncing: boolean; backlog?: number; frames: number; syncs: number; overflows: number;

@@ -100,17 +100,18 @@ export function registerStatus(program: Command): void {
     .option('--json', 'print one JSON object', false))
     .action(async (o: RemoteOptions & { stateDir?: string; json: boolean }) => {
       try {
-        const dir = stateDir(o.stateDir);
         const remote = remoteTarget(o);
+        // A hub named by --hub-url needs no state directory (one that is a file here is not an error).
+        const dir = remote ? undefined : stateDir(o.stateDir);
         let s: Status;
         try {
-          s = await call<Status>(remote ?? runningHub(dir), 'GET', '/status');
+          s = await call<Status>(remote ?? runningHub(dir!), 'GET', '/status');
         } catch (err) {
           // A hub that holds the directory's lock but has no readable hub.json (removed or damaged while
           // it ran) is running: "unreachable" or "no running swarm" would be wrong.
-          const lost = remote || readHubFile(dir) ? undefined : lockHolder(dir);
+          const lost = dir === undefined || readHubFile(dir) ? undefined : lockHolder(dir);
           if (lost !== undefined) throw new SwarmError('SWARM_ERR_STATE_ACCESS', `a hub runs in ${dir} (pid ${lost}, holding its lock) but its hub.json is missing or damaged, so it cannot be reached; \`swarm down\` stops it`);
-          const { live: files, stale } = remote ? { live: [], stale: [] } : readFailoverStatusAll(dir);
+          const { live: files, stale } = dir === undefined ? { live: [], stale: [] } : readFailoverStatusAll(dir);
           // Files the workers left when they died say nothing of a swarm: named as left over, never shown as one.
           if (!files.length) throw stale.length && err instanceof SwarmError ? new SwarmError(err.code, `${err.message}; ${staleNote(stale)}`) : err;
           const g = { ...gossipStatus(files), ...(stale.length ? { stale_status_files: stale } : {}) } as { hub: { mode: string; coordinator?: string }; workers: unknown[]; tasks?: Status['tasks']; runs: { run: string; state: string; verdict?: string }[] };

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { SwarmError } from '../../protocol/errors.js';
+import { writeFileAtomic } from '../../protocol/atomic-file.js';
 import { loadExperiment, resolveInputs, type Experiment } from '../../topologies/index.js';
 import type { ExperimentResult } from '../../topologies/experiment/index.js';
 import { cellSets, cells, groups, parseAxis, type Cell, type SweepFile } from '../../topologies/experiment/sweep.js';
@@ -85,9 +86,9 @@ async function sweep(file: string, o: SweepOptions): Promise<void> {
   if (!o.json) process.stderr.write(`sweep ${f.experiment}: ${f.cells.length} cells (${axes.map((a) => `${a.key} × ${a.values.length}`).join(', ') || 'no grid'}, ${o.seeds} seed(s)); ${reused} already done, ${todo.length} to run${changed ? ` (${changed} changed since their last run: experiment, engine, model or dataset)` : ''}; folder ${out}\n`);
   const save = () => {
     f.updated_at = new Date().toISOString();
-    writeAtomic(jsonPath, JSON.stringify(f, null, 2));
-    writeAtomic(path.join(out, 'sweep.html'), page(f, runsDir, out));
-    writeAtomic(path.join(out, 'tasks.csv'), taskTableCsv(taskTable(f, groups(f, rowsReader(runsDir), f.base_seed), path.basename(f.dataset ?? f.experiment).replace(/\.jsonl?$/, ''))));
+    writeFileAtomic(jsonPath, JSON.stringify(f, null, 2), 0o644);
+    writeFileAtomic(path.join(out, 'sweep.html'), page(f, runsDir, out), 0o644);
+    writeFileAtomic(path.join(out, 'tasks.csv'), taskTableCsv(taskTable(f, groups(f, rowsReader(runsDir), f.base_seed), path.basename(f.dataset ?? f.experiment).replace(/\.jsonl?$/, ''))), 0o644);
   };
   // Ctrl-C or SIGTERM: the running cell is cancelled (follow does that) and no further cell starts.
   let stopping = false;
@@ -172,11 +173,6 @@ function readSweep(file: string): SweepFile | undefined {
 
 function readPassport(runDir: string): Passport | undefined {
   try { return JSON.parse(fs.readFileSync(path.join(runDir, 'passport.json'), 'utf8')) as Passport; } catch { return undefined; }
-}
-
-function writeAtomic(file: string, text: string): void {
-  fs.writeFileSync(`${file}.tmp`, text);
-  fs.renameSync(`${file}.tmp`, file);
 }
 
 type Rows = { id: string; expected: string; cells: Record<string, { score: number | null }> }[];

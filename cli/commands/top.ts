@@ -88,6 +88,7 @@ async function top(hub: Parameters<typeof follow>[0], once: boolean, json: boole
   let lastPlain = '';
   let drawTimer: NodeJS.Timeout | undefined;
   let unreachable: string | undefined;
+  let answered: number | undefined;
   let resolveDone!: () => void;
   const done = new Promise<void>((r) => (resolveDone = r));
   const draw = () => {
@@ -107,9 +108,9 @@ async function top(hub: Parameters<typeof follow>[0], once: boolean, json: boole
     state = s;
     if (once) { out.write(json ? JSON.stringify(s) + '\n' : screen(s, 200, 10_000).join('\n') + '\n'); quit(); return; }
     schedule();
-  }, (up, why) => {
+  }, (up, why, status) => {
     // --once prints the state as it is now: a hub that cannot be reached has none to print (it retried forever).
-    if (!up && once) { unreachable = why ?? '?'; quit(); return; }
+    if (!up && once) { unreachable = why ?? '?'; answered = status; quit(); return; }
     link = up ? 'live' : `unreachable (${why ?? '?'}), retrying`; if (!up && !tty && !json) out.write(`hub ${link}\n`); schedule();
   });
   // Without a terminal, the state again every 10 s even when unchanged: a log shows the swarm is
@@ -135,6 +136,9 @@ async function top(hub: Parameters<typeof follow>[0], once: boolean, json: boole
     if (tty) out.on('resize', draw);
   }
   await done;
-  if (unreachable === 'HTTP 401') throw new SwarmError('SWARM_ERR_AUTH', `the hub at ${hub.control.host}:${hub.control.port} refused the token (HTTP 401)`);
-  if (unreachable !== undefined) throw new SwarmError('SWARM_ERR_NO_SWARM', `the hub at ${hub.control.host}:${hub.control.port} cannot be reached: ${unreachable}`);
+  const where = `${hub.control.host}:${hub.control.port}`;
+  if (answered === 401) throw new SwarmError('SWARM_ERR_AUTH', `the hub at ${where} refused the token (HTTP 401)`);
+  // It is there but did not give its live view (restarting, shutting down, too busy): not "cannot be reached".
+  if (answered !== undefined) throw new SwarmError(answered === 503 ? 'SWARM_ERR_SHUTDOWN' : 'SWARM_ERR_NO_SWARM', `the hub at ${where} answered HTTP ${answered} to its live view; try again`);
+  if (unreachable !== undefined) throw new SwarmError('SWARM_ERR_NO_SWARM', `the hub at ${where} cannot be reached: ${unreachable}`);
 }

@@ -7,9 +7,9 @@ import { SwarmError } from '../../protocol/errors.js';
 import type { HubLocator } from '../../worker/index.js';
 import { fail } from '../exit.js';
 import { hostPort, int, keyValue } from '../options.js';
-import { MAX_LINE, MAX_QUEUE, MAX_SLOTS } from '../../protocol/bounds.js';
+import { MAX_ID, MAX_LINE, MAX_QUEUE, MAX_SHORT_TEXT, MAX_SLOTS } from '../../protocol/bounds.js';
 import { DEFAULT_MAX_LINE } from '../../protocol/types.js';
-import { envToken, readHubFile, stateDir } from '../state.js';
+import { checkToken, envToken, readHubFile, stateDir } from '../state.js';
 import { DEFAULT_DRIVER, chooseModel } from '../model.js';
 import { driverOptionsHelp } from '../../drivers/option-summary.js';
 import { driverOptions } from '../../drivers/options.js';
@@ -128,12 +128,14 @@ export function registerWorker(program: Command): void {
         const model = await chooseModel(o.driver, o.model);
         await loadDriver(o.driver); // only this worker's driver: its options are checked before we connect
         const token = o.token ?? envToken() ?? (fixed ? undefined : readHubFile(dir)?.token);
+        // Past the HANDSHAKE's bound the hub refuses every join (BAD_PAYLOAD), and the worker retried forever.
+        if (token !== undefined) checkToken(token, 'the token given (--token, SWARM_TOKEN, SWARM_TOKEN_FILE)');
         const base = o.id ?? `w-${os.hostname().split('.')[0]}-${process.pid}`;
         const ids = o.ids ?? (o.count === 1 ? [base] : Array.from({ length: o.count }, (_, i) => `${base}-${i + 1}`));
         // What a HANDSHAKE carries (PROTOCOL.md): past it the hub refuses it, and the worker retried forever.
-        const longId = ids.find((id) => id.length > MAX_WORKER_ID);
-        if (longId) throw new SwarmError('SWARM_ERR_CONFIG', `a worker id has at most ${MAX_WORKER_ID} characters (${longId.length > 40 ? `${longId.slice(0, 40)}…` : longId} has ${longId.length}${o.count > 1 && !o.ids ? ', with its -N' : ''})`);
-        if (o.role !== undefined && o.role.length > MAX_ROLE) throw new SwarmError('SWARM_ERR_CONFIG', `--role has at most ${MAX_ROLE} characters (this one has ${o.role.length})`);
+        const longId = ids.find((id) => id.length > MAX_ID);
+        if (longId) throw new SwarmError('SWARM_ERR_CONFIG', `a worker id has at most ${MAX_ID} characters (${longId.length > 40 ? `${longId.slice(0, 40)}…` : longId} has ${longId.length}${o.count > 1 && !o.ids ? ', with its -N' : ''})`);
+        if (o.role !== undefined && o.role.length > MAX_SHORT_TEXT) throw new SwarmError('SWARM_ERR_CONFIG', `--role has at most ${MAX_SHORT_TEXT} characters (this one has ${o.role.length})`);
         const config = workerConfig({ agent: { slots: o.slots, queue: o.queue, ...(o.maxLine !== undefined ? { maxLine: o.maxLine } : {}) }, ...(o.orphanExitMs !== undefined ? { client: { orphanExitMs: o.orphanExitMs } } : {}),
           ...(o.hubLapseMs !== undefined ? { hubMonitor: { lapseMs: o.hubLapseMs } } : {}) });
         const pool = new WorkerPool({
@@ -188,10 +190,6 @@ function idList(v: string): string[] {
   return ids;
 }
 
-/** A HANDSHAKE's `worker_id` and `role` (PROTOCOL.md, section 3). */
-const MAX_WORKER_ID = 128;
-const MAX_ROLE = 256;
-
 /** SWARM_CREDENTIALS: a JSON object of worker id to credential, for a process of several workers. */
 function credentials(env: string | undefined): Record<string, string> | undefined {
   if (env === undefined || env === '') return undefined;
@@ -221,7 +219,7 @@ function failoverOptions(o: WorkerCliOptions): { host: string; port: number; por
     ? { cert: fs.readFileSync(o.peerTlsCert, 'utf8'), key: fs.readFileSync(o.peerTlsKey, 'utf8'), ...(o.peerTlsCa ? { ca: fs.readFileSync(o.peerTlsCa, 'utf8') } : {}) }
     : undefined;
   const peerToken = o.peerToken ?? process.env.SWARM_PEER_TOKEN;
-  return { host: o.peerHost ?? '127.0.0.1', port: o.peerPort, ports, advertise: list(o.peerAdvertise, '--peer-advertise'), ...(tls ? { tls } : {}), ...(peerToken ? { peerToken } : {}) };
+  return { host: o.peerHost ?? '127.0.0.1', port: o.peerPort, ports, advertise: list(o.peerAdvertise, '--peer-advertise'), ...(tls ? { tls } : {}), ...(peerToken ? { peerToken: checkToken(peerToken, 'the peer token (--peer-token, SWARM_PEER_TOKEN)') } : {}) };
 }
 
 const WILDCARD = new Set(['0.0.0.0', '::']);

@@ -81,5 +81,9 @@ t.test('a file where the state directory goes (or in its path): every command sa
       t.match(r.stderr, new RegExp(`SWARM_ERR_CONFIG: the state directory ${dir} ${says.source}`), `${args[0]}: says why`);
     }
   }
+  // A hub named by --hub-url needs no state directory: the file there is no concern of status.
+  const remote = swarm(['status', '--hub-url', 'http://127.0.0.1:1', '--token', 'some-token', '--state-dir', file], { timeoutMs: 30_000 });
+  t.notMatch(remote.stderr, /state directory/, `status --hub-url does not look at the state directory (${remote.stderr.split('\n')[0]})`);
+  t.match(remote.stderr, /127\.0\.0\.1:1/, 'it tried the hub named');
   t.equal(fs.readFileSync(file, 'utf8'), 'my notes\n', 'the file is untouched');
 });

@@ -22,6 +22,9 @@ t.test('--tls-cert/--tls-key/--tls-ca that are not small readable files, and --c
     [['up', '--caps', Array.from({ length: 100 }, (_, i) => `c${i}`).join(',')], /100 capabilities; a worker has at most 64/],
     [['up', '--caps', 'x'.repeat(300)], /a capability has at most 256 characters \(one has 300\)/],
     [['worker', '--hub', '127.0.0.1:1', '--caps', Array.from({ length: 65 }, (_, i) => `c${i}`).join(',')], /65 capabilities/],
+    // A token past the HANDSHAKE's bound: every join was refused (BAD_PAYLOAD) and the worker retried forever.
+    [['worker', '--hub', '127.0.0.1:1', '--driver', 'echo', '--token', 't'.repeat(5000)], /the token given .* is 5000 characters long; a token has at most 4096/],
+    [['worker', '--hub', '127.0.0.1:1', '--driver', 'echo', '--token', 'ok-token', '--failover', '--peer-token', 'p'.repeat(5000)], /the peer token .* is 5000 characters long/],
   ];
   for (const [args, says] of cases) {
     const up = args[0] === 'up' ? ['--agents', '1', '--driver', 'echo', '--detach', '--ready-timeout', '5000'] : [];

@@ -47,6 +47,17 @@ async function hubAtCeiling(t: Test) {
   return { ...h, dir, release };
 }
 
+/** What a dead member (w-5) ran for a hub that lost it, as a survivor hands it back: specs the hub signed, results w-5 signed. */
+function handedBack(ids: readonly string[]) {
+  const hk = hubKey(TOKEN);
+  const at = Date.now();
+  return ids.map((id, i) => {
+    const spec = { id, prompt: `handed back ${id}`, priority: 0 };
+    const text = `ran ${id}`;
+    return { id, spec, spec_mac: hubSignSpecAt(hk, spec, at), seq: i + 1, result: { worker: 'w-5', attempt: 1, text, mac: signResult(key('w-5'), id, 1, text) } };
+  });
+}
+
 /** Every file under `dir` that holds `needle` (the journal, snapshots, archive). */
 function filesHolding(dir: string, needle: string): string[] {
   const out: string[] = [];
@@ -69,14 +80,8 @@ t.test('at the hot ceiling a client submit is refused (SWARM_ERR_QUEUE_FULL, not
   t.same(filesHolding(h.dir, 'client-1'), [], 'nothing journaled');
 
   // A survivor hands back what a dead member (w-5) ran for a hub that lost it: specs the hub signed, results w-5 signed.
-  const hk = hubKey(TOKEN);
   const ids = Array.from({ length: 40 }, (_, i) => `hb-${i}`);
-  const at = Date.now();
-  const entries = ids.map((id, i) => {
-    const spec = { id, prompt: `handed back ${id}`, priority: 0 };
-    const text = `ran ${id}`;
-    return { id, spec, spec_mac: hubSignSpecAt(hk, spec, at), seq: i + 1, result: { worker: 'w-5', attempt: 1, text, mac: signResult(key('w-5'), id, 1, text) } };
-  });
+  const entries = handedBack(ids);
   const w = await RawWorker.join(h.addr, 'w-9', key('w-9'));
   t.teardown(() => w.destroy());
   t.ok(h.hub.store.retention.hot_bytes > hotCeiling(BOUND), 'still past the ceiling when the handback arrives');
@@ -116,14 +121,8 @@ t.test('a HANDBACK the hub cannot queue (its queue at --max-queue) is answered w
   const dir = tempDir(t);
   const h = await startControlled(t, { token: TOKEN, stateDir: dir, maxQueue: 10 });
   await h.hub.store.submitMany(Array.from({ length: 10 }, (_, i) => ({ id: `q-${i}`, prompt: `queued ${i}` })));
-  const hk = hubKey(TOKEN);
   const ids = Array.from({ length: 5 }, (_, i) => `hbq-${i}`);
-  const at = Date.now();
-  const entries = ids.map((id, i) => {
-    const spec = { id, prompt: `handed back ${id}`, priority: 0 };
-    const text = `ran ${id}`;
-    return { id, spec, spec_mac: hubSignSpecAt(hk, spec, at), seq: i + 1, result: { worker: 'w-5', attempt: 1, text, mac: signResult(key('w-5'), id, 1, text) } };
-  });
+  const entries = handedBack(ids);
   const w = await RawWorker.join(h.addr, 'w-9', key('w-9'));
   t.teardown(() => w.destroy());
   const refused = await w.handBack(entries);
