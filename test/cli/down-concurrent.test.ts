@@ -47,8 +47,15 @@ t.test('a down killed while it stops: the one waiting finishes the stop; marks n
   // A `swarm up` typed by a user is found by its starting mark (its recorded command was node's argv,
   // never its command line, so every mark read as another process's and was removed).
   const up = asTyped(['up', '-d', '--state-dir', state, '--driver', 'echo', '--agents', '1', '--no-failover']);
-  t.ok(await until(() => { try { return fs.readdirSync(path.join(state, 'starting')).length > 0; } catch { return false; } }, 30_000, 5), 'up marked the directory');
-  t.same(startingProcs(state).live.map((p) => p.pid), [up.pid], 'its mark names it');
+  // The mark itself (<pid>.json), read in the same look: it is written to a temporary file renamed
+  // into place, and that file alone (which startingProcs passes over) read as no mark under load.
+  let marked: number[] = [];
+  t.ok(await until(() => {
+    try { if (!fs.readdirSync(path.join(state, 'starting')).some((n) => /^\d+\.json$/.test(n))) return false; } catch { return false; }
+    marked = startingProcs(state).live.map((p) => p.pid);
+    return true;
+  }, 30_000, 5), 'up marked the directory');
+  t.same(marked, [up.pid], 'its mark names it');
   await up.exited;
   t.equal(up.code, 0, up.out);
   const engine = slowEngine(t, base, state);
