@@ -126,6 +126,12 @@ export function newToken(): string { return randomId() + randomId(); }
 export function tokenPath(dir: string): string { return path.join(dir, 'token'); }
 
 /**
+ * A token file is read up to this many bytes: a path to the wrong file (a model, /dev/zero) was read
+ * whole. Far past any token, so that a long one is told its length (checkToken) rather than "too large".
+ */
+const TOKEN_FILE_MAX = 1024 * 1024;
+
+/**
  * The swarm's token for a hub on this state directory: the one given (--token, SWARM_TOKEN), else
  * the one stored in `<dir>/token`, else the one of a hub that died here (its hub.json), else a new
  * one, stored 0600. Workers that outlive their hub hold this token: a restarted hub must keep it.
@@ -133,7 +139,7 @@ export function tokenPath(dir: string): string { return path.join(dir, 'token');
 export function swarmToken(dir: string, given?: string): string {
   if (given) return checkToken(given, 'the token given (--token, SWARM_TOKEN)');
   let stored = '';
-  try { stored = readBounded(tokenPath(dir), 64 * 1024).trim(); } catch (err) {
+  try { stored = readBounded(tokenPath(dir), TOKEN_FILE_MAX).trim(); } catch (err) {
     // Only a missing file means "none yet": a folder or an unreadable file in its place was replaced
     // by a new token (or failed as a bug at the rename), and workers holding the old one were refused.
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
@@ -174,8 +180,7 @@ export function envToken(): string | undefined {
   const file = process.env.SWARM_TOKEN_FILE;
   if (!file) return undefined;
   let text: string;
-  // Bounded: a path to the wrong file (a model, /dev/zero) was read whole. A token is far smaller.
-  try { text = readBounded(file, 64 * 1024).trim(); } catch (err) { throw new SwarmError('SWARM_ERR_CONFIG', `SWARM_TOKEN_FILE ${file}: ${(err as Error).message}`); }
+  try { text = readBounded(file, TOKEN_FILE_MAX).trim(); } catch (err) { throw new SwarmError('SWARM_ERR_CONFIG', `SWARM_TOKEN_FILE ${file}: ${(err as Error).message}`); }
   if (!text) throw new SwarmError('SWARM_ERR_CONFIG', `SWARM_TOKEN_FILE ${file} is empty`);
   return text;
 }
