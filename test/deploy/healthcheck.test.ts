@@ -1,7 +1,7 @@
 // deploy/healthcheck.mjs (the Containerfile's HEALTHCHECK, Podman's probes) dials what the hub
 // serves: plain HTTP on loopback, HTTPS on the host's address in the --hosts layout; a worker's
 // failover status file is its heartbeat.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
@@ -53,5 +53,11 @@ t.test('worker: a fresh failover status file is healthy, a stale one is not', as
   const old = new Date(Date.now() - 60_000);
   fs.utimesSync(file, old, old);
   t.equal(check(['worker', path.join(dir, 'w')]).status, 1, 'stale (a hung worker): unhealthy');
+  // "Alive" is a swarm process on the machine (in a container: the worker itself). On a test host that
+  // is whatever other test runs beside this one, if any: one is started here so the case does not
+  // hang on its neighbours.
+  const swarmProc = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)', path.join(dir, 'cli', 'main.js')], { stdio: 'ignore' });
+  t.teardown(() => { swarmProc.kill('SIGKILL'); });
+  await until(() => { try { return fs.readFileSync(`/proc/${swarmProc.pid}/cmdline`, 'utf8').includes('/cli/main.js'); } catch { return false; } }, 10_000, 20);
   t.equal(check(['worker', path.join(dir, 'none')]).status, 0, 'no failover (no status file): the process being alive is enough');
 });
