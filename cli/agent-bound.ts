@@ -12,9 +12,6 @@ const PORTS_PER_AGENT = { failover: 3, star: 1 } as const;
 /** 1048576 as 1,048,576: toLocaleString loaded ICU's data first, 13 ms of `swarm up`'s CPU before it starts the hub. */
 const grouped = (n: number): string => String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
 
-/** The soft limit of open files of this process (its children inherit it), or undefined off Linux. */
-export { openFilesLimit } from '../hub/conn-caps.js';
-
 /** How many ephemeral ports this host hands out (Linux), or undefined. */
 export function ephemeralPorts(file = '/proc/sys/net/ipv4/ip_local_port_range'): number | undefined {
   try {
